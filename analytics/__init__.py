@@ -1,0 +1,1 @@
+"""Figures computed from the warehouse, the cluster simulator, tuning and alert rules."""

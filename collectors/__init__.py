@@ -1,0 +1,1 @@
+"""Adapters from each source's own format to the raw contract (sql/schema)."""

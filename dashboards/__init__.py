@@ -1,0 +1,1 @@
+"""Read-only consumers of the warehouse: the Streamlit app and the reports."""

@@ -1,0 +1,70 @@
+"""The `preemptlens` command.
+
+Subcommands are registered in `COMMANDS`: each is a module exposing
+`add_arguments(parser)` and `run(args, config) -> int`. Library code raises
+`PreemptlensError`; only this module turns errors into exit codes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+
+from preemptlens import __version__
+from preemptlens.config import Config, load_config
+from preemptlens.errors import PreemptlensError
+
+# name -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "demo": ("preemptlens.commands.demo", "simulate the bundled demo cluster into the warehouse and summarise it"),
+    "simulate": ("preemptlens.commands.simulate", "simulate a cluster with ground truth into the warehouse"),
+    "import": ("preemptlens.commands.importer", "import JSONL or CSV files of jobs, runs, checkpoints or GPU samples"),
+    "collect": ("preemptlens.commands.collect", "collect from a source (prometheus, slurm, kubernetes)"),
+    "migrate": ("preemptlens.commands.migrate", "create or upgrade the warehouse schema"),
+}
+
+log = logging.getLogger("preemptlens")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="preemptlens", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"preemptlens {__version__}")
+    parser.add_argument("--config", help="TOML config file (default: $PREEMPTLENS_CONFIG or ./preemptlens.toml)")
+    parser.add_argument("--warehouse", help="DuckDB warehouse file (overrides warehouse.path)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug detail")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (module_name, help_text) in COMMANDS.items():
+        command = sub.add_parser(name, help=help_text, description=help_text)
+        importlib.import_module(module_name).add_arguments(command)
+    return parser
+
+
+def load(args: argparse.Namespace) -> Config:
+    overrides = {"warehouse.path": args.warehouse} if args.warehouse else None
+    return load_config(args.config, overrides)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    module_name, _ = COMMANDS[args.command]
+    try:
+        config = load(args)
+        return int(importlib.import_module(module_name).run(args, config))
+    except PreemptlensError as exc:
+        print(f"preemptlens {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"preemptlens {args.command}: interrupted; committed batches are kept", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""One module per `preemptlens` subcommand (see preemptlens.cli.COMMANDS)."""

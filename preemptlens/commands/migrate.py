@@ -1,0 +1,19 @@
+from __future__ import annotations
+
+import argparse
+
+from preemptlens.config import Config
+from preemptlens.warehouse import Warehouse
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    del parser
+
+
+def run(args: argparse.Namespace, config: Config) -> int:
+    with Warehouse(config.get("warehouse.path")) as wh:
+        applied = wh.migrate()
+        version = wh.schema_version()
+    print(f"warehouse {config.get('warehouse.path')}: schema version {version}"
+          + (f" (applied {', '.join(map(str, applied))})" if applied else " (up to date)"))
+    return 0

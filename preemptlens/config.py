@@ -1,0 +1,242 @@
+"""Configuration: one TOML file, documented settings, secrets by reference.
+
+Where the file is: `--config`, else $PREEMPTLENS_CONFIG, else ./preemptlens.toml
+when it exists; no file at all is fine (every setting has a default).
+
+Each module that needs settings declares a `Section` named after its TOML
+table and lists it in `SECTION_MODULES`; every setting carries help text, and
+a test fails when one is missing from docs/configuration.md.
+
+A secret is never written into the file in clear if it can be helped: give
+`{ "$env" = "NAME" }` or `{ "$file" = "/path" }` and it is resolved when read.
+Any setting can also be overridden from the environment as
+PREEMPTLENS_<SECTION>__<KEY> (for example PREEMPTLENS_PROMETHEUS__BEARER_TOKEN).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from preemptlens.contract import TIERS
+from preemptlens.errors import ConfigError
+
+ENV_CONFIG = "PREEMPTLENS_CONFIG"
+ENV_PREFIX = "PREEMPTLENS_"
+DEFAULT_FILE = "preemptlens.toml"
+
+# Modules whose `SETTINGS` section is part of the configuration.
+SECTION_MODULES: tuple[str, ...] = ("preemptlens.config",)
+
+
+class Secret:
+    """A value that must never be printed: its repr and str are masked."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret('***')"
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+
+@dataclass(frozen=True)
+class Setting:
+    key: str
+    default: Any
+    help: str
+    kind: type = str
+    secret: bool = False
+    choices: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Section:
+    name: str
+    help: str
+    settings: tuple[Setting, ...]
+
+
+SETTINGS = (
+    Section(
+        "warehouse",
+        "Where the DuckDB warehouse lives.",
+        (Setting("path", "preemptlens.duckdb", "Path of the DuckDB warehouse file."),),
+    ),
+    Section(
+        "cluster",
+        "The cluster this configuration describes.",
+        (
+            Setting("name", "demo", "Cluster name stored in every row's `cluster` column."),
+            Setting(
+                "tiers",
+                {},
+                "Map from the source's priority class (partition, QOS, PriorityClass, "
+                "ClusterQueue) to a tier: critical, high, normal or low.",
+                kind=dict,
+            ),
+            Setting(
+                "default_tier",
+                "normal",
+                "Tier of a priority class that `tiers` does not name.",
+                choices=TIERS,
+            ),
+            Setting(
+                "preemptible_tiers",
+                ["low", "normal"],
+                "Tiers whose jobs may be preempted when the source does not say.",
+                kind=list,
+            ),
+        ),
+    ),
+)
+
+
+def sections() -> list[Section]:
+    found: list[Section] = []
+    for module_name in SECTION_MODULES:
+        declared = importlib.import_module(module_name).SETTINGS
+        found.extend(declared if isinstance(declared, tuple) else (declared,))
+    return found
+
+
+@dataclass
+class Config:
+    values: dict[str, dict[str, Any]]
+    path: Path | None = None
+    problems: list[str] = field(default_factory=list)
+
+    def get(self, dotted: str) -> Any:
+        section, _, key = dotted.partition(".")
+        try:
+            return self.values[section][key]
+        except KeyError:
+            raise ConfigError(f"no setting {dotted!r}", "see docs/configuration.md") from None
+
+    def section(self, name: str) -> dict[str, Any]:
+        return dict(self.values.get(name, {}))
+
+    def tier_of(self, priority_class: str | None) -> str:
+        tiers: Mapping[str, str] = self.get("cluster.tiers")
+        if priority_class is not None and priority_class in tiers:
+            return tiers[priority_class]
+        return str(self.get("cluster.default_tier"))
+
+
+def _resolve_secret(value: Any, where: str, problems: list[str]) -> Any:
+    if isinstance(value, dict) and len(value) == 1:
+        ((ref, target),) = value.items()
+        if ref == "$env":
+            if target not in os.environ:
+                problems.append(f"{where}: environment variable {target} is not set")
+                return None
+            return os.environ[target]
+        if ref == "$file":
+            try:
+                return Path(target).read_text().strip()
+            except OSError as exc:
+                problems.append(f"{where}: cannot read secret file {target}: {exc.strerror}")
+                return None
+    return value
+
+
+def _coerce(setting: Setting, value: Any, where: str, problems: list[str]) -> Any:
+    if value is None:
+        return None
+    if setting.kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if setting.kind is int and isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        value = int(value)
+    if setting.kind is float and isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            pass
+    if setting.kind is bool and isinstance(value, str) and value.lower() in ("true", "false", "1", "0"):
+        value = value.lower() in ("true", "1")
+    if not isinstance(value, setting.kind) or (setting.kind is int and isinstance(value, bool)):
+        problems.append(f"{where}: expected {setting.kind.__name__}, got {type(value).__name__}")
+        return setting.default
+    if setting.choices and value not in setting.choices:
+        problems.append(f"{where}: {value!r} is not one of {', '.join(setting.choices)}")
+        return setting.default
+    return value
+
+
+def config_path(explicit: str | None) -> Path | None:
+    if explicit:
+        return Path(explicit)
+    if os.environ.get(ENV_CONFIG):
+        return Path(os.environ[ENV_CONFIG])
+    default = Path(DEFAULT_FILE)
+    return default if default.exists() else None
+
+
+def load_config(explicit: str | None = None, overrides: Mapping[str, Any] | None = None) -> Config:
+    """Read, validate and resolve the configuration; report every problem at once."""
+    path = config_path(explicit)
+    raw: dict[str, Any] = {}
+    if path is not None:
+        try:
+            raw = tomllib.loads(path.read_text())
+        except FileNotFoundError:
+            raise ConfigError(f"config file {path} does not exist", f"create it or unset {ENV_CONFIG}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+    problems: list[str] = []
+    values: dict[str, dict[str, Any]] = {}
+    known = {s.name: s for s in sections()}
+    for name in raw:
+        if name not in known:
+            problems.append(f"[{name}]: unknown section (known: {', '.join(sorted(known))})")
+    for section in known.values():
+        given = raw.get(section.name, {})
+        if not isinstance(given, dict):
+            problems.append(f"[{section.name}]: must be a table")
+            given = {}
+        by_key = {s.key: s for s in section.settings}
+        for key in given:
+            if key not in by_key:
+                problems.append(f"{section.name}.{key}: unknown setting")
+        resolved: dict[str, Any] = {}
+        for setting in section.settings:
+            where = f"{section.name}.{setting.key}"
+            env_name = f"{ENV_PREFIX}{section.name.upper()}__{setting.key.upper()}"
+            value = given.get(setting.key, setting.default)
+            if env_name in os.environ:
+                value = os.environ[env_name]
+            if overrides and where in overrides:
+                value = overrides[where]
+            value = _resolve_secret(value, where, problems)
+            value = _coerce(setting, value, where, problems)
+            if setting.secret and value is not None and not isinstance(value, Secret):
+                value = Secret(str(value))
+            resolved[setting.key] = value
+        values[section.name] = resolved
+    for klass, tier in values["cluster"]["tiers"].items():
+        if tier not in TIERS:
+            problems.append(f"cluster.tiers.{klass}: {tier!r} is not one of {', '.join(TIERS)}")
+    if problems:
+        where = f" in {path}" if path else ""
+        raise ConfigError(
+            f"{len(problems)} configuration problem(s){where}:\n  - " + "\n  - ".join(problems),
+            "see docs/configuration.md for every setting",
+        )
+    return Config(values=values, path=path)

@@ -1,0 +1,103 @@
+"""Rules of the raw contract that SQL types alone do not state.
+
+Column names, types and NOT NULL come from the schema itself (sql/schema,
+read back from the database catalog); this module adds each table's natural
+key, the allowed values of enumerated columns and value ranges.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import polars as pl
+
+TIERS: tuple[str, ...] = ("critical", "high", "normal", "low")
+# Higher rank outranks lower; used wherever tiers are compared.
+TIER_RANK: dict[str, int] = {"critical": 3, "high": 2, "normal": 1, "low": 0}
+
+RUN_STATES: tuple[str, ...] = (
+    "pending",
+    "running",
+    "completed",
+    "failed",
+    "cancelled",
+    "preempted",
+    "requeued",
+    "timeout",
+    "node_fail",
+)
+CHECKPOINT_KINDS: tuple[str, ...] = ("checkpoint", "progress")
+
+
+@dataclass(frozen=True)
+class Check:
+    column: str
+    reason: str
+    ok: pl.Expr  # true where the value is acceptable (nulls are NOT NULL's business)
+
+
+@dataclass(frozen=True)
+class TableRules:
+    key: tuple[str, ...]
+    # Column whose min/max bounds the merge's scan of the existing table.
+    range_column: str | None = None
+    checks: tuple[Check, ...] = field(default_factory=tuple)
+
+
+def _one_of(column: str, values: tuple[str, ...]) -> Check:
+    return Check(column, f"must be one of {', '.join(values)}", pl.col(column).is_in(list(values)))
+
+
+def _at_least(column: str, low: float) -> Check:
+    return Check(column, f"must be >= {low:g}", pl.col(column) >= low)
+
+
+def _between(column: str, low: float, high: float) -> Check:
+    return Check(column, f"must be between {low:g} and {high:g}", pl.col(column).is_between(low, high))
+
+
+RULES: dict[str, TableRules] = {
+    "pools": TableRules(key=("cluster", "pool", "valid_from"), checks=(_at_least("gpus", 0),)),
+    "jobs": TableRules(
+        key=("cluster", "job_id"),
+        checks=(
+            _one_of("tier", TIERS),
+            _at_least("gpus", 0),
+            Check(
+                "checkpoint_interval_s",
+                "must be > 0",
+                pl.col("checkpoint_interval_s") > 0,
+            ),
+            _at_least("work_s", 0),
+        ),
+    ),
+    "job_runs": TableRules(
+        key=("cluster", "job_id", "run"),
+        checks=(
+            _one_of("state", RUN_STATES),
+            _at_least("run", 1),
+            _at_least("gpus", 0),
+            Check(
+                "end_time",
+                "must not be before start_time",
+                pl.col("start_time").is_null() | (pl.col("end_time") >= pl.col("start_time")),
+            ),
+        ),
+    ),
+    "preemption_links": TableRules(key=("cluster", "victim_job_id", "time")),
+    "checkpoints": TableRules(
+        key=("cluster", "job_id", "kind", "time"),
+        checks=(_one_of("kind", CHECKPOINT_KINDS),),
+    ),
+    "gpu_samples": TableRules(
+        key=("cluster", "host", "gpu_uuid", "gpu_instance", "time"),
+        range_column="time",
+        checks=(
+            _between("busy", 0.0, 1.0),
+            _at_least("mem_used_mib", 0),
+            _at_least("power_w", 0),
+        ),
+    ),
+    "sim_truth_preemptions": TableRules(key=("cluster", "victim_job_id", "victim_run")),
+    "sim_truth_hoarding": TableRules(key=("cluster", "job_id", "run", "idle_start")),
+}

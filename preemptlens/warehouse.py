@@ -1,0 +1,486 @@
+"""The DuckDB warehouse: connection, migrations and the one load API.
+
+Everything that writes raw data (collectors, the importer, the simulator)
+goes through `Warehouse.load_batch`: validate against the contract, upsert on
+the natural key, quarantine what is invalid, move the watermarks, all in one
+transaction, and report what happened.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import duckdb
+import polars as pl
+
+from collectors.base import Batch, Reject, Watermark
+from preemptlens.contract import RULES
+from preemptlens.errors import ContractError, SchemaError
+
+SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
+_MIGRATION = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
+# Columns the load API fills itself; collectors never set them.
+_BOOKKEEPING = ("source", "_load_id")
+# Optional column a collector may add to name each row's origin (file:line ...)
+# in quarantine; it is never stored with the row.
+RECORD_COLUMN = "_record"
+
+_POLARS_TYPES: dict[str, pl.DataType] = {
+    "VARCHAR": pl.String(),
+    "INTEGER": pl.Int32(),
+    "BIGINT": pl.Int64(),
+    "DOUBLE": pl.Float64(),
+    "BOOLEAN": pl.Boolean(),
+    "TIMESTAMP WITH TIME ZONE": pl.Datetime("us", "UTC"),
+}
+# ISO 8601 with or without offset (naive means UTC), with space or T, or a bare date.
+_TIME_FORMATS = (
+    "%Y-%m-%dT%H:%M:%S%.f%#z",
+    "%Y-%m-%d %H:%M:%S%.f%#z",
+    "%Y-%m-%dT%H:%M:%S%.f",
+    "%Y-%m-%d %H:%M:%S%.f",
+    "%Y-%m-%d",
+)
+_TRUE = ("true", "t", "yes", "y", "1")
+_FALSE = ("false", "f", "no", "n", "0")
+
+
+def migrations(sql_dir: Path = SQL_DIR) -> list[tuple[int, Path]]:
+    found = []
+    for path in sorted((sql_dir / "schema").glob("*.sql")):
+        match = _MIGRATION.match(path.name)
+        if not match:
+            raise SchemaError(
+                f"{path}: migration files are named NNNN_name.sql",
+                "rename the file, e.g. 0003_add_allocations.sql",
+            )
+        found.append((int(match.group(1)), path))
+    versions = [v for v, _ in found]
+    if versions != list(range(1, len(versions) + 1)):
+        raise SchemaError(f"migrations in {sql_dir / 'schema'} are not numbered 1..N: {versions}")
+    return found
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    sql_type: str
+    nullable: bool
+
+    @property
+    def dtype(self) -> pl.DataType:
+        return _POLARS_TYPES[self.sql_type]
+
+
+@dataclass
+class TableReport:
+    loaded: int = 0
+    unchanged: int = 0
+    quarantined: int = 0
+
+
+@dataclass
+class LoadReport:
+    load_id: str
+    source: str
+    tables: dict[str, TableReport] = field(default_factory=dict)
+
+    def _total(self, attr: str) -> int:
+        return sum(getattr(t, attr) for t in self.tables.values())
+
+    @property
+    def loaded(self) -> int:
+        return self._total("loaded")
+
+    @property
+    def unchanged(self) -> int:
+        return self._total("unchanged")
+
+    @property
+    def quarantined(self) -> int:
+        return self._total("quarantined")
+
+
+def quote(identifier: str) -> str:
+    """Quote an SQL identifier; the one place identifiers enter SQL text."""
+    return '"' + identifier.replace('"', '""') + '"'
+
+
+class Warehouse:
+    """An open warehouse. Read-write instances migrate the schema on open."""
+
+    def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
+        self.path = str(path)
+        self.read_only = read_only
+        if read_only and self.path != ":memory:" and not Path(self.path).exists():
+            raise SchemaError(
+                f"warehouse {self.path} does not exist",
+                "run a collector, `preemptlens import` or `preemptlens demo` first",
+            )
+        self.con = duckdb.connect(self.path, read_only=read_only)
+        if read_only:
+            self._check_version()
+        else:
+            self.migrate()
+        self._columns: dict[str, list[Column]] = {}
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> Warehouse:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- schema -----------------------------------------------------------
+
+    def schema_version(self) -> int:
+        exists = self.con.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_name = '_schema_version'"
+        ).fetchone()
+        if not exists or exists[0] == 0:
+            return 0
+        row = self.con.execute("SELECT coalesce(max(version), 0) FROM _schema_version").fetchone()
+        return int(row[0]) if row else 0
+
+    def _check_version(self) -> int:
+        current = self.schema_version()
+        known = len(migrations())
+        if current > known:
+            raise SchemaError(
+                f"warehouse {self.path} has schema version {current}, "
+                f"newer than this preemptlens knows ({known})",
+                "upgrade preemptlens, or point --warehouse at another file",
+            )
+        return current
+
+    def migrate(self) -> list[int]:
+        """Apply the migrations this warehouse lacks; return their versions."""
+        current = self._check_version()
+        applied = []
+        for version, path in migrations():
+            if version <= current:
+                continue
+            with self.transaction():
+                if version == 1:
+                    self.con.execute(
+                        "CREATE TABLE IF NOT EXISTS _schema_version ("
+                        "version INTEGER PRIMARY KEY, name VARCHAR NOT NULL, "
+                        "applied_at TIMESTAMPTZ NOT NULL)"
+                    )
+                self.con.execute(path.read_text())
+                self.con.execute(
+                    "INSERT INTO _schema_version VALUES ($v, $n, $t)",
+                    {"v": version, "n": path.name, "t": datetime.now(UTC)},
+                )
+            applied.append(version)
+        self._columns = {}
+        return applied
+
+    def columns(self, table: str) -> list[Column]:
+        if table not in self._columns:
+            rows = self.con.execute(
+                "SELECT column_name, data_type, is_nullable FROM information_schema.columns "
+                "WHERE table_name = $t ORDER BY ordinal_position",
+                {"t": table},
+            ).fetchall()
+            if not rows:
+                raise ContractError(f"no table {table!r} in the warehouse schema")
+            self._columns[table] = [Column(n, t, nullable == "YES") for n, t, nullable in rows]
+        return self._columns[table]
+
+    # -- transactions -----------------------------------------------------
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            yield
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+        self.con.execute("COMMIT")
+
+    # -- reading ----------------------------------------------------------
+
+    def query(self, sql: str, params: dict[str, object] | None = None) -> pl.DataFrame:
+        relation = self.con.sql(sql, params=params) if params else self.con.sql(sql)
+        result = pl.from_arrow(relation.to_arrow_table())
+        assert isinstance(result, pl.DataFrame)
+        return result
+
+    def watermarks(self, collector: str) -> dict[tuple[str, str], str]:
+        rows = self.con.execute(
+            "SELECT cluster, stream, cursor FROM _watermarks WHERE collector = $c",
+            {"c": collector},
+        ).fetchall()
+        return {(cluster, stream): cursor for cluster, stream, cursor in rows}
+
+    # -- loading ----------------------------------------------------------
+
+    def load(self, table: str, frame: pl.DataFrame, source: str) -> LoadReport:
+        return self.load_batch(Batch(source=source, frames={table: frame}))
+
+    def load_batches(self, batches: Iterable[Batch]) -> list[LoadReport]:
+        return [self.load_batch(b) for b in batches]
+
+    def load_batch(self, batch: Batch) -> LoadReport:
+        """Validate, upsert, quarantine and move watermarks in one transaction."""
+        load_id = uuid.uuid4().hex
+        report = LoadReport(load_id=load_id, source=batch.source)
+        started = datetime.now(UTC)
+        prepared = []
+        rejects = list(batch.rejects)
+        for table, frame in batch.frames.items():
+            good, bad = self._validate(table, frame, batch.source)
+            prepared.append((table, good))
+            rejects.extend(bad)
+        with self.transaction():
+            for table, good in prepared:
+                loaded, unchanged = self._merge(table, good, batch.source, load_id)
+                rep = report.tables.setdefault(table, TableReport())
+                rep.loaded += loaded
+                rep.unchanged += unchanged
+            for reject in rejects:
+                report.tables.setdefault(reject.table, TableReport()).quarantined += 1
+            if rejects:
+                self._quarantine(rejects, batch.source, load_id)
+            self._set_watermarks(batch.watermarks)
+            self.con.execute(
+                "INSERT INTO _loads VALUES ($id, $src, $start, $end, $l, $u, $q)",
+                {
+                    "id": load_id,
+                    "src": batch.source,
+                    "start": started,
+                    "end": datetime.now(UTC),
+                    "l": report.loaded,
+                    "u": report.unchanged,
+                    "q": report.quarantined,
+                },
+            )
+        return report
+
+    def _validate(
+        self, table: str, frame: pl.DataFrame, source: str
+    ) -> tuple[pl.DataFrame, list[Reject]]:
+        if table not in RULES:
+            raise ContractError(f"{source}: no raw table {table!r} in the contract")
+        rules = RULES[table]
+        columns = [c for c in self.columns(table) if c.name not in _BOOKKEEPING]
+        names = {c.name for c in columns}
+        unknown = set(frame.columns) - names - {RECORD_COLUMN}
+        if unknown:
+            raise ContractError(
+                f"{source}: columns {sorted(unknown)} are not in table {table}",
+                f"the contract's columns are {sorted(names)}",
+            )
+        missing_required = [
+            c.name for c in columns if not c.nullable and c.name not in frame.columns and c.name != "gpu_instance"
+        ]
+        if missing_required:
+            raise ContractError(
+                f"{source}: frame for {table} lacks required columns {missing_required}"
+            )
+        if frame.height == 0:
+            return frame.clear(), []
+
+        if RECORD_COLUMN in frame.columns:
+            record = pl.col(RECORD_COLUMN).cast(pl.String)
+        else:
+            record = pl.concat_str(
+                [pl.lit(f"{k}=") + pl.col(k).cast(pl.String).fill_null("") for k in rules.key],
+                separator=" ",
+            )
+        frame = frame.with_columns(record.alias(RECORD_COLUMN))
+
+        casts = []
+        problems: list[tuple[str, pl.Expr, str]] = []
+        for col in columns:
+            if col.name not in frame.columns:
+                default = "" if col.name == "gpu_instance" else None
+                casts.append(pl.lit(default, dtype=col.dtype).alias(col.name))
+                continue
+            casts.append(_cast(frame.schema[col.name], col).alias(col.name))
+            problems.append(
+                (
+                    col.name,
+                    pl.col(f"__raw_{col.name}").is_not_null() & pl.col(col.name).is_null(),
+                    f"cannot be read as {col.sql_type}",
+                )
+            )
+        raw_copies = [pl.col(c.name).alias(f"__raw_{c.name}") for c in columns if c.name in frame.columns]
+        typed = frame.select([*raw_copies, pl.col(RECORD_COLUMN), *casts])
+        for col in columns:
+            if not col.nullable:
+                problems.append((col.name, pl.col(col.name).is_null(), "is required"))
+        for check in rules.checks:
+            problems.append((check.column, ~check.ok.fill_null(True), check.reason))
+
+        # The first failing field of each row names the reason it is quarantined.
+        field_expr: pl.Expr = pl.lit(None, dtype=pl.String)
+        reason_expr: pl.Expr = pl.lit(None, dtype=pl.String)
+        for name, failed, reason in reversed(problems):
+            field_expr = pl.when(failed.fill_null(False)).then(pl.lit(name)).otherwise(field_expr)
+            reason_expr = pl.when(failed.fill_null(False)).then(pl.lit(reason)).otherwise(reason_expr)
+        typed = typed.with_columns(field_expr.alias("__field"), reason_expr.alias("__reason"))
+
+        bad = typed.filter(pl.col("__field").is_not_null())
+        rejects = [
+            Reject(
+                table=table,
+                record=row[RECORD_COLUMN],
+                field=row["__field"],
+                reason=_describe(row["__field"], row["__reason"], row.get(f"__raw_{row['__field']}")),
+                raw=_raw_text({c.name: row.get(f"__raw_{c.name}") for c in columns if f"__raw_{c.name}" in row}),
+            )
+            for row in bad.iter_rows(named=True)
+        ]
+        good = typed.filter(pl.col("__field").is_null()).select([c.name for c in columns])
+        # Within one batch the last record of a key wins, as a later load would.
+        good = good.unique(subset=list(rules.key), keep="last", maintain_order=True)
+        return good, rejects
+
+    def _merge(self, table: str, good: pl.DataFrame, source: str, load_id: str) -> tuple[int, int]:
+        if good.height == 0:
+            return 0, 0
+        rules = RULES[table]
+        cols = [c.name for c in self.columns(table) if c.name not in _BOOKKEEPING]
+        self.con.register("_incoming", good.with_columns(pl.lit(source).alias("source")).to_arrow())
+        try:
+            target = f"(SELECT * FROM {quote(table)}"
+            params: dict[str, object] = {}
+            if rules.range_column:
+                rc = rules.range_column
+                params = {"lo": good[rc].min(), "hi": good[rc].max()}
+                target += f" WHERE {quote(rc)} BETWEEN $lo AND $hi"
+            target += ")"
+            on = " AND ".join(f"s.{quote(k)} = t.{quote(k)}" for k in rules.key)
+            same = " AND ".join(
+                f"s.{quote(c)} IS NOT DISTINCT FROM t.{quote(c)}" for c in [*cols, "source"]
+            )
+            first_key = quote(rules.key[0])
+            self.con.execute(
+                f"CREATE OR REPLACE TEMP TABLE _merge AS SELECT s.*, "
+                f"t.{first_key} IS NOT NULL AS _exists, "
+                f"coalesce(t.{first_key} IS NOT NULL AND {same}, false) AS _same "
+                f"FROM _incoming s LEFT JOIN {target} t ON {on}",
+                params,
+            )
+            counts = self.con.execute(
+                "SELECT count(*) FILTER (WHERE NOT _same), count(*) FILTER (WHERE _same), "
+                "count(*) FILTER (WHERE _exists AND NOT _same) FROM _merge"
+            ).fetchone()
+            assert counts is not None
+            changed, unchanged, replaced = (int(x) for x in counts)
+            if replaced:
+                key_match = " AND ".join(f"m.{quote(k)} = {quote(table)}.{quote(k)}" for k in rules.key)
+                self.con.execute(
+                    f"DELETE FROM {quote(table)} USING (SELECT * FROM _merge "
+                    f"WHERE _exists AND NOT _same) m WHERE {key_match}"
+                )
+            if changed:
+                col_list = ", ".join(quote(c) for c in [*cols, "source"])
+                self.con.execute(
+                    f"INSERT INTO {quote(table)} ({col_list}, _load_id) "
+                    f"SELECT {col_list}, $load_id FROM _merge WHERE NOT _same",
+                    {"load_id": load_id},
+                )
+            self.con.execute("DROP TABLE _merge")
+        finally:
+            self.con.unregister("_incoming")
+        return changed, unchanged
+
+    def _quarantine(self, rejects: Sequence[Reject], source: str, load_id: str) -> None:
+        frame = pl.DataFrame(
+            {
+                "source": [source] * len(rejects),
+                "target_table": [r.table for r in rejects],
+                "record": [r.record for r in rejects],
+                "field": [r.field for r in rejects],
+                "reason": [r.reason for r in rejects],
+                "raw": [r.raw for r in rejects],
+            },
+            schema={k: pl.String for k in ("source", "target_table", "record", "field", "reason", "raw")},
+        ).unique(subset=["source", "target_table", "record"], keep="last", maintain_order=True)
+        self.con.register("_rejects", frame.to_arrow())
+        try:
+            self.con.execute(
+                "DELETE FROM quarantine q USING _rejects r WHERE q.source = r.source "
+                "AND q.target_table = r.target_table AND q.record = r.record "
+                "AND (q.field, q.reason, q.raw) IS DISTINCT FROM (r.field, r.reason, r.raw)"
+            )
+            self.con.execute(
+                "INSERT INTO quarantine SELECT r.*, $load_id FROM _rejects r "
+                "ANTI JOIN quarantine q ON q.source = r.source "
+                "AND q.target_table = r.target_table AND q.record = r.record",
+                {"load_id": load_id},
+            )
+        finally:
+            self.con.unregister("_rejects")
+
+    def _set_watermarks(self, marks: Sequence[Watermark]) -> None:
+        now = datetime.now(UTC)
+        for m in marks:
+            self.con.execute(
+                "INSERT INTO _watermarks VALUES ($c, $cl, $s, $cur, $t) "
+                "ON CONFLICT (collector, cluster, stream) DO UPDATE SET "
+                "cursor = excluded.cursor, updated_at = excluded.updated_at",
+                {"c": m.collector, "cl": m.cluster, "s": m.stream, "cur": m.cursor, "t": now},
+            )
+
+
+def _cast(source_type: pl.DataType, col: Column) -> pl.Expr:
+    expr = pl.col(col.name)
+    target = col.dtype
+    if source_type == target:
+        return expr
+    if isinstance(target, pl.Datetime):
+        if source_type == pl.String:
+            stripped = expr.str.strip_chars()
+            return pl.coalesce(
+                [stripped.str.to_datetime(format=f, strict=False, time_zone="UTC", time_unit="us") for f in _TIME_FORMATS]
+            )
+        if isinstance(source_type, pl.Datetime):
+            if source_type.time_zone is None:
+                # The contract is UTC; a naive time from a source is taken as UTC.
+                return expr.dt.replace_time_zone("UTC").dt.cast_time_unit("us")
+            return expr.dt.convert_time_zone("UTC").dt.cast_time_unit("us")
+        if source_type.is_numeric():
+            # Epoch seconds, as Slurm and Prometheus give them.
+            return pl.from_epoch(expr.cast(pl.Float64).mul(1_000_000).cast(pl.Int64), time_unit="us").dt.replace_time_zone("UTC")
+        return pl.lit(None, dtype=target)
+    if isinstance(target, pl.Boolean) and source_type == pl.String:
+        lowered = expr.str.strip_chars().str.to_lowercase()
+        return (
+            pl.when(lowered.is_in(list(_TRUE)))
+            .then(True)
+            .when(lowered.is_in(list(_FALSE)))
+            .then(False)
+            .otherwise(None)
+        )
+    if source_type == pl.String and target.is_numeric():
+        return expr.str.strip_chars().cast(target, strict=False)
+    if source_type == pl.Null:
+        return expr.cast(target)
+    return expr.cast(target, strict=False)
+
+
+def _describe(field: str, reason: str, raw: object) -> str:
+    if reason == "is required":
+        return f"{field} is required"
+    shown = repr(raw)
+    if len(shown) > 80:
+        shown = shown[:77] + "..."
+    return f"{field} {reason} (got {shown})"
+
+
+def _raw_text(values: dict[str, object]) -> str:
+    parts = [f"{k}={v!r}" for k, v in values.items() if v is not None]
+    return ", ".join(parts)

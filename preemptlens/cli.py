@@ -29,16 +29,24 @@ COMMANDS: dict[str, tuple[str, str]] = {
 log = logging.getLogger("preemptlens")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="preemptlens", description=__doc__.splitlines()[0])
-    parser.add_argument("--version", action="version", version=f"preemptlens {__version__}")
+def _global_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", help="TOML config file (default: $PREEMPTLENS_CONFIG or ./preemptlens.toml)")
     parser.add_argument("--warehouse", help="DuckDB warehouse file (overrides warehouse.path)")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug detail")
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The full parser; with `only`, import just that command's module (start-up stays quick)."""
+    parser = argparse.ArgumentParser(
+        prog="preemptlens", description="What preemption costs and buys on a shared GPU cluster."
+    )
+    parser.add_argument("--version", action="version", version=f"preemptlens {__version__}")
+    _global_options(parser)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module_name, help_text) in COMMANDS.items():
         command = sub.add_parser(name, help=help_text, description=help_text)
-        importlib.import_module(module_name).add_arguments(command)
+        if only is None or name == only:
+            importlib.import_module(module_name).add_arguments(command)
     return parser
 
 
@@ -48,7 +56,11 @@ def load(args: argparse.Namespace) -> Config:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    first = argparse.ArgumentParser(add_help=False)
+    _global_options(first)
+    first.add_argument("command", nargs="?")
+    known, _ = first.parse_known_args(argv)
+    parser = build_parser(known.command if known.command in COMMANDS else None)
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,

@@ -27,6 +27,8 @@ SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
 _MIGRATION = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 # Columns the load API fills itself; collectors never set them.
 _BOOKKEEPING = ("source", "_load_id")
+# Defaults of NOT NULL columns a frame may leave out (as in sql/schema).
+_DEFAULTS: dict[str, object] = {"gpu_instance": ""}
 # Optional column a collector may add to name each row's origin (file:line ...)
 # in quarantine; it is never stored with the row.
 RECORD_COLUMN = "_record"
@@ -124,6 +126,8 @@ class Warehouse:
                 "run a collector, `preemptlens import` or `preemptlens demo` first",
             )
         self.con = duckdb.connect(self.path, read_only=read_only)
+        # The data contract is UTC; never let the host's zone leak into results.
+        self.con.execute("SET TimeZone = 'UTC'")
         if read_only:
             self._check_version()
         else:
@@ -142,21 +146,24 @@ class Warehouse:
     # -- schema -----------------------------------------------------------
 
     def schema_version(self) -> int:
-        exists = self.con.execute(
-            "SELECT count(*) FROM information_schema.tables WHERE table_name = '_schema_version'"
-        ).fetchone()
-        if not exists or exists[0] == 0:
+        exists = self._scalar("SELECT count(*) FROM information_schema.tables WHERE table_name = '_schema_version'")
+        if not exists:
             return 0
-        row = self.con.execute("SELECT coalesce(max(version), 0) FROM _schema_version").fetchone()
-        return int(row[0]) if row else 0
+        version = self._scalar("SELECT coalesce(max(version), 0) FROM _schema_version")
+        return int(version) if isinstance(version, int) else 0
+
+    def _scalar(self, sql: str, params: dict[str, object] | None = None) -> object:
+        # Fetch every row: DuckDB refuses further work on a connection whose
+        # last result was only partly read.
+        rows = self.con.execute(sql, params or {}).fetchall()
+        return rows[0][0] if rows else None
 
     def _check_version(self) -> int:
         current = self.schema_version()
         known = len(migrations())
         if current > known:
             raise SchemaError(
-                f"warehouse {self.path} has schema version {current}, "
-                f"newer than this preemptlens knows ({known})",
+                f"warehouse {self.path} has schema version {current}, newer than this preemptlens knows ({known})",
                 "upgrade preemptlens, or point --warehouse at another file",
             )
         return current
@@ -267,9 +274,7 @@ class Warehouse:
             )
         return report
 
-    def _validate(
-        self, table: str, frame: pl.DataFrame, source: str
-    ) -> tuple[pl.DataFrame, list[Reject]]:
+    def _validate(self, table: str, frame: pl.DataFrame, source: str) -> tuple[pl.DataFrame, list[Reject]]:
         if table not in RULES:
             raise ContractError(f"{source}: no raw table {table!r} in the contract")
         rules = RULES[table]
@@ -282,12 +287,10 @@ class Warehouse:
                 f"the contract's columns are {sorted(names)}",
             )
         missing_required = [
-            c.name for c in columns if not c.nullable and c.name not in frame.columns and c.name != "gpu_instance"
+            c.name for c in columns if not c.nullable and c.name not in frame.columns and c.name not in _DEFAULTS
         ]
         if missing_required:
-            raise ContractError(
-                f"{source}: frame for {table} lacks required columns {missing_required}"
-            )
+            raise ContractError(f"{source}: frame for {table} lacks required columns {missing_required}")
         if frame.height == 0:
             return frame.clear(), []
 
@@ -295,7 +298,7 @@ class Warehouse:
             record = pl.col(RECORD_COLUMN).cast(pl.String)
         else:
             record = pl.concat_str(
-                [pl.lit(f"{k}=") + pl.col(k).cast(pl.String).fill_null("") for k in rules.key],
+                [pl.lit(f"{k}=") + pl.col(k).cast(pl.String).fill_null("") for k in rules.key if k in frame.columns],
                 separator=" ",
             )
         frame = frame.with_columns(record.alias(RECORD_COLUMN))
@@ -304,10 +307,12 @@ class Warehouse:
         problems: list[tuple[str, pl.Expr, str]] = []
         for col in columns:
             if col.name not in frame.columns:
-                default = "" if col.name == "gpu_instance" else None
-                casts.append(pl.lit(default, dtype=col.dtype).alias(col.name))
+                casts.append(pl.lit(_DEFAULTS.get(col.name), dtype=col.dtype).alias(col.name))
                 continue
-            casts.append(_cast(frame.schema[col.name], col).alias(col.name))
+            cast = _cast(frame.schema[col.name], col)
+            if col.name in _DEFAULTS:
+                cast = cast.fill_null(_DEFAULTS[col.name])
+            casts.append(cast.alias(col.name))
             problems.append(
                 (
                     col.name,
@@ -362,9 +367,7 @@ class Warehouse:
                 target += f" WHERE {quote(rc)} BETWEEN $lo AND $hi"
             target += ")"
             on = " AND ".join(f"s.{quote(k)} = t.{quote(k)}" for k in rules.key)
-            same = " AND ".join(
-                f"s.{quote(c)} IS NOT DISTINCT FROM t.{quote(c)}" for c in [*cols, "source"]
-            )
+            same = " AND ".join(f"s.{quote(c)} IS NOT DISTINCT FROM t.{quote(c)}" for c in [*cols, "source"])
             first_key = quote(rules.key[0])
             self.con.execute(
                 f"CREATE OR REPLACE TEMP TABLE _merge AS SELECT s.*, "
@@ -373,12 +376,13 @@ class Warehouse:
                 f"FROM _incoming s LEFT JOIN {target} t ON {on}",
                 params,
             )
-            counts = self.con.execute(
-                "SELECT count(*) FILTER (WHERE NOT _same), count(*) FILTER (WHERE _same), "
-                "count(*) FILTER (WHERE _exists AND NOT _same) FROM _merge"
-            ).fetchone()
-            assert counts is not None
-            changed, unchanged, replaced = (int(x) for x in counts)
+            changed, unchanged, replaced = (
+                int(x)
+                for x in self.con.execute(
+                    "SELECT count(*) FILTER (WHERE NOT _same), count(*) FILTER (WHERE _same), "
+                    "count(*) FILTER (WHERE _exists AND NOT _same) FROM _merge"
+                ).fetchall()[0]
+            )
             if replaced:
                 key_match = " AND ".join(f"m.{quote(k)} = {quote(table)}.{quote(k)}" for k in rules.key)
                 self.con.execute(
@@ -445,7 +449,13 @@ def _cast(source_type: pl.DataType, col: Column) -> pl.Expr:
         if source_type == pl.String:
             stripped = expr.str.strip_chars()
             return pl.coalesce(
-                [stripped.str.to_datetime(format=f, strict=False, time_zone="UTC", time_unit="us") for f in _TIME_FORMATS]
+                [
+                    *(
+                        stripped.str.to_datetime(format=f, strict=False, time_zone="UTC", time_unit="us")
+                        for f in _TIME_FORMATS
+                    ),
+                    _from_epoch(stripped.cast(pl.Float64, strict=False)),
+                ]
             )
         if isinstance(source_type, pl.Datetime):
             if source_type.time_zone is None:
@@ -453,23 +463,23 @@ def _cast(source_type: pl.DataType, col: Column) -> pl.Expr:
                 return expr.dt.replace_time_zone("UTC").dt.cast_time_unit("us")
             return expr.dt.convert_time_zone("UTC").dt.cast_time_unit("us")
         if source_type.is_numeric():
-            # Epoch seconds, as Slurm and Prometheus give them.
-            return pl.from_epoch(expr.cast(pl.Float64).mul(1_000_000).cast(pl.Int64), time_unit="us").dt.replace_time_zone("UTC")
+            return _from_epoch(expr.cast(pl.Float64))
         return pl.lit(None, dtype=target)
     if isinstance(target, pl.Boolean) and source_type == pl.String:
         lowered = expr.str.strip_chars().str.to_lowercase()
         return (
-            pl.when(lowered.is_in(list(_TRUE)))
-            .then(True)
-            .when(lowered.is_in(list(_FALSE)))
-            .then(False)
-            .otherwise(None)
+            pl.when(lowered.is_in(list(_TRUE))).then(True).when(lowered.is_in(list(_FALSE))).then(False).otherwise(None)
         )
     if source_type == pl.String and target.is_numeric():
         return expr.str.strip_chars().cast(target, strict=False)
     if source_type == pl.Null:
         return expr.cast(target)
     return expr.cast(target, strict=False)
+
+
+def _from_epoch(seconds: pl.Expr) -> pl.Expr:
+    """Epoch seconds, as Slurm and Prometheus give them."""
+    return pl.from_epoch((seconds * 1_000_000).round().cast(pl.Int64), time_unit="us").dt.replace_time_zone("UTC")
 
 
 def _describe(field: str, reason: str, raw: object) -> str:

@@ -14,6 +14,8 @@ def run(args: argparse.Namespace, config: Config) -> int:
     with Warehouse(config.get("warehouse.path")) as wh:
         applied = wh.migrate()
         version = wh.schema_version()
-    print(f"warehouse {config.get('warehouse.path')}: schema version {version}"
-          + (f" (applied {', '.join(map(str, applied))})" if applied else " (up to date)"))
+    print(
+        f"warehouse {config.get('warehouse.path')}: schema version {version}"
+        + (f" (applied {', '.join(map(str, applied))})" if applied else " (up to date)")
+    )
     return 0

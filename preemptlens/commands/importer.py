@@ -1,0 +1,44 @@
+"""`preemptlens import FILE...`: load JSONL/CSV files of contract rows."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from collectors.files import IMPORTABLE, FileImporter, table_for
+from preemptlens.config import Config
+from preemptlens.warehouse import Warehouse
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("files", nargs="+", type=Path, help="JSONL (.jsonl/.ndjson) or CSV files")
+    parser.add_argument(
+        "--table",
+        choices=IMPORTABLE,
+        help="the table the files hold (default: taken from each file name)",
+    )
+
+
+def run(args: argparse.Namespace, config: Config) -> int:
+    with Warehouse(config.get("warehouse.path")) as wh:
+        for path in args.files:
+            table = table_for(path, args.table)
+            columns = [c.name for c in wh.columns(table) if c.name not in ("source", "_load_id")]
+            importer = FileImporter(path, columns, table)
+            loaded = unchanged = quarantined = 0
+            for batch in importer.batches():
+                report = wh.load_batch(batch)
+                loaded += report.loaded
+                unchanged += report.unchanged
+                quarantined += report.quarantined
+            print(f"{path} -> {table}: {loaded} loaded, {unchanged} unchanged, {quarantined} quarantined")
+            if quarantined:
+                shown = wh.query(
+                    "SELECT record, reason FROM quarantine WHERE source = $s ORDER BY record LIMIT 5",
+                    {"s": importer.source},
+                )
+                for record, reason in shown.iter_rows():
+                    print(f"  quarantined {record}: {reason}")
+                if quarantined > shown.height:
+                    print(f"  ... all in table quarantine, source = '{importer.source}'")
+    return 0

@@ -41,6 +41,9 @@ class TableRules:
     key: tuple[str, ...]
     # Column whose min/max bounds the merge's scan of the existing table.
     range_column: str | None = None
+    # Columns whose stored value survives a later load that leaves them NULL
+    # (a source that sees a record again with less detail than before).
+    sticky: tuple[str, ...] = ()
     checks: tuple[Check, ...] = field(default_factory=tuple)
 
 
@@ -73,6 +76,7 @@ RULES: dict[str, TableRules] = {
     ),
     "job_runs": TableRules(
         key=("cluster", "job_id", "run"),
+        sticky=("pool", "hosts", "submit_time", "eligible_time", "start_time", "preemptor_job_id", "reason"),
         checks=(
             _one_of("state", RUN_STATES),
             _at_least("run", 1),

@@ -367,11 +367,18 @@ class Warehouse:
                 target += f" WHERE {quote(rc)} BETWEEN $lo AND $hi"
             target += ")"
             on = " AND ".join(f"s.{quote(k)} = t.{quote(k)}" for k in rules.key)
-            same = " AND ".join(f"s.{quote(c)} IS NOT DISTINCT FROM t.{quote(c)}" for c in [*cols, "source"])
+            # A sticky column keeps its stored value when a later, less complete
+            # view of the same record leaves it NULL.
+            value = {
+                c: f"coalesce(s.{quote(c)}, t.{quote(c)})" if c in rules.sticky else f"s.{quote(c)}"
+                for c in [*cols, "source"]
+            }
+            same = " AND ".join(f"{v} IS NOT DISTINCT FROM t.{quote(c)}" for c, v in value.items())
             first_key = quote(rules.key[0])
             self.con.execute(
-                f"CREATE OR REPLACE TEMP TABLE _merge AS SELECT s.*, "
-                f"t.{first_key} IS NOT NULL AS _exists, "
+                f"CREATE OR REPLACE TEMP TABLE _merge AS SELECT "
+                + ", ".join(f"{v} AS {quote(c)}" for c, v in value.items())
+                + f", t.{first_key} IS NOT NULL AS _exists, "
                 f"coalesce(t.{first_key} IS NOT NULL AND {same}, false) AS _same "
                 f"FROM _incoming s LEFT JOIN {target} t ON {on}",
                 params,

@@ -216,3 +216,20 @@ def test_newer_warehouse_is_refused(tmp_path: Path) -> None:
 def test_read_only_open_of_missing_file_says_what_to_do(tmp_path: Path) -> None:
     with pytest.raises(SchemaError, match="demo"):
         Warehouse(tmp_path / "absent.duckdb", read_only=True)
+
+
+def test_sticky_columns_survive_a_less_complete_reload(wh: Warehouse) -> None:
+    full = pl.DataFrame(
+        {"cluster": ["c1"], "job_id": ["9"], "run": [2], "gpus": [8], "start_time": [T0], "state": ["running"]}
+    )
+    wh.load("job_runs", full, "k8s")
+    # The source later sees the run end but no longer knows when it started.
+    later = full.with_columns(
+        pl.lit(None, dtype=pl.Datetime("us", "UTC")).alias("start_time"),
+        pl.lit("preempted").alias("state"),
+        pl.lit(T0 + timedelta(hours=2)).alias("end_time"),
+    )
+    assert wh.load("job_runs", later, "k8s").loaded == 1
+    row = table(wh, "job_runs", "job_id").row(0, named=True)
+    assert (row["start_time"], row["state"], row["end_time"]) == (T0, "preempted", T0 + timedelta(hours=2))
+    assert wh.load("job_runs", later, "k8s").unchanged == 1

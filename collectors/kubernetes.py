@@ -1,0 +1,354 @@
+"""Kubernetes: preemption events, Kueue Workloads, GPU pods and KAI PodGroups.
+
+Reads through the official `kubernetes` client, list-then-watch per resource
+stream (kubernetes_watch), and turns what it reads into contract rows:
+
+- streams `events` (core/v1) and `events.k8s.io` (events.k8s.io/v1) give
+  `preemption_links` (kubernetes_events: kube-scheduler, Kueue, KAI, Volcano);
+- `workloads` (Kueue, `kueue.x-k8s.io/<kueue_version>`), `pods` and
+  `podgroups` (KAI, `scheduling.run.ai/v2alpha2`) give `jobs` and `job_runs`
+  (kubernetes_objects).
+
+Job ids are Kubernetes UIDs: the Workload's for Kueue (stable over its
+evictions and re-admissions), the PodGroup's for KAI, the pod's for a plain
+GPU pod. A preempted pod maps to the job of its own UID, because that is all
+the event names and the mapping must not depend on what else was read; a
+preemptor named only as "<namespace>/<name>" (old kube-scheduler messages,
+KAI annotations) is kept in that form, and an unnamed one is NULL with the
+reason saying so.
+
+Cursors: one watermark per (cluster, stream[@namespace]) holding the last
+resourceVersion delivered, committed with the batch that contains its data;
+bookmarks move it without data. A record that cannot be read is quarantined
+(source `kubernetes`, the stream and namespace/name, the field, the reason)
+and the rest of the batch loads. The collection fails only when no stream
+could be read at all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import logging
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import kubernetes.client
+import kubernetes.config
+import polars as pl
+
+from collectors.base import Batch, Reject, Watermark
+from collectors.kubernetes_events import ParseError, locate, preemptions
+from collectors.kubernetes_objects import Rows, Tiering, pod_rows, podgroup_rows, workload_rows
+from collectors.kubernetes_watch import BadLine, Change, ListWatch, Mark
+from preemptlens.config import Config, Section, Setting
+from preemptlens.errors import ConfigError, SourceError
+
+log = logging.getLogger(__name__)
+
+SOURCE = "kubernetes"
+STREAMS = ("events", "events.k8s.io", "workloads", "pods", "podgroups")
+# Raw JSON of a quarantined record is cut here: enough to find it, not a whole object dump.
+RAW_LIMIT = 2000
+
+SETTINGS = Section(
+    "kubernetes",
+    "The Kubernetes collector (`preemptlens collect kubernetes`).",
+    (
+        Setting("api_url", "", "API server URL, e.g. https://10.0.0.1:6443; empty: from the kubeconfig."),
+        Setting("kubeconfig", "", "Kubeconfig file; empty: api_url, else the in-cluster service account."),
+        Setting("context", "", "Kubeconfig context to use; empty: its current context."),
+        Setting("token", None, "Bearer token for the API server (use {\"$env\" = ...} or {\"$file\" = ...}).",
+                secret=True),
+        Setting("ca_file", "", "CA bundle that signed the API server's certificate; empty: system CAs."),
+        Setting("verify_tls", True, "Verify the API server's TLS certificate.", kind=bool),
+        Setting("namespaces", [], "Namespaces to read; empty: all namespaces.", kind=list),
+        Setting("streams", ["events"], f"Resource streams to read, any of: {', '.join(STREAMS)}.", kind=list),
+        Setting("kueue_version", "v1beta1", "Kueue API version of Workloads (v1beta2 from Kueue 0.15).",
+                choices=("v1beta1", "v1beta2")),
+        Setting("gpu_resource", "nvidia.com/gpu", "Extended resource name that counts GPUs."),
+        Setting("watch_seconds", 30.0, "How long one collection watches each stream at most.", kind=float),
+        Setting("idle_seconds", 5.0, "Stop watching a stream after this long without any event.", kind=float),
+        Setting("page_size", 500, "Objects per list page (`limit`).", kind=int),
+        Setting("batch_size", 1000, "Rows per loaded batch while watching.", kind=int),
+        Setting("max_retries", 5, "Retries of a dropped watch or a failing request before giving up.", kind=int),
+    ),
+)
+
+_COLUMNS: dict[str, dict[str, pl.DataType]] = {
+    "preemption_links": {
+        "cluster": pl.String(), "victim_job_id": pl.String(), "time": pl.Datetime("us", "UTC"),
+        "preemptor_job_id": pl.String(), "reason": pl.String(),
+    },
+    "jobs": {
+        "cluster": pl.String(), "job_id": pl.String(), "name": pl.String(), "team": pl.String(),
+        "user_name": pl.String(), "priority_class": pl.String(), "priority_value": pl.Float64(),
+        "tier": pl.String(), "preemptible": pl.Boolean(), "pool": pl.String(), "gpus": pl.Int32(),
+        "submit_time": pl.Datetime("us", "UTC"),
+    },
+    "job_runs": {
+        "cluster": pl.String(), "job_id": pl.String(), "run": pl.Int32(), "pool": pl.String(),
+        "hosts": pl.String(), "gpus": pl.Int32(), "submit_time": pl.Datetime("us", "UTC"),
+        "eligible_time": pl.Datetime("us", "UTC"), "start_time": pl.Datetime("us", "UTC"),
+        "end_time": pl.Datetime("us", "UTC"), "state": pl.String(), "preemptor_job_id": pl.String(),
+        "reason": pl.String(),
+    },
+}
+
+
+@dataclass(frozen=True)
+class Stream:
+    """One resource stream: what it reads and how its objects become rows."""
+
+    key: str  # the watermark's stream name
+    call: Callable[..., Any]
+    rows: Callable[[Any, str], dict[str, list[dict[str, Any]]]]
+    target: str  # the table a record it cannot read is quarantined under
+
+
+@dataclass
+class _Pending:
+    rows: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    rejects: list[Reject] = field(default_factory=list)
+
+    def size(self) -> int:
+        return sum(len(r) for r in self.rows.values()) + len(self.rejects)
+
+
+def _frame(table: str, rows: list[dict[str, Any]]) -> pl.DataFrame:
+    schema = {**_COLUMNS[table], "_record": pl.String()}
+    return pl.DataFrame([{k: row.get(k) for k in schema} for row in rows], schema=schema, orient="row")
+
+
+def _raw(obj: Any) -> str:
+    shown = json.dumps(obj, default=str, sort_keys=True)
+    return shown if len(shown) <= RAW_LIMIT else shown[: RAW_LIMIT - 3] + "..."
+
+
+class KubernetesCollector:
+    name: ClassVar[str] = SOURCE
+    tables: ClassVar[tuple[str, ...]] = ("preemption_links", "jobs", "job_runs")
+
+    def __init__(
+        self,
+        api_client: kubernetes.client.ApiClient,
+        *,
+        cluster: str,
+        streams: list[str],
+        namespaces: list[str],
+        tiering: Tiering,
+        kueue_version: str = "v1beta1",
+        gpu_resource: str = "nvidia.com/gpu",
+        watch_seconds: float = 30.0,
+        idle_seconds: float = 5.0,
+        page_size: int = 500,
+        batch_size: int = 1000,
+        max_retries: int = 5,
+    ) -> None:
+        unknown = [s for s in streams if s not in STREAMS]
+        if unknown:
+            raise ConfigError(f"kubernetes.streams: unknown {unknown}", f"choose from {', '.join(STREAMS)}")
+        self.api_client = api_client
+        self.cluster = cluster
+        self.tiering = tiering
+        self.kueue_version = kueue_version
+        self.gpu_resource = gpu_resource
+        self.watch_seconds = watch_seconds
+        self.idle_seconds = idle_seconds
+        self.page_size = page_size
+        self.batch_size = batch_size
+        self.max_retries = max_retries
+        scopes: list[str | None] = list(namespaces) if namespaces else [None]
+        self.streams = [s for name in streams for s in self._streams(name, scopes)]
+
+    # -- what each stream reads -------------------------------------------
+
+    def _streams(self, name: str, namespaces: list[str | None]) -> Iterator[Stream]:
+        core = kubernetes.client.CoreV1Api(self.api_client)
+        events_v1 = kubernetes.client.EventsV1Api(self.api_client)
+        custom = kubernetes.client.CustomObjectsApi(self.api_client)
+        for ns in namespaces:
+            key = name if ns is None else f"{name}@{ns}"
+            call: Callable[..., Any]
+            if name == "events":
+                call = core.list_event_for_all_namespaces if ns is None else functools.partial(
+                    core.list_namespaced_event, ns)
+                yield Stream(key, call, self._event_rows("v1"), "preemption_links")
+            elif name == "events.k8s.io":
+                call = events_v1.list_event_for_all_namespaces if ns is None else functools.partial(
+                    events_v1.list_namespaced_event, ns)
+                yield Stream(key, call, self._event_rows("events.k8s.io/v1"), "preemption_links")
+            elif name == "pods":
+                call = core.list_pod_for_all_namespaces if ns is None else functools.partial(
+                    core.list_namespaced_pod, ns)
+                yield Stream(key, call, self._object_rows(pod_rows), "jobs")
+            else:
+                group, version, plural, parse = (
+                    ("kueue.x-k8s.io", self.kueue_version, "workloads", workload_rows)
+                    if name == "workloads"
+                    else ("scheduling.run.ai", "v2alpha2", "podgroups", podgroup_rows)
+                )
+                call = (
+                    functools.partial(custom.list_cluster_custom_object, group, version, plural)
+                    if ns is None
+                    else functools.partial(custom.list_namespaced_custom_object, group, version, ns, plural)
+                )
+                yield Stream(key, call, self._object_rows(parse), "jobs")
+
+    def _event_rows(self, api: str) -> Callable[[Any, str], dict[str, list[dict[str, Any]]]]:
+        def rows(obj: Any, change: str) -> dict[str, list[dict[str, Any]]]:
+            # An Event's deletion is its TTL running out, not news about the preemption.
+            if change == "DELETED":
+                return {}
+            links = [
+                {"victim_job_id": p.victim_job_id, "time": p.time, "preemptor_job_id": p.preemptor_job_id,
+                 "reason": p.reason}
+                for p in preemptions(obj, api)
+            ]
+            return {"preemption_links": links}
+
+        return rows
+
+    def _object_rows(
+        self, parse: Callable[[Any, Tiering, str], Rows]
+    ) -> Callable[[Any, str], dict[str, list[dict[str, Any]]]]:
+        def rows(obj: Any, change: str) -> dict[str, list[dict[str, Any]]]:
+            # A deleted object's last state is its final one: keep it like any update.
+            found = parse(obj, self.tiering, self.gpu_resource)
+            return {"jobs": found.jobs, "job_runs": found.runs}
+
+        return rows
+
+    # -- batches -------------------------------------------------------------
+
+    def batches(self, watermarks: Mapping[tuple[str, str], str]) -> Iterator[Batch]:
+        failures: list[str] = []
+        answered = 0
+        for stream in self.streams:
+            what = f"{SOURCE} {stream.key}"
+            watcher = ListWatch(
+                what, stream.call, page_size=self.page_size, watch_seconds=self.watch_seconds,
+                idle_seconds=self.idle_seconds, max_retries=self.max_retries,
+            )
+            try:
+                yield from self._collect(stream, watcher, watermarks.get((self.cluster, stream.key)))
+            except SourceError as exc:
+                # Batches already yielded are committed; the next run resumes this stream from them.
+                failures.append(str(exc))
+                log.warning("%s", exc)
+            if watcher.answered:
+                answered += 1
+        if failures and not answered:
+            raise SourceError(
+                f"{SOURCE}: nothing could be read:\n  - " + "\n  - ".join(failures),
+                "fix the first problem above and run again",
+            )
+
+    def _collect(self, stream: Stream, watcher: ListWatch, since: str | None) -> Iterator[Batch]:
+        pending = _Pending()
+        cursor = since
+        committed = since
+        for item in watcher.run(since):
+            if isinstance(item, Change):
+                self._add(stream, item, pending)
+                if item.resource_version is not None:
+                    cursor = item.resource_version
+            elif isinstance(item, Mark):
+                cursor = item.resource_version
+            elif isinstance(item, BadLine):
+                pending.rejects.append(Reject(stream.target, f"{SOURCE} {stream.key} watch line", "line",
+                                              item.reason, item.line[:RAW_LIMIT]))
+            if pending.size() >= self.batch_size or (isinstance(item, Mark) and cursor != committed):
+                yield self._batch(stream, pending, cursor)
+                pending, committed = _Pending(), cursor
+        if pending.size() or cursor != committed:
+            yield self._batch(stream, pending, cursor)
+
+    def _add(self, stream: Stream, item: Change, pending: _Pending) -> None:
+        record = locate(item.object, stream.key)
+        try:
+            found = stream.rows(item.object, item.type)
+        except ParseError as exc:
+            reason = f"{exc.field} {exc.reason}"
+            pending.rejects.append(Reject(stream.target, record, exc.field, reason, _raw(item.object)))
+            return
+        for table, rows in found.items():
+            for row in rows:
+                pending.rows.setdefault(table, []).append({**row, "cluster": self.cluster, "_record": record})
+
+    def _batch(self, stream: Stream, pending: _Pending, cursor: str | None) -> Batch:
+        frames = {table: _frame(table, rows) for table, rows in pending.rows.items() if rows}
+        marks = [Watermark(SOURCE, self.cluster, stream.key, cursor)] if cursor is not None else []
+        return Batch(source=SOURCE, frames=frames, rejects=pending.rejects, watermarks=marks)
+
+
+# -- the command-line side ------------------------------------------------------
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--api-url", help="API server URL (overrides kubernetes.api_url)")
+    parser.add_argument("--kubeconfig", help="kubeconfig file (overrides kubernetes.kubeconfig)")
+    parser.add_argument("--namespace", action="append", dest="namespaces",
+                        help="namespace to read; repeat for several (overrides kubernetes.namespaces)")
+    parser.add_argument("--stream", action="append", dest="streams", choices=STREAMS,
+                        help="resource stream to read; repeat for several (overrides kubernetes.streams)")
+    parser.add_argument("--watch-seconds", type=float, help="watch each stream at most this long")
+    parser.add_argument("--idle-seconds", type=float, help="stop a stream after this long without events")
+
+
+def api_client(settings: Mapping[str, Any], api_url: str | None = None, kubeconfig: str | None = None) -> (
+    kubernetes.client.ApiClient
+):
+    cfg = kubernetes.client.Configuration()
+    url = api_url or settings["api_url"]
+    path = kubeconfig or settings["kubeconfig"]
+    try:
+        if path:
+            kubernetes.config.load_kube_config(
+                config_file=path, context=settings["context"] or None, client_configuration=cfg
+            )
+        elif not url:
+            kubernetes.config.load_incluster_config(client_configuration=cfg)
+    except (kubernetes.config.ConfigException, OSError) as exc:
+        where = f"kubeconfig {path}" if path else "the in-cluster service account"
+        raise ConfigError(
+            f"kubernetes: cannot use {where}: {exc}",
+            "set kubernetes.api_url (and kubernetes.token), or kubernetes.kubeconfig",
+        ) from None
+    if url:
+        cfg.host = url.rstrip("/")
+    token = settings["token"]
+    if token is not None:
+        cfg.api_key = {"authorization": token.reveal()}
+        cfg.api_key_prefix = {"authorization": "Bearer"}
+    if settings["ca_file"]:
+        cfg.ssl_ca_cert = settings["ca_file"]
+    cfg.verify_ssl = bool(settings["verify_tls"])
+    return kubernetes.client.ApiClient(cfg)
+
+
+def build(args: argparse.Namespace, config: Config) -> KubernetesCollector:
+    settings = config.section("kubernetes")
+    watch_seconds = getattr(args, "watch_seconds", None)
+    idle_seconds = getattr(args, "idle_seconds", None)
+    tiering = Tiering(
+        tiers=config.get("cluster.tiers"),
+        default=str(config.get("cluster.default_tier")),
+        preemptible=frozenset(config.get("cluster.preemptible_tiers")),
+    )
+    return KubernetesCollector(
+        api_client(settings, getattr(args, "api_url", None), getattr(args, "kubeconfig", None)),
+        cluster=str(config.get("cluster.name")),
+        streams=getattr(args, "streams", None) or list(settings["streams"]),
+        namespaces=getattr(args, "namespaces", None) or list(settings["namespaces"]),
+        tiering=tiering,
+        kueue_version=settings["kueue_version"],
+        gpu_resource=settings["gpu_resource"],
+        watch_seconds=float(settings["watch_seconds"] if watch_seconds is None else watch_seconds),
+        idle_seconds=float(settings["idle_seconds"] if idle_seconds is None else idle_seconds),
+        page_size=int(settings["page_size"]),
+        batch_size=int(settings["batch_size"]),
+        max_retries=int(settings["max_retries"]),
+    )

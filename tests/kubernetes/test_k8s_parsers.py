@@ -1,0 +1,275 @@
+"""The event and object parsers over recorded payloads, and over garbage (hypothesis)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from conftest import load_case
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from collectors.kubernetes_events import (
+    ParseError,
+    parse_kueue_preempted,
+    parse_kueue_preempted_workload,
+    parse_kueue_wait,
+    parse_scheduler_message,
+    preemptions,
+)
+from collectors.kubernetes_objects import Tiering, pod_rows, podgroup_rows, workload_rows
+
+TIERING = Tiering(
+    tiers={"batch-low": "low", "inference-critical": "critical", "cq-prod": "high", "research-serve": "critical"},
+    default="normal",
+    preemptible=frozenset({"low", "normal"}),
+)
+
+
+def utc(text: str) -> datetime:
+    return datetime.fromisoformat(text).replace(tzinfo=UTC)
+
+
+def by_victim(items: list[dict[str, Any]], api: str) -> dict[str, list[Any]]:
+    found: dict[str, list[Any]] = {}
+    for item in items:
+        for p in preemptions(item, api):
+            found.setdefault(p.victim_job_id, []).append(p)
+    return found
+
+
+@pytest.mark.parametrize(
+    ("message", "preemptor", "node"),
+    [
+        ("Preempted by ml/infer-0 on node gpu-1", "ml/infer-0", "gpu-1"),
+        ("Preempted by a pod on node gpu-2", None, "gpu-2"),
+        ("Preempted by pod 3f6b2c1d-1111-4222-8333-444455556666 on node gpu-3",
+         "3f6b2c1d-1111-4222-8333-444455556666", "gpu-3"),
+    ],
+)
+def test_kube_scheduler_message_formats(message: str, preemptor: str | None, node: str) -> None:
+    assert parse_scheduler_message(message) == (preemptor, node)
+
+
+def test_kube_scheduler_unknown_message_names_the_field() -> None:
+    with pytest.raises(ParseError) as err:
+        parse_scheduler_message("Preempted because the moon was full")
+    assert err.value.field == "message"
+
+
+@pytest.mark.parametrize(
+    ("why", "code"),
+    [
+        ("prioritization in the ClusterQueue", "InClusterQueue"),
+        ("reclamation within the cohort", "InCohortReclamation"),
+        ("Fair Sharing within the cohort", "InCohortFairSharing"),
+        ("reclamation within the cohort while borrowing", "InCohortReclaimWhileBorrowing"),
+    ],
+)
+def test_kueue_reasons(why: str, code: str) -> None:
+    message = f"Preempted to accommodate a workload (UID: wl-foo, JobUID: job-foo) due to {why}; preemptor path: /a"
+    parsed = parse_kueue_preempted(message)
+    assert parsed is not None
+    assert (parsed.preemptor_uid, parsed.preemptor_job_uid, parsed.reason) == ("wl-foo", "job-foo", code)
+
+
+def test_kueue_preempted_workload_and_wait() -> None:
+    assert parse_kueue_preempted_workload(
+        "Preempted workload default/low (UID: low-uid) in ClusterQueue tas-main; preemptor effective priority: 3"
+    ) == ("default/low", "low-uid", "tas-main")
+    assert parse_kueue_wait("Quota reserved in ClusterQueue cq-a, wait time since queued was 42s") == 42.0
+    assert parse_kueue_wait("Admitted by ClusterQueue cq-a, wait time since reservation was 0s") is None
+
+
+def test_core_v1_case() -> None:
+    found = by_victim(load_case("events_core_v1.json")["items"], "v1")
+    # One link per preemption: Kueue's EvictedDueToPreempted / PreemptedWorkload / QuotaReserved,
+    # Volcano's PodGroup Evict and the Scheduled event give none.
+    assert sorted(found) == sorted([
+        "7c1a9f0e-0000-4000-8000-00000000000a", "7c1a9f0e-0000-4000-8000-00000000000b",
+        "7c1a9f0e-0000-4000-8000-00000000000c", "5a5a0000-bbbb-4ccc-8ddd-000000000001",
+        "5a5a0000-bbbb-4ccc-8ddd-000000000002", "c0ffee00-1111-4222-8333-000000000001",
+        "0b0b0000-2222-4333-8444-000000000001",
+    ])
+    (old,) = found["7c1a9f0e-0000-4000-8000-00000000000a"]
+    assert (old.preemptor_job_id, old.time) == ("ml/infer-big-0", utc("2026-11-02T10:00:01"))
+    (anon,) = found["7c1a9f0e-0000-4000-8000-00000000000b"]
+    assert anon.preemptor_job_id is None and "preemptor not recorded" in anon.reason
+    (by_uid,) = found["7c1a9f0e-0000-4000-8000-00000000000c"]
+    assert by_uid.preemptor_job_id == "3f6b2c1d-1111-4222-8333-444455556666"
+    assert by_uid.time == datetime(2026, 11, 2, 10, 10, 0, 123456, tzinfo=UTC)
+    (kueue,) = found["5a5a0000-bbbb-4ccc-8ddd-000000000001"]
+    assert kueue.preemptor_job_id == "9d1e0000-aaaa-4bbb-8ccc-000000000001"
+    assert kueue.reason == "kueue InCohortReclaimWhileBorrowing"
+    # Counted twice by the old recorder: same message, so the same preemptor at both times.
+    twice = found["5a5a0000-bbbb-4ccc-8ddd-000000000002"]
+    assert [(p.time, p.preemptor_job_id) for p in twice] == [
+        (utc("2026-11-02T12:00:00"), "9d1e0000-aaaa-4bbb-8ccc-000000000002"),
+        (utc("2026-11-02T12:30:00"), "9d1e0000-aaaa-4bbb-8ccc-000000000002"),
+    ]
+    (kai,) = found["c0ffee00-1111-4222-8333-000000000001"]
+    assert (kai.preemptor_job_id, kai.reason) == ("research/pg-infer", "kai preempt")
+    (volcano,) = found["0b0b0000-2222-4333-8444-000000000001"]
+    assert volcano.preemptor_job_id is None and volcano.reason.startswith("volcano preempt")
+
+
+def test_events_k8s_io_view_matches_core_view() -> None:
+    core = by_victim(load_case("events_core_v1.json")["items"], "v1")
+    new = by_victim(load_case("events_events_k8s_io_v1.json")["items"], "events.k8s.io/v1")
+    # The same Event read through either API lands on the same natural key.
+    assert new["7c1a9f0e-0000-4000-8000-00000000000c"] == core["7c1a9f0e-0000-4000-8000-00000000000c"]
+    first, repeat = new["5a5a0000-bbbb-4ccc-8ddd-000000000003"]
+    assert first.reason == "kueue InCohortFairSharing"
+    assert first.preemptor_job_id == "9d1e0000-aaaa-4bbb-8ccc-000000000003"
+    # A series' note is its first occurrence's: the repeat's preemptor is not known.
+    assert repeat.time == datetime(2026, 11, 2, 15, 40, 0, 750000, tzinfo=UTC)
+    assert repeat.preemptor_job_id is None and "preemptor not recorded" in repeat.reason
+
+
+def test_malformed_events_name_the_field() -> None:
+    items = load_case("events_malformed.json")["items"]
+    outcomes: dict[str, str] = {}
+    for item in items:
+        try:
+            outcomes[item["metadata"]["name"]] = f"{len(preemptions(item, 'v1'))} links"
+        except ParseError as exc:
+            outcomes[item["metadata"]["name"]] = exc.field
+    assert outcomes == {
+        "no-uid.1": "involvedObject.uid",
+        "bad-time.1": "firstTimestamp",
+        "odd-msg.1": "message",
+        "good.1": "1 links",
+    }
+
+
+def test_workloads_v1beta1() -> None:
+    evicted, running, finished = load_case("workloads_v1beta1.json")["items"]
+    rows = workload_rows(evicted, TIERING, "nvidia.com/gpu")
+    (job,) = rows.jobs
+    assert (job["job_id"], job["tier"], job["preemptible"], job["gpus"]) == (
+        "5a5a0000-bbbb-4ccc-8ddd-000000000001", "low", True, 8)
+    current, ended = rows.runs
+    assert (current["run"], current["state"], current["submit_time"]) == (2, "pending", utc("2026-11-02T11:00:01"))
+    assert ended["run"] == 1 and ended["state"] == "preempted"
+    assert ended["end_time"] == utc("2026-11-02T11:00:00")
+    # accumulatedPastExexcutionTimeSeconds (the v1beta1 spelling) = 9000 s of run 1.
+    assert ended["start_time"] == utc("2026-11-02T08:30:00")
+    assert ended["preemptor_job_id"] == "9d1e0000-aaaa-4bbb-8ccc-000000000001"
+    assert ended["reason"] == "InCohortReclaimWhileBorrowing"
+
+    rows = workload_rows(running, TIERING, "nvidia.com/gpu")
+    assert rows.jobs[0]["gpus"] == 24 and rows.jobs[0]["pool"] == "h100" and rows.jobs[0]["tier"] == "normal"
+    (run,) = rows.runs
+    assert (run["run"], run["state"], run["start_time"]) == (3, "running", utc("2026-11-02T12:40:02"))
+
+    rows = workload_rows(finished, TIERING, "nvidia.com/gpu")
+    assert rows.jobs[0]["tier"] == "high"  # no PriorityClass: the ClusterQueue cq-prod names the tier
+    (run,) = rows.runs
+    assert (run["run"], run["state"], run["end_time"]) == (1, "completed", utc("2026-11-02T07:00:00"))
+
+
+def test_workload_v1beta2_accumulated_time() -> None:
+    (wl,) = load_case("workloads_v1beta2.json")["items"]
+    ended = workload_rows(wl, TIERING, "nvidia.com/gpu").runs[1]
+    assert ended["start_time"] == utc("2026-11-02T10:50:00")
+
+
+def test_pods_and_podgroups() -> None:
+    preempted, critical, cpu_only, kueue = load_case("pods.json")["items"]
+    rows = pod_rows(preempted, TIERING, "nvidia.com/gpu")
+    (run,) = rows.runs
+    assert (run["state"], run["end_time"], run["hosts"]) == ("preempted", utc("2026-11-02T10:00:31"), "gpu-node-1")
+    assert run["reason"].startswith("PreemptionByScheduler")
+    rows = pod_rows(critical, TIERING, "nvidia.com/gpu")
+    assert rows.jobs[0]["tier"] == "critical" and not rows.jobs[0]["preemptible"] and rows.runs[0]["state"] == "running"
+    assert pod_rows(cpu_only, TIERING, "nvidia.com/gpu").jobs == []
+    assert pod_rows(kueue, TIERING, "nvidia.com/gpu").jobs == []
+    _, infer = load_case("podgroups.json")["items"]
+    assert podgroup_rows(infer, TIERING, "nvidia.com/gpu").jobs[0]["tier"] == "critical"
+    assert podgroup_rows(infer, TIERING, "nvidia.com/gpu").jobs[0]["gpus"] == 8
+
+
+# -- garbage in: a ParseError naming a field, or rows; never another exception --
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=5),
+    max_leaves=20,
+)
+
+
+def _mutations(base: Any) -> st.SearchStrategy[Any]:
+    """The recorded object with one field replaced by junk, removed, or the text cut short."""
+    paths: list[tuple[Any, ...]] = []
+
+    def walk(node: Any, path: tuple[Any, ...]) -> None:
+        if isinstance(node, dict):
+            for k, v in node.items():
+                paths.append((*path, k))
+                walk(v, (*path, k))
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                paths.append((*path, i))
+                walk(v, (*path, i))
+
+    walk(base, ())
+
+    def apply(path: tuple[Any, ...], junk: Any, remove: bool) -> Any:
+        obj = copy.deepcopy(base)
+        node = obj
+        for step in path[:-1]:
+            node = node[step]
+        if remove and isinstance(node, dict):
+            del node[path[-1]]
+        else:
+            node[path[-1]] = junk
+        return obj
+
+    def truncate(cut: int) -> Any:
+        text = json.dumps(base)[:cut]
+        try:
+            return json.loads(text)
+        except ValueError:
+            return text
+
+    return st.one_of(
+        st.builds(apply, st.sampled_from(paths), _json, st.booleans()),
+        st.builds(truncate, st.integers(0, len(json.dumps(base)))),
+    )
+
+
+def _check(call: Any, obj: Any) -> None:
+    try:
+        call(obj)
+    except ParseError as exc:
+        assert exc.field and exc.reason
+
+
+_EVENTS = load_case("events_core_v1.json")["items"] + load_case("events_malformed.json")["items"]
+_OBJECTS = load_case("workloads_v1beta1.json")["items"] + load_case("workloads_v1beta2.json")["items"]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(range(len(_EVENTS))).flatmap(lambda i: _mutations(_EVENTS[i])), st.sampled_from(
+    ["v1", "events.k8s.io/v1"]))
+def test_events_never_crash(event: Any, api: str) -> None:
+    _check(lambda obj: preemptions(obj, api), event)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(range(len(_OBJECTS))).flatmap(lambda i: _mutations(_OBJECTS[i])))
+def test_workloads_never_crash(obj: Any) -> None:
+    _check(lambda o: workload_rows(o, TIERING, "nvidia.com/gpu"), obj)
+
+
+_PODS = load_case("pods.json")["items"] + load_case("podgroups.json")["items"]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(range(len(_PODS))).flatmap(lambda i: _mutations(_PODS[i])))
+def test_pods_never_crash(obj: Any) -> None:
+    _check(lambda o: pod_rows(o, TIERING, "nvidia.com/gpu"), obj)
+    _check(lambda o: podgroup_rows(o, TIERING, "nvidia.com/gpu"), obj)

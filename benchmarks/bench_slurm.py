@@ -1,0 +1,132 @@
+"""Slurm JSON parsing and loading rate, and peak memory.
+
+Writes a sacct --json document of N jobs in the 23.11 shape (data_parser
+v0.0.40: state lists, number objects; about one record in five a requeued
+run of the job before it), then reads it with the collector's streaming
+parser and loads jobs and job_runs into a fresh DuckDB warehouse, timing each
+stage. Targets: at least 50,000 jobs/s for parse + load, peak RSS under 1 GiB.
+
+    python benchmarks/bench_slurm.py [--jobs 200000] [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from collectors.slurm import build_batch, read_document
+from collectors.slurm_policy import Partition, Policy
+from preemptlens.warehouse import Warehouse
+
+T0 = 1796000000
+
+
+def _num(n: int, unset: bool = False) -> dict[str, Any]:
+    return {"set": not unset, "infinite": False, "number": 0 if unset else n}
+
+
+def _job(i: int, job_id: int, run: int) -> dict[str, Any]:
+    submit = T0 + i * 3
+    start = submit + 30
+    end = start + 600
+    preempted = run == 1 and i % 5 == 0
+    gpus = 1 << (i % 4)
+    tres = [{"type": "cpu", "name": "", "id": 1, "count": 8}, {"type": "mem", "name": "", "id": 2, "count": 64000},
+            {"type": "energy", "name": "", "id": 3, "count": -2}, {"type": "node", "name": "", "id": 4, "count": 1},
+            {"type": "billing", "name": "", "id": 5, "count": 8}, {"type": "gres", "name": "gpu", "id": 1001,
+                                                                   "count": gpus}]
+    return {
+        "account": f"team{i % 40}", "comment": {"administrator": "", "job": "", "system": ""},
+        "allocation_nodes": 1,
+        "array": {"job_id": 0, "limits": {"max": {"running": {"tasks": 0}}}, "task_id": _num(0, True), "task": ""},
+        "association": {"account": f"team{i % 40}", "cluster": "bench", "partition": "", "user": f"user{i % 500}"},
+        "block": "", "cluster": "bench", "constraints": "", "container": "",
+        "derived_exit_code": {"status": ["SUCCESS"], "return_code": _num(0), "signal": {"id": _num(0, True),
+                                                                                        "name": ""}},
+        "time": {"elapsed": 600, "eligible": submit + (11 if run > 1 else 0), "end": end, "planned": _num(30),
+                 "start": start, "submission": submit, "suspended": 0, "system": {"seconds": 1, "microseconds": 0},
+                 "limit": _num(1440), "total": {"seconds": 5, "microseconds": 0},
+                 "user": {"seconds": 4, "microseconds": 0}},
+        "exit_code": {"status": ["SUCCESS"], "return_code": _num(0), "signal": {"id": _num(0, True), "name": ""}},
+        "extra": "", "failed_node": "", "flags": ["STARTED_ON_SCHEDULE"], "group": "users",
+        "het": {"job_id": 0, "job_offset": _num(0, True)}, "job_id": job_id, "name": f"train-{job_id}",
+        "licenses": "", "mcs": {"label": ""}, "nodes": f"gpu{i % 64:03d}",
+        "partition": "low" if i % 3 else "high", "priority": _num(1000 + i % 100), "qos": "normal",
+        "required": {"CPUs": 8, "memory_per_cpu": _num(0, True), "memory_per_node": _num(64000)},
+        "kill_request_user": "", "reservation": {"id": 0, "name": ""}, "script": "",
+        "state": {"current": ["PREEMPTED"] if preempted else ["COMPLETED"], "reason": "None"},
+        "steps": [], "submit_line": f"sbatch train.sh {job_id}",
+        "tres": {"allocated": tres, "requested": tres}, "used_gres": "", "user": f"user{i % 500}",
+        "wckey": {"wckey": "", "flags": []}, "working_directory": f"/home/user{i % 500}",
+    }
+
+
+def generate(path: Path, jobs: int) -> int:
+    """Write the document one record at a time; return the number of records."""
+    meta = {"plugin": {"type": "", "name": "", "data_parser": "data_parser/v0.0.40",
+                       "accounting_storage": "accounting_storage/slurmdbd"},
+            "slurm": {"version": {"major": "23", "micro": "4", "minor": "11"}, "release": "23.11.4",
+                      "cluster": "bench"}}
+    records = 0
+    with path.open("w") as out:
+        out.write('{\n  "jobs": [\n')
+        job_id = 1000
+        i = 0
+        for _ in range(jobs):
+            runs = 2 if i % 5 == 0 else 1
+            for run in range(1, runs + 1):
+                if records:
+                    out.write(",\n")
+                out.write(json.dumps(_job(i + run - 1, job_id, run), indent=2))
+                records += 1
+            job_id += 1
+            i += runs
+        out.write("\n  ],\n")
+        out.write(f'  "meta": {json.dumps(meta)},\n  "errors": [],\n  "warnings": []\n}}\n')
+    return records
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=200_000, help="jobs in the document (one in five has two runs)")
+    parser.add_argument("--keep", help="directory to keep the document and warehouse in")
+    args = parser.parse_args()
+    work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench-slurm-"))
+    work.mkdir(parents=True, exist_ok=True)
+    doc = work / "sacct.json"
+    started = time.perf_counter()
+    records = generate(doc, args.jobs)
+    gen_s = time.perf_counter() - started
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+    policy = Policy(preempt_type="partition_prio", global_mode="REQUEUE",
+                    partitions={"low": Partition("low", 1, "REQUEUE"), "high": Partition("high", 10, "OFF")})
+    t0 = time.perf_counter()
+    with doc.open() as stream:
+        read = read_document(stream, "json", doc.name)
+    t1 = time.perf_counter()
+    batch = build_batch("bench", read, policy)
+    t2 = time.perf_counter()
+    with Warehouse(work / "bench.duckdb") as wh:
+        report = wh.load_batch(batch)
+    t3 = time.perf_counter()
+    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    total = t3 - t0
+    jobs = args.jobs
+    print(f"document        {doc.stat().st_size / 2**20:10.1f} MiB, {jobs} jobs, {records} records "
+          f"(generated in {gen_s:.1f} s)")
+    print(f"parse           {t1 - t0:10.2f} s   {jobs / (t1 - t0):12,.0f} jobs/s")
+    print(f"rows            {t2 - t1:10.2f} s   {jobs / (t2 - t1):12,.0f} jobs/s")
+    print(f"load (DuckDB)   {t3 - t2:10.2f} s   {jobs / (t3 - t2):12,.0f} jobs/s")
+    print(f"parse + load    {total:10.2f} s   {jobs / total:12,.0f} jobs/s   (target >= 50,000)")
+    print(f"peak RSS        {peak_mib:10.0f} MiB (before reading: {rss_before / 1024:.0f} MiB; target < 1024)")
+    print(f"loaded          {report.loaded} rows, quarantined {report.quarantined}")
+
+
+if __name__ == "__main__":
+    main()

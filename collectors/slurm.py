@@ -1,0 +1,552 @@
+"""Slurm: job runs from sacct accounting and preemptors from the slurmctld log.
+
+Two streams, each with its own watermark:
+- `sacct`: time windows `[S, E)` of `sacct -X --json --duplicates
+  --allusers` (or `--parsable2` where JSON is unavailable). The cursor is the
+  E of the last window, which never passes the moment the collection began;
+  the next window starts `lag_seconds` earlier, so a record that changed after
+  it was first seen (a running job that ended, a row slurmdbd wrote late) is
+  read again and replaces its row on the natural key.
+- `log`: the byte offset in SlurmctldLogFile (`ctld_log`), see slurm_log.
+
+One accounting record is one run. Runs are numbered by submission order
+among ALL records of a job: a window can start between two records of the
+same job, so any job whose earliest record in the window was submitted
+before the window began has its whole history read again with `sacct -j`,
+and its numbers do not depend on where the window fell.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import subprocess
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import IO, Any, ClassVar
+
+import polars as pl
+
+from collectors.base import Batch, Reject, Watermark
+from collectors.slurm_log import LogCursor, read_log, zone_of
+from collectors.slurm_policy import (
+    PREEMPT_TYPES,
+    QOS_FORMAT,
+    Policy,
+    parse_partitions,
+    parse_qos,
+    preempt_type_from_config,
+)
+from collectors.slurm_sacct import (
+    DocumentError,
+    RecordError,
+    SacctRecord,
+    iter_json_jobs,
+    json_job_id,
+    parse_json_record,
+    parse_text_record,
+    text_format_arg,
+    version_of,
+)
+from preemptlens.config import Config, Section, Setting
+from preemptlens.errors import ConfigError, SourceError
+
+log = logging.getLogger(__name__)
+
+SETTINGS = Section(
+    "slurm",
+    "The Slurm collector (`preemptlens collect slurm`).",
+    (
+        Setting("bin_dir", "", "Directory holding sacct, scontrol and sacctmgr; empty means $PATH."),
+        Setting("slurm_conf", "", "SLURM_CONF for the client commands; empty means the environment's."),
+        Setting("format", "auto", "sacct output to read: json, parsable2, or auto (JSON, else text).",
+                choices=("auto", "json", "parsable2")),
+        Setting("ctld_log", "", "Path of SlurmctldLogFile, read for victim-to-preemptor links; "
+                "empty skips the links."),
+        Setting("log_timezone", "UTC", "Time zone of the slurmctld log's timestamps when they carry "
+                "no offset (the default LogTimeFormat prints local time)."),
+        Setting("lookback_hours", 168.0, "How far back the first collection reads.", kind=float),
+        Setting("lag_seconds", 600.0, "How far before the last cursor each collection starts again, "
+                "to pick up records that changed or reached the database late.", kind=float),
+        Setting("window_hours", 24.0, "Length of one sacct window; each is loaded and "
+                "committed as one batch.", kind=float),
+        Setting("timeout_s", 600.0, "Time limit of one sacct, scontrol or sacctmgr run.", kind=float),
+        Setting("preempt_type", "auto", "How preemption is decided: partition_prio, qos, none, or "
+                "auto (read PreemptType from `scontrol show config`).", choices=PREEMPT_TYPES),
+        Setting("read_policy", True, "Read partitions and QOS from scontrol and sacctmgr to derive tiers "
+                "and preemptibility.", kind=bool),
+        Setting("preemptible", {}, "Map from partition or QOS to true/false: may its jobs be preempted; "
+                "overrides what Slurm says.", kind=dict),
+    ),
+)
+
+NAME = "slurm"
+# Many ids per `sacct -j` keeps the argument list short and the calls few.
+_HISTORY_IDS = 500
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@dataclass
+class Options:
+    cluster: str
+    bin_dir: str = ""
+    slurm_conf: str = ""
+    format: str = "auto"
+    ctld_log: str = ""
+    log_timezone: str = "UTC"
+    lookback: timedelta = timedelta(hours=168)
+    lag: timedelta = timedelta(seconds=600)
+    window: timedelta = timedelta(hours=24)
+    timeout_s: float = 600.0
+    since: datetime | None = None
+    until: datetime | None = None
+    sacct_file: str | None = None
+    policy: Policy = field(default_factory=Policy)
+    read_policy: bool = True
+    preempt_type: str = "auto"
+
+
+class SlurmCollector:
+    name: ClassVar[str] = NAME
+    tables: ClassVar[tuple[str, ...]] = ("jobs", "job_runs", "preemption_links")
+
+    def __init__(self, options: Options) -> None:
+        self.o = options
+        self._format = options.format
+
+    # -- commands -----------------------------------------------------------
+
+    def _env(self, epoch_times: bool = False) -> dict[str, str]:
+        env = dict(os.environ)
+        if self.o.slurm_conf:
+            env["SLURM_CONF"] = self.o.slurm_conf
+        # -S/-E are read as local time: make that UTC like everything here.
+        env["TZ"] = "UTC"
+        if epoch_times:
+            # Text output then carries epoch seconds. Never for JSON: 22.05
+            # re-parses -S/-E in that format and rejects its own output.
+            env["SLURM_TIME_FORMAT"] = "%s"
+        else:
+            env.pop("SLURM_TIME_FORMAT", None)
+        return env
+
+    def _exe(self, tool: str) -> str:
+        return str(Path(self.o.bin_dir) / tool) if self.o.bin_dir else tool
+
+    def _run(self, argv: list[str]) -> str:
+        try:
+            done = subprocess.run([self._exe(argv[0]), *argv[1:]], env=self._env(), capture_output=True,
+                                  text=True, timeout=self.o.timeout_s, check=False)
+        except FileNotFoundError:
+            raise _missing(argv[0]) from None
+        except subprocess.TimeoutExpired:
+            raise SourceError(f"slurm: {argv[0]} did not answer within {self.o.timeout_s:g}s") from None
+        if done.returncode != 0:
+            raise _failed(argv[0], done.returncode, done.stderr)
+        return done.stdout
+
+    @contextmanager
+    def _sacct(self, args: list[str], fmt: str) -> Iterator[IO[str]]:
+        """Stream a sacct document; sacct's own failure is raised after reading."""
+        argv = [self._exe("sacct"), "-X", "--duplicates", "--allusers", *args]
+        argv += ["--json"] if fmt == "json" else ["--parsable2", "--noheader", text_format_arg()]
+        with tempfile.TemporaryFile(mode="w+") as err:
+            try:
+                proc = subprocess.Popen(argv, env=self._env(epoch_times=fmt != "json"), stdout=subprocess.PIPE,
+                                        stderr=err, stdin=subprocess.DEVNULL, text=True)
+            except FileNotFoundError:
+                raise _missing("sacct") from None
+            assert proc.stdout is not None
+            try:
+                yield proc.stdout
+                proc.stdout.read()  # drain, so sacct can exit
+            finally:
+                proc.stdout.close()
+                try:
+                    code = proc.wait(timeout=self.o.timeout_s)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+                    raise SourceError(f"slurm: sacct did not finish within {self.o.timeout_s:g}s") from None
+            if code != 0:
+                err.seek(0)
+                raise _failed("sacct", code, err.read())
+
+    # -- policy -------------------------------------------------------------
+
+    def _load_policy(self) -> None:
+        p = self.o.policy
+        wanted = self.o.preempt_type
+        if not self.o.read_policy or self.o.sacct_file:
+            if wanted != "auto":
+                p.preempt_type = wanted
+            return
+        try:
+            kind, mode = preempt_type_from_config(self._run(["scontrol", "show", "config"]))
+            p.preempt_type = kind if wanted == "auto" else wanted
+            p.global_mode = mode
+            p.partitions = parse_partitions(self._run(["scontrol", "show", "partition", "-o"]))
+            if p.preempt_type == "qos":
+                p.qos = parse_qos(self._run(["sacctmgr", "-n", "-P", "show", "qos", QOS_FORMAT]))
+        except SourceError as exc:
+            # Tiers then come from config alone; the runs are still worth reading.
+            log.warning("slurm: cannot read partitions/QOS, tiers come from config only: %s", exc.message)
+
+    # -- batches ------------------------------------------------------------
+
+    def batches(self, watermarks: Mapping[tuple[str, str], str]) -> Iterator[Batch]:
+        self._load_policy()
+        yield from self._sacct_batches(watermarks.get((self.o.cluster, "sacct")))
+        if self.o.ctld_log:
+            yield self._log_batch(watermarks.get((self.o.cluster, "log")))
+
+    def _windows(self, cursor: str | None) -> Iterator[tuple[datetime, datetime]]:
+        now = datetime.now(UTC).replace(microsecond=0)
+        end = self.o.until or now
+        if self.o.since is not None:
+            start = self.o.since
+        elif cursor:
+            start = datetime.fromisoformat(cursor) - self.o.lag
+        else:
+            start = end - self.o.lookback
+        while start < end:
+            stop = min(start + self.o.window, end)
+            yield start, stop
+            start = stop
+
+    def _sacct_batches(self, cursor: str | None) -> Iterator[Batch]:
+        if self.o.sacct_file:
+            yield from self._file_batches(Path(self.o.sacct_file))
+            return
+        read_any = good = False
+        first_problem = ""
+        for start, stop in self._windows(cursor):
+            read = self._read_window(start, stop)
+            read_any = True
+            good = good or bool(read.records)
+            first_problem = first_problem or (read.rejects[0].reason if read.rejects else "")
+            batch = build_batch(self.o.cluster, read, self.o.policy)
+            # A window given by --until is a re-read of the past: the cursor stays.
+            if self.o.until is None:
+                batch.watermarks.append(Watermark(NAME, self.o.cluster, "sacct", stop.isoformat()))
+            yield batch
+        if not read_any:
+            log.info("slurm: nothing to read: the window is empty")
+        elif not good and first_problem:
+            raise SourceError(f"slurm: no sacct record could be read: {first_problem}",
+                              "see the quarantine table for every record")
+
+    def _read_window(self, start: datetime, stop: datetime) -> SacctRead:
+        window = ["-S", _slurm_time(start), "-E", _slurm_time(stop)]
+        read = self._read(window, f"sacct -S {_slurm_time(start)}")
+        first_submit: dict[str, int] = {}
+        for _, rec in read.records:
+            if rec.submit is not None:
+                first_submit[rec.job_id] = min(first_submit.get(rec.job_id, rec.submit), rec.submit)
+        # Jobs whose earlier records may lie before the window (see module doc).
+        older = {j for j, t in first_submit.items() if t < start.timestamp() and "[" not in j}
+        if not older:
+            return read
+        whole = SacctRead([(loc, r) for loc, r in read.records if r.job_id not in older], read.rejects,
+                          read.bad_jobs)
+        ordered = sorted(older)
+        for i in range(0, len(ordered), _HISTORY_IDS):
+            ids = set(ordered[i : i + _HISTORY_IDS])
+            more = self._read(["-j", ",".join(sorted(ids))], "sacct -j")
+            more.records = [(loc, r) for loc, r in more.records if r.job_id in ids]
+            whole.extend(more)
+        return whole
+
+    def _read(self, args: list[str], what: str) -> SacctRead:
+        fmt = "json" if self._format == "auto" else self._format
+        try:
+            with self._sacct(args, fmt) as stream:
+                return read_document(stream, fmt, what)
+        except _JsonUnavailable:
+            if self._format != "auto":
+                raise
+            log.info("slurm: sacct has no JSON output here; reading --parsable2")
+            self._format = "parsable2"
+            with self._sacct(args, "parsable2") as stream:
+                return read_document(stream, "parsable2", what)
+
+    def _file_batches(self, path: Path) -> Iterator[Batch]:
+        fmt = "parsable2" if self._format == "parsable2" or path.suffix in (".txt", ".psv") else "json"
+        try:
+            with path.open(encoding="utf-8", errors="replace") as stream:
+                read = read_document(stream, fmt, path.name)
+        except OSError as exc:
+            raise SourceError(f"slurm: cannot read {path}: {exc.strerror}") from None
+        yield build_batch(self.o.cluster, read, self.o.policy)
+        if not read.records and read.rejects:
+            # The quarantine above is committed; the run still fails, saying why.
+            raise SourceError(f"slurm: nothing could be read from {path}: {read.rejects[0].reason}",
+                              "see the quarantine table for every record")
+
+    def _log_batch(self, cursor_text: str | None) -> Batch:
+        path = Path(self.o.ctld_log)
+        try:
+            zone = zone_of(self.o.log_timezone)
+        except (KeyError, ValueError):
+            raise ConfigError(f"slurm.log_timezone: unknown time zone {self.o.log_timezone!r}") from None
+        read = read_log(path, LogCursor.load(cursor_text), zone)
+        rows = {
+            "cluster": [self.o.cluster] * len(read.links),
+            "victim_job_id": [lk.victim for lk in read.links],
+            "time": [lk.time for lk in read.links],
+            "preemptor_job_id": [lk.preemptor for lk in read.links],
+            "reason": [lk.reason for lk in read.links],
+            "_record": [lk.record for lk in read.links],
+        }
+        frame = pl.DataFrame(rows, schema={"cluster": pl.String, "victim_job_id": pl.String,
+                                           "time": pl.Datetime("us", "UTC"), "preemptor_job_id": pl.String,
+                                           "reason": pl.String, "_record": pl.String})
+        rejects = [Reject("preemption_links", rec, "time", f"{path}: {why}", raw) for rec, why, raw in read.bad]
+        return Batch(
+            source=NAME,
+            frames={"preemption_links": frame},
+            rejects=rejects,
+            watermarks=[Watermark(NAME, self.o.cluster, "log", read.cursor.dump())],
+        )
+
+
+class _JsonUnavailable(SourceError):
+    pass
+
+
+def _missing(tool: str) -> SourceError:
+    return SourceError(f"slurm: {tool} not found", "install slurm-client, or set slurm.bin_dir")
+
+
+# What sacct's stderr says, and what it means for the user.
+_DIAGNOSES: tuple[tuple[tuple[str, ...], str, str], ...] = (
+    (("munge",), "munge is not answering (authentication failed)", "start munged on this host"),
+    (("permission denied", "access denied", "not authorized"), "permission denied",
+     "run as a user allowed to read accounting (SlurmUser, root or an operator)"),
+    (("slurmdbd", "connection refused", "unable to connect", "communication"),
+     "the accounting daemon (slurmdbd) is unreachable", "check that slurmdbd runs and AccountingStorageHost"),
+    (("slurm_conf", "slurm.conf", "could not establish a configuration"), "no Slurm configuration",
+     "set slurm.slurm_conf to the cluster's slurm.conf"),
+)
+
+
+def _failed(tool: str, code: int, stderr: str) -> SourceError:
+    text = stderr.strip()
+    lowered = text.lower()
+    if tool == "sacct" and ("json" in lowered or "data_parser" in lowered or "openapi" in lowered
+                            or "unrecognized option" in lowered):
+        return _JsonUnavailable(f"slurm: sacct cannot print JSON: {text[:300]}")
+    for needles, what, hint in _DIAGNOSES:
+        if any(n in lowered for n in needles):
+            return SourceError(f"slurm: {tool} failed, {what}: {text[:300]}", hint)
+    return SourceError(f"slurm: {tool} exited with status {code}: {text[:300] or 'no message'}")
+
+
+def _slurm_time(when: datetime) -> str:
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+@dataclass
+class SacctRead:
+    """Records of sacct documents with their locators, and what failed."""
+
+    records: list[tuple[str, SacctRecord]] = field(default_factory=list)
+    rejects: list[Reject] = field(default_factory=list)
+    bad_jobs: set[str] = field(default_factory=set)
+
+    def extend(self, other: SacctRead) -> None:
+        self.records.extend(other.records)
+        self.rejects.extend(other.rejects)
+        self.bad_jobs |= other.bad_jobs
+
+
+def read_document(stream: IO[str], fmt: str, what: str) -> SacctRead:
+    read = SacctRead()
+    records, rejects = read.records, read.rejects
+    if fmt == "json":
+        meta: dict[str, Any] = {}
+        index = 0
+        try:
+            for index, item in enumerate(iter_json_jobs(stream, meta), start=1):
+                _add(read, item, index, what, parse_json_record)
+        except DocumentError as exc:
+            rejects.append(Reject("job_runs", f"{what}: jobs after record {index}", "document",
+                                  f"{what} ({version_of(meta) or 'unknown format'}): {exc}"))
+        errors = [e for e in meta.get("errors") or [] if not _nothing_found(e)]
+        if errors and not records:
+            raise SourceError(f"slurm: {what} reported errors: {json.dumps(errors)[:300]}")
+    else:
+        for index, line in enumerate(stream, start=1):
+            if line.strip():
+                _add(read, line, index, what, parse_text_record)
+    return read
+
+
+def _nothing_found(error: Any) -> bool:
+    """22.05 reports an empty result as error 9003 "Nothing found"."""
+    return isinstance(error, Mapping) and (error.get("error_number") == 9003
+                                           or str(error.get("description", "")).startswith("Nothing found"))
+
+
+def _add(read: SacctRead, item: Any, index: int, what: str, parse: Callable[[Any], SacctRecord]) -> None:
+    try:
+        read.records.append((f"{what} record {index}", parse(item)))
+    except RecordError as exc:
+        job = _job_of(item)
+        if job:
+            read.bad_jobs.add(job)
+        where = f"{what} record {index}" + (f" (JobId={job})" if job else "")
+        read.rejects.append(Reject("job_runs", where, exc.field, exc.reason, _raw(item)))
+
+
+def _job_of(item: Any) -> str | None:
+    """The id of a record that failed, where it can still be told."""
+    if isinstance(item, Mapping):
+        try:
+            return json_job_id(item)
+        except RecordError:
+            return None
+    if isinstance(item, str) and "|" in item:
+        return item.split("|", 1)[0].strip() or None
+    return None
+
+
+def _raw(item: Any) -> str:
+    text = item if isinstance(item, str) else json.dumps(item, default=str)
+    return text if len(text) <= 2000 else text[:1997] + "..."
+
+
+def build_batch(cluster: str, read: SacctRead, policy: Policy) -> Batch:
+    """jobs and job_runs rows from the records of whole jobs."""
+    by_job: dict[str, list[tuple[str, SacctRecord]]] = {}
+    for loc, rec in read.records:
+        by_job.setdefault(rec.job_id, []).append((loc, rec))
+    bad_jobs = read.bad_jobs
+    jobs: dict[str, list[Any]] = {k: [] for k in _JOB_COLUMNS}
+    runs: dict[str, list[Any]] = {k: [] for k in _RUN_COLUMNS}
+    out_rejects = list(read.rejects)
+    for job_id, recs in by_job.items():
+        if job_id in bad_jobs:
+            # Numbering the rest would shift every later run: keep the job whole or not at all.
+            for loc, _ in recs:
+                out_rejects.append(Reject("job_runs", f"{loc} (JobId={job_id})", "job_id",
+                                          "another record of this job could not be read"))
+            continue
+        ordered = sorted(enumerate(recs), key=lambda ir: (ir[1][1].submit or 0, ir[1][1].start or 0, ir[0]))
+        last = ordered[-1][1][1]
+        klass = policy.priority_class(last.partition, last.qos)
+        tier = policy.tier(klass)
+        submits = [r.submit for _, (_, r) in ordered if r.submit is not None]
+        jobs["cluster"].append(cluster)
+        jobs["job_id"].append(job_id)
+        jobs["name"].append(last.name)
+        jobs["team"].append(last.account)
+        jobs["user_name"].append(last.user)
+        jobs["priority_class"].append(klass)
+        jobs["priority_value"].append(last.priority)
+        jobs["tier"].append(tier)
+        jobs["preemptible"].append(policy.preemptible(klass, tier))
+        jobs["pool"].append(last.partition)
+        jobs["gpus"].append(max(r.gpus for _, (_, r) in ordered))
+        jobs["submit_time"].append(min(submits) if submits else None)
+        jobs["_record"].append(f"JobId={job_id}")
+        for run, (_, (loc, rec)) in enumerate(ordered, start=1):
+            runs["cluster"].append(cluster)
+            runs["job_id"].append(job_id)
+            runs["run"].append(run)
+            runs["pool"].append(rec.partition)
+            runs["hosts"].append(rec.nodes)
+            runs["gpus"].append(rec.gpus)
+            runs["submit_time"].append(rec.submit)
+            runs["eligible_time"].append(rec.eligible)
+            runs["start_time"].append(rec.start)
+            runs["end_time"].append(rec.end)
+            runs["state"].append(rec.state)
+            runs["reason"].append(rec.reason)
+            runs["_record"].append(f"JobId={job_id} run {run} ({loc})")
+    return Batch(
+        source=NAME,
+        frames={"jobs": _frame(jobs, _JOB_COLUMNS), "job_runs": _frame(runs, _RUN_COLUMNS)},
+        rejects=out_rejects,
+    )
+
+
+_TIME = pl.Datetime("us", "UTC")
+_JOB_COLUMNS: dict[str, pl.DataType] = {
+    "cluster": pl.String(), "job_id": pl.String(), "name": pl.String(), "team": pl.String(),
+    "user_name": pl.String(), "priority_class": pl.String(), "priority_value": pl.Float64(),
+    "tier": pl.String(), "preemptible": pl.Boolean(), "pool": pl.String(), "gpus": pl.Int32(),
+    "submit_time": pl.Int64(), "_record": pl.String(),
+}
+_RUN_COLUMNS: dict[str, pl.DataType] = {
+    "cluster": pl.String(), "job_id": pl.String(), "run": pl.Int32(), "pool": pl.String(),
+    "hosts": pl.String(), "gpus": pl.Int32(), "submit_time": pl.Int64(), "eligible_time": pl.Int64(),
+    "start_time": pl.Int64(), "end_time": pl.Int64(), "state": pl.String(), "reason": pl.String(),
+    "_record": pl.String(),
+}
+
+
+def _frame(columns: dict[str, list[Any]], schema: dict[str, pl.DataType]) -> pl.DataFrame:
+    frame = pl.DataFrame(columns, schema=schema)
+    epoch_columns = [c for c, t in schema.items() if c.endswith("_time") and t == pl.Int64()]
+    return frame.with_columns(
+        [pl.from_epoch(pl.col(c), time_unit="s").dt.replace_time_zone("UTC").alias(c) for c in epoch_columns]
+    )
+
+
+# -- command line -----------------------------------------------------------
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--since", help="start of the window (ISO 8601, UTC if no offset); "
+                        "default: the last cursor minus slurm.lag_seconds")
+    parser.add_argument("--until", help="end of the window (ISO 8601); default now. A window that "
+                        "ends in the past does not move the cursor")
+    parser.add_argument("--sacct-file", help="read a recorded sacct document (JSON, or --parsable2 text "
+                        "named *.txt) instead of running sacct")
+    parser.add_argument("--format", choices=("auto", "json", "parsable2"), help="overrides slurm.format")
+
+
+def _when(text: str | None, flag: str) -> datetime | None:
+    if not text:
+        return None
+    try:
+        stamp = datetime.fromisoformat(text)
+    except ValueError:
+        raise ConfigError(f"{flag}: not an ISO 8601 time: {text!r}", "e.g. 2026-11-02T00:00:00Z") from None
+    return stamp.replace(tzinfo=UTC) if stamp.tzinfo is None else stamp.astimezone(UTC)
+
+
+def build(args: argparse.Namespace, config: Config) -> SlurmCollector:
+    s = config.section("slurm")
+    cluster = config.section("cluster")
+    policy = Policy(
+        tiers=dict(cluster.get("tiers", {})),
+        default_tier=str(cluster.get("default_tier", "normal")),
+        preemptible_tiers=tuple(cluster.get("preemptible_tiers", ("low", "normal"))),
+        preemptible_override={k: bool(v) for k, v in dict(s.get("preemptible", {})).items()},
+    )
+    return SlurmCollector(Options(
+        cluster=str(cluster.get("name", "demo")),
+        bin_dir=str(s.get("bin_dir", "")),
+        slurm_conf=str(s.get("slurm_conf", "")),
+        format=getattr(args, "format", None) or str(s.get("format", "auto")),
+        ctld_log=str(s.get("ctld_log", "")),
+        log_timezone=str(s.get("log_timezone", "UTC")),
+        lookback=timedelta(hours=float(s.get("lookback_hours", 168.0))),
+        lag=timedelta(seconds=float(s.get("lag_seconds", 600.0))),
+        window=timedelta(hours=float(s.get("window_hours", 24.0))),
+        timeout_s=float(s.get("timeout_s", 600.0)),
+        since=_when(getattr(args, "since", None), "--since"),
+        until=_when(getattr(args, "until", None), "--until"),
+        sacct_file=getattr(args, "sacct_file", None),
+        policy=policy,
+        read_policy=bool(s.get("read_policy", True)),
+        preempt_type=str(s.get("preempt_type", "auto")),
+    ))

@@ -1,0 +1,253 @@
+"""The Slurm parsers on recorded documents of every version shape.
+
+mixed_*.json hold the same seven records written in the documented shape of
+each version (22.05, 23.02, 23.11, 24.11): a job preempted then completed, its
+preemptor, an array task with typed GPUs that was requeued and is running
+again, a failed heterogeneous component and a pending job. The expected rows
+below are stated once, so every shape must read to the same contract rows.
+requeued_job_22_05.* are real output of the local Slurm the integration test
+starts.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from collectors.slurm import Options, SlurmCollector, build_batch, read_document
+from collectors.slurm_log import LogCursor, read_log, zone_of
+from collectors.slurm_policy import Partition, Policy, Qos, parse_partitions, parse_qos, preempt_type_from_config
+from collectors.slurm_sacct import DocumentError, iter_json_jobs, run_state
+from preemptlens.errors import SourceError
+from preemptlens.warehouse import Warehouse
+
+CASES = Path(__file__).resolve().parent.parent / "cases" / "sacct"
+T0 = 1796200000
+POLICY = Policy(
+    preempt_type="partition_prio",
+    global_mode="REQUEUE",
+    partitions={"low": Partition("low", 1, "REQUEUE"), "high": Partition("high", 10, "OFF")},
+)
+
+# (job_id, run) -> (state, gpus, submit, eligible, start, end, hosts, reason)
+EXPECTED_RUNS = {
+    ("100", 1): ("preempted", 4, T0, T0, T0 + 5, T0 + 300, "gpu01", None),
+    ("100", 2): ("completed", 4, T0 + 300, T0 + 421, T0 + 905, T0 + 2000, "gpu02", "BeginTime"),
+    ("101", 1): ("completed", 4, T0 + 290, T0 + 290, T0 + 300, T0 + 900, "gpu01", None),
+    ("102_3", 1): ("requeued", 2, T0 + 10, T0 + 10, T0 + 20, T0 + 400, "gpu03", None),
+    ("102_3", 2): ("running", 2, T0 + 400, T0 + 521, T0 + 530, None, "gpu03", None),
+    ("103+1", 1): ("failed", 0, T0 + 50, T0 + 50, T0 + 60, T0 + 70, "gpu04", None),
+    ("105", 1): ("pending", 8, T0 + 60, T0 + 60, None, None, None, "Resources"),
+}
+
+
+def _ts(epoch: int | None) -> datetime | None:
+    return None if epoch is None else datetime.fromtimestamp(epoch, UTC)
+
+
+def _load(path: Path, fmt: str = "json") -> Warehouse:
+    with path.open() as stream:
+        read = read_document(stream, fmt, path.name)
+    wh = Warehouse(":memory:")
+    wh.load_batch(build_batch("c1", read, POLICY))
+    return wh
+
+
+@pytest.mark.parametrize("name", ["mixed_22_05.json", "mixed_23_02.json", "mixed_23_11.json", "mixed_24_11.json"])
+def test_every_version_shape_reads_to_the_same_rows(name: str) -> None:
+    wh = _load(CASES / name)
+    runs = wh.query("SELECT * FROM job_runs ORDER BY job_id, run")
+    got = {
+        (r["job_id"], r["run"]): (r["state"], r["gpus"], r["submit_time"], r["eligible_time"], r["start_time"],
+                                  r["end_time"], r["hosts"], r["reason"])
+        for r in runs.iter_rows(named=True)
+    }
+    want = {
+        k: (state, gpus, _ts(sub), _ts(elig), _ts(start), _ts(end), hosts, why)
+        for k, (state, gpus, sub, elig, start, end, hosts, why) in EXPECTED_RUNS.items()
+    }
+    assert got == want
+    assert wh.query("SELECT count(*) AS n FROM quarantine")["n"][0] == 0
+    jobs = wh.query("SELECT * FROM jobs ORDER BY job_id")
+    by_id = {r["job_id"]: r for r in jobs.iter_rows(named=True)}
+    assert set(by_id) == {"100", "101", "102_3", "103+1", "105"}
+    # First submission, not the requeue's reset submit time.
+    assert by_id["100"]["submit_time"] == _ts(T0)
+    assert by_id["100"]["team"] == "vision" and by_id["100"]["user_name"] == "ana"
+    assert (by_id["100"]["tier"], by_id["100"]["preemptible"]) == ("low", True)
+    assert (by_id["101"]["tier"], by_id["101"]["preemptible"]) == ("high", False)
+    assert by_id["101"]["priority_value"] == 9000
+    assert by_id["105"]["gpus"] == 8  # requested, as nothing is allocated yet
+
+
+def test_real_22_05_capture_numbers_runs_by_submission() -> None:
+    wh = _load(CASES / "requeued_job_22_05.json")
+    runs = wh.query("SELECT job_id, run, state, gpus FROM job_runs ORDER BY job_id, run")
+    assert runs.rows() == [
+        ("1", 1, "preempted", 4), ("1", 2, "preempted", 4), ("1", 3, "completed", 4),
+        ("2_0", 1, "preempted", 1), ("2_0", 2, "completed", 1),
+        ("2_1", 1, "preempted", 1), ("2_1", 2, "completed", 1),
+        ("3", 1, "preempted", 2), ("3", 2, "completed", 2),
+        ("5", 1, "completed", 4), ("6", 1, "completed", 8),
+    ]
+    # Requeue delay as Slurm records it: next start minus the preempted end.
+    delay = wh.query(
+        "SELECT epoch(b.start_time) - epoch(a.end_time) AS d FROM job_runs a JOIN job_runs b "
+        "ON a.job_id = b.job_id AND b.run = a.run + 1 WHERE a.job_id = '1' AND a.run = 1"
+    )["d"][0]
+    assert delay == 11
+
+
+def test_parsable2_text_reads_like_json() -> None:
+    wh = _load(CASES / "requeued_job_22_05.txt", "parsable2")
+    runs = wh.query("SELECT job_id, run, state, gpus, hosts, start_time FROM job_runs ORDER BY job_id, run")
+    assert runs.select("job_id", "run", "state", "gpus").rows() == [
+        ("1", 1, "preempted", 4), ("1", 2, "preempted", 4), ("1", 3, "completed", 4),
+        ("2_0", 1, "preempted", 1), ("2_0", 2, "cancelled", 1),
+        ("5", 1, "completed", 4), ("7", 1, "pending", 2),
+    ]
+    pending = runs.filter(pl.col("job_id") == "7").row(0, named=True)
+    assert pending["hosts"] is None and pending["start_time"] is None
+    # The job name is the last field because it may contain the separator.
+    assert wh.query("SELECT name FROM jobs WHERE job_id = '2_0'")["name"][0] == "low|array"
+
+
+def test_second_load_of_the_same_document_changes_nothing() -> None:
+    path = CASES / "mixed_23_11.json"
+    wh = _load(path)
+    with path.open() as stream:
+        report = wh.load_batch(build_batch("c1", read_document(stream, "json", path.name), POLICY))
+    assert report.loaded == 0 and report.unchanged == 7 + 5
+
+
+def test_state_lists_and_flags() -> None:
+    assert run_state(["PENDING", "REQUEUED"]) == "requeued"
+    assert run_state(["PREEMPTED", "REQUEUED"]) == "preempted"
+    assert run_state(["RUNNING", "COMPLETING"]) == "running"
+    assert run_state(["CANCELLED"]) == "cancelled"
+    assert run_state(["NODE_FAIL"]) == "node_fail"
+    with pytest.raises(ValueError, match="unknown state BOGUS"):
+        run_state(["BOGUS"])
+
+
+def test_broken_record_quarantines_its_whole_job_and_nothing_else() -> None:
+    text = (CASES / "mixed_22_05.json").read_text()
+    # The second record of job 100 loses its start time's type.
+    broken = text.replace('"start": 1796200905', '"start": "soon"', 1)
+    assert broken != text
+    read = read_document(io.StringIO(broken), "json", "doc.json")
+    wh = Warehouse(":memory:")
+    report = wh.load_batch(build_batch("c1", read, POLICY))
+    runs = wh.query("SELECT DISTINCT job_id FROM job_runs ORDER BY job_id")["job_id"].to_list()
+    assert runs == ["101", "102_3", "103+1", "105"]
+    q = wh.query("SELECT record, field, reason FROM quarantine ORDER BY record")
+    assert report.quarantined == 2
+    assert q.filter(pl.col("field") == "time.start")["record"].to_list() == ["doc.json record 3 (JobId=100)"]
+    assert "expected a number" in q.filter(pl.col("field") == "time.start")["reason"][0]
+    assert q.filter(pl.col("field") == "job_id")["reason"].to_list() == ["another record of this job could not be read"]
+
+
+def test_truncated_document_keeps_the_records_before_the_break() -> None:
+    text = (CASES / "mixed_23_11.json").read_text()
+    cut = text[: text.index('"name": "pipeline"')]
+    read = read_document(io.StringIO(cut), "json", "cut.json")
+    assert {r.job_id for _, r in read.records} == {"100", "101", "102_3"}
+    assert read.rejects[-1].field == "document"
+    assert "truncated" in read.rejects[-1].reason
+
+
+def test_streaming_reader_is_independent_of_chunk_size() -> None:
+    text = (CASES / "mixed_24_11.json").read_text()
+    whole = list(iter_json_jobs(io.StringIO(text)))
+    for chunk in (1, 3, 17, 4096):
+        assert list(iter_json_jobs(io.StringIO(text), chunk=chunk)) == whole
+    with pytest.raises(DocumentError):
+        list(iter_json_jobs(io.StringIO('{"jobs": [{"job_id": 1} {"job_id": 2}]}'), chunk=4))
+
+
+def test_sacct_file_nothing_readable_fails_after_quarantining(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"jobs": [{"job_id": 1, "state": 7}]}')
+    collector = SlurmCollector(Options(cluster="c1", sacct_file=str(bad), read_policy=False))
+    wh = Warehouse(":memory:")
+    with pytest.raises(SourceError, match=r"nothing could be read from .*bad\.json"):
+        for batch in collector.batches({}):
+            wh.load_batch(batch)
+    assert wh.query("SELECT field FROM quarantine")["field"].to_list() == ["state"]
+
+
+# -- slurmctld log ------------------------------------------------------------
+
+
+def test_log_variants() -> None:
+    read = read_log(CASES / "ctld_variants.log", None, zone_of("UTC"))
+    got = [(lk.victim, lk.time.isoformat(), lk.preemptor, lk.reason) for lk in read.links]
+    assert got == [
+        ("191", "2026-11-02T08:06:00+00:00", "192", "requeued"),
+        ("150", "2026-11-02T10:00:00.120000+00:00", "200", "requeued"),
+        ("160_7", "2026-11-02T10:00:01.500000+00:00", "201", "requeued"),
+        ("180+1", "2026-11-02T10:00:02.250000+00:00", "1234_5", "killed"),
+        ("190", "2026-11-02T10:05:00+00:00", None, "killed"),
+    ]
+    assert [(rec, why) for rec, why, _ in read.bad] == [("ctld_variants.log:9", "Invalid isoformat string: 'garbage'")]
+
+
+def test_log_local_time_zone() -> None:
+    read = read_log(CASES / "ctld_variants.log", None, zone_of("Europe/Berlin"))
+    times = {lk.victim: lk.time.isoformat() for lk in read.links}
+    assert times["150"] == "2026-11-02T09:00:00.120000+00:00"
+    assert times["191"] == "2026-11-02T08:06:00+00:00"  # an explicit offset wins
+
+
+def test_log_is_read_incrementally_across_rotation(tmp_path: Path) -> None:
+    path = tmp_path / "slurmctld.log"
+    line = "[2026-11-02T10:00:0{i}.000] preempted JobId={i} has been requeued to reclaim resources for JobId=9{i}\n"
+    path.write_text(line.format(i=1) + line.format(i=2)[:20])  # the second line is still being written
+    first = read_log(path, None, zone_of("UTC"))
+    assert [lk.victim for lk in first.links] == ["1"]
+    with path.open("a") as f:
+        f.write(line.format(i=2)[20:] + line.format(i=3))
+    second = read_log(path, first.cursor, zone_of("UTC"))
+    assert [lk.victim for lk in second.links] == ["2", "3"]
+    # logrotate: the file is renamed and one more line lands in it, then a new file starts.
+    with path.open("a") as f:
+        f.write(line.format(i=4))
+    os.rename(path, tmp_path / "slurmctld.log.1")
+    path.write_text(line.format(i=5))
+    third = read_log(path, LogCursor.load(second.cursor.dump()), zone_of("UTC"))
+    assert [lk.victim for lk in third.links] == ["4", "5"]
+    assert read_log(path, third.cursor, zone_of("UTC")).links == []
+    # copytruncate: same file, shorter than the cursor: read from its start.
+    path.write_text(line.format(i=6))
+    assert [lk.victim for lk in read_log(path, third.cursor, zone_of("UTC")).links] == ["6"]
+
+
+# -- partitions and QOS ---------------------------------------------------------
+
+
+def test_policy_from_scontrol_and_sacctmgr() -> None:
+    parts = parse_partitions(
+        "PartitionName=low AllowGroups=ALL PriorityTier=1 PreemptMode=REQUEUE State=UP\n"
+        "PartitionName=mid PriorityTier=5 PreemptMode=REQUEUE\n"
+        "PartitionName=high PriorityTier=10 PreemptMode=OFF State=UP\n"
+    )
+    assert preempt_type_from_config("PreemptMode             = REQUEUE\nPreemptType             = "
+                                    "preempt/partition_prio\n") == ("partition_prio", "REQUEUE")
+    policy = Policy(preempt_type="partition_prio", global_mode="REQUEUE", partitions=parts,
+                    tiers={"mid": "critical"}, preemptible_override={"low": False})
+    assert [policy.tier(p) for p in ("low", "mid", "high", "other")] == ["low", "critical", "high", "normal"]
+    assert policy.preemptible("mid", "critical") is True  # a higher tier exists and mode is REQUEUE
+    assert policy.preemptible("high", "high") is False
+    assert policy.preemptible("low", "low") is False  # config wins
+    qos = parse_qos("normal|||\nscavenger||REQUEUE\nurgent|normal,scavenger|cluster\n")
+    assert qos["urgent"] == Qos("urgent", ("normal", "scavenger"), None)
+    qpolicy = Policy(preempt_type="qos", global_mode="REQUEUE", qos=qos)
+    assert qpolicy.priority_class("gpu", "scavenger") == "scavenger"
+    assert [qpolicy.tier(q) for q in ("urgent", "scavenger", "normal")] == ["high", "low", "low"]
+    assert qpolicy.preemptible("urgent", "high") is False
+    assert qpolicy.preemptible("scavenger", "low") is True

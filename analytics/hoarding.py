@@ -1,0 +1,186 @@
+"""Idle stretches of allocated GPUs: the one heavy scan over gpu_samples.
+
+A stretch is a run of consecutive idle samples of one GPU while it is
+attributed to one job. Consecutive means at most 1.5 sampling steps apart, so
+a missing sample ends the stretch (a gap is not idle time). Only stretches at
+least the hoarding window long are kept; the views clip them to runs.
+
+The refresh is incremental: it recomputes only from shortly before the
+earliest sample that a load it has not seen yet wrote. A stretch that ends
+there can only have grown from its own start, so per GPU the scan restarts at
+the start of such a stretch, or one window (plus slack) before the new data.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from analytics.params import Params
+from preemptlens.warehouse import Warehouse
+
+log = logging.getLogger(__name__)
+
+# Samples further apart than this many steps are not contiguous.
+CONTIGUOUS_STEPS = 1.5
+_STATE_KEY = "gpu_idle_stretches.params"
+
+
+@dataclass(frozen=True)
+class StretchRefresh:
+    mode: str  # full | incremental | unchanged
+    new_loads: int
+    recomputed_from: datetime | None
+    stretches: int
+
+
+def infer_step(wh: Warehouse) -> float:
+    """Median spacing of one GPU's samples: the collection step."""
+    row = wh.con.execute(
+        "WITH one AS (SELECT cluster, host, gpu_uuid, gpu_instance FROM gpu_samples LIMIT 1), "
+        "times AS (SELECT s.time FROM gpu_samples s JOIN one USING (cluster, host, gpu_uuid, gpu_instance)), "
+        "gaps AS (SELECT epoch(time) - epoch(lag(time) OVER (ORDER BY time)) AS gap FROM times) "
+        "SELECT median(gap) FROM gaps WHERE gap > 0"
+    ).fetchone()
+    return float(row[0]) if row and row[0] else 60.0
+
+
+def _idle_condition(params: Params) -> str:
+    return "s.busy = 0" if params.zero_rule else "s.busy < $busy_below"
+
+
+def _stretch_params(params: Params, step: float) -> str:
+    return json.dumps(
+        {
+            "rule": params["idle_rule"],
+            "busy_below": params["idle_busy_below"],
+            "window": params["hoarding_window_s"],
+            "step": step,
+        },
+        sort_keys=True,
+    )
+
+
+def refresh_stretches(wh: Warehouse, params: Params, step: float, *, full: bool = False) -> StretchRefresh:
+    """Bring gpu_idle_stretches up to date with gpu_samples, in one transaction."""
+    con = wh.con
+    wanted = _stretch_params(params, step)
+    state = con.execute("SELECT value FROM analytics_state WHERE name = $n", {"n": _STATE_KEY}).fetchone()
+    if state is None or state[0] != wanted:
+        full = True
+    new_loads = [
+        r[0]
+        for r in con.execute(
+            "SELECT load_id FROM _loads WHERE load_id NOT IN (SELECT load_id FROM analytics_loads_seen)"
+        ).fetchall()
+    ]
+    if not full and not new_loads:
+        return StretchRefresh("unchanged", 0, None, _count(wh))
+    sql_params: dict[str, object] = {
+        "step": step,
+        "gap": step * CONTIGUOUS_STEPS,
+        "window": params["hoarding_window_s"],
+    }
+    if not params.zero_rule:
+        sql_params["busy_below"] = params["idle_busy_below"]
+    recomputed_from: datetime | None = None
+    with wh.transaction():
+        con.execute("CREATE OR REPLACE TEMP TABLE _new_loads (load_id VARCHAR)")
+        if new_loads:
+            con.executemany("INSERT INTO _new_loads VALUES (?)", [(x,) for x in new_loads])
+        if full:
+            con.execute("DELETE FROM gpu_idle_stretches")
+            scan_join = ""
+            time_filter = ""
+            mode = "full"
+        else:
+            row = con.execute(
+                "SELECT min(time) FROM gpu_samples WHERE _load_id IN (SELECT load_id FROM _new_loads)"
+            ).fetchone()
+            changed_from = row[0] if row else None
+            if changed_from is None:
+                _mark_seen(wh, wanted)
+                return StretchRefresh("unchanged", len(new_loads), None, _count(wh))
+            # Earlier than the new data by one window plus slack: a short idle
+            # run that was still open there is not stored and must be rebuilt.
+            lead_in = params["hoarding_window_s"] + 3 * step
+            con.execute(
+                "CREATE OR REPLACE TEMP TABLE _from AS SELECT $t::TIMESTAMPTZ - to_microseconds("
+                "CAST($lead * 1e6 AS BIGINT)) AS cut",
+                {"t": changed_from, "lead": lead_in},
+            )
+            # Per GPU: restart at the start of a stored stretch that reaches the
+            # cut, so that no stretch is rebuilt from its middle.
+            con.execute(
+                "CREATE OR REPLACE TEMP TABLE _gpu_from AS "
+                "SELECT cluster, host, gpu_uuid, gpu_instance, least(min(start_time), min(cut)) AS from_time "
+                "FROM gpu_idle_stretches, _from WHERE end_time >= cut "
+                "GROUP BY cluster, host, gpu_uuid, gpu_instance"
+            )
+            con.execute(
+                "DELETE FROM gpu_idle_stretches USING _from WHERE gpu_idle_stretches.end_time >= _from.cut"
+            )
+            cut_row = con.execute("SELECT least(cut, (SELECT min(from_time) FROM _gpu_from)) FROM _from").fetchone()
+            assert cut_row is not None
+            recomputed_from = cut_row[0]
+            scan_join = "LEFT JOIN _gpu_from f USING (cluster, host, gpu_uuid, gpu_instance)"
+            time_filter = (
+                "AND s.time >= (SELECT least(cut, (SELECT min(from_time) FROM _gpu_from)) FROM _from) "
+                "AND s.time >= coalesce(f.from_time, (SELECT cut FROM _from))"
+            )
+            mode = "incremental"
+        con.execute(
+            f"""
+            INSERT INTO gpu_idle_stretches
+            WITH idle AS (
+                SELECT s.cluster, s.host, s.gpu_uuid, s.gpu_instance, s.job_id, s.time
+                FROM gpu_samples s {scan_join}
+                WHERE s.job_id IS NOT NULL AND {_idle_condition(params)} {time_filter}
+            ),
+            marked AS (
+                SELECT *,
+                    CASE WHEN epoch(time) - epoch(lag(time) OVER w) <= $gap THEN 0 ELSE 1 END AS starts
+                FROM idle
+                WINDOW w AS (PARTITION BY cluster, host, gpu_uuid, gpu_instance, job_id ORDER BY time)
+            ),
+            numbered AS (
+                SELECT *, sum(starts) OVER (
+                    PARTITION BY cluster, host, gpu_uuid, gpu_instance, job_id ORDER BY time
+                    ROWS UNBOUNDED PRECEDING) AS stretch_no
+                FROM marked
+            ),
+            stretches AS (
+                SELECT cluster, host, gpu_uuid, gpu_instance, job_id,
+                    min(time) AS start_time,
+                    max(time) + to_microseconds(CAST($step * 1e6 AS BIGINT)) AS end_time,
+                    count(*) AS samples
+                FROM numbered
+                GROUP BY cluster, host, gpu_uuid, gpu_instance, job_id, stretch_no
+            )
+            SELECT * FROM stretches WHERE epoch(end_time) - epoch(start_time) >= $window
+            """,  # noqa: S608 -- only fixed fragments are interpolated; values are bound
+            sql_params,
+        )
+        _mark_seen(wh, wanted)
+    count = _count(wh)
+    log.info("idle stretches: %s refresh, %d new loads, %d stretches", mode, len(new_loads), count)
+    return StretchRefresh(mode, len(new_loads), recomputed_from, count)
+
+
+def _mark_seen(wh: Warehouse, state: str) -> None:
+    wh.con.execute(
+        "INSERT INTO analytics_loads_seen SELECT load_id FROM _loads "
+        "WHERE load_id NOT IN (SELECT load_id FROM analytics_loads_seen)"
+    )
+    wh.con.execute(
+        "INSERT INTO analytics_state VALUES ($n, $v, $t) ON CONFLICT (name) DO UPDATE SET "
+        "value = excluded.value, updated_at = excluded.updated_at",
+        {"n": _STATE_KEY, "v": state, "t": datetime.now(UTC)},
+    )
+
+
+def _count(wh: Warehouse) -> int:
+    row = wh.con.execute("SELECT count(*) FROM gpu_idle_stretches").fetchone()
+    return int(row[0]) if row else 0

@@ -1,0 +1,197 @@
+"""The [analytics] settings and their copy in the warehouse.
+
+Views are plain SQL, so the settings they depend on are written into the
+one-row table `analytics_params` (and `analytics_tier_weights`) by
+`preemptlens analyze` before the views are refreshed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from preemptlens.config import Config, Section, Setting
+from preemptlens.contract import TIERS
+from preemptlens.errors import ConfigError
+
+IDLE_RULES = ("threshold", "zero")
+
+SETTINGS = Section(
+    "analytics",
+    "How `preemptlens analyze` computes the figures (docs/figures.md).",
+    (
+        Setting(
+            "idle_rule",
+            "threshold",
+            "When a GPU sample counts as idle: `threshold` (busy below idle_busy_below) or `zero` "
+            "(busy exactly 0, the Princeton jobstats rule).",
+            choices=IDLE_RULES,
+        ),
+        Setting("idle_busy_below", 0.05, "Busy ratio below which a sample is idle (threshold rule).", kind=float),
+        Setting(
+            "hoarding_window_s",
+            1800.0,
+            "Seconds an allocated GPU must stay idle, without a gap in its samples, to count as hoarded.",
+            kind=float,
+        ),
+        Setting(
+            "sample_step_s",
+            0.0,
+            "Sampling step of gpu_samples in seconds; 0 infers it from the data (median spacing).",
+            kind=float,
+        ),
+        Setting(
+            "link_tolerance_s",
+            120.0,
+            "How far apart (seconds) a preempted run's end and a preemption_links row may be and still match; "
+            "also how long before a preemption the preemptor's start may lie.",
+            kind=float,
+        ),
+        Setting(
+            "near_completion_share",
+            0.9,
+            "A victim whose work done reached this share of its work is a near-completion victim.",
+            kind=float,
+        ),
+        Setting(
+            "early_victim_s",
+            600.0,
+            "A victim preempted fewer than this many seconds into its run is an early victim.",
+            kind=float,
+        ),
+        Setting(
+            "long_runner_factor",
+            4.0,
+            "A preemptor whose run lasted more than this many times its tier's median run is a long runner "
+            "(unlike critical work).",
+            kind=float,
+        ),
+        Setting("trend_weeks", 8, "Weeks over which scope-creep trends (slopes) are fitted.", kind=int),
+        Setting(
+            "tier_weights",
+            {"critical": 4.0, "high": 2.0, "normal": 1.0, "low": 0.5},
+            "Value of one GPU-second of each tier's work in the net-benefit figures.",
+            kind=dict,
+        ),
+        Setting(
+            "scarce_allocation_share",
+            0.85,
+            "Scorecard Q1: an hour is scarce when at least this share of the GPUs is allocated.",
+            kind=float,
+        ),
+        Setting(
+            "scarce_hours_share",
+            0.5,
+            "Scorecard Q1: GPUs are scarce when at least this share of the hours is scarce.",
+            kind=float,
+        ),
+        Setting(
+            "scarce_wait_s",
+            600.0,
+            "Scorecard Q1: median high-priority queue wait (seconds) at or above which GPUs count as scarce.",
+            kind=float,
+        ),
+        Setting(
+            "high_tier_share_max",
+            0.25,
+            "Scorecard Q2: largest share of GPU-hours the critical and high tiers may hold to be narrow.",
+            kind=float,
+        ),
+        Setting(
+            "high_tier_slope_max",
+            0.02,
+            "Scorecard Q2: largest weekly change (absolute slope) of that share to be stable.",
+            kind=float,
+        ),
+        Setting(
+            "checkpoint_coverage_min",
+            0.8,
+            "Scorecard Q3: smallest share of victims with checkpoint data or a declared interval.",
+            kind=float,
+        ),
+        Setting(
+            "loss_to_gain_max",
+            0.5,
+            "Scorecard Q3: largest ratio of lost (plus warm-up) GPU-seconds to gained GPU-seconds.",
+            kind=float,
+        ),
+        Setting(
+            "visibility_min",
+            0.9,
+            "Scorecard Q4: smallest share of preemptions that record both a reason and a preemptor.",
+            kind=float,
+        ),
+        Setting(
+            "reclaim_idle_share",
+            0.1,
+            "Scorecard verdict: share of allocated GPU-hours held idle above which reclaiming idle GPUs "
+            "comes first.",
+            kind=float,
+        ),
+    ),
+)
+
+# Settings copied into analytics_params under the same name.
+_PARAM_KEYS = (
+    "idle_busy_below",
+    "hoarding_window_s",
+    "link_tolerance_s",
+    "near_completion_share",
+    "early_victim_s",
+    "long_runner_factor",
+    "trend_weeks",
+    "scarce_allocation_share",
+    "scarce_hours_share",
+    "scarce_wait_s",
+    "high_tier_share_max",
+    "high_tier_slope_max",
+    "checkpoint_coverage_min",
+    "loss_to_gain_max",
+    "visibility_min",
+    "reclaim_idle_share",
+)
+
+
+@dataclass(frozen=True)
+class Params:
+    values: dict[str, Any]
+    tier_weights: dict[str, float]
+
+    @property
+    def zero_rule(self) -> bool:
+        return bool(self.values["idle_rule"] == "zero")
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+
+def params_from(config: Config) -> Params:
+    values = config.section("analytics")
+    if not values:
+        values = {s.key: s.default for s in SETTINGS.settings}
+    problems = []
+    weights = dict(values["tier_weights"])
+    for tier, weight in weights.items():
+        if tier not in TIERS:
+            problems.append(f"analytics.tier_weights.{tier}: not a tier ({', '.join(TIERS)})")
+        elif not isinstance(weight, int | float) or isinstance(weight, bool) or weight < 0:
+            problems.append(f"analytics.tier_weights.{tier}: expected a number >= 0, got {weight!r}")
+    missing = [t for t in TIERS if t not in weights]
+    if missing:
+        problems.append(f"analytics.tier_weights: no weight for {', '.join(missing)}")
+    if values["hoarding_window_s"] <= 0:
+        problems.append("analytics.hoarding_window_s: must be > 0")
+    if values["sample_step_s"] < 0:
+        problems.append("analytics.sample_step_s: must be >= 0 (0 infers it)")
+    if values["trend_weeks"] < 2:
+        problems.append("analytics.trend_weeks: a trend needs at least 2 weeks")
+    if problems:
+        raise ConfigError("; ".join(problems), "see docs/configuration.md, section [analytics]")
+    return Params(values=values, tier_weights={t: float(w) for t, w in weights.items()})
+
+
+def param_row(params: Params, sample_step_s: float) -> dict[str, Any]:
+    row: dict[str, Any] = {k: params[k] for k in _PARAM_KEYS}
+    row["idle_zero_rule"] = params.zero_rule
+    row["sample_step_s"] = sample_step_s
+    return row

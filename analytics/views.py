@@ -1,0 +1,77 @@
+"""The registry of SQL views in sql/views and how they are applied.
+
+One view per file, the file name is the view name, and the first line is a
+`-- ` comment defining the figure in one sentence. Views that read other
+views are created after them (the order comes from the names they mention).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from preemptlens.errors import SchemaError
+from preemptlens.warehouse import SQL_DIR, Warehouse, quote
+
+VIEWS_DIR = SQL_DIR / "views"
+_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class View:
+    name: str
+    path: Path
+    header: str
+    sql: str
+
+
+def _header(path: Path, text: str) -> str:
+    first = text.splitlines()[0] if text else ""
+    if not first.startswith("-- ") or not first.rstrip().endswith("."):
+        raise SchemaError(
+            f"{path}: the first line must be a `-- ` comment defining the figure in one sentence",
+            "start the file with e.g. `-- One row per preemption: ...`",
+        )
+    return first[3:].strip()
+
+
+def registry(views_dir: Path = VIEWS_DIR) -> list[View]:
+    """Every view, ordered so that each comes after the views it reads."""
+    found: dict[str, View] = {}
+    for path in sorted(views_dir.glob("*.sql")):
+        if not _NAME.match(path.stem):
+            raise SchemaError(f"{path}: a view file is named after its view (lower_snake_case.sql)")
+        text = path.read_text()
+        found[path.stem] = View(path.stem, path, _header(path, text), text)
+    ordered: list[View] = []
+    state: dict[str, str] = {}
+
+    def visit(name: str, chain: tuple[str, ...]) -> None:
+        if state.get(name) == "done":
+            return
+        if state.get(name) == "visiting":
+            raise SchemaError(f"views depend on each other in a cycle: {' -> '.join((*chain, name))}")
+        state[name] = "visiting"
+        for other in found:
+            if other != name and re.search(rf"\b{other}\b", _body(found[name].sql)):
+                visit(other, (*chain, name))
+        state[name] = "done"
+        ordered.append(found[name])
+
+    for name in found:
+        visit(name, ())
+    return ordered
+
+
+def _body(sql: str) -> str:
+    """The SQL without comments, so that prose never creates a dependency."""
+    return re.sub(r"--[^\n]*", "", sql)
+
+
+def apply_views(wh: Warehouse, views_dir: Path = VIEWS_DIR) -> list[str]:
+    applied = []
+    for view in registry(views_dir):
+        wh.con.execute(f"CREATE OR REPLACE VIEW {quote(view.name)} AS {_body(view.sql)}")
+        applied.append(view.name)
+    return applied

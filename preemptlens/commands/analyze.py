@@ -1,0 +1,34 @@
+"""`preemptlens analyze`: refresh the analytics (idle stretches, views) and print the scorecard.
+
+Incremental by default: only the gpu_samples that loads since the last run
+wrote are rescanned; `--full` rebuilds everything.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from analytics.params import params_from
+from analytics.refresh import analyze
+from analytics.scorecard import render
+from preemptlens.config import Config
+from preemptlens.warehouse import Warehouse
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--full", action="store_true", help="rebuild every derived table from the raw tables")
+    parser.add_argument("--quiet", action="store_true", help="do not print the readiness scorecard")
+
+
+def run(args: argparse.Namespace, config: Config) -> int:
+    params = params_from(config)
+    with Warehouse(config.get("warehouse.path")) as wh:
+        report = analyze(wh, params, full=args.full)
+        timings = ", ".join(f"{k} {v:.2f} s" for k, v in report.seconds.items())
+        print(
+            f"idle stretches: {report.stretches.mode} refresh, {report.stretches.stretches} stretches "
+            f"(sampling step {report.sample_step_s:g} s); {len(report.views)} views refreshed; {timings}"
+        )
+        if not args.quiet:
+            print(render(wh))
+    return 0

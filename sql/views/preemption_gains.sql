@@ -1,0 +1,168 @@
+-- One row per preemption event (a preemptor run and the victims it displaced): how many preemptor GPU-seconds earlier it started than it could have by waiting until running jobs' own ends (plus unallocated GPUs) freed the GPUs it needed.
+with
+
+preemptions as (
+    select * from stg_preemptions
+),
+
+runs as (
+    select * from stg_runs
+),
+
+pools_ as (
+    select * from pools
+),
+
+events as (
+    select
+        cluster,
+        preemptor_job_id,
+        preemptor_run,
+        coalesce(min(preemptor_pool), min(pool)) as pool,
+        min(time) as time,
+        min(preemptor_start) as preemptor_start,
+        min(preemptor_gpus) as need_gpus,
+        min(preemptor_tier) as preemptor_tier,
+        min(preemptor_team) as preemptor_team,
+        sum(victim_gpus) as victim_gpus,
+        count(*) as victims,
+        min(data_end) as data_end
+    from preemptions
+    where preemptor_run is not null
+    group by cluster, preemptor_job_id, preemptor_run
+),
+
+capacity as (
+    select cluster, preemptor_job_id, preemptor_run, gpus as capacity
+    from (
+        select
+            e.cluster,
+            e.preemptor_job_id,
+            e.preemptor_run,
+            p.gpus,
+            row_number() over (
+                partition by e.cluster, e.preemptor_job_id, e.preemptor_run order by p.valid_from desc
+            ) as latest
+        from events as e
+        inner join pools_ as p
+            on p.cluster = e.cluster and p.pool = e.pool and p.valid_from <= e.time
+    ) as ranked
+    where latest = 1
+),
+
+victim_releases as (
+    -- a victim left alone would have run on for the work it still had to do
+    select
+        e.cluster,
+        e.preemptor_job_id,
+        e.preemptor_run,
+        v.victim_gpus as gpus,
+        case
+            when v.work_needed_s is not null
+                then epoch(e.time) + greatest(0, v.work_needed_s - v.work_done_s)
+        end as release_epoch
+    from events as e
+    inner join preemptions as v
+        on v.cluster = e.cluster and v.preemptor_job_id = e.preemptor_job_id and v.preemptor_run = e.preemptor_run
+),
+
+other_releases as (
+    -- other running jobs release at their observed end (for a run later
+    -- preempted that is earlier than its natural end: a conservative gain)
+    select
+        e.cluster,
+        e.preemptor_job_id,
+        e.preemptor_run,
+        r.gpus,
+        case when r.end_time is not null then epoch(r.end_time) end as release_epoch
+    from events as e
+    inner join runs as r
+        on r.cluster = e.cluster
+        and r.pool = e.pool
+        and r.effective_start < e.time
+        and (r.end_time is null or r.end_time > e.time)
+        and r.effective_s > 0
+    where not (r.job_id = e.preemptor_job_id and r.run = e.preemptor_run)
+        and not exists (
+            select 1 from preemptions as v
+            where v.cluster = e.cluster and v.victim_job_id = r.job_id and v.victim_run = r.run
+                and v.preemptor_job_id = e.preemptor_job_id and v.preemptor_run = e.preemptor_run
+        )
+),
+
+releases as (
+    select * from victim_releases
+    union all
+    select * from other_releases
+),
+
+held as (
+    select cluster, preemptor_job_id, preemptor_run, sum(gpus) as allocated
+    from releases
+    group by cluster, preemptor_job_id, preemptor_run
+),
+
+cumulative as (
+    select
+        r.*,
+        sum(r.gpus) over (
+            partition by r.cluster, r.preemptor_job_id, r.preemptor_run
+            order by r.release_epoch
+            rows unbounded preceding
+        ) as released
+    from releases as r
+    where r.release_epoch is not null
+),
+
+enough as (
+    select
+        e.cluster,
+        e.preemptor_job_id,
+        e.preemptor_run,
+        greatest(0, coalesce(c.capacity, h.allocated) - h.allocated) as free_gpus
+    from events as e
+    inner join held as h
+        on h.cluster = e.cluster and h.preemptor_job_id = e.preemptor_job_id and h.preemptor_run = e.preemptor_run
+    left join capacity as c
+        on c.cluster = e.cluster and c.preemptor_job_id = e.preemptor_job_id and c.preemptor_run = e.preemptor_run
+),
+
+counterfactual as (
+    select
+        e.*,
+        n.free_gpus,
+        case
+            when n.free_gpus >= e.need_gpus then epoch(e.time)
+            else (
+                select min(c.release_epoch) from cumulative as c
+                where c.cluster = e.cluster and c.preemptor_job_id = e.preemptor_job_id
+                    and c.preemptor_run = e.preemptor_run and n.free_gpus + c.released >= e.need_gpus
+            )
+        end as release_epoch
+    from events as e
+    inner join enough as n
+        on n.cluster = e.cluster and n.preemptor_job_id = e.preemptor_job_id and n.preemptor_run = e.preemptor_run
+),
+
+final as (
+    select
+        cluster,
+        preemptor_job_id,
+        preemptor_run,
+        pool,
+        time,
+        preemptor_start,
+        need_gpus,
+        preemptor_tier,
+        preemptor_team,
+        victims,
+        victim_gpus,
+        free_gpus,
+        to_timestamp(coalesce(release_epoch, epoch(data_end))) as counterfactual_start,
+        release_epoch is null as gain_censored,
+        greatest(0, coalesce(release_epoch, epoch(data_end)) - epoch(preemptor_start)) as gain_s,
+        need_gpus * greatest(0, coalesce(release_epoch, epoch(data_end)) - epoch(preemptor_start)) as gain_gpu_s
+    from counterfactual
+)
+
+select * from final

@@ -1,0 +1,273 @@
+-- One row per preempted run (state preempted, or a preemption_links row within the link tolerance of its end) with its preemptor coalesced from the run and the links, its lost progress, requeue delay, warm-up and history; the ledger adds gains and avoidability.
+with
+
+params as (
+    select * from analytics_params
+),
+
+runs as (
+    select * from stg_runs
+),
+
+links as (
+    select * from preemption_links
+),
+
+ckpts as (
+    select * from checkpoints where kind = 'checkpoint'
+),
+
+progress as (
+    select * from checkpoints where kind = 'progress' and step is not null
+),
+
+link_match as (
+    select
+        r.cluster,
+        r.job_id,
+        r.run,
+        l.preemptor_job_id,
+        l.reason,
+        row_number() over (
+            partition by r.cluster, r.job_id, r.run
+            order by abs(epoch(l.time) - epoch(r.end_time)), l.time
+        ) as nearest
+    from runs as r
+    cross join params as p
+    inner join links as l
+        on l.cluster = r.cluster
+        and l.victim_job_id = r.job_id
+        and abs(epoch(l.time) - epoch(r.end_time)) <= p.link_tolerance_s
+    where r.end_time is not null
+),
+
+preempted as (
+    select
+        r.*,
+        r.end_time as preempted_at,
+        coalesce(r.preemptor_job_id, lm.preemptor_job_id) as preemptor_id,
+        coalesce(r.reason, lm.reason) as preempt_reason
+    from runs as r
+    left join link_match as lm
+        on lm.cluster = r.cluster and lm.job_id = r.job_id and lm.run = r.run and lm.nearest = 1
+    where r.end_time is not null and (r.state = 'preempted' or lm.job_id is not null)
+),
+
+job_has_ckpts as (
+    select distinct cluster, job_id from ckpts
+),
+
+last_ckpt as (
+    select
+        p.cluster,
+        p.job_id,
+        p.run,
+        max(c.time) as last_checkpoint_time
+    from preempted as p
+    inner join ckpts as c
+        on c.cluster = p.cluster
+        and c.job_id = p.job_id
+        and (c.run = p.run or c.run is null)
+        and c.time >= p.start_time
+        and c.time <= p.preempted_at
+    group by p.cluster, p.job_id, p.run
+),
+
+restored_step as (
+    -- the progress a restart resumes from: the job's last checkpoint before the preemption
+    select cluster, job_id, run, step
+    from (
+        select
+            p.cluster,
+            p.job_id,
+            p.run,
+            c.step,
+            row_number() over (partition by p.cluster, p.job_id, p.run order by c.time desc) as latest
+        from preempted as p
+        inner join ckpts as c
+            on c.cluster = p.cluster and c.job_id = p.job_id and c.time <= p.preempted_at
+        where c.step is not null
+    ) as ranked
+    where latest = 1
+),
+
+next_run as (
+    select
+        p.cluster,
+        p.job_id,
+        p.run,
+        n.run as next_run,
+        n.start_time as next_start,
+        n.end_time as next_end,
+        row_number() over (partition by p.cluster, p.job_id, p.run order by n.start_time, n.run) as first_later
+    from preempted as p
+    inner join runs as n
+        on n.cluster = p.cluster and n.job_id = p.job_id and n.run > p.run
+),
+
+next_progress as (
+    select
+        nr.cluster,
+        nr.job_id,
+        nr.run,
+        g.time,
+        g.step,
+        row_number() over (partition by nr.cluster, nr.job_id, nr.run order by g.time) as nth
+    from next_run as nr
+    inner join progress as g
+        on g.cluster = nr.cluster
+        and g.job_id = nr.job_id
+        and (g.run = nr.next_run or (g.run is null and g.time >= nr.next_start
+            and (nr.next_end is null or g.time <= nr.next_end)))
+    where nr.first_later = 1
+),
+
+warmup as (
+    -- extrapolate the first two progress reports of the next run back to the restored step
+    select
+        a.cluster,
+        a.job_id,
+        a.run,
+        epoch(a.time) - (a.step - coalesce(rs.step, 0)) * (epoch(b.time) - epoch(a.time)) / (b.step - a.step)
+            as resumed_epoch
+    from next_progress as a
+    inner join next_progress as b
+        on b.cluster = a.cluster and b.job_id = a.job_id and b.run = a.run and b.nth = 2
+    left join restored_step as rs
+        on rs.cluster = a.cluster and rs.job_id = a.job_id and rs.run = a.run
+    where a.nth = 1 and b.step > a.step
+),
+
+preemptor_run as (
+    select
+        p.cluster,
+        p.job_id,
+        p.run,
+        pr.run as preemptor_run,
+        pr.start_time as preemptor_start,
+        pr.gpus as preemptor_gpus,
+        pr.pool as preemptor_pool,
+        pr.tier as preemptor_tier,
+        pr.team as preemptor_team,
+        row_number() over (partition by p.cluster, p.job_id, p.run order by pr.start_time, pr.run) as first_after
+    from preempted as p
+    cross join params as prm
+    inner join runs as pr
+        on pr.cluster = p.cluster
+        and pr.job_id = p.preemptor_id
+        and epoch(pr.start_time) >= epoch(p.preempted_at) - prm.link_tolerance_s
+),
+
+measured as (
+    select
+        p.*,
+        lc.last_checkpoint_time,
+        nr.next_run as restart_run,
+        nr.next_start as restart_time,
+        w.resumed_epoch,
+        epoch(p.preempted_at) - epoch(p.start_time) as run_age_s,
+        case
+            when jc.job_id is not null then 'measured'
+            when p.checkpoint_interval_s is not null then 'declared'
+            else 'assumed'
+        end as basis
+    from preempted as p
+    left join job_has_ckpts as jc on jc.cluster = p.cluster and jc.job_id = p.job_id
+    left join last_ckpt as lc on lc.cluster = p.cluster and lc.job_id = p.job_id and lc.run = p.run
+    left join next_run as nr
+        on nr.cluster = p.cluster and nr.job_id = p.job_id and nr.run = p.run and nr.first_later = 1
+    left join warmup as w on w.cluster = p.cluster and w.job_id = p.job_id and w.run = p.run
+),
+
+costed as (
+    select
+        m.*,
+        case
+            when basis = 'measured'
+                then epoch(preempted_at) - epoch(coalesce(last_checkpoint_time, start_time))
+            when basis = 'declared' and run_age_s >= checkpoint_interval_s
+                then checkpoint_interval_s / 2
+            else run_age_s
+        end as lost_s,
+        restart_time is null as requeue_censored,
+        epoch(coalesce(restart_time, data_end)) - epoch(preempted_at) as requeue_delay_s,
+        case
+            when basis <> 'declared' and resumed_epoch is not null
+                then greatest(0, resumed_epoch - epoch(restart_time))
+        end as warmup_s
+    from measured as m
+),
+
+history as (
+    select
+        c.*,
+        row_number() over (partition by cluster, job_id order by preempted_at, run) - 1 as prior_job_preemptions,
+        rank() over (partition by cluster, team order by preempted_at) - 1 as prior_team_preemptions,
+        coalesce(sum(lost_s + coalesce(warmup_s, 0)) over (
+            partition by cluster, job_id order by preempted_at, run
+            rows between unbounded preceding and 1 preceding
+        ), 0) as earlier_waste_s,
+        sum(lost_s + coalesce(warmup_s, 0)) over (partition by cluster, job_id) as all_waste_s
+    from costed as c
+),
+
+job_runtime as (
+    select
+        h.cluster,
+        h.job_id,
+        h.run,
+        sum(case when r.run <= h.run then r.effective_s else 0 end) as runtime_so_far_s,
+        sum(r.effective_s) as runtime_total_s,
+        max(case when r.state = 'completed' then 1 else 0 end) = 1 as job_completed
+    from history as h
+    inner join runs as r on r.cluster = h.cluster and r.job_id = h.job_id
+    group by h.cluster, h.job_id, h.run
+),
+
+final as (
+    select
+        h.cluster,
+        h.job_id as victim_job_id,
+        h.run as victim_run,
+        h.preemptor_id as preemptor_job_id,
+        pr.preemptor_run,
+        h.preempt_reason as reason,
+        h.pool,
+        h.preempted_at as time,
+        h.gpus as victim_gpus,
+        h.tier as victim_tier,
+        h.team as victim_team,
+        h.user_name as victim_user,
+        pr.preemptor_tier,
+        pr.preemptor_team,
+        pr.preemptor_gpus,
+        pr.preemptor_start,
+        pr.preemptor_pool,
+        h.start_time as run_start,
+        h.run_age_s,
+        h.last_checkpoint_time,
+        h.basis,
+        h.lost_s,
+        h.gpus * h.lost_s as lost_gpu_s,
+        h.restart_run,
+        h.restart_time,
+        h.requeue_delay_s,
+        h.requeue_censored,
+        h.warmup_s,
+        h.requeue_delay_s + coalesce(h.warmup_s, 0) + h.lost_s as recovery_s,
+        h.prior_job_preemptions,
+        h.prior_team_preemptions,
+        jr.runtime_so_far_s - h.earlier_waste_s as work_done_s,
+        coalesce(
+            h.work_s,
+            case when jr.job_completed then jr.runtime_total_s - h.all_waste_s end
+        ) as work_needed_s,
+        h.overlaps_previous,
+        h.data_end
+    from history as h
+    inner join job_runtime as jr on jr.cluster = h.cluster and jr.job_id = h.job_id and jr.run = h.run
+    left join preemptor_run as pr
+        on pr.cluster = h.cluster and pr.job_id = h.job_id and pr.run = h.run and pr.first_after = 1
+)
+
+select * from final

@@ -1,0 +1,103 @@
+"""Hand-built clusters loaded through the real load API, analysed for real.
+
+Imported by the tests of this folder as `analytics_scenario` (pytest puts the
+folder on sys.path; a package here would shadow the real `analytics`)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import polars as pl
+
+from analytics.params import SETTINGS, Params, params_from
+from analytics.refresh import AnalyzeReport, analyze
+from preemptlens.config import Config
+from preemptlens.warehouse import Warehouse
+
+T0 = datetime(2026, 11, 2, 8, 0, tzinfo=UTC)
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def default_params(**overrides: Any) -> Params:
+    values = {s.key: s.default for s in SETTINGS.settings}
+    values.update(overrides)
+    return params_from(Config(values={"analytics": values}))
+
+
+class Scenario:
+    """Rows of a small cluster; `load()` writes them through `Warehouse.load`."""
+
+    def __init__(self, wh: Warehouse) -> None:
+        self.wh = wh
+        self.rows: dict[str, list[dict[str, Any]]] = {}
+
+    def add(self, table: str, **row: Any) -> None:
+        self.rows.setdefault(table, []).append({"cluster": "c1", **row})
+
+    def pool(self, pool: str, gpus: int, valid_from: float = -86400) -> None:
+        self.add("pools", pool=pool, gpus=gpus, valid_from=at(valid_from))
+
+    def job(self, job_id: str, tier: str, gpus: int, pool: str, submit: float, **extra: Any) -> None:
+        row = {
+            "job_id": job_id,
+            "tier": tier,
+            "gpus": gpus,
+            "pool": pool,
+            "submit_time": at(submit),
+            "preemptible": tier in ("low", "normal"),
+            "team": extra.pop("team", "team-" + job_id),
+            "user_name": extra.pop("user_name", "user-" + job_id),
+        }
+        row.update(extra)
+        self.add("jobs", **row)
+
+    def run(
+        self, job_id: str, run: int, gpus: int, pool: str, start: float, end: float | None, state: str, **extra: Any
+    ) -> None:
+        self.add(
+            "job_runs",
+            job_id=job_id,
+            run=run,
+            gpus=gpus,
+            pool=pool,
+            submit_time=at(extra.pop("submit")) if "submit" in extra else None,
+            start_time=at(start),
+            end_time=None if end is None else at(end),
+            state=state,
+            **extra,
+        )
+
+    def checkpoint(self, job_id: str, run: int | None, t: float, step: float, kind: str = "checkpoint") -> None:
+        self.add("checkpoints", job_id=job_id, run=run, time=at(t), kind=kind, step=step)
+
+    def link(self, victim: str, t: float, preemptor: str | None, reason: str | None) -> None:
+        self.add("preemption_links", victim_job_id=victim, time=at(t), preemptor_job_id=preemptor, reason=reason)
+
+    def samples(
+        self, job_id: str | None, host: str, gpu: int, start: float, end: float, busy: float, step: float = 60
+    ) -> None:
+        t = start
+        while t < end:
+            self.add(
+                "gpu_samples", host=host, gpu_uuid=f"GPU-{host}-{gpu}", gpu_index=gpu, time=at(t), busy=busy,
+                job_id=job_id,
+            )
+            t += step
+
+    def load(self) -> None:
+        order = ("pools", "jobs", "job_runs", "preemption_links", "checkpoints", "gpu_samples")
+        for table in order:
+            if table in self.rows:
+                frame = pl.DataFrame(self.rows.pop(table), infer_schema_length=None)
+                self.wh.load(table, frame, "test")
+
+    def analyze(self, **overrides: Any) -> AnalyzeReport:
+        self.load()
+        return analyze(self.wh, default_params(**overrides))
+
+    def view(self, name: str, order: str) -> pl.DataFrame:
+        return self.wh.query(f"SELECT * FROM {name} ORDER BY {order}")

@@ -31,7 +31,16 @@ ENV_PREFIX = "PREEMPTLENS_"
 DEFAULT_FILE = "preemptlens.toml"
 
 # Modules whose `SETTINGS` section is part of the configuration.
-SECTION_MODULES: tuple[str, ...] = ("preemptlens.config",)
+SECTION_MODULES: tuple[str, ...] = (
+    "preemptlens.config",
+    "analytics.params",
+    "collectors.prometheus",
+    "collectors.slurm",
+    "collectors.kubernetes",
+    "preemptlens.readonly",
+    "analytics.alerts",
+    "preemptlens.commands.serve",
+)
 
 
 class Secret:

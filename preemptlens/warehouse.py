@@ -8,7 +8,10 @@ transaction, and report what happened.
 
 from __future__ import annotations
 
+import os
 import re
+import threading
+import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -114,18 +117,80 @@ def quote(identifier: str) -> str:
     return '"' + identifier.replace('"', '""') + '"'
 
 
+# Readers never open the warehouse itself: while a process holds it for
+# writing no other process may open it, and a reader holding it would block
+# the collectors. Writers publish a read-only copy, `<warehouse>.snapshot`,
+# between transactions; preemptlens.readonly opens that.
+SNAPSHOT_SUFFIX = ".snapshot"
+
+
+def snapshot_path(warehouse: str | Path) -> Path:
+    return Path(f"{warehouse}{SNAPSHOT_SUFFIX}")
+
+
+def is_lock_error(exc: duckdb.Error) -> bool:
+    return isinstance(exc, duckdb.IOException) and "lock" in str(exc).lower()
+
+
+def copy_database(con: duckdb.DuckDBPyConnection, source: str, target: Path) -> None:
+    """Copy the attached database `source` into a new file that then replaces `target`.
+
+    DuckDB copies through its own open handle: opening the warehouse file
+    a second time in the writer and closing it would drop the writer's POSIX
+    lock (fcntl locks belong to the process, and any close releases them),
+    letting readers in while it writes.
+    """
+    temp = target.with_name(f"{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    temp.unlink(missing_ok=True)
+    try:
+        con.execute("ATTACH $path AS _snapshot_copy", {"path": str(temp)})
+        try:
+            con.execute(f"COPY FROM DATABASE {quote(source)} TO _snapshot_copy")
+        finally:
+            # Detaching checkpoints the copy into its file.
+            con.execute("DETACH _snapshot_copy")
+        with open(temp, "rb") as handle:
+            os.fsync(handle.fileno())
+        os.replace(temp, target)
+    finally:
+        temp.unlink(missing_ok=True)
+        Path(f"{temp}.wal").unlink(missing_ok=True)
+
+
+def publish_snapshot(con: duckdb.DuckDBPyConnection, warehouse: str | Path) -> Path:
+    """Publish the committed state of the warehouse that `con` holds open for writing.
+
+    Call it between transactions (after a commit): the copy then holds whole
+    transactions only.
+    """
+    target = snapshot_path(warehouse)
+    database = con.execute("SELECT current_database()").fetchall()[0][0]
+    copy_database(con, str(database), target)
+    return target
+
+
 class Warehouse:
     """An open warehouse. Read-write instances migrate the schema on open."""
 
-    def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        read_only: bool = False,
+        publish_every_s: float = 60.0,
+        lock_wait_s: float = 15.0,
+    ) -> None:
         self.path = str(path)
         self.read_only = read_only
+        self.publish_every_s = publish_every_s
         if read_only and self.path != ":memory:" and not Path(self.path).exists():
             raise SchemaError(
                 f"warehouse {self.path} does not exist",
                 "run a collector, `preemptlens import` or `preemptlens demo` first",
             )
-        self.con = duckdb.connect(self.path, read_only=read_only)
+        self.con = self._connect(lock_wait_s)
+        self._dirty = False
+        self._published_at = time.monotonic()
         # The data contract is UTC; never let the host's zone leak into results.
         self.con.execute("SET TimeZone = 'UTC'")
         if read_only:
@@ -134,7 +199,32 @@ class Warehouse:
             self.migrate()
         self._columns: dict[str, list[Column]] = {}
 
+    def _connect(self, lock_wait_s: float) -> duckdb.DuckDBPyConnection:
+        # A reader refreshing the snapshot holds the file for a moment; wait it out.
+        deadline = time.monotonic() + lock_wait_s
+        while True:
+            try:
+                return duckdb.connect(self.path, read_only=self.read_only)
+            except duckdb.IOException as exc:
+                if not is_lock_error(exc) or time.monotonic() >= deadline:
+                    raise SchemaError(
+                        f"warehouse {self.path} is locked by another process",
+                        "only one process may write at a time; readers use `preemptlens sql` "
+                        "or the dashboard, which read the published snapshot",
+                    ) from exc
+                time.sleep(0.2)
+
+    def publish(self) -> None:
+        """Publish the committed state for readers (between transactions only)."""
+        if self.read_only or self.path == ":memory:":
+            return
+        publish_snapshot(self.con, self.path)
+        self._dirty = False
+        self._published_at = time.monotonic()
+
     def close(self) -> None:
+        if self._dirty:
+            self.publish()
         self.con.close()
 
     def __enter__(self) -> Warehouse:
@@ -188,6 +278,7 @@ class Warehouse:
                     {"v": version, "n": path.name, "t": datetime.now(UTC)},
                 )
             applied.append(version)
+            self._dirty = True
         self._columns = {}
         return applied
 
@@ -272,6 +363,9 @@ class Warehouse:
                     "q": report.quarantined,
                 },
             )
+        self._dirty = True
+        if time.monotonic() - self._published_at >= self.publish_every_s:
+            self.publish()
         return report
 
     def _validate(self, table: str, frame: pl.DataFrame, source: str) -> tuple[pl.DataFrame, list[Reject]]:
@@ -376,7 +470,7 @@ class Warehouse:
             same = " AND ".join(f"{v} IS NOT DISTINCT FROM t.{quote(c)}" for c, v in value.items())
             first_key = quote(rules.key[0])
             self.con.execute(
-                f"CREATE OR REPLACE TEMP TABLE _merge AS SELECT "
+                "CREATE OR REPLACE TEMP TABLE _merge AS SELECT "
                 + ", ".join(f"{v} AS {quote(c)}" for c, v in value.items())
                 + f", t.{first_key} IS NOT NULL AS _exists, "
                 f"coalesce(t.{first_key} IS NOT NULL AND {same}, false) AS _same "

@@ -1,0 +1,480 @@
+"""Alert rules and webhook delivery with its state in the warehouse.
+
+A rule looks at the warehouse and returns `Alert`s; each alert has a dedupe
+key built from what it is about, so evaluating again finds nothing new. New
+alerts go into the `alerts` table (sql/schema/0004_alerts.sql) as pending;
+delivery posts the due ones to their webhook and marks a row sent only after
+a 2xx answer. A failure (error status, refused connection, timeout) is
+recorded without secrets and retried with exponential backoff, also after a
+restart, because the state lives in the warehouse.
+
+Exactly once: no process can make an HTTP call and a database commit one
+atomic step. If the receiver's 2xx is lost (timeout, crash before the
+commit), the alert is sent again with the same `X-Preemptlens-Delivery`
+header, the dedupe key; receivers drop a delivery id they have already
+processed. Payloads can be signed: `X-Preemptlens-Signature: sha256=<hex>`
+is HMAC-SHA256 with the signing key over `<X-Preemptlens-Timestamp>.<body>`.
+
+Rules are pluggable: `register_rule` adds one to `RULES`, and `alerts.rules`
+chooses which run. Webhook URLs and signing keys are secrets: never logged,
+never stored, removed from recorded errors.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import http.client
+import json
+import logging
+import os
+import urllib.error
+import urllib.request
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, Protocol
+
+import polars as pl
+
+from preemptlens import __version__
+from preemptlens.config import Config, Secret, Section, Setting
+from preemptlens.errors import ConfigError
+from preemptlens.warehouse import Warehouse
+
+log = logging.getLogger(__name__)
+
+FORMATS = ("json", "slack")
+PLATFORM = "platform"
+DELIVERY_HEADER = "X-Preemptlens-Delivery"
+TIMESTAMP_HEADER = "X-Preemptlens-Timestamp"
+SIGNATURE_HEADER = "X-Preemptlens-Signature"
+
+SETTINGS = Section(
+    "alerts",
+    "Alert rules and their webhooks (docs: analytics/alerts.py). URLs and keys are secrets: give them by reference.",
+    (
+        Setting("rules", ["victim_notice"], "Names of the alert rules to evaluate.", kind=list),
+        Setting("webhook_url", None, "Webhook of the platform team, which receives the rule alerts.", secret=True),
+        Setting(
+            "team_webhooks",
+            {},
+            'Webhook of each victim team for per-victim notices: team = { "$env" = "NAME" } or '
+            '{ "$file" = "/path" }; a URL written in clear is refused.',
+            kind=dict,
+        ),
+        Setting("format", "json", "Payload format of every webhook.", choices=FORMATS),
+        Setting(
+            "signing_key",
+            None,
+            "Key for the HMAC-SHA256 signature header; unset sends no signature.",
+            secret=True,
+        ),
+        Setting("timeout_s", 10.0, "Seconds to wait for a webhook to answer.", kind=float),
+        Setting("backoff_s", 30.0, "Wait before the first retry of a failed delivery; doubles each time.", kind=float),
+        Setting(
+            "max_backoff_s", 3600.0, "Longest wait between retries; deliveries are retried until sent.", kind=float
+        ),
+        Setting(
+            "lookback_s",
+            86400.0,
+            "Only events this recent (seconds) raise alerts, so that enabling a webhook does not replay history.",
+            kind=float,
+        ),
+        Setting(
+            "requeue_history_s",
+            7 * 86400.0,
+            "Window (seconds) of past requeues in the same pool from which a notice estimates the requeue delay.",
+            kind=float,
+        ),
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Alert:
+    dedupe_key: str
+    rule: str
+    target: str
+    title: str
+    text: str
+    facts: Mapping[str, Any] = field(default_factory=dict)
+
+
+class Rule(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    def evaluate(self, wh: Warehouse, config: Config, now: datetime) -> list[Alert]: ...
+
+
+RULES: dict[str, Rule] = {}
+
+
+def register_rule(rule: Rule) -> Rule:
+    RULES[rule.name] = rule
+    return rule
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    url: Secret
+    format: str = "json"
+    signing_key: Secret | None = None
+
+    def secrets(self) -> list[str]:
+        values = [self.url.reveal()]
+        if self.signing_key is not None:
+            values.append(self.signing_key.reveal())
+        return [v for v in values if v]
+
+
+def team_target(team: str) -> str:
+    return f"team:{team}"
+
+
+def _resolve_reference(where: str, value: object) -> str:
+    if isinstance(value, Secret):
+        return value.reveal()
+    if isinstance(value, dict) and len(value) == 1:
+        ((ref, name),) = value.items()
+        if ref == "$env":
+            if name not in os.environ:
+                raise ConfigError(f"{where}: environment variable {name} is not set")
+            return os.environ[name]
+        if ref == "$file":
+            try:
+                return Path(name).read_text().strip()
+            except OSError as exc:
+                raise ConfigError(f"{where}: cannot read secret file {name}: {exc.strerror}") from None
+    raise ConfigError(
+        f"{where}: a webhook URL must be given by reference",
+        'write { "$env" = "NAME" } or { "$file" = "/path" } instead of the URL',
+    )
+
+
+def targets_from_config(config: Config) -> dict[str, Target]:
+    section = config.section("alerts")
+    fmt = str(section["format"])
+    key = section["signing_key"]
+    targets: dict[str, Target] = {}
+    if section["webhook_url"] is not None:
+        targets[PLATFORM] = Target(PLATFORM, section["webhook_url"], fmt, key)
+    for team, ref in dict(section["team_webhooks"]).items():
+        url = _resolve_reference(f"alerts.team_webhooks.{team}", ref)
+        targets[team_target(team)] = Target(team_target(team), Secret(url), fmt, key)
+    return targets
+
+
+# -- evaluation -------------------------------------------------------------
+
+
+def evaluate(
+    wh: Warehouse,
+    config: Config,
+    targets: Mapping[str, Target],
+    now: datetime,
+    rules: Iterable[Rule] | None = None,
+) -> int:
+    """Run the rules and record new alerts as pending; return how many were new."""
+    if rules is None:
+        names = list(config.get("alerts.rules"))
+        unknown = [n for n in names if n not in RULES]
+        if unknown:
+            raise ConfigError(f"alerts.rules: unknown rule(s) {unknown}", f"known rules: {sorted(RULES)}")
+        rules = [RULES[n] for n in names]
+    found: dict[str, Alert] = {}
+    unrouted: dict[str, int] = {}
+    for rule in rules:
+        for alert in rule.evaluate(wh, config, now):
+            if alert.target not in targets:
+                unrouted[alert.target] = unrouted.get(alert.target, 0) + 1
+                continue
+            found.setdefault(alert.dedupe_key, alert)
+    for target, count in sorted(unrouted.items()):
+        log.info("%d alert(s) for %s not recorded: no webhook configured for it", count, target)
+    if not found:
+        return 0
+    frame = pl.DataFrame(
+        {
+            "dedupe_key": [a.dedupe_key for a in found.values()],
+            "rule": [a.rule for a in found.values()],
+            "target": [a.target for a in found.values()],
+            "title": [a.title for a in found.values()],
+            "payload": [json.dumps({"text": a.text, "facts": dict(a.facts)}, default=str) for a in found.values()],
+        }
+    )
+    wh.con.register("_new_alerts", frame.to_arrow())
+    try:
+        with wh.transaction():
+            before = _count(wh)
+            wh.con.execute(
+                "INSERT INTO alerts (dedupe_key, rule, target, title, payload, created_at, state, attempts, "
+                "next_attempt_at) SELECT n.dedupe_key, n.rule, n.target, n.title, n.payload, $now, 'pending', 0, "
+                "$now FROM _new_alerts n ANTI JOIN alerts a ON a.dedupe_key = n.dedupe_key",
+                {"now": now},
+            )
+            added = _count(wh) - before
+    finally:
+        wh.con.unregister("_new_alerts")
+    log.info("%d new alert(s), %d already known", added, len(found) - added)
+    return added
+
+
+def _count(wh: Warehouse) -> int:
+    rows = wh.con.execute("SELECT count(*) FROM alerts").fetchall()
+    return int(rows[0][0])
+
+
+# -- delivery ---------------------------------------------------------------
+
+
+@dataclass
+class DeliveryReport:
+    sent: int = 0
+    failed: int = 0
+
+
+def render(target: Target, row: Mapping[str, Any]) -> bytes:
+    """The request body for one alert in the target's format."""
+    payload = json.loads(row["payload"])
+    if target.format == "slack":
+        body: dict[str, Any] = {
+            "text": f"{row['title']}\n{payload['text']}",
+            "blocks": [
+                {"type": "header", "text": {"type": "plain_text", "text": row["title"][:150]}},
+                {"type": "section", "text": {"type": "mrkdwn", "text": payload["text"]}},
+                {"type": "context", "elements": [{"type": "mrkdwn", "text": f"preemptlens · {row['rule']}"}]},
+            ],
+        }
+    else:
+        body = {
+            "dedupe_key": row["dedupe_key"],
+            "rule": row["rule"],
+            "title": row["title"],
+            "text": payload["text"],
+            "facts": payload["facts"],
+            "created_at": row["created_at"].isoformat(),
+        }
+    return json.dumps(body, sort_keys=True).encode()
+
+
+def sign(key: str, timestamp: str, body: bytes) -> str:
+    digest = hmac.new(key.encode(), timestamp.encode() + b"." + body, hashlib.sha256).hexdigest()
+    return f"sha256={digest}"
+
+
+def _post(target: Target, dedupe_key: str, body: bytes, timeout_s: float, now: datetime) -> None:
+    timestamp = str(int(now.timestamp()))
+    headers = {
+        "Content-Type": "application/json",
+        "User-Agent": f"preemptlens/{__version__}",
+        DELIVERY_HEADER: dedupe_key,
+        TIMESTAMP_HEADER: timestamp,
+    }
+    if target.signing_key is not None and target.signing_key.reveal():
+        headers[SIGNATURE_HEADER] = sign(target.signing_key.reveal(), timestamp, body)
+    request = urllib.request.Request(target.url.reveal(), data=body, headers=headers, method="POST")
+    with urllib.request.urlopen(request, timeout=timeout_s) as response:
+        response.read()
+
+
+def _describe_failure(exc: Exception, secrets: Iterable[str]) -> str:
+    if isinstance(exc, urllib.error.HTTPError):
+        text = f"HTTP {exc.code} {exc.reason}"
+    elif isinstance(exc, urllib.error.URLError):
+        text = f"cannot connect: {exc.reason}"
+    elif isinstance(exc, TimeoutError):
+        text = "timed out"
+    else:
+        text = f"{type(exc).__name__}: {exc}"
+    for secret in secrets:
+        text = text.replace(secret, "***")
+    return text
+
+
+def backoff(attempts: int, base_s: float, max_s: float) -> float:
+    return float(min(base_s * 2 ** max(attempts - 1, 0), max_s))
+
+
+def deliver(
+    wh: Warehouse,
+    targets: Mapping[str, Target],
+    now: datetime,
+    *,
+    timeout_s: float = 10.0,
+    backoff_s: float = 30.0,
+    max_backoff_s: float = 3600.0,
+) -> DeliveryReport:
+    """Post every alert due at `now` once; each outcome is committed before the next post.
+
+    `now` is the clock of the round: retries are scheduled from it.
+    """
+    due = wh.query(
+        "SELECT * FROM alerts WHERE state <> 'sent' AND next_attempt_at <= $now ORDER BY created_at, dedupe_key",
+        {"now": now},
+    )
+    report = DeliveryReport()
+    for row in due.iter_rows(named=True):
+        key = row["dedupe_key"]
+        target = targets.get(row["target"])
+        try:
+            if target is None:
+                raise LookupError(f"no webhook configured for {row['target']}")
+            _post(target, key, render(target, row), timeout_s, datetime.now(UTC))
+        except (OSError, http.client.HTTPException, ValueError, LookupError) as exc:
+            # urllib's HTTPError, URLError and socket timeouts are OSErrors; ValueError is a malformed URL.
+            attempts = int(row["attempts"]) + 1
+            error = _describe_failure(exc, target.secrets() if target else [])
+            retry_at = now + timedelta(seconds=backoff(attempts, backoff_s, max_backoff_s))
+            wh.con.execute(
+                "UPDATE alerts SET state = 'failed', attempts = $a, next_attempt_at = $next, last_error = $e "
+                "WHERE dedupe_key = $k",
+                {"a": attempts, "next": retry_at, "e": error, "k": key},
+            )
+            log.warning(
+                "alert %s to %s failed (attempt %d): %s; retry at %s",
+                key,
+                row["target"],
+                attempts,
+                error,
+                retry_at.isoformat(timespec="seconds"),
+            )
+            report.failed += 1
+            continue
+        wh.con.execute(
+            "UPDATE alerts SET state = 'sent', attempts = attempts + 1, sent_at = $t, last_error = NULL "
+            "WHERE dedupe_key = $k",
+            {"t": now, "k": key},
+        )
+        log.info("alert %s sent to %s", key, row["target"])
+        report.sent += 1
+    return report
+
+
+def run(wh: Warehouse, config: Config, now: datetime | None = None) -> DeliveryReport:
+    """Evaluate the configured rules, then deliver what is due: the `alerts` job of serve."""
+    now = now or datetime.now(UTC)
+    targets = targets_from_config(config)
+    evaluate(wh, config, targets, now)
+    section = config.section("alerts")
+    return deliver(
+        wh,
+        targets,
+        now,
+        timeout_s=float(section["timeout_s"]),
+        backoff_s=float(section["backoff_s"]),
+        max_backoff_s=float(section["max_backoff_s"]),
+    )
+
+
+# -- rules ------------------------------------------------------------------
+
+
+def _minutes(seconds: float | None) -> str:
+    if seconds is None:
+        return "unknown"
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+@dataclass(frozen=True)
+class VictimNotice:
+    """A notice to the victim team's webhook for each recent preempted run:
+    what happened, why (the preemptor and its tier), and the requeue to expect."""
+
+    name: str = "victim_notice"
+
+    def evaluate(self, wh: Warehouse, config: Config, now: datetime) -> list[Alert]:
+        section = config.section("alerts")
+        rows = wh.query(
+            _VICTIM_SQL,
+            {
+                "now": now,
+                "since": now - timedelta(seconds=float(section["lookback_s"])),
+                "history": now - timedelta(seconds=float(section["requeue_history_s"])),
+                "tolerance": float(config.get("analytics.link_tolerance_s")),
+            },
+        )
+        alerts = []
+        for r in rows.iter_rows(named=True):
+            job = r["job_id"] + (f" ({r['name']})" if r["name"] else "")
+            by = (
+                f"job {r['preemptor_job_id']}" + (f" (tier {r['preemptor_tier']})" if r["preemptor_tier"] else "")
+                if r["preemptor_job_id"]
+                else "a job the scheduler did not name"
+            )
+            why = f"the scheduler gave its {r['gpus']} GPU(s) to {by}"
+            if r["reason"]:
+                why += f"; reason given: {r['reason']}"
+            if r["restarted_at"] is not None:
+                requeue = f"it was requeued and restarted at {r['restarted_at']:%Y-%m-%d %H:%M} UTC"
+            elif r["expected_requeue_s"] is not None:
+                requeue = (
+                    f"expect a restart in about {_minutes(r['expected_requeue_s'])} "
+                    f"(median of {r['history_n']} requeue(s) in pool {r['pool']} recently)"
+                )
+            else:
+                requeue = "no recent requeues in this pool to estimate the wait from"
+            text = (
+                f"Job {job} of team {r['team']}, run {r['run']} (tier {r['tier']}), was preempted at "
+                f"{r['preempted_at']:%Y-%m-%d %H:%M} UTC in pool {r['pool'] or 'unknown'}. "
+                f"Why: {why}. Requeue: {requeue}."
+            )
+            alerts.append(
+                Alert(
+                    dedupe_key=f"{self.name}:{r['cluster']}:{r['job_id']}:{r['run']}",
+                    rule=self.name,
+                    target=team_target(r["team"]),
+                    title=f"Job {r['job_id']} was preempted",
+                    text=text,
+                    facts={k: v for k, v in r.items() if v is not None},
+                )
+            )
+        return alerts
+
+
+# Preempted runs of the lookback window with their job, the preemptor (from
+# the run or a nearby preemption_links row), the next run if it started, and
+# the median requeue delay of the same pool over the history window.
+_VICTIM_SQL = """
+WITH preempted AS (
+    SELECT r.cluster, r.job_id, r.run, r.pool, r.gpus, r.end_time AS preempted_at, r.reason,
+           coalesce(r.preemptor_job_id, (
+               SELECT l.preemptor_job_id FROM preemption_links l
+               WHERE l.cluster = r.cluster AND l.victim_job_id = r.job_id
+                 AND abs(epoch(l.time) - epoch(r.end_time)) <= $tolerance
+               ORDER BY abs(epoch(l.time) - epoch(r.end_time)) LIMIT 1)) AS preemptor_job_id
+    FROM job_runs r
+    WHERE r.state = 'preempted' AND r.end_time > $since AND r.end_time <= $now
+),
+requeues AS (
+    SELECT r.pool, epoch(n.start_time) - epoch(r.end_time) AS delay_s
+    FROM job_runs r
+    JOIN job_runs n ON n.cluster = r.cluster AND n.job_id = r.job_id AND n.run = r.run + 1
+    WHERE r.state = 'preempted' AND n.start_time IS NOT NULL
+      AND r.end_time > $history AND r.end_time <= $now
+),
+pool_requeue AS (
+    SELECT pool, median(delay_s) AS expected_requeue_s, count(*) AS history_n FROM requeues GROUP BY pool
+),
+final AS (
+    SELECT p.cluster, p.job_id, p.run, j.name, j.team, j.tier, p.pool, p.gpus, p.preempted_at, p.reason,
+           p.preemptor_job_id, pj.tier AS preemptor_tier, n.start_time AS restarted_at,
+           q.expected_requeue_s, q.history_n
+    FROM preempted p
+    JOIN jobs j ON j.cluster = p.cluster AND j.job_id = p.job_id
+    LEFT JOIN jobs pj ON pj.cluster = p.cluster AND pj.job_id = p.preemptor_job_id
+    LEFT JOIN job_runs n ON n.cluster = p.cluster AND n.job_id = p.job_id AND n.run = p.run + 1
+    LEFT JOIN pool_requeue q ON q.pool IS NOT DISTINCT FROM p.pool
+    WHERE j.team IS NOT NULL
+)
+SELECT * FROM final ORDER BY preempted_at, cluster, job_id, run
+"""
+
+register_rule(VictimNotice())

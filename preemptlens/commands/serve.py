@@ -1,0 +1,329 @@
+"""`preemptlens serve`: the long-running process.
+
+APScheduler runs the jobs: collect (each configured collector) on an
+interval, analyze on an interval, alerts on an interval, the weekly report
+on a cron schedule; the Streamlit dashboard runs beside them as a child
+process. A job whose module does not exist yet (analyze, report, the
+dashboard) is not scheduled, and the start-up log says so.
+
+Jobs run one at a time in one worker thread: DuckDB allows one writing
+process, and each job opens the warehouse only while it runs, so a manual
+`preemptlens import` can take its turn between jobs. After a job (and at most
+every `serve.snapshot_interval_s` during a long collection) the snapshot that
+readers use is published.
+
+SIGTERM or Ctrl-C: no job starts any more, a running collection stops after
+the batch it is loading has committed, and the process exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import importlib
+import importlib.util
+import logging
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from types import FrameType, ModuleType
+
+import duckdb
+from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.cron import CronTrigger
+from apscheduler.triggers.interval import IntervalTrigger
+
+from preemptlens.commands.collect import SOURCES
+from preemptlens.config import Config, Section, Setting
+from preemptlens.errors import ConfigError, PreemptlensError
+from preemptlens.warehouse import Warehouse
+
+log = logging.getLogger("preemptlens.serve")
+
+JOBS = ("collect", "analyze", "alerts", "report", "dashboard")
+DASHBOARD_APP = Path(__file__).resolve().parents[2] / "dashboards" / "app.py"
+
+SETTINGS = Section(
+    "serve",
+    "What `preemptlens serve` runs, and when (times in UTC).",
+    (
+        Setting(
+            "jobs",
+            list(JOBS),
+            f"Jobs to run, from: {', '.join(JOBS)}. A job whose module is not installed is skipped with a log line.",
+            kind=list,
+        ),
+        Setting(
+            "collect",
+            [],
+            "Collectors to run, each written as after `preemptlens collect`, e.g. \"slurm --cluster-name a\"; "
+            "a dotted module path exposing add_arguments and build also works.",
+            kind=list,
+        ),
+        Setting("collect_interval_s", 300.0, "Seconds between collections.", kind=float),
+        Setting("analyze_interval_s", 900.0, "Seconds between analytics refreshes.", kind=float),
+        Setting("alerts_interval_s", 300.0, "Seconds between alert evaluations and deliveries.", kind=float),
+        Setting("report_cron", "0 6 * * 1", "Crontab line of the weekly report (default: Mondays 06:00 UTC)."),
+        Setting("dashboard_port", 8501, "Port of the Streamlit dashboard.", kind=int),
+        Setting(
+            "snapshot_interval_s",
+            10.0,
+            "During a long collection, publish the readers' snapshot at most this often (seconds); "
+            "it is always published when a job ends.",
+            kind=float,
+        ),
+        Setting(
+            "lock_wait_s",
+            60.0,
+            "Seconds a job waits while another process writes the warehouse before it skips this run.",
+            kind=float,
+        ),
+    ),
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--no-dashboard", action="store_true", help="do not start the dashboard")
+
+
+class Server:
+    """The jobs and their shared stop flag; `run` blocks until a stop signal."""
+
+    def __init__(self, config: Config, *, dashboard: bool = True) -> None:
+        self.config = config
+        self.section = config.section("serve")
+        self.warehouse = str(config.get("warehouse.path"))
+        self.stop = threading.Event()
+        self.dashboard = dashboard
+        self._last_publish = 0.0
+        unknown = [j for j in self.section["jobs"] if j not in JOBS]
+        if unknown:
+            raise ConfigError(f"serve.jobs: unknown job(s) {unknown}", f"known jobs: {', '.join(JOBS)}")
+
+    # -- the warehouse, one job at a time -----------------------------------
+
+    @contextmanager
+    def writer(self) -> Iterator[Warehouse | None]:
+        """The warehouse opened for writing, or None if another process kept it past lock_wait_s."""
+        deadline = time.monotonic() + float(self.section["lock_wait_s"])
+        delay = 0.1
+        while True:
+            try:
+                wh = Warehouse(self.warehouse)
+                break
+            except duckdb.IOException as exc:
+                if "lock" not in str(exc).lower():
+                    raise
+                if time.monotonic() >= deadline or self.stop.is_set():
+                    log.warning("warehouse %s is held by another process; skipping this run", self.warehouse)
+                    yield None
+                    return
+                time.sleep(delay)
+                delay = min(delay * 2, 2.0)
+        try:
+            yield wh
+            self.publish(wh, force=True)
+        finally:
+            wh.close()
+
+    def publish(self, wh: Warehouse, *, force: bool = False) -> None:
+        if not force and time.monotonic() - self._last_publish < float(self.section["snapshot_interval_s"]):
+            return
+        wh.publish()
+        self._last_publish = time.monotonic()
+
+    # -- jobs ---------------------------------------------------------------
+
+    def _guarded(self, name: str, job: Callable[[], str]) -> Callable[[], None]:
+        def run() -> None:
+            if self.stop.is_set():
+                return
+            started = time.monotonic()
+            try:
+                outcome = job()
+            except PreemptlensError as exc:
+                log.error("job %s failed: %s", name, exc)
+                return
+            log.info("job %s done in %.1f s: %s", name, time.monotonic() - started, outcome)
+
+        return run
+
+    def collect(self, spec: str) -> str:
+        name, *argv = shlex.split(spec)
+        module = importlib.import_module(_source_module(spec))
+        parser = argparse.ArgumentParser(prog=f"serve.collect {name}")
+        module.add_arguments(parser)
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit:
+            raise ConfigError(f"serve.collect: cannot parse {spec!r}", parser.format_usage().strip()) from None
+        collector = module.build(args, self.config)
+        batches = rows = 0
+        with self.writer() as wh:
+            if wh is None:
+                return "skipped"
+            for batch in collector.batches(wh.watermarks(collector.name)):
+                report = wh.load_batch(batch)
+                batches += 1
+                rows += report.loaded
+                if self.stop.is_set():
+                    log.info("stopping: collection %s ends after its committed batch %d", name, batches)
+                    break
+                self.publish(wh)
+        return f"{batches} batch(es), {rows} row(s) loaded"
+
+    def command(self, name: str, module: ModuleType) -> str:
+        parser = argparse.ArgumentParser(prog=f"preemptlens {name}")
+        module.add_arguments(parser)
+        args = parser.parse_args([])
+        status = int(module.run(args, self.config))
+        with self.writer() as wh:
+            if wh is None:
+                return f"exit status {status}; snapshot not published"
+        return f"exit status {status}"
+
+    def alerts(self) -> str:
+        from analytics import alerts
+
+        with self.writer() as wh:
+            if wh is None:
+                return "skipped"
+            report = alerts.run(wh, self.config)
+        return f"{report.sent} sent, {report.failed} failed"
+
+    # -- schedule -----------------------------------------------------------
+
+    def schedule(self, scheduler: BackgroundScheduler) -> list[str]:
+        """Add the configured jobs whose code exists; return their ids."""
+        wanted = set(self.section["jobs"])
+        now = datetime.now(UTC)
+        added: list[str] = []
+
+        def every(job_id: str, seconds: float, job: Callable[[], str]) -> None:
+            scheduler.add_job(
+                self._guarded(job_id, job), IntervalTrigger(seconds=seconds), id=job_id, next_run_time=now
+            )
+            added.append(job_id)
+
+        if "collect" in wanted:
+            missing = [s for s in self.section["collect"] if not _importable(_source_module(s))]
+            if missing:
+                raise ConfigError(
+                    f"serve.collect: no collector module for {missing}",
+                    f"sources: {', '.join(SOURCES)}, or a dotted module path exposing add_arguments and build",
+                )
+            for spec in self.section["collect"]:
+                interval = float(self.section["collect_interval_s"])
+                every(f"collect:{shlex.split(spec)[0]}", interval, functools.partial(self.collect, spec))
+        if "analyze" in wanted:
+            analyze = _command_module("analyze")
+            if analyze is None:
+                log.info("analyze: no `preemptlens analyze` in this installation; not scheduled")
+            else:
+                interval = float(self.section["analyze_interval_s"])
+                every("analyze", interval, functools.partial(self.command, "analyze", analyze))
+        if "alerts" in wanted:
+            every("alerts", float(self.section["alerts_interval_s"]), self.alerts)
+        if "report" in wanted:
+            report = _command_module("report")
+            if report is None:
+                log.info("report: no `preemptlens report` in this installation; not scheduled")
+            else:
+                trigger = CronTrigger.from_crontab(str(self.section["report_cron"]), timezone=UTC)
+                job = self._guarded("report", functools.partial(self.command, "report", report))
+                scheduler.add_job(job, trigger, id="report")
+                added.append("report")
+        return added
+
+    def start_dashboard(self) -> subprocess.Popen[bytes] | None:
+        if not self.dashboard or "dashboard" not in self.section["jobs"]:
+            return None
+        if not DASHBOARD_APP.exists():
+            log.info("dashboard: %s does not exist yet; not started", DASHBOARD_APP)
+            return None
+        port = str(self.section["dashboard_port"])
+        # The dashboard reads the same configuration, and this warehouse even if it came from --warehouse.
+        env = {**os.environ, "PREEMPTLENS_WAREHOUSE__PATH": self.warehouse}
+        if self.config.path is not None:
+            env["PREEMPTLENS_CONFIG"] = str(self.config.path)
+        command = [sys.executable, "-m", "streamlit", "run", str(DASHBOARD_APP), "--server.headless", "true"]
+        process = subprocess.Popen([*command, "--server.port", port], env=env)
+        log.info("dashboard on port %s (pid %d)", port, process.pid)
+        return process
+
+    def run(self) -> int:
+        def on_signal(signum: int, frame: FrameType | None) -> None:
+            del frame
+            if not self.stop.is_set():
+                log.info("%s: stopping after the running job's current batch", signal.Signals(signum).name)
+            self.stop.set()
+
+        previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+        scheduler = BackgroundScheduler(
+            executors={"default": ThreadPoolExecutor(1)},
+            job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
+            timezone=UTC,
+        )
+        dashboard = None
+        try:
+            jobs = self.schedule(scheduler)
+            if not jobs:
+                raise ConfigError("serve: nothing to run", "set serve.jobs and serve.collect")
+            log.info("serving: %s", ", ".join(jobs))
+            scheduler.start()
+            dashboard = self.start_dashboard()
+            while not self.stop.wait(0.5):
+                if dashboard is not None and dashboard.poll() is not None:
+                    log.error("dashboard exited with status %s; serving continues without it", dashboard.returncode)
+                    dashboard = None
+        finally:
+            self.stop.set()
+            if scheduler.running:
+                # Waits for the running job, which stops after its current batch.
+                scheduler.shutdown(wait=True)
+            if dashboard is not None:
+                dashboard.terminate()
+                try:
+                    dashboard.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    dashboard.kill()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        log.info("stopped")
+        return 0
+
+
+def _importable(module_name: str) -> bool:
+    try:
+        return importlib.util.find_spec(module_name) is not None
+    except ModuleNotFoundError:
+        # find_spec raises instead of answering when a parent package is missing.
+        return False
+
+
+def _source_module(spec: str) -> str:
+    name = shlex.split(spec)[0]
+    return SOURCES.get(name, name)
+
+
+def _command_module(name: str) -> ModuleType | None:
+    from preemptlens.cli import COMMANDS
+
+    module_name = COMMANDS.get(name, (f"preemptlens.commands.{name}", ""))[0]
+    if not _importable(module_name):
+        return None
+    return importlib.import_module(module_name)
+
+
+def run(args: argparse.Namespace, config: Config) -> int:
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)
+    return Server(config, dashboard=not args.no_dashboard).run()

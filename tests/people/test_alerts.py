@@ -1,0 +1,320 @@
+"""Alert webhooks against a real local HTTP receiver: failures, timeouts, restarts, exactly once."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import itertools
+import json
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+
+from analytics import alerts
+from analytics.alerts import Alert, Target, deliver, evaluate, targets_from_config
+from preemptlens.config import Config, Secret, load_config
+from preemptlens.errors import ConfigError
+from preemptlens.warehouse import Warehouse
+
+NOW = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
+URL_TOKEN = "hook-t0ken-5ecret"
+SIGNING_KEY = "signing-k3y-5ecret"
+
+
+@dataclass
+class Receiver:
+    """A webhook receiver that answers from a script of behaviours: 500, 'slow' (answers
+    200 after the client gave up), then 200. It records what it processed, as a real
+    idempotent receiver would, by delivery id."""
+
+    script: list[str] = field(default_factory=list)
+    slow_s: float = 1.0
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    processed: dict[str, int] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    port: int = 0
+
+    def url(self, path: str = f"/hooks/{URL_TOKEN}") -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    state = Receiver()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            with state.lock:
+                behaviour = state.script.pop(0) if state.script else "ok"
+                state.requests.append(
+                    {"path": self.path, "headers": dict(self.headers), "body": body, "behaviour": behaviour}
+                )
+            if behaviour == "fail":
+                self.send_response(500)
+                self.end_headers()
+                return
+            if behaviour == "slow":
+                time.sleep(state.slow_s)
+            delivery = self.headers["X-Preemptlens-Delivery"]
+            with state.lock:
+                state.processed[delivery] = state.processed.get(delivery, 0) + 1
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, format: str, *args: object) -> None:
+            del format, args
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    state.port = server.server_address[1]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield state
+    server.shutdown()
+    server.server_close()
+
+
+@dataclass(frozen=True)
+class FixedRule:
+    """A test rule whose alerts the test controls."""
+
+    keys: tuple[str, ...]
+    name: str = "fixed"
+
+    def evaluate(self, wh: Warehouse, config: Config, now: datetime) -> list[Alert]:
+        del wh, config
+        return [
+            Alert(k, self.name, "platform", f"alert {k}", f"something about {k} at {now:%H:%M}", {"key": k})
+            for k in self.keys
+        ]
+
+
+def config_with(tmp_path: Path, receiver: Receiver, monkeypatch: pytest.MonkeyPatch, fmt: str = "json") -> Config:
+    monkeypatch.setenv("HOOK_URL", receiver.url())
+    monkeypatch.setenv("TEAM_HOOK", receiver.url(f"/team/{URL_TOKEN}"))
+    monkeypatch.setenv("HOOK_KEY", SIGNING_KEY)
+    path = tmp_path / "c.toml"
+    path.write_text(
+        "[alerts]\n"
+        'webhook_url = { "$env" = "HOOK_URL" }\n'
+        'signing_key = { "$env" = "HOOK_KEY" }\n'
+        f'format = "{fmt}"\n'
+        'team_webhooks = { nlp = { "$env" = "TEAM_HOOK" } }\n'
+        "timeout_s = 0.3\n"
+        "backoff_s = 1.0\n"
+    )
+    return load_config(str(path))
+
+
+def send_due(wh: Warehouse, config: Config, now: datetime) -> alerts.DeliveryReport:
+    return deliver(wh, targets_from_config(config), now, timeout_s=0.3, backoff_s=1.0, max_backoff_s=8.0)
+
+
+def states(wh: Warehouse) -> dict[str, tuple[str, int]]:
+    rows = wh.query("SELECT dedupe_key, state, attempts FROM alerts").iter_rows()
+    return {k: (s, a) for k, s, a in rows}
+
+
+def test_failures_timeouts_restart_and_exactly_once(
+    tmp_path: Path, receiver: Receiver, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    config = config_with(tmp_path, receiver, monkeypatch)
+    rule = FixedRule(("a1", "a2", "a3"))
+    path = tmp_path / "w.duckdb"
+    wh = Warehouse(path)
+    targets = targets_from_config(config)
+    assert evaluate(wh, config, targets, NOW, [rule]) == 3
+    assert evaluate(wh, config, targets, NOW, [rule]) == 0, "evaluating again must not add alerts"
+
+    # a1: 500, a2: answered after the client's timeout (the 2xx is lost), a3: ok.
+    receiver.script = ["fail", "slow", "ok"]
+    report = send_due(wh, config, NOW)
+    assert (report.sent, report.failed) == (1, 2)
+    assert states(wh) == {"a1": ("failed", 1), "a2": ("failed", 1), "a3": ("sent", 1)}
+    errors = dict(wh.query("SELECT dedupe_key, last_error FROM alerts WHERE state = 'failed'").iter_rows())
+    assert errors["a1"] == "HTTP 500 Internal Server Error"
+    assert "timed out" in errors["a2"]
+
+    # Not yet due: the backoff (1 s after the first failure) has not passed.
+    assert send_due(wh, config, NOW).sent == 0
+    sent_before = len(receiver.requests)
+
+    # A restart: the process dies, a new one opens the warehouse and resumes the pending deliveries.
+    wh.close()
+    time.sleep(receiver.slow_s)  # let the slow request finish on the receiver's side
+    wh = Warehouse(path)
+    receiver.script = ["fail"]  # a1 fails once more, then the receiver has recovered
+    later = datetime.now(UTC) + timedelta(seconds=2)
+    report = send_due(wh, config, later)
+    assert (report.sent, report.failed) == (1, 1)
+    report = send_due(wh, config, later + timedelta(seconds=10))
+    assert (report.sent, report.failed) == (1, 0)
+    assert {k: s for k, (s, _) in states(wh).items()} == {"a1": "sent", "a2": "sent", "a3": "sent"}
+    assert states(wh)["a1"][1] == 3
+
+    # Sent alerts are never sent again, whatever happens next.
+    count = len(receiver.requests)
+    assert send_due(wh, config, later + timedelta(days=1)).sent == 0
+    assert evaluate(wh, config, targets, later + timedelta(days=1), [rule]) == 0
+    assert len(receiver.requests) == count > sent_before
+
+    # Exactly once, by delivery id: every alert processed once, except a2, whose first 2xx was lost
+    # in the timeout; its retry carries the same id, so an idempotent receiver drops it.
+    assert set(receiver.processed) == {"a1", "a2", "a3"}
+    assert receiver.processed["a1"] == receiver.processed["a3"] == 1
+    assert receiver.processed["a2"] == 2
+    a2_ids = {r["headers"]["X-Preemptlens-Delivery"] for r in receiver.requests if b'"a2"' in r["body"]}
+    assert a2_ids == {"a2"}
+
+    # Every request is signed: HMAC-SHA256 over "<timestamp>.<body>" with the signing key.
+    for request in receiver.requests:
+        headers = request["headers"]
+        expected = hmac.new(
+            SIGNING_KEY.encode(), headers["X-Preemptlens-Timestamp"].encode() + b"." + request["body"], hashlib.sha256
+        ).hexdigest()
+        assert headers["X-Preemptlens-Signature"] == f"sha256={expected}"
+        body = json.loads(request["body"])
+        assert body["rule"] == "fixed" and body["facts"] == {"key": body["dedupe_key"]}
+
+    # No secret in the logs or anywhere in the warehouse file.
+    wh.close()
+    logged = caplog.text
+    assert "a1" in logged and "failed" in logged
+    for secret in (URL_TOKEN, SIGNING_KEY, "127.0.0.1"):
+        assert secret not in logged
+    raw = path.read_bytes() + (Path(f"{path}.wal").read_bytes() if Path(f"{path}.wal").exists() else b"")
+    with Warehouse(path) as check:
+        dump = check.query("SELECT * FROM alerts").write_json()
+    for secret in (URL_TOKEN, SIGNING_KEY):
+        assert secret.encode() not in raw
+        assert secret not in dump
+
+
+def test_unreachable_webhook_is_retried_with_backoff(tmp_path: Path) -> None:
+    wh = Warehouse(tmp_path / "w.duckdb")
+    # A port nobody listens on: connection refused.
+    target = Target("platform", Secret(f"http://127.0.0.1:9/{URL_TOKEN}"))
+    config = load_config(overrides={})
+    evaluate(wh, config, {"platform": target}, NOW, [FixedRule(("x",))])
+    retry_times = []
+    now = NOW
+    for _ in range(4):
+        deliver(wh, {"platform": target}, now, timeout_s=0.3, backoff_s=10.0, max_backoff_s=35.0)
+        row = wh.query("SELECT attempts, next_attempt_at, last_error FROM alerts").row(0, named=True)
+        retry_times.append(row["next_attempt_at"])
+        assert row["last_error"].startswith("cannot connect") and URL_TOKEN not in row["last_error"]
+        now = row["next_attempt_at"]
+    gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(retry_times)]
+    # Waits of 10, 20, 40 s, capped at 35 s.
+    assert gaps == [20.0, 35.0, 35.0]
+    assert wh.query("SELECT state, attempts FROM alerts").row(0) == ("failed", 4)
+
+
+def seed_preemptions(wh: Warehouse) -> None:
+    t = NOW - timedelta(hours=3)
+    wh.load(
+        "jobs",
+        pl.DataFrame(
+            {
+                "cluster": ["c1"] * 4,
+                "job_id": ["100", "101", "200", "201"],
+                "name": ["pretrain", "serve-prod", "old-victim", "finetune"],
+                "team": ["nlp", "infer", "nlp", "vision"],
+                "tier": ["low", "critical", "low", "normal"],
+                "preemptible": [True, False, True, True],
+                "gpus": [16, 8, 4, 2],
+                "submit_time": [t - timedelta(days=5)] * 4,
+            }
+        ),
+        "test",
+    )
+    runs = [
+        # Job 200 was preempted 3 days ago and restarted 10 min later: the history of pool a100.
+        ("200", 1, "a100", t - timedelta(days=3, hours=1), t - timedelta(days=3), "preempted", "101"),
+        ("200", 2, "a100", t - timedelta(days=3) + timedelta(minutes=10), t - timedelta(days=2), "completed", None),
+        # Job 100 was preempted 1 hour ago by 101 (named only in preemption_links) and has not restarted.
+        ("100", 1, "a100", t, NOW - timedelta(hours=1), "preempted", None),
+        # Job 201's team has no webhook: no notice is recorded.
+        ("201", 1, "a100", t, NOW - timedelta(hours=2), "preempted", "101"),
+    ]
+    wh.load(
+        "job_runs",
+        pl.DataFrame(
+            {
+                "cluster": ["c1"] * len(runs),
+                "job_id": [r[0] for r in runs],
+                "run": [r[1] for r in runs],
+                "pool": [r[2] for r in runs],
+                "gpus": [16, 16, 16, 2],
+                "start_time": [r[3] for r in runs],
+                "end_time": [r[4] for r in runs],
+                "state": [r[5] for r in runs],
+                "preemptor_job_id": [r[6] for r in runs],
+            }
+        ),
+        "test",
+    )
+    wh.load(
+        "preemption_links",
+        pl.DataFrame(
+            {
+                "cluster": ["c1"],
+                "victim_job_id": ["100"],
+                "time": [NOW - timedelta(hours=1) + timedelta(seconds=20)],
+                "preemptor_job_id": ["101"],
+                "reason": ["preempted by higher partition priority"],
+            }
+        ),
+        "test",
+    )
+
+
+def test_victim_notice_to_team_webhook_slack_format(
+    tmp_path: Path, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = config_with(tmp_path, receiver, monkeypatch, fmt="slack")
+    wh = Warehouse(tmp_path / "w.duckdb")
+    seed_preemptions(wh)
+    report = alerts.run(wh, config, NOW)
+    assert (report.sent, report.failed) == (1, 0)
+    rows = wh.query("SELECT dedupe_key, target, state, payload FROM alerts")
+    assert rows["dedupe_key"].to_list() == ["victim_notice:c1:100:1"], "only recent victims of teams with a webhook"
+    assert rows["target"].to_list() == ["team:nlp"] and rows["state"].to_list() == ["sent"]
+    facts = json.loads(rows["payload"][0])["facts"]
+    assert facts["preemptor_job_id"] == "101" and facts["preemptor_tier"] == "critical"
+    assert facts["expected_requeue_s"] == 600.0 and facts["history_n"] == 1
+
+    (request,) = receiver.requests
+    assert request["path"] == f"/team/{URL_TOKEN}"
+    body = json.loads(request["body"])
+    text = body["text"]
+    assert "Job 100 (pretrain) of team nlp, run 1 (tier low), was preempted at 2026-11-02 11:00 UTC" in text
+    assert "job 101 (tier critical)" in text and "about 10 min" in text
+    assert [b["type"] for b in body["blocks"]] == ["header", "section", "context"]
+    assert alerts.run(wh, config, NOW + timedelta(minutes=5)).sent == 0
+
+
+def test_clear_url_in_team_webhooks_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(f'[alerts]\nteam_webhooks = {{ nlp = "https://hooks.example/{URL_TOKEN}" }}\n')
+    expected = r"alerts\.team_webhooks\.nlp: a webhook URL must be given by reference"
+    with pytest.raises(ConfigError, match=expected) as info:
+        targets_from_config(load_config(str(path)))
+    assert URL_TOKEN not in str(info.value)
+
+
+def test_unknown_rule_is_a_config_error(tmp_path: Path) -> None:
+    config = load_config(overrides={"alerts.rules": ["victim_notice", "nope"]})
+    with Warehouse(tmp_path / "w.duckdb") as wh, pytest.raises(ConfigError, match=r"unknown rule\(s\) \['nope'\]"):
+        evaluate(wh, config, {}, NOW)

@@ -67,8 +67,8 @@ class FileImporter:
         self.columns = columns
         self.source = f"import:{path.name}"
 
-    def _records(self) -> Iterator[tuple[int, dict[str, Any] | None, Reject | None]]:
-        locator = str(self.path.resolve())
+    def _records(self) -> Iterator[tuple[int, dict[str, Any] | None, str, str]]:
+        """Each line: its number, the record (or None and what is wrong with it) and its text."""
         suffix = self.path.suffix.lower()
         try:
             handle = self.path.open(newline="" if suffix == ".csv" else None, encoding="utf-8")
@@ -78,21 +78,10 @@ class FileImporter:
             if suffix == ".csv":
                 reader = csv.DictReader(handle)
                 for row in reader:
-                    line = reader.line_num
                     if None in row:
-                        yield (
-                            line,
-                            None,
-                            Reject(
-                                self.table,
-                                f"{locator}:{line}",
-                                "(line)",
-                                "more fields than the header has",
-                                raw=json.dumps(row, default=str)[:500],
-                            ),
-                        )
-                        continue
-                    yield line, dict(row), None
+                        yield reader.line_num, None, "more fields than the header has", json.dumps(row)
+                    else:
+                        yield reader.line_num, dict(row), "", ""
             elif suffix in (".jsonl", ".ndjson", ".json"):
                 for line, text in enumerate(handle, start=1):
                     if not text.strip():
@@ -100,32 +89,12 @@ class FileImporter:
                     try:
                         obj = json.loads(text)
                     except json.JSONDecodeError as exc:
-                        yield (
-                            line,
-                            None,
-                            Reject(
-                                self.table,
-                                f"{locator}:{line}",
-                                "(line)",
-                                f"not valid JSON: {exc.msg}",
-                                raw=text.rstrip("\n")[:500],
-                            ),
-                        )
+                        yield line, None, f"not valid JSON: {exc.msg}", text
                         continue
-                    if not isinstance(obj, dict):
-                        yield (
-                            line,
-                            None,
-                            Reject(
-                                self.table,
-                                f"{locator}:{line}",
-                                "(line)",
-                                f"expected a JSON object, got {type(obj).__name__}",
-                                raw=text.rstrip("\n")[:500],
-                            ),
-                        )
-                        continue
-                    yield line, obj, None
+                    if isinstance(obj, dict):
+                        yield line, obj, "", text
+                    else:
+                        yield line, None, f"expected a JSON object, got {type(obj).__name__}", text
             else:
                 raise SourceError(f"{self.path}: unknown file type {suffix!r}", "use .jsonl (or .ndjson) or .csv")
 
@@ -143,11 +112,11 @@ class FileImporter:
             rejects.clear()
             return batch
 
-        for line, record, reject in self._records():
-            if reject is not None:
-                rejects.append(reject)
+        for line, record, problem, text in self._records():
+            if record is None:
+                raw = text.rstrip("\n")[:500]
+                rejects.append(Reject(self.table, f"{locator}:{line}", "(line)", problem, raw=raw))
                 continue
-            assert record is not None
             unknown = sorted(set(record) - allowed)
             if unknown:
                 rejects.append(

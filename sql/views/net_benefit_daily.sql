@@ -50,9 +50,13 @@ items as (
     select * from costs
 ),
 
-per_team as (
+totals as (
+    -- each team's row, and the pool's row over all teams (team '(all)')
     select
-        cluster, window_start, pool, team,
+        cluster,
+        window_start,
+        pool,
+        case when grouping(team) = 1 then '(all)' else team end as team,
         cast(sum(preemptions) as bigint) as preemptions,
         sum(gain_gpu_s) as gain_gpu_s,
         sum(gain_value) as gain_value,
@@ -61,21 +65,7 @@ per_team as (
         sum(warmup_gpu_s) as warmup_gpu_s,
         sum(cost_value) as cost_value
     from items
-    group by cluster, window_start, pool, team
-),
-
-all_teams as (
-    select
-        cluster, window_start, pool, '(all)' as team,
-        cast(sum(preemptions) as bigint) as preemptions,
-        sum(gain_gpu_s) as gain_gpu_s,
-        sum(gain_value) as gain_value,
-        sum(lost_gpu_s) as lost_gpu_s,
-        sum(requeue_gpu_s) as requeue_gpu_s,
-        sum(warmup_gpu_s) as warmup_gpu_s,
-        sum(cost_value) as cost_value
-    from per_team
-    group by cluster, window_start, pool
+    group by grouping sets ((cluster, window_start, pool, team), (cluster, window_start, pool))
 ),
 
 final as (
@@ -83,7 +73,7 @@ final as (
         *,
         gain_value - cost_value as net_value,
         cost_value > gain_value as cost_exceeds_gain
-    from (select * from per_team union all select * from all_teams) as combined
+    from totals
 )
 
 select * from final

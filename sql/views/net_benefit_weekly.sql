@@ -1,58 +1,16 @@
--- Per week, pool and team (and '(all)' teams): preemptor GPU-seconds gained, weighted by the preemptor's tier, against victim GPU-seconds lost plus requeue wait plus warm-up, weighted by the victim's tier; gains go to the preemptor's team, costs to the victim's, and cost_exceeds_gain flags a net loss.
+-- Per ISO week, pool and team (and '(all)' teams): the sums of net_benefit_daily over the week's days, with net_value and cost_exceeds_gain recomputed on the week's totals.
 with
 
-ledger as (
-    select * from preemption_ledger
+daily as (
+    select * from net_benefit_daily
 ),
 
-weights as (
-    select * from analytics_tier_weights
-),
-
-gains as (
+per_week as (
     select
-        l.cluster,
-        date_trunc('week', l.time) as window_start,
-        l.pool,
-        l.preemptor_team as team,
-        l.gain_gpu_s,
-        l.gain_gpu_s * w.weight as gain_value,
-        cast(0 as double) as lost_gpu_s,
-        cast(0 as double) as requeue_gpu_s,
-        cast(0 as double) as warmup_gpu_s,
-        cast(0 as double) as cost_value,
-        0 as preemptions
-    from ledger as l
-    inner join weights as w on w.tier = l.preemptor_tier
-    where l.gain_gpu_s is not null
-),
-
-costs as (
-    select
-        l.cluster,
-        date_trunc('week', l.time) as window_start,
-        l.pool,
-        l.victim_team as team,
-        cast(0 as double) as gain_gpu_s,
-        cast(0 as double) as gain_value,
-        l.lost_gpu_s,
-        l.requeue_gpu_s,
-        l.warmup_gpu_s,
-        (l.lost_gpu_s + l.requeue_gpu_s + l.warmup_gpu_s) * w.weight as cost_value,
-        1 as preemptions
-    from ledger as l
-    inner join weights as w on w.tier = l.victim_tier
-),
-
-items as (
-    select * from gains
-    union all
-    select * from costs
-),
-
-per_team as (
-    select
-        cluster, window_start, pool, team,
+        cluster,
+        date_trunc('week', window_start) as window_start,
+        pool,
+        team,
         cast(sum(preemptions) as bigint) as preemptions,
         sum(gain_gpu_s) as gain_gpu_s,
         sum(gain_value) as gain_value,
@@ -60,22 +18,8 @@ per_team as (
         sum(requeue_gpu_s) as requeue_gpu_s,
         sum(warmup_gpu_s) as warmup_gpu_s,
         sum(cost_value) as cost_value
-    from items
-    group by cluster, window_start, pool, team
-),
-
-all_teams as (
-    select
-        cluster, window_start, pool, '(all)' as team,
-        cast(sum(preemptions) as bigint) as preemptions,
-        sum(gain_gpu_s) as gain_gpu_s,
-        sum(gain_value) as gain_value,
-        sum(lost_gpu_s) as lost_gpu_s,
-        sum(requeue_gpu_s) as requeue_gpu_s,
-        sum(warmup_gpu_s) as warmup_gpu_s,
-        sum(cost_value) as cost_value
-    from per_team
-    group by cluster, window_start, pool
+    from daily
+    group by cluster, date_trunc('week', window_start), pool, team
 ),
 
 final as (
@@ -83,7 +27,7 @@ final as (
         *,
         gain_value - cost_value as net_value,
         cost_value > gain_value as cost_exceeds_gain
-    from (select * from per_team union all select * from all_teams) as combined
+    from per_week
 )
 
 select * from final

@@ -1,0 +1,249 @@
+"""The simulator's vocabulary: cluster shape, preemption policy, workload knobs, job specs.
+
+Times inside the simulator are seconds from the simulation start (`SimConfig.start`),
+kept integral by the workload generator so every time written to the warehouse is
+exact to the microsecond and the analytics can recompute the ground truth exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from types import MappingProxyType
+
+from preemptlens.contract import TIER_RANK, TIERS
+from preemptlens.errors import ConfigError
+
+# PriorityClass-like names the simulator writes as `priority_class`, with their values.
+PRIORITY_CLASSES: Mapping[str, tuple[str, float]] = MappingProxyType(
+    {
+        "critical": ("prod-critical", 1_000_000.0),
+        "high": ("high-priority", 10_000.0),
+        "normal": ("standard", 1_000.0),
+        "low": ("best-effort", 100.0),
+    }
+)
+
+
+def _frozen(mapping: Mapping[str, tuple[str, ...]]) -> Mapping[str, tuple[str, ...]]:
+    return MappingProxyType(dict(mapping))
+
+
+@dataclass(frozen=True)
+class PoolSpec:
+    name: str
+    nodes: int
+    gpus_per_node: int = 8
+
+    @property
+    def gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    """How the scheduler preempts.
+
+    `may_preempt` maps a preemptor's tier to the tiers it may evict; only strictly
+    lower tiers are allowed. `min_run_s` is the minimum run time of a run before it
+    may be preempted (Slurm PreemptExemptTime, KAI preemptMinRuntime). `grace_s` is
+    the time between the preemption signal and the kill (Slurm GraceTime): a job
+    that supports it writes a final checkpoint at the signal and exits once it is
+    saved. `requeue_hold_s` is the forced wait of a requeued victim before it is
+    eligible again (Slurm's requeue delay).
+    """
+
+    enabled: bool = True
+    may_preempt: Mapping[str, tuple[str, ...]] = field(
+        default_factory=lambda: _frozen(
+            {"critical": ("high", "normal", "low"), "high": ("normal", "low"), "normal": (), "low": ()}
+        )
+    )
+    min_run_s: float = 600.0
+    grace_s: float = 60.0
+    requeue_hold_s: float = 120.0
+
+    def __post_init__(self) -> None:
+        problems = []
+        for preemptor, victims in self.may_preempt.items():
+            if preemptor not in TIER_RANK:
+                problems.append(f"may_preempt: unknown tier {preemptor!r}")
+                continue
+            for victim in victims:
+                if victim not in TIER_RANK:
+                    problems.append(f"may_preempt[{preemptor}]: unknown tier {victim!r}")
+                elif TIER_RANK[victim] >= TIER_RANK[preemptor]:
+                    problems.append(f"may_preempt[{preemptor}]: {victim} is not a lower tier")
+        for name in ("min_run_s", "grace_s", "requeue_hold_s"):
+            if getattr(self, name) < 0:
+                problems.append(f"{name} must be >= 0")
+        if problems:
+            raise ConfigError("invalid preemption policy: " + "; ".join(problems))
+
+    def victims_of(self, tier: str) -> frozenset[str]:
+        return frozenset(self.may_preempt.get(tier, ())) if self.enabled else frozenset()
+
+
+@dataclass(frozen=True)
+class TeamSpec:
+    name: str
+    weight: float
+    # Absolute growth per week of this team's high-tier share of submissions.
+    high_share_growth: float = 0.0
+
+
+DEFAULT_TEAMS: tuple[TeamSpec, ...] = (
+    TeamSpec("vision", 3.0, high_share_growth=0.08),
+    TeamSpec("llm", 4.0, high_share_growth=0.06),
+    TeamSpec("speech", 2.0),
+    TeamSpec("recsys", 2.0),
+    TeamSpec("research", 3.0),
+    TeamSpec("platform", 1.0),
+)
+
+
+@dataclass(frozen=True)
+class WorkloadConfig:
+    """What gets submitted. Every random choice comes from `seed`."""
+
+    seed: int = 7
+    # Offered load as a share of capacity (GPU-seconds of work submitted / GPU-seconds available).
+    load: float = 0.85
+    teams: tuple[TeamSpec, ...] = DEFAULT_TEAMS
+    critical_share: float = 0.02
+    high_share: float = 0.10
+    high_share_max: float = 0.60
+    # Of what is neither critical nor high, the share that is low tier; the rest is normal.
+    low_share: float = 0.40
+    preemptible_share: Mapping[str, float] = field(
+        default_factory=lambda: MappingProxyType({"critical": 0.0, "high": 0.2, "normal": 0.7, "low": 1.0})
+    )
+    # GPUs per job and their weights: heavy-tailed, 1 to 64.
+    sizes: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
+    size_weights: tuple[float, ...] = (0.40, 0.15, 0.14, 0.18, 0.07, 0.04, 0.02)
+    # Work (uninterrupted run time) is lognormal: median and sigma, clipped.
+    work_median_s: float = 5400.0
+    work_sigma: float = 1.2
+    work_min_s: float = 300.0
+    work_max_s: float = 3 * 86400.0
+    # Daily rhythm: arrival rate peaks at `peak_hour` UTC; weekends are quieter.
+    rhythm_amplitude: float = 0.6
+    peak_hour: float = 14.0
+    weekend_factor: float = 0.6
+    checkpoint_share: float = 0.75
+    checkpoint_intervals_s: tuple[float, ...] = (900.0, 1800.0, 3600.0)
+    # Share of checkpointing jobs that save a final checkpoint when signalled.
+    final_checkpoint_share: float = 0.5
+    save_s_range: tuple[float, float] = (10.0, 60.0)
+    warmup_s_range: tuple[float, float] = (60.0, 600.0)
+    # Jobs that hold GPUs while idle (notebooks, stalled jobs).
+    hoarding_share: float = 0.06
+    hoard_active_s_range: tuple[float, float] = (1200.0, 7200.0)
+    hoard_idle_s_range: tuple[float, float] = (1800.0, 4 * 3600.0)
+    fail_share: float = 0.01
+
+    def __post_init__(self) -> None:
+        problems = []
+        if len(self.sizes) != len(self.size_weights):
+            problems.append("sizes and size_weights differ in length")
+        if not self.teams:
+            problems.append("at least one team is needed")
+        for name in ("critical_share", "high_share", "low_share", "checkpoint_share", "hoarding_share",
+                     "final_checkpoint_share", "fail_share"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                problems.append(f"{name} must be between 0 and 1")
+        if self.load <= 0:
+            problems.append("load must be > 0")
+        if set(self.preemptible_share) != set(TIERS):
+            problems.append(f"preemptible_share needs exactly the tiers {', '.join(TIERS)}")
+        if problems:
+            raise ConfigError("invalid workload: " + "; ".join(problems))
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    cluster: str = "sim"
+    start: datetime = datetime(2026, 1, 5, tzinfo=UTC)  # a Monday, so weeks line up
+    days: float = 7.0
+    pools: tuple[PoolSpec, ...] = (PoolSpec("gpu", nodes=8),)
+    workload: WorkloadConfig = field(default_factory=WorkloadConfig)
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    sample_step_s: int = 60
+    # Share of host-hours with no samples at all (exporter down). Off by default:
+    # with gaps, sample-derived figures no longer match the truth exactly.
+    sample_gap_share: float = 0.0
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.start.tzinfo is None:
+            problems.append("start must be timezone-aware")
+        if self.days <= 0:
+            problems.append("days must be > 0")
+        if not self.pools or any(p.nodes <= 0 or p.gpus_per_node <= 0 for p in self.pools):
+            problems.append("every pool needs nodes > 0 and gpus_per_node > 0")
+        if len({p.name for p in self.pools}) != len(self.pools):
+            problems.append("pool names must be unique")
+        if self.sample_step_s <= 0 or 86400 % self.sample_step_s:
+            problems.append("sample_step_s must divide a day")
+        if not 0.0 <= self.sample_gap_share < 1.0:
+            problems.append("sample_gap_share must be in [0, 1)")
+        if problems:
+            raise ConfigError("invalid simulation: " + "; ".join(problems))
+
+    @property
+    def horizon_s(self) -> float:
+        return round(self.days * 86400.0)
+
+    @property
+    def gpus(self) -> int:
+        return sum(p.gpus for p in self.pools)
+
+
+def cluster_of(gpus: int, gpus_per_node: int = 8, pools: int = 1) -> tuple[PoolSpec, ...]:
+    """Pools of whole nodes adding up to about `gpus` GPUs (at least one node each)."""
+    nodes = max(pools, round(gpus / gpus_per_node))
+    base, extra = divmod(nodes, pools)
+    names = ("a100", "h100", "l40s", "a10")
+    return tuple(
+        PoolSpec(names[i] if i < len(names) else f"pool{i}", base + (1 if i < extra else 0), gpus_per_node)
+        for i in range(pools)
+    )
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """One job as the scheduler core sees it: everything it needs, nothing random.
+
+    Replays build these from recorded jobs. `hoard_active_s`/`hoard_idle_s` make a
+    job alternate between doing work and holding its GPUs idle; idle stretches
+    start on the sample grid. `fail_after_work_s` makes the first run fail once it
+    has done that much work.
+    """
+
+    job_id: str
+    tier: str
+    preemptible: bool
+    pool: str
+    gpus: int
+    submit_s: float
+    work_s: float
+    team: str | None = None
+    user: str | None = None
+    name: str | None = None
+    priority_class: str | None = None
+    priority_value: float | None = None
+    checkpoint_interval_s: float | None = None
+    final_checkpoint: bool = False
+    save_s: float = 30.0
+    warmup_s: float = 0.0
+    hoard_active_s: float | None = None
+    hoard_idle_s: float | None = None
+    fail_after_work_s: float | None = None
+    # How hard the job drives its GPUs while working, and the memory it holds.
+    busy_level: float = 0.8
+    mem_mib: float = 40_000.0
+
+    @property
+    def hoards(self) -> bool:
+        return self.hoard_active_s is not None and self.hoard_idle_s is not None

@@ -119,11 +119,14 @@ next_progress as (
         and g.job_id = nr.job_id
         and (g.run = nr.next_run or (g.run is null and g.time >= nr.next_start
             and (nr.next_end is null or g.time <= nr.next_end)))
-    where nr.first_later = 1
+    left join restored_step as rs
+        on rs.cluster = nr.cluster and rs.job_id = nr.job_id and rs.run = nr.run
+    -- reports still at the restored step fall inside the warm-up and carry no rate
+    where nr.first_later = 1 and g.step > coalesce(rs.step, 0)
 ),
 
 warmup as (
-    -- extrapolate the first two progress reports of the next run back to the restored step
+    -- extrapolate the first two advancing progress reports of the next run back to the restored step
     select
         a.cluster,
         a.job_id,

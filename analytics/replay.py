@@ -1,0 +1,642 @@
+"""What-if replay: the recorded workload re-run through the simulator's scheduler.
+
+The warehouse's raw tables and views (never the simulator's truth tables) give
+one `JobSpec` per job submitted in the window; the policy in force comes from
+the `[tuning]` settings or is inferred from the ledger. `simulate_jobs` then
+replays them under that policy and under alternatives. A what-if is only worth
+as much as the replay's reproduction of the past, so `validate` compares the
+replay under the actual policy with the observed figures and every caller
+reports that error next to its results.
+
+What is measured and what is approximated (docs/tuning.md has the full list):
+- work needed: `jobs.work_s` where the source gives it (capped at the work done
+  for jobs that failed or were cancelled), else the useful run time: the runs'
+  time minus the progress lost at preemptions, the measured warm-ups and the
+  idle-hoarding stretches. A job still running at the end of the data needs at
+  least the window again, so it never completes inside the replay.
+- checkpoint interval: the median spacing of its checkpoint rows within a run,
+  else the declared interval.
+- warm-up: measured from the progress rows after its restarts, else the median
+  of all measured warm-ups.
+- final checkpoint at the preemption signal: seen when a preempted run's last
+  checkpoint falls inside the grace time off the job's cadence; jobs never
+  preempted get it with the observed share (chosen by a hash of the job id, so
+  replays are deterministic), and the median observed save time.
+- idle hoarding: the median idle stretch and active stretch of the job's runs.
+- jobs submitted before the window are not replayed (a cold start), and jobs
+  that do not fit the simulator's cluster model (unknown pool, more GPUs than
+  the pool, multi-node sizes that are not whole nodes) are left out and counted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing
+import os
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from statistics import median
+from types import MappingProxyType
+from typing import Any
+
+from analytics.sim_engine import Outcome, _Scheduler, simulate_jobs
+from analytics.sim_model import JobSpec, PolicyConfig, PoolSpec
+from preemptlens.contract import TIER_RANK, TIERS
+from preemptlens.errors import ConfigError, SchemaError
+from preemptlens.warehouse import Warehouse
+
+HIGH_TIERS = ("critical", "high")
+_WEEK_S = 7 * 86400.0
+# Terminal states in which a job stopped without finishing its work.
+_STOPPED = ("failed", "cancelled", "timeout", "node_fail")
+# A median wait of a few seconds makes any relative error huge and meaningless:
+# wait errors are relative to at least this.
+_WAIT_SCALE_S = 300.0
+# Exemption times administrators set; an inferred one is rounded down to the nearest of these,
+# since the youngest victim seen is only an upper bound of the real value.
+_EXEMPT_LADDER_S = (0.0, 300.0, 600.0, 900.0, 1200.0, 1800.0, 2700.0, 3600.0, 7200.0)
+
+
+@dataclass(frozen=True)
+class Window:
+    cluster: str
+    start: datetime
+    end: datetime
+
+    @property
+    def seconds(self) -> float:
+        return (self.end - self.start).total_seconds()
+
+
+@dataclass(frozen=True)
+class Figures:
+    """The figures a replay must reproduce, and what the suggestions change."""
+
+    preemptions: int
+    lost_gpu_h: float
+    high_wait_median_s: float | None
+    victim_jobs: int
+    weeks: float
+
+    @property
+    def victims_per_week(self) -> float:
+        return self.victim_jobs / self.weeks if self.weeks else 0.0
+
+    @property
+    def preemptions_per_week(self) -> float:
+        return self.preemptions / self.weeks if self.weeks else 0.0
+
+
+@dataclass(frozen=True)
+class PolicyBasis:
+    """The policy in force and, per setting, where it came from (configured or inferred)."""
+
+    policy: PolicyConfig
+    basis: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class Workload:
+    window: Window
+    pools: tuple[PoolSpec, ...]
+    jobs: tuple[JobSpec, ...]
+    actual: PolicyBasis
+    skipped: Mapping[str, int]
+    notes: tuple[str, ...]
+    # Measured final-checkpoint save times (job id -> seconds) and the share of
+    # preempted checkpointing jobs that saved one.
+    saves: Mapping[str, float] = field(default_factory=dict)
+    final_share: float = 0.0
+
+    @property
+    def horizon_s(self) -> float:
+        return self.window.seconds
+
+
+@dataclass(frozen=True)
+class Validation:
+    observed: Figures
+    replayed: Figures
+    tolerance: float
+
+    @property
+    def errors(self) -> dict[str, float | None]:
+        """Relative error of each figure (None when the observed figure is zero or missing)."""
+        pairs = {
+            "preemptions": (self.observed.preemptions, self.replayed.preemptions),
+            "lost_gpu_h": (self.observed.lost_gpu_h, self.replayed.lost_gpu_h),
+            "high_wait_median_s": (self.observed.high_wait_median_s, self.replayed.high_wait_median_s),
+        }
+        return {k: _relative(o, r, _WAIT_SCALE_S if k == "high_wait_median_s" else 0.0) for k, (o, r) in pairs.items()}
+
+    @property
+    def ok(self) -> bool:
+        return all(e is None or e <= self.tolerance for e in self.errors.values())
+
+    def describe(self) -> str:
+        parts = []
+        for name, err in self.errors.items():
+            shown = "n/a" if err is None else f"{100 * err:.1f}%"
+            parts.append(f"{name} {shown}")
+        limit = f"{100 * self.tolerance:.0f}%"
+        verdict = "reproduces the past" if self.ok else f"does NOT reproduce the past within {limit}"
+        return f"replay error under the actual policy: {', '.join(parts)} ({verdict})"
+
+
+def _relative(observed: float | None, replayed: float | None, floor: float) -> float | None:
+    if observed is None or replayed is None:
+        return None
+    scale = max(abs(observed), floor)
+    if scale == 0:
+        return 0.0 if replayed == 0 else None
+    return abs(replayed - observed) / scale
+
+
+# -- policy in force -------------------------------------------------------------
+
+
+def infer_policy(wh: Warehouse, window: Window, configured: Mapping[str, Any]) -> PolicyBasis:
+    """The preemption policy in force: configured values win, the rest is inferred from the ledger.
+
+    `configured` holds min_run_s, grace_s, requeue_hold_s (negative: infer) and
+    may_preempt (empty: infer). Inference: the requeue hold is the shortest
+    forced wait (eligible - submit) of a requeued run; the grace time is the most
+    common gap between a preemptor's eligibility and its start; the minimum run
+    time is the youngest victim's age at the signal (run age less the grace time,
+    or less its save time when it saved a final checkpoint), rounded down to
+    a usual setting (0, 5, 10, 15, 20, 30, 45, 60 or 120 minutes).
+    """
+    params = {"c": window.cluster, "t0": window.start, "t1": window.end}
+    basis: dict[str, str] = {}
+    ledger = wh.query(
+        "select victim_tier, preemptor_tier, run_age_s, preemptor_job_id, preemptor_run "
+        "from preemption_ledger where cluster = $c and time >= $t0 and time < $t1",
+        params,
+    )
+    requeue_hold = float(configured["requeue_hold_s"])
+    if requeue_hold >= 0:
+        basis["requeue_hold_s"] = "configured"
+    else:
+        holds = wh.query(
+            "select min(epoch(eligible_time) - epoch(submit_time)) as hold from job_runs "
+            "where cluster = $c and run > 1 and eligible_time is not null and submit_time is not null "
+            "and submit_time >= $t0 and submit_time < $t1",
+            params,
+        )["hold"][0]
+        requeue_hold = max(0.0, float(holds)) if holds is not None else 0.0
+        basis["requeue_hold_s"] = "inferred" if holds is not None else "assumed 0 (no requeued run)"
+
+    grace = float(configured["grace_s"])
+    if grace >= 0:
+        basis["grace_s"] = "configured"
+    else:
+        gaps = wh.query(
+            "select round(epoch(r.start_time) - epoch(coalesce(r.eligible_time, r.submit_time, j.submit_time))) "
+            "as gap from (select distinct preemptor_job_id, preemptor_run from preemption_ledger "
+            "where cluster = $c and time >= $t0 and time < $t1) as p "
+            "inner join job_runs as r on r.cluster = $c and r.job_id = p.preemptor_job_id and r.run = p.preemptor_run "
+            "inner join jobs as j on j.cluster = r.cluster and j.job_id = r.job_id",
+            params,
+        )["gap"].drop_nulls()
+        values = [g for g in gaps.to_list() if g >= 0]
+        grace = _grace_from(values)
+        basis["grace_s"] = "inferred" if values else "assumed 0 (no preemptor with a start)"
+
+    min_run = float(configured["min_run_s"])
+    if min_run >= 0:
+        basis["min_run_s"] = "configured"
+    else:
+        # A victim that saved a final checkpoint ended save_s after the signal, any other one grace_s after.
+        ages = wh.query(
+            "select run_age_s - case when epoch(time) - epoch(last_checkpoint_time) < $g "
+            "then epoch(time) - epoch(last_checkpoint_time) else $g end as signal_age "
+            "from preemption_ledger where cluster = $c and time >= $t0 and time < $t1",
+            {**params, "g": grace},
+        )["signal_age"].drop_nulls().to_list()
+        if ages:
+            youngest = max(0.0, float(min(ages)))
+            min_run = max(v for v in _EXEMPT_LADDER_S if v <= youngest)
+            basis["min_run_s"] = "inferred"
+        else:
+            min_run = 0.0
+            basis["min_run_s"] = "assumed 0 (no preemption)"
+
+    given = configured["may_preempt"]
+    if given:
+        may_preempt = {t: tuple(given.get(t, ())) for t in TIERS}
+        basis["may_preempt"] = "configured"
+    else:
+        pairs = {
+            (p, v)
+            for p, v in zip(ledger["preemptor_tier"].to_list(), ledger["victim_tier"].to_list(), strict=True)
+            if p is not None and v is not None and TIER_RANK[v] < TIER_RANK[p]
+        }
+        # A tier that outranks an observed preemptor may evict what that preemptor evicted.
+        may_preempt = {
+            t: tuple(
+                v for v in TIERS if any(pv == v and TIER_RANK[pp] <= TIER_RANK[t] for pp, pv in pairs)
+                and TIER_RANK[v] < TIER_RANK[t]
+            )
+            for t in TIERS
+        }
+        basis["may_preempt"] = "inferred" if pairs else "assumed none (no preemption with known tiers)"
+    try:
+        policy = PolicyConfig(
+            enabled=True,
+            may_preempt=MappingProxyType(may_preempt),
+            min_run_s=min_run,
+            grace_s=grace,
+            requeue_hold_s=requeue_hold,
+        )
+    except ConfigError as exc:
+        raise ConfigError(str(exc), "check [tuning] may_preempt, min_run_s, grace_s, requeue_hold_s") from None
+    return PolicyBasis(policy, MappingProxyType(basis))
+
+
+def _grace_from(gaps: list[float]) -> float:
+    """Victims that save a final checkpoint exit early, any other one exactly at the kill: the
+    kill time shows as the most common gap; failing that (every victim saved), the largest
+    gap not far above the typical one bounds it from below."""
+    if not gaps:
+        return 0.0
+    value, count = Counter(gaps).most_common(1)[0]
+    if count >= 3:
+        return float(value)
+    typical = median(gaps)
+    return float(max(g for g in gaps if g <= 3 * typical))
+
+
+# -- workload ------------------------------------------------------------------------
+
+_JOBS_SQL = """
+with
+window_jobs as (
+    select * from jobs where cluster = $c and submit_time >= $t0 and submit_time < $t1
+),
+runs as (
+    select * from stg_runs where cluster = $c
+),
+run_totals as (
+    select
+        job_id,
+        sum(effective_s) as run_s,
+        arg_max(state, run) as last_state,
+        arg_max(pool, run) as last_pool,
+        bool_or(end_time is null) as still_running
+    from runs
+    group by job_id
+),
+waste as (
+    select
+        victim_job_id as job_id,
+        sum(lost_s + coalesce(warmup_s, 0)) as waste_s,
+        median(warmup_s) as warmup_s
+    from preemption_ledger
+    where cluster = $c
+    group by victim_job_id
+),
+ckpt_gaps as (
+    select
+        job_id,
+        epoch(time) - epoch(lag(time) over (partition by job_id, run order by time)) as gap
+    from checkpoints
+    where cluster = $c and kind = 'checkpoint'
+),
+cadence as (
+    select job_id, median(gap) as interval_s from ckpt_gaps where gap > 0 group by job_id
+),
+idle as (
+    select job_id, run, start_time, end_time, max(idle_s) as idle_s
+    from hoarding_stretches
+    where cluster = $c
+    group by job_id, run, start_time, end_time
+),
+first_idle as (
+    -- active time before a run's first idle stretch (its warm-up included)
+    select i.job_id, median(epoch(i.start_time) - epoch(r.start_time)) as active_s
+    from (select job_id, run, min(start_time) as start_time from idle group by job_id, run) as i
+    inner join runs as r on r.job_id = i.job_id and r.run = i.run
+    group by i.job_id
+),
+idle_totals as (
+    select i.job_id, sum(i.idle_s) as idle_total_s, median(i.idle_s) as idle_median_s, any_value(f.active_s) as active_s
+    from idle as i
+    left join first_idle as f on f.job_id = i.job_id
+    group by i.job_id
+)
+select
+    j.job_id, j.name, j.team, j.user_name, j.priority_class, j.priority_value, j.tier, j.preemptible,
+    coalesce(j.pool, t.last_pool) as pool, j.gpus,
+    epoch(j.submit_time) - epoch(cast($t0 as timestamptz)) as submit_s,
+    j.checkpoint_interval_s as declared_interval_s, c.interval_s as measured_interval_s,
+    j.work_s, t.run_s, t.last_state, coalesce(t.still_running, false) as still_running,
+    coalesce(w.waste_s, 0) as waste_s, w.warmup_s,
+    coalesce(i.idle_total_s, 0) as idle_total_s, i.idle_median_s, i.active_s as hoard_active_s
+from window_jobs as j
+left join run_totals as t on t.job_id = j.job_id
+left join waste as w on w.job_id = j.job_id
+left join cadence as c on c.job_id = j.job_id
+left join idle_totals as i on i.job_id = j.job_id
+order by j.submit_time, length(j.job_id), j.job_id
+"""
+
+_SAVES_SQL = """
+with
+preempted as (
+    select victim_job_id as job_id, victim_run as run, time, last_checkpoint_time, run_start
+    from preemption_ledger
+    where cluster = $c and last_checkpoint_time is not null
+),
+previous as (
+    select
+        p.job_id, p.time, p.last_checkpoint_time, p.run_start,
+        max(c.time) as previous_checkpoint_time
+    from preempted as p
+    left join checkpoints as c
+        on c.cluster = $c and c.job_id = p.job_id and c.kind = 'checkpoint'
+        and c.time >= p.run_start and c.time < p.last_checkpoint_time
+    group by p.job_id, p.time, p.last_checkpoint_time, p.run_start
+)
+select
+    job_id,
+    epoch(time) - epoch(last_checkpoint_time) as save_s,
+    epoch(last_checkpoint_time) - epoch(coalesce(previous_checkpoint_time, run_start)) as since_previous_s,
+    previous_checkpoint_time is null as first_in_run
+from previous
+"""
+
+
+def _need_views(wh: Warehouse) -> None:
+    present = {r[0] for r in wh.con.execute("select table_name from information_schema.tables").fetchall()}
+    missing = [v for v in ("stg_runs", "preemption_ledger", "hoarding_stretches") if v not in present]
+    if missing:
+        raise SchemaError(
+            f"warehouse {wh.path} has no view {', '.join(missing)}",
+            "run `preemptlens analyze` first: the replay reads the ledger",
+        )
+
+
+def hashed_share(job_id: str, share: float) -> bool:
+    digest = hashlib.sha256(job_id.encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64 < share
+
+
+def load_workload(
+    wh: Warehouse, window: Window, configured: Mapping[str, Any], grid_s: float = 60.0
+) -> Workload:
+    """JobSpecs of the jobs submitted in `window`, the cluster's pools and the policy in force."""
+    _need_views(wh)
+    params = {"c": window.cluster, "t0": window.start, "t1": window.end}
+    actual = infer_policy(wh, window, configured)
+    grace = actual.policy.grace_s
+    pools_rows = wh.query(
+        "select pool, arg_max(gpus, valid_from) as gpus, arg_max(gpus_per_node, valid_from) as gpn "
+        "from pools where cluster = $c and valid_from < $t1 group by pool order by pool",
+        {"c": window.cluster, "t1": window.end},
+    )
+    if pools_rows.height == 0:
+        raise SchemaError(
+            f"cluster {window.cluster!r} has no pools before {window.end.isoformat()}",
+            "the replay needs each pool's GPU count (table pools)",
+        )
+    pools = []
+    for r in pools_rows.to_dicts():
+        gpn = int(r["gpn"] or r["gpus"])
+        pools.append(PoolSpec(r["pool"], nodes=max(1, int(r["gpus"]) // gpn), gpus_per_node=gpn))
+    by_name = {p.name: p for p in pools}
+
+    rows = wh.query(_JOBS_SQL, params).to_dicts()
+    saves = wh.query(_SAVES_SQL, {"c": window.cluster}).to_dicts()
+    intervals = {
+        r["job_id"]: r["measured_interval_s"] or r["declared_interval_s"] for r in rows
+    }
+    final_save: dict[str, float] = {}
+    regular: set[str] = set()
+    for s in saves:
+        interval = intervals.get(s["job_id"])
+        off_cadence = interval is None or (
+            s["since_previous_s"] < interval - 1.0 if s["first_in_run"] else abs(s["since_previous_s"] - interval) > 1.0
+        )
+        if s["save_s"] <= grace and off_cadence and s["save_s"] > 0:
+            final_save[s["job_id"]] = max(final_save.get(s["job_id"], 0.0), float(s["save_s"]))
+        else:
+            regular.add(s["job_id"])
+    observed_savers = {j for j in final_save if j not in regular}
+    seen = observed_savers | regular
+    final_share = len(observed_savers) / len(seen) if seen else 0.0
+    save_default = median(final_save.values()) if final_save else 30.0
+    warmups = [r["warmup_s"] for r in rows if r["warmup_s"] is not None]
+    warmup_default = median(warmups) if warmups else 0.0
+
+    jobs: list[JobSpec] = []
+    skipped: Counter[str] = Counter()
+    horizon = window.seconds
+    for r in rows:
+        pool = by_name.get(r["pool"])
+        gpus = int(r["gpus"])
+        if pool is None:
+            skipped["unknown pool"] += 1
+            continue
+        if gpus < 1 or gpus > pool.gpus or (gpus > pool.gpus_per_node and gpus % pool.gpus_per_node):
+            skipped["does not fit its pool"] += 1
+            continue
+        done = max(0.0, float(r["run_s"] or 0.0) - float(r["waste_s"]) - float(r["idle_total_s"]))
+        if r["work_s"] is not None:
+            stopped = r["last_state"] in _STOPPED and not r["still_running"]
+            work = min(float(r["work_s"]), done) if stopped else float(r["work_s"])
+        elif r["still_running"] or r["run_s"] is None:
+            # Needs at least what it did plus the rest of the window: it never completes in the replay.
+            work = done + horizon
+        else:
+            work = done
+        if work <= 0:
+            skipped["no work recorded"] += 1
+            continue
+        interval = r["measured_interval_s"] or r["declared_interval_s"]
+        job_id = str(r["job_id"])
+        saver = job_id in observed_savers or (
+            job_id not in seen and interval is not None and hashed_share(job_id, final_share)
+        )
+        hoard_idle = hoard_active = None
+        if r["idle_median_s"] and r["hoard_active_s"] is not None:
+            hoard_idle = max(grid_s, round(float(r["idle_median_s"]) / grid_s) * grid_s)
+            hoard_active = max(grid_s, float(r["hoard_active_s"]))
+        jobs.append(
+            JobSpec(
+                job_id=job_id,
+                tier=r["tier"],
+                preemptible=bool(r["preemptible"]),
+                pool=pool.name,
+                gpus=gpus,
+                submit_s=float(r["submit_s"]),
+                work_s=work,
+                team=r["team"],
+                user=r["user_name"],
+                name=r["name"],
+                priority_class=r["priority_class"],
+                priority_value=r["priority_value"],
+                checkpoint_interval_s=float(interval) if interval else None,
+                final_checkpoint=saver,
+                save_s=final_save.get(job_id, save_default),
+                warmup_s=float(r["warmup_s"]) if r["warmup_s"] is not None else warmup_default,
+                hoard_active_s=hoard_active,
+                hoard_idle_s=hoard_idle,
+            )
+        )
+    notes = [
+        f"{len(jobs)} jobs replayed from {window.start.isoformat()} to {window.end.isoformat()}",
+        f"warm-up measured for {len(warmups)} jobs, the rest assume the median {warmup_default:.0f} s",
+        f"final checkpoint at the signal seen for {len(observed_savers)} of {len(seen)} preempted jobs with "
+        f"checkpoints; jobs never preempted get it with that share ({100 * final_share:.0f}%), "
+        f"save time {save_default:.0f} s",
+        "policy in force: " + ", ".join(f"{k} {v}" for k, v in actual.basis.items()),
+    ]
+    if skipped:
+        notes.append("left out: " + ", ".join(f"{n} {why}" for why, n in skipped.items()))
+    return Workload(
+        window=window,
+        pools=tuple(pools),
+        jobs=tuple(jobs),
+        actual=actual,
+        skipped=MappingProxyType(dict(skipped)),
+        notes=tuple(notes),
+        saves=MappingProxyType({j: final_save[j] for j in observed_savers}),
+        final_share=final_share,
+    )
+
+
+# -- figures ---------------------------------------------------------------------------
+
+
+def observed_figures(wh: Warehouse, window: Window) -> Figures:
+    """The ledger's figures for the jobs submitted in `window` (the population the replay sees)."""
+    params = {"c": window.cluster, "t0": window.start, "t1": window.end}
+    ledger = wh.query(
+        "select count(*) as n, coalesce(sum(l.lost_gpu_s), 0) / 3600.0 as lost, "
+        "count(distinct l.victim_job_id) as victims "
+        "from preemption_ledger as l inner join jobs as j on j.cluster = l.cluster and j.job_id = l.victim_job_id "
+        "where l.cluster = $c and j.submit_time >= $t0 and j.submit_time < $t1 and l.time < $t1",
+        params,
+    ).row(0, named=True)
+    wait = wh.query(
+        "select median(least(coalesce(epoch(r.start_time), epoch(cast($t1 as timestamptz))), "
+        "epoch(cast($t1 as timestamptz))) - epoch(j.submit_time)) as wait "
+        "from jobs as j left join job_runs as r on r.cluster = j.cluster and r.job_id = j.job_id and r.run = 1 "
+        "where j.cluster = $c and j.submit_time >= $t0 and j.submit_time < $t1 "
+        "and j.tier in ('critical', 'high')",
+        params,
+    )["wait"][0]
+    return Figures(
+        preemptions=int(ledger["n"]),
+        lost_gpu_h=float(ledger["lost"]),
+        high_wait_median_s=None if wait is None else float(wait),
+        victim_jobs=int(ledger["victims"]),
+        weeks=window.seconds / _WEEK_S,
+    )
+
+
+def outcome_figures(out: Outcome) -> Figures:
+    """The same figures from a replay, measured the way the ledger measures them."""
+    found = [p for p in out.preemptions() if p.time_s < out.horizon_s]
+    waits = []
+    for j, runs in enumerate(out.job_runs):
+        if out.jobs[j].tier not in HIGH_TIERS or not runs:
+            continue
+        first = out.runs[runs[0]]
+        start = out.horizon_s if first.start_s is None else min(first.start_s, out.horizon_s)
+        waits.append(start - out.jobs[j].submit_s)
+    return Figures(
+        preemptions=len(found),
+        lost_gpu_h=sum(p.lost_gpu_s for p in found) / 3600.0,
+        high_wait_median_s=median(waits) if waits else None,
+        victim_jobs=len({p.victim for p in found}),
+        weeks=out.horizon_s / _WEEK_S,
+    )
+
+
+# -- replays ----------------------------------------------------------------------------
+
+
+class _Protecting(_Scheduler):
+    """The engine with near-completion protection: a run whose job has done at least
+    `protect_share` of its work is no preemption candidate. An adapter until the
+    engine's PolicyConfig has such a knob (the scheduler's victim test is its hook)."""
+
+    protect_share = 1.0
+
+    def _candidate(self, r: int, allowed: frozenset[str], t: float) -> bool:
+        if not super()._candidate(r, allowed, t):
+            return False
+        run = self.runs[r]
+        return run.step_at(t) < self.protect_share * self.jobs[run.job].work_s
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One what-if: a policy, optionally with changed jobs (e.g. other checkpoint intervals)."""
+
+    label: str
+    policy: PolicyConfig
+    job_changes: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    protect_near_completion: float | None = None
+
+
+def run_variant(workload: Workload, variant: Variant) -> Figures:
+    jobs: Sequence[JobSpec] = workload.jobs
+    if variant.job_changes:
+        jobs = [replace(j, **variant.job_changes[j.job_id]) if j.job_id in variant.job_changes else j for j in jobs]
+    if variant.protect_near_completion is not None:
+        scheduler = _Protecting(jobs, workload.pools, variant.policy, workload.horizon_s, 60.0)
+        scheduler.protect_share = variant.protect_near_completion
+        out = scheduler.run(None)
+    else:
+        out = simulate_jobs(jobs, workload.pools, variant.policy, workload.horizon_s)
+    return outcome_figures(out)
+
+
+# The workload a sweep's worker processes replay: set before they fork, so it is
+# inherited instead of pickled once per variant.
+_SHARED: list[Workload] = []
+
+
+def _run_shared(variant: Variant) -> Figures:
+    return run_variant(_SHARED[0], variant)
+
+
+def _picklable(variant: Variant) -> Variant:
+    policy = variant.policy
+    return replace(variant, policy=replace(policy, may_preempt=dict(policy.may_preempt)))
+
+
+def sweep(workload: Workload, variants: Sequence[Variant], processes: int | None = None) -> list[Figures]:
+    """Replay every variant, in parallel across the cores when there are several."""
+    workers = min(len(variants), processes or os.cpu_count() or 1)
+    if workers <= 1:
+        return [run_variant(workload, v) for v in variants]
+    _SHARED[:] = [workload]
+    try:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
+            return list(pool.map(_run_shared, [_picklable(v) for v in variants]))
+    finally:
+        _SHARED.clear()
+
+
+def validate(wh: Warehouse, workload: Workload, tolerance: float) -> tuple[Validation, Figures]:
+    """Replay under the actual policy and compare with what the ledger saw."""
+    replayed = run_variant(workload, Variant("actual", workload.actual.policy))
+    return Validation(observed_figures(wh, workload.window), replayed, tolerance), replayed
+
+
+def default_window(wh: Warehouse, cluster: str) -> Window:
+    row = wh.query(
+        "select min(submit_time) as t0, max(greatest(submit_time, coalesce(r.end_time, r.start_time, submit_time))) "
+        "as t1 from (select j.submit_time, r.start_time, r.end_time from jobs as j "
+        "left join job_runs as r on r.cluster = j.cluster and r.job_id = j.job_id where j.cluster = $c) as r",
+        {"c": cluster},
+    ).row(0, named=True)
+    if row["t0"] is None:
+        raise SchemaError(f"cluster {cluster!r} has no jobs in the warehouse", "collect or import jobs first")
+    return Window(cluster, row["t0"], row["t1"])

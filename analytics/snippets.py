@@ -1,0 +1,202 @@
+"""Configuration snippets for each scheduler, one renderer per kind of change.
+
+Facts from docs (reference: SCHEDULERS.md): Slurm PreemptExemptTime (global or
+per QOS) and GraceTime (partition or QOS), QOS GrpTRES / MaxTRESPerUser /
+UsageFactor; KAI Queue `spec.preemptMinRuntime` / `reclaimMinRuntime` and the
+time-based fairshare `usageDBConfig.usageParams`; Volcano `volcano.sh/cooldown-time`
+with the `cdp` plugin; Kueue has no minimum run time (proposed only) but has
+ClusterQueue quotas, `borrowWithinCohort.maxPriorityThreshold` and fair sharing;
+Kubernetes `terminationGracePeriodSeconds` and ResourceQuota with a PriorityClass
+`scopeSelector`. A snippet is text to paste, so values are rendered in the units
+each scheduler reads (Slurm times as [days-]hh:mm:ss or minutes, Kubernetes
+durations as Go durations).
+"""
+
+from __future__ import annotations
+
+import math
+
+# Scheduler names as stored in the suggestions table.
+SLURM, KUEUE, KAI, VOLCANO, KUBERNETES = "slurm", "kueue", "kai", "volcano", "kubernetes"
+
+
+def slurm_time(seconds: float) -> str:
+    """Slurm's [days-]hh:mm:ss."""
+    total = max(0, math.ceil(seconds))
+    days, rest = divmod(total, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    clock = f"{hours:02d}:{minutes:02d}:{secs:02d}"
+    return f"{days}-{clock}" if days else clock
+
+
+def go_duration(seconds: float) -> str:
+    """A Go duration string (`1h30m`, `45s`) as Kubernetes-style APIs parse it."""
+    total = max(0, math.ceil(seconds))
+    hours, rest = divmod(total, 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = [f"{hours}h" if hours else "", f"{minutes}m" if minutes else "", f"{secs}s" if secs else ""]
+    return "".join(parts) or "0s"
+
+
+def min_runtime(seconds: float, qos: tuple[str, ...]) -> dict[str, str]:
+    t = slurm_time(seconds)
+    qos_lines = "\n".join(f"sacctmgr modify qos {q} set PreemptExemptTime={t}" for q in qos)
+    return {
+        SLURM: (
+            "# slurm.conf: no job may be preempted before it has run this long\n"
+            f"PreemptExemptTime={t}\n"
+            + (f"# or only for the preemptible QOS:\n{qos_lines}\n" if qos_lines else "")
+        ),
+        KAI: (
+            "apiVersion: scheduling.run.ai/v2\nkind: Queue\nmetadata:\n  name: <queue>\nspec:\n"
+            f"  preemptMinRuntime: {go_duration(seconds)}\n  reclaimMinRuntime: {go_duration(seconds)}\n"
+            "# or cluster-wide, minruntime plugin arguments:\n"
+            f"#   defaultPreemptMinRuntime: {go_duration(seconds)}\n"
+            f"#   defaultReclaimMinRuntime: {go_duration(seconds)}\n"
+        ),
+        VOLCANO: (
+            "# enable the cdp plugin in the scheduler configuration, then on each preemptible pod:\n"
+            "metadata:\n  annotations:\n"
+            f"    volcano.sh/cooldown-time: \"{go_duration(seconds)}\"\n"
+        ),
+        KUEUE: (
+            "# Kueue has no minimum run time before preemption (proposed upstream, not released).\n"
+            "# Closest: keep short-lived preemptible work out of the ClusterQueue that high tiers\n"
+            "# preempt from, or set withinClusterQueue: Never for it.\n"
+        ),
+    }
+
+
+def near_completion(share: float, min_left_s: float, qos: tuple[str, ...]) -> dict[str, str]:
+    pct = round(100 * share)
+    return {
+        SLURM: (
+            "# Slurm cannot see a job's progress. Let jobs that are nearly done ask for protection:\n"
+            "# a job that reports >= "
+            f"{pct}% of its work moves itself to a QOS that is not preemptible, e.g.\n"
+            "sacctmgr add qos finishing set Priority=0\n"
+            + "".join(f"sacctmgr modify qos {q} set Preempt-=finishing\n" for q in qos)
+            + "# and in the job, once it is that far along: scontrol update jobid=$SLURM_JOB_ID qos=finishing\n"
+        ),
+        KAI: (
+            "# Mark the PodGroup non-preemptible once the job reports "
+            f">= {pct}% progress:\n"
+            "kubectl label podgroup <name> kai.scheduler/preemptibility=non-preemptible --overwrite\n"
+        ),
+        VOLCANO: (
+            f"# Once the job reports >= {pct}% progress, mark its pods as not preemptable:\n"
+            "kubectl annotate pod <pod> volcano.sh/preemptable=false --overwrite\n"
+        ),
+        KUEUE: (
+            f"# Once a Workload reports >= {pct}% progress, raise its priority above the preemptors' "
+            "(WorkloadPriorityClass) so that it is no longer a candidate:\n"
+            "kubectl patch workload <name> --type merge -p '{\"spec\":{\"priorityClassName\":\"finishing\"}}'\n"
+        ),
+        KUBERNETES: (
+            f"# Jobs with less than {go_duration(min_left_s)} left: switch to a PriorityClass with "
+            "preemptionPolicy Never and a value above the preemptors'.\n"
+        ),
+    }
+
+
+def grace_time(seconds: float, partitions: tuple[str, ...]) -> dict[str, str]:
+    t = slurm_time(seconds)
+    secs = math.ceil(seconds)
+    parts = "\n".join(f"PartitionName={p} GraceTime={secs}" for p in partitions)
+    return {
+        SLURM: (
+            "# SIGTERM at preemption, then the kill GraceTime seconds later: time for a final checkpoint.\n"
+            "# slurm.conf (seconds) on the preemptible partitions:\n"
+            f"{parts}\n"
+            f"# or per QOS: sacctmgr modify qos <qos> set GraceTime={t}\n"
+            "# PreemptParameters=send_user_signal lets the batch script's trap see the signal too.\n"
+        ),
+        KUBERNETES: f"spec:\n  terminationGracePeriodSeconds: {secs}\n",
+        KUEUE: f"# pod template of the Job:\nspec:\n  terminationGracePeriodSeconds: {secs}\n",
+        KAI: f"# pod template:\nspec:\n  terminationGracePeriodSeconds: {secs}\n",
+        VOLCANO: f"# vcjob task template:\nspec:\n  terminationGracePeriodSeconds: {secs}\n",
+    }
+
+
+def checkpoint_interval(team: str, seconds: float) -> dict[str, str]:
+    every = go_duration(seconds)
+    text = (
+        f"# Jobs of {team}: checkpoint every {every} ({math.ceil(seconds)} s of training),\n"
+        "# e.g. PyTorch Lightning: ModelCheckpoint(train_time_interval=timedelta(seconds="
+        f"{math.ceil(seconds)}))\n"
+    )
+    return {SLURM: text, KUBERNETES: text}
+
+
+def tier_limits(team: str, tier_class: str, gpus: int, share_fraction: float) -> dict[str, str]:
+    return {
+        SLURM: (
+            f"# cap {team}'s use of {tier_class} at {gpus} GPUs at a time\n"
+            f"sacctmgr add qos {tier_class}-{team}\n"
+            f"sacctmgr modify qos {tier_class}-{team} set GrpTRES=gres/gpu={gpus}\n"
+            f"sacctmgr modify account {team} set qos+={tier_class}-{team}\n"
+            f"# or make it cost more fair-share: sacctmgr modify qos {tier_class} set UsageFactor=2\n"
+        ),
+        KUEUE: (
+            "apiVersion: kueue.x-k8s.io/v1beta1\nkind: ClusterQueue\nmetadata:\n"
+            f"  name: {team}\nspec:\n  resourceGroups:\n  - coveredResources: [\"nvidia.com/gpu\"]\n"
+            f"    flavors:\n    - name: <flavor>\n      resources:\n      - name: nvidia.com/gpu\n"
+            f"        nominalQuota: {gpus}\n  preemption:\n    borrowWithinCohort:\n"
+            "      policy: LowerPriority\n      maxPriorityThreshold: <value below the high PriorityClass>\n"
+        ),
+        KUBERNETES: (
+            "apiVersion: v1\nkind: ResourceQuota\nmetadata:\n"
+            f"  name: {tier_class}-gpus\n  namespace: {team}\nspec:\n  hard:\n"
+            f"    requests.nvidia.com/gpu: \"{gpus}\"\n  scopeSelector:\n    matchExpressions:\n"
+            f"    - operator: In\n      scopeName: PriorityClass\n      values: [\"{tier_class}\"]\n"
+        ),
+        KAI: (
+            f"# give {team}'s queue a quota of {gpus} GPUs so work above it is reclaimable\n"
+            f"apiVersion: scheduling.run.ai/v2\nkind: Queue\nmetadata:\n  name: {team}\nspec:\n"
+            f"  resources:\n    gpu:\n      quota: {gpus}\n      overQuotaWeight: 1\n"
+        ),
+    }
+
+
+def idle_reclaim(warn_s: float, release_s: float) -> dict[str, str]:
+    warn, release = round(warn_s / 60), round(release_s / 60)
+    text = (
+        f"# preemptlens alert rule: warn the owner after {warn} min at zero utilisation,\n"
+        f"# release the GPUs after {release} min (requeue or cancel the job).\n"
+    )
+    return {
+        SLURM: text + "# release: scontrol requeue <jobid>   (or scancel <jobid> for interactive jobs)\n",
+        KUBERNETES: text + "# release: kubectl delete pod <pod>  (or suspend the Kueue Workload)\n",
+        KUEUE: text + "# release: kubectl patch workload <name> --type merge -p '{\"spec\":{\"active\":false}}'\n",
+    }
+
+
+def repeat_victims(boost: int, half_life_s: float) -> dict[str, str]:
+    return {
+        SLURM: (
+            "# Requeued victims keep their place: raise the priority of requeued jobs,\n"
+            f"# e.g. in a job_submit/priority plugin or by hand: scontrol update jobid=<id> nice=-{boost}\n"
+            "# and count fair-share usage with a half-life so one heavy week does not starve a team:\n"
+            f"PriorityDecayHalfLife={slurm_time(half_life_s)}\n"
+        ),
+        KUEUE: (
+            "# fair sharing between the ClusterQueues of a cohort, preempting the most over-share first\n"
+            "fairSharing:\n  preemptionStrategies: [LessThanOrEqualToFinalShare, LessThanInitialShare]\n"
+            "# and per ClusterQueue: spec.fairSharing.weight: \"1\"\n"
+        ),
+        KAI: (
+            "# time-based fairshare: usage decays, so queues that were preempted get ahead again\n"
+            "usageDBConfig:\n  usageParams:\n"
+            f"    windowSize: {go_duration(4 * half_life_s)}\n    windowType: sliding\n"
+            f"    halfLifePeriod: {go_duration(half_life_s)}\n"
+        ),
+    }
+
+
+def not_yet(fix_first: str) -> dict[str, str]:
+    text = (
+        "# No scheduler change: do not rely on preemption yet.\n"
+        f"# Fix first: {fix_first}.\n"
+    )
+    return {SLURM: text, KUBERNETES: text}

@@ -1,0 +1,779 @@
+"""Suggestions: which scheduler setting to change, to what, and what it would have saved.
+
+Each generator reads its evidence from the ledger (views built by `preemptlens
+analyze`), decides from that evidence whether the problem it addresses is
+there at all, and if so measures the expected effect by replaying the recorded
+workload (analytics/replay.py) under the changed policy, against the replay
+under the actual policy (so that the replay's own error cancels out as far as
+it can). The replay error is reported with every result. docs/tuning.md
+describes each rule.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from statistics import median
+from typing import Any
+
+from analytics import snippets
+from analytics.replay import (
+    Figures,
+    Validation,
+    Variant,
+    Window,
+    Workload,
+    hashed_share,
+    load_workload,
+    sweep,
+    validate,
+)
+from preemptlens.config import Config, Section, Setting
+from preemptlens.errors import ConfigError, SchemaError
+from preemptlens.warehouse import Warehouse
+
+SETTINGS = Section(
+    "tuning",
+    "What-if replay and the suggestions of `preemptlens suggest` (docs/tuning.md).",
+    (
+        Setting(
+            "min_run_s",
+            -1.0,
+            "Minimum run time before preemption in force (Slurm PreemptExemptTime, KAI preemptMinRuntime), "
+            "seconds; negative infers it from the youngest victims.",
+            kind=float,
+        ),
+        Setting(
+            "grace_s",
+            -1.0,
+            "Grace time between the preemption signal and the kill in force (Slurm GraceTime, "
+            "terminationGracePeriodSeconds), seconds; negative infers it from the preemptors' starts.",
+            kind=float,
+        ),
+        Setting(
+            "requeue_hold_s",
+            -1.0,
+            "Forced wait of a requeued victim in force, seconds; negative infers it from the runs' eligible times.",
+            kind=float,
+        ),
+        Setting(
+            "may_preempt",
+            {},
+            "Which tiers each tier may preempt, e.g. { high = [\"normal\", \"low\"] }; empty infers it from the "
+            "ledger's preemptor and victim tiers.",
+            kind=dict,
+        ),
+        Setting(
+            "validation_tolerance",
+            0.10,
+            "Largest relative error of the replay under the actual policy (preemptions, lost GPU-hours, "
+            "high-priority median wait) for it to count as reproducing the past.",
+            kind=float,
+        ),
+        Setting(
+            "min_gain_share",
+            0.10,
+            "Smallest cut in replayed lost GPU-hours, as a share of the actual policy's, for a replayed change "
+            "to be suggested.",
+            kind=float,
+        ),
+        Setting(
+            "max_wait_increase_s",
+            300.0,
+            "Largest rise of the high-priority median queue wait (seconds) a suggested change may cost.",
+            kind=float,
+        ),
+        Setting(
+            "min_run_candidates_s",
+            [300.0, 600.0, 900.0, 1200.0, 1800.0, 3600.0],
+            "Minimum run times (seconds) the sweep replays.",
+            kind=list,
+        ),
+        Setting(
+            "early_victim_share_min",
+            0.2,
+            "Share of victims preempted before analytics.early_victim_s (or within their warm-up) from which "
+            "a minimum run time is considered.",
+            kind=float,
+        ),
+        Setting(
+            "near_completion_lost_share_min",
+            0.1,
+            "Share of lost GPU-hours from near-completion victims from which protecting them is considered.",
+            kind=float,
+        ),
+        Setting(
+            "grace_candidates_s",
+            [30.0, 60.0, 120.0, 300.0],
+            "Grace times (seconds) the sweep replays.",
+            kind=list,
+        ),
+        Setting(
+            "assumed_final_checkpoint_share",
+            0.5,
+            "When the grace time in force is too short to see any final checkpoint, the share of checkpointing "
+            "jobs assumed able to save one at the signal (stated as an assumption).",
+            kind=float,
+        ),
+        Setting(
+            "checkpoint_cost_s",
+            30.0,
+            "Checkpoint cost (seconds) assumed for a team with no measured final-checkpoint save time.",
+            kind=float,
+        ),
+        Setting(
+            "checkpoint_ratio_min",
+            1.5,
+            "Factor by which a team's checkpoint interval must differ from the Young/Daly optimum to be flagged.",
+            kind=float,
+        ),
+        Setting("min_preemptions", 5, "Fewest preemptions a per-team or per-tier rule needs as evidence.", kind=int),
+        Setting("reclaim_warn_s", 1800.0, "Idle reclaim: warn the owner after this long at zero.", kind=float),
+        Setting("reclaim_release_s", 3600.0, "Idle reclaim: release the GPUs after this long at zero.", kind=float),
+        Setting(
+            "repeat_wait_ratio_min",
+            2.0,
+            "Repeat victims' median queue time over that of unpreempted jobs of the same tiers from which "
+            "compensation is suggested.",
+            kind=float,
+        ),
+        Setting("processes", 0, "Worker processes for replay sweeps; 0 uses every core.", kind=int),
+    ),
+)
+
+KINDS = (
+    "not_yet",
+    "min_run_time",
+    "near_completion",
+    "grace_time",
+    "checkpoint_interval",
+    "tier_limits",
+    "idle_reclaim",
+    "repeat_victims",
+)
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    kind: str
+    subject: str  # what it applies to: '' for the cluster, else a team or pool
+    title: str
+    setting: str
+    current: str | None
+    proposed: str | None
+    evidence: str
+    effect: str
+    lost_gpu_h_change: float | None = None
+    high_wait_change_s: float | None = None
+    victims_per_week_change: float | None = None
+    # Lost GPU-hours saved over the window.
+    saving_gpu_h: float = 0.0
+    # Relative cut in lost GPU-hours plus relative cut in preemptions: what ranks the suggestions.
+    score: float = 0.0
+    snippets: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Context:
+    wh: Warehouse
+    workload: Workload
+    settings: dict[str, Any]
+    params: dict[str, Any]
+    baseline: Figures
+    validation: Validation
+    processes: int | None
+
+    @property
+    def cluster(self) -> str:
+        return self.workload.window.cluster
+
+    def q(self, sql: str, **extra: Any) -> list[dict[str, Any]]:
+        window = self.workload.window
+        given = {"c": window.cluster, "t0": window.start, "t1": window.end, **extra}
+        # DuckDB refuses parameters the statement does not use.
+        return self.wh.query(sql, {k: v for k, v in given.items() if f"${k}" in sql}).to_dicts()
+
+    def acceptable(self, fig: Figures) -> bool:
+        """A change may cost the high tiers at most max_wait_increase_s of median wait."""
+        return _wait_delta(self.baseline, fig) <= float(self.settings["max_wait_increase_s"])
+
+    def gain(self, fig: Figures) -> float:
+        return self.baseline.lost_gpu_h - fig.lost_gpu_h
+
+    def score(self, fig: Figures) -> float:
+        """Relative cut in lost GPU-hours plus relative cut in preemptions: both are what a change buys."""
+        base = self.baseline
+        lost = self.gain(fig) / base.lost_gpu_h if base.lost_gpu_h else 0.0
+        preemptions = (base.preemptions - fig.preemptions) / base.preemptions if base.preemptions else 0.0
+        return lost + preemptions
+
+    def worth_it(self, fig: Figures) -> bool:
+        """Acceptable wait, and either lost GPU-hours or preemptions cut by min_gain_share without the
+        other rising by more than half that."""
+        if not self.acceptable(fig):
+            return False
+        base = self.baseline
+        share = float(self.settings["min_gain_share"])
+        lost = self.gain(fig) / base.lost_gpu_h if base.lost_gpu_h else 0.0
+        cut = (base.preemptions - fig.preemptions) / base.preemptions if base.preemptions else 0.0
+        return (lost >= share and cut >= -share / 2) or (cut >= share and lost >= -share / 2)
+
+
+def settings_from(config: Config) -> dict[str, Any]:
+    values = config.section("tuning") or {s.key: s.default for s in SETTINGS.settings}
+    problems = []
+    for key in ("min_run_candidates_s", "grace_candidates_s"):
+        if not values[key] or not all(isinstance(v, int | float) and v >= 0 for v in values[key]):
+            problems.append(f"tuning.{key}: expected a non-empty list of seconds >= 0")
+    for key in ("validation_tolerance", "min_gain_share", "early_victim_share_min", "assumed_final_checkpoint_share",
+                "near_completion_lost_share_min"):
+        if not 0 <= values[key] <= 1:
+            problems.append(f"tuning.{key}: must be between 0 and 1")
+    if values["reclaim_release_s"] < values["reclaim_warn_s"]:
+        problems.append("tuning.reclaim_release_s: must be at least reclaim_warn_s")
+    if problems:
+        raise ConfigError("; ".join(problems), "see docs/configuration.md, section [tuning]")
+    return dict(values)
+
+
+def configured_policy(settings: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: settings[k] for k in ("min_run_s", "grace_s", "requeue_hold_s", "may_preempt")}
+
+
+def _wait_delta(base: Figures, fig: Figures) -> float:
+    if base.high_wait_median_s is None or fig.high_wait_median_s is None:
+        return 0.0
+    return fig.high_wait_median_s - base.high_wait_median_s
+
+
+def _effect(ctx: Context, fig: Figures, extra: str = "") -> dict[str, Any]:
+    wait = _wait_delta(ctx.baseline, fig)
+    victims = fig.victims_per_week - ctx.baseline.victims_per_week
+    text = (
+        f"replayed over the window: lost GPU-hours {ctx.baseline.lost_gpu_h:.1f} -> {fig.lost_gpu_h:.1f} "
+        f"({-ctx.gain(fig):+.1f}), high-priority median wait {wait:+.0f} s, victims per week {victims:+.1f}"
+        f"{extra}; {ctx.validation.describe()}"
+    )
+    return {
+        "effect": text,
+        "lost_gpu_h_change": fig.lost_gpu_h - ctx.baseline.lost_gpu_h,
+        "high_wait_change_s": wait,
+        "victims_per_week_change": victims,
+        "saving_gpu_h": ctx.gain(fig),
+        "score": ctx.score(fig),
+    }
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:g} min"
+
+
+def _preemptible_qos(ctx: Context) -> tuple[str, ...]:
+    rows = ctx.q(
+        "select distinct priority_class from jobs where cluster = $c and preemptible and priority_class is not null "
+        "and submit_time >= $t0 and submit_time < $t1 order by 1"
+    )
+    return tuple(r["priority_class"] for r in rows)
+
+
+def _best(ctx: Context, variants: Sequence[Variant]) -> tuple[Variant, Figures] | None:
+    results = sweep(ctx.workload, variants, ctx.processes)
+    good = [(v, f) for v, f in zip(variants, results, strict=True) if ctx.worth_it(f)]
+    if not good:
+        return None
+    return max(good, key=lambda vf: round(ctx.score(vf[1]), 6))
+
+
+# -- generators -----------------------------------------------------------------------------
+
+
+def min_run_time(ctx: Context) -> list[Suggestion]:
+    policy = ctx.workload.actual.policy
+    # A restarted run pays its warm-up again: preempting it inside the warm-up throws all of it away.
+    rows = ctx.q(
+        "with warm as (select victim_job_id, median(warmup_s) as warmup_s from preemption_ledger "
+        "where cluster = $c group by victim_job_id), "
+        "early as (select l.*, l.run_age_s < $early or (l.victim_run > 1 and l.run_age_s < w.warmup_s + $g) "
+        "as is_early from preemption_ledger as l left join warm as w using (victim_job_id) "
+        "where l.cluster = $c and l.time >= $t0 and l.time < $t1) "
+        "select count(*) as n, count(case when is_early then 1 end) as early, "
+        "coalesce(sum(case when is_early then lost_gpu_s end), 0) / 3600.0 as early_lost from early",
+        early=float(ctx.params["early_victim_s"]),
+        g=policy.grace_s,
+    )[0]
+    if rows["n"] < int(ctx.settings["min_preemptions"]):
+        return []
+    share = rows["early"] / rows["n"]
+    if share < float(ctx.settings["early_victim_share_min"]):
+        return []
+    candidates = sorted({float(c) for c in ctx.settings["min_run_candidates_s"] if float(c) > policy.min_run_s})
+    variants = [Variant(f"min_run {c:g}", replace(policy, min_run_s=c)) for c in candidates]
+    found = _best(ctx, variants)
+    if found is None:
+        return []
+    variant, fig = found
+    value = variant.policy.min_run_s
+    return [
+        Suggestion(
+            kind="min_run_time",
+            subject="",
+            title=f"Let jobs run {_minutes(value)} before they may be preempted",
+            setting="minimum run time before preemption",
+            current=_minutes(policy.min_run_s),
+            proposed=_minutes(value),
+            evidence=(
+                f"{rows['early']} of {rows['n']} victims ({100 * share:.0f}%) were preempted before "
+                f"{_minutes(float(ctx.params['early_victim_s']))} or within their warm-up, losing "
+                f"{rows['early_lost']:.1f} GPU-hours; sweep of {', '.join(_minutes(c) for c in candidates)}"
+            ),
+            snippets=snippets.min_runtime(value, _preemptible_qos(ctx)),
+            **_effect(ctx, fig),
+        )
+    ]
+
+
+def near_completion(ctx: Context) -> list[Suggestion]:
+    share_done = float(ctx.params["near_completion_share"])
+    rows = ctx.q(
+        "select count(*) as n, count(case when near_completion then 1 end) as near, "
+        "coalesce(sum(lost_gpu_s), 0) / 3600.0 as lost, "
+        "coalesce(sum(case when near_completion then lost_gpu_s end), 0) / 3600.0 as near_lost, "
+        "median(case when near_completion then work_needed_s - work_done_s end) as left_s "
+        "from preemption_ledger where cluster = $c and time >= $t0 and time < $t1"
+    )[0]
+    if rows["near"] < int(ctx.settings["min_preemptions"]) or rows["lost"] <= 0:
+        return []
+    lost_share = rows["near_lost"] / rows["lost"]
+    if lost_share < float(ctx.settings["near_completion_lost_share_min"]):
+        return []
+    policy = ctx.workload.actual.policy
+    fig = sweep(ctx.workload, [Variant("protect", policy, protect_near_completion=share_done)], 1)[0]
+    if not ctx.worth_it(fig):
+        return []
+    return [
+        Suggestion(
+            kind="near_completion",
+            subject="",
+            title=f"Protect victims that have done {100 * share_done:.0f}% of their work",
+            setting="near-completion protection",
+            current="none",
+            proposed=f"not preemptible from {100 * share_done:.0f}% of work done",
+            evidence=(
+                f"{rows['near']} of {rows['n']} victims had done at least {100 * share_done:.0f}% of their work "
+                f"(median {(rows['left_s'] or 0) / 60:.0f} min left) and lost {rows['near_lost']:.1f} of "
+                f"{rows['lost']:.1f} lost GPU-hours ({100 * lost_share:.0f}%)"
+            ),
+            snippets=snippets.near_completion(share_done, float(rows["left_s"] or 0.0), _preemptible_qos(ctx)),
+            **_effect(ctx, fig),
+        )
+    ]
+
+
+def grace_time(ctx: Context) -> list[Suggestion]:
+    policy = ctx.workload.actual.policy
+    rows = ctx.q(
+        "select count(*) as n, coalesce(sum(lost_gpu_s), 0) / 3600.0 as lost "
+        "from preemption_ledger where cluster = $c and time >= $t0 and time < $t1 "
+        "and last_checkpoint_time is not null"
+    )[0]
+    total = ctx.q(
+        "select coalesce(sum(lost_gpu_s), 0) / 3600.0 as lost from preemption_ledger "
+        "where cluster = $c and time >= $t0 and time < $t1"
+    )[0]["lost"]
+    # A final checkpoint can at most save what checkpointing victims lost since their last one.
+    if rows["n"] < int(ctx.settings["min_preemptions"]) or rows["lost"] < float(
+        ctx.settings["min_gain_share"]
+    ) * total:
+        return []
+    workload = ctx.workload
+    assumed = ""
+    changes: dict[str, dict[str, Any]] = {}
+    if not workload.saves:
+        # Nobody could save in the grace time in force, so nobody was seen saving: assume a share can.
+        share = float(ctx.settings["assumed_final_checkpoint_share"])
+        cost = float(ctx.settings["checkpoint_cost_s"])
+        changes = {
+            j.job_id: {"final_checkpoint": True, "save_s": cost}
+            for j in workload.jobs
+            if j.checkpoint_interval_s and hashed_share(j.job_id, share)
+        }
+        assumed = (
+            f"; assumes {100 * share:.0f}% of checkpointing jobs save a final checkpoint in {cost:.0f} s at the "
+            "signal (none could be seen with the grace time in force)"
+        )
+    candidates = sorted({float(c) for c in ctx.settings["grace_candidates_s"] if float(c) > policy.grace_s})
+    variants = [Variant(f"grace {c:g}", replace(policy, grace_s=c), changes) for c in candidates]
+    found = _best(ctx, variants)
+    if found is None:
+        return []
+    variant, fig = found
+    value = variant.policy.grace_s
+    partitions = tuple(
+        r["pool"] for r in ctx.q(
+            "select distinct pool from preemption_ledger where cluster = $c and time >= $t0 and time < $t1 "
+            "and pool is not null order by 1"
+        )
+    )
+    measured = (
+        f"{len(workload.saves)} jobs saved a final checkpoint at the signal, "
+        f"median {median(workload.saves.values()):.0f} s"
+        if workload.saves
+        else "no final checkpoint seen"
+    )
+    return [
+        Suggestion(
+            kind="grace_time",
+            subject="",
+            title=f"Give victims {value:.0f} s between the preemption signal and the kill for a final checkpoint",
+            setting="grace time",
+            current=f"{policy.grace_s:.0f} s",
+            proposed=f"{value:.0f} s",
+            evidence=(
+                f"{rows['n']} victims that checkpoint lost {rows['lost']:.1f} GPU-hours of work done since their "
+                f"last checkpoint; {measured}"
+            ),
+            snippets=snippets.grace_time(value, partitions),
+            **_effect(ctx, fig, assumed),
+        )
+    ]
+
+
+def checkpoint_interval(ctx: Context) -> list[Suggestion]:
+    """Young/Daly per team: sqrt(2 x checkpoint cost x mean time between preemptions), both measured."""
+    rows = ctx.q(
+        "with runs_ as (select team, sum(effective_s) as run_s from stg_runs where cluster = $c and preemptible "
+        "and start_time >= $t0 and start_time < $t1 and checkpoint_interval_s is not null group by team), "
+        "victims as (select victim_team as team, count(*) as n from preemption_ledger "
+        "where cluster = $c and time >= $t0 and time < $t1 group by victim_team) "
+        "select r.team, r.run_s, coalesce(v.n, 0) as n from runs_ as r left join victims as v using (team) "
+        "order by r.team"
+    )
+    found = []
+    ratio_min = float(ctx.settings["checkpoint_ratio_min"])
+    workload = ctx.workload
+    by_team: dict[str, list[float]] = {}
+    saves: dict[str, list[float]] = {}
+    for j in workload.jobs:
+        team = j.team or "(none)"
+        if j.checkpoint_interval_s:
+            by_team.setdefault(team, []).append(j.checkpoint_interval_s)
+        if j.job_id in workload.saves:
+            saves.setdefault(team, []).append(workload.saves[j.job_id])
+    policy = workload.actual.policy
+    for r in rows:
+        team = r["team"]
+        if r["n"] < int(ctx.settings["min_preemptions"]) or team not in by_team:
+            continue
+        mtbp = r["run_s"] / r["n"]
+        cost_measured = team in saves
+        cost = median(saves[team]) if cost_measured else float(ctx.settings["checkpoint_cost_s"])
+        optimum = math.sqrt(2 * cost * mtbp)
+        current = median(by_team[team])
+        ratio = current / optimum
+        if 1 / ratio_min < ratio < ratio_min:
+            continue
+        proposed = max(60.0, round(optimum / 60) * 60)
+        changes = {
+            j.job_id: {"checkpoint_interval_s": proposed}
+            for j in workload.jobs
+            if (j.team or "(none)") == team and j.checkpoint_interval_s
+        }
+        fig = sweep(workload, [Variant(f"interval {team}", policy, changes)], 1)[0]
+        # The engine writes checkpoints for free; charge their cost here.
+        gpu_s = sum(j.gpus * j.work_s for j in workload.jobs if j.job_id in changes and j.work_s < workload.horizon_s)
+        overhead_h = cost * gpu_s * (1 / proposed - 1 / current) / 3600.0
+        adjusted = replace(fig, lost_gpu_h=fig.lost_gpu_h + overhead_h)
+        if not ctx.acceptable(adjusted) or ctx.gain(adjusted) <= 0:
+            continue
+        basis = "measured from final checkpoints" if cost_measured else "assumed (tuning.checkpoint_cost_s)"
+        found.append(
+            Suggestion(
+                kind="checkpoint_interval",
+                subject=team,
+                title=f"Team {team}: checkpoint every {_minutes(proposed)} instead of {_minutes(current)}",
+                setting="checkpoint interval",
+                current=_minutes(current),
+                proposed=_minutes(proposed),
+                evidence=(
+                    f"{r['n']} preemptions in {r['run_s'] / 3600:.0f} run-hours: one every "
+                    f"{mtbp / 3600:.1f} h; checkpoint cost {cost:.0f} s ({basis}); Young/Daly "
+                    f"sqrt(2 x {cost:.0f} s x {mtbp:.0f} s) = {optimum:.0f} s"
+                ),
+                snippets=snippets.checkpoint_interval(team, proposed),
+                **_effect(ctx, adjusted, f" (checkpoint overhead {overhead_h:+.1f} GPU-hours included)"),
+            )
+        )
+    return found
+
+
+def tier_limits(ctx: Context) -> list[Suggestion]:
+    trends = ctx.q(
+        "select t.pool, t.high_gpu_hour_share_first as first, t.high_gpu_hour_share_last as last, "
+        "t.high_gpu_hour_share_slope as slope, p.high_tier_share_max as share_max, "
+        "p.high_tier_slope_max as slope_max from scope_creep_trend as t cross join analytics_params as p "
+        "where t.cluster = $c and t.weeks >= 2"
+    )
+    found = []
+    workload = ctx.workload
+    for tr in trends:
+        if tr["slope"] is None or not (tr["slope"] > tr["slope_max"] or tr["last"] > tr["share_max"]):
+            continue
+        teams = ctx.q(
+            "select team, high_share_slope, high_share_last from scope_creep_teams "
+            "where cluster = $c and pool = $p and high_share_slope > 0 and growth_rank <= 2 order by growth_rank",
+            p=tr["pool"],
+        )
+        for team in teams:
+            usage = ctx.q(
+                "select sum(gpus * effective_s) / $span as mean_gpus from stg_runs "
+                "where cluster = $c and pool = $p and team = $t and tier in ('critical', 'high') "
+                "and start_time >= $t0 and start_time < $t1",
+                span=workload.horizon_s,
+                p=tr["pool"], t=team["team"],
+            )[0]
+            mean_gpus = float(usage["mean_gpus"] or 0.0)
+            # Hold the team's high-tier use at the pool's share before the growth: demote the excess.
+            keep = min(1.0, max(0.0, float(tr["first"] or 0.0)) / max(float(tr["last"]), 1e-9))
+            cap = max(1, math.ceil(mean_gpus * keep))
+            changes = {
+                j.job_id: {"tier": "normal"}
+                for j in workload.jobs
+                if j.team == team["team"] and j.pool == tr["pool"] and j.tier == "high"
+                and not hashed_share(j.job_id, keep)
+            }
+            if not changes:
+                continue
+            fig = sweep(workload, [Variant(f"limit {team['team']}", workload.actual.policy, changes)], 1)[0]
+            if not ctx.worth_it(fig):
+                continue
+            found.append(
+                Suggestion(
+                    kind="tier_limits",
+                    subject=f"{tr['pool']}/{team['team']}",
+                    title=f"Cap team {team['team']}'s high-priority GPUs in pool {tr['pool']} at {cap}",
+                    setting="high-tier quota",
+                    current=f"about {mean_gpus:.0f} GPUs on average",
+                    proposed=f"{cap} GPUs",
+                    evidence=(
+                        f"pool {tr['pool']}: critical+high share of GPU-hours {100 * (tr['first'] or 0):.0f}% -> "
+                        f"{100 * tr['last']:.0f}%, {100 * tr['slope']:+.1f} points a week; team {team['team']} "
+                        f"drives {100 * team['high_share_slope']:+.1f} points a week"
+                    ),
+                    snippets=snippets.tier_limits(team["team"], "high", cap, keep),
+                    **_effect(ctx, fig, f" ({len(changes)} of the team's high jobs replayed as normal)"),
+                )
+            )
+    return found
+
+
+def idle_reclaim(ctx: Context) -> list[Suggestion]:
+    warn, release = float(ctx.settings["reclaim_warn_s"]), float(ctx.settings["reclaim_release_s"])
+    row = ctx.q(
+        "select count(*) as n, count(case when avoidable then 1 end) as avoidable, "
+        "coalesce(sum(case when avoidable then lost_gpu_s end), 0) / 3600.0 as avoidable_lost, "
+        "coalesce(sum(lost_gpu_s), 0) / 3600.0 as lost "
+        "from preemption_ledger where cluster = $c and time >= $t0 and time < $t1"
+    )[0]
+    idle = ctx.q(
+        "select count(*) as stretches, coalesce(sum(greatest(0, idle_s - $r)), 0) / 3600.0 as reclaimable "
+        "from hoarding_stretches where cluster = $c and start_time >= $t0 and start_time < $t1",
+        r=release,
+    )[0]
+    if row["avoidable"] == 0 or row["avoidable_lost"] < float(ctx.settings["min_gain_share"]) * row["lost"]:
+        return []
+    return [
+        Suggestion(
+            kind="idle_reclaim",
+            subject="",
+            title=f"Reclaim idle-hoarded GPUs: warn after {_minutes(warn)} at zero, release after {_minutes(release)}",
+            setting="idle GPU reclaim",
+            current="none",
+            proposed=f"warn {_minutes(warn)}, release {_minutes(release)}",
+            evidence=(
+                f"{row['avoidable']} of {row['n']} preemptions happened while enough GPUs in the pool had been "
+                f"idle for the hoarding window; {idle['stretches']} idle stretches"
+            ),
+            effect=(
+                f"from the ledger (not replayed): {row['avoidable']} preemptions and {row['avoidable_lost']:.1f} "
+                f"lost GPU-hours avoided; {idle['reclaimable']:.1f} GPU-hours held idle beyond "
+                f"{_minutes(release)} freed; {ctx.validation.describe()}"
+            ),
+            lost_gpu_h_change=-float(row["avoidable_lost"]),
+            victims_per_week_change=-row["avoidable"] / ctx.baseline.weeks if ctx.baseline.weeks else None,
+            saving_gpu_h=float(row["avoidable_lost"]),
+            score=float(row["avoidable_lost"]) / max(float(row["lost"]), 1e-9) + row["avoidable"] / row["n"],
+            snippets=snippets.idle_reclaim(warn, release),
+        )
+    ]
+
+
+def repeat_victims(ctx: Context) -> list[Suggestion]:
+    rows = ctx.q(
+        "with preempted as (select victim_job_id as job_id, count(*) as n from preemption_ledger "
+        "where cluster = $c group by victim_job_id), "
+        "queued as (select r.job_id, any_value(r.tier) as tier, "
+        "sum(epoch(coalesce(r.start_time, r.data_end)) - epoch(coalesce(r.eligible_time, r.submit_time))) as wait_s "
+        "from stg_runs as r where r.cluster = $c and r.job_submit_time >= $t0 and r.job_submit_time < $t1 "
+        "group by r.job_id) "
+        "select q.tier, coalesce(p.n, 0) as n, q.wait_s from queued as q left join preempted as p using (job_id)"
+    )
+    repeat = [r for r in rows if r["n"] >= 2]
+    if len(repeat) < int(ctx.settings["min_preemptions"]):
+        return []
+    tiers = {r["tier"] for r in repeat}
+    others = [r["wait_s"] for r in rows if r["n"] == 0 and r["tier"] in tiers]
+    if not others:
+        return []
+    repeat_wait = median(r["wait_s"] for r in repeat)
+    other_wait = max(median(others), 60.0)
+    ratio = repeat_wait / other_wait
+    if ratio < float(ctx.settings["repeat_wait_ratio_min"]):
+        return []
+    return [
+        Suggestion(
+            kind="repeat_victims",
+            subject="",
+            title="Compensate repeat victims: requeue them ahead, and use fair sharing with a half-life",
+            setting="requeue priority / fair share",
+            current="none",
+            proposed="priority boost for requeued victims; time-based fair share",
+            evidence=(
+                f"{len(repeat)} jobs were preempted twice or more and queued a median {repeat_wait / 3600:.1f} h "
+                f"over their runs, {ratio:.1f}x the {median(others) / 3600:.1f} h of unpreempted jobs of the "
+                "same tiers"
+            ),
+            effect=(
+                "not replayed (the scheduler model has no priority boost): spreads preemptions over more jobs "
+                f"instead of the same {len(repeat)}; {ctx.validation.describe()}"
+            ),
+            saving_gpu_h=0.0,
+            snippets=snippets.repeat_victims(100, 7 * 86400.0),
+        )
+    ]
+
+
+def not_yet(ctx: Context) -> list[Suggestion]:
+    rows = ctx.q(
+        "select yes_count, verdict, fix_first, string_agg(case when not answer then question end, ' ') as no "
+        "from readiness_scorecard where cluster = $c group by yes_count, verdict, fix_first"
+    )
+    if not rows or rows[0]["yes_count"] > 2:
+        return []
+    r = rows[0]
+    fix = r["fix_first"] or "the questions answered no"
+    return [
+        Suggestion(
+            kind="not_yet",
+            subject="",
+            title="Do not rely on preemption yet",
+            setting="preemption as a main tool",
+            current=None,
+            proposed=None,
+            evidence=f"readiness scorecard: {r['yes_count']} of 4 yes; no to: {r['no']}",
+            effect=f"{r['verdict']}; fix first: {fix}",
+            snippets=snippets.not_yet(fix),
+        )
+    ]
+
+
+GENERATORS: tuple[Callable[[Context], list[Suggestion]], ...] = (
+    not_yet,
+    min_run_time,
+    near_completion,
+    grace_time,
+    checkpoint_interval,
+    tier_limits,
+    idle_reclaim,
+    repeat_victims,
+)
+
+
+def rank(found: Sequence[Suggestion]) -> list[Suggestion]:
+    """The readiness advice first (it overrides tuning), then by relative improvement."""
+    return sorted(found, key=lambda s: (s.kind != "not_yet", -s.score, KINDS.index(s.kind), s.subject))
+
+
+def suggest(ctx: Context, only: Sequence[str] | None = None) -> list[Suggestion]:
+    found: list[Suggestion] = []
+    for generator in GENERATORS:
+        if only is None or generator.__name__ in only:
+            found.extend(generator(ctx))
+    return rank(found)
+
+
+def context(wh: Warehouse, window: Window, settings: Mapping[str, Any]) -> Context:
+    """Load the workload, replay it under the actual policy and validate it against the ledger."""
+    params = wh.query("select * from analytics_params").to_dicts()
+    if not params:
+        raise SchemaError(f"warehouse {wh.path} has no analytics settings", "run `preemptlens analyze` first")
+    workload = load_workload(wh, window, configured_policy(settings))
+    validation, baseline = validate(wh, workload, float(settings["validation_tolerance"]))
+    processes = int(settings["processes"]) or None
+    return Context(wh, workload, dict(settings), params[0], baseline, validation, processes)
+
+
+def store(wh: Warehouse, ctx: Context, found: Sequence[Suggestion]) -> None:
+    """Replace the window's suggestions and replay validation in one transaction (re-runs change nothing else)."""
+    window = ctx.workload.window
+    key = {"c": window.cluster, "t0": window.start, "t1": window.end}
+    v = ctx.validation
+    errors = v.errors
+    created = datetime.now(UTC)
+    with wh.transaction():
+        wh.con.execute("DELETE FROM suggestions WHERE cluster = $c AND window_start = $t0 AND window_end = $t1", key)
+        wh.con.execute("DELETE FROM replay_validation WHERE cluster = $c AND window_start = $t0 AND window_end = $t1",
+                       key)
+        wh.con.execute(
+            "INSERT INTO replay_validation VALUES ($c, $t0, $t1, $jobs, $policy, "
+            "$op, $rp, $ol, $rl, $ow, $rw, $ep, $el, $ew, $ok, $notes, $at)",
+            {
+                **key,
+                "jobs": len(ctx.workload.jobs),
+                "policy": json.dumps(_policy_json(ctx)),
+                "op": v.observed.preemptions, "rp": v.replayed.preemptions,
+                "ol": v.observed.lost_gpu_h, "rl": v.replayed.lost_gpu_h,
+                "ow": v.observed.high_wait_median_s, "rw": v.replayed.high_wait_median_s,
+                "ep": errors["preemptions"], "el": errors["lost_gpu_h"], "ew": errors["high_wait_median_s"],
+                "ok": v.ok,
+                "notes": "\n".join(ctx.workload.notes),
+                "at": created,
+            },
+        )
+        for position, s in enumerate(found, start=1):
+            wh.con.execute(
+                "INSERT INTO suggestions VALUES ($c, $t0, $t1, $rank, $kind, $subject, $title, $setting, $current, "
+                "$proposed, $evidence, $effect, $lost, $wait, $victims, $saving, $snippets, $ok, $at)",
+                {
+                    **key,
+                    "rank": position,
+                    "kind": s.kind,
+                    "subject": s.subject,
+                    "title": s.title,
+                    "setting": s.setting,
+                    "current": s.current,
+                    "proposed": s.proposed,
+                    "evidence": s.evidence,
+                    "effect": s.effect,
+                    "lost": s.lost_gpu_h_change,
+                    "wait": s.high_wait_change_s,
+                    "victims": s.victims_per_week_change,
+                    "saving": s.saving_gpu_h,
+                    "snippets": json.dumps(dict(s.snippets), sort_keys=True),
+                    "ok": v.ok,
+                    "at": created,
+                },
+            )
+
+
+def _policy_json(ctx: Context) -> dict[str, Any]:
+    policy = ctx.workload.actual.policy
+    return {
+        "min_run_s": policy.min_run_s,
+        "grace_s": policy.grace_s,
+        "requeue_hold_s": policy.requeue_hold_s,
+        "may_preempt": {k: list(v) for k, v in policy.may_preempt.items()},
+        "basis": dict(ctx.workload.actual.basis),
+    }

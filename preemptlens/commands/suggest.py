@@ -1,0 +1,77 @@
+"""`preemptlens suggest`: replay the recorded workload, print and store the suggestions.
+
+Reads the views `preemptlens analyze` maintains; run that first. The replay's
+error under the actual policy is always printed before any what-if.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from datetime import UTC, datetime
+
+from analytics.replay import Window, default_window
+from analytics.tuning import GENERATORS, Suggestion, context, settings_from, store, suggest
+from preemptlens.config import Config
+from preemptlens.errors import ConfigError
+from preemptlens.warehouse import Warehouse
+
+
+def _time(text: str) -> datetime:
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an ISO 8601 time: {text!r}") from None
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--cluster", help="cluster to tune (default: cluster.name)")
+    parser.add_argument("--start", type=_time, help="window start, ISO 8601 (default: the first submission)")
+    parser.add_argument("--end", type=_time, help="window end, ISO 8601 (default: the last recorded time)")
+    parser.add_argument(
+        "--only", action="append", choices=[g.__name__ for g in GENERATORS], help="run only these generators"
+    )
+    parser.add_argument(
+        "--scheduler", help="print only this scheduler's snippets (slurm, kueue, kai, volcano, kubernetes)"
+    )
+    parser.add_argument("--no-store", action="store_true", help="print only; do not write the suggestions table")
+
+
+def _print(s: Suggestion, position: int, scheduler: str | None) -> None:
+    print(f"{position}. {s.title}")
+    if s.current is not None or s.proposed is not None:
+        print(f"   {s.setting}: {s.current} -> {s.proposed}")
+    print(f"   evidence: {s.evidence}")
+    print(f"   effect: {s.effect}")
+    for name, text in sorted(s.snippets.items()):
+        if scheduler is None or name == scheduler:
+            print(f"   --- {name}")
+            print("\n".join("   " + line for line in text.rstrip("\n").splitlines()))
+
+
+def run(args: argparse.Namespace, config: Config) -> int:
+    settings = settings_from(config)
+    cluster = args.cluster or str(config.get("cluster.name"))
+    with Warehouse(config.get("warehouse.path")) as wh:
+        window = default_window(wh, cluster)
+        window = Window(cluster, args.start or window.start, args.end or window.end)
+        if window.end <= window.start:
+            raise ConfigError(f"window {window.start.isoformat()} .. {window.end.isoformat()} is empty",
+                              "give --end after --start")
+        ctx = context(wh, window, settings)
+        print(ctx.validation.describe())
+        print("   observed: " + json.dumps(vars(ctx.validation.observed), default=str))
+        print("   replayed: " + json.dumps(vars(ctx.validation.replayed), default=str))
+        for note in ctx.workload.notes:
+            print(f"   {note}")
+        if not ctx.validation.ok:
+            print("   the what-ifs below come from a replay that does not reproduce the past: read them as rough")
+        found = suggest(ctx, args.only)
+        if not args.no_store:
+            store(wh, ctx, found)
+        if not found:
+            print("no suggestions: the data shows none of the problems the rules look for")
+        for position, s in enumerate(found, start=1):
+            _print(s, position, args.scheduler)
+    return 0

@@ -1,0 +1,82 @@
+"""The replay reads only the warehouse and reproduces the simulated past under the actual policy."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from conftest import CHURN, Clusters, default_settings
+
+from analytics.replay import Window, load_workload, observed_figures, validate
+from analytics.tuning import configured_policy
+from preemptlens.cli import main
+from preemptlens.errors import SchemaError
+from preemptlens.warehouse import Warehouse
+
+
+def test_replay_reproduces_the_simulated_past_within_ten_percent(clusters: Clusters) -> None:
+    wh, window = clusters.get("validation", samples=True, gpus=256, days=3.0, seed=1, hoarding_share=0.06)
+    workload = load_workload(wh, window, configured_policy(default_settings()))
+    validation, _ = validate(wh, workload, 0.10)
+    truth = wh.query("select count(*) as n, sum(lost_gpu_s) / 3600 as lost from sim_truth_preemptions").row(0)
+    # The observed side is the ledger, which matches the simulator's truth exactly on this data.
+    assert validation.observed.preemptions == truth[0]
+    assert validation.observed.lost_gpu_h == pytest.approx(truth[1])
+    assert validation.observed.preemptions > 100
+    assert validation.ok, validation.describe()
+
+
+def test_policy_in_force_is_inferred_from_the_ledger(clusters: Clusters) -> None:
+    wh, window = clusters.get("inferred", **CHURN, policy={"min_run_s": 900, "grace_s": 60, "requeue_hold_s": 300})
+    policy = load_workload(wh, window, configured_policy(default_settings())).actual.policy
+    assert (policy.min_run_s, policy.grace_s, policy.requeue_hold_s) == (900, 60, 300)
+    assert set(policy.may_preempt["high"]) == {"normal", "low"}
+    assert policy.may_preempt["low"] == ()
+
+
+def test_configured_policy_wins_over_inference(clusters: Clusters) -> None:
+    wh, window = clusters.get("inferred", **CHURN, policy={"min_run_s": 900, "grace_s": 60, "requeue_hold_s": 300})
+    settings = default_settings(min_run_s=120.0, grace_s=30.0, may_preempt={"critical": ["low"]})
+    actual = load_workload(wh, window, configured_policy(settings)).actual
+    assert (actual.policy.min_run_s, actual.policy.grace_s) == (120, 30)
+    assert actual.policy.may_preempt["critical"] == ("low",)
+    assert actual.basis["min_run_s"] == "configured" and actual.basis["requeue_hold_s"] == "inferred"
+
+
+def test_observed_figures_count_only_jobs_of_the_window(clusters: Clusters) -> None:
+    wh, window = clusters.get("inferred", **CHURN, policy={"min_run_s": 900, "grace_s": 60, "requeue_hold_s": 300})
+    later = type(window)(window.cluster, window.start + (window.end - window.start) / 2, window.end)
+    assert observed_figures(wh, later).preemptions < observed_figures(wh, window).preemptions
+
+
+def test_replay_without_analyze_names_what_is_missing(tmp_path: Path) -> None:
+    with Warehouse(tmp_path / "empty.duckdb") as wh:
+        window = Window("c1", datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 2, tzinfo=UTC))
+        with pytest.raises(SchemaError, match="preemptlens analyze"):
+            load_workload(wh, window, configured_policy(default_settings()))
+
+
+def test_suggest_command_prints_the_error_and_stores_idempotently(
+    clusters: Clusters, capsys: pytest.CaptureFixture[str]
+) -> None:
+    wh, window = clusters.get("cli", **CHURN, checkpoint_share=0.0, warmup_s_range=(1200.0, 1800.0),
+                              policy={"min_run_s": 0})
+    path = wh.path
+    wh.close()
+    clusters.built.pop("cli")
+    args = ["--warehouse", path, "suggest", "--cluster", "sim", "--start", window.start.isoformat(),
+            "--end", window.end.isoformat(), "--scheduler", "slurm"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("replay error under the actual policy: preemptions ")
+    assert "PreemptExemptTime=" in out
+    with Warehouse(path) as reopened:
+        first = reopened.query("select kind, subject, rank, title from suggestions order by rank")
+        validation = reopened.query("select * from replay_validation")
+    assert main(args) == 0
+    with Warehouse(path) as reopened:
+        second = reopened.query("select kind, subject, rank, title from suggestions order by rank")
+        assert reopened.query("select count(*) as n from replay_validation")["n"][0] == 1
+    assert first.height > 0 and first.equals(second)
+    assert validation["observed_preemptions"][0] > 0 and validation["preemptions_error"][0] is not None

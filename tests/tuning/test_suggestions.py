@@ -1,0 +1,133 @@
+"""Each suggestion comes out on top where the simulated cluster has its problem, and not at all where it has not.
+
+"On top" is among the setting changes: the readiness advice (`not_yet`) is always
+listed first when the scorecard says so, and is tested on its own.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from conftest import CHURN
+
+from analytics.sim_model import TeamSpec
+from analytics.tuning import Suggestion
+
+Suggest = Callable[..., tuple[Any, list[Suggestion]]]
+
+NO_CHECKPOINTS_LONG_WARMUP = {**CHURN, "checkpoint_share": 0.0, "warmup_s_range": (1200.0, 1800.0)}
+
+
+def changes(found: list[Suggestion]) -> list[Suggestion]:
+    return [s for s in found if s.kind != "not_yet"]
+
+
+def kinds(found: list[Suggestion]) -> set[str]:
+    return {s.kind for s in found}
+
+
+def test_min_run_time_on_top_without_exemption_and_many_warmup_victims(suggestions_for: Suggest) -> None:
+    ctx, found = suggestions_for("no_min_run", **NO_CHECKPOINTS_LONG_WARMUP, policy={"min_run_s": 0})
+    assert ctx.validation.ok, ctx.validation.describe()
+    top = changes(found)[0]
+    assert top.kind == "min_run_time"
+    assert top.current == "0 min"
+    assert top.victims_per_week_change is not None and top.victims_per_week_change < 0
+    assert "PreemptExemptTime=" in top.snippets["slurm"]
+    assert "preemptMinRuntime" in top.snippets["kai"]
+    assert "volcano.sh/cooldown-time" in top.snippets["volcano"]
+
+
+def test_no_min_run_time_when_exemption_already_long(suggestions_for: Suggest) -> None:
+    _, found = suggestions_for("long_min_run", **NO_CHECKPOINTS_LONG_WARMUP, policy={"min_run_s": 1800})
+    assert "min_run_time" not in kinds(found)
+
+
+def test_idle_reclaim_on_top_where_jobs_hoard(suggestions_for: Suggest) -> None:
+    _, found = suggestions_for("hoarding", samples=True, **{**CHURN, "hoarding_share": 0.3})
+    top = changes(found)[0]
+    assert top.kind == "idle_reclaim"
+    assert top.lost_gpu_h_change is not None and top.lost_gpu_h_change < 0
+
+
+def test_no_idle_reclaim_without_hoarding(suggestions_for: Suggest) -> None:
+    _, found = suggestions_for("no_hoarding", samples=True, **{**CHURN, "hoarding_share": 0.0})
+    assert "idle_reclaim" not in kinds(found)
+
+
+def test_grace_time_on_top_when_checkpointers_are_killed_at_once(suggestions_for: Suggest) -> None:
+    _, found = suggestions_for(
+        "no_grace",
+        **{**CHURN, "checkpoint_share": 1.0, "final_checkpoint_share": 1.0, "checkpoint_intervals_s": (3600.0,)},
+        policy={"grace_s": 0},
+    )
+    top = changes(found)[0]
+    assert top.kind == "grace_time"
+    assert top.current == "0 s"
+    assert "GraceTime=" in top.snippets["slurm"]
+    assert "terminationGracePeriodSeconds" in top.snippets["kubernetes"]
+
+
+def test_no_grace_time_when_nobody_checkpoints(suggestions_for: Suggest) -> None:
+    _, found = suggestions_for("no_checkpoints", **{**CHURN, "checkpoint_share": 0.0}, policy={"grace_s": 0})
+    assert "grace_time" not in kinds(found)
+
+
+def test_checkpoint_interval_from_young_daly_when_intervals_are_far_too_long(suggestions_for: Suggest) -> None:
+    _, found = suggestions_for(
+        "long_intervals", **{**CHURN, "checkpoint_share": 1.0, "checkpoint_intervals_s": (7200.0,)}
+    )
+    flagged = [s for s in found if s.kind == "checkpoint_interval"]
+    assert flagged
+    for s in flagged:
+        assert s.current == "120 min"
+        assert "Young/Daly" in s.evidence
+        assert float(s.proposed.split()[0]) < 60
+
+
+def test_no_checkpoint_interval_when_nobody_checkpoints(suggestions_for: Suggest) -> None:
+    _, found = suggestions_for("no_checkpoints", **{**CHURN, "checkpoint_share": 0.0}, policy={"grace_s": 0})
+    assert "checkpoint_interval" not in kinds(found)
+
+
+def test_repeat_victims_compensated_under_heavy_churn(suggestions_for: Suggest) -> None:
+    _, found = suggestions_for("no_min_run", **NO_CHECKPOINTS_LONG_WARMUP, policy={"min_run_s": 0})
+    compensation = [s for s in found if s.kind == "repeat_victims"]
+    assert compensation and "halfLifePeriod" in compensation[0].snippets["kai"]
+
+
+def test_no_repeat_victims_on_a_quiet_cluster(suggestions_for: Suggest) -> None:
+    _, found = suggestions_for("quiet", **{**CHURN, "load": 0.5})
+    assert "repeat_victims" not in kinds(found)
+
+
+def test_not_yet_leads_when_the_scorecard_says_so(suggestions_for: Suggest) -> None:
+    ctx, found = suggestions_for("no_min_run", **NO_CHECKPOINTS_LONG_WARMUP, policy={"min_run_s": 0})
+    card = ctx.wh.query("select distinct yes_count, fix_first from readiness_scorecard where cluster = 'sim'")
+    assert card["yes_count"][0] <= 2
+    assert found[0].kind == "not_yet"
+    assert card["fix_first"][0] in found[0].effect
+
+
+def test_snippets_are_json_serialisable_text(suggestions_for: Suggest) -> None:
+    _, found = suggestions_for("no_min_run", **NO_CHECKPOINTS_LONG_WARMUP, policy={"min_run_s": 0})
+    for s in found:
+        assert s.snippets
+        assert all(isinstance(text, str) and text.strip() for text in json.loads(json.dumps(s.snippets)).values())
+
+
+def test_tier_limits_for_the_team_driving_scope_creep(suggestions_for: Suggest) -> None:
+    _, found = suggestions_for("scope_creep", gpus=32, days=21.0, load=1.2, settings={"processes": 1})
+    limits = [s for s in found if s.kind == "tier_limits"]
+    assert limits and limits[0].subject.endswith("/llm")
+    assert "GrpTRES=gres/gpu=" in limits[0].snippets["slurm"]
+    assert "scopeName: PriorityClass" in limits[0].snippets["kubernetes"]
+    assert limits[0].lost_gpu_h_change is not None and limits[0].lost_gpu_h_change < 0
+
+
+def test_no_tier_limits_when_high_shares_are_flat(suggestions_for: Suggest) -> None:
+    flat = tuple(TeamSpec(name, weight) for name, weight in (("a", 2.0), ("b", 2.0), ("c", 1.0)))
+    _, found = suggestions_for("flat_tiers", gpus=32, days=21.0, load=1.2, teams=flat, settings={"processes": 1})
+    assert "tier_limits" not in kinds(found)

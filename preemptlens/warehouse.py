@@ -388,14 +388,7 @@ class Warehouse:
         if frame.height == 0:
             return frame.clear(), []
 
-        if RECORD_COLUMN in frame.columns:
-            record = pl.col(RECORD_COLUMN).cast(pl.String)
-        else:
-            record = pl.concat_str(
-                [pl.lit(f"{k}=") + pl.col(k).cast(pl.String).fill_null("") for k in rules.key if k in frame.columns],
-                separator=" ",
-            )
-        frame = frame.with_columns(record.alias(RECORD_COLUMN))
+        given_record = [pl.col(RECORD_COLUMN).cast(pl.String)] if RECORD_COLUMN in frame.columns else []
 
         casts = []
         problems: list[tuple[str, pl.Expr, str]] = []
@@ -415,7 +408,7 @@ class Warehouse:
                 )
             )
         raw_copies = [pl.col(c.name).alias(f"__raw_{c.name}") for c in columns if c.name in frame.columns]
-        typed = frame.select([*raw_copies, pl.col(RECORD_COLUMN), *casts])
+        typed = frame.select([*raw_copies, *given_record, *casts])
         for col in columns:
             if not col.nullable:
                 problems.append((col.name, pl.col(col.name).is_null(), "is required"))
@@ -431,6 +424,18 @@ class Warehouse:
         typed = typed.with_columns(field_expr.alias("__field"), reason_expr.alias("__reason"))
 
         bad = typed.filter(pl.col("__field").is_not_null())
+        if not given_record:
+            # Named by its key as the source gave it; built for rejected rows only.
+            bad = bad.with_columns(
+                pl.concat_str(
+                    [
+                        pl.lit(f"{k}=") + pl.col(f"__raw_{k}").cast(pl.String).fill_null("")
+                        for k in rules.key
+                        if f"__raw_{k}" in bad.columns
+                    ],
+                    separator=" ",
+                ).alias(RECORD_COLUMN)
+            )
         rejects = [
             Reject(
                 table=table,

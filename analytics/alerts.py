@@ -83,6 +83,18 @@ SETTINGS = Section(
             kind=float,
         ),
         Setting(
+            "scope_creep_slope",
+            0.02,
+            "scope_creep fires when a pool's high-tier share of GPU-hours grows faster than this per week.",
+            kind=float,
+        ),
+        Setting(
+            "hoarding_gpu_hours",
+            50.0,
+            "idle_hoarding fires when a team's idle-hoarded GPU-hours within the lookback exceed this.",
+            kind=float,
+        ),
+        Setting(
             "requeue_history_s",
             7 * 86400.0,
             "Window (seconds) of past requeues in the same pool from which a notice estimates the requeue delay.",
@@ -478,3 +490,111 @@ SELECT * FROM final ORDER BY preempted_at, cluster, job_id, run
 """
 
 register_rule(VictimNotice())
+
+
+@dataclass(frozen=True)
+class CostExceedsGain:
+    """A pool-day whose weighted preemption costs exceeded the gains it bought
+    (net_benefit_daily, team '(all)'), once the day is over."""
+
+    name: str = "cost_exceeds_gain"
+
+    def evaluate(self, wh: Warehouse, config: Config, now: datetime) -> list[Alert]:
+        since = now - timedelta(seconds=float(config.section("alerts")["lookback_s"]))
+        rows = wh.query(
+            "SELECT * FROM net_benefit_daily WHERE team = '(all)' AND cost_exceeds_gain "
+            "AND window_start + INTERVAL 1 DAY <= $now AND window_start + INTERVAL 1 DAY > $since "
+            "ORDER BY window_start, cluster, pool",
+            {"now": now, "since": since},
+        )
+        return [
+            Alert(
+                dedupe_key=f"{self.name}:{r['cluster']}:{r['pool']}:{r['window_start']:%Y-%m-%d}",
+                rule=self.name,
+                target=PLATFORM,
+                title=f"Preemption cost more than it gained in pool {r['pool']} on {r['window_start']:%Y-%m-%d}",
+                text=(
+                    f"{r['preemptions']} preemption(s) in pool {r['pool']} of {r['cluster']} on "
+                    f"{r['window_start']:%Y-%m-%d}: victims lost {r['lost_gpu_s'] / 3600:.1f} GPU-h of progress, "
+                    f"waited {r['requeue_gpu_s'] / 3600:.1f} GPU-h and warmed up {r['warmup_gpu_s'] / 3600:.1f} GPU-h "
+                    f"(weighted cost {r['cost_value'] / 3600:.1f}); preemptors gained "
+                    f"{r['gain_gpu_s'] / 3600:.1f} GPU-h (weighted {r['gain_value'] / 3600:.1f})."
+                ),
+                facts={k: v for k, v in r.items() if v is not None},
+            )
+            for r in rows.iter_rows(named=True)
+        ]
+
+
+@dataclass(frozen=True)
+class ScopeCreep:
+    """A pool whose high-tier share of GPU-hours grows faster than the configured
+    slope per week (scope_creep_trend); at most one alert per pool and ISO week."""
+
+    name: str = "scope_creep"
+
+    def evaluate(self, wh: Warehouse, config: Config, now: datetime) -> list[Alert]:
+        limit = float(config.section("alerts")["scope_creep_slope"])
+        rows = wh.query(
+            "SELECT * FROM scope_creep_trend WHERE high_gpu_hour_share_slope > $limit ORDER BY cluster, pool",
+            {"limit": limit},
+        )
+        week = now.strftime("%G-W%V")
+        return [
+            Alert(
+                dedupe_key=f"{self.name}:{r['cluster']}:{r['pool']}:{week}",
+                rule=self.name,
+                target=PLATFORM,
+                title=f"High-priority share is growing in pool {r['pool']}",
+                text=(
+                    f"In pool {r['pool']} of {r['cluster']} the high tiers' share of GPU-hours went from "
+                    f"{r['high_gpu_hour_share_first']:.0%} to {r['high_gpu_hour_share_last']:.0%} over "
+                    f"{r['weeks']} week(s), {r['high_gpu_hour_share_slope']:+.1%} a week (limit {limit:.1%}); "
+                    f"{r['unlike_critical_share'] or 0:.0%} of preemptors did not behave like critical work."
+                ),
+                facts={k: v for k, v in r.items() if v is not None},
+            )
+            for r in rows.iter_rows(named=True)
+        ]
+
+
+@dataclass(frozen=True)
+class IdleHoarding:
+    """A team holding more idle-hoarded GPU-hours than the configured limit in
+    stretches that ended within the lookback (hoarding_stretches)."""
+
+    name: str = "idle_hoarding"
+
+    def evaluate(self, wh: Warehouse, config: Config, now: datetime) -> list[Alert]:
+        section = config.section("alerts")
+        since = now - timedelta(seconds=float(section["lookback_s"]))
+        limit = float(section["hoarding_gpu_hours"])
+        rows = wh.query(
+            "SELECT cluster, team, sum(idle_s) / 3600 AS idle_gpu_hours, count(DISTINCT (job_id, run)) AS runs, "
+            "max(idle_s) AS longest_s FROM hoarding_stretches "
+            "WHERE end_time > $since AND end_time <= $now AND team IS NOT NULL "
+            "GROUP BY cluster, team HAVING sum(idle_s) / 3600 > $limit ORDER BY cluster, team",
+            {"since": since, "now": now, "limit": limit},
+        )
+        day = now.strftime("%Y-%m-%d")
+        return [
+            Alert(
+                dedupe_key=f"{self.name}:{r['cluster']}:{r['team']}:{day}",
+                rule=self.name,
+                target=PLATFORM,
+                title=f"Team {r['team']} held {r['idle_gpu_hours']:.0f} idle GPU-hours",
+                text=(
+                    f"Team {r['team']} on {r['cluster']} held {r['idle_gpu_hours']:.1f} GPU-hours allocated but idle "
+                    f"(busy below the hoarding threshold for at least the hoarding window) across {r['runs']} run(s) "
+                    f"in the last {_minutes(float(section['lookback_s']))}; the longest stretch lasted "
+                    f"{_minutes(r['longest_s'])} (limit {limit:g} GPU-hours)."
+                ),
+                facts={k: v for k, v in r.items() if v is not None},
+            )
+            for r in rows.iter_rows(named=True)
+        ]
+
+
+register_rule(CostExceedsGain())
+register_rule(ScopeCreep())
+register_rule(IdleHoarding())

@@ -27,6 +27,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sql": ("preemptlens.commands.sql", "run read-only SQL over the latest warehouse snapshot"),
     "serve": ("preemptlens.commands.serve", "collect, analyze, alert and report on a schedule; serve the dashboard"),
     "analyze": ("preemptlens.commands.analyze", "refresh the ledger, hoarding, scope creep, net benefit and scorecard"),
+    "dashboard": ("preemptlens.commands.dashboard", "serve the Streamlit dashboard"),
+    "report": ("preemptlens.commands.report", "write the weekly report (HTML and Markdown) for an ISO week"),
+    "suggest": ("preemptlens.commands.suggest", "replay the recorded workload under other policies; suggest settings"),
 }
 
 log = logging.getLogger("preemptlens")

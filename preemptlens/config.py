@@ -34,12 +34,15 @@ DEFAULT_FILE = "preemptlens.toml"
 SECTION_MODULES: tuple[str, ...] = (
     "preemptlens.config",
     "analytics.params",
+    "analytics.tuning",
     "collectors.prometheus",
     "collectors.slurm",
     "collectors.kubernetes",
     "preemptlens.readonly",
     "analytics.alerts",
     "preemptlens.commands.serve",
+    "dashboards.data",
+    "dashboards.report",
 )
 
 

@@ -1,0 +1,83 @@
+"""The preemptlens dashboard: `streamlit run dashboards/app.py` (or `preemptlens dashboard`).
+
+Reads the configuration like every preemptlens command ($PREEMPTLENS_CONFIG,
+PREEMPTLENS_WAREHOUSE__PATH ...), opens only the published snapshot of the
+warehouse, and never writes. The sidebar's filters apply to every page.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, time, timedelta
+from pathlib import Path
+
+import streamlit as st
+
+from dashboards.data import Filters, Options, snapshot_version
+from dashboards.views_common import CONTEXT_KEY, Context, cached, warm_up
+from preemptlens.config import load_config
+from preemptlens.errors import PreemptlensError
+from preemptlens.readonly import Limits
+
+PAGES = Path(__file__).resolve().parent / "pages"
+
+
+def _window(options: Options, default_days: int) -> tuple[datetime, datetime]:
+    last = (options.last or datetime.now(UTC)).date()
+    first = (options.first or datetime.now(UTC)).date()
+    default_start = max(first, last - timedelta(days=default_days - 1))
+    picked = st.sidebar.date_input(
+        "Time window (UTC)", value=(default_start, last), min_value=first, max_value=last, key="window",
+        help="Days included, first to last.",
+    )
+    days = [d for d in picked if isinstance(d, date)] if isinstance(picked, tuple | list) else [picked]
+    start_day = days[0] if days else default_start
+    end_day = days[-1] if days else last
+    return (
+        datetime.combine(start_day, time(), tzinfo=UTC),
+        datetime.combine(end_day + timedelta(days=1), time(), tzinfo=UTC),
+    )
+
+
+def main() -> None:
+    st.set_page_config(page_title="preemptlens", page_icon=":material/timer:", layout="wide")
+    try:
+        config = load_config()
+        warehouse = str(config.get("warehouse.path"))
+        limits = Limits.from_config(config)
+        version = snapshot_version(warehouse, limits)
+        options: Options = cached("options", warehouse, limits, version)
+    except PreemptlensError as exc:
+        st.error(f"preemptlens dashboard: {exc}")
+        st.stop()
+    settings = config.section("dashboard")
+
+    st.sidebar.markdown("### Filters")
+    start, end = _window(options, int(settings["default_days"]))
+    filters = Filters(
+        start=start,
+        end=end,
+        clusters=tuple(st.sidebar.multiselect("Cluster", options.clusters, key="clusters")),
+        pools=tuple(st.sidebar.multiselect("Pool", options.pools, key="pools")),
+        teams=tuple(st.sidebar.multiselect("Team", options.teams, key="teams")),
+        tiers=tuple(st.sidebar.multiselect("Tier", options.tiers, key="tiers")),
+    )
+    st.sidebar.caption(
+        f"Warehouse `{Path(warehouse).name}`, snapshot of {datetime.fromtimestamp(version, UTC):%Y-%m-%d %H:%M} UTC. "
+        "An empty filter means all."
+    )
+    ctx = Context(warehouse, limits, version, filters, options, settings)
+    st.session_state[CONTEXT_KEY] = ctx
+    warm_up(ctx)
+
+    pages = [
+        st.Page(PAGES / "overview.py", title="Overview", icon=":material/dashboard:", default=True),
+        st.Page(PAGES / "preemptions.py", title="Preemptions", icon=":material/bolt:"),
+        st.Page(PAGES / "hoarding.py", title="Idle hoarding", icon=":material/hourglass_empty:"),
+        st.Page(PAGES / "scope_creep.py", title="Priority scope creep", icon=":material/trending_up:"),
+        st.Page(PAGES / "tuning.py", title="Tuning", icon=":material/tune:"),
+        st.Page(PAGES / "sql.py", title="SQL", icon=":material/terminal:"),
+    ]
+    st.navigation(pages).run()
+
+
+main()

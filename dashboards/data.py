@@ -1,0 +1,499 @@
+"""Read-only queries behind the dashboard and the weekly report.
+
+Everything here reads the published snapshot of the warehouse through
+`preemptlens.readonly` (never the warehouse file a collector may be writing)
+and only the views in sql/views, the raw dimension tables and the small
+derived tables; raw GPU samples are never loaded. Every value is a bound
+parameter and every SQL text is a constant: a filter left empty matches all.
+
+`QUERIES` names every query for the dashboard's cache (dashboards.views_common),
+which keys results by the snapshot's version: a new snapshot is a new key.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import polars as pl
+
+from analytics.views import registry
+from preemptlens.config import Section, Setting
+from preemptlens.errors import PreemptlensError
+from preemptlens.readonly import Limits, Result, current_snapshot, open_reader, query
+
+SETTINGS = Section(
+    "dashboard",
+    "The Streamlit dashboard (`preemptlens dashboard`, or started by `preemptlens serve`).",
+    (
+        Setting("port", 8501, "Port `preemptlens dashboard` serves on.", kind=int),
+        Setting(
+            "address",
+            "localhost",
+            "Address `preemptlens dashboard` listens on; 0.0.0.0 exposes it to the network.",
+        ),
+        Setting("default_days", 30, "Time window (days, ending at the newest data) a page opens with.", kind=int),
+        Setting("table_rows", 2000, "Most rows a page's table shows (the SQL page uses sql.max_rows).", kind=int),
+        Setting("top_n", 15, "How many holders, teams or suggestions a top list shows.", kind=int),
+    ),
+)
+
+TIER_ORDER = ("critical", "high", "normal", "low")
+
+
+class NotAnalyzedError(PreemptlensError):
+    """The warehouse has raw data but not (all) the views and derived tables `analyze` creates."""
+
+
+@dataclass(frozen=True)
+class Filters:
+    """What a page shows: a half-open time window [start, end) and optional dimension filters."""
+
+    start: datetime
+    end: datetime
+    clusters: tuple[str, ...] = ()
+    pools: tuple[str, ...] = ()
+    teams: tuple[str, ...] = ()
+    tiers: tuple[str, ...] = ()
+
+    def params(self, *names: str) -> dict[str, object]:
+        values: dict[str, object] = {
+            "start": self.start,
+            "end": self.end,
+            "clusters": list(self.clusters),
+            "pools": list(self.pools),
+            "teams": list(self.teams),
+            "tiers": list(self.tiers),
+        }
+        return {n: values[n] for n in names}
+
+
+@dataclass(frozen=True)
+class Options:
+    """The values the filters offer and the time span the data covers."""
+
+    clusters: tuple[str, ...]
+    pools: tuple[str, ...]
+    teams: tuple[str, ...]
+    tiers: tuple[str, ...]
+    first: datetime | None
+    last: datetime | None
+
+
+@dataclass(frozen=True)
+class VictimDetail:
+    job: pl.DataFrame
+    runs: pl.DataFrame
+    preemptions: pl.DataFrame
+    checkpoints: pl.DataFrame
+
+
+@dataclass
+class Reader:
+    """One read-only connection to the current snapshot."""
+
+    con: duckdb.DuckDBPyConnection
+    _tables: set[str] | None = field(default=None, repr=False)
+
+    def frame(self, sql: str, params: Mapping[str, object] | None = None) -> pl.DataFrame:
+        try:
+            relation = self.con.sql(sql, params=dict(params)) if params else self.con.sql(sql)
+            table = relation.to_arrow_table()
+        except duckdb.CatalogException as exc:
+            raise NotAnalyzedError(
+                f"the warehouse lacks the analytics views ({str(exc).splitlines()[0]})",
+                "run `preemptlens analyze` once; `preemptlens serve` keeps them fresh",
+            ) from None
+        frame = pl.from_arrow(table)
+        assert isinstance(frame, pl.DataFrame)
+        return frame
+
+    def has(self, name: str) -> bool:
+        if self._tables is None:
+            rows = self.con.execute("SELECT table_name FROM information_schema.tables").fetchall()
+            self._tables = {r[0] for r in rows}
+        return name in self._tables
+
+
+# DuckDB shares one database instance among the connections a process has open
+# to a file, and the first reader locks that instance's configuration, so a
+# second reader opened meanwhile fails on its own settings. Readers of this
+# process therefore take turns; with the query cache in front that costs little.
+READER_LOCK = threading.Lock()
+
+
+@contextmanager
+def reader(warehouse: str | Path, limits: Limits | None = None) -> Iterator[Reader]:
+    with READER_LOCK:
+        con = open_reader(warehouse, limits)
+        try:
+            yield Reader(con)
+        finally:
+            con.close()
+
+
+def adhoc(warehouse: str | Path, sql: str, limits: Limits) -> Result:
+    """One guarded ad-hoc query (preemptlens.readonly: read-only, one SELECT, row cap, time limit)."""
+    with READER_LOCK:
+        return query(warehouse, sql, limits)
+
+
+def snapshot_version(warehouse: str | Path, limits: Limits | None = None) -> float:
+    """Modification time of the snapshot readers see now; the cache key of every query."""
+    return current_snapshot(warehouse, (limits or Limits()).wait_s).stat().st_mtime
+
+
+# Filter predicates, written out in each query so that every SQL text stays a constant.
+# A dimension filter given as an empty list matches every row.
+
+_OPTIONS_SQL = {
+    "clusters": "SELECT DISTINCT cluster AS v FROM job_runs ORDER BY 1",
+    "pools": "SELECT DISTINCT pool AS v FROM pools UNION SELECT DISTINCT pool FROM job_runs WHERE pool IS NOT NULL "
+    "ORDER BY 1",
+    "teams": "SELECT DISTINCT team AS v FROM jobs WHERE team IS NOT NULL ORDER BY 1",
+    "tiers": "SELECT DISTINCT tier AS v FROM jobs ORDER BY 1",
+}
+
+
+def options(r: Reader) -> Options:
+    found = {key: tuple(r.frame(sql)["v"].to_list()) for key, sql in _OPTIONS_SQL.items()}
+    span = r.con.execute(
+        "SELECT min(start_time), max(greatest(coalesce(end_time, start_time), start_time)) FROM job_runs"
+    ).fetchall()[0]
+    tiers = tuple(t for t in TIER_ORDER if t in found["tiers"])
+    return Options(found["clusters"], found["pools"], found["teams"], tiers, span[0], span[1])
+
+
+_LEDGER_COLUMNS = """
+    time, cluster, pool, victim_job_id, victim_run, victim_team, victim_user, victim_tier, victim_gpus,
+    preemptor_job_id, preemptor_run, preemptor_team, preemptor_tier, preemptor_gpus, reason, basis,
+    run_start, last_checkpoint_time, lost_s, lost_gpu_s / 3600.0 AS lost_gpu_hours,
+    restart_run, restart_time, requeue_delay_s, requeue_censored, requeue_gpu_s / 3600.0 AS requeue_gpu_hours,
+    warmup_s, warmup_gpu_s / 3600.0 AS warmup_gpu_hours, recovery_s,
+    (lost_gpu_s + requeue_gpu_s + warmup_gpu_s) / 3600.0 AS cost_gpu_hours,
+    gain_gpu_s / 3600.0 AS gain_gpu_hours, gain_censored, avoidable, idle_gpus_in_pool,
+    early_victim, near_completion, repeat_victim, work_done_share, prior_job_preemptions
+"""
+
+_LEDGER_WHERE = """
+    (len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster))
+    AND (len(CAST($pools AS VARCHAR[])) = 0 OR list_contains(CAST($pools AS VARCHAR[]), pool))
+    AND (len(CAST($teams AS VARCHAR[])) = 0 OR list_contains(CAST($teams AS VARCHAR[]), victim_team)
+         OR list_contains(CAST($teams AS VARCHAR[]), preemptor_team))
+    AND (len(CAST($tiers AS VARCHAR[])) = 0 OR list_contains(CAST($tiers AS VARCHAR[]), victim_tier)
+         OR list_contains(CAST($tiers AS VARCHAR[]), preemptor_tier))
+    AND time >= $start AND time < $end
+"""
+
+LEDGER_SQL = f"""
+SELECT {_LEDGER_COLUMNS} FROM preemption_ledger WHERE {_LEDGER_WHERE} ORDER BY time DESC
+"""  # noqa: S608 -- constants only
+_LEDGER_PARAMS = ("clusters", "pools", "teams", "tiers", "start", "end")
+
+
+def ledger(r: Reader, f: Filters) -> pl.DataFrame:
+    """Every preemption the filters select, newest first. The ledger view is the costliest read of
+    the dashboard, so it is read once per filter and the pages' counts and lists derive from it."""
+    return r.frame(LEDGER_SQL, f.params(*_LEDGER_PARAMS))
+
+
+HOARDED_SQL = """
+SELECT coalesce(sum(greatest(0, epoch(least(end_time, $end)) - epoch(greatest(start_time, $start)))), 0) / 3600.0
+    AS hoarded_gpu_hours
+FROM hoarding_stretches
+WHERE (len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster))
+    AND (len(CAST($pools AS VARCHAR[])) = 0 OR list_contains(CAST($pools AS VARCHAR[]), pool))
+    AND (len(CAST($teams AS VARCHAR[])) = 0 OR list_contains(CAST($teams AS VARCHAR[]), team))
+    AND (len(CAST($tiers AS VARCHAR[])) = 0 OR list_contains(CAST($tiers AS VARCHAR[]), tier))
+    AND start_time < $end AND end_time > $start
+"""
+
+
+def hoarded(r: Reader, f: Filters) -> float:
+    """GPU-hours of hoarding stretches (allocated GPUs idle at least the hoarding window), clipped to the window."""
+    return float(r.frame(HOARDED_SQL, f.params(*_LEDGER_PARAMS))["hoarded_gpu_hours"][0])
+
+
+def headline(preemptions: pl.DataFrame, hoarded_gpu_hours: float) -> dict[str, Any]:
+    """The overview's counts over the rows of `ledger`."""
+    restarted = preemptions.filter(~pl.col("requeue_censored"))["requeue_delay_s"]
+    return {
+        "preemptions": preemptions.height,
+        "victim_jobs": preemptions.select("cluster", "victim_job_id").unique().height,
+        "lost_gpu_hours": float(preemptions["lost_gpu_hours"].sum()),
+        "cost_gpu_hours": float(preemptions["cost_gpu_hours"].sum()),
+        "gain_gpu_hours": float(preemptions["gain_gpu_hours"].sum()),
+        "median_requeue_s": restarted.median() if restarted.len() else None,
+        "not_restarted": int(preemptions["requeue_censored"].sum()),
+        "avoidable": int(preemptions["avoidable"].sum()),
+        "preemptor_unknown": int(preemptions["preemptor_job_id"].is_null().sum()),
+        "hoarded_gpu_hours": hoarded_gpu_hours,
+    }
+
+
+def worst(preemptions: pl.DataFrame, limit: int) -> pl.DataFrame:
+    """Preemptions by what they cost the victim: lost work, requeue wait and warm-up, in GPU-hours."""
+    return preemptions.sort(["cost_gpu_hours", "time"], descending=[True, False], nulls_last=True).head(limit)
+
+
+def avoidable(preemptions: pl.DataFrame) -> pl.DataFrame:
+    """Preemptions while enough GPUs idled in hoarding stretches in the preemptor's pool to serve it."""
+    return preemptions.filter(pl.col("avoidable"))
+
+
+def victims(preemptions: pl.DataFrame) -> pl.DataFrame:
+    """The victim jobs, costliest first (the drill-down's choices)."""
+    return (
+        preemptions.group_by("cluster", "victim_job_id")
+        .agg(pl.len().alias("preemptions"), pl.col("cost_gpu_hours").sum())
+        .sort(["cost_gpu_hours", "victim_job_id"], descending=[True, False])
+    )
+
+
+NET_BENEFIT_SQL = """
+SELECT
+    window_start AS day,
+    CAST(sum(preemptions) AS BIGINT) AS preemptions,
+    sum(gain_gpu_s) / 3600.0 AS gain_gpu_hours,
+    sum(lost_gpu_s + requeue_gpu_s + warmup_gpu_s) / 3600.0 AS cost_gpu_hours,
+    sum(gain_value) / 3600.0 AS gain_value,
+    sum(cost_value) / 3600.0 AS cost_value,
+    sum(net_value) / 3600.0 AS net_value
+FROM net_benefit_daily
+WHERE (len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster))
+    AND (len(CAST($pools AS VARCHAR[])) = 0 OR list_contains(CAST($pools AS VARCHAR[]), pool))
+    AND ((len(CAST($teams AS VARCHAR[])) = 0 AND team = '(all)') OR list_contains(CAST($teams AS VARCHAR[]), team))
+    AND window_start >= date_trunc('day', $start) AND window_start < $end
+GROUP BY window_start
+ORDER BY window_start
+"""
+
+
+def net_benefit(r: Reader, f: Filters) -> pl.DataFrame:
+    """Per day: gains and costs in GPU-hours and in tier-weighted GPU-hours (net = gain - cost)."""
+    return r.frame(NET_BENEFIT_SQL, f.params("clusters", "pools", "teams", "start", "end"))
+
+
+SCORECARD_SQL = """
+SELECT cluster, question_no, question, answer, evidence, yes_count, verdict, fix_first
+FROM readiness_scorecard
+WHERE len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster)
+ORDER BY cluster, question_no
+"""
+EVIDENCE_SQL = """
+SELECT cluster, question_no, measure, value, comparison, threshold, passes
+FROM readiness_evidence
+WHERE len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster)
+ORDER BY cluster, question_no, measure
+"""
+
+
+def scorecard(r: Reader, f: Filters) -> pl.DataFrame:
+    return r.frame(SCORECARD_SQL, f.params("clusters"))
+
+
+def evidence(r: Reader, f: Filters) -> pl.DataFrame:
+    return r.frame(EVIDENCE_SQL, f.params("clusters"))
+
+
+def victim_detail(r: Reader, cluster: str, job_id: str) -> VictimDetail:
+    key = {"c": cluster, "j": job_id}
+    return VictimDetail(
+        job=r.frame(
+            "SELECT job_id, name, team, user_name, priority_class, tier, preemptible, pool, gpus, submit_time, "
+            "checkpoint_interval_s, work_s, source FROM jobs WHERE cluster = $c AND job_id = $j",
+            key,
+        ),
+        runs=r.frame(
+            "SELECT run, pool, hosts, gpus, submit_time, eligible_time, start_time, end_time, state, "
+            "preemptor_job_id, reason FROM job_runs WHERE cluster = $c AND job_id = $j ORDER BY run",
+            key,
+        ),
+        preemptions=r.frame(
+            f"SELECT {_LEDGER_COLUMNS} FROM preemption_ledger WHERE cluster = $c AND victim_job_id = $j "  # noqa: S608 -- constants only
+            "ORDER BY time",
+            key,
+        ),
+        checkpoints=r.frame(
+            "SELECT run, time, kind, step FROM checkpoints WHERE cluster = $c AND job_id = $j ORDER BY time LIMIT 5000",
+            key,
+        ),
+    )
+
+
+_HOLDER_SQL = """
+SELECT
+    {holder} AS holder,
+    any_value(team) AS team,
+    sum(greatest(0, epoch(least(end_time, $end)) - epoch(greatest(start_time, $start)))) / 3600.0 AS idle_gpu_hours,
+    max(idle_s) / 3600.0 AS longest_stretch_hours,
+    count(*) AS stretches,
+    count(DISTINCT cluster || '/' || job_id || '/' || run) AS runs
+FROM hoarding_stretches
+WHERE (len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster))
+    AND (len(CAST($pools AS VARCHAR[])) = 0 OR list_contains(CAST($pools AS VARCHAR[]), pool))
+    AND (len(CAST($teams AS VARCHAR[])) = 0 OR list_contains(CAST($teams AS VARCHAR[]), team))
+    AND (len(CAST($tiers AS VARCHAR[])) = 0 OR list_contains(CAST($tiers AS VARCHAR[]), tier))
+    AND start_time < $end AND end_time > $start
+GROUP BY {holder}
+ORDER BY idle_gpu_hours DESC, holder
+LIMIT $limit
+"""
+HOLDER_SQL = {
+    "team": _HOLDER_SQL.format(holder="team"),
+    "user": _HOLDER_SQL.format(holder="user_name"),
+    "job": _HOLDER_SQL.format(holder="job_id"),
+}
+
+
+def top_holders(r: Reader, f: Filters, by: str, limit: int) -> pl.DataFrame:
+    """Who held allocated GPUs idle in hoarding stretches, clipped to the window."""
+    return r.frame(HOLDER_SQL[by], {**f.params(*_LEDGER_PARAMS), "limit": limit})
+
+
+IDLE_DAILY_SQL = """
+SELECT
+    day,
+    sum(capacity_gpu_hours) AS capacity_gpu_hours,
+    sum(allocated_gpu_hours) AS allocated_gpu_hours,
+    sum(unallocated_gpu_hours) AS unallocated_gpu_hours,
+    sum(hoarded_gpu_hours) AS hoarded_gpu_hours
+FROM unallocated_idle
+WHERE (len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster))
+    AND (len(CAST($pools AS VARCHAR[])) = 0 OR list_contains(CAST($pools AS VARCHAR[]), pool))
+    AND day >= date_trunc('day', $start) AND day < $end
+GROUP BY day
+ORDER BY day
+"""
+
+
+def idle_daily(r: Reader, f: Filters) -> pl.DataFrame:
+    """Per day: hoarded (allocated but idle) and unallocated GPU-hours, kept apart."""
+    return r.frame(IDLE_DAILY_SQL, f.params("clusters", "pools", "start", "end"))
+
+
+TIER_SHARES_SQL = """
+WITH weekly AS (
+    SELECT week, tier, sum(gpu_hours) AS gpu_hours, CAST(sum(jobs) AS BIGINT) AS jobs
+    FROM scope_creep_weekly
+    WHERE (len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster))
+        AND (len(CAST($pools AS VARCHAR[])) = 0 OR list_contains(CAST($pools AS VARCHAR[]), pool))
+        AND (len(CAST($teams AS VARCHAR[])) = 0 OR list_contains(CAST($teams AS VARCHAR[]), team))
+        AND week >= date_trunc('week', $start) AND week < $end
+    GROUP BY week, tier
+)
+SELECT
+    week, tier, gpu_hours, jobs,
+    gpu_hours / nullif(sum(gpu_hours) OVER (PARTITION BY week), 0) AS gpu_hour_share,
+    jobs / nullif(sum(jobs) OVER (PARTITION BY week), 0) AS job_share
+FROM weekly
+ORDER BY week, tier
+"""
+TEAM_HIGH_SHARE_SQL = """
+SELECT
+    week, team,
+    sum(gpu_hours) FILTER (WHERE tier IN ('critical', 'high')) / nullif(sum(gpu_hours), 0) AS high_gpu_hour_share,
+    sum(gpu_hours) AS gpu_hours
+FROM scope_creep_weekly
+WHERE (len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster))
+    AND (len(CAST($pools AS VARCHAR[])) = 0 OR list_contains(CAST($pools AS VARCHAR[]), pool))
+    AND (len(CAST($teams AS VARCHAR[])) = 0 OR list_contains(CAST($teams AS VARCHAR[]), team))
+    AND week >= date_trunc('week', $start) AND week < $end
+GROUP BY week, team
+ORDER BY week, team
+"""
+TEAM_SLOPES_SQL = """
+SELECT cluster, pool, team, high_share_slope, high_share_last, share_of_pool_growth, growth_rank
+FROM scope_creep_teams
+WHERE (len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster))
+    AND (len(CAST($pools AS VARCHAR[])) = 0 OR list_contains(CAST($pools AS VARCHAR[]), pool))
+    AND (len(CAST($teams AS VARCHAR[])) = 0 OR list_contains(CAST($teams AS VARCHAR[]), team))
+ORDER BY high_share_slope DESC NULLS LAST, cluster, pool, team
+"""
+TREND_SQL = """
+SELECT *
+FROM scope_creep_trend
+WHERE (len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster))
+    AND (len(CAST($pools AS VARCHAR[])) = 0 OR list_contains(CAST($pools AS VARCHAR[]), pool))
+ORDER BY cluster, pool
+"""
+
+
+def tier_shares(r: Reader, f: Filters) -> pl.DataFrame:
+    """Per week and tier: GPU-hours started and jobs submitted, and their shares of the week."""
+    return r.frame(TIER_SHARES_SQL, f.params("clusters", "pools", "teams", "start", "end"))
+
+
+def team_high_shares(r: Reader, f: Filters) -> pl.DataFrame:
+    """Per week and team: the critical-plus-high share of the team's GPU-hours."""
+    return r.frame(TEAM_HIGH_SHARE_SQL, f.params("clusters", "pools", "teams", "start", "end"))
+
+
+def team_slopes(r: Reader, f: Filters) -> pl.DataFrame:
+    return r.frame(TEAM_SLOPES_SQL, f.params("clusters", "pools", "teams"))
+
+
+def scope_trend(r: Reader, f: Filters) -> pl.DataFrame:
+    return r.frame(TREND_SQL, f.params("clusters", "pools"))
+
+
+SUGGESTIONS_TABLE = "suggestions"
+
+
+SUGGESTIONS_SQL = """
+WITH latest AS (
+    SELECT cluster, max(window_end) AS window_end FROM suggestions GROUP BY cluster
+)
+SELECT s.*
+FROM suggestions AS s
+INNER JOIN latest AS l ON l.cluster = s.cluster AND l.window_end = s.window_end
+WHERE len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), s.cluster)
+ORDER BY s.saving_gpu_h DESC, s.cluster, s.rank
+LIMIT $limit
+"""
+
+
+def suggestions(r: Reader, f: Filters, limit: int) -> pl.DataFrame | None:
+    """Each cluster's latest suggestions (`preemptlens suggest`), largest saving first;
+    None while the warehouse has no suggestions table."""
+    if not r.has(SUGGESTIONS_TABLE):
+        return None
+    return r.frame(SUGGESTIONS_SQL, {**f.params("clusters"), "limit": limit})
+
+
+def catalog(r: Reader) -> pl.DataFrame:
+    """The views and tables a query may read, each view with its one-sentence definition."""
+    headers = {v.name: v.header for v in registry()}
+    objects = r.frame(
+        "SELECT table_name AS name, CASE WHEN table_type = 'VIEW' THEN 'view' ELSE 'table' END AS kind "
+        "FROM information_schema.tables WHERE table_schema = 'main' AND NOT starts_with(table_name, '_') "
+        "ORDER BY kind DESC, name"
+    )
+    return objects.with_columns(
+        pl.col("name").replace_strict(headers, default="", return_dtype=pl.String).alias("definition")
+    )
+
+
+QUERIES: dict[str, Callable[..., Any]] = {
+    "options": options,
+    "hoarded": hoarded,
+    "net_benefit": net_benefit,
+    "scorecard": scorecard,
+    "evidence": evidence,
+    "ledger": ledger,
+    "victim_detail": victim_detail,
+    "top_holders": top_holders,
+    "idle_daily": idle_daily,
+    "tier_shares": tier_shares,
+    "team_high_shares": team_high_shares,
+    "team_slopes": team_slopes,
+    "scope_trend": scope_trend,
+    "suggestions": suggestions,
+    "catalog": catalog,
+}

@@ -1,0 +1,301 @@
+"""Plotly figures shared by the dashboard and the weekly report.
+
+Each builder takes a frame from dashboards.data and returns a figure; none
+queries anything, so the report and the app draw the same numbers the same way.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timedelta
+
+import plotly.graph_objects as go
+import polars as pl
+
+from dashboards.data import TIER_ORDER, VictimDetail
+
+TIER_COLORS = {"critical": "#c0392b", "high": "#e67e22", "normal": "#2e86c1", "low": "#95a5a6"}
+STATE_COLORS = {
+    "completed": "#27ae60",
+    "running": "#2e86c1",
+    "preempted": "#c0392b",
+    "requeued": "#c0392b",
+    "failed": "#8e44ad",
+    "cancelled": "#7f8c8d",
+    "timeout": "#d35400",
+    "node_fail": "#8e44ad",
+    "pending": "#bdc3c7",
+}
+GAIN_COLOR = "#27ae60"
+COST_COLOR = "#c0392b"
+
+
+def _layout(fig: go.Figure, title: str, y_title: str, height: int = 360) -> go.Figure:
+    fig.update_layout(
+        title={"text": title, "x": 0, "xanchor": "left", "font": {"size": 15}},
+        template="plotly_white",
+        height=height,
+        margin={"l": 10, "r": 10, "t": 70, "b": 10},
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "right", "x": 1},
+        yaxis_title=y_title,
+        hoverlabel={"align": "left"},
+    )
+    return fig
+
+
+def _weekly_axis(fig: go.Figure) -> None:
+    """One tick per ISO week (the views' weeks start on Monday)."""
+    fig.update_xaxes(dtick=7 * 86_400_000, tickformat="%G-W%V", hoverformat="%Y-%m-%d")
+
+
+def _empty(title: str, message: str) -> go.Figure:
+    fig = go.Figure()
+    fig.add_annotation(
+        text=message, showarrow=False, font={"size": 14, "color": "#7f8c8d"}, x=0.5, y=0.5, xref="paper", yref="paper"
+    )
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    return _layout(fig, title, "", height=220)
+
+
+DAY_MS = 86_400_000
+
+
+def _daily_axis(fig: go.Figure, window: tuple[datetime, datetime] | None) -> None:
+    """Day bars a day wide (less a gap), over the whole window even when only some days have data."""
+    fig.update_traces(width=0.8 * DAY_MS, offset=-0.4 * DAY_MS, selector={"type": "bar"})
+    if window is not None:
+        fig.update_xaxes(range=[window[0] - timedelta(hours=12), window[1] - timedelta(hours=12)])
+    fig.update_xaxes(type="date", tickformat="%b %d", hoverformat="%Y-%m-%d")
+
+
+def net_benefit(
+    daily: pl.DataFrame,
+    title: str = "Net benefit of preemption per day",
+    window: tuple[datetime, datetime] | None = None,
+) -> go.Figure:
+    """Tier-weighted gains (up) against costs (down) per day, and the net."""
+    if daily.height == 0:
+        return _empty(title, "no preemptions in this window")
+    days = daily["day"].to_list()
+    fig = go.Figure()
+    fig.add_bar(
+        x=days,
+        y=daily["gain_value"].to_list(),
+        name="gain (preemptors)",
+        marker_color=GAIN_COLOR,
+        customdata=daily["gain_gpu_hours"].to_list(),
+        hovertemplate="%{x|%Y-%m-%d}<br>gain %{y:.1f} weighted GPU-h<br>(%{customdata:.1f} GPU-h)<extra></extra>",
+    )
+    fig.add_bar(
+        x=days,
+        y=[-v for v in daily["cost_value"].to_list()],
+        name="cost (victims)",
+        marker_color=COST_COLOR,
+        customdata=daily["cost_gpu_hours"].to_list(),
+        hovertemplate="%{x|%Y-%m-%d}<br>cost %{y:.1f} weighted GPU-h<br>(%{customdata:.1f} GPU-h)<extra></extra>",
+    )
+    fig.add_scatter(
+        x=days,
+        y=daily["net_value"].to_list(),
+        name="net",
+        mode="lines+markers",
+        line={"color": "#2c3e50", "width": 2},
+        hovertemplate="%{x|%Y-%m-%d}<br>net %{y:.1f} weighted GPU-h<extra></extra>",
+    )
+    fig.update_layout(barmode="relative")
+    _daily_axis(fig, window)
+    return _layout(fig, title, "tier-weighted GPU-hours")
+
+
+def _sizes(values: list[float | None], largest: float) -> list[float]:
+    """Marker diameters from 7 to 30 px, by area in proportion to the value."""
+    return [7 + 23 * math.sqrt(max(v or 0.0, 0.0) / largest) if largest > 0 else 7.0 for v in values]
+
+
+def preemption_timeline(ledger: pl.DataFrame, title: str = "Preemptions over time") -> go.Figure:
+    """One marker per preemption: when, in which pool, the victim's tier; size grows with its cost."""
+    if ledger.height == 0:
+        return _empty(title, "no preemptions in this window")
+    fig = go.Figure()
+    largest = float(ledger["cost_gpu_hours"].max() or 0.0)  # type: ignore[arg-type]
+    for tier in TIER_ORDER:
+        rows = ledger.filter(pl.col("victim_tier") == tier)
+        if rows.height == 0:
+            continue
+        text = [
+            f"victim {r['victim_job_id']} run {r['victim_run']} ({r['victim_team']}, {r['victim_gpus']} GPUs)<br>"
+            f"preemptor {r['preemptor_job_id'] or 'unknown'} ({r['preemptor_tier'] or '?'})<br>"
+            f"cost {r['cost_gpu_hours']:.1f} GPU-h, lost {r['lost_gpu_hours']:.1f} GPU-h ({r['basis']})"
+            for r in rows.iter_rows(named=True)
+        ]
+        # WebGL keeps thousands of markers responsive; SVG draws small ledgers more crisply.
+        trace = go.Scattergl if ledger.height > 3000 else go.Scatter
+        fig.add_trace(
+            trace(
+                x=rows["time"].to_list(),
+                y=[f"{c}/{p}" for c, p in zip(rows["cluster"], rows["pool"], strict=True)],
+                mode="markers",
+                name=f"victim {tier}",
+                text=text,
+                hovertemplate="%{x}<br>%{text}<extra></extra>",
+                marker={
+                    "size": _sizes(rows["cost_gpu_hours"].to_list(), largest),
+                    "color": TIER_COLORS[tier],
+                    "opacity": 0.75,
+                    "line": {"width": 1, "color": "white"},
+                },
+            )
+        )
+    lanes = ledger.select("cluster", "pool").unique().height
+    return _layout(fig, title, "cluster/pool", height=200 + 60 * lanes)
+
+
+def victim_runs(detail: VictimDetail, title: str) -> go.Figure:
+    """Each run of one job as a bar from start to end, its checkpoints, and each preemption."""
+    runs = detail.runs.filter(pl.col("start_time").is_not_null())
+    if runs.height == 0:
+        return _empty(title, "this job has no run that started")
+    fig = go.Figure()
+    last_end = runs["end_time"].drop_nulls().max()
+    for state in runs["state"].unique(maintain_order=True).to_list():
+        rows = runs.filter(pl.col("state") == state)
+        starts = rows["start_time"].to_list()
+        ends = [e if e is not None else last_end or s for s, e in zip(starts, rows["end_time"].to_list(), strict=True)]
+        fig.add_bar(
+            y=[f"run {r}" for r in rows["run"].to_list()],
+            base=starts,
+            x=[(e - s) / timedelta(milliseconds=1) for s, e in zip(starts, ends, strict=True)],
+            orientation="h",
+            name=state,
+            marker_color=STATE_COLORS.get(state, "#34495e"),
+            hovertemplate="%{y}: " + state + "<br>%{base} → %{x} ms<extra></extra>",
+        )
+    ckpts = detail.checkpoints.filter((pl.col("kind") == "checkpoint") & pl.col("run").is_not_null())
+    if ckpts.height:
+        fig.add_scatter(
+            x=ckpts["time"].to_list(),
+            y=[f"run {r}" for r in ckpts["run"].to_list()],
+            mode="markers",
+            name="checkpoint",
+            marker={"symbol": "diamond", "size": 9, "color": "#2c3e50"},
+            hovertemplate="checkpoint %{x}<extra></extra>",
+        )
+    pre = detail.preemptions
+    if pre.height:
+        labels = [f"preempted by {p or 'unknown'}" for p in pre["preemptor_job_id"].to_list()]
+        fig.add_scatter(
+            x=pre["time"].to_list(),
+            y=[f"run {r}" for r in pre["victim_run"].to_list()],
+            mode="markers+text",
+            name="preemption",
+            text=labels,
+            textposition="top left",
+            marker={"symbol": "x", "size": 13, "color": COST_COLOR},
+            hovertemplate="%{text} at %{x}<extra></extra>",
+        )
+    fig.update_xaxes(type="date")
+    fig.update_yaxes(autorange="reversed")
+    fig.update_layout(barmode="overlay")
+    return _layout(fig, title, "", height=140 + 50 * runs.height)
+
+
+def idle_daily(
+    daily: pl.DataFrame, title: str = "Idle GPU-hours per day", window: tuple[datetime, datetime] | None = None
+) -> go.Figure:
+    """Hoarded (allocated but idle) and unallocated (free) GPU-hours, kept apart."""
+    if daily.height == 0:
+        return _empty(title, "no capacity or runs in this window")
+    days = daily["day"].to_list()
+    fig = go.Figure()
+    fig.add_bar(
+        x=days,
+        y=daily["hoarded_gpu_hours"].to_list(),
+        name="hoarded (allocated, idle)",
+        marker_color=COST_COLOR,
+        hovertemplate="%{x|%Y-%m-%d}: %{y:.1f} GPU-h hoarded<extra></extra>",
+    )
+    fig.add_bar(
+        x=days,
+        y=daily["unallocated_gpu_hours"].to_list(),
+        name="unallocated (free)",
+        marker_color="#bdc3c7",
+        hovertemplate="%{x|%Y-%m-%d}: %{y:.1f} GPU-h unallocated<extra></extra>",
+    )
+    fig.update_layout(barmode="stack")
+    _daily_axis(fig, window)
+    return _layout(fig, title, "GPU-hours")
+
+
+def top_holders(holders: pl.DataFrame, title: str) -> go.Figure:
+    """Idle GPU-hours held in hoarding stretches, largest first."""
+    if holders.height == 0:
+        return _empty(title, "no idle hoarding in this window")
+    fig = go.Figure()
+    fig.add_bar(
+        x=holders["idle_gpu_hours"].to_list(),
+        y=holders["holder"].to_list(),
+        orientation="h",
+        marker_color=COST_COLOR,
+        customdata=holders["longest_stretch_hours"].to_list(),
+        hovertemplate="%{y}: %{x:.1f} idle GPU-h<br>longest stretch %{customdata:.1f} h<extra></extra>",
+    )
+    fig.update_yaxes(autorange="reversed")
+    return _layout(fig, title, "", height=120 + 28 * holders.height).update_xaxes(title="idle GPU-hours")
+
+
+def tier_shares(shares: pl.DataFrame, title: str = "Tier shares of GPU-hours per week") -> go.Figure:
+    if shares.height == 0:
+        return _empty(title, "no runs in this window")
+    fig = go.Figure()
+    for tier in reversed(TIER_ORDER):
+        rows = shares.filter(pl.col("tier") == tier)
+        if rows.height:
+            fig.add_scatter(
+                x=rows["week"].to_list(),
+                y=rows["gpu_hour_share"].to_list(),
+                name=tier,
+                stackgroup="tiers",
+                mode="lines",
+                line={"color": TIER_COLORS[tier], "width": 0.5},
+                hovertemplate="week of %{x|%Y-%m-%d}: " + tier + " %{y:.0%}<extra></extra>",
+            )
+    fig.update_yaxes(tickformat=".0%", range=[0, 1])
+    _weekly_axis(fig)
+    return _layout(fig, title, "share of GPU-hours")
+
+
+def team_high_shares(shares: pl.DataFrame, title: str = "Critical + high share per team") -> go.Figure:
+    if shares.height == 0:
+        return _empty(title, "no runs in this window")
+    fig = go.Figure()
+    for team in shares["team"].unique(maintain_order=True).to_list():
+        rows = shares.filter(pl.col("team") == team)
+        fig.add_scatter(
+            x=rows["week"].to_list(),
+            y=rows["high_gpu_hour_share"].fill_null(0.0).to_list(),
+            name=team,
+            mode="lines+markers",
+            hovertemplate="week of %{x|%Y-%m-%d}: " + team + " %{y:.0%}<extra></extra>",
+        )
+    fig.update_yaxes(tickformat=".0%", rangemode="tozero")
+    _weekly_axis(fig)
+    return _layout(fig, title, "critical + high share of the team's GPU-hours")
+
+
+def team_slopes(slopes: pl.DataFrame, title: str = "Weekly growth of each team's critical + high share") -> go.Figure:
+    rows = slopes.filter(pl.col("high_share_slope").is_not_null())
+    if rows.height == 0:
+        return _empty(title, "fewer than two weeks of data")
+    labels = [f"{p}/{t}" for p, t in zip(rows["pool"], rows["team"], strict=True)]
+    values = [v * 100 for v in rows["high_share_slope"].to_list()]
+    fig = go.Figure()
+    fig.add_bar(
+        x=values,
+        y=labels,
+        orientation="h",
+        marker_color=[COST_COLOR if v > 0 else "#2e86c1" for v in values],
+        hovertemplate="%{y}: %{x:+.1f} points of the pool's GPU-hours per week<extra></extra>",
+    )
+    fig.update_yaxes(autorange="reversed")
+    return _layout(fig, title, "", height=120 + 28 * rows.height).update_xaxes(title="percentage points per week")

@@ -1,0 +1,60 @@
+"""Idle hoarding: who holds allocated GPUs idle, idle GPU-hours over time, and avoidable preemptions."""
+
+from __future__ import annotations
+
+import polars as pl
+import streamlit as st
+
+from dashboards import data, figures
+from dashboards.views_common import context, window_caption
+
+ctx = context()
+f = ctx.filters
+top_n = int(ctx.settings["top_n"])
+st.title("Idle hoarding")
+st.caption(window_caption(f))
+
+by = st.radio("Top holders by", ("team", "user", "job"), horizontal=True, key="holder")
+holders: pl.DataFrame = ctx.q("top_holders", f, by, top_n)
+st.plotly_chart(figures.top_holders(holders, f"Top {top_n} {by}s holding GPUs idle"), key="holders")
+st.dataframe(
+    holders.drop("team") if by == "team" else holders,
+    hide_index=True,
+    key="holders_table",
+    column_config={
+        "holder": by,
+        "idle_gpu_hours": st.column_config.NumberColumn("idle GPU-h", format="%.1f"),
+        "longest_stretch_hours": st.column_config.NumberColumn("longest stretch h", format="%.1f"),
+    },
+)
+st.caption(
+    "Idle GPU-hours are allocated GPUs idle for at least analytics.hoarding_window_s without a gap in their "
+    "samples, clipped to the window."
+)
+
+st.plotly_chart(figures.idle_daily(ctx.q("idle_daily", f), window=(f.start, f.end)), key="idle_daily")
+st.caption(
+    "Only unallocated GPU-hours were free to use; hoarded ones were held by a job. The team and tier "
+    "filters do not apply to this chart."
+)
+
+avoidable: pl.DataFrame = data.avoidable(ctx.q("ledger", f))
+st.subheader(f"Avoidable preemptions ({avoidable.height:,})")
+st.caption(
+    "Preemptions at a time when enough GPUs in the preemptor's pool had sat idle in hoarding stretches "
+    "to serve it without evicting anyone."
+)
+AVOIDABLE_VIEW = (
+    "time",
+    "cluster",
+    "pool",
+    "victim_job_id",
+    "victim_team",
+    "victim_tier",
+    "preemptor_job_id",
+    "preemptor_tier",
+    "preemptor_gpus",
+    "idle_gpus_in_pool",
+    "cost_gpu_hours",
+)
+st.dataframe(avoidable.head(int(ctx.settings["table_rows"])).select(AVOIDABLE_VIEW), hide_index=True, key="avoidable")

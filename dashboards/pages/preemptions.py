@@ -1,0 +1,125 @@
+"""Preemptions: the ledger, a timeline, and the story of one victim job."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+import streamlit as st
+
+from dashboards import data, figures
+from dashboards.data import VictimDetail
+from dashboards.views_common import context, duration, gpu_hours, when, window_caption
+
+LEDGER_VIEW = (
+    "time", "cluster", "pool", "victim_job_id", "victim_run", "victim_team", "victim_tier", "victim_gpus",
+    "preemptor_job_id", "preemptor_team", "preemptor_tier", "reason", "basis", "lost_gpu_hours",
+    "requeue_delay_s", "requeue_censored", "warmup_s", "cost_gpu_hours", "gain_gpu_hours", "avoidable",
+)
+BASIS = {
+    "measured": "from the job's own checkpoints",
+    "declared": "from the checkpoint interval the job declared (half an interval lost on average)",
+    "assumed": "no checkpoint known: the whole run is counted as lost",
+}
+
+
+def lost_story(p: dict[str, Any]) -> str:
+    if p["basis"] == "measured" and p["last_checkpoint_time"] is not None:
+        since = f"since its last checkpoint at {when(p['last_checkpoint_time'])}"
+    elif p["basis"] == "measured":
+        since = f"since the run started at {when(p['run_start'])}, with no checkpoint in this run"
+    elif p["basis"] == "declared":
+        since = "half its declared checkpoint interval"
+    else:
+        since = f"the whole run since {when(p['run_start'])}"
+    return (
+        f"**Lost progress:** {gpu_hours(p['lost_gpu_hours'])} = {p['victim_gpus']} GPUs × {duration(p['lost_s'])}, "
+        f"{since} ({p['basis']}: {BASIS.get(p['basis'], p['basis'])})."
+    )
+
+
+def recovery_story(p: dict[str, Any]) -> str:
+    if p["requeue_censored"]:
+        requeue = (f"**Not restarted** by the end of the data, {duration(p['requeue_delay_s'])} after the preemption "
+                   "(the wait is still running).")
+    else:
+        requeue = (f"**Ran again** as run {p['restart_run']} at {when(p['restart_time'])}, "
+                   f"{duration(p['requeue_delay_s'])} after the preemption "
+                   f"({gpu_hours(p['requeue_gpu_hours'])} of waiting).")
+    warm = "warm-up not measured" if p["warmup_s"] is None else f"warm-up {duration(p['warmup_s'])}"
+    return f"{requeue} {warm.capitalize()}; recovery in all {duration(p['recovery_s'])}."
+
+
+def show_victim(detail: VictimDetail, job_id: str) -> None:
+    if detail.job.height:
+        job = detail.job.row(0, named=True)
+        st.markdown(
+            f"**{job_id}** — team {job['team'] or '–'}, user {job['user_name'] or '–'}, tier **{job['tier']}** "
+            f"({job['priority_class'] or 'no priority class'}), {job['gpus']} GPUs in {job['pool'] or '–'}, "
+            f"submitted {when(job['submit_time'])}, source {job['source']}."
+        )
+    st.plotly_chart(figures.victim_runs(detail, f"Runs of {job_id}"), key="victim_runs")
+    for p in detail.preemptions.iter_rows(named=True):
+        with st.container(border=True):
+            preemptor = p["preemptor_job_id"] or "an unknown job"
+            by = f"**{preemptor}**"
+            if p["preemptor_job_id"]:
+                by += f" (team {p['preemptor_team'] or '–'}, tier {p['preemptor_tier'] or '–'}, "
+                by += f"{p['preemptor_gpus'] or '?'} GPUs)"
+            st.markdown(
+                f"**Run {p['victim_run']} preempted at {when(p['time'])}** in {p['pool']} by {by}, "
+                f"after running {duration(p['time'].timestamp() - p['run_start'].timestamp())}. "
+                f"Reason given: {p['reason'] or 'none recorded'}."
+            )
+            st.markdown(lost_story(p))
+            st.markdown(recovery_story(p))
+            flags = [
+                label for key, label in (
+                    ("avoidable", f"avoidable: {p['idle_gpus_in_pool']} idle hoarded GPUs were in the pool"),
+                    ("early_victim", "early victim"), ("near_completion", "near completion"),
+                    ("repeat_victim", f"repeat victim ({p['prior_job_preemptions']} earlier)"),
+                ) if p[key]
+            ]
+            if flags:
+                st.markdown("**Flags:** " + "; ".join(flags) + ".")
+    st.dataframe(detail.runs, hide_index=True, key="victim_run_table")
+
+
+ctx = context()
+f = ctx.filters
+limit = int(ctx.settings["table_rows"])
+st.title("Preemptions")
+st.caption(window_caption(f) + " · team and tier match the victim or the preemptor")
+
+ledger: pl.DataFrame = ctx.q("ledger", f)
+st.plotly_chart(figures.preemption_timeline(ledger), key="timeline")
+st.subheader(f"Ledger ({ledger.height:,} preemption{'s' if ledger.height != 1 else ''})")
+if ledger.height > limit:
+    st.caption(f"The newest {limit:,} rows; narrow the filters or raise dashboard.table_rows for more.")
+st.dataframe(
+    ledger.head(limit).select(LEDGER_VIEW),
+    hide_index=True,
+    key="ledger",
+    column_config={
+        "time": st.column_config.DatetimeColumn("time (UTC)", format="YYYY-MM-DD HH:mm"),
+        "lost_gpu_hours": st.column_config.NumberColumn("lost GPU-h", format="%.1f"),
+        "cost_gpu_hours": st.column_config.NumberColumn("cost GPU-h", format="%.1f"),
+        "gain_gpu_hours": st.column_config.NumberColumn("gain GPU-h", format="%.1f"),
+        "requeue_delay_s": st.column_config.NumberColumn("requeue delay s", format="%.0f"),
+        "warmup_s": st.column_config.NumberColumn("warm-up s", format="%.0f"),
+    },
+)
+
+st.header("Why was this job preempted?")
+victims = data.victims(ledger).head(limit)
+if victims.height == 0:
+    st.info("No victims in this window.")
+else:
+    labels = {
+        f"{r['victim_job_id']} ({r['cluster']}) — {r['preemptions']}× preempted, {r['cost_gpu_hours']:.1f} GPU-h": (
+            r["cluster"], r["victim_job_id"])
+        for r in victims.iter_rows(named=True)
+    }
+    choice = st.selectbox("Victim job (costliest first)", list(labels), key="victim")
+    cluster, job_id = labels[choice]
+    show_victim(ctx.q("victim_detail", cluster, job_id), job_id)

@@ -1,0 +1,45 @@
+"""SQL: ad-hoc read-only queries over the warehouse snapshot, with the views listed and CSV download."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dashboards.data import adhoc
+from dashboards.views_common import context
+from preemptlens.commands.sql import named_queries
+from preemptlens.readonly import QueryError
+
+DEFAULT = "SELECT * FROM preemption_ledger ORDER BY time DESC LIMIT 100"
+
+ctx = context()
+st.title("SQL")
+st.caption(
+    f"One SELECT (or WITH … SELECT) over the latest snapshot, read-only; at most {ctx.limits.max_rows:,} rows and "
+    f"{ctx.limits.timeout_s:g} s (sql.max_rows, sql.timeout_s). The sidebar filters do not apply here."
+)
+
+examples = named_queries()
+left, right = st.columns([3, 2])
+with right:
+    st.markdown("**Views and tables**")
+    st.dataframe(ctx.q("catalog"), hide_index=True, key="catalog", height=320)
+    pick = st.selectbox("Example queries", ["", *examples], key="example",
+                        format_func=lambda n: n and f"{n} — {examples[n][0]}")
+with left:
+    text = st.text_area("Query", value=examples[pick][1] if pick else DEFAULT, height=220, key=f"sql_{pick}")
+    run = st.button("Run", type="primary", key="run")
+
+if run or st.session_state.get("sql_ran"):
+    st.session_state["sql_ran"] = True
+    try:
+        result = adhoc(ctx.warehouse, text, ctx.limits)
+    except QueryError as exc:
+        st.error(str(exc))
+    else:
+        shown = f"{result.frame.height:,} row{'s' if result.frame.height != 1 else ''}"
+        if result.truncated:
+            shown += f" (cut at sql.max_rows = {ctx.limits.max_rows:,})"
+        st.caption(shown)
+        st.dataframe(result.frame, hide_index=True, key="result")
+        st.download_button("Download CSV", result.frame.write_csv(), file_name="preemptlens-query.csv",
+                           mime="text/csv", key="download")

@@ -1,0 +1,356 @@
+"""The weekly report: one self-contained HTML file (plotly inlined, opens offline) and a Markdown summary for chat.
+
+Both cover one ISO week: its net benefit, the worst preemptions, the top
+hoarders, scope creep and the top tuning suggestions, from the same queries
+(dashboards.data) and figures (dashboards.figures) as the dashboard.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import plotly.graph_objects as go
+import plotly.offline
+import polars as pl
+from markupsafe import Markup
+
+from dashboards import data, figures
+from preemptlens.config import Section, Setting
+from preemptlens.errors import PreemptlensError
+
+SETTINGS = Section(
+    "report",
+    "The weekly report (`preemptlens report`, scheduled by `preemptlens serve`).",
+    (
+        Setting("folder", "reports", "Folder the weekly report's HTML and Markdown files are written to."),
+        Setting("top_n", 10, "How many preemptions, hoarders and suggestions each list of the report shows.", kind=int),
+        Setting(
+            "trend_weeks",
+            8,
+            "Weeks of tier shares, ending with the report's week, in the scope-creep section.",
+            kind=int,
+        ),
+    ),
+)
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+_WEEK = re.compile(r"^(\d{4})-W(\d{2})$")
+
+
+class ReportError(PreemptlensError):
+    """The report cannot be made as asked (a malformed week, an unwritable folder)."""
+
+
+@dataclass(frozen=True)
+class Week:
+    year: int
+    number: int
+
+    @classmethod
+    def parse(cls, text: str) -> Week:
+        match = _WEEK.match(text.strip())
+        if not match:
+            raise ReportError(f"--week {text!r} is not an ISO week", "write it like 2026-W48")
+        year, number = int(match.group(1)), int(match.group(2))
+        try:
+            date.fromisocalendar(year, number, 1)
+        except ValueError:
+            raise ReportError(
+                f"--week {text!r}: {year} has no ISO week {number}", "weeks run from W01 to W52 or W53"
+            ) from None
+        return cls(year, number)
+
+    @classmethod
+    def last_complete(cls, now: datetime) -> Week:
+        """The ISO week before the one `now` falls in."""
+        year, number, _ = (now.astimezone(UTC).date() - timedelta(days=7)).isocalendar()
+        return cls(year, number)
+
+    @property
+    def label(self) -> str:
+        return f"{self.year}-W{self.number:02d}"
+
+    @property
+    def start(self) -> datetime:
+        monday = date.fromisocalendar(self.year, self.number, 1)
+        return datetime(monday.year, monday.month, monday.day, tzinfo=UTC)
+
+    @property
+    def end(self) -> datetime:
+        return self.start + timedelta(days=7)
+
+
+@dataclass
+class WeeklyReport:
+    week: Week
+    generated_at: datetime
+    clusters: tuple[str, ...]
+    headline: dict[str, Any]
+    net_daily: pl.DataFrame
+    scorecard: pl.DataFrame
+    worst: pl.DataFrame
+    hoarding_teams: pl.DataFrame
+    hoarding_jobs: pl.DataFrame
+    idle_daily: pl.DataFrame
+    tier_shares: pl.DataFrame
+    team_shares: pl.DataFrame
+    suggestions: pl.DataFrame | None
+
+    @property
+    def net(self) -> dict[str, float]:
+        return {c: float(self.net_daily[c].sum()) for c in ("gain_value", "cost_value", "net_value")}
+
+    def high_shares(self) -> tuple[float | None, float | None]:
+        """Critical + high share of GPU-hours in this week and the week before."""
+
+        def share(start: datetime) -> float | None:
+            rows = self.tier_shares.filter(pl.col("week") == start)
+            total = float(rows["gpu_hours"].sum())
+            high = float(rows.filter(pl.col("tier").is_in(["critical", "high"]))["gpu_hours"].sum())
+            return high / total if total else None
+
+        return share(self.week.start), share(self.week.start - timedelta(days=7))
+
+    def team_changes(self) -> pl.DataFrame:
+        """Per team: critical + high share of its GPU-hours this week, the week before, and the change."""
+        this = self.team_shares.filter(pl.col("week") == self.week.start).select(
+            "team", pl.col("high_gpu_hour_share").fill_null(0.0).alias("this_week")
+        )
+        before = self.team_shares.filter(pl.col("week") == self.week.start - timedelta(days=7)).select(
+            "team", pl.col("high_gpu_hour_share").fill_null(0.0).alias("week_before")
+        )
+        joined = this.join(before, on="team", how="full", coalesce=True).fill_null(0.0)
+        return joined.with_columns((pl.col("this_week") - pl.col("week_before")).alias("change")).sort(
+            "change", descending=True
+        )
+
+
+def build(
+    r: data.Reader,
+    week: Week,
+    *,
+    top_n: int,
+    trend_weeks: int,
+    clusters: tuple[str, ...] = (),
+    now: datetime | None = None,
+) -> WeeklyReport:
+    f = data.Filters(start=week.start, end=week.end, clusters=clusters)
+    trend = data.Filters(start=week.start - timedelta(days=7 * (trend_weeks - 1)), end=week.end, clusters=clusters)
+    preemptions = data.ledger(r, f)
+    return WeeklyReport(
+        week=week,
+        generated_at=now or datetime.now(UTC),
+        clusters=clusters,
+        headline=data.headline(preemptions, data.hoarded(r, f)),
+        net_daily=data.net_benefit(r, f),
+        scorecard=data.scorecard(r, f),
+        worst=data.worst(preemptions, top_n),
+        hoarding_teams=data.top_holders(r, f, "team", top_n),
+        hoarding_jobs=data.top_holders(r, f, "job", top_n),
+        idle_daily=data.idle_daily(r, f),
+        tier_shares=data.tier_shares(r, trend),
+        team_shares=data.team_high_shares(r, trend),
+        suggestions=data.suggestions(r, f, top_n),
+    )
+
+
+# -- rendering -----------------------------------------------------------------
+
+
+def _num(value: float | None, digits: int = 1) -> str:
+    return "–" if value is None else f"{value:,.{digits}f}"
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{value:.0%}"
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "–"
+    hours = seconds / 3600
+    return f"{seconds / 60:.0f} min" if hours < 1.5 else f"{hours:.1f} h"
+
+
+def _when(value: datetime | None) -> str:
+    return "–" if value is None else f"{value:%a %Y-%m-%d %H:%M}"
+
+
+def _worst_rows(report: WeeklyReport) -> list[dict[str, str]]:
+    return [
+        {
+            "victim": f"{p['victim_job_id']} (run {p['victim_run']}, {p['victim_team']}, {p['victim_tier']})",
+            "preemptor": f"{p['preemptor_job_id'] or 'unknown'}"
+            + (f" ({p['preemptor_team']}, {p['preemptor_tier']})" if p["preemptor_job_id"] else ""),
+            "when": _when(p["time"]),
+            "pool": f"{p['cluster']}/{p['pool']}",
+            "cost GPU-h": _num(p["cost_gpu_hours"]),
+            "lost GPU-h": f"{_num(p['lost_gpu_hours'])} ({p['basis']})",
+            "requeue": _duration(p["requeue_delay_s"]) + (" (not restarted)" if p["requeue_censored"] else ""),
+            "avoidable": "yes" if p["avoidable"] else "no",
+        }
+        for p in report.worst.iter_rows(named=True)
+    ]
+
+
+def _holder_rows(frame: pl.DataFrame, label: str) -> list[dict[str, str]]:
+    return [
+        {
+            label: h["holder"],
+            "team": h["team"],
+            "idle GPU-h": _num(h["idle_gpu_hours"]),
+            "longest stretch": f"{_num(h['longest_stretch_hours'])} h",
+            "runs": str(h["runs"]),
+        }
+        for h in frame.iter_rows(named=True)
+    ]
+
+
+def _team_rows(report: WeeklyReport) -> list[dict[str, str]]:
+    return [
+        {
+            "team": t["team"],
+            "this week": _pct(t["this_week"]),
+            "week before": _pct(t["week_before"]),
+            "change": f"{t['change'] * 100:+.1f} points",
+        }
+        for t in report.team_changes().iter_rows(named=True)
+    ]
+
+
+def _suggestion_rows(report: WeeklyReport) -> list[dict[str, str]]:
+    if report.suggestions is None:
+        return []
+    return [
+        {k: "" if v is None else str(v) for k, v in row.items()} for row in report.suggestions.iter_rows(named=True)
+    ]
+
+
+def _scorecard_rows(report: WeeklyReport) -> list[dict[str, str]]:
+    return [
+        {
+            "cluster": s["cluster"],
+            "question": s["question"],
+            "answer": "yes" if s["answer"] else "no",
+            "evidence": s["evidence"],
+        }
+        for s in report.scorecard.iter_rows(named=True)
+    ]
+
+
+def _verdicts(report: WeeklyReport) -> list[str]:
+    seen: dict[str, str] = {}
+    for s in report.scorecard.iter_rows(named=True):
+        text = f"{s['cluster']}: {s['verdict']} ({s['yes_count']} of 4 yes)"
+        if s["fix_first"]:
+            text += f"; fix first: {s['fix_first']}"
+        seen.setdefault(s["cluster"], text)
+    return list(seen.values())
+
+
+def _context(report: WeeklyReport) -> dict[str, Any]:
+    head = report.headline
+    this_share, before_share = report.high_shares()
+    return {
+        "week": report.week.label,
+        "first_day": f"{report.week.start:%Y-%m-%d}",
+        "last_day": f"{report.week.end - timedelta(days=1):%Y-%m-%d}",
+        "generated": f"{report.generated_at:%Y-%m-%d %H:%M} UTC",
+        "clusters": ", ".join(report.clusters) or "all clusters",
+        "head": {
+            "preemptions": f"{head['preemptions']:,}",
+            "victim_jobs": f"{head['victim_jobs']:,}",
+            "lost": _num(head["lost_gpu_hours"]),
+            "cost": _num(head["cost_gpu_hours"]),
+            "gain": _num(head["gain_gpu_hours"]),
+            "median_requeue": _duration(head["median_requeue_s"]),
+            "not_restarted": head["not_restarted"],
+            "avoidable": head["avoidable"],
+            "hoarded": _num(head["hoarded_gpu_hours"]),
+        },
+        "net": {k: _num(v) for k, v in report.net.items()},
+        "net_positive": report.net["net_value"] >= 0,
+        "worst": _worst_rows(report),
+        "hoarding_teams": _holder_rows(report.hoarding_teams, "team"),
+        "hoarding_jobs": _holder_rows(report.hoarding_jobs, "job"),
+        "high_share": _pct(this_share),
+        "high_share_before": _pct(before_share),
+        "teams": _team_rows(report),
+        "suggestions_missing": report.suggestions is None,
+        "suggestions": _suggestion_rows(report),
+        "scorecard": _scorecard_rows(report),
+        "verdicts": _verdicts(report),
+    }
+
+
+def _environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        autoescape=jinja2.select_autoescape(enabled_extensions=("html", "html.j2"), default_for_string=False),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+
+
+def _figure_html(fig: go.Figure, div_id: str) -> Markup:
+    html = fig.to_html(
+        full_html=False, include_plotlyjs=False, div_id=div_id, config={"displaylogo": False, "responsive": True}
+    )
+    return Markup(html)
+
+
+def render_html(report: WeeklyReport) -> str:
+    week = report.week.label
+    window = (report.week.start, report.week.end)
+    charts = {
+        "net_benefit": _figure_html(
+            figures.net_benefit(report.net_daily, f"Net benefit per day, {week}", window), "fig-net-benefit"
+        ),
+        "worst": _figure_html(figures.preemption_timeline(report.worst, f"Worst preemptions of {week}"), "fig-worst"),
+        "hoarders": _figure_html(
+            figures.top_holders(report.hoarding_teams, f"Idle GPU-hours by team, {week}"), "fig-hoarders"
+        ),
+        "idle_daily": _figure_html(
+            figures.idle_daily(report.idle_daily, f"Idle GPU-hours per day, {week}", window), "fig-idle-daily"
+        ),
+        "tier_shares": _figure_html(
+            figures.tier_shares(report.tier_shares, "Tier shares of GPU-hours per week"), "fig-tier-shares"
+        ),
+        "team_shares": _figure_html(figures.team_high_shares(report.team_shares), "fig-team-shares"),
+    }
+    plotly_js = Markup(plotly.offline.get_plotlyjs())
+    return _environment().get_template("weekly.html.j2").render(**_context(report), charts=charts, plotly_js=plotly_js)
+
+
+def render_markdown(report: WeeklyReport) -> str:
+    return _environment().get_template("weekly.md.j2").render(**_context(report))
+
+
+def write(report: WeeklyReport, folder: Path) -> tuple[Path, Path]:
+    """Write preemptlens-<week>.html and .md into `folder`; a re-run for the same week replaces them."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ReportError(
+            f"cannot create report folder {folder}: {exc.strerror}", "set report.folder or --out"
+        ) from None
+    stem = f"preemptlens-{report.week.label}"
+    written = []
+    for suffix, text in ((".html", render_html(report)), (".md", render_markdown(report))):
+        path = folder / f"{stem}{suffix}"
+        temp = path.with_name(f".{path.name}.tmp")
+        try:
+            temp.write_text(text, encoding="utf-8")
+            temp.replace(path)
+        except OSError as exc:
+            temp.unlink(missing_ok=True)
+            raise ReportError(f"cannot write {path}: {exc.strerror}", "set report.folder or --out") from None
+        written.append(path)
+    return written[0], written[1]

@@ -1,0 +1,114 @@
+"""What every page shares: the warehouse, the filters, cached queries and number formats.
+
+The entry script (dashboards/app.py) builds one `Context` per rerun from the
+sidebar and stores it in the session; pages read it with `context()`.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import streamlit as st
+
+from dashboards.data import QUERIES, Filters, Options, reader
+from preemptlens.errors import PreemptlensError
+from preemptlens.readonly import Limits
+
+CONTEXT_KEY = "preemptlens_context"
+
+
+@st.cache_data(show_spinner=False, max_entries=512)
+def _cached(query: str, warehouse: str, limits: Limits, version: float, args: tuple[Any, ...]) -> Any:
+    del version  # only part of the cache key
+    with reader(warehouse, limits) as r:
+        return QUERIES[query](r, *args)
+
+
+def cached(query: str, warehouse: str, limits: Limits, version: float, *args: Any) -> Any:
+    """`QUERIES[query](reader, *args)`, memoised per snapshot version (see data.snapshot_version)."""
+    return _cached(query, warehouse, limits, version, args)
+
+
+@dataclass(frozen=True)
+class Context:
+    warehouse: str
+    limits: Limits
+    version: float
+    filters: Filters
+    options: Options
+    settings: dict[str, Any]
+
+    def q(self, query: str, *args: Any) -> Any:
+        """A query from dashboards.data, memoised for this snapshot; a failure ends the page with its message."""
+        try:
+            return cached(query, self.warehouse, self.limits, self.version, *args)
+        except PreemptlensError as exc:
+            st.error(str(exc))
+            st.stop()
+
+
+def _warm(ctx: Context) -> None:
+    f, top_n = ctx.filters, int(ctx.settings["top_n"])
+    calls: tuple[tuple[Any, ...], ...] = (
+        ("ledger", f), ("hoarded", f), ("net_benefit", f), ("scorecard", f), ("evidence", f),
+        ("top_holders", f, "team", top_n), ("idle_daily", f), ("tier_shares", f), ("team_high_shares", f),
+        ("team_slopes", f), ("scope_trend", f), ("suggestions", f, top_n), ("catalog",),
+    )
+    try:
+        for call in calls:
+            cached(call[0], ctx.warehouse, ctx.limits, ctx.version, *call[1:])
+    except PreemptlensError:
+        return  # the page that needs the figure shows the error itself
+
+
+@st.cache_resource(show_spinner=False, max_entries=64)
+def _warm_up(ctx: Context) -> threading.Thread:
+    thread = threading.Thread(target=_warm, args=(ctx,), name="preemptlens-warm-up", daemon=True)
+    thread.start()
+    return thread
+
+
+def warm_up(ctx: Context) -> None:
+    """Run every page's queries for these filters in the background, once per snapshot and filters,
+    so that the page a reader opens next is answered from the cache."""
+    _warm_up(ctx)
+
+
+def context() -> Context:
+    ctx = st.session_state.get(CONTEXT_KEY)
+    if not isinstance(ctx, Context):
+        st.error("Open the dashboard through its entry page: `preemptlens dashboard`.")
+        st.stop()
+    return ctx
+
+
+def window_caption(f: Filters) -> str:
+    parts = [f"{f.start:%Y-%m-%d} to {f.end:%Y-%m-%d} (UTC, end exclusive)"]
+    for name, values in (("cluster", f.clusters), ("pool", f.pools), ("team", f.teams), ("tier", f.tiers)):
+        if values:
+            parts.append(f"{name}: {', '.join(values)}")
+    return " · ".join(parts)
+
+
+def duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "–"
+    seconds = float(seconds)
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 2 * 86400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} d"
+
+
+def when(value: datetime | None) -> str:
+    return "–" if value is None else f"{value:%Y-%m-%d %H:%M} UTC"
+
+
+def gpu_hours(value: float | None) -> str:
+    return "–" if value is None else f"{value:,.1f} GPU-h"

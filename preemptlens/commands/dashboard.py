@@ -1,0 +1,57 @@
+"""`preemptlens dashboard`: serve the Streamlit dashboard (dashboards/app.py) until interrupted.
+
+The command becomes the Streamlit server (exec), so stopping it stops the server.
+
+The dashboard process reads the same configuration file and this warehouse
+(also when it came from --warehouse), and only ever the published snapshot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from preemptlens.config import Config
+
+APP = Path(__file__).resolve().parents[2] / "dashboards" / "app.py"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--port", type=int, help="port to serve on (default: dashboard.port)")
+    parser.add_argument("--address", help="address to listen on (default: dashboard.address)")
+
+
+def command(args: argparse.Namespace, config: Config) -> list[str]:
+    settings = config.section("dashboard")
+    return [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(APP),
+        "--server.headless",
+        "true",
+        "--server.port",
+        str(args.port or settings["port"]),
+        "--server.address",
+        str(args.address or settings["address"]),
+        "--browser.gatherUsageStats",
+        "false",
+        "--client.toolbarMode",
+        "viewer",
+    ]
+
+
+def run(args: argparse.Namespace, config: Config) -> int:
+    env = {**os.environ, "PREEMPTLENS_WAREHOUSE__PATH": str(config.get("warehouse.path"))}
+    if config.path is not None:
+        env["PREEMPTLENS_CONFIG"] = str(config.path.resolve())
+    settings = config.section("dashboard")
+    address, port = args.address or settings["address"], args.port or settings["port"]
+    print(f"dashboard on http://{address}:{port} (Ctrl-C stops it)", flush=True)
+    # Streamlit takes over this process, so a supervisor's signals reach it directly.
+    argv = command(args, config)
+    os.execve(argv[0], argv, env)
+    return 0  # not reached: execve returns only by raising

@@ -1,0 +1,38 @@
+"""`preemptlens report`: the weekly report as self-contained HTML and a Markdown summary.
+
+`preemptlens report --week 2026-W48` writes preemptlens-2026-W48.html and .md
+into report.folder (or --out); without --week it reports the last complete
+ISO week, which is what `preemptlens serve` runs every Monday. It reads the
+published snapshot of the warehouse, so it never blocks a collector.
+"""
+
+from __future__ import annotations
+
+import argparse
+from datetime import UTC, datetime
+from pathlib import Path
+
+from dashboards import report
+from dashboards.data import reader
+from preemptlens.config import Config
+from preemptlens.readonly import Limits
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--week", help="ISO week to report, e.g. 2026-W48 (default: the last complete week)")
+    parser.add_argument("--out", help="folder to write into (default: report.folder)")
+    parser.add_argument("--cluster", action="append", default=[], help="only this cluster (repeatable)")
+
+
+def run(args: argparse.Namespace, config: Config) -> int:
+    week = report.Week.parse(args.week) if args.week else report.Week.last_complete(datetime.now(UTC))
+    settings = config.section("report")
+    folder = Path(args.out or settings["folder"])
+    with reader(config.get("warehouse.path"), Limits.from_config(config)) as r:
+        weekly = report.build(
+            r, week, top_n=int(settings["top_n"]), trend_weeks=int(settings["trend_weeks"]),
+            clusters=tuple(args.cluster),
+        )
+    html, markdown = report.write(weekly, folder)
+    print(f"weekly report {week.label}: {weekly.headline['preemptions']} preemptions; wrote {html} and {markdown}")
+    return 0

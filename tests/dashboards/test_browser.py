@@ -1,0 +1,76 @@
+"""The real dashboard served by Streamlit on localhost, opened in headless Chromium: every page renders,
+its charts draw, a screenshot is kept, and the numbers match the simulator's ground truth."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import duckdb
+import pytest
+from browser import Chromium, Dashboard
+
+# path, title, charts on the page
+PAGES = (
+    ("", "Preemption overview", 1),
+    ("preemptions", "Preemptions", 2),
+    ("hoarding", "Idle hoarding", 2),
+    ("scope_creep", "Priority scope creep", 3),
+    ("tuning", "Tuning suggestions", 0),
+    ("sql", "SQL", 0),
+)
+
+
+@pytest.fixture(scope="module")
+def served(sim_warehouse: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Dashboard, Chromium]]:
+    log = tmp_path_factory.mktemp("streamlit") / "streamlit.log"
+    with Dashboard(sim_warehouse, log) as dashboard, Chromium() as browser:
+        yield dashboard, browser
+
+
+def truth(warehouse: Path, sql: str) -> object:
+    con = duckdb.connect(str(warehouse), read_only=True)
+    try:
+        return con.execute(sql).fetchall()[0][0]
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize(("path", "title", "charts"), PAGES, ids=[p[0] or "overview" for p in PAGES])
+def test_page_renders_with_charts(
+    served: tuple[Dashboard, Chromium], screenshots: Path, path: str, title: str, charts: int
+) -> None:
+    dashboard, browser = served
+    browser.navigate(f"{dashboard.url}/{path}")
+    state, seconds = browser.wait_rendered(timeout_s=120)
+    browser.screenshot(screenshots / f"dashboard-{path or 'overview'}.png")
+    assert state.exceptions == 0 and not state.errors, state.errors
+    assert state.rendered, f"{path or 'overview'} did not finish rendering in {seconds:.1f} s"
+    assert state.title == title
+    assert state.charts == charts and state.drawn == charts
+    # every chart drew marks (traces), not just an empty frame
+    assert all(m > 0 for m in state.marks), state.marks
+    assert (screenshots / f"dashboard-{path or 'overview'}.png").stat().st_size > 30_000
+
+
+def test_overview_counts_match_the_simulators_truth(served: tuple[Dashboard, Chromium], sim_warehouse: Path) -> None:
+    dashboard, browser = served
+    browser.navigate(dashboard.url)
+    state, _ = browser.wait_rendered(timeout_s=120)
+    preemptions = truth(sim_warehouse, "SELECT count(*) FROM sim_truth_preemptions")
+    lost = truth(sim_warehouse, "SELECT sum(lost_gpu_s) / 3600 FROM sim_truth_preemptions")
+    shown = dict(re.findall(r"(Preemptions|Lost GPU-hours)\s*\n+\s*([\d,.]+)", state.text))
+    assert int(shown["Preemptions"].replace(",", "")) == preemptions
+    assert float(shown["Lost GPU-hours"].replace(",", "")) == pytest.approx(float(lost), abs=0.05)
+
+
+def test_sidebar_switches_pages_without_reload(served: tuple[Dashboard, Chromium]) -> None:
+    dashboard, browser = served
+    browser.navigate(dashboard.url)
+    browser.wait_rendered(timeout_s=120, title="Preemption overview")
+    for label, title in (("Idle hoarding", "Idle hoarding"), ("Preemptions", "Preemptions"), ("SQL", "SQL")):
+        browser.click_nav(label)
+        state, seconds = browser.wait_rendered(timeout_s=60, title=title)
+        assert state.rendered and state.title == title, f"{label}: {state.title} after {seconds:.1f} s"
+        assert state.drawn == state.charts

@@ -12,7 +12,6 @@ which keys results by the snapshot's version: a new snapshot is a new key.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -121,27 +120,18 @@ class Reader:
         return name in self._tables
 
 
-# DuckDB shares one database instance among the connections a process has open
-# to a file, and the first reader locks that instance's configuration, so a
-# second reader opened meanwhile fails on its own settings. Readers of this
-# process therefore take turns; with the query cache in front that costs little.
-READER_LOCK = threading.Lock()
-
-
 @contextmanager
 def reader(warehouse: str | Path, limits: Limits | None = None) -> Iterator[Reader]:
-    with READER_LOCK:
-        con = open_reader(warehouse, limits)
-        try:
-            yield Reader(con)
-        finally:
-            con.close()
+    con = open_reader(warehouse, limits)
+    try:
+        yield Reader(con)
+    finally:
+        con.close()
 
 
 def adhoc(warehouse: str | Path, sql: str, limits: Limits) -> Result:
     """One guarded ad-hoc query (preemptlens.readonly: read-only, one SELECT, row cap, time limit)."""
-    with READER_LOCK:
-        return query(warehouse, sql, limits)
+    return query(warehouse, sql, limits)
 
 
 def snapshot_version(warehouse: str | Path, limits: Limits | None = None) -> float:

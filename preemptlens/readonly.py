@@ -153,9 +153,13 @@ def open_reader(warehouse: str | Path, limits: Limits | None = None) -> duckdb.D
             "memory_limit": limits.memory_limit,
         },
     )
-    # The data contract is UTC; set before the lock, which freezes every setting.
-    con.execute("SET TimeZone = 'UTC'")
-    con.execute("SET lock_configuration = true")
+    # A second reader of the same file in this process shares the database of
+    # the first, whose settings are already set and locked.
+    locked = con.execute("SELECT current_setting('lock_configuration')").fetchall()[0][0]
+    if not locked:
+        # The data contract is UTC; set before the lock, which freezes every setting.
+        con.execute("SET TimeZone = 'UTC'")
+        con.execute("SET lock_configuration = true")
     return con
 
 

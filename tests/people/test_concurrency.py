@@ -8,6 +8,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from preemptlens.readonly import Limits, QueryError, open_reader, query, snapshot_path
@@ -118,3 +119,21 @@ def test_writer_without_snapshot_gives_clear_error(tmp_path: Path) -> None:
             query(path, "SELECT 1", Limits(wait_s=0.3))
     finally:
         holder.communicate("")
+
+
+def test_two_readers_in_one_process(tmp_path: Path) -> None:
+    path = tmp_path / "w.duckdb"
+    with Warehouse(path) as wh:
+        wh.con.execute("CREATE TABLE marker (n INTEGER)")
+        wh.con.execute("INSERT INTO marker VALUES (1), (2), (3)")
+        wh.publish()
+    first = open_reader(path)
+    second = open_reader(path)
+    try:
+        assert first.execute("SELECT count(*) FROM marker").fetchall() == [(3,)]
+        assert second.execute("SELECT count(*) FROM marker").fetchall() == [(3,)]
+        with pytest.raises(duckdb.Error):
+            second.execute("SET enable_external_access = true")
+    finally:
+        first.close()
+        second.close()

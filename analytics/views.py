@@ -1,4 +1,4 @@
-"""The registry of SQL views in sql/views and how they are applied.
+"""The registry of SQL views in sql/views and how they are materialised.
 
 One view per file, the file name is the view name, and the first line is a
 `-- ` comment defining the figure in one sentence. Views that read other
@@ -70,8 +70,22 @@ def _body(sql: str) -> str:
 
 
 def apply_views(wh: Warehouse, views_dir: Path = VIEWS_DIR) -> list[str]:
+    """Materialise every figure as a table, parents before children, in one transaction.
+
+    Readers (dashboard, report, alerts, ad-hoc SQL) then scan stored rows
+    instead of re-running the ledger's joins on every query, and a snapshot
+    published meanwhile holds the whole refresh or none of it.
+    """
     applied = []
-    for view in registry(views_dir):
-        wh.con.execute(f"CREATE OR REPLACE VIEW {quote(view.name)} AS {_body(view.sql)}")
-        applied.append(view.name)
+    with wh.transaction():
+        kinds = dict(
+            wh.con.execute(
+                "SELECT table_name, table_type FROM information_schema.tables WHERE table_schema = 'main'"
+            ).fetchall()
+        )
+        for view in registry(views_dir):
+            if kinds.get(view.name) == "VIEW":
+                wh.con.execute(f"DROP VIEW {quote(view.name)}")
+            wh.con.execute(f"CREATE OR REPLACE TABLE {quote(view.name)} AS {_body(view.sql)}")
+            applied.append(view.name)
     return applied

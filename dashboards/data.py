@@ -465,9 +465,11 @@ def catalog(r: Reader) -> pl.DataFrame:
         "FROM information_schema.tables WHERE table_schema = 'main' AND NOT starts_with(table_name, '_') "
         "ORDER BY kind DESC, name"
     )
+    # The views of sql/views are stored as tables by `preemptlens analyze`; list them as views.
     return objects.with_columns(
-        pl.col("name").replace_strict(headers, default="", return_dtype=pl.String).alias("definition")
-    )
+        pl.when(pl.col("name").is_in(list(headers))).then(pl.lit("view")).otherwise(pl.col("kind")).alias("kind"),
+        pl.col("name").replace_strict(headers, default="", return_dtype=pl.String).alias("definition"),
+    ).sort(pl.col("kind") != "view", "name")
 
 
 QUERIES: dict[str, Callable[..., Any]] = {

@@ -1,5 +1,7 @@
 """`preemptlens demo`: the whole chain on the bundled demo cluster, no server, no config.
 
+Simulate, analyze, suggest, write the weekly report, then open the dashboard
+(on a terminal; elsewhere, or with --no-dashboard, it prints how to open it).
 The demo cluster ends at the start of the current ISO week, so the weekly
 report has full weeks to show, and running the demo again in the same week
 changes nothing (the simulation is deterministic under its seed).
@@ -12,11 +14,13 @@ import dataclasses
 import sys
 import time
 from datetime import UTC, datetime, timedelta
+from types import ModuleType
 
 from analytics.params import params_from
 from analytics.refresh import analyze
 from analytics.scorecard import render
 from analytics.simulator import DEMO, PoolSpec, SimConfig, simulate_into
+from preemptlens.commands import dashboard, report, suggest
 from preemptlens.config import Config
 from preemptlens.warehouse import Warehouse
 
@@ -38,6 +42,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--days", type=int, default=21, help="days of history to simulate (default 21)")
     parser.add_argument("--gpus", type=int, default=256, help="GPUs in the demo cluster (default 256)")
     parser.add_argument("--seed", type=int, default=DEMO.workload.seed, help="workload seed")
+    parser.add_argument("--no-dashboard", action="store_true", help="do not start the dashboard at the end")
+
+
+def _command_args(module: ModuleType, argv: list[str]) -> argparse.Namespace:
+    """A subcommand's arguments as its own parser reads them, so defaults stay in one place."""
+    parser = argparse.ArgumentParser()
+    module.add_arguments(parser)
+    return parser.parse_args(argv)
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
@@ -48,13 +60,22 @@ def run(args: argparse.Namespace, config: Config) -> int:
     def say(message: str) -> None:
         print(f"  {message}", file=sys.stderr, flush=True)
 
-    print(f"simulating the demo cluster into {path} ...", flush=True)
+    print(f"== simulating the demo cluster into {path}", flush=True)
     with Warehouse(path) as wh:
         summary = simulate_into(wh, sim, progress=say)
         for line in summary.lines():
             print(line)
-        report = analyze(wh, params_from(config))
-        print(f"analytics refreshed: {len(report.views)} views, {report.stretches.stretches} idle stretches")
+        print("== analyze", flush=True)
+        analyzed = analyze(wh, params_from(config))
+        print(f"{len(analyzed.views)} views refreshed, {analyzed.stretches.stretches} idle stretches")
         print(render(wh))
-    print(f"done in {time.perf_counter() - began:.1f} s; explore with: preemptlens --warehouse {path} analyze")
-    return 0
+    print("== suggest", flush=True)
+    suggest.run(_command_args(suggest, ["--cluster", sim.cluster]), config)
+    print("== weekly report", flush=True)
+    report.run(_command_args(report, []), config)
+    print(f"== done in {time.perf_counter() - began:.0f} s", flush=True)
+    dashboard_args = _command_args(dashboard, [])
+    if args.no_dashboard or not sys.stdout.isatty():
+        print(f"open the dashboard with: preemptlens --warehouse {path} dashboard")
+        return 0
+    return dashboard.run(dashboard_args, config)

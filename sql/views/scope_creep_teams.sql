@@ -1,26 +1,8 @@
 -- Per pool and team over the last trend_weeks weeks: the weekly slope of the team's critical-plus-high GPU-hours as a share of the pool's GPU-hours, which sums over teams to the pool's slope, so the teams with the largest slopes drive the growth.
 with
 
-params as (
-    select * from analytics_params
-),
-
-weekly as (
-    select * from scope_creep_weekly
-),
-
-last_week as (
-    select cluster, max(week) as last_week from weekly group by cluster
-),
-
 recent as (
-    select
-        w.*,
-        cast((epoch(w.week) - epoch(l.last_week)) / 604800 as integer) as week_no
-    from weekly as w
-    inner join last_week as l on l.cluster = w.cluster
-    cross join params as p
-    where w.week > l.last_week - to_days(7 * p.trend_weeks)
+    select * from scope_creep_recent
 ),
 
 pool_week as (

@@ -5,10 +5,6 @@ params as (
     select * from analytics_params
 ),
 
-weekly as (
-    select * from scope_creep_weekly
-),
-
 runs as (
     select * from stg_runs
 ),
@@ -21,18 +17,12 @@ hoarding as (
     select * from idle_hoarding_runs
 ),
 
-last_week as (
-    select cluster, max(week) as last_week from weekly group by cluster
+recent as (
+    select * from scope_creep_recent
 ),
 
-recent as (
-    select
-        w.*,
-        cast((epoch(w.week) - epoch(l.last_week)) / 604800 as integer) as week_no
-    from weekly as w
-    inner join last_week as l on l.cluster = w.cluster
-    cross join params as p
-    where w.week > l.last_week - to_days(7 * p.trend_weeks)
+last_week as (
+    select cluster, max(week) as last_week from recent group by cluster
 ),
 
 pool_weeks as (

@@ -113,10 +113,17 @@ def _sizes(values: list[float | None], largest: float) -> list[float]:
     return [7 + 23 * math.sqrt(max(v or 0.0, 0.0) / largest) if largest > 0 else 7.0 for v in values]
 
 
+# More markers than this make the page slow to send and draw; the costliest are the ones to see.
+TIMELINE_MARKERS = 2000
+
+
 def preemption_timeline(ledger: pl.DataFrame, title: str = "Preemptions over time") -> go.Figure:
     """One marker per preemption: when, in which pool, the victim's tier; size grows with its cost."""
     if ledger.height == 0:
         return _empty(title, "no preemptions in this window")
+    if ledger.height > TIMELINE_MARKERS:
+        title = f"{title}: the {TIMELINE_MARKERS:,} costliest of {ledger.height:,}"
+        ledger = ledger.sort("cost_gpu_hours", descending=True, nulls_last=True).head(TIMELINE_MARKERS)
     fig = go.Figure()
     largest = float(ledger["cost_gpu_hours"].max() or 0.0)  # type: ignore[arg-type]
     for tier in TIER_ORDER:
@@ -129,8 +136,7 @@ def preemption_timeline(ledger: pl.DataFrame, title: str = "Preemptions over tim
             f"cost {r['cost_gpu_hours']:.1f} GPU-h, lost {r['lost_gpu_hours']:.1f} GPU-h ({r['basis']})"
             for r in rows.iter_rows(named=True)
         ]
-        # WebGL keeps thousands of markers responsive; SVG draws small ledgers more crisply.
-        trace = go.Scattergl if ledger.height > 3000 else go.Scatter
+        trace = go.Scatter
         fig.add_trace(
             trace(
                 x=rows["time"].to_list(),

@@ -5,7 +5,8 @@
 Backfills a real Prometheus (Debian package, promtool) with dcgm-exporter
 history written by analytics/openmetrics.py, then runs, each in its own
 process so that peak RSS is its own:
-  (a) floor:     the collector's own page queries as raw HTTP, body read and discarded
+  (a) floor:     the collector's own requests (series lookup, page queries) as raw
+                 HTTP, one after another, body read and discarded
   (b) collector: preemptlens' Prometheus collector end to end into DuckDB
   (c) naive:     prometheus-api-client custom_query_range + MetricRangeDataFrame,
                  the pandas frames loaded into DuckDB
@@ -91,6 +92,16 @@ def run_floor(url: str, since: int, until: int) -> dict[str, Any]:
     session = requests.Session()
     queries = [*opts.queries.values(), opts.weight_query]
     received = 0
+    # Exactly the collector's requests: its one series lookup before the first page, then per page
+    # the metric queries and the weight query (the collector fetches one page ahead; the floor
+    # sends the same requests one after another).
+    matches = [f"{m}{{{opts.selector}}}" for m in opts.known_metrics]
+    if matches:
+        lookup = [("match[]", m) for m in matches]
+        lookup += [("start", str((since - opts.step_ms) / 1000)), ("end", str(until / 1000))]
+        response = session.post(f"{url}/api/v1/series", data=lookup, timeout=300)
+        response.raise_for_status()
+        received += len(response.content)
     for first, last in plan_pages(since, until, opts.step_ms, opts.page_points):
         for q in queries:
             data = {"query": q, "start": first / 1000, "end": last / 1000, "step": opts.step_ms / 1000}

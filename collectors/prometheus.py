@@ -25,9 +25,10 @@ import re
 import sys
 import time as clock
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NoReturn
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 import numpy as np
@@ -372,6 +373,10 @@ class PrometheusSource:
         self.client.close()
 
     def _post(self, path: str, data: Sequence[tuple[str, str]], what: str) -> Any:
+        return orjson.loads(self._post_raw(path, data, what))["data"]
+
+    def _post_raw(self, path: str, data: Sequence[tuple[str, str]], what: str) -> bytes:
+        """The body of a successful answer, unparsed."""
         try:
             response = self.session.post(
                 f"{self.client.url}{path}",
@@ -395,11 +400,10 @@ class PrometheusSource:
                 "check prometheus.url and that the server is up; a re-run resumes after the last committed page",
             ) from None
         if response.status_code == 200:
-            body = orjson.loads(response.content)
-            return body["data"]
+            return response.content
         self._fail(response, what)
 
-    def _fail(self, response: requests.Response, what: str) -> None:
+    def _fail(self, response: requests.Response, what: str) -> NoReturn:
         status = response.status_code
         try:
             detail = orjson.loads(response.content)
@@ -428,9 +432,10 @@ class PrometheusSource:
             )
         raise SourceError(said, "check prometheus.url points at the Prometheus HTTP API")
 
-    def query_range(self, stream: str, query: str, start_ms: int, end_ms: int) -> list[dict[str, Any]]:
+    def query_range(self, stream: str, query: str, start_ms: int, end_ms: int) -> bytes:
+        """The answer's body, unparsed: `range_result` reads it."""
         what = f"the {stream} query {query!r} over [{iso(start_ms)}, {iso(end_ms)}]"
-        data = self._post(
+        return self._post_raw(
             "/api/v1/query_range",
             [
                 ("query", query),
@@ -440,7 +445,6 @@ class PrometheusSource:
             ],
             what,
         )
-        return list(data["result"])
 
     def series_count(self, metrics: Sequence[str], start_ms: int, end_ms: int) -> int:
         """How many series of `metrics` exist in the window (index only, no samples read)."""
@@ -454,6 +458,11 @@ class PrometheusSource:
             f"the series lookup of {', '.join(metrics)} over [{iso(start_ms)}, {iso(end_ms)}]",
         )
         return len(data)
+
+
+def range_result(body: bytes) -> list[dict[str, Any]]:
+    """The series of a query_range answer."""
+    return list(orjson.loads(body)["data"]["result"])
 
 
 # -- frames ------------------------------------------------------------------
@@ -668,6 +677,10 @@ class PrometheusCollector:
             log.info("prometheus: nothing to collect, already up to %s", iso(until))
             return
         source = PrometheusSource(self.opts)
+        # The next page is fetched while this one is turned into rows and loaded: Prometheus
+        # answers from its own process, so its time and ours overlap. One page ahead at most
+        # bounds memory; a fetch error surfaces in page order, after the pages before it.
+        prefetch = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prometheus-prefetch")
         try:
             self._check_series(source, start, until)
             disable = None if self.progress is None else not self.progress
@@ -675,8 +688,12 @@ class PrometheusCollector:
             rows = 0
             began = clock.monotonic()
             with bar:
+                pending = prefetch.submit(self.fetch_page, source, *pages[0])
                 for number, (first, last) in enumerate(pages, 1):
-                    frame, rejects = self.collect_page(source, first, last)
+                    fetched = pending.result()
+                    if number < len(pages):
+                        pending = prefetch.submit(self.fetch_page, source, *pages[number])
+                    frame, rejects = self.build_page(fetched, first, last)
                     marks = []
                     for stream in STREAMS:
                         cursor = cursors[stream]
@@ -699,6 +716,7 @@ class PrometheusCollector:
                         samples_s=f"{rows / max(clock.monotonic() - began, 1e-9):,.0f}", refresh=False
                     )
         finally:
+            prefetch.shutdown(wait=True, cancel_futures=True)
             source.close()
 
     def _check_series(self, source: PrometheusSource, start: int, until: int) -> None:
@@ -715,16 +733,21 @@ class PrometheusCollector:
                 '(e.g. count by (__name__)({__name__=~"DCGM.*"})), and that the window is within its retention',
             )
 
-    def collect_page(
-        self, source: PrometheusSource, first: int, last: int
+    def fetch_page(self, source: PrometheusSource, first: int, last: int) -> dict[str, bytes]:
+        """The answers of one page, unparsed: the prefetch thread then spends its time waiting
+        on Prometheus only, and the next request leaves as soon as an answer is in."""
+        fetched = {
+            stream: source.query_range(stream, query, first, last) for stream, query in self.opts.queries.items()
+        }
+        fetched["weight"] = source.query_range("weight", self.opts.weight_query, first, last)
+        return fetched
+
+    def build_page(
+        self, fetched: Mapping[str, bytes], first: int, last: int
     ) -> tuple[pl.DataFrame, list[Reject]]:
         parser = PageParser(f"[{iso(first)}, {iso(last)}]")
-        results = {
-            stream: parser.points(source.query_range(stream, query, first, last), stream)
-            for stream, query in self.opts.queries.items()
-        }
-        weight_result = source.query_range("weight", self.opts.weight_query, first, last)
-        weights = parser.points(weight_result, "weight").rename({"value": "weight"})
+        results = {stream: parser.points(range_result(fetched[stream]), stream) for stream in self.opts.queries}
+        weights = parser.points(range_result(fetched["weight"]), "weight").rename({"value": "weight"})
         frame = page_frame(
             self.opts.cluster, parser, results, weights, self.opts.step_ms, self.opts.mem_aggregation
         )

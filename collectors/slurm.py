@@ -47,12 +47,13 @@ from collectors.slurm_sacct import (
     DocumentError,
     RecordError,
     SacctRecord,
-    iter_json_jobs,
+    iter_json_records,
     json_job_id,
     parse_json_record,
     parse_text_record,
     text_format_arg,
     version_of,
+    whole_record,
 )
 from preemptlens.config import Config, Section, Setting
 from preemptlens.errors import ConfigError, SourceError
@@ -152,14 +153,14 @@ class SlurmCollector:
         return done.stdout
 
     @contextmanager
-    def _sacct(self, args: list[str], fmt: str) -> Iterator[IO[str]]:
+    def _sacct(self, args: list[str], fmt: str) -> Iterator[IO[Any]]:
         """Stream a sacct document; sacct's own failure is raised after reading."""
         argv = [self._exe("sacct"), "-X", "--duplicates", "--allusers", *args]
         argv += ["--json"] if fmt == "json" else ["--parsable2", "--noheader", text_format_arg()]
         with tempfile.TemporaryFile(mode="w+") as err:
             try:
                 proc = subprocess.Popen(argv, env=self._env(epoch_times=fmt != "json"), stdout=subprocess.PIPE,
-                                        stderr=err, stdin=subprocess.DEVNULL, text=True)
+                                        stderr=err, stdin=subprocess.DEVNULL, text=fmt != "json")
             except FileNotFoundError:
                 raise _missing("sacct") from None
             assert proc.stdout is not None
@@ -279,7 +280,7 @@ class SlurmCollector:
     def _file_batches(self, path: Path) -> Iterator[Batch]:
         fmt = "parsable2" if self._format == "parsable2" or path.suffix in (".txt", ".psv") else "json"
         try:
-            with path.open(encoding="utf-8", errors="replace") as stream:
+            with path.open("rb") if fmt == "json" else path.open(encoding="utf-8", errors="replace") as stream:
                 read = read_document(stream, fmt, path.name)
         except OSError as exc:
             raise SourceError(f"slurm: cannot read {path}: {exc.strerror}") from None
@@ -366,15 +367,20 @@ class SacctRead:
         self.bad_jobs |= other.bad_jobs
 
 
-def read_document(stream: IO[str], fmt: str, what: str) -> SacctRead:
+def read_document(stream: IO[Any], fmt: str, what: str) -> SacctRead:
+    """Records of one document: JSON from a binary or text stream, --parsable2 text from a text one."""
     read = SacctRead()
     records, rejects = read.records, read.rejects
     if fmt == "json":
         meta: dict[str, Any] = {}
         index = 0
         try:
-            for index, item in enumerate(iter_json_jobs(stream, meta), start=1):
-                _add(read, item, index, what, parse_json_record)
+            for index, (item, raw) in enumerate(iter_json_records(stream, meta), start=1):
+                try:
+                    records.append((f"{what} record {index}", parse_json_record(item)))
+                except RecordError:
+                    # Quarantine shows the whole record, not only the members the parser read.
+                    _add(read, whole_record(raw), index, what, parse_json_record)
         except DocumentError as exc:
             rejects.append(Reject("job_runs", f"{what}: jobs after record {index}", "document",
                                   f"{what} ({version_of(meta) or 'unknown format'}): {exc}"))
@@ -425,12 +431,21 @@ def _raw(item: Any) -> str:
 def build_batch(cluster: str, read: SacctRead, policy: Policy) -> Batch:
     """jobs and job_runs rows from the records of whole jobs."""
     by_job: dict[str, list[tuple[str, SacctRecord]]] = {}
-    for loc, rec in read.records:
-        by_job.setdefault(rec.job_id, []).append((loc, rec))
+    for loc_rec in read.records:
+        recs = by_job.get(loc_rec[1].job_id)
+        if recs is None:
+            by_job[loc_rec[1].job_id] = [loc_rec]
+        else:
+            recs.append(loc_rec)
     bad_jobs = read.bad_jobs
-    jobs: dict[str, list[Any]] = {k: [] for k in _JOB_COLUMNS}
-    runs: dict[str, list[Any]] = {k: [] for k in _RUN_COLUMNS}
     out_rejects = list(read.rejects)
+    # Runs in job order, then in run order within a job.
+    run_locs: list[str] = []
+    run_recs: list[SacctRecord] = []
+    run_numbers: list[int] = []
+    last_recs: list[SacctRecord] = []
+    job_gpus: list[int] = []
+    job_submits: list[int | None] = []
     for job_id, recs in by_job.items():
         if job_id in bad_jobs:
             # Numbering the rest would shift every later run: keep the job whole or not at all.
@@ -438,38 +453,65 @@ def build_batch(cluster: str, read: SacctRead, policy: Policy) -> Batch:
                 out_rejects.append(Reject("job_runs", f"{loc} (JobId={job_id})", "job_id",
                                           "another record of this job could not be read"))
             continue
-        ordered = sorted(enumerate(recs), key=lambda ir: (ir[1][1].submit or 0, ir[1][1].start or 0, ir[0]))
-        last = ordered[-1][1][1]
-        klass = policy.priority_class(last.partition, last.qos)
-        tier = policy.tier(klass)
-        submits = [r.submit for _, (_, r) in ordered if r.submit is not None]
-        jobs["cluster"].append(cluster)
-        jobs["job_id"].append(job_id)
-        jobs["name"].append(last.name)
-        jobs["team"].append(last.account)
-        jobs["user_name"].append(last.user)
-        jobs["priority_class"].append(klass)
-        jobs["priority_value"].append(last.priority)
-        jobs["tier"].append(tier)
-        jobs["preemptible"].append(policy.preemptible(klass, tier))
-        jobs["pool"].append(last.partition)
-        jobs["gpus"].append(max(r.gpus for _, (_, r) in ordered))
-        jobs["submit_time"].append(min(submits) if submits else None)
-        jobs["_record"].append(f"JobId={job_id}")
-        for run, (_, (loc, rec)) in enumerate(ordered, start=1):
-            runs["cluster"].append(cluster)
-            runs["job_id"].append(job_id)
-            runs["run"].append(run)
-            runs["pool"].append(rec.partition)
-            runs["hosts"].append(rec.nodes)
-            runs["gpus"].append(rec.gpus)
-            runs["submit_time"].append(rec.submit)
-            runs["eligible_time"].append(rec.eligible)
-            runs["start_time"].append(rec.start)
-            runs["end_time"].append(rec.end)
-            runs["state"].append(rec.state)
-            runs["reason"].append(rec.reason)
-            runs["_record"].append(f"JobId={job_id} run {run} ({loc})")
+        if len(recs) == 1:
+            loc, rec = recs[0]
+            run_locs.append(loc)
+            run_recs.append(rec)
+            run_numbers.append(1)
+            last_recs.append(rec)
+            job_gpus.append(rec.gpus)
+            job_submits.append(rec.submit)
+            continue
+        ordered = [lr for _, lr in sorted(enumerate(recs), key=lambda ir: (ir[1][1].submit or 0,
+                                                                           ir[1][1].start or 0, ir[0]))]
+        run_locs.extend(loc for loc, _ in ordered)
+        run_recs.extend(rec for _, rec in ordered)
+        run_numbers.extend(range(1, len(ordered) + 1))
+        last_recs.append(ordered[-1][1])
+        job_gpus.append(max(rec.gpus for _, rec in ordered))
+        submits = [rec.submit for _, rec in ordered if rec.submit is not None]
+        job_submits.append(min(submits) if submits else None)
+    # Few distinct (partition, QOS) pairs: decide each pair's class, tier and preemptibility once.
+    decided: dict[tuple[str | None, str | None], tuple[str | None, str, bool]] = {}
+    for rec in last_recs:
+        key = (rec.partition, rec.qos)
+        if key not in decided:
+            klass = policy.priority_class(rec.partition, rec.qos)
+            tier = policy.tier(klass)
+            decided[key] = (klass, tier, policy.preemptible(klass, tier))
+    job_policy = [decided[(rec.partition, rec.qos)] for rec in last_recs]
+    job_ids = [rec.job_id for rec in last_recs]
+    jobs: dict[str, list[Any]] = {
+        "cluster": [cluster] * len(last_recs),
+        "job_id": job_ids,
+        "name": [rec.name for rec in last_recs],
+        "team": [rec.account for rec in last_recs],
+        "user_name": [rec.user for rec in last_recs],
+        "priority_class": [d[0] for d in job_policy],
+        "priority_value": [rec.priority for rec in last_recs],
+        "tier": [d[1] for d in job_policy],
+        "preemptible": [d[2] for d in job_policy],
+        "pool": [rec.partition for rec in last_recs],
+        "gpus": job_gpus,
+        "submit_time": job_submits,
+        "_record": [f"JobId={job_id}" for job_id in job_ids],
+    }
+    runs: dict[str, list[Any]] = {
+        "cluster": [cluster] * len(run_recs),
+        "job_id": [rec.job_id for rec in run_recs],
+        "run": run_numbers,
+        "pool": [rec.partition for rec in run_recs],
+        "hosts": [rec.nodes for rec in run_recs],
+        "gpus": [rec.gpus for rec in run_recs],
+        "submit_time": [rec.submit for rec in run_recs],
+        "eligible_time": [rec.eligible for rec in run_recs],
+        "start_time": [rec.start for rec in run_recs],
+        "end_time": [rec.end for rec in run_recs],
+        "state": [rec.state for rec in run_recs],
+        "reason": [rec.reason for rec in run_recs],
+        "_record": [f"JobId={rec.job_id} run {run} ({loc})"
+                    for rec, run, loc in zip(run_recs, run_numbers, run_locs, strict=True)],
+    }
     return Batch(
         source=NAME,
         frames={"jobs": _frame(jobs, _JOB_COLUMNS), "job_runs": _frame(runs, _RUN_COLUMNS)},

@@ -12,16 +12,20 @@ JSON shapes (../shared/reference/SCHEDULERS.md):
 Every numeric field is read through `_number`, so a field that changes from
 an int to the object form in a later version is read either way.
 
-`iter_json_jobs` streams the `jobs` array of a document: a 200,000-job
-document is never held whole, nor as a list of parsed objects.
+`iter_json_records` streams the `jobs` array of a document from bytes: a
+200,000-job document is never held whole, nor as a list of parsed objects.
+msgspec finds where each record ends and decodes only the members the parser
+reads; Python's json takes over for what msgspec refuses (NaN, broken input).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, Any, NamedTuple, TypedDict
+
+import msgspec
 
 # Base states in accounting records and the contract run state each ends in.
 BASE_STATES: dict[str, str] = {
@@ -60,6 +64,7 @@ TEXT_FIELDS: tuple[str, ...] = (
     "Submit", "Eligible", "Start", "End", "AllocTRES", "ReqTRES", "NodeList", "JobName",
 )
 _UNSET_TIMES = ("", "Unknown", "None", "0")
+_LAST_EPOCH = 32503680000  # year 3000: a later "time" is a garbled value
 _NO_NODES = ("", "None assigned", "(null)")
 
 
@@ -82,8 +87,11 @@ class DocumentError(ValueError):
         self.reason = reason
 
 
-@dataclass(frozen=True, slots=True)
-class SacctRecord:
+class SacctRecord(NamedTuple):
+    """One run as read. A tuple of plain values, so the garbage collector
+    stops tracking it: a 200,000-record read no longer makes every
+    collection walk all the records read so far."""
+
     job_id: str
     name: str | None
     account: str | None
@@ -108,9 +116,12 @@ class SacctRecord:
 
 def _number(value: Any, field: str) -> float | None:
     """A number in either shape: plain, or {"set", "infinite", "number"}."""
+    kind = type(value)
+    if kind is int or kind is float:  # exact types first: this runs a dozen times a record
+        return float(value)
     if value is None:
         return None
-    if isinstance(value, Mapping):
+    if kind is dict or isinstance(value, Mapping):
         if not value.get("set", True) or value.get("infinite", False):
             return None
         value = value.get("number")
@@ -122,15 +133,19 @@ def _number(value: Any, field: str) -> float | None:
 
 
 def _epoch(value: Any, field: str) -> int | None:
+    if type(value) is int and value <= _LAST_EPOCH:
+        return value if value > 0 else None
     number = _number(value, field)
     if number is None or number <= 0:
         return None  # Slurm writes 0 for a time that has not happened (end of a running job)
-    if number > 32503680000:  # year 3000: a garbled value, not a time
+    if number > _LAST_EPOCH:
         raise RecordError(field, f"not an epoch time: {number:g}")
     return int(number)
 
 
 def _text(value: Any, field: str) -> str | None:
+    if type(value) is str:
+        return value or None
     if value is None:
         return None
     if not isinstance(value, str):
@@ -145,7 +160,7 @@ def _short(value: Any) -> str:
 
 def _map(record: Mapping[str, Any], key: str, field: str) -> Mapping[str, Any]:
     value = record.get(key)
-    if not isinstance(value, Mapping):
+    if type(value) is not dict and not isinstance(value, Mapping):
         raise RecordError(field, "missing" if value is None else f"expected an object, got {_short(value)}")
     return value
 
@@ -157,6 +172,8 @@ def run_state(tokens: list[str], field: str = "state.current") -> str:
     ["PENDING", "REQUEUED"]); PREEMPTED wins over everything, because the run
     ended by preemption whatever happens to the job next.
     """
+    if len(tokens) == 1 and tokens[0] in BASE_STATES:
+        return BASE_STATES[tokens[0]]  # the common case; PREEMPTED and REQUEUE* map as below
     states = [t.strip().upper() for t in tokens if t.strip()]
     if not states:
         raise RecordError(field, "no state")
@@ -176,7 +193,7 @@ def json_job_id(record: Mapping[str, Any]) -> str:
     if raw is None:
         raise RecordError("job_id", "missing")
     array = record.get("array")
-    if isinstance(array, Mapping):
+    if type(array) is dict or isinstance(array, Mapping):
         array_job = _number(array.get("job_id"), "array.job_id")
         if array_job:
             task = _number(array.get("task_id"), "array.task_id")
@@ -187,7 +204,7 @@ def json_job_id(record: Mapping[str, Any]) -> str:
                 # The not yet split part of a pending array, as sacct's text prints it.
                 return f"{int(array_job)}_[{pending}]"
     het = record.get("het")
-    if isinstance(het, Mapping):
+    if type(het) is dict or isinstance(het, Mapping):
         het_job = _number(het.get("job_id"), "het.job_id")
         if het_job:
             offset = _number(het.get("job_offset"), "het.job_offset")
@@ -206,7 +223,7 @@ def _json_gpus(items: Any, field: str) -> int | None:
     typed = 0.0
     found = False
     for item in items:
-        if not isinstance(item, Mapping) or item.get("type") != "gres":
+        if (type(item) is not dict and not isinstance(item, Mapping)) or item.get("type") != "gres":
             continue
         name = item.get("name")
         if not isinstance(name, str) or not (name == "gpu" or name.startswith("gpu:")):
@@ -225,12 +242,14 @@ def _json_gpus(items: Any, field: str) -> int | None:
 
 
 def parse_json_record(record: Any) -> SacctRecord:
-    if not isinstance(record, Mapping):
+    if type(record) is not dict and not isinstance(record, Mapping):
         raise RecordError("job", f"expected an object, got {_short(record)}")
     job_id = json_job_id(record)
     state_obj = _map(record, "state", "state")
     current = state_obj.get("current")
-    if isinstance(current, str):
+    if type(current) is list and len(current) == 1 and type(current[0]) is str:
+        tokens = current
+    elif isinstance(current, str):
         tokens = current.split(",")
     elif isinstance(current, list) and all(isinstance(t, str) for t in current):
         tokens = list(current)
@@ -239,7 +258,7 @@ def parse_json_record(record: Any) -> SacctRecord:
     state = run_state(tokens)
     times = _map(record, "time", "time")
     tres = record.get("tres")
-    if tres is not None and not isinstance(tres, Mapping):
+    if tres is not None and type(tres) is not dict and not isinstance(tres, Mapping):
         raise RecordError("tres", f"expected an object, got {_short(tres)}")
     tres = tres or {}
     gpus = _json_gpus(tres.get("allocated"), "tres.allocated")
@@ -275,24 +294,84 @@ def _nodes(nodes: str | None) -> str | None:
     return None if nodes is None or nodes in _NO_NODES else nodes
 
 
-_WS = frozenset(" \t\r\n")
+# Bytes that may separate JSON tokens.
+_WS = frozenset(b" \t\r\n")
 # Longest single value (a job record) the reader waits for before calling it broken.
 _MAX_VALUE = 1 << 20
+_TRAILING = re.compile(r"trailing characters \(byte (\d+)\)")
+
+
+# The members of a job record that `parse_json_record` reads. Decoding only
+# these lets msgspec skip the rest (steps, exit codes, comments...) at C speed
+# instead of building Python objects for them. A record of another shape
+# fails this typing and is decoded whole, for the parser to name the field.
+class _Ids(TypedDict, total=False):
+    job_id: Any
+    task_id: Any
+    task: Any
+    job_offset: Any
+
+
+class _State(TypedDict, total=False):
+    current: Any
+    reason: Any
+
+
+class _Times(TypedDict, total=False):
+    submission: Any
+    eligible: Any
+    start: Any
+    end: Any
+
+
+class _Tres(TypedDict, total=False):
+    type: Any
+    name: Any
+    count: Any
+
+
+class _TresLists(TypedDict, total=False):
+    allocated: list[_Tres] | None
+    requested: list[_Tres] | None
+
+
+class _Wanted(TypedDict, total=False):
+    job_id: Any
+    array: _Ids | None
+    het: _Ids | None
+    name: Any
+    account: Any
+    user: Any
+    partition: Any
+    qos: Any
+    priority: Any
+    state: _State | None
+    time: _Times | None
+    tres: _TresLists | None
+    nodes: Any
+    restart_cnt: Any
+
+
+_ANY = msgspec.json.Decoder()
+_RECORD = msgspec.json.Decoder(_Wanted)
+_SKIP = msgspec.json.Decoder(msgspec.Raw)
 
 
 class _Reader:
-    """Incremental reading of one JSON document with `raw_decode` at C speed.
+    """Incremental reading of one JSON document of bytes.
 
     The buffer holds at most the unread tail plus one chunk; a value that
     straddles the end of the buffer is retried after the next chunk arrives.
+    Each value's end is found by msgspec at C speed; values msgspec refuses
+    but Python's json accepts (NaN, Infinity) go through `json` instead.
     """
 
-    def __init__(self, stream: IO[str], chunk: int) -> None:
+    def __init__(self, stream: IO[str] | IO[bytes], chunk: int) -> None:
         self.stream = stream
         self.chunk = chunk
-        self.buf = ""
+        self.buf = b""
         self.pos = 0
-        self.consumed = 0  # characters dropped from the front of buf
+        self.consumed = 0  # bytes dropped from the front of buf
         self.eof = False
         self.decoder = json.JSONDecoder()
 
@@ -306,6 +385,8 @@ class _Reader:
         if not data:
             self.eof = True
             return False
+        if isinstance(data, str):
+            data = data.encode("utf-8", "surrogatepass")
         self.consumed += self.pos
         self.buf = self.buf[self.pos :] + data
         self.pos = 0
@@ -313,10 +394,12 @@ class _Reader:
 
     def peek(self) -> str:
         while True:
-            while self.pos < len(self.buf) and self.buf[self.pos] in _WS:
-                self.pos += 1
-            if self.pos < len(self.buf):
-                return self.buf[self.pos]
+            buf, pos = self.buf, self.pos
+            while pos < len(buf) and buf[pos] in _WS:
+                pos += 1
+            self.pos = pos
+            if pos < len(buf):
+                return chr(buf[pos])
             if not self._more():
                 return ""
 
@@ -327,38 +410,133 @@ class _Reader:
                                 f"expected {char!r}, the document ends (truncated?)")
         self.pos += 1
 
-    def value(self) -> Any:
+    def _indent(self) -> bytes | None:
+        """The whitespace before the value at pos on its line, if the value
+        starts a line: a pretty-printed object then ends at the first line
+        holding only that indent and "}"."""
+        line = self.buf.rfind(b"\n", 0, self.pos) + 1
+        if line == 0 and self.consumed:
+            return None
+        indent = self.buf[line : self.pos]
+        return indent if not indent.strip() else None
+
+    def record(self) -> tuple[Any, bytes]:
+        """The next job record, decoded as far as the parser reads it, and its bytes."""
         self.peek()
-        last_error: int | None = None
+        indent = self._indent() if self.buf[self.pos : self.pos + 1] == b"{" else None
+        if indent is not None:
+            close = self.buf.find(b"\n" + indent + b"}", self.pos, self.pos + _MAX_VALUE)
+            if close >= 0:
+                end = close + len(indent) + 2
+                raw = self.buf[self.pos : end]
+                try:
+                    value = _RECORD.decode(raw)
+                except msgspec.DecodeError:
+                    pass  # not the object's end after all (or broken): find it the general way
+                else:
+                    self.pos = end
+                    return value, raw
+        span = self._span()
+        if span is not None:
+            raw = self.buf[self.pos : span]
+            try:
+                value = _decode_record(raw)
+            except msgspec.DecodeError:
+                pass  # msgspec's end was not the value's end: Python's json finds it
+            else:
+                self.pos = span
+                return value, raw
+        start = self.offset()
+        value = self._json_value()
+        return value, self.buf[start - self.consumed : self.pos]
+
+    def _span(self) -> int | None:
+        """Where the value at pos ends, found by msgspec skipping over it at
+        C speed; None for a value only Python's json reads (or a broken one)."""
         while True:
             try:
-                value, end = self.decoder.raw_decode(self.buf, self.pos)
+                _SKIP.decode(memoryview(self.buf)[self.pos :])
+                end = len(self.buf)
+            except msgspec.DecodeError as exc:
+                message = str(exc)
+                trailing = _TRAILING.search(message)
+                if trailing is None:
+                    if "truncated" in message and self._more():
+                        continue
+                    return None
+                end = self.pos + int(trailing.group(1)) - 1  # msgspec counts the trailing byte itself
+            if end == len(self.buf) and not self.eof and self._more():
+                continue  # a number at the buffer's end may go on in the next chunk
+            return end
+
+    def value(self) -> Any:
+        """The next value whole."""
+        self.peek()
+        end = self._span()
+        if end is None:
+            return self._json_value()
+        try:
+            value = _ANY.decode(self.buf[self.pos : end])
+        except msgspec.DecodeError:
+            return self._json_value()
+        self.pos = end
+        return value
+
+    def _json_value(self) -> Any:
+        """Python's json for what msgspec refuses: NaN and Infinity, or broken JSON.
+
+        It reads text, so it gets a window of the buffer that doubles until
+        the value fits, not the whole buffer for every such value."""
+        last_error: int | None = None
+        window = 1 << 16
+        while True:
+            text = self.buf[self.pos : self.pos + window].decode("utf-8", "surrogateescape")
+            windowed = self.pos + window < len(self.buf)
+            try:
+                value, end = self.decoder.raw_decode(text)
             except json.JSONDecodeError as exc:
-                where = self.consumed + exc.pos
+                if windowed:
+                    window *= 2
+                    continue
+                where = self.offset() + len(text[: exc.pos].encode("utf-8", "surrogateescape"))
                 # An error that stays at one place while a megabyte more arrives
                 # is a broken value, not a short read: stop instead of
                 # buffering the rest of the document.
-                settled = where == last_error and len(self.buf) - exc.pos > _MAX_VALUE
+                settled = where == last_error and len(text) - exc.pos > _MAX_VALUE
                 if not settled and self._more():
                     last_error = where
                     continue
-                hint = " (the document ends: truncated?)" if self.eof and exc.pos >= len(self.buf) - 1 else ""
+                hint = " (the document ends: truncated?)" if self.eof and exc.pos >= len(text) - 1 else ""
                 raise DocumentError(where, f"not valid JSON: {exc.msg}{hint}") from None
-            if end == len(self.buf) and not self.eof and isinstance(value, int | float):
-                # A number at the buffer's end may continue in the next chunk.
-                if self._more():
+            if end == len(text) and isinstance(value, int | float):
+                # A number at the text's end may go on past it.
+                if windowed:
+                    window *= 2
                     continue
-            self.pos = end
-            return value
+                if not self.eof and self._more():
+                    continue
+            start = self.pos
+            self.pos += len(text[:end].encode("utf-8", "surrogateescape"))
+            # Bytes that are not UTF-8 become U+FFFD, as a text-mode read would make them.
+            return self.decoder.decode(self.buf[start : self.pos].decode("utf-8", "replace"))
 
 
-def iter_json_jobs(stream: IO[str], meta: dict[str, Any] | None = None,
-                   chunk: int = 1 << 20) -> Iterator[Any]:
-    """Yield each element of the document's top-level `jobs` array.
+def _decode_record(raw: bytes) -> Any:
+    try:
+        return _RECORD.decode(raw)
+    except msgspec.ValidationError:
+        return _ANY.decode(raw)  # another shape: decoded whole, for the parser to name the field
 
-    Other top-level members (meta, errors, warnings) are small and stored in
-    `meta` when given; a broken document raises DocumentError after every
-    element before the break was yielded.
+
+def iter_json_records(stream: IO[str] | IO[bytes], meta: dict[str, Any] | None = None,
+                      chunk: int = 1 << 20) -> Iterator[tuple[Any, bytes]]:
+    """Yield each element of the document's top-level `jobs` array with its bytes.
+
+    An element that is an object holds only the members `parse_json_record`
+    reads; the bytes are for a quarantine message that shows it all. Other
+    top-level members (meta, errors, warnings) are small and stored in `meta`
+    when given; a broken document raises DocumentError after every element
+    before the break was yielded.
     """
     reader = _Reader(stream, chunk)
     reader.expect("{")
@@ -375,7 +553,7 @@ def iter_json_jobs(stream: IO[str], meta: dict[str, Any] | None = None,
                 reader.pos += 1
             else:
                 while True:
-                    yield reader.value()
+                    yield reader.record()
                     sep = reader.peek()
                     if sep == "]":
                         reader.pos += 1
@@ -389,6 +567,21 @@ def iter_json_jobs(stream: IO[str], meta: dict[str, Any] | None = None,
         if sep == "}":
             return
         reader.expect(",")
+
+
+def iter_json_jobs(stream: IO[str] | IO[bytes], meta: dict[str, Any] | None = None,
+                   chunk: int = 1 << 20) -> Iterator[Any]:
+    """Each element of the `jobs` array whole (`iter_json_records` without the trimming)."""
+    for _, raw in iter_json_records(stream, meta, chunk):
+        yield whole_record(raw)
+
+
+def whole_record(raw: bytes) -> Any:
+    """Every member of a record `iter_json_records` yielded, from its bytes."""
+    try:
+        return _ANY.decode(raw)
+    except msgspec.DecodeError:
+        return json.loads(raw.decode("utf-8", "replace"))
 
 
 def version_of(meta: Mapping[str, Any]) -> str | None:

@@ -12,6 +12,7 @@ starts.
 from __future__ import annotations
 
 import io
+import json
 import os
 from datetime import UTC, datetime
 from pathlib import Path
@@ -168,6 +169,39 @@ def test_streaming_reader_is_independent_of_chunk_size() -> None:
         assert list(iter_json_jobs(io.StringIO(text), chunk=chunk)) == whole
     with pytest.raises(DocumentError):
         list(iter_json_jobs(io.StringIO('{"jobs": [{"job_id": 1} {"job_id": 2}]}'), chunk=4))
+
+
+@pytest.mark.parametrize("name", ["mixed_22_05.json", "mixed_24_11.json"])
+def test_layout_and_stream_kind_do_not_change_what_is_read(name: str) -> None:
+    """The reader finds a pretty-printed record's end from its layout: any
+    other layout, and text that only looks like such an end, read the same."""
+    doc = json.loads((CASES / name).read_text())
+    # A name holding the text of a record's closing line, and NaN, which only Python's json reads.
+    doc["jobs"][0]["name"] = 'x\n}\n},\n{"job_id": 9}'
+    doc["jobs"][1]["comment"] = {"job": float("nan")}
+    expected = [(loc, rec) for loc, rec in read_document(io.StringIO(json.dumps(doc)), "json", "d").records]
+    assert len(expected) == len(doc["jobs"])
+    assert expected[0][1].name == 'x\n}\n},\n{"job_id": 9}'
+    for indent in (None, 0, 1, 2, 4, "\t"):
+        text = json.dumps(doc, indent=indent)
+        for stream in (io.StringIO(text), io.BytesIO(text.encode())):
+            for chunk in (7, 1 << 20):
+                got = list(iter_json_jobs(stream, chunk=chunk))
+                stream.seek(0)
+                assert [r["job_id"] for r in got] == [r["job_id"] for r in doc["jobs"]]
+            read = read_document(stream, "json", "d")
+            assert read.records == expected, (indent, type(stream))
+            assert not read.rejects
+
+
+def test_quarantine_shows_the_whole_record_not_only_what_the_parser_reads() -> None:
+    doc = json.loads((CASES / "mixed_23_11.json").read_text())
+    doc["jobs"][2]["time"]["start"] = "soon"
+    doc["jobs"][2]["comment"] = {"job": "kept for the operator"}
+    read = read_document(io.BytesIO(json.dumps(doc, indent=2).encode()), "json", "d")
+    bad = [r for r in read.rejects if r.field == "time.start"]
+    assert len(bad) == 1
+    assert json.loads(bad[0].raw) == doc["jobs"][2]
 
 
 def test_sacct_file_nothing_readable_fails_after_quarantining(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ if [ ${#missing[@]} -gt 0 ]; then
         exit 1
     fi
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
 python3 -m pip install -q -e '.[test]'

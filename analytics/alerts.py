@@ -385,6 +385,11 @@ def run(wh: Warehouse, config: Config, now: datetime | None = None) -> DeliveryR
 # -- rules ------------------------------------------------------------------
 
 
+def _facts(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The alert's machine-readable part: the row it came from, without empty fields."""
+    return {k: v for k, v in row.items() if v is not None}
+
+
 def _minutes(seconds: float | None) -> str:
     if seconds is None:
         return "unknown"
@@ -445,7 +450,7 @@ class VictimNotice:
                     target=team_target(r["team"]),
                     title=f"Job {r['job_id']} was preempted",
                     text=text,
-                    facts={k: v for k, v in r.items() if v is not None},
+                    facts=_facts(r),
                 )
             )
         return alerts
@@ -520,7 +525,7 @@ class CostExceedsGain:
                     f"(weighted cost {r['cost_value'] / 3600:.1f}); preemptors gained "
                     f"{r['gain_gpu_s'] / 3600:.1f} GPU-h (weighted {r['gain_value'] / 3600:.1f})."
                 ),
-                facts={k: v for k, v in r.items() if v is not None},
+                facts=_facts(r),
             )
             for r in rows.iter_rows(named=True)
         ]
@@ -552,7 +557,7 @@ class ScopeCreep:
                     f"{r['weeks']} week(s), {r['high_gpu_hour_share_slope']:+.1%} a week (limit {limit:.1%}); "
                     f"{r['unlike_critical_share'] or 0:.0%} of preemptors did not behave like critical work."
                 ),
-                facts={k: v for k, v in r.items() if v is not None},
+                facts=_facts(r),
             )
             for r in rows.iter_rows(named=True)
         ]
@@ -589,7 +594,7 @@ class IdleHoarding:
                     f"in the last {_minutes(float(section['lookback_s']))}; the longest stretch lasted "
                     f"{_minutes(r['longest_s'])} (limit {limit:g} GPU-hours)."
                 ),
-                facts={k: v for k, v in r.items() if v is not None},
+                facts=_facts(r),
             )
             for r in rows.iter_rows(named=True)
         ]

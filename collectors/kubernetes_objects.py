@@ -140,6 +140,33 @@ def _meta(obj: Any) -> tuple[Mapping[str, Any], str, datetime]:
     return meta, uid, created
 
 
+def _job_row(
+    meta: Mapping[str, Any],
+    spec: Mapping[str, Any],
+    uid: str,
+    created: datetime,
+    priority_class: str | None,
+    tier: str,
+    tiering: Tiering,
+    gpus: int,
+    pool: str | None,
+) -> dict[str, Any]:
+    """The jobs row of a Workload or a pod: both carry name, namespace and priority alike."""
+    return {
+        "job_id": uid,
+        "name": text(meta.get("name"), "metadata.name"),
+        "team": text(meta.get("namespace"), "metadata.namespace"),
+        "user_name": None,
+        "priority_class": priority_class,
+        "priority_value": _number(spec.get("priority"), "spec.priority"),
+        "tier": tier,
+        "preemptible": tier in tiering.preemptible,
+        "pool": pool,
+        "gpus": gpus,
+        "submit_time": created,
+    }
+
+
 def workload_rows(obj: Any, tiering: Tiering, gpu_resource: str) -> Rows:
     meta, uid, created = _meta(obj)
     spec = mapping(obj.get("spec"), "spec")
@@ -160,19 +187,7 @@ def workload_rows(obj: Any, tiering: Tiering, gpu_resource: str) -> Rows:
         pool = pool or text(flavors.get(gpu_resource), f"status.admission.podSetAssignments[{i}].flavors")
     priority_class = text(spec.get("priorityClassName"), "spec.priorityClassName")
     tier = tiering.tier(priority_class, cluster_queue)
-    job = {
-        "job_id": uid,
-        "name": text(meta.get("name"), "metadata.name"),
-        "team": text(meta.get("namespace"), "metadata.namespace"),
-        "user_name": None,
-        "priority_class": priority_class,
-        "priority_value": _number(spec.get("priority"), "spec.priority"),
-        "tier": tier,
-        "preemptible": tier in tiering.preemptible,
-        "pool": pool or cluster_queue,
-        "gpus": gpus,
-        "submit_time": created,
-    }
+    job = _job_row(meta, spec, uid, created, priority_class, tier, tiering, gpus, pool or cluster_queue)
 
     conds = _conditions(status, "status")
     stats = mapping(status.get("schedulingStats"), "status.schedulingStats")
@@ -246,19 +261,7 @@ def pod_rows(obj: Any, tiering: Tiering, gpu_resource: str) -> Rows:
     status = mapping(obj.get("status"), "status")
     priority_class = text(spec.get("priorityClassName"), "spec.priorityClassName")
     tier = tiering.tier(priority_class)
-    job = {
-        "job_id": uid,
-        "name": text(meta.get("name"), "metadata.name"),
-        "team": text(meta.get("namespace"), "metadata.namespace"),
-        "user_name": None,
-        "priority_class": priority_class,
-        "priority_value": _number(spec.get("priority"), "spec.priority"),
-        "tier": tier,
-        "preemptible": tier in tiering.preemptible,
-        "pool": None,
-        "gpus": gpus,
-        "submit_time": created,
-    }
+    job = _job_row(meta, spec, uid, created, priority_class, tier, tiering, gpus, None)
     conds = _conditions(status, "status")
     finished: datetime | None = None
     for key in ("containerStatuses", "initContainerStatuses"):

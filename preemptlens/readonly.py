@@ -138,6 +138,9 @@ def current_snapshot(warehouse: str | Path, wait_s: float = 30.0) -> Path:
         delay = min(delay * 2, 1.0)
 
 
+_CONFIGURE = threading.Lock()
+
+
 def open_reader(warehouse: str | Path, limits: Limits | None = None) -> duckdb.DuckDBPyConnection:
     """A locked-down read-only connection to the current snapshot. Close it soon:
     a new snapshot is only seen by a new connection."""
@@ -154,12 +157,14 @@ def open_reader(warehouse: str | Path, limits: Limits | None = None) -> duckdb.D
         },
     )
     # A second reader of the same file in this process shares the database of
-    # the first, whose settings are already set and locked.
-    locked = con.execute("SELECT current_setting('lock_configuration')").fetchall()[0][0]
-    if not locked:
-        # The data contract is UTC; set before the lock, which freezes every setting.
-        con.execute("SET TimeZone = 'UTC'")
-        con.execute("SET lock_configuration = true")
+    # the first, whose settings are already set and locked; readers opening
+    # at the same moment in two threads take turns to find out which they are.
+    with _CONFIGURE:
+        locked = con.execute("SELECT current_setting('lock_configuration')").fetchall()[0][0]
+        if not locked:
+            # The data contract is UTC; set before the lock, which freezes every setting.
+            con.execute("SET TimeZone = 'UTC'")
+            con.execute("SET lock_configuration = true")
     return con
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -137,3 +138,30 @@ def test_two_readers_in_one_process(tmp_path: Path) -> None:
     finally:
         first.close()
         second.close()
+
+
+def test_readers_opened_at_once_in_many_threads(tmp_path: Path) -> None:
+    path = tmp_path / "w.duckdb"
+    with Warehouse(path) as wh:
+        wh.con.execute("CREATE TABLE marker (n INTEGER)")
+        wh.con.execute("INSERT INTO marker VALUES (1)")
+    start = threading.Barrier(8)
+    errors: list[BaseException] = []
+    counts: list[int] = []
+
+    def read() -> None:
+        start.wait()
+        try:
+            con = open_reader(path)
+            counts.append(con.execute("SELECT count(*) FROM marker").fetchall()[0][0])
+            con.close()
+        except BaseException as exc:  # noqa: BLE001 -- collected and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=read) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert errors == []
+    assert counts == [1] * 8

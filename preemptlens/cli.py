@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "analyze": ("preemptlens.commands.analyze", "refresh the ledger, hoarding, scope creep, net benefit and scorecard"),
     "dashboard": ("preemptlens.commands.dashboard", "serve the Streamlit dashboard"),
     "report": ("preemptlens.commands.report", "write the weekly report (HTML and Markdown) for an ISO week"),
+    "export": ("preemptlens.commands.export", "export the raw and derived tables as a Hive-partitioned Parquet lake"),
     "suggest": ("preemptlens.commands.suggest", "replay the recorded workload under other policies; suggest settings"),
 }
 

@@ -43,6 +43,7 @@ SECTION_MODULES: tuple[str, ...] = (
     "preemptlens.commands.serve",
     "dashboards.data",
     "dashboards.report",
+    "analytics.lake",
 )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 
+from analytics.lake import keep_current
 from preemptlens.config import Config
 from preemptlens.warehouse import LoadReport, Warehouse
 
@@ -46,6 +47,9 @@ def run(args: argparse.Namespace, config: Config) -> int:
                 agg.loaded += rep.loaded
                 agg.unchanged += rep.unchanged
                 agg.quarantined += rep.quarantined
+        exported = keep_current(wh, config)
     for table, rep in sorted(total.tables.items()):
         print(f"{table}: {rep.loaded} loaded, {rep.unchanged} unchanged, {rep.quarantined} quarantined")
+    if exported is not None:
+        print(f"lake {exported.folder}: {exported.written} partition(s) rewritten")
     return 0

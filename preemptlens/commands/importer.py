@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from analytics.lake import keep_current
 from collectors.files import IMPORTABLE, FileImporter, table_for
 from preemptlens.config import Config
 from preemptlens.warehouse import Warehouse
@@ -41,4 +42,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
                     print(f"  quarantined {record}: {reason}")
                 if quarantined > shown.height:
                     print(f"  ... all in table quarantine, source = '{importer.source}'")
+        exported = keep_current(wh, config)
+        if exported is not None:
+            print(f"lake {exported.folder}: {exported.written} partition(s) rewritten")
     return 0

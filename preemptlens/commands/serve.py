@@ -42,6 +42,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
+from analytics.lake import keep_current
 from preemptlens.commands.collect import SOURCES
 from preemptlens.config import Config, Section, Setting
 from preemptlens.errors import ConfigError, PreemptlensError
@@ -131,6 +132,7 @@ class Server:
                 delay = min(delay * 2, 2.0)
         try:
             yield wh
+            keep_current(wh, self.config)
             self.publish(wh, force=True)
         finally:
             wh.close()

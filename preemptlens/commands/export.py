@@ -1,0 +1,37 @@
+"""`preemptlens export parquet [DIR]`: bring the Parquet lake up to date with the warehouse.
+
+Only partitions whose rows changed since the last export are rewritten; see
+analytics/lake.py and docs/lake.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from analytics.lake import export_changed
+from preemptlens.config import Config
+from preemptlens.errors import ConfigError
+from preemptlens.warehouse import Warehouse
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("format", choices=("parquet",), help="output format")
+    parser.add_argument("folder", nargs="?", help="folder of the lake (default: lake.folder)")
+
+
+def run(args: argparse.Namespace, config: Config) -> int:
+    folder = args.folder or config.get("lake.folder")
+    if not folder:
+        raise ConfigError(
+            "export parquet: no folder given and lake.folder is not set",
+            "pass a folder, e.g. `preemptlens export parquet ./lake`, or set [lake] folder",
+        )
+    with Warehouse(config.get("warehouse.path")) as wh:
+        report = export_changed(wh, folder)
+    rate = report.rows / report.seconds if report.seconds else 0.0
+    print(
+        f"lake {report.folder}: {report.written} partitions written ({report.rows} rows, {rate:,.0f} rows/s), "
+        f"{report.unchanged} unchanged, {report.removed} removed, {len(report.tables)} tables "
+        f"in {report.seconds:.2f} s"
+    )
+    return 0

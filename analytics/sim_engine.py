@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from bisect import insort
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -220,8 +221,19 @@ class _Scheduler:
         for n, free in enumerate(self.node_free):
             self.buckets[lay.node_pool[n]][free].add(n)
         self.node_runs: list[set[int]] = [set() for _ in lay.node_names]
-        # Per pool, per tier rank, pending (eligible, seq, job) in start order.
-        self.pending: list[list[list[tuple[float, int, int]]]] = [[[] for _ in TIER_RANK] for _ in pools]
+        # Per node, the runs that some tier may evict, as (victim order, run): the
+        # victim search walks these instead of every GPU of the pool.
+        self.node_victims: list[list[tuple[tuple[int, float, int], int]]] = [[] for _ in lay.node_names]
+        self.node_reserved = [0] * len(lay.node_names)  # GPUs promised to a preemptor
+        self.pool_nodes: list[list[int]] = [[] for _ in pools]
+        for n, p in enumerate(lay.node_pool):
+            self.pool_nodes[p].append(n)
+        # Per pool, per tier rank, per GPU count, pending (eligible, seq, job) in start order:
+        # split by size so a pass skips every ask too big to start or to preempt for. A job
+        # turns pending at its eligible time, which is now, so appending keeps the order.
+        self.pending: list[list[dict[int, list[tuple[float, int, int]]]]] = [
+            [{} for _ in TIER_RANK] for _ in pools
+        ]
         self.runs: list[Run] = []
         self.job_runs: list[list[int]] = [[] for _ in jobs]
         self.waiting_slots: dict[int, list[int]] = {}  # preemptor job -> GPUs reserved for it
@@ -231,6 +243,7 @@ class _Scheduler:
         self.dirty: set[int] = set()
         self.victim_tiers = {t: self.policy.victims_of(t) for t in TIER_RANK}
         self.can_be_victim = {v for vs in self.victim_tiers.values() for v in vs}
+        self.rank_preempts = [bool(self.victim_tiers[_RANK_TIER[rank]]) for rank in range(len(_RANK_TIER))]
         for j, job in enumerate(jobs):
             self._check(job)
             if job.submit_s < horizon_s:
@@ -291,7 +304,7 @@ class _Scheduler:
         run = self.runs[self.job_runs[j][-1]]
         entry = (run.eligible_s, self.seq, j)
         self.seq += 1
-        self.pending[pool][TIER_RANK[job.tier]].append(entry)
+        self.pending[pool][TIER_RANK[job.tier]].setdefault(job.gpus, []).append(entry)
         self.dirty.add(pool)
 
     def _start(self, j: int, t: float, gpu_ids: list[int]) -> None:
@@ -301,18 +314,30 @@ class _Scheduler:
         run.start_s = t
         run.state = "running"
         run.gpu_ids = tuple(gpu_ids)
+        gpu_node = self.layout.gpu_node
+        reserved = self.reserved
+        taken: dict[int, int] = {}  # node -> GPUs taken from its free ones
         for g in gpu_ids:
-            if self.reserved[g] >= 0:
-                self.reserved[g] = -1
+            node = gpu_node[g]
+            if reserved[g] >= 0:
+                reserved[g] = -1
+                self.node_reserved[node] -= 1
             else:
-                self._node_free_delta(self.layout.gpu_node[g], -1)
+                taken[node] = taken.get(node, 0) + 1
             self.owner[g] = r
-            self.node_runs[self.layout.gpu_node[g]].add(r)
+        for node in {gpu_node[g] for g in gpu_ids}:
+            self.node_runs[node].add(r)
+        for node, count in taken.items():
+            self._node_free_delta(node, -count)
         self._plan(job, run, t)
         assert run.end_s is not None
         self._push(run.end_s, _END, r)
-        if job.preemptible and job.tier in self.can_be_victim and self.policy.min_run_s > 0:
-            self._push(t + self.policy.min_run_s, _MINRUN, self.pool_index[job.pool])
+        if job.preemptible and job.tier in self.can_be_victim:
+            entry = ((TIER_RANK[job.tier], -t, -j), r)
+            for node in sorted({gpu_node[g] for g in gpu_ids}):
+                insort(self.node_victims[node], entry)
+            if self.policy.min_run_s > 0:
+                self._push(t + self.policy.min_run_s, _MINRUN, self.pool_index[job.pool])
 
     def _plan(self, job: JobSpec, run: Run, start: float) -> None:
         """Lay out a run that nothing interrupts: work, idle stretches, checkpoints, end."""
@@ -381,18 +406,28 @@ class _Scheduler:
         run.state = "preempted" if run.preemptor is not None else ("failed" if run.fails else "completed")
         pool = self.pool_index[job.pool]
         self.dirty.add(pool)
+        gpu_node = self.layout.gpu_node
+        nodes = {gpu_node[g] for g in run.gpu_ids}
+        for node in nodes:
+            self.node_runs[node].discard(r)
+        if job.preemptible and job.tier in self.can_be_victim:
+            entry = (self._victim_order(r), r)
+            for node in nodes:
+                self.node_victims[node].remove(entry)
+        freed: dict[int, int] = {}  # node -> GPUs back to its free ones
         for g in run.gpu_ids:
             self.owner[g] = -1
-            node = self.layout.gpu_node[g]
-            self.node_runs[node].discard(r)
             promised = self.reserved[g]
             if promised < 0:
-                self._node_free_delta(node, +1)
+                node = gpu_node[g]
+                freed[node] = freed.get(node, 0) + 1
                 continue
             self.awaiting[promised] -= 1
             if self.awaiting[promised] == 0:
                 del self.awaiting[promised]
                 self._start(promised, t, self.waiting_slots.pop(promised))
+        for node, count in freed.items():
+            self._node_free_delta(node, count)
         if run.state == "preempted":
             last = run.last_checkpoint()
             restored = run.restored_step if last is None else last[1]
@@ -400,41 +435,68 @@ class _Scheduler:
 
     # -- scheduling ------------------------------------------------------------
 
-    def _room(self, pool: int) -> tuple[int, int]:
-        """Most free GPUs on one node, and the number of wholly free nodes."""
+    def _room(self, pool: int) -> int:
+        """The biggest ask that starts now: whole free nodes, else the most free GPUs on one node.
+
+        Asks of more than one node are whole nodes (see `_check`), so one number decides both.
+        """
         buckets = self.buckets[pool]
         gpn = self.gpn[pool]
-        most = next((k for k in range(gpn, 0, -1) if buckets[k]), 0)
-        return most, len(buckets[gpn])
+        whole = len(buckets[gpn])
+        if whole:
+            return whole * gpn
+        for k in range(gpn - 1, 0, -1):
+            if buckets[k]:
+                return k
+        return 0
 
     def _schedule(self, pool: int, t: float) -> None:
-        gpn = self.gpn[pool]
-        most, whole = self._room(pool)
-        # Per tier, the fewest GPUs no preemption could free in this pass: bigger asks fail too.
-        unfreeable: dict[int, int] = {}
+        room = self._room(pool)
         for rank in range(len(_RANK_TIER) - 1, -1, -1):
-            queue = self.pending[pool][rank]
-            if not queue:
+            by_size = self.pending[pool][rank]
+            may_preempt = self.rank_preempts[rank]
+            if not by_size or (room == 0 and not may_preempt):
                 continue
-            may_preempt = bool(self.victim_tiers[_RANK_TIER[rank]])
-            if not may_preempt and most == 0:
+            # The fewest GPUs no preemption could free in this pass: bigger asks fail too.
+            unfreeable = math.inf
+            # Room and unfreeable only shrink during a pass, so an ask above both is
+            # skipped unseen: merge the size queues that can act, in start order.
+            heads: list[tuple[tuple[float, int, int], int, int]] = []
+            for size, queue in by_size.items():
+                if size <= room or (may_preempt and size < unfreeable):
+                    heads.append((queue[0], size, 0))
+            if not heads:
                 continue
-            queue.sort()
-            kept = []
-            for entry in queue:
-                j = entry[2]
-                gpus = self.jobs[j].gpus
-                if gpus <= most if gpus <= gpn else gpus // gpn <= whole:
-                    self._start(j, t, self._place(pool, gpus))
-                    most, whole = self._room(pool)
-                    continue
-                if may_preempt and gpus < unfreeable.get(rank, gpus + 1):
-                    if self._preempt(pool, j, t):
-                        most, whole = self._room(pool)
+            heapq.heapify(heads)
+            done: dict[int, list[int]] = {}  # size -> positions taken out of its queue
+            while heads:
+                entry, size, i = heads[0]
+                if size <= room:
+                    self._start(entry[2], t, self._place(pool, size))
+                    room = self._room(pool)
+                    done.setdefault(size, []).append(i)
+                elif may_preempt and size < unfreeable:
+                    if self._preempt(pool, entry[2], t):
+                        room = self._room(pool)
+                        done.setdefault(size, []).append(i)
+                    else:
+                        unfreeable = size
+                        heapq.heappop(heads)
                         continue
-                    unfreeable[rank] = gpus
-                kept.append(entry)
-            self.pending[pool][rank] = kept
+                else:
+                    heapq.heappop(heads)
+                    continue
+                queue = by_size[size]
+                if i + 1 < len(queue):
+                    heapq.heapreplace(heads, (queue[i + 1], size, i + 1))
+                else:
+                    heapq.heappop(heads)
+            for size, taken in done.items():
+                queue = by_size[size]
+                for i in reversed(taken):
+                    del queue[i]
+                if not queue:
+                    del by_size[size]
 
     def _candidate(self, r: int, allowed: frozenset[str], t: float) -> bool:
         run = self.runs[r]
@@ -452,59 +514,116 @@ class _Scheduler:
         assert run.start_s is not None
         return (TIER_RANK[self.jobs[run.job].tier], -run.start_s, -run.job)
 
+    def _best_node(self, pool: int, need: int, allowed: frozenset[str], t: float) -> tuple[int, list[int]] | None:
+        """The node whose eviction costs least, (evicted GPUs, highest victim tier, node), and its victims.
+
+        Nodes are visited from most to fewest free GPUs, as `need - free` is a lower
+        bound of a node's evicted GPUs; the search stops once no node left can beat
+        the best so far, so the result is the minimum over all nodes of the pool.
+        """
+        gpn = self.gpn[pool]
+        jobs = self.jobs
+        runs = self.runs
+        candidate = self._candidate
+        floor = min((TIER_RANK[v] for v in allowed), default=0)
+        best: tuple[int, int, int] | None = None
+        best_victims: list[int] = []
+        # The pass only preempts for a job that fits no node as it is, so every node has < need free.
+        for free in range(need - 1, -1, -1):
+            bound = need - free
+            if best is not None and best[0] < bound:
+                break
+            for n in sorted(self.buckets[pool][free]):
+                if best is not None and best < (bound, floor, n):
+                    break
+                have = free
+                cost = 0
+                victims: list[int] = []
+                for _, r in self.node_victims[n]:
+                    if not candidate(r, allowed, t):
+                        continue
+                    victims.append(r)
+                    gpus = jobs[runs[r].job].gpus
+                    cost += gpus
+                    have += min(gpus, gpn)
+                    if have >= need or (best is not None and cost > best[0]):
+                        break
+                if have < need:
+                    continue
+                key = (cost, TIER_RANK[jobs[runs[victims[-1]].job].tier], n)
+                if best is None or key < best:
+                    best, best_victims = key, victims
+        return None if best is None else (best[2], best_victims)
+
+    def _best_nodes(self, pool: int, need: int, allowed: frozenset[str], t: float
+                    ) -> list[tuple[int, list[int]]] | None:
+        """The `need` whole nodes cheapest to clear, cheapest first, with their victims.
+
+        A node qualifies when it is free, or nothing on it is promised and every run
+        on it may be evicted; its cost is (evicted GPUs, highest victim tier, node).
+        Free nodes cost nothing; for the others `gpus per node - free` bounds the
+        evicted GPUs from below, so nodes are visited from most free down and the
+        search stops once no node left can make the cheapest `need`.
+        """
+        gpn = self.gpn[pool]
+        buckets = self.buckets[pool]
+        jobs = self.jobs
+        runs = self.runs
+        candidate = self._candidate
+        order = self._victim_order
+        floor = min((TIER_RANK[v] for v in allowed), default=0)
+        chosen: list[tuple[tuple[int, int, int], list[int]]] = [((0, -1, n), []) for n in buckets[gpn]]
+        costs: list[tuple[int, int, int]] = []
+        wanted = need - len(chosen)
+        if wanted <= 0:
+            chosen.sort()
+            return [(c[2], vs) for c, vs in chosen[:need]]
+        options: list[tuple[tuple[int, int, int], list[int]]] = []
+        for free in range(gpn - 1, -1, -1):
+            bound = gpn - free
+            if len(costs) >= wanted and costs[wanted - 1] < (bound, floor, -1):
+                break
+            for n in sorted(buckets[free]):
+                if len(costs) >= wanted and costs[wanted - 1] < (bound, floor, n):
+                    break
+                held = self.node_runs[n]
+                # A holder no tier may evict is in node_runs but not in node_victims.
+                if self.node_reserved[n] or len(self.node_victims[n]) < len(held):
+                    continue
+                if not all(candidate(r, allowed, t) for r in held):
+                    continue
+                victims = sorted(held, key=order)
+                cost = (sum(jobs[runs[r].job].gpus for r in victims),
+                        max(TIER_RANK[jobs[runs[r].job].tier] for r in victims), n)
+                options.append((cost, victims))
+                insort(costs, cost)
+        if len(options) < wanted:
+            return None
+        options.sort()
+        chosen.sort()
+        return [(c[2], vs) for c, vs in chosen + options[:wanted]]
+
     def _preempt(self, pool: int, j: int, t: float) -> bool:
         job = self.jobs[j]
         allowed = self.victim_tiers[job.tier]
         gpn = self.gpn[pool]
         first = self.layout.node_first_gpu
         lay = self.layout
-        best: tuple[tuple[int, int, int], list[int], list[int]] | None = None  # cost, victims, gpus
-        nodes = [n for n in range(len(lay.node_names)) if lay.node_pool[n] == pool]
         if job.gpus <= gpn:
-            for n in nodes:
-                free = [g for g in range(first[n], first[n] + gpn) if self._is_free(g)]
-                cands = sorted((r for r in self.node_runs[n] if self._candidate(r, allowed, t)),
-                               key=self._victim_order)
-                victims: list[int] = []
-                gained: list[int] = []
-                for r in cands:
-                    if len(free) + len(gained) >= job.gpus:
-                        break
-                    victims.append(r)
-                    gained.extend(g for g in self.runs[r].gpu_ids if lay.gpu_node[g] == n)
-                if len(free) + len(gained) < job.gpus:
-                    continue
-                cost = (sum(self.jobs[self.runs[r].job].gpus for r in victims),
-                        max(TIER_RANK[self.jobs[self.runs[r].job].tier] for r in victims), n)
-                if best is None or cost < best[0]:
-                    # In victim order, so every victim evicted gives the preemptor at least one GPU.
-                    best = (cost, victims, (free + gained)[: job.gpus])
+            one = self._best_node(pool, job.gpus, allowed, t)
+            if one is None:
+                return False
+            n, victims = one
+            free = [g for g in range(first[n], first[n] + gpn) if self._is_free(g)]
+            # In victim order, so every victim evicted gives the preemptor at least one GPU.
+            gained = [g for r in victims for g in self.runs[r].gpu_ids if lay.gpu_node[g] == n]
+            gpu_ids = (free + gained)[: job.gpus]
         else:
-            options: list[tuple[tuple[int, int, int], list[int]]] = []
-            for n in nodes:
-                if self.node_free[n] == gpn:
-                    options.append(((0, -1, n), []))
-                    continue
-                slots = range(first[n], first[n] + gpn)
-                if any(self.reserved[g] >= 0 for g in slots):
-                    continue
-                held = {self.owner[g] for g in slots if self.owner[g] >= 0}
-                if not all(self._candidate(r, allowed, t) for r in held):
-                    continue
-                victims = sorted(held, key=self._victim_order)
-                options.append(((sum(self.jobs[self.runs[r].job].gpus for r in victims),
-                                 max(TIER_RANK[self.jobs[self.runs[r].job].tier] for r in victims), n),
-                                victims))
-            need = job.gpus // gpn
-            if len(options) >= need:
-                options.sort()
-                chosen = options[:need]
-                victims = sorted({r for _, vs in chosen for r in vs}, key=self._victim_order)
-                gpus = [g for (_, _, n), _ in chosen for g in range(first[n], first[n] + gpn)]
-                best = ((0, 0, 0), victims, gpus)
-        if best is None:
-            return False
-        _, victims, gpu_ids = best
+            several = self._best_nodes(pool, job.gpus // gpn, allowed, t)
+            if several is None:
+                return False
+            victims = sorted({r for _, vs in several for r in vs}, key=self._victim_order)
+            gpu_ids = [g for n, _ in several for g in range(first[n], first[n] + gpn)]
         still_held = 0
         for g in gpu_ids:
             if self.owner[g] < 0:
@@ -512,6 +631,7 @@ class _Scheduler:
             else:
                 still_held += 1
             self.reserved[g] = j
+            self.node_reserved[lay.gpu_node[g]] += 1
         self.waiting_slots[j] = list(gpu_ids)
         self.awaiting[j] = still_held
         for r in victims:

@@ -13,7 +13,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -110,6 +110,14 @@ class LoadReport:
     @property
     def quarantined(self) -> int:
         return self._total("quarantined")
+
+    def add(self, other: LoadReport) -> None:
+        """Count another load's rows into this report, table by table."""
+        for table, rep in other.tables.items():
+            mine = self.tables.setdefault(table, TableReport())
+            mine.loaded += rep.loaded
+            mine.unchanged += rep.unchanged
+            mine.quarantined += rep.quarantined
 
 
 def quote(identifier: str) -> str:
@@ -294,6 +302,10 @@ class Warehouse:
             self._columns[table] = [Column(n, t, nullable == "YES") for n, t, nullable in rows]
         return self._columns[table]
 
+    def input_columns(self, table: str) -> list[str]:
+        """The columns a source may give for `table`: all but those the load API fills."""
+        return [c.name for c in self.columns(table) if c.name not in _BOOKKEEPING]
+
     # -- transactions -----------------------------------------------------
 
     @contextmanager
@@ -325,9 +337,6 @@ class Warehouse:
 
     def load(self, table: str, frame: pl.DataFrame, source: str) -> LoadReport:
         return self.load_batch(Batch(source=source, frames={table: frame}))
-
-    def load_batches(self, batches: Iterable[Batch]) -> list[LoadReport]:
-        return [self.load_batch(b) for b in batches]
 
     def load_batch(self, batch: Batch) -> LoadReport:
         """Validate, upsert, quarantine and move watermarks in one transaction."""
@@ -455,7 +464,7 @@ class Warehouse:
         if good.height == 0:
             return 0, 0
         rules = RULES[table]
-        cols = [c.name for c in self.columns(table) if c.name not in _BOOKKEEPING]
+        cols = self.input_columns(table)
         self.con.register("_incoming", good.with_columns(pl.lit(source).alias("source")).to_arrow())
         try:
             target = f"(SELECT * FROM {quote(table)}"

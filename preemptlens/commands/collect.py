@@ -41,12 +41,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
     total = LoadReport(load_id="", source=collector.name)
     with Warehouse(config.get("warehouse.path")) as wh:
         for batch in collector.batches(wh.watermarks(collector.name)):
-            report = wh.load_batch(batch)
-            for table, rep in report.tables.items():
-                agg = total.tables.setdefault(table, type(rep)())
-                agg.loaded += rep.loaded
-                agg.unchanged += rep.unchanged
-                agg.quarantined += rep.quarantined
+            total.add(wh.load_batch(batch))
         exported = keep_current(wh, config)
     for table, rep in sorted(total.tables.items()):
         print(f"{table}: {rep.loaded} loaded, {rep.unchanged} unchanged, {rep.quarantined} quarantined")

@@ -8,7 +8,7 @@ from pathlib import Path
 from analytics.lake import keep_current
 from collectors.files import IMPORTABLE, FileImporter, table_for
 from preemptlens.config import Config
-from preemptlens.warehouse import Warehouse
+from preemptlens.warehouse import LoadReport, Warehouse
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -24,15 +24,14 @@ def run(args: argparse.Namespace, config: Config) -> int:
     with Warehouse(config.get("warehouse.path")) as wh:
         for path in args.files:
             table = table_for(path, args.table)
-            columns = [c.name for c in wh.columns(table) if c.name not in ("source", "_load_id")]
-            importer = FileImporter(path, columns, table)
-            loaded = unchanged = quarantined = 0
+            importer = FileImporter(path, wh.input_columns(table), table)
+            total = LoadReport(load_id="", source=importer.source)
             for batch in importer.batches():
-                report = wh.load_batch(batch)
-                loaded += report.loaded
-                unchanged += report.unchanged
-                quarantined += report.quarantined
-            print(f"{path} -> {table}: {loaded} loaded, {unchanged} unchanged, {quarantined} quarantined")
+                total.add(wh.load_batch(batch))
+            quarantined = total.quarantined
+            print(
+                f"{path} -> {table}: {total.loaded} loaded, {total.unchanged} unchanged, {quarantined} quarantined"
+            )
             if quarantined:
                 shown = wh.query(
                     "SELECT record, reason FROM quarantine WHERE source = $s ORDER BY record LIMIT 5",

@@ -20,7 +20,7 @@ if [ ${#missing[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-python3 -m pip install -q -e '.[test]'
+python3 -m pip install -q -e '.[test,spark]'
 ruff check .
 mypy
 exec python3 -m pytest "$@"

@@ -9,6 +9,10 @@ Two streams, each with its own watermark:
   read again and replaces its row on the natural key.
 - `log`: the byte offset in SlurmctldLogFile (`ctld_log`), see slurm_log.
 
+Besides jobs and job_runs, each started array task ("1230_4") gets a
+`job_aliases` row with its own numeric id (1234): that id, $SLURM_JOB_ID,
+is what the prolog hands the GPU exporters, so samples carry it.
+
 One accounting record is one run. Runs are numbered by submission order
 among ALL records of a job: a window can start between two records of the
 same job, so any job whose earliest record in the window was submitted
@@ -45,9 +49,10 @@ from collectors.slurm_policy import (
 )
 from collectors.slurm_sacct import (
     DocumentError,
+    RecordColumns,
     RecordError,
     SacctRecord,
-    iter_json_records,
+    iter_json_batches,
     json_job_id,
     parse_json_record,
     parse_text_record,
@@ -90,7 +95,6 @@ SETTINGS = Section(
 NAME = "slurm"
 # Many ids per `sacct -j` keeps the argument list short and the calls few.
 _HISTORY_IDS = 500
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass
@@ -115,7 +119,7 @@ class Options:
 
 class SlurmCollector:
     name: ClassVar[str] = NAME
-    tables: ClassVar[tuple[str, ...]] = ("jobs", "job_runs", "preemption_links")
+    tables: ClassVar[tuple[str, ...]] = ("jobs", "job_runs", "job_aliases", "preemption_links")
 
     def __init__(self, options: Options) -> None:
         self.o = options
@@ -230,7 +234,7 @@ class SlurmCollector:
         for start, stop in self._windows(cursor):
             read = self._read_window(start, stop)
             read_any = True
-            good = good or bool(read.records)
+            good = good or read.count() > 0
             first_problem = first_problem or (read.rejects[0].reason if read.rejects else "")
             batch = build_batch(self.o.cluster, read, self.o.policy)
             # A window given by --until is a re-read of the past: the cursor stays.
@@ -246,21 +250,21 @@ class SlurmCollector:
     def _read_window(self, start: datetime, stop: datetime) -> SacctRead:
         window = ["-S", _slurm_time(start), "-E", _slurm_time(stop)]
         read = self._read(window, f"sacct -S {_slurm_time(start)}")
-        first_submit: dict[str, int] = {}
-        for _, rec in read.records:
-            if rec.submit is not None:
-                first_submit[rec.job_id] = min(first_submit.get(rec.job_id, rec.submit), rec.submit)
+        records = read.frame()
         # Jobs whose earlier records may lie before the window (see module doc).
-        older = {j for j, t in first_submit.items() if t < start.timestamp() and "[" not in j}
+        older = set(
+            records.group_by("job_id").agg(pl.col("submit").min())
+            .filter((pl.col("submit") < start.timestamp()) & ~pl.col("job_id").str.contains("[", literal=True))
+            ["job_id"].to_list()
+        )
         if not older:
             return read
-        whole = SacctRead([(loc, r) for loc, r in read.records if r.job_id not in older], read.rejects,
-                          read.bad_jobs)
+        whole = SacctRead([records.filter(~pl.col("job_id").is_in(sorted(older)))], read.rejects, read.bad_jobs)
         ordered = sorted(older)
         for i in range(0, len(ordered), _HISTORY_IDS):
-            ids = set(ordered[i : i + _HISTORY_IDS])
-            more = self._read(["-j", ",".join(sorted(ids))], "sacct -j")
-            more.records = [(loc, r) for loc, r in more.records if r.job_id in ids]
+            ids = ordered[i : i + _HISTORY_IDS]
+            more = self._read(["-j", ",".join(ids)], "sacct -j")
+            more.frames = [more.frame().filter(pl.col("job_id").is_in(ids))]
             whole.extend(more)
         return whole
 
@@ -285,7 +289,7 @@ class SlurmCollector:
         except OSError as exc:
             raise SourceError(f"slurm: cannot read {path}: {exc.strerror}") from None
         yield build_batch(self.o.cluster, read, self.o.policy)
-        if not read.records and read.rejects:
+        if not read.count() and read.rejects:
             # The quarantine above is committed; the run still fails, saying why.
             raise SourceError(f"slurm: nothing could be read from {path}: {read.rejects[0].reason}",
                               "see the quarantine table for every record")
@@ -353,44 +357,107 @@ def _slurm_time(when: datetime) -> str:
     return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
 
 
+# Columns of a read: where each record came from, then the SacctRecord fields.
+_READ_SCHEMA: dict[str, pl.DataType] = {
+    "loc": pl.String(), "job_id": pl.String(), "name": pl.String(), "account": pl.String(),
+    "user": pl.String(), "partition": pl.String(), "qos": pl.String(), "priority": pl.Float64(),
+    "state": pl.String(), "raw_state": pl.String(), "reason": pl.String(), "submit": pl.Int64(),
+    "eligible": pl.Int64(), "start": pl.Int64(), "end": pl.Int64(), "gpus": pl.Int32(), "nodes": pl.String(),
+    "restart_cnt": pl.Int64(), "alias": pl.String(),
+}
+_RECORD_SCHEMA = {name: dtype for name, dtype in _READ_SCHEMA.items() if name != "loc"}
+assert list(_RECORD_SCHEMA) == list(SacctRecord._fields)
+
+
 @dataclass
 class SacctRead:
-    """Records of sacct documents with their locators, and what failed."""
+    """Records of sacct documents with their locators, and what failed.
 
-    records: list[tuple[str, SacctRecord]] = field(default_factory=list)
+    The records are kept as polars frames of `_READ_SCHEMA`, one per run of
+    records read together, so a 200,000-job read holds columns, not objects."""
+
+    frames: list[pl.DataFrame] = field(default_factory=list)
     rejects: list[Reject] = field(default_factory=list)
     bad_jobs: set[str] = field(default_factory=set)
 
+    def frame(self) -> pl.DataFrame:
+        if not self.frames:
+            return pl.DataFrame(schema=_READ_SCHEMA)
+        if len(self.frames) > 1:
+            self.frames = [pl.concat(self.frames, rechunk=True)]
+        return self.frames[0]
+
+    def count(self) -> int:
+        return sum(f.height for f in self.frames)
+
+    @property
+    def records(self) -> list[tuple[str, SacctRecord]]:
+        """Each record with its locator, as objects (for small reads and tests)."""
+        return [(row[0], SacctRecord(*row[1:])) for row in self.frame().iter_rows()]
+
     def extend(self, other: SacctRead) -> None:
-        self.records.extend(other.records)
+        self.frames.extend(other.frames)
         self.rejects.extend(other.rejects)
         self.bad_jobs |= other.bad_jobs
+
+
+class _Collected:
+    """Records of one document in document order: runs of columns as they
+    come, single records gathered until the next run or the end."""
+
+    def __init__(self, read: SacctRead, what: str) -> None:
+        self.read = read
+        self.what = what
+        self.pending: list[tuple[int, SacctRecord]] = []
+
+    def columns(self, first: int, run: RecordColumns) -> None:
+        self.flush()
+        frame = pl.DataFrame(run.columns, schema=_RECORD_SCHEMA)
+        index = pl.int_range(first, first + run.size, dtype=pl.Int64)
+        self.read.frames.append(frame.select(pl.format("{} record {}", pl.lit(self.what), index).alias("loc"),
+                                             pl.all()))
+
+    def record(self, index: int, rec: SacctRecord) -> None:
+        self.pending.append((index, rec))
+
+    def flush(self) -> None:
+        if self.pending:
+            rows = [(f"{self.what} record {i}", *rec) for i, rec in self.pending]
+            self.read.frames.append(pl.DataFrame(rows, schema=_READ_SCHEMA, orient="row"))
+            self.pending = []
 
 
 def read_document(stream: IO[Any], fmt: str, what: str) -> SacctRead:
     """Records of one document: JSON from a binary or text stream, --parsable2 text from a text one."""
     read = SacctRead()
-    records, rejects = read.records, read.rejects
+    out = _Collected(read, what)
     if fmt == "json":
         meta: dict[str, Any] = {}
         index = 0
         try:
-            for index, (item, raw) in enumerate(iter_json_records(stream, meta), start=1):
+            for item in iter_json_batches(stream, meta):
+                if isinstance(item, RecordColumns):
+                    out.columns(index + 1, item)
+                    index += item.size
+                    continue
+                index += 1
                 try:
-                    records.append((f"{what} record {index}", parse_json_record(item)))
+                    out.record(index, parse_json_record(item[0]))
                 except RecordError:
                     # Quarantine shows the whole record, not only the members the parser read.
-                    _add(read, whole_record(raw), index, what, parse_json_record)
+                    _add(read, out, whole_record(item[1]), index, what, parse_json_record)
         except DocumentError as exc:
-            rejects.append(Reject("job_runs", f"{what}: jobs after record {index}", "document",
-                                  f"{what} ({version_of(meta) or 'unknown format'}): {exc}"))
+            read.rejects.append(Reject("job_runs", f"{what}: jobs after record {index}", "document",
+                                       f"{what} ({version_of(meta) or 'unknown format'}): {exc}"))
+        out.flush()
         errors = [e for e in meta.get("errors") or [] if not _nothing_found(e)]
-        if errors and not records:
+        if errors and not read.count():
             raise SourceError(f"slurm: {what} reported errors: {json.dumps(errors)[:300]}")
     else:
         for index, line in enumerate(stream, start=1):
             if line.strip():
-                _add(read, line, index, what, parse_text_record)
+                _add(read, out, line, index, what, parse_text_record)
+        out.flush()
     return read
 
 
@@ -400,9 +467,10 @@ def _nothing_found(error: Any) -> bool:
                                            or str(error.get("description", "")).startswith("Nothing found"))
 
 
-def _add(read: SacctRead, item: Any, index: int, what: str, parse: Callable[[Any], SacctRecord]) -> None:
+def _add(read: SacctRead, out: _Collected, item: Any, index: int, what: str,
+         parse: Callable[[Any], SacctRecord]) -> None:
     try:
-        read.records.append((f"{what} record {index}", parse(item)))
+        out.record(index, parse(item))
     except RecordError as exc:
         job = _job_of(item)
         if job:
@@ -430,116 +498,88 @@ def _raw(item: Any) -> str:
 
 def build_batch(cluster: str, read: SacctRead, policy: Policy) -> Batch:
     """jobs and job_runs rows from the records of whole jobs."""
-    by_job: dict[str, list[tuple[str, SacctRecord]]] = {}
-    for loc_rec in read.records:
-        recs = by_job.get(loc_rec[1].job_id)
-        if recs is None:
-            by_job[loc_rec[1].job_id] = [loc_rec]
-        else:
-            recs.append(loc_rec)
-    bad_jobs = read.bad_jobs
+    records = read.frame()
     out_rejects = list(read.rejects)
-    # Runs in job order, then in run order within a job.
-    run_locs: list[str] = []
-    run_recs: list[SacctRecord] = []
-    run_numbers: list[int] = []
-    last_recs: list[SacctRecord] = []
-    job_gpus: list[int] = []
-    job_submits: list[int | None] = []
-    for job_id, recs in by_job.items():
-        if job_id in bad_jobs:
-            # Numbering the rest would shift every later run: keep the job whole or not at all.
-            for loc, _ in recs:
-                out_rejects.append(Reject("job_runs", f"{loc} (JobId={job_id})", "job_id",
-                                          "another record of this job could not be read"))
-            continue
-        if len(recs) == 1:
-            loc, rec = recs[0]
-            run_locs.append(loc)
-            run_recs.append(rec)
-            run_numbers.append(1)
-            last_recs.append(rec)
-            job_gpus.append(rec.gpus)
-            job_submits.append(rec.submit)
-            continue
-        ordered = [lr for _, lr in sorted(enumerate(recs), key=lambda ir: (ir[1][1].submit or 0,
-                                                                           ir[1][1].start or 0, ir[0]))]
-        run_locs.extend(loc for loc, _ in ordered)
-        run_recs.extend(rec for _, rec in ordered)
-        run_numbers.extend(range(1, len(ordered) + 1))
-        last_recs.append(ordered[-1][1])
-        job_gpus.append(max(rec.gpus for _, rec in ordered))
-        submits = [rec.submit for _, rec in ordered if rec.submit is not None]
-        job_submits.append(min(submits) if submits else None)
+    if read.bad_jobs:
+        # Numbering the rest would shift every later run: keep the job whole or not at all.
+        bad = pl.col("job_id").is_in(sorted(read.bad_jobs))
+        for loc, job_id in records.filter(bad).select("loc", "job_id").iter_rows():
+            out_rejects.append(Reject("job_runs", f"{loc} (JobId={job_id})", "job_id",
+                                      "another record of this job could not be read"))
+        records = records.filter(~bad)
+    # Runs in job order (of first appearance), then by submission within a job.
+    # `_first` (the job's first record) keys each job by an integer; after the
+    # sort a job's runs are adjacent, so a run's number is its distance from
+    # the job's first row (a per-group int_range would be evaluated per job).
+    runs = (
+        records.with_row_index("_pos")
+        .with_columns(pl.col("_pos").min().over("job_id").alias("_first"))
+        .sort(["_first", pl.col("submit").fill_null(0), pl.col("start").fill_null(0), "_pos"])
+        .with_row_index("_row")
+        .with_columns((pl.col("_row") - pl.col("_row").min().over("_first") + 1).cast(pl.Int32).alias("run"))
+    )
+    # A job is described by its last run; its GPUs are the most any run had,
+    # its submission the first.
+    jobs = runs.group_by("_first", maintain_order=True).agg(
+        pl.col("job_id", "name", "account", "user", "partition", "qos", "priority").last(),
+        pl.col("gpus").max(),
+        pl.col("submit").min(),
+    )
     # Few distinct (partition, QOS) pairs: decide each pair's class, tier and preemptibility once.
-    decided: dict[tuple[str | None, str | None], tuple[str | None, str, bool]] = {}
-    for rec in last_recs:
-        key = (rec.partition, rec.qos)
-        if key not in decided:
-            klass = policy.priority_class(rec.partition, rec.qos)
-            tier = policy.tier(klass)
-            decided[key] = (klass, tier, policy.preemptible(klass, tier))
-    job_policy = [decided[(rec.partition, rec.qos)] for rec in last_recs]
-    job_ids = [rec.job_id for rec in last_recs]
-    jobs: dict[str, list[Any]] = {
-        "cluster": [cluster] * len(last_recs),
-        "job_id": job_ids,
-        "name": [rec.name for rec in last_recs],
-        "team": [rec.account for rec in last_recs],
-        "user_name": [rec.user for rec in last_recs],
-        "priority_class": [d[0] for d in job_policy],
-        "priority_value": [rec.priority for rec in last_recs],
-        "tier": [d[1] for d in job_policy],
-        "preemptible": [d[2] for d in job_policy],
-        "pool": [rec.partition for rec in last_recs],
-        "gpus": job_gpus,
-        "submit_time": job_submits,
-        "_record": [f"JobId={job_id}" for job_id in job_ids],
-    }
-    runs: dict[str, list[Any]] = {
-        "cluster": [cluster] * len(run_recs),
-        "job_id": [rec.job_id for rec in run_recs],
-        "run": run_numbers,
-        "pool": [rec.partition for rec in run_recs],
-        "hosts": [rec.nodes for rec in run_recs],
-        "gpus": [rec.gpus for rec in run_recs],
-        "submit_time": [rec.submit for rec in run_recs],
-        "eligible_time": [rec.eligible for rec in run_recs],
-        "start_time": [rec.start for rec in run_recs],
-        "end_time": [rec.end for rec in run_recs],
-        "state": [rec.state for rec in run_recs],
-        "reason": [rec.reason for rec in run_recs],
-        "_record": [f"JobId={rec.job_id} run {run} ({loc})"
-                    for rec, run, loc in zip(run_recs, run_numbers, run_locs, strict=True)],
-    }
-    return Batch(
-        source=NAME,
-        frames={"jobs": _frame(jobs, _JOB_COLUMNS), "job_runs": _frame(runs, _RUN_COLUMNS)},
-        rejects=out_rejects,
+    pairs = jobs.select("partition", "qos").unique().rows()
+    decisions = []
+    for partition, qos in pairs:
+        klass = policy.priority_class(partition, qos)
+        tier = policy.tier(klass)
+        decisions.append((klass, tier, policy.preemptible(klass, tier)))
+    decided = pl.DataFrame(
+        [(*pair, *decision) for pair, decision in zip(pairs, decisions, strict=True)],
+        schema={"partition": pl.String, "qos": pl.String, "priority_class": pl.String, "tier": pl.String,
+                "preemptible": pl.Boolean},
+        orient="row",
     )
-
-
-_TIME = pl.Datetime("us", "UTC")
-_JOB_COLUMNS: dict[str, pl.DataType] = {
-    "cluster": pl.String(), "job_id": pl.String(), "name": pl.String(), "team": pl.String(),
-    "user_name": pl.String(), "priority_class": pl.String(), "priority_value": pl.Float64(),
-    "tier": pl.String(), "preemptible": pl.Boolean(), "pool": pl.String(), "gpus": pl.Int32(),
-    "submit_time": pl.Int64(), "_record": pl.String(),
-}
-_RUN_COLUMNS: dict[str, pl.DataType] = {
-    "cluster": pl.String(), "job_id": pl.String(), "run": pl.Int32(), "pool": pl.String(),
-    "hosts": pl.String(), "gpus": pl.Int32(), "submit_time": pl.Int64(), "eligible_time": pl.Int64(),
-    "start_time": pl.Int64(), "end_time": pl.Int64(), "state": pl.String(), "reason": pl.String(),
-    "_record": pl.String(),
-}
-
-
-def _frame(columns: dict[str, list[Any]], schema: dict[str, pl.DataType]) -> pl.DataFrame:
-    frame = pl.DataFrame(columns, schema=schema)
-    epoch_columns = [c for c, t in schema.items() if c.endswith("_time") and t == pl.Int64()]
-    return frame.with_columns(
-        [pl.from_epoch(pl.col(c), time_unit="s").dt.replace_time_zone("UTC").alias(c) for c in epoch_columns]
+    job_frame = jobs.join(decided, on=["partition", "qos"], how="left", nulls_equal=True,
+                          maintain_order="left").select(
+        pl.lit(cluster).alias("cluster"),
+        "job_id",
+        "name",
+        pl.col("account").alias("team"),
+        pl.col("user").alias("user_name"),
+        "priority_class",
+        pl.col("priority").alias("priority_value"),
+        "tier",
+        "preemptible",
+        pl.col("partition").alias("pool"),
+        "gpus",
+        _epoch_time("submit").alias("submit_time"),
+        pl.concat_str(pl.lit("JobId="), "job_id").alias("_record"),
     )
+    run_frame = runs.select(
+        pl.lit(cluster).alias("cluster"),
+        "job_id",
+        "run",
+        pl.col("partition").alias("pool"),
+        pl.col("nodes").alias("hosts"),
+        "gpus",
+        *(_epoch_time(c).alias(f"{name}_time") for c, name in
+          (("submit", "submit"), ("eligible", "eligible"), ("start", "start"), ("end", "end"))),
+        "state",
+        "reason",
+        pl.format("JobId={} run {} ({})", "job_id", "run", "loc").alias("_record"),
+    )
+    # Samples labelled with an array task's own id find the task through these.
+    alias_frame = (
+        runs.filter(pl.col("alias").is_not_null())
+        .select(pl.lit(cluster).alias("cluster"), "alias", "job_id")
+        .unique(maintain_order=True)
+        .with_columns(pl.format("JobId={} alias {}", "job_id", "alias").alias("_record"))
+    )
+    return Batch(source=NAME, frames={"jobs": job_frame, "job_runs": run_frame, "job_aliases": alias_frame},
+                 rejects=out_rejects)
+
+
+def _epoch_time(column: str) -> pl.Expr:
+    return pl.from_epoch(pl.col(column), time_unit="s").dt.replace_time_zone("UTC")
 
 
 # -- command line -----------------------------------------------------------

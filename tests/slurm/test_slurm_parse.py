@@ -16,14 +16,17 @@ import json
 import os
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
 
+from analytics.attribution import attributed, rebuild
+from collectors import slurm_sacct
 from collectors.slurm import Options, SlurmCollector, build_batch, read_document
 from collectors.slurm_log import LogCursor, read_log, zone_of
 from collectors.slurm_policy import Partition, Policy, Qos, parse_partitions, parse_qos, preempt_type_from_config
-from collectors.slurm_sacct import DocumentError, iter_json_jobs, run_state
+from collectors.slurm_sacct import DocumentError, iter_json_jobs, parse_json_record, run_state
 from preemptlens.errors import SourceError
 from preemptlens.warehouse import Warehouse
 
@@ -123,7 +126,35 @@ def test_second_load_of_the_same_document_changes_nothing() -> None:
     wh = _load(path)
     with path.open() as stream:
         report = wh.load_batch(build_batch("c1", read_document(stream, "json", path.name), POLICY))
-    assert report.loaded == 0 and report.unchanged == 7 + 5
+    assert report.loaded == 0 and report.unchanged == 7 + 5 + 1  # runs, jobs, the array task's alias
+
+
+@pytest.mark.parametrize("name", ["mixed_22_05.json", "mixed_23_02.json", "mixed_23_11.json", "mixed_24_11.json"])
+def test_samples_labelled_with_an_array_tasks_own_id_reach_the_task(name: str) -> None:
+    """The prolog hands dcgm-exporter (hpc_job) and jobstats (jobid) the
+    task's own id, 110, where sacct says 102_3: the alias leads there, at the
+    times a run of the task was on only."""
+    wh = _load(CASES / name)
+    assert wh.query("SELECT cluster, alias, job_id FROM job_aliases").rows() == [("c1", "110", "102_3")]
+    # 102_3 ran on gpu03 over [T0+20, T0+400) and again from T0+530 on; 100 ran on gpu01 first.
+    # gpu03 reports four GPUs and the task holds two: the host tells nothing, only the label does.
+    samples = [("110", "gpu03", 0, 100), ("110", "gpu03", 0, 450), ("110", "gpu03", 1, 3000), ("100", "gpu01", 0, 100),
+               *((None, "gpu03", g, 3000) for g in (2, 3))]
+    wh.load("gpu_samples", pl.DataFrame({
+        "cluster": ["c1"] * len(samples), "host": [s[1] for s in samples],
+        "gpu_uuid": [f"GPU-{s[1]}-{s[2]}" for s in samples], "time": [_ts(T0 + s[3]) for s in samples],
+        "busy": [0.0] * len(samples), "job_id": [s[0] for s in samples],
+    }), "prometheus")
+    rebuild(wh)
+    got = wh.query(f"SELECT time, job_id FROM ({attributed('gpu_samples')}) ORDER BY time, job_id").rows()
+    # T0+450 lies between the task's runs: nobody's (the host rule has no whole-host run there either).
+    assert got == [(_ts(T0 + 100), "100"), (_ts(T0 + 100), "102_3"), (_ts(T0 + 3000), "102_3")]
+
+
+def test_real_array_capture_records_each_tasks_own_id() -> None:
+    wh = _load(CASES / "requeued_job_22_05.json")
+    # Slurm gave task 0 of array 2 the id 4 and task 1 the array's own id 2.
+    assert sorted(wh.query("SELECT alias, job_id FROM job_aliases").rows()) == [("2", "2_1"), ("4", "2_0")]
 
 
 def test_state_lists_and_flags() -> None:
@@ -192,6 +223,63 @@ def test_layout_and_stream_kind_do_not_change_what_is_read(name: str) -> None:
             read = read_document(stream, "json", "d")
             assert read.records == expected, (indent, type(stream))
             assert not read.rejects
+
+
+def _variants() -> list[dict[str, Any]]:
+    """Records of every version shape, each also with its numbers and state
+    in the other version's form, renumbered so that no two share a job."""
+    base = [r for name in ("mixed_22_05.json", "mixed_23_02.json", "mixed_23_11.json", "mixed_24_11.json",
+                           "requeued_job_22_05.json") for r in json.loads((CASES / name).read_text())["jobs"]]
+    out = []
+    for i, record in enumerate(base * 6):
+        rec = json.loads(json.dumps(record))
+        rec["job_id"] = 5000 + i
+        if isinstance(rec.get("array"), dict) and rec["array"].get("job_id"):
+            rec["array"]["job_id"] = 4000 + i
+        kind = i // len(base)
+        if kind == 1:
+            rec["priority"] = {"set": True, "infinite": False, "number": 7 + i}
+            rec["time"]["start"] = {"set": True, "infinite": False, "number": rec["time"]["submission"] + 3}
+        elif kind == 2:
+            state = rec["state"]["current"]
+            rec["state"]["current"] = ",".join(state) if isinstance(state, list) else state.split(",")
+        elif kind == 3:
+            rec["time"]["end"] = 0  # not ended
+            rec["restart_cnt"] = {"set": False, "infinite": False, "number": 0}
+        elif kind == 4:
+            rec["tres"]["allocated"] = []  # pending: the requested GPUs count
+            rec["name"] = ""
+        out.append(rec)
+    return out
+
+
+def test_runs_of_records_read_exactly_like_one_record_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs decoded by msgspec in one call give, record for record, what
+    parse_json_record gives each record decoded alone, across run ends."""
+    records = _variants()
+    text = json.dumps({"jobs": records, "meta": {"plugin": {"data_parser": "x"}}}, indent=2)
+    monkeypatch.setattr(slurm_sacct, "_BATCH", 20_000)  # many runs, ending anywhere
+    runs = [item for item in slurm_sacct.iter_json_batches(io.BytesIO(text.encode()), chunk=4096)
+            if isinstance(item, slurm_sacct.RecordColumns)]
+    assert len(runs) > 10 and sum(r.size for r in runs) == len(records)
+    read = read_document(io.BytesIO(text.encode()), "json", "d")
+    assert not read.rejects
+    assert [rec for _, rec in read.records] == [parse_json_record(r) for r in records]
+    assert [loc for loc, _ in read.records] == [f"d record {i}" for i in range(1, len(records) + 1)]
+
+
+def test_a_bad_record_inside_a_run_is_named_and_its_neighbours_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    records = _variants()
+    bad = 137
+    records[bad]["time"]["start"] = "soon"
+    text = json.dumps({"jobs": records}, indent=4)
+    monkeypatch.setattr(slurm_sacct, "_BATCH", 50_000)
+    read = read_document(io.BytesIO(text.encode()), "json", "d")
+    job = str(5000 + bad)
+    assert [(r.record, r.field) for r in read.rejects] == [(f"d record {bad + 1} (JobId={job})", "time.start")]
+    assert read.bad_jobs == {job}
+    expected = [parse_json_record(r) for i, r in enumerate(records) if i != bad]
+    assert [rec for _, rec in read.records] == expected
 
 
 def test_quarantine_shows_the_whole_record_not_only_what_the_parser_reads() -> None:

@@ -25,7 +25,7 @@ from preemptlens.errors import SourceError
 
 CHUNK_ROWS = 100_000
 # Tables a file may hold; the simulator's truth tables are not importable.
-IMPORTABLE = ("pools", "jobs", "job_runs", "preemption_links", "checkpoints", "gpu_samples")
+IMPORTABLE = ("pools", "jobs", "job_runs", "job_aliases", "preemption_links", "checkpoints", "gpu_samples")
 
 
 def table_for(path: Path, explicit: str | None) -> str:

@@ -89,6 +89,9 @@ RULES: dict[str, TableRules] = {
         ),
     ),
     "preemption_links": TableRules(key=("cluster", "victim_job_id", "time")),
+    # Ids are reused (Slurm's counter wraps): an alias may name several jobs,
+    # and attribution picks the one that ran at a sample's time.
+    "job_aliases": TableRules(key=("cluster", "alias", "job_id")),
     "checkpoints": TableRules(
         key=("cluster", "job_id", "kind", "time"),
         checks=(_one_of("kind", CHECKPOINT_KINDS),),

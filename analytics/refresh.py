@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -12,6 +14,47 @@ from analytics.params import Params, param_row
 from analytics.views import apply_views
 from preemptlens.warehouse import Warehouse
 
+# For the refresh only, then restored. The views carry no ORDER BY, so their
+# tables need not keep the order rows were produced in, which lets large
+# CREATE TABLE AS run in parallel without buffering.
+ENGINE_SETTINGS: dict[str, object] = {"preserve_insertion_order": False}
+# A 30-day scan of a few thousand GPUs stays under 4 GiB with this limit
+# (DuckDB spills beyond it); a lower limit already in force is kept.
+MEMORY_LIMIT_BYTES = 3 * 2**30
+_UNITS = {"bytes": 1, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "kb": 10**3, "mb": 10**6,
+          "gb": 10**9, "tb": 10**12}
+
+
+def _bytes(setting: str) -> float | None:
+    number, _, unit = setting.strip().partition(" ")
+    try:
+        return float(number) * _UNITS[unit.strip().lower() or "bytes"]
+    except (ValueError, KeyError):
+        return None
+
+
+@contextmanager
+def engine_settings(wh: Warehouse) -> Iterator[None]:
+    def current(name: str) -> object:
+        return wh.con.execute("SELECT current_setting($n)", {"n": name}).fetchall()[0][0]
+
+    settings = dict(ENGINE_SETTINGS)
+    limit = _bytes(str(current("memory_limit")))
+    if limit is None or limit > MEMORY_LIMIT_BYTES:
+        settings["memory_limit"] = f"{MEMORY_LIMIT_BYTES // 2**20}MiB"
+    saved = {name: current(name) for name in settings}
+    for name, value in settings.items():
+        wh.con.execute(f"SET {name} = $v", {"v": value})
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            # A memory limit reads back rounded (`18.8 GiB`): setting that text
+            # again would shrink it a little every time, so prefer the default.
+            wh.con.execute(f"RESET {name}")
+            if current(name) != value:
+                wh.con.execute(f"SET {name} = $v", {"v": value})
+
 
 @dataclass
 class AnalyzeReport:
@@ -19,6 +62,7 @@ class AnalyzeReport:
     stretches: StretchRefresh
     views: list[str]
     seconds: dict[str, float] = field(default_factory=dict)
+    view_seconds: dict[str, float] = field(default_factory=dict)
 
 
 def write_params(wh: Warehouse, params: Params, sample_step_s: float) -> None:
@@ -41,6 +85,11 @@ def write_params(wh: Warehouse, params: Params, sample_step_s: float) -> None:
 
 
 def analyze(wh: Warehouse, params: Params, *, full: bool = False) -> AnalyzeReport:
+    with engine_settings(wh):
+        return _analyze(wh, params, full=full)
+
+
+def _analyze(wh: Warehouse, params: Params, *, full: bool) -> AnalyzeReport:
     seconds: dict[str, float] = {}
     started = time.perf_counter()
     step = float(params["sample_step_s"]) or infer_step(wh)
@@ -52,6 +101,6 @@ def analyze(wh: Warehouse, params: Params, *, full: bool = False) -> AnalyzeRepo
     seconds["idle stretches"] = time.perf_counter() - started
 
     started = time.perf_counter()
-    views = apply_views(wh)
+    view_seconds = apply_views(wh)
     seconds["views"] = time.perf_counter() - started
-    return AnalyzeReport(step, stretches, views, seconds)
+    return AnalyzeReport(step, stretches, list(view_seconds), seconds, view_seconds)

@@ -8,6 +8,7 @@ views are created after them (the order comes from the names they mention).
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,14 +70,15 @@ def _body(sql: str) -> str:
     return re.sub(r"--[^\n]*", "", sql)
 
 
-def apply_views(wh: Warehouse, views_dir: Path = VIEWS_DIR) -> list[str]:
+def apply_views(wh: Warehouse, views_dir: Path = VIEWS_DIR) -> dict[str, float]:
     """Materialise every figure as a table, parents before children, in one transaction.
 
     Readers (dashboard, report, alerts, ad-hoc SQL) then scan stored rows
     instead of re-running the ledger's joins on every query, and a snapshot
-    published meanwhile holds the whole refresh or none of it.
+    published meanwhile holds the whole refresh or none of it. Returns the
+    seconds each view took, in the order they were built.
     """
-    applied = []
+    applied: dict[str, float] = {}
     with wh.transaction():
         kinds = dict(
             wh.con.execute(
@@ -86,6 +88,7 @@ def apply_views(wh: Warehouse, views_dir: Path = VIEWS_DIR) -> list[str]:
         for view in registry(views_dir):
             if kinds.get(view.name) == "VIEW":
                 wh.con.execute(f"DROP VIEW {quote(view.name)}")
+            started = time.perf_counter()
             wh.con.execute(f"CREATE OR REPLACE TABLE {quote(view.name)} AS {_body(view.sql)}")
-            applied.append(view.name)
+            applied[view.name] = time.perf_counter() - started
     return applied

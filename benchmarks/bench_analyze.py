@@ -10,7 +10,11 @@ for its first hour), then reports:
   - an incremental `analyze` after one more day of samples.
 
 Default scale is the issue's target, 4,096 GPUs x 30 days (177 M samples);
-use --gpus/--days for a smaller run. Run: python benchmarks/bench_analyze.py
+use --gpus/--days for a smaller run, and --warehouse FILE to keep the
+generated cluster for the next run (generating 4,096 x 30 takes minutes).
+Wall times swing with whatever else runs on the machine, so CPU seconds are
+printed beside them. The pandas baseline must agree with analyze on the
+totals, or the script fails. Run: python benchmarks/bench_analyze.py
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from pathlib import Path
 import pandas as pd
 
 from analytics.params import SETTINGS, params_from
-from analytics.refresh import analyze
+from analytics.refresh import AnalyzeReport, analyze
 from preemptlens.config import Config
 from preemptlens.warehouse import Warehouse
 
@@ -38,28 +42,34 @@ def _sql(wh: Warehouse, sql: str, params: dict[str, object]) -> None:
     wh.con.execute(sql, {k: v for k, v in params.items() if f"${k}" in sql})
 
 
-def _load_id(wh: Warehouse) -> str:
+def _load_id(wh: Warehouse, source: str = "bench") -> str:
     load_id = uuid.uuid4().hex
     wh.con.execute(
-        "INSERT INTO _loads VALUES ($id, 'bench', $t, $t, 0, 0, 0)", {"id": load_id, "t": datetime.now(UTC)}
+        "INSERT INTO _loads VALUES ($id, $s, $t, $t, 0, 0, 0)", {"id": load_id, "s": source, "t": datetime.now(UTC)}
     )
     return load_id
 
 
 def generate(wh: Warehouse, gpus: int, days: int) -> None:
-    nodes = gpus // 8
-    minutes = days * 1440
     load = _load_id(wh)
-    p = {"nodes": nodes, "minutes": minutes, "t0": T0, "load": load, "gpus": gpus}
-    _sql(wh, "INSERT INTO pools VALUES ('bench', 'main', $t0 - INTERVAL 1 DAY, $gpus, 8, 'bench', $load)", p)
+    wh.con.execute(
+        "INSERT INTO pools VALUES ('bench', 'main', $t0 - INTERVAL 1 DAY, $gpus, 8, 'bench', $load)",
+        {"t0": T0, "gpus": gpus, "load": load},
+    )
+    add_data(wh, gpus, 0, days * 1440, load)
+
+
+def add_data(wh: Warehouse, gpus: int, first_minute: int, last_minute: int, load: str) -> None:
+    """The jobs that start in [first_minute, last_minute) and the samples of those minutes."""
+    p = {"nodes": gpus // 8, "m0": first_minute, "m1": last_minute, "t0": T0, "load": load}
     # slots: job k on node n runs minutes [k*L, (k+1)*L), L = 180 + 60*(n % 5)
     _sql(
         wh,
         """
-        CREATE TEMP TABLE slots AS
+        CREATE OR REPLACE TEMP TABLE slots AS
         SELECT n, k, 180 + 60 * (n % 5) AS len
-        FROM range($nodes) r(n), range(0, $minutes // 180 + 1) s(k)
-        WHERE k * (180 + 60 * (n % 5)) < $minutes
+        FROM range($nodes) r(n), range(0, $m1 // 180 + 1) s(k)
+        WHERE k * (180 + 60 * (n % 5)) >= $m0 AND k * (180 + 60 * (n % 5)) < $m1
         """,
         p,
     )
@@ -106,7 +116,7 @@ def generate(wh: Warehouse, gpus: int, days: int) -> None:
         """,
         p,
     )
-    add_samples(wh, gpus, 0, minutes, load)
+    add_samples(wh, gpus, first_minute, last_minute, load)
 
 
 def add_samples(wh: Warehouse, gpus: int, first_minute: int, last_minute: int, load: str) -> None:
@@ -134,11 +144,14 @@ def peak_rss_mib() -> float:
 
 
 def pandas_baseline(wh: Warehouse) -> tuple[float, int, float, float]:
-    """The notebook version: read the tables into pandas and loop in groupby."""
+    """The notebook version: read the columns it needs into pandas, then filter, sort and group there.
+
+    Read through Arrow, as pandas 3 reads Parquet: strings stay Arrow-backed
+    (`str` dtype) rather than one Python object per value, which would need
+    about four times the memory.
+    """
     started = time.perf_counter()
-    samples = wh.con.execute(
-        "SELECT host, gpu_uuid, job_id, time, busy FROM gpu_samples"
-    ).fetchdf()
+    samples = wh.con.sql("SELECT host, gpu_uuid, job_id, time, busy FROM gpu_samples").to_arrow_table().to_pandas()
     idle = samples[(samples["busy"] < 0.05) & samples["job_id"].notna()].sort_values(
         ["host", "gpu_uuid", "job_id", "time"]
     )
@@ -147,8 +160,10 @@ def pandas_baseline(wh: Warehouse) -> tuple[float, int, float, float]:
     stretches = idle.groupby("stretch").agg(start=("time", "min"), end=("time", "max"), job_id=("job_id", "first"))
     length = (stretches["end"] - stretches["start"]).dt.total_seconds() + 60
     hoarded = float(length[length >= 1800].sum())
-    runs = wh.con.execute("SELECT * FROM job_runs WHERE state = 'preempted'").fetchdf()
-    ckpts = wh.con.execute("SELECT job_id, run, time FROM checkpoints WHERE kind = 'checkpoint'").fetchdf()
+    runs = wh.con.sql("SELECT * FROM job_runs WHERE state = 'preempted'").to_arrow_table().to_pandas()
+    ckpts = (
+        wh.con.sql("SELECT job_id, run, time FROM checkpoints WHERE kind = 'checkpoint'").to_arrow_table().to_pandas()
+    )
     merged = pd.merge_asof(
         runs.sort_values("end_time"), ckpts.sort_values("time"), left_on="end_time", right_on="time",
         by=["job_id", "run"], direction="backward",
@@ -159,51 +174,111 @@ def pandas_baseline(wh: Warehouse) -> tuple[float, int, float, float]:
     return time.perf_counter() - started, len(merged), hoarded, lost
 
 
+def open_bench(path: Path, gpus: int, days: int) -> Warehouse:
+    """A warehouse holding the synthetic cluster, generated once and reused while kept.
+
+    A kept warehouse is put back to its generated state: the extra day that
+    the incremental step appended (its own load) is removed.
+    """
+    wh = Warehouse(path)
+    scale = f"{gpus}x{days}"
+    row = wh.con.execute("SELECT value FROM analytics_state WHERE name = 'bench.scale'").fetchone()
+    if row and row[0] == scale:
+        extra = "SELECT load_id FROM _loads WHERE source = 'bench-day'"
+        for table in ("gpu_samples", "checkpoints", "job_runs", "jobs"):
+            wh.con.execute(f"DELETE FROM {table} WHERE _load_id IN ({extra})")
+        wh.con.execute("DELETE FROM analytics_loads_seen WHERE load_id IN (SELECT load_id FROM _loads "
+                       "WHERE source = 'bench-day')")
+        wh.con.execute("DELETE FROM _loads WHERE source = 'bench-day'")
+        print(f"reusing the generated warehouse {path} ({scale})")
+        return wh
+    if row:
+        wh.close()
+        raise SystemExit(f"{path} holds another scale ({row[0]}); remove it or pick another --warehouse")
+    started = time.perf_counter()
+    generate(wh, gpus, days)
+    wh.con.execute(
+        "INSERT INTO analytics_state VALUES ('bench.scale', $v, $t)", {"v": scale, "t": datetime.now(UTC)}
+    )
+    wh.con.execute("CHECKPOINT")
+    print(f"generated in {time.perf_counter() - started:.1f} s")
+    return wh
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpus", type=int, default=4096)
     parser.add_argument("--days", type=int, default=30)
     parser.add_argument("--no-pandas", action="store_true", help="skip the pandas baseline")
+    parser.add_argument("--snapshot", action="store_true", help="also time publishing the reader snapshot")
+    parser.add_argument(
+        "--warehouse", type=Path, help="keep the generated warehouse in this file and reuse it on the next run"
+    )
     args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = args.warehouse or Path(tmp) / "bench.duckdb"
+        with open_bench(path, args.gpus, args.days) as wh:
+            run(wh, args)
+
+
+def run(wh: Warehouse, args: argparse.Namespace) -> None:
     params = params_from(Config(values={"analytics": {s.key: s.default for s in SETTINGS.settings}}))
-    with tempfile.TemporaryDirectory() as tmp, Warehouse(Path(tmp) / "bench.duckdb") as wh:
-        started = time.perf_counter()
-        generate(wh, args.gpus, args.days)
-        rows = wh.con.execute("SELECT count(*) FROM gpu_samples").fetchone()
-        print(f"generated {rows[0] if rows else 0:,} samples in {time.perf_counter() - started:.1f} s")
+    rows = wh.con.execute("SELECT count(*) FROM gpu_samples").fetchone()
+    print(f"{rows[0] if rows else 0:,} samples")
 
+    started, cpu = time.perf_counter(), time.process_time()
+    report = analyze(wh, params, full=True)
+    ledger = wh.query("SELECT count(*) AS n, sum(lost_gpu_s) AS lost FROM preemption_ledger")
+    hoarded = wh.query("SELECT sum(idle_gpu_hours) AS h FROM idle_hoarding_runs")["h"].item() or 0.0
+    wh.query("SELECT * FROM readiness_scorecard")
+    full_s, full_cpu = time.perf_counter() - started, time.process_time() - cpu
+    print(
+        f"preemptlens analyze (full, incl. reading ledger, hoarding and scorecard): {full_s:.1f} s "
+        f"(CPU {full_cpu:.1f} s), peak RSS {peak_rss_mib():,.0f} MiB; {ledger['n'].item():,} preemptions, "
+        f"{hoarded:,.0f} hoarded GPU-hours"
+    )
+    print_steps(report)
+
+    if args.snapshot:
         started = time.perf_counter()
-        report = analyze(wh, params, full=True)
-        ledger = wh.query("SELECT count(*) AS n, sum(lost_gpu_s) AS lost FROM preemption_ledger")
-        hoarded = wh.query("SELECT sum(idle_gpu_hours) AS h FROM idle_hoarding_runs")["h"].item()
-        wh.query("SELECT * FROM readiness_scorecard")
-        full_s = time.perf_counter() - started
+        wh.publish()
+        print(f"publish reader snapshot (whole-database copy): {time.perf_counter() - started:.1f} s")
+
+    if not args.no_pandas:
+        cpu = time.process_time()
+        pandas_s, preemptions, pandas_hoarded, pandas_lost = pandas_baseline(wh)
+        pandas_cpu = time.process_time() - cpu
+        lost = ledger["lost"].item() or 0.0
         print(
-            f"preemptlens analyze (full, incl. reading ledger, hoarding and scorecard): {full_s:.1f} s, "
-            f"peak RSS {peak_rss_mib():,.0f} MiB; {ledger['n'].item():,} preemptions, "
-            f"{hoarded or 0:,.0f} hoarded GPU-hours; steps {report.seconds}"
+            f"pandas baseline (ledger lost GPU-s + hoarding only): {pandas_s:.1f} s (CPU {pandas_cpu:.1f} s), "
+            f"peak RSS {peak_rss_mib():,.0f} MiB; {preemptions:,} preemptions, "
+            f"{pandas_hoarded / 3600:,.0f} hoarded GPU-hours, {pandas_lost:,.0f} lost GPU-s "
+            f"(analyze: {lost:,.0f}); speed-up {pandas_s / full_s:.1f}x wall, {pandas_cpu / full_cpu:.1f}x CPU"
         )
+        # Both must compute the same figures, or the comparison means nothing.
+        if (preemptions, round(pandas_hoarded / 3600, 6), round(pandas_lost, 3)) != (
+            ledger["n"].item(), round(hoarded, 6), round(lost, 3)
+        ):
+            raise SystemExit("pandas and analyze disagree on the totals above")
 
-        if not args.no_pandas:
-            pandas_s, preemptions, pandas_hoarded, pandas_lost = pandas_baseline(wh)
-            print(
-                f"pandas baseline (ledger lost GPU-s + hoarding only): {pandas_s:.1f} s, "
-                f"peak RSS {peak_rss_mib():,.0f} MiB; {preemptions:,} preemptions, "
-                f"{pandas_hoarded / 3600:,.0f} hoarded GPU-hours, {pandas_lost:,.0f} lost GPU-s "
-                f"(analyze: {ledger['lost'].item() or 0:,.0f}); speed-up {pandas_s / full_s:.1f}x"
-            )
+    load = _load_id(wh, "bench-day")
+    minutes = args.days * 1440
+    add_data(wh, args.gpus, minutes, minutes + 1440, load)
+    started, cpu = time.perf_counter(), time.process_time()
+    report = analyze(wh, params)
+    wh.query("SELECT count(*) FROM preemption_ledger")
+    wh.query("SELECT * FROM readiness_scorecard")
+    print(
+        f"incremental analyze after one more day: {time.perf_counter() - started:.1f} s "
+        f"(CPU {time.process_time() - cpu:.1f} s; {report.stretches.mode}, from {report.stretches.recomputed_from})"
+    )
+    print_steps(report)
 
-        load = _load_id(wh)
-        minutes = args.days * 1440
-        add_samples(wh, args.gpus, minutes, minutes + 1440, load)
-        started = time.perf_counter()
-        report = analyze(wh, params)
-        wh.query("SELECT count(*) FROM preemption_ledger")
-        wh.query("SELECT * FROM readiness_scorecard")
-        print(
-            f"incremental analyze after one more day: {time.perf_counter() - started:.1f} s "
-            f"({report.stretches.mode}, from {report.stretches.recomputed_from})"
-        )
+
+def print_steps(report: AnalyzeReport) -> None:
+    print("  " + ", ".join(f"{k} {v:.2f} s" for k, v in report.seconds.items()))
+    slow = sorted(report.view_seconds.items(), key=lambda kv: -kv[1])
+    print("  views: " + ", ".join(f"{k} {v:.2f}" for k, v in slow))
 
 
 if __name__ == "__main__":

@@ -26,7 +26,10 @@ events as (
         min(preemptor_team) as preemptor_team,
         sum(victim_gpus) as victim_gpus,
         count(*) as victims,
-        min(data_end) as data_end
+        min(data_end) as data_end,
+        -- a number for the event: partitioning its releases on it sorts
+        -- integers instead of job ids
+        row_number() over (order by cluster, preemptor_job_id, preemptor_run) as event_no
     from preemptions
     where preemptor_run is not null
     group by cluster, preemptor_job_id, preemptor_run
@@ -60,7 +63,38 @@ victim_releases as (
         case
             when v.work_needed_s is not null
                 then epoch(e.time) + greatest(0, v.work_needed_s - v.work_done_s)
-        end as release_epoch
+        end as release_epoch,
+        e.event_no
+    from events as e
+    inner join preemptions as v
+        on v.cluster = e.cluster and v.preemptor_job_id = e.preemptor_job_id and v.preemptor_run = e.preemptor_run
+),
+
+event_span as (
+    select cluster, min(time) as first_time, max(time) as last_time
+    from events
+    group by cluster
+),
+
+run_hours as (
+    -- each run once for every hour it ran within the events' span, so that
+    -- the join below pairs an event only with the runs of its hour instead
+    -- of with every run of its pool
+    select r.*, h.hour
+    from runs as r
+    inner join event_span as s on s.cluster = r.cluster
+    cross join lateral (
+        select unnest(generate_series(
+            date_trunc('hour', greatest(r.effective_start, s.first_time)),
+            date_trunc('hour', least(coalesce(r.end_time, s.last_time), s.last_time)),
+            interval 1 hour
+        )) as hour
+    ) as h
+    where r.effective_s > 0
+),
+
+victims_of as (
+    select e.event_no, v.victim_job_id, v.victim_run
     from events as e
     inner join preemptions as v
         on v.cluster = e.cluster and v.preemptor_job_id = e.preemptor_job_id and v.preemptor_run = e.preemptor_run
@@ -74,20 +108,19 @@ other_releases as (
         e.preemptor_job_id,
         e.preemptor_run,
         r.gpus,
-        case when r.end_time is not null then epoch(r.end_time) end as release_epoch
+        case when r.end_time is not null then epoch(r.end_time) end as release_epoch,
+        e.event_no
     from events as e
-    inner join runs as r
+    inner join run_hours as r
         on r.cluster = e.cluster
         and r.pool = e.pool
+        and r.hour = date_trunc('hour', e.time)
         and r.effective_start < e.time
         and (r.end_time is null or r.end_time > e.time)
-        and r.effective_s > 0
+    left join victims_of as x
+        on x.event_no = e.event_no and x.victim_job_id = r.job_id and x.victim_run = r.run
     where not (r.job_id = e.preemptor_job_id and r.run = e.preemptor_run)
-        and not exists (
-            select 1 from preemptions as v
-            where v.cluster = e.cluster and v.victim_job_id = r.job_id and v.victim_run = r.run
-                and v.preemptor_job_id = e.preemptor_job_id and v.preemptor_run = e.preemptor_run
-        )
+        and x.event_no is null
 ),
 
 releases as (
@@ -97,16 +130,16 @@ releases as (
 ),
 
 held as (
-    select cluster, preemptor_job_id, preemptor_run, sum(gpus) as allocated
+    select event_no, sum(gpus) as allocated
     from releases
-    group by cluster, preemptor_job_id, preemptor_run
+    group by event_no
 ),
 
 cumulative as (
     select
         r.*,
         sum(r.gpus) over (
-            partition by r.cluster, r.preemptor_job_id, r.preemptor_run
+            partition by r.event_no
             order by r.release_epoch
             rows unbounded preceding
         ) as released
@@ -122,7 +155,7 @@ enough as (
         greatest(0, coalesce(c.capacity, h.allocated) - h.allocated) as free_gpus
     from events as e
     inner join held as h
-        on h.cluster = e.cluster and h.preemptor_job_id = e.preemptor_job_id and h.preemptor_run = e.preemptor_run
+        on h.event_no = e.event_no
     left join capacity as c
         on c.cluster = e.cluster and c.preemptor_job_id = e.preemptor_job_id and c.preemptor_run = e.preemptor_run
 ),
@@ -135,8 +168,7 @@ counterfactual as (
             when n.free_gpus >= e.need_gpus then epoch(e.time)
             else (
                 select min(c.release_epoch) from cumulative as c
-                where c.cluster = e.cluster and c.preemptor_job_id = e.preemptor_job_id
-                    and c.preemptor_run = e.preemptor_run and n.free_gpus + c.released >= e.need_gpus
+                where c.event_no = e.event_no and n.free_gpus + c.released >= e.need_gpus
             )
         end as release_epoch
     from events as e

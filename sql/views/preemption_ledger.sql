@@ -17,6 +17,28 @@ idle as (
     select * from hoarding_stretches
 ),
 
+preemption_span as (
+    select cluster, min(time) as first_time, max(time) as last_time
+    from preemptions
+    group by cluster
+),
+
+idle_hours as (
+    -- each stretch once for every hour it covers within the preemptions'
+    -- span, so that the join below pairs a preemption only with the
+    -- stretches of its hour instead of with every stretch of its pool
+    select i.*, h.hour
+    from idle as i
+    inner join preemption_span as s on s.cluster = i.cluster
+    cross join lateral (
+        select unnest(generate_series(
+            date_trunc('hour', greatest(i.start_time, s.first_time)),
+            date_trunc('hour', least(i.end_time, s.last_time)),
+            interval 1 hour
+        )) as hour
+    ) as h
+),
+
 idle_at_preemption as (
     select
         p.cluster,
@@ -25,9 +47,10 @@ idle_at_preemption as (
         count(distinct i.host || '/' || i.gpu_uuid || '/' || i.gpu_instance) as idle_gpus
     from preemptions as p
     cross join params as prm
-    inner join idle as i
+    inner join idle_hours as i
         on i.cluster = p.cluster
         and i.pool = coalesce(p.preemptor_pool, p.pool)
+        and i.hour = date_trunc('hour', p.time)
         and epoch(i.start_time) <= epoch(p.time) - prm.hoarding_window_s
         and i.end_time > p.time
     group by p.cluster, p.victim_job_id, p.victim_run

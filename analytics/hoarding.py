@@ -18,6 +18,8 @@ import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from analytics.attribution import attributed
+from analytics.attribution import rebuild as rebuild_attribution
 from analytics.params import Params
 from preemptlens.warehouse import Warehouse
 
@@ -90,6 +92,7 @@ def refresh_stretches(wh: Warehouse, params: Params, step: float, *, full: bool 
         con.execute("CREATE OR REPLACE TEMP TABLE _new_loads (load_id VARCHAR)")
         if new_loads:
             con.executemany("INSERT INTO _new_loads VALUES (?)", [(x,) for x in new_loads])
+        attribution = rebuild_attribution(wh, None if full else "_new_loads")
         if full:
             con.execute("DELETE FROM gpu_idle_stretches")
             scan_join = ""
@@ -99,7 +102,9 @@ def refresh_stretches(wh: Warehouse, params: Params, step: float, *, full: bool 
             row = con.execute(
                 "SELECT min(time) FROM gpu_samples WHERE _load_id IN (SELECT load_id FROM _new_loads)"
             ).fetchone()
-            changed_from = row[0] if row else None
+            # New or changed runs can give unlabelled samples from their start on an owner.
+            changed = [t for t in (row[0] if row else None, attribution.changed_from) if t is not None]
+            changed_from = min(changed) if changed else None
             if changed_from is None:
                 _mark_seen(wh, wanted)
                 return StretchRefresh("unchanged", len(new_loads), None, _count(wh))
@@ -136,11 +141,12 @@ def refresh_stretches(wh: Warehouse, params: Params, step: float, *, full: bool 
         con.execute(
             f"""
             INSERT INTO gpu_idle_stretches
-            WITH idle AS MATERIALIZED (
+            WITH idle_labelled AS MATERIALIZED (
                 SELECT s.cluster, s.host, s.gpu_uuid, s.gpu_instance, s.job_id, s.time
                 FROM gpu_samples s {scan_join}
-                WHERE s.job_id IS NOT NULL AND {_idle_condition(params)} {time_filter}
+                WHERE {_idle_condition(params)} {time_filter}
             ),
+            idle AS MATERIALIZED ({attributed("idle_labelled")}),
             -- Sorting on five strings per sample costs several times the scan:
             -- number each GPU's job once and sort the samples on that number.
             series AS (

@@ -14,15 +14,23 @@ What is measured and what is approximated (docs/tuning.md has the full list):
   time minus the progress lost at preemptions, the measured warm-ups and the
   idle-hoarding stretches. A job still running at the end of the data needs at
   least the window again, so it never completes inside the replay.
-- checkpoint interval: the median spacing of its checkpoint rows within a run,
-  else the declared interval.
-- warm-up: measured from the progress rows after its restarts, else the median
-  of all measured warm-ups.
+- checkpoint interval: the median spacing of its checkpoint rows within a run
+  (and a first run's first one after its start), leaving out a preempted run's
+  last checkpoint inside the grace time, else the declared interval.
+- warm-up: measured from the progress rows after its restarts, or from a short
+  completed restart's run time less the work it had left; else the median of
+  all measured warm-ups.
 - final checkpoint at the preemption signal: seen when a preempted run's last
-  checkpoint falls inside the grace time off the job's cadence; jobs never
-  preempted get it with the observed share (chosen by a hash of the job id, so
-  replays are deterministic), and the median observed save time.
-- idle hoarding: the median idle stretch and active stretch of the job's runs.
+  checkpoint falls inside the grace time off the job's cadence; a run that
+  finished on a preemptor's hosts within the grace time before it started was
+  signalled and did not save; jobs neither preempted nor signalled get it with
+  the observed share (chosen by a hash of the job id, so replays are
+  deterministic), and the median observed save time.
+- idle hoarding: the median complete idle stretch, and the shortest active span
+  before a stretch (the engine idles on the sample grid after it).
+A guessed value only matters for a job the replay preempts or restarts where
+the past did not; with every measured input right, the replay under the actual
+policy follows the past exactly and never uses a guess.
 - jobs submitted before the window are not replayed (a cold start), and jobs
   that do not fit the simulator's cluster model (unknown pool, more GPUs than
   the pool, multi-node sizes that are not whole nodes) are left out and counted.
@@ -298,15 +306,56 @@ waste as (
     where cluster = $c
     group by victim_job_id
 ),
-ckpt_gaps as (
+final_saves as (
+    -- a preempted run's last checkpoint within the grace time of its end: possibly a save at the
+    -- signal, off the cadence, so it is no evidence of the interval
+    select victim_job_id as job_id, victim_run as run, last_checkpoint_time as time
+    from preemption_ledger
+    where cluster = $c and epoch(time) - epoch(last_checkpoint_time) between 0 and $g
+),
+ckpt_seq as (
     select
-        job_id,
-        epoch(time) - epoch(lag(time) over (partition by job_id, run order by time)) as gap
+        job_id, run, time,
+        lag(time) over (partition by job_id, run order by time) as previous_time
     from checkpoints
     where cluster = $c and kind = 'checkpoint'
 ),
+ckpt_gaps as (
+    -- spacing of checkpoints within a run, and a first run's first checkpoint after its start
+    -- (no warm-up before it): a job with one checkpoint per run still shows its cadence
+    select k.job_id, epoch(k.time) - epoch(coalesce(k.previous_time, r.start_time)) as gap
+    from ckpt_seq as k
+    inner join runs as r on r.job_id = k.job_id and r.run = k.run
+    left join final_saves as f on f.job_id = k.job_id and f.run = k.run and f.time = k.time
+    where f.job_id is null and (k.previous_time is not null or k.run = 1)
+),
 cadence as (
     select job_id, median(gap) as interval_s from ckpt_gaps where gap > 0 group by job_id
+),
+resumed as (
+    -- a completed restart of a job whose warm-up the ledger could not measure, and the step it resumed
+    -- from (the last checkpoint before it started)
+    select r.job_id, r.run, r.start_time, r.end_time, arg_max(c.step, c.time) as step
+    from runs as r
+    left join checkpoints as c
+        on c.cluster = $c and c.job_id = r.job_id and c.kind = 'checkpoint' and c.time < r.start_time
+    where r.run > 1 and r.state = 'completed'
+        and r.job_id not in (select job_id from waste where warmup_s is not null)
+    group by r.job_id, r.run, r.start_time, r.end_time
+),
+rates as (
+    -- progress per second of work: `step` is the job's own counter, not necessarily seconds
+    select job_id, median(rate) as rate
+    from (
+        select
+            job_id,
+            (step - lag(step) over w) / (epoch(time) - epoch(lag(time) over w)) as rate
+        from checkpoints
+        where cluster = $c and step is not null and job_id in (select job_id from resumed where step is not null)
+        window w as (partition by job_id, run order by time, step)
+    ) as pairs
+    where rate > 0
+    group by job_id
 ),
 idle as (
     select job_id, run, start_time, end_time, max(idle_s) as idle_s
@@ -314,18 +363,53 @@ idle as (
     where cluster = $c
     group by job_id, run, start_time, end_time
 ),
-first_idle as (
-    -- active time before a run's first idle stretch (its warm-up included)
-    select i.job_id, median(epoch(i.start_time) - epoch(r.start_time)) as active_s
-    from (select job_id, run, min(start_time) as start_time from idle group by job_id, run) as i
+late_warmup as (
+    -- a restart too short for two progress reports: its run time less the work it had left
+    select m.job_id, median(epoch(m.end_time) - epoch(m.start_time) - (j.work_s - coalesce(m.step / p.rate, 0)))
+        as warmup_s
+    from resumed as m
+    inner join window_jobs as j on j.job_id = m.job_id
+    left join rates as p on p.job_id = m.job_id
+    where j.work_s is not null and (m.step is null or p.rate is not null)
+        and m.job_id not in (select job_id from idle)
+    group by m.job_id
+),
+idle_seq as (
+    select
+        i.*,
+        lag(i.end_time) over (partition by i.job_id, i.run order by i.start_time) as previous_end,
+        r.start_time as run_start,
+        r.run > 1 as restarted,
+        -- cut short by the run's end (preemption or end of data): a lower bound of the stretch only
+        r.end_time is null or i.end_time >= r.end_time as truncated
+    from idle as i
     inner join runs as r on r.job_id = i.job_id and r.run = i.run
-    group by i.job_id
+),
+active_spans as (
+    -- active time before an idle stretch: from the run's work start (after the warm-up of a
+    -- restart) or from the previous stretch's end. The engine starts idling on the sample grid
+    -- after that time, so each span overshoots the job's active time by less than one step:
+    -- the shortest span reproduces every observed idle start.
+    select
+        s.job_id,
+        case
+            when s.previous_end is not null then epoch(s.start_time) - epoch(s.previous_end)
+            else epoch(s.start_time) - epoch(s.run_start)
+                - case when s.restarted then coalesce(w.warmup_s, 0) else 0 end
+        end as active_s
+    from idle_seq as s
+    left join waste as w on w.job_id = s.job_id
 ),
 idle_totals as (
-    select i.job_id, sum(i.idle_s) as idle_total_s, median(i.idle_s) as idle_median_s, any_value(f.active_s) as active_s
-    from idle as i
-    left join first_idle as f on f.job_id = i.job_id
-    group by i.job_id
+    select
+        s.job_id,
+        sum(s.idle_s) as idle_total_s,
+        coalesce(median(case when not s.truncated then s.idle_s end), max(s.idle_s)) as idle_median_s,
+        any_value(a.active_s) as active_s
+    from idle_seq as s
+    left join (select job_id, min(active_s) as active_s from active_spans group by job_id) as a
+        on a.job_id = s.job_id
+    group by s.job_id
 )
 select
     j.job_id, j.name, j.team, j.user_name, j.priority_class, j.priority_value, j.tier, j.preemptible,
@@ -333,13 +417,15 @@ select
     epoch(j.submit_time) - epoch(cast($t0 as timestamptz)) as submit_s,
     j.checkpoint_interval_s as declared_interval_s, c.interval_s as measured_interval_s,
     j.work_s, t.run_s, t.last_state, coalesce(t.still_running, false) as still_running,
-    coalesce(w.waste_s, 0) as waste_s, w.warmup_s,
+    coalesce(w.waste_s, 0) as waste_s,
+    coalesce(w.warmup_s, case when lw.warmup_s >= 0 then lw.warmup_s end) as warmup_s,
     coalesce(i.idle_total_s, 0) as idle_total_s, i.idle_median_s, i.active_s as hoard_active_s
 from window_jobs as j
 left join run_totals as t on t.job_id = j.job_id
 left join waste as w on w.job_id = j.job_id
 left join cadence as c on c.job_id = j.job_id
 left join idle_totals as i on i.job_id = j.job_id
+left join late_warmup as lw on lw.job_id = j.job_id
 order by j.submit_time, length(j.job_id), j.job_id
 """
 
@@ -352,16 +438,17 @@ preempted as (
 ),
 previous as (
     select
-        p.job_id, p.time, p.last_checkpoint_time, p.run_start,
+        p.job_id, p.run, p.time, p.last_checkpoint_time, p.run_start,
         max(c.time) as previous_checkpoint_time
     from preempted as p
     left join checkpoints as c
         on c.cluster = $c and c.job_id = p.job_id and c.kind = 'checkpoint'
         and c.time >= p.run_start and c.time < p.last_checkpoint_time
-    group by p.job_id, p.time, p.last_checkpoint_time, p.run_start
+    group by p.job_id, p.run, p.time, p.last_checkpoint_time, p.run_start
 )
 select
     job_id,
+    run,
     epoch(time) - epoch(last_checkpoint_time) as save_s,
     epoch(last_checkpoint_time) - epoch(coalesce(previous_checkpoint_time, run_start)) as since_previous_s,
     previous_checkpoint_time is null as first_in_run
@@ -408,22 +495,49 @@ def load_workload(
         pools.append(PoolSpec(r["pool"], nodes=max(1, int(r["gpus"]) // gpn), gpus_per_node=gpn))
     by_name = {p.name: p for p in pools}
 
-    rows = wh.query(_JOBS_SQL, params).to_dicts()
+    rows = wh.query(_JOBS_SQL, {**params, "g": grace}).to_dicts()
     saves = wh.query(_SAVES_SQL, {"c": window.cluster}).to_dicts()
     intervals = {
         r["job_id"]: r["measured_interval_s"] or r["declared_interval_s"] for r in rows
     }
+    job_warmups = {r["job_id"]: r["warmup_s"] for r in rows}
     final_save: dict[str, float] = {}
     regular: set[str] = set()
     for s in saves:
         interval = intervals.get(s["job_id"])
-        off_cadence = interval is None or (
-            s["since_previous_s"] < interval - 1.0 if s["first_in_run"] else abs(s["since_previous_s"] - interval) > 1.0
+        # A run's regular first checkpoint comes one interval after its work starts (after the warm-up of a
+        # restart); a save at the signal comes earlier than the next regular one would have.
+        expected = None if interval is None else interval + (
+            (job_warmups.get(s["job_id"]) or 0.0) if s["run"] > 1 and s["first_in_run"] else 0.0
+        )
+        off_cadence = expected is None or (
+            s["since_previous_s"] < expected - 1.0 if s["first_in_run"] else abs(s["since_previous_s"] - expected) > 1.0
         )
         if s["save_s"] <= grace and off_cadence and s["save_s"] > 0:
             final_save[s["job_id"]] = max(final_save.get(s["job_id"], 0.0), float(s["save_s"]))
         else:
             regular.add(s["job_id"])
+    # A checkpointing victim with no checkpoint in its preempted run saved nothing at the signal either.
+    unsaved = wh.query(
+        "select distinct victim_job_id as job_id from preemption_ledger "
+        "where cluster = $c and last_checkpoint_time is null",
+        {"c": window.cluster},
+    )["job_id"].to_list()
+    regular.update(j for j in unsaved if intervals.get(j))
+    # A run that completed on a preemptor's hosts within the grace time before the preemptor started was
+    # signalled and let the preemptor in by finishing: it did not save at the signal (or its save would
+    # have outlasted the run). Kept out of the share: it only shows what happened with little time left.
+    signalled = set(wh.query(
+        "select distinct r.job_id from (select job_id, end_time, unnest(string_split(hosts, ',')) as host "
+        "from job_runs where cluster = $c and state = 'completed' and hosts is not null) as r "
+        "inner join (select distinct l.preemptor_start, unnest(string_split(pr.hosts, ',')) as host "
+        "from preemption_ledger as l inner join job_runs as pr on pr.cluster = l.cluster "
+        "and pr.job_id = l.preemptor_job_id and pr.run = l.preemptor_run "
+        "where l.cluster = $c and pr.hosts is not null) as p "
+        "on p.host = r.host and r.end_time <= p.preemptor_start "
+        "and epoch(r.end_time) > epoch(p.preemptor_start) - $g",
+        {"c": window.cluster, "g": grace},
+    )["job_id"].to_list())
     observed_savers = {j for j in final_save if j not in regular}
     seen = observed_savers | regular
     final_share = len(observed_savers) / len(seen) if seen else 0.0
@@ -458,7 +572,8 @@ def load_workload(
         interval = r["measured_interval_s"] or r["declared_interval_s"]
         job_id = str(r["job_id"])
         saver = job_id in observed_savers or (
-            job_id not in seen and interval is not None and hashed_share(job_id, final_share)
+            job_id not in seen and job_id not in signalled and interval is not None
+            and hashed_share(job_id, final_share)
         )
         hoard_idle = hoard_active = None
         if r["idle_median_s"] and r["hoard_active_s"] is not None:

@@ -106,6 +106,13 @@ SETTINGS = Section(
             kind=float,
         ),
         Setting(
+            "near_completion_candidates",
+            [0.5, 0.75],
+            "Shares of work done below analytics.near_completion_share from which the sweep also replays "
+            "protecting victims.",
+            kind=list,
+        ),
+        Setting(
             "grace_candidates_s",
             [30.0, 60.0, 120.0, 300.0],
             "Grace times (seconds) the sweep replays.",
@@ -228,6 +235,8 @@ def settings_from(config: Config) -> dict[str, Any]:
     for key in ("min_run_candidates_s", "grace_candidates_s"):
         if not values[key] or not all(isinstance(v, int | float) and v >= 0 for v in values[key]):
             problems.append(f"tuning.{key}: expected a non-empty list of seconds >= 0")
+    if not all(isinstance(v, int | float) and 0 < v < 1 for v in values["near_completion_candidates"]):
+        problems.append("tuning.near_completion_candidates: expected a list of shares between 0 and 1")
     for key in ("validation_tolerance", "min_gain_share", "early_victim_share_min", "assumed_final_checkpoint_share",
                 "near_completion_lost_share_min"):
         if not 0 <= values[key] <= 1:
@@ -336,12 +345,15 @@ def min_run_time(ctx: Context) -> list[Suggestion]:
 
 
 def near_completion(ctx: Context) -> list[Suggestion]:
+    """Near-completion victims (the ledger's work_done_share at or above analytics.near_completion_share) are
+    the evidence; the protection threshold is chosen by replaying it and the shares below it that
+    tuning.near_completion_candidates lists, since protecting the last tenth alone may only move the
+    preemption onto another victim."""
     share_done = float(ctx.params["near_completion_share"])
     rows = ctx.q(
         "select count(*) as n, count(case when near_completion then 1 end) as near, "
         "coalesce(sum(lost_gpu_s), 0) / 3600.0 as lost, "
-        "coalesce(sum(case when near_completion then lost_gpu_s end), 0) / 3600.0 as near_lost, "
-        "median(case when near_completion then work_needed_s - work_done_s end) as left_s "
+        "coalesce(sum(case when near_completion then lost_gpu_s end), 0) / 3600.0 as near_lost "
         "from preemption_ledger where cluster = $c and time >= $t0 and time < $t1"
     )[0]
     if rows["near"] < int(ctx.settings["min_preemptions"]) or rows["lost"] <= 0:
@@ -350,23 +362,35 @@ def near_completion(ctx: Context) -> list[Suggestion]:
     if lost_share < float(ctx.settings["near_completion_lost_share_min"]):
         return []
     policy = ctx.workload.actual.policy
-    fig = sweep(ctx.workload, [Variant("protect", policy, protect_near_completion=share_done)], 1)[0]
-    if not ctx.worth_it(fig):
+    shares = sorted({share_done, *(float(c) for c in ctx.settings["near_completion_candidates"] if c < share_done)})
+    variants = [Variant(f"protect {c:g}", policy, protect_near_completion=c) for c in shares]
+    found = _best(ctx, variants)
+    if found is None:
         return []
+    variant, fig = found
+    chosen = float(variant.protect_near_completion or share_done)
+    protected = ctx.q(
+        "select count(*) as n, coalesce(sum(lost_gpu_s), 0) / 3600.0 as lost, "
+        "median(work_needed_s - work_done_s) as left_s "
+        "from preemption_ledger where cluster = $c and time >= $t0 and time < $t1 and work_done_share >= $s",
+        s=chosen,
+    )[0]
     return [
         Suggestion(
             kind="near_completion",
             subject="",
-            title=f"Protect victims that have done {100 * share_done:.0f}% of their work",
+            title=f"Protect victims that have done {100 * chosen:.0f}% of their work",
             setting="near-completion protection",
             current="none",
-            proposed=f"not preemptible from {100 * share_done:.0f}% of work done",
+            proposed=f"not preemptible from {100 * chosen:.0f}% of work done",
             evidence=(
                 f"{rows['near']} of {rows['n']} victims had done at least {100 * share_done:.0f}% of their work "
-                f"(median {(rows['left_s'] or 0) / 60:.0f} min left) and lost {rows['near_lost']:.1f} of "
-                f"{rows['lost']:.1f} lost GPU-hours ({100 * lost_share:.0f}%)"
+                f"and lost {rows['near_lost']:.1f} of {rows['lost']:.1f} lost GPU-hours ({100 * lost_share:.0f}%); "
+                f"{protected['n']} victims past {100 * chosen:.0f}% (median "
+                f"{(protected['left_s'] or 0) / 60:.0f} min left) lost {protected['lost']:.1f}; sweep of "
+                f"{', '.join(f'{100 * c:.0f}%' for c in shares)}"
             ),
-            snippets=snippets.near_completion(share_done, float(rows["left_s"] or 0.0), _preemptible_qos(ctx)),
+            snippets=snippets.near_completion(chosen, float(protected["left_s"] or 0.0), _preemptible_qos(ctx)),
             **_effect(ctx, fig),
         )
     ]
@@ -509,6 +533,21 @@ def checkpoint_interval(ctx: Context) -> list[Suggestion]:
     return found
 
 
+# Draws of which high jobs a quota turns away (see tier_limits).
+_QUOTA_DRAWS = 4
+
+
+def _mean_figures(figs: Sequence[Figures]) -> Figures:
+    waits = [f.high_wait_median_s for f in figs if f.high_wait_median_s is not None]
+    return Figures(
+        preemptions=round(sum(f.preemptions for f in figs) / len(figs)),
+        lost_gpu_h=sum(f.lost_gpu_h for f in figs) / len(figs),
+        high_wait_median_s=sum(waits) / len(waits) if waits else None,
+        victim_jobs=round(sum(f.victim_jobs for f in figs) / len(figs)),
+        weeks=figs[0].weeks,
+    )
+
+
 def tier_limits(ctx: Context) -> list[Suggestion]:
     trends = ctx.q(
         "select t.pool, t.high_gpu_hour_share_first as first, t.high_gpu_hour_share_last as last, "
@@ -538,15 +577,26 @@ def tier_limits(ctx: Context) -> list[Suggestion]:
             # Hold the team's high-tier use at the pool's share before the growth: demote the excess.
             keep = min(1.0, max(0.0, float(tr["first"] or 0.0)) / max(float(tr["last"]), 1e-9))
             cap = max(1, math.ceil(mean_gpus * keep))
-            changes = {
-                j.job_id: {"tier": "normal"}
-                for j in workload.jobs
+            team_high = [
+                j.job_id for j in workload.jobs
                 if j.team == team["team"] and j.pool == tr["pool"] and j.tier == "high"
-                and not hashed_share(j.job_id, keep)
-            }
-            if not changes:
+            ]
+            # Which of the team's jobs a quota would have turned away is not in the data: replay several
+            # equally likely draws of the excess and take their mean effect, so that one draw's chaotic
+            # knock-on effects do not decide the suggestion.
+            draws = [
+                {j: {"tier": "normal"} for j in team_high if not hashed_share(f"{d}:{j}" if d else j, keep)}
+                for d in range(_QUOTA_DRAWS)
+            ]
+            draws = [d for d in draws if d]
+            if not draws:
                 continue
-            fig = sweep(workload, [Variant(f"limit {team['team']}", workload.actual.policy, changes)], 1)[0]
+            fig = _mean_figures(sweep(
+                workload,
+                [Variant(f"limit {team['team']} draw {i}", workload.actual.policy, d) for i, d in enumerate(draws)],
+                ctx.processes,
+            ))
+            demoted = round(sum(len(d) for d in draws) / len(draws))
             if not ctx.worth_it(fig):
                 continue
             found.append(
@@ -563,7 +613,8 @@ def tier_limits(ctx: Context) -> list[Suggestion]:
                         f"drives {100 * team['high_share_slope']:+.1f} points a week"
                     ),
                     snippets=snippets.tier_limits(team["team"], "high", cap, keep),
-                    **_effect(ctx, fig, f" ({len(changes)} of the team's high jobs replayed as normal)"),
+                    **_effect(ctx, fig, f" (about {demoted} of the team's {len(team_high)} high jobs replayed as "
+                                        f"normal; mean of {len(draws)} draws)"),
                 )
             )
     return found
@@ -766,7 +817,6 @@ def store(wh: Warehouse, ctx: Context, found: Sequence[Suggestion]) -> None:
                     "at": created,
                 },
             )
-
 
 def _policy_json(ctx: Context) -> dict[str, Any]:
     policy = ctx.workload.actual.policy

@@ -57,6 +57,40 @@ def test_no_idle_reclaim_without_hoarding(suggestions_for: Suggest) -> None:
     assert "idle_reclaim" not in kinds(found)
 
 
+# No checkpoints, and an exemption long enough that victims are well into their work when preempted.
+SHORT_JOBS_LATE_VICTIMS = {**CHURN, "checkpoint_share": 0.0, "work_median_s": 2400.0, "work_sigma": 0.3}
+LONG_JOBS_EARLY_VICTIMS = {**CHURN, "checkpoint_share": 0.0, "load": 1.5, "work_median_s": 20000.0, "work_sigma": 0.3}
+
+
+def test_near_completion_on_top_when_victims_are_preempted_late_in_their_work(suggestions_for: Suggest) -> None:
+    ctx, found = suggestions_for("late_victims", **SHORT_JOBS_LATE_VICTIMS, policy={"min_run_s": 1800})
+    assert ctx.validation.ok, ctx.validation.describe()
+    near = ctx.wh.query(
+        "select count(case when near_completion then 1 end) as near, count(*) as n from preemption_ledger"
+    ).row(0, named=True)
+    assert near["near"] >= 5 and near["n"] > 50
+    top = changes(found)[0]
+    assert top.kind == "near_completion"
+    assert top.current == "none"
+    assert top.lost_gpu_h_change is not None and top.lost_gpu_h_change < 0
+    assert top.victims_per_week_change is not None and top.victims_per_week_change < 0
+    share = float(top.proposed.split("%")[0].split()[-1])
+    assert 0 < share < 100 and f"{near['near']} of {near['n']} victims" in top.evidence
+    assert f"{share:.0f}% of its work" in top.snippets["slurm"]
+    assert "non-preemptible" in top.snippets["kai"] and "volcano.sh/preemptable=false" in top.snippets["volcano"]
+
+
+def test_no_near_completion_when_victims_are_preempted_early_in_long_jobs(suggestions_for: Suggest) -> None:
+    ctx, found = suggestions_for("early_victims", **LONG_JOBS_EARLY_VICTIMS, policy={"min_run_s": 900})
+    ledger = ctx.wh.query(
+        "select count(*) as n, median(work_done_share) as typical, "
+        "count(case when near_completion then 1 end) as near from preemption_ledger"
+    ).row(0, named=True)
+    # Plenty of victims, nearly all of them far from done.
+    assert ledger["n"] >= 20 and ledger["typical"] < 0.5 and ledger["near"] < 5
+    assert "near_completion" not in kinds(found)
+
+
 def test_grace_time_on_top_when_checkpointers_are_killed_at_once(suggestions_for: Suggest) -> None:
     _, found = suggestions_for(
         "no_grace",
@@ -109,6 +143,23 @@ def test_not_yet_leads_when_the_scorecard_says_so(suggestions_for: Suggest) -> N
     assert card["yes_count"][0] <= 2
     assert found[0].kind == "not_yet"
     assert card["fix_first"][0] in found[0].effect
+    assert f"{card['yes_count'][0]} of 4 yes" in found[0].evidence
+    noes = ctx.wh.query("select question from readiness_scorecard where cluster = 'sim' and not answer")
+    assert noes.height >= 2 and all(q in found[0].evidence for q in noes["question"].to_list())
+    assert card["fix_first"][0] in " ".join(found[0].snippets.values())
+    assert [s.kind for s in found].count("not_yet") == 1
+
+
+def test_not_yet_absent_when_the_scorecard_answers_enough_yes(suggestions_for: Suggest) -> None:
+    # Scarce GPUs, a narrow high tier, every job checkpointing often and saving at the signal, known preemptors.
+    ctx, found = suggestions_for(
+        "ready", gpus=64, load=1.3, high_share=0.08, work_median_s=1800.0, checkpoint_share=1.0,
+        final_checkpoint_share=1.0, checkpoint_intervals_s=(600.0,), hoarding_share=0.0,
+    )
+    card = ctx.wh.query("select question_no, answer, yes_count from readiness_scorecard where cluster = 'sim'")
+    assert card["yes_count"][0] >= 3 and card["answer"].sum() == card["yes_count"][0]
+    assert "not_yet" not in kinds(found)
+    assert changes(found), "a ready cluster still gets its setting changes"
 
 
 def test_snippets_are_json_serialisable_text(suggestions_for: Suggest) -> None:

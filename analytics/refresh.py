@@ -6,6 +6,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 import polars as pl
 
@@ -103,4 +104,11 @@ def _analyze(wh: Warehouse, params: Params, *, full: bool) -> AnalyzeReport:
     started = time.perf_counter()
     view_seconds = apply_views(wh)
     seconds["views"] = time.perf_counter() - started
+    # Readers (the dashboard, /metrics) tell fresh figures from stale ones by this row.
+    wh.con.execute(
+        "INSERT INTO analytics_state VALUES ('analyze.finished_at', '', $t) ON CONFLICT (name) DO UPDATE SET "
+        "value = excluded.value, updated_at = excluded.updated_at",
+        {"t": datetime.now(UTC)},
+    )
+    wh.mark_changed()
     return AnalyzeReport(step, stretches, list(view_seconds), seconds, view_seconds)

@@ -817,6 +817,7 @@ def store(wh: Warehouse, ctx: Context, found: Sequence[Suggestion]) -> None:
                     "at": created,
                 },
             )
+    wh.mark_changed()
 
 def _policy_json(ctx: Context) -> dict[str, Any]:
     policy = ctx.workload.actual.policy

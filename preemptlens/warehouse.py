@@ -230,6 +230,10 @@ class Warehouse:
         self._dirty = False
         self._published_at = time.monotonic()
 
+    def mark_changed(self) -> None:
+        """Written outside load_batch (derived tables): publish the snapshot on close."""
+        self._dirty = True
+
     def close(self) -> None:
         if self._dirty:
             self.publish()

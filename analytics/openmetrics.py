@@ -14,7 +14,7 @@ are not interleaved, and the file ends with `# EOF`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -147,6 +147,35 @@ def _seconds(time: pl.Expr) -> pl.Expr:
     )
 
 
+def _prepare(frame: pl.DataFrame, timestamps: bool) -> pl.DataFrame:
+    frame = frame.with_columns(
+        pl.col("gpu_instance").fill_null("")
+        if "gpu_instance" in frame.columns
+        else pl.lit("").alias("gpu_instance"),
+        pl.col("job_id").cast(pl.String)
+        if "job_id" in frame.columns
+        else pl.lit(None, pl.String).alias("job_id"),
+        pl.col("gpu_index").cast(pl.Int64)
+        if "gpu_index" in frame.columns
+        else pl.lit(None, pl.Int64).alias("gpu_index"),
+    )
+    if timestamps and not isinstance(frame.schema["time"], pl.Datetime):
+        # Epoch seconds, as the load API also accepts them.
+        epoch_ms = (pl.col("time").cast(pl.Float64) * 1000).round(0).cast(pl.Int64)
+        frame = frame.with_columns(pl.from_epoch(epoch_ms, time_unit="ms").alias("time"))
+    return frame
+
+
+def _families() -> list[tuple[str, pl.Expr, pl.Expr]]:
+    """Each family: its name, its value, and which rows carry it."""
+    return [
+        (GR_ENGINE_ACTIVE, pl.col("busy").cast(pl.Float64), pl.col("_profiling")),
+        (GPU_UTIL, (pl.col("busy") * 100).round(0).cast(pl.Int64), pl.col("gpu_instance") == ""),
+        (FB_USED, pl.col("mem_used_mib").round(0).cast(pl.Int64), pl.lit(True)),
+        (POWER_USAGE, pl.col("power_w").cast(pl.Float64).round(3), pl.lit(True)),
+    ]
+
+
 def write_openmetrics(
     frame: pl.DataFrame,
     out: str | Path | IO[str],
@@ -163,44 +192,41 @@ def write_openmetrics(
     becomes POWER_USAGE. A null value writes no sample. Without `timestamps`
     the text is an exposition a scrape stamps itself (frame: one row per series).
     """
+    return write_openmetrics_chunks(lambda: (frame,), out, styles, default, timestamps=timestamps)
+
+
+def write_openmetrics_chunks(
+    chunks: Callable[[], Iterable[pl.DataFrame]],
+    out: str | Path | IO[str],
+    styles: Mapping[str, ExporterStyle] | None = None,
+    default: ExporterStyle | None = None,
+    *,
+    timestamps: bool = True,
+) -> int:
+    """`write_openmetrics` of a history too large to hold at once, in one file.
+
+    `chunks()` yields the history in parts whose series are disjoint (e.g. by
+    host); it is called once per metric family, because a family's lines must
+    not be interleaved with another's, so it should regenerate or re-read its
+    parts rather than keep them all.
+    """
     default = default or ExporterStyle()
-    frame = frame.with_columns(
-        pl.col("gpu_instance").fill_null("")
-        if "gpu_instance" in frame.columns
-        else pl.lit("").alias("gpu_instance"),
-        pl.col("job_id").cast(pl.String)
-        if "job_id" in frame.columns
-        else pl.lit(None, pl.String).alias("job_id"),
-        pl.col("gpu_index").cast(pl.Int64)
-        if "gpu_index" in frame.columns
-        else pl.lit(None, pl.Int64).alias("gpu_index"),
-    )
-    if timestamps and not isinstance(frame.schema["time"], pl.Datetime):
-        # Epoch seconds, as the load API also accepts them.
-        epoch_ms = (pl.col("time").cast(pl.Float64) * 1000).round(0).cast(pl.Int64)
-        frame = frame.with_columns(pl.from_epoch(epoch_ms, time_unit="ms").alias("time"))
-    labelled = _with_labels(frame, styles or {}, default, scrape_labels=timestamps)
-    labelled = labelled.sort("_labels", "time") if timestamps else labelled.sort("_labels")
-    whole_gpu = pl.col("gpu_instance") == ""
-    families: list[tuple[str, pl.Expr, pl.Expr]] = [
-        (GR_ENGINE_ACTIVE, pl.col("busy").cast(pl.Float64), pl.col("_profiling")),
-        (GPU_UTIL, (pl.col("busy") * 100).round(0).cast(pl.Int64), whole_gpu),
-        (FB_USED, pl.col("mem_used_mib").round(0).cast(pl.Int64), pl.lit(True)),
-        (POWER_USAGE, pl.col("power_w").cast(pl.Float64).round(3), pl.lit(True)),
-    ]
     written = 0
     with ExitStack() as stack:
         fh = stack.enter_context(open(out, "w", encoding="utf-8")) if isinstance(out, str | Path) else out
-        for name, value, keep in families:
-            rows = labelled.filter(keep & value.is_not_null())
+        for name, value, keep in _families():
             fh.write(f"# HELP {name} {_HELP[name]}\n# TYPE {name} gauge\n")
-            if rows.height == 0:
-                continue
-            parts = [pl.lit(name), pl.col("_labels"), pl.lit(" "), value.cast(pl.String)]
-            if timestamps:
-                parts += [pl.lit(" "), _seconds(pl.col("time"))]
-            lines = rows.select(pl.concat_str(parts).alias("line"))
-            lines.write_csv(fh, include_header=False, quote_style="never")
-            written += rows.height
+            for chunk in chunks():
+                labelled = _with_labels(_prepare(chunk, timestamps), styles or {}, default, timestamps)
+                rows = labelled.filter(keep & value.is_not_null())
+                if rows.height == 0:
+                    continue
+                rows = rows.sort("_labels", "time") if timestamps else rows.sort("_labels")
+                parts = [pl.lit(name), pl.col("_labels"), pl.lit(" "), value.cast(pl.String)]
+                if timestamps:
+                    parts += [pl.lit(" "), _seconds(pl.col("time"))]
+                lines = rows.select(pl.concat_str(parts).alias("line"))
+                lines.write_csv(fh, include_header=False, quote_style="never")
+                written += rows.height
         fh.write("# EOF\n")
     return written

@@ -15,6 +15,14 @@ so that no boundary point is read twice. Each page becomes one batch holding
 the three metrics of its window in one gpu_samples frame, plus the watermarks
 (one per cluster and metric) of that page, so a crash loses at most the page
 in flight and a re-run resumes after the last committed page.
+
+Multi-tenant backends (Thanos, Mimir, Cortex, VictoriaMetrics) speak the same
+API with a few additions this module handles: the tenant header
+(X-Scope-OrgID), bearer tokens, POST for queries too long for a URL, answers
+that succeed with `warnings` (a partial response: some store or ingester did
+not answer) and rate limiting (429 with Retry-After). The requests of several
+pages are in flight at once, at most `concurrency` of them, but pages are
+handed over strictly in order, so the watermark only ever moves forward.
 """
 
 from __future__ import annotations
@@ -24,21 +32,23 @@ import logging
 import re
 import sys
 import time as clock
+from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, ClassVar, NoReturn
-from urllib.parse import unquote, urlsplit, urlunsplit
+from typing import Any, ClassVar, NoReturn, Self
+from urllib.parse import unquote, urlencode, urlsplit, urlunsplit
 
 import numpy as np
 import orjson
 import polars as pl
 import requests
 from prometheus_api_client import PrometheusConnect
-from requests.adapters import Retry
+from requests.adapters import HTTPAdapter, Retry
 from tqdm import tqdm
 from urllib3.exceptions import ReadTimeoutError
+from urllib3.response import BaseHTTPResponse
 
 from collectors.base import Batch, Reject, Watermark
 from preemptlens.config import Config, Secret, Section, Setting
@@ -49,6 +59,9 @@ log = logging.getLogger(__name__)
 NAME = "prometheus"
 TABLE = "gpu_samples"
 MAX_POINTS = 11_000  # Prometheus refuses more points per series in one range query
+# Longest request URL sent as GET under method "auto". Proxies and gateways in front of
+# multi-tenant backends commonly cap the request line at 4-8 KiB (HTTP 414 beyond).
+GET_MAX_URL = 2048
 # Watermark streams, one per contract column a metric fills.
 STREAMS = ("busy", "mem_used_mib", "power_w")
 
@@ -61,7 +74,19 @@ SETTINGS = Section(
             "http://127.0.0.1:9090",
             "Base URL of the Prometheus HTTP API (Prometheus, Thanos, Mimir...).",
         ),
-        Setting("bearer_token", None, "Bearer token sent as `Authorization: Bearer ...`.", secret=True),
+        Setting(
+            "bearer_token",
+            None,
+            "Bearer token sent as `Authorization: Bearer ...`; give it as "
+            '`{ "$env" = "NAME" }`, `{ "$file" = "/path" }` or PREEMPTLENS_PROMETHEUS__BEARER_TOKEN.',
+            secret=True,
+        ),
+        Setting(
+            "tenant",
+            "",
+            "Tenant sent as the X-Scope-OrgID header (Mimir, Cortex, Thanos receive/query-frontend); "
+            "empty: none.",
+        ),
         Setting("username", None, "User name for HTTP basic auth."),
         Setting("password", None, "Password for HTTP basic auth.", secret=True),
         Setting(
@@ -74,10 +99,30 @@ SETTINGS = Section(
         Setting("ca_file", "", "CA bundle that signs the server's certificate (empty: the system CAs)."),
         Setting("timeout_s", 120.0, "Seconds to wait for one HTTP response.", kind=float),
         Setting(
+            "method",
+            "auto",
+            f"HTTP method of queries: auto sends GET unless the URL would exceed {GET_MAX_URL} characters, "
+            "then POST (long expressions); post always POSTs; get always GETs.",
+            choices=("auto", "post", "get"),
+        ),
+        Setting(
+            "concurrency",
+            4,
+            "Most requests in flight at once (the queries of the next pages are sent while one is loaded); "
+            "1 sends them one after another.",
+            kind=int,
+        ),
+        Setting(
             "retries", 4, "Retries of a request that failed transiently (connection, 429, 502-504).", kind=int
         ),
         Setting(
             "backoff_s", 1.0, "Backoff factor between retries: waits grow 1x, 2x, 4x... this.", kind=float
+        ),
+        Setting(
+            "max_retry_after_s",
+            60.0,
+            "Longest wait honoured from a Retry-After header (429, 503); longer asks are cut to this.",
+            kind=float,
         ),
         Setting("step", "1m", "Collection step: one gpu_samples row per GPU and step (Prometheus duration)."),
         Setting(
@@ -238,6 +283,10 @@ class Options:
     retries: int = 4
     backoff_s: float = 1.0
     headers: dict[str, str] = field(default_factory=dict)
+    tenant: str = ""
+    method: str = "auto"
+    concurrency: int = 4
+    max_retry_after_s: float = 60.0
     bearer_token: Secret | None = None
     username: str | None = None
     password: Secret | None = None
@@ -299,6 +348,16 @@ def options_from(values: Mapping[str, Any], cluster: str) -> Options:
         for stream, key in custom.items()
     }
     headers = {str(k): str(v) for k, v in dict(values["headers"]).items()}
+    tenant = str(values["tenant"] or "").strip()
+    given = {k.lower(): v for k, v in headers.items()}.get("x-scope-orgid")
+    if tenant and given is not None and given != tenant:
+        raise ConfigError(
+            f"prometheus.tenant {tenant!r} and prometheus.headers X-Scope-OrgID {given!r} differ",
+            "set the tenant in one place: prometheus.tenant",
+        )
+    concurrency = int(values["concurrency"])
+    if concurrency < 1:
+        raise ConfigError(f"prometheus.concurrency: {concurrency} is under 1", "use 1 (serial) or more")
     return Options(
         url=str(values["url"]).rstrip("/"),
         cluster=cluster,
@@ -314,6 +373,10 @@ def options_from(values: Mapping[str, Any], cluster: str) -> Options:
         retries=int(values["retries"]),
         backoff_s=float(values["backoff_s"]),
         headers=headers,
+        tenant=tenant,
+        method=str(values["method"]),
+        concurrency=concurrency,
+        max_retry_after_s=float(values["max_retry_after_s"]),
         bearer_token=values["bearer_token"],
         username=values["username"],
         password=values["password"],
@@ -326,12 +389,38 @@ def options_from(values: Mapping[str, Any], cluster: str) -> Options:
 # -- HTTP --------------------------------------------------------------------
 
 
+class _Retry(Retry):
+    """urllib3's retry with the server's Retry-After capped, and every wait logged:
+    a backend that rate-limits says so in the log instead of only slowing down."""
+
+    def __init__(self, *args: Any, max_retry_after: float = 60.0, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.max_retry_after = max_retry_after
+
+    def new(self, **kw: Any) -> Self:
+        kw.setdefault("max_retry_after", self.max_retry_after)
+        return super().new(**kw)
+
+    def get_retry_after(self, response: BaseHTTPResponse) -> float | None:
+        after = super().get_retry_after(response)
+        return None if after is None else min(after, self.max_retry_after)
+
+    def sleep(self, response: BaseHTTPResponse | None = None) -> None:
+        if response is not None:
+            after = self.get_retry_after(response) if self.respect_retry_after_header else None
+            wait = f"Retry-After {after:g} s" if after else f"backoff {self.get_backoff_time():g} s"
+            log.warning("prometheus: HTTP %d, retrying after %s", response.status, wait)
+        super().sleep(response)
+
+
 class PrometheusSource:
     """Range queries over one HTTP session configured by prometheus-api-client.
 
     PrometheusConnect sets up the session (auth, TLS, headers, retry with
     backoff); range queries are sent on that session directly so the body is
     parsed with orjson and errors are reported without the response body.
+    The session is shared by the worker threads: its pool keeps one connection
+    per request in flight.
     """
 
     def __init__(self, opts: Options) -> None:
@@ -340,6 +429,9 @@ class PrometheusSource:
         session = requests.Session()
         session.verify = opts.ca_file or opts.verify_tls
         headers = dict(opts.headers)
+        if opts.tenant:
+            headers = {k: v for k, v in headers.items() if k.lower() != "x-scope-orgid"}
+            headers["X-Scope-OrgID"] = opts.tenant
         if opts.bearer_token is not None:
             headers["Authorization"] = f"Bearer {opts.bearer_token.reveal()}"
         auth = None
@@ -348,7 +440,7 @@ class PrometheusSource:
             auth = (opts.username, opts.password.reveal() if opts.password else "")
         elif parts.username:
             auth = (unquote(parts.username), unquote(parts.password or ""))
-        retry = Retry(
+        retry = _Retry(
             total=opts.retries,
             connect=opts.retries,
             read=1,
@@ -357,6 +449,7 @@ class PrometheusSource:
             status_forcelist=(429, 502, 503, 504),
             allowed_methods=frozenset({"GET", "POST"}),
             raise_on_status=False,
+            max_retry_after=opts.max_retry_after_s,
         )
         self.client = PrometheusConnect(
             url=self.where,
@@ -365,22 +458,35 @@ class PrometheusSource:
             auth=auth,
             session=session,
             timeout=opts.timeout_s,
-            method="POST",
+            method="GET" if opts.method == "get" else "POST",
         )
+        # The client mounts an adapter pooling 10 connections; more threads than that would
+        # open and drop a connection per request.
+        session.mount(self.where, HTTPAdapter(max_retries=retry, pool_maxsize=max(opts.concurrency, 10)))
         self.session = session
 
     def close(self) -> None:
         self.client.close()
 
-    def _post(self, path: str, data: Sequence[tuple[str, str]], what: str) -> Any:
-        return orjson.loads(self._post_raw(path, data, what))["data"]
+    def method_for(self, path: str, data: Sequence[tuple[str, str]]) -> str:
+        """GET or POST for this request: POST when the URL would be too long for proxies."""
+        if self.opts.method != "auto":
+            return self.opts.method.upper()
+        url = f"{self.client.url}{path}?{urlencode(data)}"
+        return "GET" if len(url) <= GET_MAX_URL else "POST"
 
-    def _post_raw(self, path: str, data: Sequence[tuple[str, str]], what: str) -> bytes:
+    def _send_json(self, path: str, data: Sequence[tuple[str, str]], what: str) -> Any:
+        return orjson.loads(self._send(path, data, what))["data"]
+
+    def _send(self, path: str, data: Sequence[tuple[str, str]], what: str) -> bytes:
         """The body of a successful answer, unparsed."""
+        method = self.method_for(path, data)
         try:
-            response = self.session.post(
+            response = self.session.request(
+                method,
                 f"{self.client.url}{path}",
-                data=data,
+                params=data if method == "GET" else None,
+                data=data if method == "POST" else None,
                 headers=self.client.headers,
                 auth=self.client.auth,
                 timeout=self.opts.timeout_s,
@@ -424,7 +530,11 @@ class PrometheusSource:
                 "lower prometheus.page_points or narrow prometheus.selector",
             )
         if status in (401, 403):
-            raise SourceError(said, "check prometheus.bearer_token or prometheus.username/password")
+            raise SourceError(
+                said,
+                "check prometheus.tenant (sent as X-Scope-OrgID; multi-tenant backends require it), "
+                "prometheus.bearer_token or prometheus.username/password",
+            )
         if status in (429, 502, 503, 504):
             raise TransientSourceError(
                 f"{said}, still after {self.opts.retries} retries",
@@ -435,7 +545,7 @@ class PrometheusSource:
     def query_range(self, stream: str, query: str, start_ms: int, end_ms: int) -> bytes:
         """The answer's body, unparsed: `range_result` reads it."""
         what = f"the {stream} query {query!r} over [{iso(start_ms)}, {iso(end_ms)}]"
-        return self._post_raw(
+        return self._send(
             "/api/v1/query_range",
             [
                 ("query", query),
@@ -448,7 +558,7 @@ class PrometheusSource:
 
     def series_count(self, metrics: Sequence[str], start_ms: int, end_ms: int) -> int:
         """How many series of `metrics` exist in the window (index only, no samples read)."""
-        data = self._post(
+        data = self._send_json(
             "/api/v1/series",
             [
                 *(("match[]", m) for m in metrics),
@@ -460,9 +570,76 @@ class PrometheusSource:
         return len(data)
 
 
-def range_result(body: bytes) -> list[dict[str, Any]]:
-    """The series of a query_range answer."""
-    return list(orjson.loads(body)["data"]["result"])
+@dataclass(frozen=True)
+class RangeAnswer:
+    """A query_range answer: each series' labels and point count, all points in one frame."""
+
+    metrics: list[dict[str, str]]
+    counts: np.ndarray  # points per series, in the order of `metrics`
+    samples: pl.DataFrame  # t (epoch ms), value; series after series
+    warnings: list[str]
+
+
+_VALUES = re.compile(rb'"values"\s*:\s*\[')
+_SAMPLE_SCHEMA = {"t": pl.Float64, "value": pl.Float64}
+
+
+def _split_values(body: bytes) -> tuple[Any, np.ndarray, pl.DataFrame]:
+    """The answer without its points, the points per series, and all points in one frame."""
+    skeleton_parts, segments = [], []
+    at = 0
+    for match in _VALUES.finditer(body):
+        begin = match.end()
+        # Values are numbers and quoted numbers, so the first `]]` closes the array.
+        end = begin if body[begin : begin + 1] == b"]" else body.index(b"]]", begin) + 1
+        skeleton_parts.append(body[at:begin])
+        segments.append(body[begin:end])
+        at = end
+    skeleton_parts.append(body[at:])
+    answer = orjson.loads(b"".join(skeleton_parts))
+    counts = np.fromiter((seg.count(b"[") for seg in segments), dtype=np.int64, count=len(segments))
+    text = b"\n".join(seg for seg in segments if seg).replace(b"],[", b"\n").translate(None, b'"[]')
+    samples = (
+        pl.read_csv(text, has_header=False, new_columns=["t", "value"], schema=_SAMPLE_SCHEMA)
+        if text
+        else pl.DataFrame(schema=_SAMPLE_SCHEMA)
+    )
+    if len(answer["data"]["result"]) != len(segments) or samples.height != int(counts.sum()):
+        raise ValueError("the values arrays were not cut where the series are")
+    return answer, counts, samples
+
+
+def range_result(body: bytes) -> RangeAnswer:
+    """Read a query_range answer without a Python object per point.
+
+    The `values` arrays (`[[1733000000,"0.25"],...]`, the bulk of the body) are
+    cut out and read as one CSV by polars; the rest, the labels, is small and
+    read by orjson. A string in JSON cannot hold `"values":[` unescaped, so the
+    cut is exact for the compact JSON that Prometheus and its kin write; a
+    body formatted otherwise (spaces, line breaks) is read whole by orjson.
+
+    Prometheus, Thanos (partial responses), Mimir and Cortex put warnings in
+    `warnings`; VictoriaMetrics' cluster flags a partial answer `isPartial`.
+    """
+    try:
+        answer, counts, samples = _split_values(body)
+    except (ValueError, pl.exceptions.PolarsError):
+        answer = orjson.loads(body)
+        series = answer["data"]["result"]
+        counts = np.array([len(one["values"]) for one in series], dtype=np.int64)
+        points = [point for one in series for point in one["values"]]
+        samples = pl.DataFrame(
+            {"t": [float(p[0]) for p in points], "value": [float(p[1]) for p in points]}, schema=_SAMPLE_SCHEMA
+        )
+    warnings = [str(w) for w in answer.get("warnings") or ()]
+    if answer.get("isPartial"):
+        warnings.append("isPartial: some storage nodes did not answer")
+    return RangeAnswer(
+        metrics=[one["metric"] for one in answer["data"]["result"]],
+        counts=counts,
+        samples=samples.select((pl.col("t") * 1000).round().cast(pl.Int64), "value"),
+        warnings=warnings,
+    )
 
 
 # -- frames ------------------------------------------------------------------
@@ -499,30 +676,12 @@ class PageParser:
         self.series_rows.append((sid, gid, gpu.gpu_index, gpu.job_id))
         return sid
 
-    def points(self, result: list[dict[str, Any]], stream: str) -> pl.DataFrame:
-        """One row per (series, step) of a query_range result: sid, t (epoch ms), value."""
-        times: list[float] = []
-        values: list[str] = []
-        sids: list[int] = []
-        lengths: list[int] = []
-        for series in result:
-            sid = self._sid(series["metric"], stream)
-            points = series["values"]
-            if sid is None or not points:
-                continue
-            ts, vs = zip(*points, strict=True)
-            times.extend(ts)
-            values.extend(vs)
-            sids.append(sid)
-            lengths.append(len(points))
-        return pl.DataFrame(
-            {
-                "sid": np.repeat(np.asarray(sids, dtype=np.int32), lengths),
-                "t": (np.asarray(times, dtype=np.float64) * 1000).round().astype(np.int64),
-                "value": pl.Series(values, dtype=pl.String).cast(pl.Float64),
-            },
-            schema={"sid": pl.Int32, "t": pl.Int64, "value": pl.Float64},
-        )
+    def points(self, answer: RangeAnswer, stream: str) -> pl.DataFrame:
+        """One row per (series, step) of a query_range answer: sid, t (epoch ms), value."""
+        sids = [self._sid(labels, stream) for labels in answer.metrics]
+        sid = np.repeat(np.array([-1 if s is None else s for s in sids], dtype=np.int32), answer.counts)
+        frame = answer.samples.with_columns(pl.Series("sid", sid, dtype=pl.Int32))
+        return frame.filter(pl.col("sid") >= 0).select("sid", "t", "value")
 
     def series_frame(self) -> pl.DataFrame:
         return pl.DataFrame(
@@ -537,10 +696,14 @@ class PageParser:
         return pl.DataFrame(rows, schema=schema, orient="row")
 
 
-_KEY = ["gid", "t"]
+# GPU and time in one integer, so that the per-row joins and groupings are on one column:
+# epoch milliseconds fit in 42 bits until the year 2109.
+_T_BITS = 1 << 42
 
 
-def resolve(frame: pl.DataFrame, series: pl.DataFrame, step_ms: int, how: str) -> pl.DataFrame:
+def resolve(
+    frame: pl.DataFrame, series: pl.DataFrame, weights: pl.DataFrame, step_ms: int, how: str
+) -> pl.DataFrame:
     """One value and job per GPU and step where several series describe the same GPU.
 
     That happens at a job boundary (the old job's series and the new one's
@@ -549,19 +712,29 @@ def resolve(frame: pl.DataFrame, series: pl.DataFrame, step_ms: int, how: str) -
     series and step). The job is the one that holds the GPU at the step's end:
     the series that goes on in the next step and did not exist in the previous
     one ranks first; jobs that tie are all named, sorted, comma-separated.
+
+    `series` is indexed by sid (row i describes sid i), so its columns are
+    gathered rather than joined. Returns key (GPU and time), gpu_index, job_id, value.
     """
-    frame = frame.join(series, on="sid", how="left")
-    dup = pl.len().over(_KEY) > 1
-    cols = ["gid", "t", "gpu_index", "job_id", "value"]
-    many = frame.filter(dup)
-    if many.height == 0:
+    sid = frame["sid"]
+    frame = frame.with_columns(
+        (series["gid"].gather(sid).cast(pl.Int64) * _T_BITS + pl.col("t")).alias("key"),
+        series["gpu_index"].gather(sid).alias("gpu_index"),
+        series["job_id"].gather(sid).alias("job_id"),
+    )
+    cols = ["key", "gpu_index", "job_id", "value"]
+    dup = frame["key"].is_duplicated()
+    if not dup.any():
         return frame.select(cols)
+    many = frame.filter(dup)
     # Presence in the neighbouring steps is read from the whole page, not just the duplicated rows.
-    present = frame.select("sid", "t")
+    present = frame.filter(pl.col("sid").is_in(many["sid"].unique().implode())).select("sid", "t")
     nxt = present.with_columns(pl.col("t") - step_ms, pl.lit(1, pl.Int8).alias("_next"))
     prv = present.with_columns(pl.col("t") + step_ms, pl.lit(1, pl.Int8).alias("_prev"))
     ranked = (
-        many.join(nxt, on=["sid", "t"], how="left")
+        many.join(weights, on=["sid", "t"], how="left")
+        .with_columns(pl.col("weight").fill_null(1.0))
+        .join(nxt, on=["sid", "t"], how="left")
         .join(prv, on=["sid", "t"], how="left")
         .with_columns((pl.col("_next").fill_null(0) * 2 + 1 - pl.col("_prev").fill_null(0)).alias("_rank"))
     )
@@ -571,7 +744,7 @@ def resolve(frame: pl.DataFrame, series: pl.DataFrame, step_ms: int, how: str) -
         if how == "max"
         else (pl.col("value") * pl.col("weight")).sum() / pl.col("weight").sum()
     )
-    combined = ranked.group_by(_KEY).agg(
+    combined = ranked.group_by("key").agg(
         pl.col("gpu_index").drop_nulls().first(),
         pl.col("job_id").filter(top).drop_nulls().unique().sort().str.join(",").alias("job_id"),
         value.alias("value"),
@@ -592,26 +765,34 @@ def page_frame(
     series = parser.series_frame()
     merged: pl.DataFrame | None = None
     for stream, frame in results.items():
-        weighted = frame.join(weights, on=["sid", "t"], how="left").with_columns(
-            pl.col("weight").fill_null(1.0)
-        )
         how = mem_aggregation if stream == "mem_used_mib" else "avg"
-        one = resolve(weighted, series, step_ms, how).rename(
+        one = resolve(frame, series, weights, step_ms, how).rename(
             {"value": stream, "job_id": f"_job_{stream}", "gpu_index": f"_index_{stream}"}
         )
-        merged = one if merged is None else merged.join(one, on=_KEY, how="full", coalesce=True)
+        merged = one if merged is None else merged.join(one, on="key", how="full", coalesce=True)
     assert merged is not None
-    out = merged.join(parser.gpu_frame(), on="gid", how="left").select(
+    # Rows in (host, GPU, instance, time) order, sorted on integers: GPUs are numbered by their names.
+    gpus = parser.gpu_frame().sort("host", "gpu_uuid", "gpu_instance")
+    rank = np.empty(gpus.height, dtype=np.int64)
+    rank[gpus["gid"].to_numpy()] = np.arange(gpus.height)
+    gid = (merged["key"] // _T_BITS).to_numpy()
+    merged = merged.with_columns(
+        (pl.Series(rank[gid]) * _T_BITS + pl.col("key") % _T_BITS).alias("key")
+    ).sort("key")
+    order = merged["key"] // _T_BITS
+    return merged.select(
         pl.lit(cluster, pl.String).alias("cluster"),
-        "host",
-        "gpu_uuid",
-        "gpu_instance",
+        gpus["host"].gather(order).alias("host"),
+        gpus["gpu_uuid"].gather(order).alias("gpu_uuid"),
+        gpus["gpu_instance"].gather(order).alias("gpu_instance"),
         pl.coalesce([f"_index_{s}" for s in results]).alias("gpu_index"),
-        pl.from_epoch("t", time_unit="ms").dt.replace_time_zone("UTC").dt.cast_time_unit("us").alias("time"),
+        pl.from_epoch(pl.col("key") % _T_BITS, time_unit="ms")
+        .dt.replace_time_zone("UTC")
+        .dt.cast_time_unit("us")
+        .alias("time"),
         *(pl.col(s) for s in STREAMS),
         pl.coalesce([f"_job_{s}" for s in results]).alias("job_id"),
     )
-    return out.sort("host", "gpu_uuid", "gpu_instance", "time")
 
 
 # -- the collector -----------------------------------------------------------
@@ -644,6 +825,8 @@ class PrometheusCollector:
         self.until_ms = until_ms
         # None: a progress bar only when stderr is a terminal.
         self.progress = progress
+        # Windows of the last run that came back partial: first, last, the server's warnings.
+        self.partial: list[tuple[int, int, list[str]]] = []
 
     def _floor(self, ms: int) -> int:
         return ms - ms % self.opts.step_ms
@@ -677,10 +860,15 @@ class PrometheusCollector:
             log.info("prometheus: nothing to collect, already up to %s", iso(until))
             return
         source = PrometheusSource(self.opts)
-        # The next page is fetched while this one is turned into rows and loaded: Prometheus
-        # answers from its own process, so its time and ours overlap. One page ahead at most
-        # bounds memory; a fetch error surfaces in page order, after the pages before it.
-        prefetch = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prometheus-prefetch")
+        # Every query of a page is one task; `concurrency` threads bound the requests in flight.
+        # Pages are queued only a few ahead of the one being loaded, which bounds memory, and are
+        # handed over in page order: a fetch error surfaces after the pages before it are loaded.
+        pool = ThreadPoolExecutor(max_workers=self.opts.concurrency, thread_name_prefix="prometheus-fetch")
+        ahead = -(-self.opts.concurrency // (len(self.opts.queries) + 1)) + 1
+        queued: deque[dict[str, Future[bytes]]] = deque()
+        submitted = 0
+        self.partial.clear()
+        held = False
         try:
             self._check_series(source, start, until)
             disable = None if self.progress is None else not self.progress
@@ -688,14 +876,42 @@ class PrometheusCollector:
             rows = 0
             began = clock.monotonic()
             with bar:
-                pending = prefetch.submit(self.fetch_page, source, *pages[0])
                 for number, (first, last) in enumerate(pages, 1):
-                    fetched = pending.result()
-                    if number < len(pages):
-                        pending = prefetch.submit(self.fetch_page, source, *pages[number])
-                    frame, rejects = self.build_page(fetched, first, last)
+                    # Topped up before and after taking a page, so the workers stay busy while this
+                    # page is turned into rows and loaded.
+                    while submitted < len(pages) and len(queued) < ahead:
+                        queued.append(self.submit_page(pool, source, *pages[submitted]))
+                        submitted += 1
+                    fetched = {stream: future.result() for stream, future in queued.popleft().items()}
+                    while submitted < len(pages) and len(queued) < ahead:
+                        queued.append(self.submit_page(pool, source, *pages[submitted]))
+                        submitted += 1
+                    frame, rejects, warnings = self.build_page(fetched, first, last)
+                    # The bodies are not needed while the page loads: a generator keeps its locals.
+                    del fetched
                     marks = []
-                    for stream in STREAMS:
+                    if warnings:
+                        # A partial answer (a store or ingester did not answer) still loads what came
+                        # back, but no cursor moves past its window in this run, not even for later
+                        # complete pages: the cursor is one point in time, so the next run re-collects
+                        # from this window on, and the upsert fills in what was missing. A first run
+                        # records where that is, or its re-run would start from a later initial window.
+                        marks = [
+                            Watermark(NAME, self.opts.cluster, stream, iso(first - self.opts.step_ms))
+                            for stream in STREAMS
+                            if cursors[stream] is None and not held
+                        ]
+                        held = True
+                        self.partial.append((first, last, warnings))
+                        log.warning(
+                            "prometheus: %s answered [%s, %s] with warnings, so its rows may be incomplete: %s; "
+                            "the watermark stays before this window, so the next run collects it again",
+                            source.where,
+                            iso(first),
+                            iso(last),
+                            "; ".join(warnings),
+                        )
+                    for stream in STREAMS if not held else ():
                         cursor = cursors[stream]
                         # A backfill moves a cursor only where it continues what is already collected.
                         if cursor is None or (first <= cursor + self.opts.step_ms and last > cursor):
@@ -715,8 +931,16 @@ class PrometheusCollector:
                     bar.set_postfix(
                         samples_s=f"{rows / max(clock.monotonic() - began, 1e-9):,.0f}", refresh=False
                     )
+            if self.partial:
+                log.warning(
+                    "prometheus: %d of %d pages came back partial, from %s on; the next run collects "
+                    "from there again",
+                    len(self.partial),
+                    len(pages),
+                    iso(self.partial[0][0]),
+                )
         finally:
-            prefetch.shutdown(wait=True, cancel_futures=True)
+            pool.shutdown(wait=True, cancel_futures=True)
             source.close()
 
     def _check_series(self, source: PrometheusSource, start: int, until: int) -> None:
@@ -733,25 +957,29 @@ class PrometheusCollector:
                 '(e.g. count by (__name__)({__name__=~"DCGM.*"})), and that the window is within its retention',
             )
 
-    def fetch_page(self, source: PrometheusSource, first: int, last: int) -> dict[str, bytes]:
-        """The answers of one page, unparsed: the prefetch thread then spends its time waiting
-        on Prometheus only, and the next request leaves as soon as an answer is in."""
-        fetched = {
-            stream: source.query_range(stream, query, first, last) for stream, query in self.opts.queries.items()
+    def submit_page(
+        self, pool: ThreadPoolExecutor, source: PrometheusSource, first: int, last: int
+    ) -> dict[str, Future[bytes]]:
+        """The queries of one page, queued on the pool; each answer is kept unparsed, so the
+        workers spend their time waiting on the server and the next request leaves at once."""
+        queries = {**self.opts.queries, "weight": self.opts.weight_query}
+        return {
+            stream: pool.submit(source.query_range, stream, query, first, last)
+            for stream, query in queries.items()
         }
-        fetched["weight"] = source.query_range("weight", self.opts.weight_query, first, last)
-        return fetched
 
     def build_page(
         self, fetched: Mapping[str, bytes], first: int, last: int
-    ) -> tuple[pl.DataFrame, list[Reject]]:
+    ) -> tuple[pl.DataFrame, list[Reject], list[str]]:
         parser = PageParser(f"[{iso(first)}, {iso(last)}]")
-        results = {stream: parser.points(range_result(fetched[stream]), stream) for stream in self.opts.queries}
-        weights = parser.points(range_result(fetched["weight"]), "weight").rename({"value": "weight"})
+        answers = {stream: range_result(body) for stream, body in fetched.items()}
+        results = {stream: parser.points(answers[stream], stream) for stream in self.opts.queries}
+        weights = parser.points(answers["weight"], "weight").rename({"value": "weight"})
         frame = page_frame(
             self.opts.cluster, parser, results, weights, self.opts.step_ms, self.opts.mem_aggregation
         )
-        return frame, list(parser.rejects.values())
+        warnings = list(dict.fromkeys(w for answer in answers.values() for w in answer.warnings))
+        return frame, list(parser.rejects.values()), warnings
 
 
 # -- CLI ---------------------------------------------------------------------

@@ -23,6 +23,7 @@ import requests
 
 from analytics.openmetrics import write_openmetrics
 from tests.prometheus.groundtruth import STYLES, history_end, raw_samples
+from tests.prometheus.helpers import collector, run
 
 HISTORY_HOURS = 12
 
@@ -143,3 +144,13 @@ def own_prometheus(history: History, tmp_path: Path) -> Iterator[PrometheusServe
     server = PrometheusServer(data)
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def reference(
+    history: History, prometheus: PrometheusServer, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """One uninterrupted collection of the whole history, in many pages."""
+    path = tmp_path_factory.mktemp("reference") / "w.duckdb"
+    run(path, collector(prometheus.url, history.first, history.last, page_points=97))
+    return path

@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import polars as pl
 import pytest
@@ -23,7 +22,6 @@ from analytics.openmetrics import ExporterStyle, write_openmetrics
 from collectors.prometheus import (
     MAX_POINTS,
     SETTINGS,
-    PrometheusCollector,
     normalise,
     options_from,
     plan_pages,
@@ -33,60 +31,9 @@ from preemptlens.errors import ConfigError, SourceError, TransientSourceError
 from preemptlens.warehouse import Warehouse
 from tests.prometheus.conftest import History, PrometheusServer, backfill, free_port
 from tests.prometheus.groundtruth import CLUSTER, GPUS, STYLES, expected
+from tests.prometheus.helpers import KEY, collector, run, table, watermarks
 
 REPO = Path(__file__).resolve().parents[2]
-KEY = ["host", "gpu_uuid", "gpu_instance", "time"]
-ROWS = "SELECT * EXCLUDE (_load_id) FROM gpu_samples ORDER BY host, gpu_uuid, gpu_instance, time"
-
-
-def ms(t: datetime) -> int:
-    return int(t.timestamp() * 1000)
-
-
-def collector(
-    url: str, since: datetime | None, until: datetime | None, **settings: Any
-) -> PrometheusCollector:
-    values = {s.key: s.default for s in SETTINGS.settings} | {"url": url, "retries": 0} | settings
-    return PrometheusCollector(
-        options_from(values, CLUSTER),
-        None if since is None else ms(since),
-        None if until is None else ms(until),
-        progress=False,
-    )
-
-
-def run(wh_path: Path, col: PrometheusCollector, stop_after: int | None = None) -> list[tuple[int, int]]:
-    """Load the collector's batches; (loaded, unchanged) per batch."""
-    reports = []
-    with Warehouse(wh_path) as wh:
-        for batch in col.batches(wh.watermarks("prometheus")):
-            rep = wh.load_batch(batch)
-            reports.append((rep.loaded, rep.unchanged))
-            if stop_after is not None and len(reports) == stop_after:
-                break
-    return reports
-
-
-def table(wh_path: Path) -> pl.DataFrame:
-    with Warehouse(wh_path) as wh:
-        return wh.query(ROWS)
-
-
-def watermarks(wh_path: Path) -> dict[tuple[str, str], str]:
-    with Warehouse(wh_path) as wh:
-        return wh.watermarks("prometheus")
-
-
-@pytest.fixture(scope="session")
-def reference(
-    history: History, prometheus: PrometheusServer, tmp_path_factory: pytest.TempPathFactory
-) -> Path:
-    """One uninterrupted collection of the whole history, in many pages."""
-    path = tmp_path_factory.mktemp("reference") / "w.duckdb"
-    run(path, collector(prometheus.url, history.first, history.last, page_points=97))
-    return path
-
-
 # -- ground truth ----------------------------------------------------------------
 
 
@@ -379,6 +326,8 @@ class _Stub(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+
+    do_GET = do_POST
 
     def log_message(self, *args: object) -> None:
         pass

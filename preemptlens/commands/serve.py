@@ -3,8 +3,9 @@
 APScheduler runs the jobs: collect (each configured collector) on an
 interval, analyze on an interval, alerts on an interval, the weekly report
 on a cron schedule; the Streamlit dashboard runs beside them as a child
-process. A job whose module does not exist yet (analyze, report, the
-dashboard) is not scheduled, and the start-up log says so.
+process, and Prometheus's /metrics (dashboards/metrics.py) on a thread. A job
+whose module does not exist yet (analyze, report, the dashboard) is not
+scheduled, and the start-up log says so.
 
 Jobs run one at a time in one worker thread: DuckDB allows one writing
 process, and each job opens the warehouse only while it runs, so a manual
@@ -43,6 +44,7 @@ from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
 from analytics.lake import keep_current
+from dashboards.metrics import MetricsServer, SnapshotCollector
 from preemptlens.commands.collect import SOURCES
 from preemptlens.config import Config, Section, Setting
 from preemptlens.errors import ConfigError, PreemptlensError
@@ -75,6 +77,17 @@ SETTINGS = Section(
         Setting("alerts_interval_s", 300.0, "Seconds between alert evaluations and deliveries.", kind=float),
         Setting("report_cron", "0 6 * * 1", "Crontab line of the weekly report (default: Mondays 06:00 UTC)."),
         Setting("dashboard_port", 8501, "Port of the Streamlit dashboard.", kind=int),
+        Setting(
+            "metrics_port",
+            9464,
+            "Port of the Prometheus /metrics endpoint (preemptlens's own figures, docs/metrics.md); 0 turns it off.",
+            kind=int,
+        ),
+        Setting(
+            "metrics_address",
+            "0.0.0.0",
+            "Address the /metrics endpoint listens on; 127.0.0.1 keeps it to this host.",
+        ),
         Setting(
             "snapshot_interval_s",
             10.0,
@@ -262,6 +275,25 @@ class Server:
         log.info("dashboard on port %s (pid %d)", port, process.pid)
         return process
 
+    def start_metrics(self) -> MetricsServer | None:
+        """Serve /metrics on its own thread; figures are read from the published snapshot only."""
+        port = int(self.section["metrics_port"])
+        if port == 0:
+            return None
+        address = str(self.section["metrics_address"])
+        try:
+            server = MetricsServer(SnapshotCollector.from_config(self.config), address, port)
+        except OSError as exc:
+            # Like a dashboard that dies: the jobs matter more than their monitoring, and Prometheus's `up` shows it.
+            log.error(
+                "metrics: cannot listen on %s:%d (%s); serving continues without /metrics "
+                "(set serve.metrics_port to a free port, or 0)",
+                address, port, exc.strerror or exc,
+            )
+            return None
+        log.info("metrics on %s:%d/metrics", address, port)
+        return server
+
     def run(self) -> int:
         def on_signal(signum: int, frame: FrameType | None) -> None:
             del frame
@@ -276,12 +308,14 @@ class Server:
             timezone=UTC,
         )
         dashboard = None
+        metrics = None
         try:
             jobs = self.schedule(scheduler)
             if not jobs:
                 raise ConfigError("serve: nothing to run", "set serve.jobs and serve.collect")
             log.info("serving: %s", ", ".join(jobs))
             scheduler.start()
+            metrics = self.start_metrics()
             dashboard = self.start_dashboard()
             while not self.stop.wait(0.5):
                 if dashboard is not None and dashboard.poll() is not None:
@@ -292,6 +326,8 @@ class Server:
             if scheduler.running:
                 # Waits for the running job, which stops after its current batch.
                 scheduler.shutdown(wait=True)
+            if metrics is not None:
+                metrics.stop()
             if dashboard is not None:
                 dashboard.terminate()
                 try:

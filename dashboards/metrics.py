@@ -1,0 +1,468 @@
+"""preemptlens's own figures for Prometheus: a custom collector over the readers' snapshot.
+
+Every scrape is answered from the published snapshot (`<warehouse>.snapshot`),
+never from the warehouse itself: inside `preemptlens serve` the writer jobs
+hold the warehouse, and a second handle on it in the same process would clash
+with theirs. Results are cached for `metrics.cache_s` seconds so that a scrape
+storm (several Prometheus replicas, a dashboard refreshing) costs one read.
+
+Gauges, not counters, throughout: every figure is recomputed from the whole
+data by `preemptlens analyze`, and a re-analysis can lower it (a checkpoint
+that arrives late turns an assumed loss into a smaller measured one; a
+changed setting moves preemptions in or out). A counter that goes down reads
+as a reset to `rate()`, which would invent a burst of losses.
+
+Bounded cardinality: the team label carries at most `metrics.top_teams`
+teams per cluster and pool (those with the largest figure) and folds the rest
+into team="_other", so a family with a team label has at most
+clusters x pools x (top_teams + 1) series. docs/metrics.md lists every metric.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+import duckdb
+import polars as pl
+from prometheus_client import start_http_server
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import CollectorRegistry
+
+from preemptlens.config import Config, Section, Setting
+from preemptlens.warehouse import snapshot_path
+
+log = logging.getLogger(__name__)
+
+OTHER_TEAMS = "_other"
+# The requeue-delay quantiles, in the order of the columns q0, q1, q2 of _REQUEUE.
+QUANTILES = (0.5, 0.9, 0.99)
+
+# Every metric family, with its help text; docs/metrics.md describes each at length.
+METRICS: dict[str, str] = {
+    "preemptlens_net_benefit_gpu_hours": (
+        "Tier-weighted GPU-hours gained minus lost by preemptions in the last complete ISO week "
+        "(net_benefit_weekly, team '(all)'); negative when preemption cost more than it gained."
+    ),
+    "preemptlens_preemption_gain_gpu_hours": (
+        "Tier-weighted GPU-hours preemptors gained in the last complete ISO week (net_benefit_weekly gain_value)."
+    ),
+    "preemptlens_preemption_cost_gpu_hours": (
+        "Tier-weighted GPU-hours victims lost (redone work, requeue wait, warm-up) in the last complete ISO week "
+        "(net_benefit_weekly cost_value)."
+    ),
+    "preemptlens_weekly_window_start_timestamp_seconds": (
+        "Start (Monday 00:00 UTC) of the last complete ISO week that the weekly figures describe."
+    ),
+    "preemptlens_lost_gpu_hours": (
+        "GPU-hours of work victims lost to preemption over all data, by victim team (preemption_ledger "
+        "lost_gpu_s); a gauge because re-analysis can lower it."
+    ),
+    "preemptlens_preemptions": "Preemptions over all data, by victim team (rows of preemption_ledger).",
+    "preemptlens_requeue_delay_seconds": (
+        "Quantiles of the requeue delay (preemption to the victim's next start) of the preemptions in the last "
+        "complete ISO week; censored delays (no restart yet) are left out."
+    ),
+    "preemptlens_requeue_delay_observed_preemptions": (
+        "Preemptions in the last complete ISO week whose victim restarted (the sample of the delay quantiles)."
+    ),
+    "preemptlens_requeue_censored_preemptions": (
+        "Preemptions in the last complete ISO week whose victim had not restarted by the data's end."
+    ),
+    "preemptlens_idle_hoarded_gpu_hours": (
+        "GPU-hours allocated but idle in hoarding stretches over all data (idle_hoarding_runs)."
+    ),
+    "preemptlens_allocated_gpu_hours": (
+        "GPU-hours allocated to runs over all data (stg_runs); the denominator of the idle share."
+    ),
+    "preemptlens_high_tier_share": (
+        "Critical-plus-high share (0-1) of the pool's GPU-hours started in the last complete ISO week "
+        "(scope_creep_weekly)."
+    ),
+    "preemptlens_high_tier_share_weekly_slope": (
+        "Least-squares slope per week of the pool's critical-plus-high GPU-hour share over the last "
+        "analytics.trend_weeks weeks (scope_creep_trend)."
+    ),
+    "preemptlens_readiness": (
+        "Readiness scorecard answer per question (1 yes, 0 no): 1 scarce GPUs, 2 clear priorities, "
+        "3 cheap recovery, 4 visible rules."
+    ),
+    "preemptlens_readiness_yes": "Readiness questions answered yes (0-4); four: preemption can be a main tool.",
+    "preemptlens_last_analyze_timestamp_seconds": (
+        "When `preemptlens analyze` last finished (analytics_state)."
+    ),
+    "preemptlens_unanalyzed_loads": "Loads written since the last analyze; their rows are not in the figures yet.",
+    "preemptlens_oldest_unanalyzed_load_timestamp_seconds": (
+        "When the oldest load that no analyze has taken in yet finished; absent when there is none."
+    ),
+    "preemptlens_data_end_timestamp_seconds": "Latest run start or end in each cluster's data (the figures' now).",
+    "preemptlens_collector_last_batch_timestamp_seconds": (
+        "When each collector last committed a batch for a cluster (its newest watermark update)."
+    ),
+    "preemptlens_snapshot_readable": (
+        "1 when the last read of the snapshot gave the figures, 0 when it failed (the serve log says why)."
+    ),
+    "preemptlens_snapshot_timestamp_seconds": "When the snapshot the figures come from was published.",
+}
+
+SETTINGS = Section(
+    "metrics",
+    "What `preemptlens serve` exposes on /metrics (serve.metrics_port); docs/metrics.md lists the metrics.",
+    (
+        Setting(
+            "top_teams",
+            20,
+            "Teams per cluster and pool that keep their own `team` label (those with the largest figure); "
+            "the rest are summed into team=\"_other\", which bounds the series to clusters x pools x (top_teams + 1).",
+            kind=int,
+        ),
+        Setting(
+            "cache_s",
+            5.0,
+            "Seconds a read of the snapshot answers scrapes before the next scrape reads it again.",
+            kind=float,
+        ),
+    ),
+)
+
+_NET_BENEFIT = """
+with
+windows as (
+    -- the last complete ISO week of each cluster's data: the week before the one that holds its end
+    select cluster, date_trunc('week', max(data_end)) - interval 7 days as week_start
+    from stg_runs
+    group by cluster
+),
+pools_ as (
+    select distinct cluster, coalesce(pool, '(none)') as pool from net_benefit_weekly where team = '(all)'
+),
+week as (
+    select n.cluster, coalesce(n.pool, '(none)') as pool, n.gain_value, n.cost_value, n.net_value, n.preemptions
+    from net_benefit_weekly as n
+    inner join windows as w on w.cluster = n.cluster and n.window_start = w.week_start
+    where n.team = '(all)'
+)
+select
+    p.cluster,
+    p.pool,
+    epoch(w.week_start) as week_start,
+    coalesce(k.gain_value, 0) / 3600.0 as gain,
+    coalesce(k.cost_value, 0) / 3600.0 as cost,
+    coalesce(k.net_value, 0) / 3600.0 as net,
+    coalesce(k.preemptions, 0) as preemptions
+from pools_ as p
+inner join windows as w on w.cluster = p.cluster
+left join week as k on k.cluster = p.cluster and k.pool = p.pool
+"""
+
+_LOST = """
+select
+    cluster,
+    coalesce(pool, '(none)') as pool,
+    coalesce(victim_team, '(none)') as team,
+    sum(lost_gpu_s) / 3600.0 as lost,
+    cast(count(*) as double) as preemptions
+from preemption_ledger
+group by all
+"""
+
+_REQUEUE = """
+with
+windows as (
+    -- the last complete ISO week of each cluster's data: the week before the one that holds its end
+    select cluster, date_trunc('week', max(data_end)) - interval 7 days as week_start
+    from stg_runs
+    group by cluster
+)
+select
+    l.cluster,
+    coalesce(l.pool, '(none)') as pool,
+    quantile_cont(l.requeue_delay_s, 0.5) filter (where not l.requeue_censored) as q0,
+    quantile_cont(l.requeue_delay_s, 0.9) filter (where not l.requeue_censored) as q1,
+    quantile_cont(l.requeue_delay_s, 0.99) filter (where not l.requeue_censored) as q2,
+    count(*) filter (where not l.requeue_censored) as observed,
+    count(*) filter (where l.requeue_censored) as censored
+from preemption_ledger as l
+inner join windows as w on w.cluster = l.cluster
+where l.time >= w.week_start and l.time < w.week_start + interval 7 days
+group by all
+"""
+
+_IDLE = """
+with allocated as (
+    select cluster, coalesce(pool, '(none)') as pool, coalesce(team, '(none)') as team,
+        sum(gpus * effective_s) / 3600.0 as allocated
+    from stg_runs
+    group by all
+),
+idle as (
+    select cluster, coalesce(pool, '(none)') as pool, coalesce(team, '(none)') as team,
+        sum(idle_gpu_hours) as idle
+    from idle_hoarding_runs
+    group by all
+)
+select
+    coalesce(a.cluster, i.cluster) as cluster,
+    coalesce(a.pool, i.pool) as pool,
+    coalesce(a.team, i.team) as team,
+    coalesce(i.idle, 0) as idle,
+    coalesce(a.allocated, 0) as allocated
+from allocated as a
+full outer join idle as i on i.cluster = a.cluster and i.pool = a.pool and i.team = a.team
+"""
+
+_HIGH_SHARE = """
+with
+windows as (
+    -- the last complete ISO week of each cluster's data: the week before the one that holds its end
+    select cluster, date_trunc('week', max(data_end)) - interval 7 days as week_start
+    from stg_runs
+    group by cluster
+),
+week as (
+    select
+        s.cluster,
+        s.pool,
+        sum(s.gpu_hours) filter (where s.tier in ('critical', 'high')) / nullif(sum(s.gpu_hours), 0) as share
+    from scope_creep_weekly as s
+    inner join windows as w on w.cluster = s.cluster and s.week = w.week_start
+    group by all
+)
+select
+    coalesce(k.cluster, t.cluster) as cluster,
+    coalesce(k.pool, t.pool) as pool,
+    k.share,
+    t.high_gpu_hour_share_slope as slope
+from week as k
+full outer join scope_creep_trend as t on t.cluster = k.cluster and t.pool = k.pool
+"""
+
+_READINESS = """
+select cluster, cast(question_no as varchar) as question, cast(answer as double) as answer, yes_count
+from readiness_scorecard
+"""
+
+_FRESHNESS = """
+select
+    (select epoch(max(updated_at)) from analytics_state) as last_analyze,
+    (select count(*) from _loads where load_id not in (select load_id from analytics_loads_seen)) as unanalyzed,
+    (select epoch(min(coalesce(finished_at, started_at))) from _loads
+        where load_id not in (select load_id from analytics_loads_seen)) as oldest_unanalyzed
+"""
+
+_DATA_END = "select cluster, epoch(max(data_end)) as data_end from stg_runs group by cluster"
+
+_WATERMARKS = """
+select collector, cluster, epoch(max(updated_at)) as updated from _watermarks group by collector, cluster
+"""
+
+
+def fold_teams(frame: pl.DataFrame, rank_by: str, top: int) -> pl.DataFrame:
+    """Keep the `top` teams with the largest `rank_by` per cluster and pool; sum the rest into `_other`."""
+    if frame.is_empty():
+        return frame
+    values = [c for c in frame.columns if c not in ("cluster", "pool", "team")]
+    ranked = frame.with_columns(
+        pl.col(rank_by)
+        .rank(method="ordinal", descending=True)
+        .over("cluster", "pool", order_by="team")
+        .alias("_rank")
+    )
+    return (
+        ranked.with_columns(
+            pl.when(pl.col("_rank") <= top).then(pl.col("team")).otherwise(pl.lit(OTHER_TEAMS)).alias("team")
+        )
+        .group_by("cluster", "pool", "team", maintain_order=True)
+        .agg(pl.col(values).sum())
+        .sort("cluster", "pool", "team")
+    )
+
+
+def _rows(con: duckdb.DuckDBPyConnection, sql: str) -> pl.DataFrame:
+    frame = pl.from_arrow(con.sql(sql).to_arrow_table())
+    assert isinstance(frame, pl.DataFrame)
+    return frame
+
+
+def _gauge(name: str, labels: Sequence[str], frame: pl.DataFrame, column: str) -> GaugeMetricFamily:
+    family = GaugeMetricFamily(name, METRICS[name], labels=list(labels))
+    for row in frame.iter_rows(named=True):
+        if row[column] is not None:
+            family.add_metric([str(row[label]) for label in labels], float(row[column]))
+    return family
+
+
+def _scalar(name: str, value: float | None) -> GaugeMetricFamily:
+    family = GaugeMetricFamily(name, METRICS[name], labels=[])
+    if value is not None:
+        family.add_metric([], float(value))
+    return family
+
+
+def read_families(con: duckdb.DuckDBPyConnection, top_teams: int) -> list[Metric]:
+    """Every figure family from an open connection to an analysed warehouse (or its snapshot)."""
+    cp = ("cluster", "pool")
+    cpt = ("cluster", "pool", "team")
+
+    net = _rows(con, _NET_BENEFIT)
+    lost = fold_teams(_rows(con, _LOST), "lost", top_teams)
+    requeue = _rows(con, _REQUEUE)
+    idle = fold_teams(_rows(con, _IDLE), "idle", top_teams)
+    share = _rows(con, _HIGH_SHARE)
+    readiness = _rows(con, _READINESS)
+    fresh = _rows(con, _FRESHNESS).row(0, named=True)
+
+    delay = GaugeMetricFamily(
+        "preemptlens_requeue_delay_seconds",
+        METRICS["preemptlens_requeue_delay_seconds"],
+        labels=["cluster", "pool", "quantile"],
+    )
+    for row in requeue.iter_rows(named=True):
+        for i, q in enumerate(QUANTILES):
+            if row[f"q{i}"] is not None:
+                delay.add_metric([row["cluster"], row["pool"], f"{q:g}"], float(row[f"q{i}"]))
+
+    return [
+        _gauge("preemptlens_net_benefit_gpu_hours", cp, net, "net"),
+        _gauge("preemptlens_preemption_gain_gpu_hours", cp, net, "gain"),
+        _gauge("preemptlens_preemption_cost_gpu_hours", cp, net, "cost"),
+        _gauge("preemptlens_weekly_window_start_timestamp_seconds", ("cluster",), net.unique("cluster"), "week_start"),
+        _gauge("preemptlens_lost_gpu_hours", cpt, lost, "lost"),
+        _gauge("preemptlens_preemptions", cpt, lost, "preemptions"),
+        delay,
+        _gauge("preemptlens_requeue_delay_observed_preemptions", cp, requeue, "observed"),
+        _gauge("preemptlens_requeue_censored_preemptions", cp, requeue, "censored"),
+        _gauge("preemptlens_idle_hoarded_gpu_hours", cpt, idle, "idle"),
+        _gauge("preemptlens_allocated_gpu_hours", cpt, idle, "allocated"),
+        _gauge("preemptlens_high_tier_share", cp, share, "share"),
+        _gauge("preemptlens_high_tier_share_weekly_slope", cp, share, "slope"),
+        _gauge("preemptlens_readiness", ("cluster", "question"), readiness, "answer"),
+        _gauge("preemptlens_readiness_yes", ("cluster",), readiness.unique("cluster"), "yes_count"),
+        _scalar("preemptlens_last_analyze_timestamp_seconds", fresh["last_analyze"]),
+        _scalar("preemptlens_unanalyzed_loads", fresh["unanalyzed"]),
+        _scalar("preemptlens_oldest_unanalyzed_load_timestamp_seconds", fresh["oldest_unanalyzed"]),
+        _gauge("preemptlens_data_end_timestamp_seconds", ("cluster",), _rows(con, _DATA_END), "data_end"),
+        _gauge(
+            "preemptlens_collector_last_batch_timestamp_seconds",
+            ("collector", "cluster"),
+            _rows(con, _WATERMARKS),
+            "updated",
+        ),
+    ]
+
+
+class SnapshotCollector:
+    """A prometheus-client collector that answers from the snapshot, cached for `cache_s` seconds."""
+
+    def __init__(
+        self,
+        warehouse: str | Path,
+        *,
+        top_teams: int = 20,
+        cache_s: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.snapshot = snapshot_path(warehouse)
+        self.top_teams = top_teams
+        self.cache_s = cache_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._cached: list[Metric] = []
+        self._read_at: float | None = None
+        self._closed = False
+        self._problem: str | None = None
+        self.reads = 0
+
+    @classmethod
+    def from_config(cls, config: Config) -> SnapshotCollector:
+        section = config.section("metrics")
+        return cls(
+            str(config.get("warehouse.path")),
+            top_teams=int(section["top_teams"]),
+            cache_s=float(section["cache_s"]),
+        )
+
+    def close(self) -> None:
+        """Wait for a read in progress and read no more.
+
+        Scrapes run on daemon threads; one still inside DuckDB when the
+        interpreter exits is torn down mid-C++ and aborts the process.
+        """
+        with self._lock:
+            self._closed = True
+
+    def collect(self) -> Iterable[Metric]:
+        # One reader at a time: concurrent scrapes wait for the read under way and share it.
+        with self._lock:
+            now = self._clock()
+            stale = self._read_at is None or now - self._read_at >= self.cache_s
+            if stale and not self._closed:
+                self._cached = self._read()
+                self._read_at = now
+                self.reads += 1
+            return list(self._cached)
+
+    def _read(self) -> list[Metric]:
+        readable = GaugeMetricFamily("preemptlens_snapshot_readable", METRICS["preemptlens_snapshot_readable"])
+        if not self.snapshot.exists():
+            self._report(f"no snapshot {self.snapshot} yet; a writer publishes it after its first commit")
+            readable.add_metric([], 0.0)
+            return [readable]
+        published = _scalar("preemptlens_snapshot_timestamp_seconds", self.snapshot.stat().st_mtime)
+        try:
+            con = duckdb.connect(
+                str(self.snapshot),
+                read_only=True,
+                config={
+                    "enable_external_access": False,
+                    "autoload_known_extensions": False,
+                },
+            )
+            try:
+                # The weekly windows are UTC weeks, as in the views.
+                con.execute("SET TimeZone = 'UTC'")
+                families = read_families(con, self.top_teams)
+            finally:
+                con.close()
+        except duckdb.Error as exc:
+            # A snapshot from before the first analyze has no figure tables yet; say so and serve the rest.
+            self._report(f"cannot read the figures from {self.snapshot}: {str(exc).splitlines()[0]}")
+            readable.add_metric([], 0.0)
+            return [readable, published]
+        self._report(None)
+        readable.add_metric([], 1.0)
+        return [readable, published, *families]
+
+    def _report(self, problem: str | None) -> None:
+        # Once per change, not once per scrape: the gauge says it on every scrape already.
+        if problem == self._problem:
+            return
+        if problem is None:
+            log.info("metrics: the figures are readable again from %s", self.snapshot)
+        else:
+            log.warning("metrics: %s", problem)
+        self._problem = problem
+
+
+def registry_for(collector: SnapshotCollector) -> CollectorRegistry:
+    """A registry holding only preemptlens's figures (no process or Python metrics of the default one)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    return registry
+
+
+class MetricsServer:
+    """/metrics over HTTP on a thread of its own, answered by a SnapshotCollector."""
+
+    def __init__(self, collector: SnapshotCollector, address: str, port: int) -> None:
+        self.collector = collector
+        self.server, self.thread = start_http_server(port, address, registry_for(collector))
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.collector.close()
+        self.server.server_close()
+        self.thread.join(timeout=10)

@@ -7,18 +7,23 @@ warehouse, and never writes. The sidebar's filters apply to every page.
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
+from typing import Any
 
 import streamlit as st
 
 from dashboards.data import Filters, Options, snapshot_version
-from dashboards.views_common import CONTEXT_KEY, Context, cached, warm_up
+from dashboards.figures import TIMELINE_MARKERS
+from dashboards.views_common import CONTEXT_KEY, Context, cached
 from preemptlens.config import load_config
 from preemptlens.errors import PreemptlensError
 from preemptlens.readonly import Limits
 
-PAGES = Path(__file__).resolve().parent / "pages"
+# Not "pages": Streamlit would take a pages/ folder beside the entry script for its older multipage
+# layout and, until the entry page has run once, serve a page URL without running this script.
+PAGES = Path(__file__).resolve().parent / "app_pages"
 
 
 def _window(options: Options, default_days: int) -> tuple[datetime, datetime]:
@@ -36,6 +41,39 @@ def _window(options: Options, default_days: int) -> tuple[datetime, datetime]:
         datetime.combine(start_day, time(), tzinfo=UTC),
         datetime.combine(end_day + timedelta(days=1), time(), tzinfo=UTC),
     )
+
+
+def _page_queries(ctx: Context) -> tuple[tuple[Any, ...], ...]:
+    """Every query the pages run when they open with these filters, as (name, *args)."""
+    f, top_n, rows = ctx.filters, int(ctx.settings["top_n"]), int(ctx.settings["table_rows"])
+    return (
+        ("headline", f), ("net_benefit", f), ("scorecard", f), ("evidence", f),
+        ("costliest", f, TIMELINE_MARKERS), ("ledger_page", f, rows, 0), ("top_victims", f, rows),
+        ("top_holders", f, "team", top_n), ("idle_daily", f), ("avoidable_rows", f, rows),
+        ("tier_shares", f), ("team_high_shares", f), ("team_slopes", f), ("scope_trend", f),
+        ("suggestions", f, top_n), ("catalog",),
+    )
+
+
+def _warm(ctx: Context) -> None:
+    try:
+        for name, *args in _page_queries(ctx):
+            cached(name, ctx.warehouse, ctx.limits, ctx.version, *args)
+        # The Preemptions page opens on the story of its costliest victim.
+        rows = int(ctx.settings["table_rows"])
+        victims = cached("top_victims", ctx.warehouse, ctx.limits, ctx.version, ctx.filters, rows)
+        if victims.height:
+            first = victims.row(0, named=True)
+            cached("victim_detail", ctx.warehouse, ctx.limits, ctx.version, first["cluster"], first["victim_job_id"])
+    except PreemptlensError:
+        return  # the page that needs the figure shows the error itself
+
+
+@st.cache_resource(show_spinner=False, max_entries=64)
+def _warm_up(ctx: Context) -> threading.Thread:
+    thread = threading.Thread(target=_warm, args=(ctx,), name="preemptlens-warm-up", daemon=True)
+    thread.start()
+    return thread
 
 
 def main() -> None:
@@ -67,7 +105,6 @@ def main() -> None:
     )
     ctx = Context(warehouse, limits, version, filters, options, settings)
     st.session_state[CONTEXT_KEY] = ctx
-    warm_up(ctx)
 
     pages = [
         st.Page(PAGES / "overview.py", title="Overview", icon=":material/dashboard:", default=True),
@@ -78,6 +115,9 @@ def main() -> None:
         st.Page(PAGES / "sql.py", title="SQL", icon=":material/terminal:"),
     ]
     st.navigation(pages).run()
+    # Once per snapshot and filters, after the page the reader opened has its figures (so that
+    # the two do not share the CPU), the other pages' queries fill the cache in the background.
+    _warm_up(ctx)
 
 
 main()

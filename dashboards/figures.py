@@ -117,13 +117,19 @@ def _sizes(values: list[float | None], largest: float) -> list[float]:
 TIMELINE_MARKERS = 2000
 
 
-def preemption_timeline(ledger: pl.DataFrame, title: str = "Preemptions over time") -> go.Figure:
-    """One marker per preemption: when, in which pool, the victim's tier; size grows with its cost."""
+def preemption_timeline(
+    ledger: pl.DataFrame, title: str = "Preemptions over time", total: int | None = None
+) -> go.Figure:
+    """One marker per preemption: when, in which pool, the victim's tier; size grows with its cost.
+    `total` is how many preemptions there are when `ledger` holds only the costliest of them
+    (data.costliest)."""
     if ledger.height == 0:
         return _empty(title, "no preemptions in this window")
+    total = max(total or 0, ledger.height)
     if ledger.height > TIMELINE_MARKERS:
-        title = f"{title}: the {TIMELINE_MARKERS:,} costliest of {ledger.height:,}"
         ledger = ledger.sort("cost_gpu_hours", descending=True, nulls_last=True).head(TIMELINE_MARKERS)
+    if total > ledger.height:
+        title = f"{title}: the {ledger.height:,} costliest of {total:,}"
     fig = go.Figure()
     largest = float(ledger["cost_gpu_hours"].max() or 0.0)  # type: ignore[arg-type]
     for tier in TIER_ORDER:

@@ -6,7 +6,6 @@ sidebar and stores it in the session; pages read it with `context()`.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -48,33 +47,6 @@ class Context:
         except PreemptlensError as exc:
             st.error(str(exc))
             st.stop()
-
-
-def _warm(ctx: Context) -> None:
-    f, top_n = ctx.filters, int(ctx.settings["top_n"])
-    calls: tuple[tuple[Any, ...], ...] = (
-        ("ledger", f), ("hoarded", f), ("net_benefit", f), ("scorecard", f), ("evidence", f),
-        ("top_holders", f, "team", top_n), ("idle_daily", f), ("tier_shares", f), ("team_high_shares", f),
-        ("team_slopes", f), ("scope_trend", f), ("suggestions", f, top_n), ("catalog",),
-    )
-    try:
-        for call in calls:
-            cached(call[0], ctx.warehouse, ctx.limits, ctx.version, *call[1:])
-    except PreemptlensError:
-        return  # the page that needs the figure shows the error itself
-
-
-@st.cache_resource(show_spinner=False, max_entries=64)
-def _warm_up(ctx: Context) -> threading.Thread:
-    thread = threading.Thread(target=_warm, args=(ctx,), name="preemptlens-warm-up", daemon=True)
-    thread.start()
-    return thread
-
-
-def warm_up(ctx: Context) -> None:
-    """Run every page's queries for these filters in the background, once per snapshot and filters,
-    so that the page a reader opens next is answered from the cache."""
-    _warm_up(ctx)
 
 
 def context() -> Context:

@@ -47,12 +47,15 @@ PAGE_STATE_JS = """
   const drawn = charts.filter(c => c.querySelector('.js-plotly-plot svg.main-svg') !== null);
   const marks = charts.map(c => c.querySelectorAll('.trace, .point, .bars path').length);
   const h1 = document.querySelector('[data-testid="stMain"] h1');
+  const content = document.querySelector('[data-testid="stMain"] :is([data-testid="stDataFrame"], ' +
+      '[data-testid="stMetric"], [data-testid="stExpander"], [data-testid="stAlert"])') !== null;
   return JSON.stringify({
     running: running,
     ready: app !== null,
     title: h1 ? h1.innerText.trim() : null,
     charts: charts.length,
     drawn: drawn.length,
+    content: content,
     marks: marks,
     exceptions: document.querySelectorAll('[data-testid="stException"]').length,
     errors: Array.from(document.querySelectorAll('[data-testid="stAlertContentError"]')).map(e => e.innerText),
@@ -136,6 +139,7 @@ class PageState:
     title: str | None
     charts: int
     drawn: int
+    content: bool
     marks: list[int]
     exceptions: int
     errors: list[str]
@@ -145,6 +149,12 @@ class PageState:
     def rendered(self) -> bool:
         """The script finished and every chart drew its SVG."""
         return self.ready and not self.running and self.title is not None and self.drawn >= self.charts
+
+    @property
+    def meaningful(self) -> bool:
+        """The first meaningful render: the title and a first figure (a drawn chart, a table, a metric
+        or a message) are on screen, while the rest of the page may still be coming."""
+        return self.ready and self.title is not None and (self.drawn > 0 or self.content)
 
 
 class Chromium:
@@ -170,19 +180,35 @@ class Chromium:
         )
         self._id = 0
         try:
-            port = self._devtools_port(30)
-            targets = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/json", timeout=5).read())
-            page = next(t for t in targets if t["type"] == "page")
-            self.ws = websocket.create_connection(page["webSocketDebuggerUrl"], timeout=30, suppress_origin=True)
-            self.call("Page.enable")
-            self.call("Runtime.enable")
-            self.call(
-                "Emulation.setDeviceMetricsOverride",
-                {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
-            )
+            self.port = self._devtools_port(30)
+            targets = json.loads(self._devtools("json"))
+            self._attach(next(t for t in targets if t["type"] == "page"))
         except BaseException:
             self.close()
             raise
+
+    def _devtools(self, path: str, method: str = "GET") -> bytes:
+        request = urllib.request.Request(f"http://127.0.0.1:{self.port}/{path}", method=method)
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return bytes(response.read())
+
+    def _attach(self, target: dict[str, Any]) -> None:
+        self.target = str(target["id"])
+        self.ws = websocket.create_connection(target["webSocketDebuggerUrl"], timeout=30, suppress_origin=True)
+        self.call("Page.enable")
+        self.call("Runtime.enable")
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": self.width, "height": self.height, "deviceScaleFactor": 1, "mobile": False},
+        )
+
+    def fresh_tab(self) -> None:
+        """Close the tab and continue in a new one, as a reader opening a link does: no page,
+        script or websocket of the old tab survives (the browser's HTTP cache does)."""
+        old = self.target
+        self.ws.close()
+        self._attach(json.loads(self._devtools("json/new?about:blank", method="PUT")))
+        self._devtools(f"json/close/{old}")
 
     def _devtools_port(self, timeout_s: float) -> int:
         marker = self.profile / "DevToolsActivePort"
@@ -216,6 +242,31 @@ class Chromium:
         found = self.call("Runtime.evaluate", {"expression": script, "returnByValue": True})["result"]["value"]
         if not found:
             raise LookupError(f"no sidebar link {label!r}")
+
+    def wait_page(
+        self, began: float, timeout_s: float, title: str, charts: int = 0
+    ) -> tuple[PageState, float | None, float | None]:
+        """Poll until the page showing `title` rendered completely with at least `charts` charts (and
+        stays so for 0.3 s): Streamlit shows its running icon only after a moment, so a page that has
+        its title but not yet its charts can look finished. Return the state, and the seconds since
+        `began` (time.monotonic()) to its first meaningful render and to the complete one (None when
+        not reached)."""
+        first: float | None = None
+        done: float | None = None
+        while True:
+            state = self.state()
+            now = time.monotonic()
+            if state.title == title and first is None and state.meaningful:
+                first = now - began
+            if state.title == title and state.rendered and state.charts >= charts:
+                done = done or now - began
+                if now - began - done >= 0.3:
+                    return state, first, done
+            else:
+                done = None
+            if state.exceptions or state.errors or now - began > timeout_s:
+                return state, first, done
+            time.sleep(0.05)
 
     def wait_rendered(
         self, timeout_s: float, settle_s: float = 0.3, title: str | None = None

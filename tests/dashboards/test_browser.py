@@ -4,6 +4,7 @@ its charts draw, a screenshot is kept, and the numbers match the simulator's gro
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -74,3 +75,15 @@ def test_sidebar_switches_pages_without_reload(served: tuple[Dashboard, Chromium
         state, seconds = browser.wait_rendered(timeout_s=60, title=title)
         assert state.rendered and state.title == title, f"{label}: {state.title} after {seconds:.1f} s"
         assert state.drawn == state.charts
+
+
+def test_a_page_url_opened_first_after_start_runs_the_app(sim_warehouse: Path, tmp_path: Path) -> None:
+    """A bookmark of a page, opened before anyone opened the entry page, gets the page with its filters
+    (the first page a session runs goes through the entry script, not straight to the page file)."""
+    with Dashboard(sim_warehouse, tmp_path / "streamlit.log") as dashboard, Chromium() as browser:
+        began = time.monotonic()
+        browser.navigate(f"{dashboard.url}/preemptions")
+        state, first, done = browser.wait_page(began, timeout_s=120, title="Preemptions", charts=2)
+    assert state.exceptions == 0 and not state.errors, state.errors
+    assert first is not None and done is not None and state.rendered, f"not rendered: {state.title}"
+    assert state.charts == 2 and state.drawn == 2

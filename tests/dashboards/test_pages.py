@@ -51,7 +51,7 @@ def markdown(at: AppTest) -> str:
 
 
 def switch(at: AppTest, page: str) -> AppTest:
-    at.switch_page(f"pages/{page}.py").run()
+    at.switch_page(f"app_pages/{page}.py").run()
     assert not at.exception, at.exception
     return at
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from dashboards import data, figures
+from dashboards import figures
 from dashboards.views_common import context, window_caption
 
 ctx = context()
@@ -38,8 +38,9 @@ st.caption(
     "filters do not apply to this chart."
 )
 
-avoidable: pl.DataFrame = data.avoidable(ctx.q("ledger", f))
-st.subheader(f"Avoidable preemptions ({avoidable.height:,})")
+limit = int(ctx.settings["table_rows"])
+avoidable, total = ctx.q("avoidable_rows", f, limit)
+st.subheader(f"Avoidable preemptions ({total:,})")
 st.caption(
     "Preemptions at a time when enough GPUs in the preemptor's pool had sat idle in hoarding stretches "
     "to serve it without evicting anyone."
@@ -57,4 +58,6 @@ AVOIDABLE_VIEW = (
     "idle_gpus_in_pool",
     "cost_gpu_hours",
 )
-st.dataframe(avoidable.head(int(ctx.settings["table_rows"])).select(AVOIDABLE_VIEW), hide_index=True, key="avoidable")
+if total > avoidable.height:
+    st.caption(f"The newest {avoidable.height:,}; narrow the filters or raise dashboard.table_rows for more.")
+st.dataframe(avoidable.select(AVOIDABLE_VIEW), hide_index=True, key="avoidable")

@@ -7,7 +7,7 @@ from typing import Any
 import polars as pl
 import streamlit as st
 
-from dashboards import data, figures
+from dashboards import figures
 from dashboards.data import VictimDetail
 from dashboards.views_common import context, duration, gpu_hours, when, window_caption
 
@@ -91,13 +91,22 @@ limit = int(ctx.settings["table_rows"])
 st.title("Preemptions")
 st.caption(window_caption(f) + " · team and tier match the victim or the preemptor")
 
-ledger: pl.DataFrame = ctx.q("ledger", f)
-st.plotly_chart(figures.preemption_timeline(ledger), key="timeline")
-st.subheader(f"Ledger ({ledger.height:,} preemption{'s' if ledger.height != 1 else ''})")
-if ledger.height > limit:
-    st.caption(f"The newest {limit:,} rows; narrow the filters or raise dashboard.table_rows for more.")
+count = int(ctx.q("headline", f)["preemptions"])
+timeline = ctx.q("costliest", f, figures.TIMELINE_MARKERS)
+st.plotly_chart(figures.preemption_timeline(timeline, total=count), key="timeline")
+st.subheader(f"Ledger ({count:,} preemption{'s' if count != 1 else ''})")
+# The browser gets one page of the ledger at a time, newest first.
+offset = 0
+if count > limit:
+    pages = -(-count // limit)
+    page = int(st.number_input(f"Page (of {pages:,})", min_value=1, max_value=pages, value=1, key="ledger_page"))
+    offset = (page - 1) * limit
+    st.caption(
+        f"Rows {offset + 1:,} to {min(offset + limit, count):,}, newest first; "
+        "narrow the filters or raise dashboard.table_rows for more per page."
+    )
 st.dataframe(
-    ledger.head(limit).select(LEDGER_VIEW),
+    ctx.q("ledger_page", f, limit, offset).select(LEDGER_VIEW),
     hide_index=True,
     key="ledger",
     column_config={
@@ -111,7 +120,7 @@ st.dataframe(
 )
 
 st.header("Why was this job preempted?")
-victims = data.victims(ledger).head(limit)
+victims: pl.DataFrame = ctx.q("top_victims", f, limit)
 if victims.height == 0:
     st.info("No victims in this window.")
 else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from dashboards import data, figures
+from dashboards import figures
 from dashboards.views_common import context, duration, window_caption
 
 ctx = context()
@@ -13,7 +13,7 @@ f = ctx.filters
 st.title("Preemption overview")
 st.caption(window_caption(f))
 
-head = data.headline(ctx.q("ledger", f), ctx.q("hoarded", f))
+head = ctx.q("headline", f)
 cols = st.columns(4)
 cols[0].metric("Preemptions", f"{head['preemptions']:,}", help="Runs ended by a preemption in the window.")
 cols[1].metric("Victim jobs", f"{head['victim_jobs']:,}")

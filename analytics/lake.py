@@ -61,6 +61,7 @@ RAW_TIME: dict[str, str | None] = {
     "pools": "valid_from",
     "jobs": "submit_time",
     "job_runs": "coalesce(start_time, submit_time)",
+    "job_aliases": None,
     "preemption_links": "time",
     "checkpoints": "time",
     "gpu_samples": "time",
@@ -156,7 +157,7 @@ def _day_expr(plan: TablePlan) -> str:
     return f"CAST(timezone('UTC', {plan.time_expr}) AS DATE)"
 
 
-def _relpath(plan: TablePlan, cluster: str | None, day: date | None) -> str:
+def partition_relpath(plan: TablePlan, cluster: str | None, day: date | None) -> str:
     parts = []
     if plan.by_cluster:
         parts.append("cluster=" + (_NULL_PARTITION if cluster is None else urllib.parse.quote(cluster, safe="")))
@@ -174,7 +175,7 @@ def _fingerprints(wh: Warehouse, plan: TablePlan) -> dict[str, tuple[str, object
         f"FROM {quote(plan.name)} t GROUP BY ALL"
     ).fetchall()
     signature = hashlib.sha256(json.dumps(plan.columns).encode()).hexdigest()[:16]
-    return {_relpath(plan, c, d): (f"{n}:{x}:{s}:{signature}", c, d, int(n)) for c, d, n, x, s in rows}
+    return {partition_relpath(plan, c, d): (f"{n}:{x}:{s}:{signature}", c, d, int(n)) for c, d, n, x, s in rows}
 
 
 def _literal(text: str) -> str:
@@ -235,7 +236,7 @@ def read_manifest(folder: Path) -> dict[str, dict[str, object]]:
     return tables
 
 
-def _write_manifest(folder: Path, tables: dict[str, dict[str, object]]) -> None:
+def write_manifest(folder: Path, tables: dict[str, dict[str, object]]) -> None:
     path = folder / MANIFEST
     temp = path.with_name(f"{MANIFEST}.{uuid.uuid4().hex}.tmp")
     temp.write_text(json.dumps({"version": 1, "tables": tables}, indent=1, sort_keys=True))
@@ -243,7 +244,7 @@ def _write_manifest(folder: Path, tables: dict[str, dict[str, object]]) -> None:
 
 
 @contextmanager
-def _exclusive(folder: Path) -> Iterator[None]:
+def exclusive(folder: Path) -> Iterator[None]:
     """One exporter per lake: two would race on the manifest."""
     with open(folder / _LOCK, "w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
@@ -259,7 +260,7 @@ def export_changed(wh: Warehouse, folder: str | Path) -> ExportReport:
     root = Path(folder)
     root.mkdir(parents=True, exist_ok=True)
     report = ExportReport(root)
-    with _exclusive(root):
+    with exclusive(root):
         manifest = read_manifest(root)
         # One transaction: every table is exported from the same committed state.
         with wh.transaction():
@@ -285,7 +286,7 @@ def export_changed(wh: Warehouse, folder: str | Path) -> ExportReport:
                     "partitions": {relpath: entry[0] for relpath, entry in now.items()},
                 }
                 # After each table: a crash later costs that table's rewrite, not everything.
-                _write_manifest(root, manifest)
+                write_manifest(root, manifest)
     report.seconds = time.perf_counter() - started
     return report
 

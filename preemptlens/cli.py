@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "dashboard": ("preemptlens.commands.dashboard", "serve the Streamlit dashboard"),
     "report": ("preemptlens.commands.report", "write the weekly report (HTML and Markdown) for an ISO week"),
     "export": ("preemptlens.commands.export", "export the raw and derived tables as a Hive-partitioned Parquet lake"),
+    "spark": ("preemptlens.commands.spark", "run the idle-hoarding and ledger scans on Apache Spark over the lake"),
     "suggest": ("preemptlens.commands.suggest", "replay the recorded workload under other policies; suggest settings"),
 }
 

@@ -44,6 +44,8 @@ SECTION_MODULES: tuple[str, ...] = (
     "dashboards.data",
     "dashboards.report",
     "analytics.lake",
+    "analytics.spark",
+    "dashboards.metrics",
 )
 
 

@@ -1,0 +1,36 @@
+"""`preemptlens spark [--lake DIR]`: the heavy scans (idle hoarding, the ledger) on Apache Spark over the lake.
+
+Reads the raw tables of a lake that `preemptlens export parquet` wrote and
+writes the idle stretches, hoarding figures and the preemption ledger back
+into it; see analytics/spark.py and docs/spark.md. Needs `preemptlens[spark]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from analytics.params import params_from
+from analytics.spark import run_spark, spark_session
+from preemptlens.config import Config
+from preemptlens.errors import ConfigError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--lake", help="folder of the lake (default: lake.folder)")
+    parser.add_argument("--master", help="Spark master, e.g. local[4] (default: spark.master)")
+
+
+def run(args: argparse.Namespace, config: Config) -> int:
+    folder = args.lake or config.get("lake.folder")
+    if not folder:
+        raise ConfigError(
+            "spark: no lake given and lake.folder is not set",
+            "pass --lake DIR (a folder `preemptlens export parquet DIR` wrote) or set [lake] folder",
+        )
+    params = params_from(config)
+    with spark_session(config, master=args.master) as spark:
+        report = run_spark(spark, folder, params)
+    timings = ", ".join(f"{k} {v:.1f} s" for k, v in report.seconds.items())
+    tables = ", ".join(f"{name} {rows}" for name, rows in report.rows.items())
+    print(f"lake {report.folder}: wrote {tables} (rows); {timings}")
+    return 0

@@ -1,0 +1,25 @@
+"""One local Spark session for all Spark tests (start-up takes seconds), skipped without pyspark or Java."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from analytics.spark import spark_session
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    if importlib.util.find_spec("pyspark") is None:
+        pytest.skip("pyspark is not installed: pip install -e '.[test,spark]'")
+    if not (os.environ.get("JAVA_HOME") or shutil.which("java")):
+        pytest.skip("Spark needs Java 17+ (no java on PATH, no JAVA_HOME)")
+    with spark_session(master="local[2]") as session:
+        # The test lake is tiny: one shuffle partition avoids scheduling hundreds of empty tasks.
+        session.conf.set("spark.sql.shuffle.partitions", "1")
+        yield session

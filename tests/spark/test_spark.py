@@ -1,0 +1,198 @@
+"""Spark over the Parquet lake against DuckDB, row for row, on a simulated cluster."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import difflib
+import io
+import re
+import shutil
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+from analytics.lake import export_changed, lake_connection, read_manifest
+from analytics.params import params_from
+from analytics.refresh import analyze
+from analytics.simulator import DEMO, PoolSpec, SimConfig, simulate_into
+from analytics.spark import SCANS, SPARK_DIR, Scan, run_duckdb, run_spark, spark_session
+from preemptlens.cli import main
+from preemptlens.config import load_config
+from preemptlens.errors import ConfigError
+from preemptlens.warehouse import Warehouse
+
+SIM = SimConfig(
+    cluster="spark",
+    start=datetime(2026, 10, 5, 20, tzinfo=UTC),
+    days=1.0,
+    pools=(PoolSpec("a100", nodes=4),),
+    workload=dataclasses.replace(DEMO.workload, seed=3, hoarding_share=0.2),
+)
+# Constructs that exist in only one dialect; every hunk between a view and its Spark form must be about one.
+DIALECT = re.compile(r"unnest|generate_series|lateral|explode|sequence|date_trunc|-- Spark")
+
+
+@pytest.fixture(scope="module")
+def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Warehouse, Path]]:
+    root = tmp_path_factory.mktemp("spark")
+    with Warehouse(root / "w.duckdb") as wh:
+        simulate_into(wh, SIM)
+        analyze(wh, params_from(load_config(overrides={"warehouse.path": str(root / "w.duckdb")})), full=True)
+        export_changed(wh, root / "lake")
+        yield wh, root / "lake"
+
+
+@pytest.fixture(scope="module")
+def spark_run(
+    warehouse: tuple[Warehouse, Path], spark: Any, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, str]:
+    """A copy of the lake after one `preemptlens spark` run, and what it printed (the scans are slow: run once)."""
+    _, lake = warehouse
+    copy = tmp_path_factory.mktemp("sparklake") / "lake"
+    shutil.copytree(lake, copy)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["spark", "--lake", str(copy)]) == 0
+    return copy, out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def spark_lake(spark_run: tuple[Path, str]) -> Path:
+    return spark_run[0]
+
+
+def rows(con: duckdb.DuckDBPyConnection, sql: str) -> pl.DataFrame:
+    frame = pl.from_arrow(con.sql(sql).to_arrow_table())
+    assert isinstance(frame, pl.DataFrame)
+    return frame.sort(frame.columns, nulls_last=True) if frame.width else frame
+
+
+def same(got: pl.DataFrame, expected: pl.DataFrame) -> None:
+    # Timestamps, strings, counts and single differences of epochs are exact; sums of doubles
+    # (allocated and idle GPU-hours, work done) may add up in another order on Spark's partitions.
+    assert_frame_equal(got, expected, check_exact=False, rel_tol=1e-9, abs_tol=1e-9)
+
+
+def test_the_scenario_gives_every_scan_rows(warehouse: tuple[Warehouse, Path]) -> None:
+    wh, _ = warehouse
+    for scan in SCANS:
+        assert wh.query(f"SELECT count(*) AS n FROM {scan.name}")["n"][0] > 0, f"{scan.name} is empty: nothing compared"
+
+
+def test_shared_idle_stretch_sql_equals_the_warehouse_refresh(warehouse: tuple[Warehouse, Path]) -> None:
+    """sql/scans/gpu_idle_stretches.sql on DuckDB over the lake = analytics/hoarding.py in the warehouse."""
+    wh, lake = warehouse
+    con, _ = run_duckdb(lake, SCANS[:1])
+    expected = rows(wh.con, "SELECT * FROM gpu_idle_stretches")
+    assert expected.height > 5
+    assert_frame_equal(rows(con, "SELECT * FROM temp.gpu_idle_stretches"), expected)
+
+
+def test_duckdb_over_the_lake_equals_the_warehouse(warehouse: tuple[Warehouse, Path]) -> None:
+    wh, lake = warehouse
+    con, seconds = run_duckdb(lake)
+    assert set(seconds) == {"hoarding", "ledger"}
+    for scan in SCANS:
+        same(rows(con, f"SELECT * FROM temp.{scan.name}"), rows(wh.con, f"SELECT * FROM {scan.name}"))
+
+
+def test_spark_results_in_the_lake_equal_the_warehouse_row_for_row(
+    warehouse: tuple[Warehouse, Path], spark_lake: Path
+) -> None:
+    wh, _ = warehouse
+    lake = lake_connection(spark_lake)
+    for scan in SCANS:
+        got = rows(lake, f"SELECT * FROM {scan.name}")
+        expected = rows(wh.con, f"SELECT * FROM {scan.name}")
+        assert got.height == expected.height > 0, scan.name
+        same(got, expected)
+    assert_frame_equal(rows(lake, "SELECT * FROM analytics_params"), rows(wh.con, "SELECT * FROM analytics_params"))
+
+
+def test_spark_writes_the_lake_layout(warehouse: tuple[Warehouse, Path], spark_lake: Path) -> None:
+    _, original = warehouse
+    manifest = read_manifest(spark_lake)
+    before = read_manifest(original)
+    for scan in SCANS:
+        entry = manifest[scan.name]
+        files = sorted(p.relative_to(spark_lake / scan.name).as_posix() for p in (spark_lake / scan.name).rglob("*"))
+        parquet = [f for f in files if f.endswith(".parquet")]
+        # The same partitions the warehouse export wrote, one data.parquet each, nothing else.
+        assert sorted(entry["partitions"]) == parquet == sorted(before[scan.name]["partitions"])  # type: ignore[arg-type]
+        assert all(f.endswith("/data.parquet") or f == "data.parquet" for f in parquet)
+        assert entry["columns"] == before[scan.name]["columns"]
+    assert not [p for p in spark_lake.iterdir() if p.name.startswith(".spark-")], "staging left behind"
+    # Raw tables are untouched.
+    assert manifest["gpu_samples"] == before["gpu_samples"]
+
+
+def test_a_failed_run_leaves_the_lake_as_it_was(spark_lake: Path, spark: Any, tmp_path: Path) -> None:
+    broken = tmp_path / "gpu_idle_stretches.sql"
+    broken.write_text("-- Broken on purpose.\nselect no_such_column from gpu_samples\n")
+    # analytics_params is staged before the broken scan fails: the staging must go too.
+    scans = (Scan("gpu_idle_stretches", "hoarding", broken), *SCANS[1:])
+    listing = sorted((p.as_posix(), p.stat().st_mtime_ns) for p in spark_lake.rglob("*"))
+    manifest = (spark_lake / "_lake.json").read_text()
+    with pytest.raises(Exception, match="no_such_column"):
+        run_spark(spark, spark_lake, params_from(load_config(overrides={})), scans=scans)
+    assert sorted((p.as_posix(), p.stat().st_mtime_ns) for p in spark_lake.rglob("*")) == listing
+    assert (spark_lake / "_lake.json").read_text() == manifest
+
+
+def test_the_command_prints_rows_and_rerunning_changes_nothing(
+    warehouse: tuple[Warehouse, Path], spark_run: tuple[Path, str], spark: Any
+) -> None:
+    wh, _ = warehouse
+    spark_lake, out = spark_run
+    for name in ("gpu_idle_stretches", "preemption_ledger"):
+        assert f"{name} {wh.query(f'SELECT count(*) AS n FROM {name}')['n'][0]}" in out
+    assert spark.getActiveSession() is not None, "the command must not stop a session it did not start"
+    # The first two scans again (all of them would double the test's time): same rows, same partitions.
+    before = read_manifest(spark_lake)
+    run_spark(spark, spark_lake, params_from(load_config(overrides={})), scans=SCANS[:2])
+    after = read_manifest(spark_lake)
+    lake = lake_connection(spark_lake)
+    for scan in SCANS[:2]:
+        assert sorted(after[scan.name]["partitions"]) == sorted(before[scan.name]["partitions"])  # type: ignore[arg-type]
+        same(rows(lake, f"SELECT * FROM {scan.name}"), rows(wh.con, f"SELECT * FROM {scan.name}"))
+
+
+def test_spark_forms_differ_from_the_views_only_in_dialect() -> None:
+    for own in sorted(SPARK_DIR.glob("*.sql")):
+        if own.stem == "functions":
+            continue
+        scan = next(s for s in SCANS if s.name == own.stem)
+        shared = scan.shared.read_text().splitlines()
+        hunks: list[list[str]] = []
+        for line in difflib.unified_diff(shared, own.read_text().splitlines(), lineterm="", n=0):
+            if line.startswith("@@"):
+                hunks.append([])
+            elif hunks and line[:1] in "+-":
+                hunks[-1].append(line)
+        assert hunks, f"{own} equals {scan.shared}: delete it, the shared file runs on Spark"
+        for hunk in hunks:
+            text = "\n".join(hunk)
+            assert DIALECT.search(text), f"{own} differs from {scan.shared} beyond the dialect:\n{text}"
+
+
+def test_missing_pyspark_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pyspark", None)
+    monkeypatch.setitem(sys.modules, "pyspark.sql", None)
+    with pytest.raises(ConfigError) as raised, spark_session():
+        pass
+    assert "preemptlens[spark]" in str(raised.value)
+
+
+def test_the_command_needs_a_lake(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PREEMPTLENS_LAKE__FOLDER", raising=False)
+    monkeypatch.chdir(Path(__file__).parent)
+    assert main(["spark"]) == 2
+    assert "--lake" in capsys.readouterr().err

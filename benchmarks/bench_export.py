@@ -4,7 +4,9 @@
 
 Simulates a cluster into a fresh warehouse and runs `analyze`, then exports
 it three times: everything (first export), nothing changed (the fingerprint
-scan alone), and after one job changed (one partition rewritten).
+scan alone), and after one job changed (one partition rewritten). Then the
+lake's size per table: bytes per row and per GPU-day, the figures the sizing
+section of docs/lake.md scales up.
 """
 
 from __future__ import annotations
@@ -45,6 +47,19 @@ def main() -> None:
         job = wh.query("SELECT * EXCLUDE (source, _load_id) FROM jobs ORDER BY submit_time DESC LIMIT 1")
         wh.load("jobs", job.with_columns(pl.lit("renamed").alias("name")), "bench")
         show("one job changed", export_changed(wh, lake))
+        sizes(lake, args.gpus * args.days)
+
+
+def sizes(lake: Path, gpu_days: float) -> None:
+    print(f"{'table':<24} {'rows':>12} {'bytes':>14} {'bytes/row':>10} {'bytes/GPU-day':>14}")
+    for table in sorted(p for p in lake.iterdir() if p.is_dir()):
+        files = list(table.rglob("*.parquet"))
+        if not files:
+            continue
+        rows = pl.scan_parquet(files, hive_partitioning=False).select(pl.len()).collect().item()
+        size = sum(f.stat().st_size for f in files)
+        per_row = size / rows if rows else 0.0
+        print(f"{table.name:<24} {rows:>12,} {size:>14,} {per_row:>10.1f} {size / gpu_days:>14,.0f}")
 
 
 if __name__ == "__main__":

@@ -10,12 +10,14 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import shlex
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 
 from preemptlens import __version__
 from preemptlens.config import Config, load_config
-from preemptlens.errors import PreemptlensError
+from preemptlens.errors import ConfigError, PreemptlensError
 
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -56,6 +58,17 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         if only is None or name == only:
             importlib.import_module(module_name).add_arguments(command)
     return parser
+
+
+def command_args(module: ModuleType, argv: Sequence[str] = (), *, prog: str) -> argparse.Namespace:
+    """A subcommand's arguments as its own parser reads them, so defaults stay in one place
+    when one command (demo, serve) runs another."""
+    parser = argparse.ArgumentParser(prog=prog)
+    module.add_arguments(parser)
+    try:
+        return parser.parse_args(list(argv))
+    except SystemExit:
+        raise ConfigError(f"{prog}: cannot parse {shlex.join(argv)!r}", parser.format_usage().strip()) from None
 
 
 def load(args: argparse.Namespace) -> Config:

@@ -14,12 +14,12 @@ import dataclasses
 import sys
 import time
 from datetime import UTC, datetime, timedelta
-from types import ModuleType
 
 from analytics.params import params_from
 from analytics.refresh import analyze
 from analytics.scorecard import render
 from analytics.simulator import DEMO, PoolSpec, SimConfig, simulate_into
+from preemptlens.cli import command_args
 from preemptlens.commands import dashboard, report, suggest
 from preemptlens.config import Config
 from preemptlens.warehouse import Warehouse
@@ -45,13 +45,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-dashboard", action="store_true", help="do not start the dashboard at the end")
 
 
-def _command_args(module: ModuleType, argv: list[str]) -> argparse.Namespace:
-    """A subcommand's arguments as its own parser reads them, so defaults stay in one place."""
-    parser = argparse.ArgumentParser()
-    module.add_arguments(parser)
-    return parser.parse_args(argv)
-
-
 def run(args: argparse.Namespace, config: Config) -> int:
     path = config.get("warehouse.path")
     sim = demo_config(args.days, args.gpus, args.seed)
@@ -70,11 +63,11 @@ def run(args: argparse.Namespace, config: Config) -> int:
         print(f"{len(analyzed.views)} views refreshed, {analyzed.stretches.stretches} idle stretches")
         print(render(wh))
     print("== suggest", flush=True)
-    suggest.run(_command_args(suggest, ["--cluster", sim.cluster]), config)
+    suggest.run(command_args(suggest, ["--cluster", sim.cluster], prog="preemptlens suggest"), config)
     print("== weekly report", flush=True)
-    report.run(_command_args(report, []), config)
+    report.run(command_args(report, prog="preemptlens report"), config)
     print(f"== done in {time.perf_counter() - began:.0f} s", flush=True)
-    dashboard_args = _command_args(dashboard, [])
+    dashboard_args = command_args(dashboard, prog="preemptlens dashboard")
     if args.no_dashboard or not sys.stdout.isatty():
         print(f"open the dashboard with: preemptlens --warehouse {path} dashboard")
         return 0

@@ -45,6 +45,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from analytics.lake import keep_current
 from dashboards.metrics import MetricsServer, SnapshotCollector
+from preemptlens.cli import command_args
 from preemptlens.commands.collect import SOURCES
 from preemptlens.config import Config, Section, Setting
 from preemptlens.errors import ConfigError, PreemptlensError
@@ -175,12 +176,7 @@ class Server:
     def collect(self, spec: str) -> str:
         name, *argv = shlex.split(spec)
         module = importlib.import_module(_source_module(spec))
-        parser = argparse.ArgumentParser(prog=f"serve.collect {name}")
-        module.add_arguments(parser)
-        try:
-            args = parser.parse_args(argv)
-        except SystemExit:
-            raise ConfigError(f"serve.collect: cannot parse {spec!r}", parser.format_usage().strip()) from None
+        args = command_args(module, argv, prog=f"serve.collect {name}")
         collector = module.build(args, self.config)
         batches = rows = 0
         with self.writer() as wh:
@@ -197,9 +193,7 @@ class Server:
         return f"{batches} batch(es), {rows} row(s) loaded"
 
     def command(self, name: str, module: ModuleType) -> str:
-        parser = argparse.ArgumentParser(prog=f"preemptlens {name}")
-        module.add_arguments(parser)
-        args = parser.parse_args([])
+        args = command_args(module, prog=f"preemptlens {name}")
         status = int(module.run(args, self.config))
         with self.writer() as wh:
             if wh is None:

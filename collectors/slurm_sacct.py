@@ -32,7 +32,7 @@ from __future__ import annotations
 import gc
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import IO, Any, NamedTuple, TypedDict
@@ -248,16 +248,21 @@ def _json_gpus(items: Any, field: str) -> int | None:
         return None
     if not isinstance(items, list):
         raise RecordError(field, f"expected a list, got {_short(items)}")
+    return _gres_gpus(
+        ((item.get("name"), item.get("count")) for item in items
+         if (type(item) is dict or isinstance(item, Mapping)) and item.get("type") == "gres"),
+        field,
+    )
+
+
+def _gres_gpus(gres: Iterable[tuple[Any, Any]], field: str) -> int | None:
     plain: float | None = None
     typed = 0.0
     found = False
-    for item in items:
-        if (type(item) is not dict and not isinstance(item, Mapping)) or item.get("type") != "gres":
-            continue
-        name = item.get("name")
+    for name, raw in gres:
         if not isinstance(name, str) or not (name == "gpu" or name.startswith("gpu:")):
             continue
-        count = _number(item.get("count"), field)
+        count = _number(raw, field)
         if count is None or count < 0:
             continue
         found = True
@@ -727,26 +732,7 @@ def _struct_gpus(items: list[_TresItem] | None, field: str) -> int | None:
     """`_json_gpus` over typed TRES items."""
     if items is None:
         return None
-    plain: float | None = None
-    typed = 0.0
-    found = False
-    for item in items:
-        if item.type != "gres":
-            continue
-        name = item.name
-        if not isinstance(name, str) or not (name == "gpu" or name.startswith("gpu:")):
-            continue
-        count = _number(item.count, field)
-        if count is None or count < 0:
-            continue
-        found = True
-        if name == "gpu":
-            plain = count
-        else:
-            typed += count
-    if not found:
-        return None
-    return int(plain if plain is not None else typed)
+    return _gres_gpus(((item.name, item.count) for item in items if item.type == "gres"), field)
 
 
 def _gpu_column(jobs: list[_Job]) -> list[int]:

@@ -16,8 +16,9 @@ is what the prolog hands the GPU exporters, so samples carry it.
 One accounting record is one run. Runs are numbered by submission order
 among ALL records of a job: a window can start between two records of the
 same job, so any job whose earliest record in the window was submitted
-before the window began has its whole history read again with `sacct -j`,
-and its numbers do not depend on where the window fell.
+before the window began (or soon after: see _REQUEUE_GAP) has its whole
+history read again with `sacct -j`, and its numbers do not depend on where
+the window fell.
 """
 
 from __future__ import annotations
@@ -95,6 +96,12 @@ SETTINGS = Section(
 NAME = "slurm"
 # Many ids per `sacct -j` keeps the argument list short and the calls few.
 _HISTORY_IDS = 500
+# A requeued run's record is submitted when slurmctld requeues the job, which
+# is after the previous run's recorded end by up to the job's GraceTime and
+# KillWait (a second when the job dies at once). A job whose first record in
+# a window was submitted this soon after the window began may have a run that
+# ended just before it, outside the window.
+_REQUEUE_GAP = timedelta(minutes=10)
 
 
 @dataclass
@@ -254,7 +261,8 @@ class SlurmCollector:
         # Jobs whose earlier records may lie before the window (see module doc).
         older = set(
             records.group_by("job_id").agg(pl.col("submit").min())
-            .filter((pl.col("submit") < start.timestamp()) & ~pl.col("job_id").str.contains("[", literal=True))
+            .filter((pl.col("submit") < (start + _REQUEUE_GAP).timestamp())
+                    & ~pl.col("job_id").str.contains("[", literal=True))
             ["job_id"].to_list()
         )
         if not older:

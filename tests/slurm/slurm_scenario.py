@@ -110,15 +110,16 @@ class Scenario:
         return self.cluster.run("squeue", "-h", "-o", "%i", check=False).stdout.strip() == ""
 
     def play(self, midway: Callable[[], None] | None = None) -> Observed:
-        """About 60 s: three low jobs (one an array of two) fill the 8 GPUs;
+        """About 80 s: three low jobs (one an array of two) fill the 8 GPUs;
         a 4-GPU high job preempts some of them; after they are back, an
-        8-GPU high job preempts everything running; all then complete.
+        8-GPU high job preempts everything running (every low job, the array
+        tasks too: they are long enough to still be there); all then complete.
         `midway` runs while the victims of the first preemption are running
         again (their runs not yet ended)."""
         self.started_at = time.time()
         low_a = self.submit("low-train", "low", 4, 24, "vision", checkpoint=True)
-        low_b = self.submit("low-array", "low", 1, 20, "speech", checkpoint=True, array=2)
-        low_c = self.submit("low-eval", "low", 2, 20, "vision", checkpoint=False)
+        low_b = self.submit("low-array", "low", 1, 40, "speech", checkpoint=True, array=2)
+        low_c = self.submit("low-eval", "low", 2, 40, "vision", checkpoint=False)
         lows = [low_a, f"{low_b}_0", f"{low_b}_1", low_c]
         self.wait_for("all low jobs running", lambda: all(self.running(j) for j in lows), 40)
         time.sleep(3)

@@ -79,6 +79,12 @@ def played(slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory
     wh.close()
 
 
+def _differ(a: pl.DataFrame, b: pl.DataFrame) -> str:
+    """The rows only one side has, for an assertion message."""
+    return f"only before: {a.join(b, on=a.columns, how='anti', nulls_equal=True).rows()}; " \
+           f"only after: {b.join(a, on=a.columns, how='anti', nulls_equal=True).rows()}"
+
+
 def _epoch(value: object) -> float:
     return value.timestamp()  # type: ignore[attr-defined,no-any-return]
 
@@ -157,6 +163,9 @@ def test_collecting_again_changes_nothing(played, slurm_cluster: SlurmCluster) -
     before = {t: wh.query(f"SELECT * EXCLUDE (_load_id) FROM {t} ORDER BY ALL") for t in
               ("jobs", "job_runs", "preemption_links")}
     again = _collect(wh, _collector(slurm_cluster))
+    for table, frame in before.items():
+        now = wh.query(f"SELECT * EXCLUDE (_load_id) FROM {table} ORDER BY ALL")
+        assert now.equals(frame), (table, _differ(frame, now))
     assert sum(r.loaded for r in again) == 0
     # A window that starts after a job's first runs: its history is read whole
     # and the run numbers stay what they were.
@@ -169,12 +178,31 @@ def test_collecting_again_changes_nothing(played, slurm_cluster: SlurmCluster) -
     assert wh.query("SELECT count(*) AS n FROM quarantine")["n"][0] == 0
 
 
+def test_windows_starting_around_a_requeue_change_nothing(played, slurm_cluster: SlurmCluster) -> None:  # type: ignore[no-untyped-def]
+    """A requeued run's record may be submitted a second or more after the run
+    before it ended: a window starting in between holds only the later run,
+    whose number must still count the earlier one."""
+    wh, _, _, _, _ = played
+    tables = ("jobs", "job_runs", "job_aliases")
+    before = {t: wh.query(f"SELECT * EXCLUDE (_load_id) FROM {t} ORDER BY ALL") for t in tables}
+    requeues = wh.query("SELECT epoch(submit_time)::BIGINT AS t FROM job_runs WHERE run > 1")["t"].unique()
+    assert len(requeues) > 0
+    for submitted in requeues.sort():
+        for since in range(submitted - 2, submitted + 2):
+            report = _collect(wh, _collector(slurm_cluster, ctld_log="", since=datetime.fromtimestamp(since, UTC)))
+            for table, frame in before.items():
+                now = wh.query(f"SELECT * EXCLUDE (_load_id) FROM {table} ORDER BY ALL")
+                assert now.equals(frame), (since - submitted, table, _differ(frame, now))
+            assert sum(r.loaded for r in report) == 0
+
+
 def test_text_output_gives_the_same_runs(played, slurm_cluster: SlurmCluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     wh, _, _, _, _ = played
     text_wh = Warehouse(tmp_path / "text.duckdb")
     _collect(text_wh, _collector(slurm_cluster, format="parsable2", ctld_log=""))
     query = "SELECT * EXCLUDE (_load_id) FROM job_runs ORDER BY job_id, run"
-    assert text_wh.query(query).equals(wh.query(query))
+    text, json_runs = text_wh.query(query), wh.query(query)
+    assert text.equals(json_runs), _differ(json_runs, text)
     text_wh.close()
 
 

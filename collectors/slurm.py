@@ -48,6 +48,7 @@ from collectors.slurm_policy import (
     parse_qos,
     preempt_type_from_config,
 )
+from collectors.slurm_pools import Node, capacity, capacity_changes, parse_nodes, pool_map
 from collectors.slurm_sacct import (
     DocumentError,
     RecordColumns,
@@ -90,6 +91,8 @@ SETTINGS = Section(
                 "and preemptibility.", kind=bool),
         Setting("preemptible", {}, "Map from partition or QOS to true/false: may its jobs be preempted; "
                 "overrides what Slurm says.", kind=dict),
+        Setting("pools", {}, "Map from partition to GPU pool name; by default partitions that share a "
+                "node are one pool, named after them (e.g. `high+low`).", kind=dict),
     ),
 )
 
@@ -122,15 +125,18 @@ class Options:
     policy: Policy = field(default_factory=Policy)
     read_policy: bool = True
     preempt_type: str = "auto"
+    pools: Mapping[str, str] = field(default_factory=dict)
 
 
 class SlurmCollector:
     name: ClassVar[str] = NAME
-    tables: ClassVar[tuple[str, ...]] = ("jobs", "job_runs", "job_aliases", "preemption_links")
+    tables: ClassVar[tuple[str, ...]] = ("pools", "jobs", "job_runs", "job_aliases", "preemption_links")
 
     def __init__(self, options: Options) -> None:
         self.o = options
         self._format = options.format
+        self._nodes: list[Node] = []
+        self._pool_of: dict[str, str] = dict(options.pools)
 
     # -- commands -----------------------------------------------------------
 
@@ -204,6 +210,8 @@ class SlurmCollector:
             p.preempt_type = kind if wanted == "auto" else wanted
             p.global_mode = mode
             p.partitions = parse_partitions(self._run(["scontrol", "show", "partition", "-o"]))
+            self._nodes = parse_nodes(self._run(["scontrol", "show", "node", "-o"]))
+            self._pool_of = pool_map(self._nodes, self.o.pools)
             if p.preempt_type == "qos":
                 p.qos = parse_qos(self._run(["sacctmgr", "-n", "-P", "show", "qos", QOS_FORMAT]))
         except SourceError as exc:
@@ -214,7 +222,10 @@ class SlurmCollector:
 
     def batches(self, watermarks: Mapping[tuple[str, str], str]) -> Iterator[Batch]:
         self._load_policy()
-        yield from self._sacct_batches(watermarks.get((self.o.cluster, "sacct")))
+        cursor = watermarks.get((self.o.cluster, "sacct"))
+        if self._nodes:
+            yield self._pools_batch(watermarks.get((self.o.cluster, "pools")), cursor)
+        yield from self._sacct_batches(cursor)
         if self.o.ctld_log:
             yield self._log_batch(watermarks.get((self.o.cluster, "log")))
 
@@ -243,7 +254,7 @@ class SlurmCollector:
             read_any = True
             good = good or read.count() > 0
             first_problem = first_problem or (read.rejects[0].reason if read.rejects else "")
-            batch = build_batch(self.o.cluster, read, self.o.policy)
+            batch = self._pooled(build_batch(self.o.cluster, read, self.o.policy))
             # A window given by --until is a re-read of the past: the cursor stays.
             if self.o.until is None:
                 batch.watermarks.append(Watermark(NAME, self.o.cluster, "sacct", stop.isoformat()))
@@ -296,11 +307,36 @@ class SlurmCollector:
                 read = read_document(stream, fmt, path.name)
         except OSError as exc:
             raise SourceError(f"slurm: cannot read {path}: {exc.strerror}") from None
-        yield build_batch(self.o.cluster, read, self.o.policy)
+        yield self._pooled(build_batch(self.o.cluster, read, self.o.policy))
         if not read.count() and read.rejects:
             # The quarantine above is committed; the run still fails, saying why.
             raise SourceError(f"slurm: nothing could be read from {path}: {read.rejects[0].reason}",
                               "see the quarantine table for every record")
+
+    def _pooled(self, batch: Batch) -> Batch:
+        """Jobs and runs name their pool (see slurm_pools), not their partition."""
+        if self._pool_of:
+            for table in ("jobs", "job_runs"):
+                batch.frames[table] = batch.frames[table].with_columns(pl.col("pool").replace(self._pool_of))
+        return batch
+
+    def _pools_batch(self, cursor_text: str | None, sacct_cursor: str | None) -> Batch:
+        windows = self._windows(sacct_cursor)
+        first = next(windows, None)
+        now = datetime.now(UTC).replace(microsecond=0)
+        data_start = first[0] if first else now
+        rows, cursor = capacity_changes(cursor_text, capacity(self._nodes, self._pool_of), data_start,
+                                        None if self.o.until else now)
+        frame = pl.DataFrame(
+            {"cluster": [self.o.cluster] * len(rows), "pool": [r.pool for r in rows],
+             "valid_from": [r.valid_from for r in rows], "gpus": [r.gpus for r in rows],
+             "gpus_per_node": [r.gpus_per_node for r in rows],
+             "_record": [f"pool {r.pool} from scontrol show node" for r in rows]},
+            schema={"cluster": pl.String, "pool": pl.String, "valid_from": pl.Datetime("us", "UTC"),
+                    "gpus": pl.Int32, "gpus_per_node": pl.Int32, "_record": pl.String},
+        )
+        return Batch(source=NAME, frames={"pools": frame},
+                     watermarks=[Watermark(NAME, self.o.cluster, "pools", cursor)])
 
     def _log_batch(self, cursor_text: str | None) -> Batch:
         path = Path(self.o.ctld_log)
@@ -639,4 +675,5 @@ def build(args: argparse.Namespace, config: Config) -> SlurmCollector:
         policy=policy,
         read_policy=bool(s.get("read_policy", True)),
         preempt_type=str(s.get("preempt_type", "auto")),
+        pools={str(k): str(v) for k, v in dict(s.get("pools", {})).items()},
     ))

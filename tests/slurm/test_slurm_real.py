@@ -15,7 +15,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from slurm_harness import CLUSTER, SlurmCluster
+from slurm_harness import CLUSTER, GPUS, SlurmCluster
 from slurm_scenario import Observed, Scenario
 
 from collectors.slurm import Options, SlurmCollector
@@ -149,6 +149,17 @@ def test_jobs_rows_tiers_and_teams(played) -> None:  # type: ignore[no-untyped-d
         assert _epoch(row["submit_time"]) <= first_start
 
 
+def test_overlapping_partitions_are_one_pool_with_the_nodes_gpus(played) -> None:  # type: ignore[no-untyped-def]
+    """low and high share the node, so high jobs preempt low ones within one pool of GPUS GPUs."""
+    wh, obs, _, _, _ = played
+    pools = wh.query("SELECT * FROM pools").rows(named=True)
+    assert [(p["cluster"], p["pool"], p["gpus"], p["gpus_per_node"]) for p in pools] == [
+        (CLUSTER, "high+low", GPUS, GPUS)]
+    assert _epoch(pools[0]["valid_from"]) <= min(obs.starts.values())
+    named = wh.query("SELECT DISTINCT pool FROM jobs UNION SELECT DISTINCT pool FROM job_runs")["pool"]
+    assert named.to_list() == ["high+low"]
+
+
 def test_midway_running_rows_are_replaced_when_they_end(played) -> None:  # type: ignore[no-untyped-def]
     wh, _, _, midway, _ = played
     assert midway["running"], "the midway collection saw no running run"
@@ -161,7 +172,7 @@ def test_midway_running_rows_are_replaced_when_they_end(played) -> None:  # type
 def test_collecting_again_changes_nothing(played, slurm_cluster: SlurmCluster) -> None:  # type: ignore[no-untyped-def]
     wh, obs, _, _, _ = played
     before = {t: wh.query(f"SELECT * EXCLUDE (_load_id) FROM {t} ORDER BY ALL") for t in
-              ("jobs", "job_runs", "preemption_links")}
+              ("pools", "jobs", "job_runs", "preemption_links")}
     again = _collect(wh, _collector(slurm_cluster))
     for table, frame in before.items():
         now = wh.query(f"SELECT * EXCLUDE (_load_id) FROM {table} ORDER BY ALL")

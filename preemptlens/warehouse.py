@@ -469,22 +469,32 @@ class Warehouse:
             return 0, 0
         rules = RULES[table]
         cols = self.input_columns(table)
-        self.con.register("_incoming", good.with_columns(pl.lit(source).alias("source")).to_arrow())
+        self.con.register("_incoming", good.to_arrow())
         try:
             target = f"(SELECT * FROM {quote(table)}"
-            params: dict[str, object] = {}
+            bounds: dict[str, object] = {}
             if rules.range_column:
                 rc = rules.range_column
-                params = {"lo": good[rc].min(), "hi": good[rc].max()}
+                bounds = {"lo": good[rc].min(), "hi": good[rc].max()}
                 target += f" WHERE {quote(rc)} BETWEEN $lo AND $hi"
             target += ")"
             on = " AND ".join(f"s.{quote(k)} = t.{quote(k)}" for k in rules.key)
+            col_list = ", ".join(quote(c) for c in [*cols, "source"])
+            if not self._scalar(f"SELECT EXISTS (SELECT 1 FROM _incoming s JOIN {target} t ON {on})", bounds):
+                # No incoming key is stored yet (a first load, a backfill): every
+                # row is new, and the join and comparison below would only say
+                # so, at more than the cost of the insert itself.
+                self.con.execute(
+                    f"INSERT INTO {quote(table)} ({col_list}, _load_id) "
+                    f"SELECT {', '.join(quote(c) for c in cols)}, $source, $load_id FROM _incoming",
+                    {"source": source, "load_id": load_id},
+                )
+                return good.height, 0
             # A sticky column keeps its stored value when a later, less complete
             # view of the same record leaves it NULL.
             value = {
-                c: f"coalesce(s.{quote(c)}, t.{quote(c)})" if c in rules.sticky else f"s.{quote(c)}"
-                for c in [*cols, "source"]
-            }
+                c: f"coalesce(s.{quote(c)}, t.{quote(c)})" if c in rules.sticky else f"s.{quote(c)}" for c in cols
+            } | {"source": "$source::VARCHAR"}
             same = " AND ".join(f"{v} IS NOT DISTINCT FROM t.{quote(c)}" for c, v in value.items())
             first_key = quote(rules.key[0])
             self.con.execute(
@@ -493,7 +503,7 @@ class Warehouse:
                 + f", t.{first_key} IS NOT NULL AS _exists, "
                 f"coalesce(t.{first_key} IS NOT NULL AND {same}, false) AS _same "
                 f"FROM _incoming s LEFT JOIN {target} t ON {on}",
-                params,
+                bounds | {"source": source},
             )
             changed, unchanged, replaced = (
                 int(x)
@@ -509,7 +519,6 @@ class Warehouse:
                     f"WHERE _exists AND NOT _same) m WHERE {key_match}"
                 )
             if changed:
-                col_list = ", ".join(quote(c) for c in [*cols, "source"])
                 self.con.execute(
                     f"INSERT INTO {quote(table)} ({col_list}, _load_id) "
                     f"SELECT {col_list}, $load_id FROM _merge WHERE NOT _same",

@@ -233,3 +233,56 @@ def test_sticky_columns_survive_a_less_complete_reload(wh: Warehouse) -> None:
     row = table(wh, "job_runs", "job_id").row(0, named=True)
     assert (row["start_time"], row["state"], row["end_time"]) == (T0, "preempted", T0 + timedelta(hours=2))
     assert wh.load("job_runs", later, "k8s").unchanged == 1
+
+
+def _stored(wh: Warehouse, name: str, order: str) -> pl.DataFrame:
+    return table(wh, name, order).drop("_load_id")
+
+
+def test_rows_with_new_keys_are_stored_as_the_merge_stores_them(tmp_path: Path) -> None:
+    """A batch whose keys are all new is inserted without the merge's join;
+    the rows, the source and the counts are what the merge gives."""
+    runs = pl.DataFrame(
+        {
+            "cluster": ["c1"] * 3,
+            "job_id": ["1", "2", "3"],
+            "run": [1, 1, 2],
+            "gpus": [4, 8, 1],
+            "start_time": [T0, None, T0],
+            "end_time": [T0 + timedelta(hours=1), None, None],
+            "state": ["preempted", "pending", "running"],
+        }
+    )
+    fresh = Warehouse(tmp_path / "fresh.duckdb")
+    report = fresh.load("job_runs", runs, "slurm")
+    assert (report.loaded, report.unchanged, report.quarantined) == (3, 0, 0)
+    # The same rows through the merge: one key already stored, with other values.
+    merged = Warehouse(tmp_path / "merged.duckdb")
+    merged.load("job_runs", runs.head(1).with_columns(pl.lit(2).alias("gpus")), "slurm")
+    report = merged.load("job_runs", runs, "slurm")
+    assert (report.loaded, report.unchanged, report.quarantined) == (3, 0, 0)
+    assert _stored(fresh, "job_runs", "job_id").equals(_stored(merged, "job_runs", "job_id"))
+    assert set(_stored(fresh, "job_runs", "job_id")["source"]) == {"slurm"}
+    load_id = fresh.query("SELECT load_id FROM _loads")["load_id"].to_list()
+    assert table(fresh, "job_runs", "job_id")["_load_id"].to_list() == load_id * 3
+
+
+def test_a_batch_mixing_new_and_stored_keys_still_dedupes(wh: Warehouse) -> None:
+    wh.load("jobs", jobs_frame(3), "test")
+    report = wh.load("jobs", jobs_frame(5), "test")
+    assert (report.loaded, report.unchanged) == (2, 3)
+    assert table(wh, "jobs", "job_id")["job_id"].to_list() == ["0", "1", "2", "3", "4"]
+    # A key twice in one batch of new keys: the last record wins, as in the merge.
+    last = jobs_frame(5).tail(1).with_columns(pl.lit("9").alias("job_id"))
+    report = wh.load("jobs", pl.concat([last, last.with_columns(pl.col("gpus") + 1)]), "test")
+    assert (report.loaded, report.unchanged) == (1, 0)
+    assert wh.query("SELECT gpus FROM jobs WHERE job_id = '9'")["gpus"].to_list() == [3]
+
+
+def test_samples_of_a_new_window_are_inserted_once(wh: Warehouse) -> None:
+    wh.load("gpu_samples", samples_frame(4, 10), "test")
+    # Later samples of the same GPUs: the stored rows share no key with them.
+    report = wh.load("gpu_samples", samples_frame(4, 10, T0 + timedelta(minutes=10)), "test")
+    assert (report.loaded, report.unchanged) == (40, 0)
+    assert wh.load("gpu_samples", samples_frame(4, 20), "test").unchanged == 80
+    assert wh.query("SELECT count(*) AS n FROM gpu_samples")["n"][0] == 80

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import sys
 import tempfile
@@ -129,6 +130,7 @@ def main() -> None:
     warehouse.unlink(missing_ok=True)  # a kept warehouse would turn the load into "unchanged" checks
     snapshot_path(warehouse).unlink(missing_ok=True)
 
+    load_before = os.getloadavg()[0]
     # Wall time and this process's CPU time (all its threads) per stage: on a
     # shared machine the CPU time is what the code costs, the wall time what
     # it got.
@@ -152,6 +154,7 @@ def main() -> None:
     wh.close()  # publishes the snapshot readers open
     stage("close (publish)")
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    load_after = os.getloadavg()[0]
     assert report.quarantined == 0, "the generated document is valid: nothing may be quarantined"
     jobs = args.jobs
     made = f"{records} records (generated in {gen_s:.1f} s)" if records >= 0 else f"read from {doc}"
@@ -168,6 +171,8 @@ def main() -> None:
     line("all stages", sum(w for w, _ in stages.values()), sum(c for _, c in stages.values()))
     print(f"peak RSS        {peak_mib:10.0f} MiB (before reading: {rss_before / 1024:.0f} MiB; target < 1024)")
     print(f"loaded          {report.loaded} rows, quarantined {report.quarantined}")
+    # On a shared machine the wall figures mean little without it.
+    print(f"load average    {load_before:.2f} before reading, {load_after:.2f} after closing ({os.cpu_count()} CPUs)")
 
 
 if __name__ == "__main__":

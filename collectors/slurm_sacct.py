@@ -395,16 +395,20 @@ _SKIP = msgspec.json.Decoder(msgspec.Raw)
 class _Reader:
     """Incremental reading of one JSON document of bytes.
 
-    The buffer holds at most the unread tail plus one chunk; a value that
-    straddles the end of the buffer is retried after the next chunk arrives.
-    Each value's end is found by msgspec at C speed; values msgspec refuses
-    but Python's json accepts (NaN, Infinity) go through `json` instead.
+    The buffer holds the byte before pos, the unread tail and at most one
+    chunk (one run of records, when `batch` reads); a value that straddles
+    the end of the buffer is retried after the next chunk arrives. Each
+    value's end is found by msgspec at C speed; values msgspec refuses but
+    Python's json accepts (NaN, Infinity) go through `json` instead.
     """
 
     def __init__(self, stream: IO[str] | IO[bytes], chunk: int) -> None:
         self.stream = stream
         self.chunk = chunk
-        self.buf = b""
+        # A bytearray once `fill` has built it, so that `batch` can frame a run
+        # in place. Replaced, never resized: a run's structs may hold views
+        # of it (msgspec.Raw members).
+        self.buf: bytes | bytearray = b""
         self.pos = 0
         self.consumed = 0  # bytes dropped from the front of buf
         self.eof = False
@@ -422,16 +426,19 @@ class _Reader:
             return False
         if isinstance(data, str):
             data = data.encode("utf-8", "surrogatepass")
-        self.consumed += self.pos
-        self.buf = self.buf[self.pos :] + data
-        self.pos = 0
+        keep = max(self.pos - 1, 0)
+        self.consumed += keep
+        self.buf = self.buf[keep:] + data
+        self.pos -= keep
         return True
 
     def fill(self, size: int) -> None:
-        """Read until `size` unread bytes are buffered (or the stream ends),
-        joining the chunks once instead of copying the buffer per chunk."""
-        parts = [self.buf[self.pos :]]
-        have = len(parts[0])
+        """Read until `size` unread bytes are buffered (or the stream ends)
+        into a new bytearray, joining the chunks once instead of copying the
+        buffer per chunk."""
+        keep = max(self.pos - 1, 0)
+        parts = [self.buf[keep:]]
+        have = len(parts[0]) - (self.pos - keep)
         while have < size and not self.eof:
             data = self.stream.read(self.chunk)
             if not data:
@@ -441,10 +448,10 @@ class _Reader:
                 data = data.encode("utf-8", "surrogatepass")
             parts.append(data)
             have += len(data)
-        if len(parts) > 1:
-            self.consumed += self.pos
-            self.buf = b"".join(parts)
-            self.pos = 0
+        if len(parts) > 1 or type(self.buf) is not bytearray:
+            self.consumed += keep
+            self.buf = bytearray().join(parts)
+            self.pos -= keep
 
     def batch(self) -> tuple[list[_Job] | None, int]:
         """The run of whole records that starts at pos, decoded in one call.
@@ -462,19 +469,24 @@ class _Reader:
         if indent is None:
             return None, self.pos
         self.fill(_BATCH)
+        buf, start = self.buf, self.pos - 1
+        if start < 0 or not isinstance(buf, bytearray):
+            return None, self.pos  # only at the document's first byte, where no record starts
         closing = b"\n" + indent + b"}"
-        limit = len(self.buf)
+        # The byte after a run's end is overwritten too: it must be in the buffer.
+        limit = len(buf) - 1
         for _ in range(_BATCH_TRIES):
-            close = self.buf.rfind(closing, self.pos, limit)
+            close = buf.rfind(closing, self.pos, limit)
             if close < 0:
                 return None, self.pos
             end = close + len(closing)
-            # The run as a JSON array, built with one copy.
-            array = bytearray(end - self.pos + 2)
-            array[0], array[-1] = ord("["), ord("]")
-            array[1:-1] = memoryview(self.buf)[self.pos : end]
+            # The run framed as a JSON array in place, by the byte before it
+            # and the one after it (space, comma or bracket), put back after
+            # the decode: no copy of the run.
+            before, after = buf[start], buf[end]
+            buf[start], buf[end] = ord("["), ord("]")
             try:
-                return _BATCH_DECODER.decode(array), end
+                return _BATCH_DECODER.decode(memoryview(buf)[start : end + 1]), end
             except msgspec.ValidationError:
                 return None, end
             except msgspec.DecodeError:
@@ -482,6 +494,8 @@ class _Reader:
                 # objects at a record's indent), or a broken record: try an
                 # earlier end, then leave it to the record-by-record reader.
                 limit = close
+            finally:
+                buf[start], buf[end] = before, after
         return None, limit
 
     def peek(self) -> str:
@@ -509,7 +523,7 @@ class _Reader:
         line = self.buf.rfind(b"\n", 0, self.pos) + 1
         if line == 0 and self.consumed:
             return None
-        indent = self.buf[line : self.pos]
+        indent = bytes(self.buf[line : self.pos])
         return indent if not indent.strip() else None
 
     def record(self) -> tuple[Any, bytes]:
@@ -520,7 +534,7 @@ class _Reader:
             close = self.buf.find(b"\n" + indent + b"}", self.pos, self.pos + _MAX_VALUE)
             if close >= 0:
                 end = close + len(indent) + 2
-                raw = self.buf[self.pos : end]
+                raw = bytes(self.buf[self.pos : end])
                 try:
                     value = _RECORD.decode(raw)
                 except msgspec.DecodeError:
@@ -530,7 +544,7 @@ class _Reader:
                     return value, raw
         span = self._span()
         if span is not None:
-            raw = self.buf[self.pos : span]
+            raw = bytes(self.buf[self.pos : span])
             try:
                 value = _decode_record(raw)
             except msgspec.DecodeError:
@@ -540,7 +554,7 @@ class _Reader:
                 return value, raw
         start = self.offset()
         value = self._json_value()
-        return value, self.buf[start - self.consumed : self.pos]
+        return value, bytes(self.buf[start - self.consumed : self.pos])
 
     def _span(self) -> int | None:
         """Where the value at pos ends, found by msgspec skipping over it at

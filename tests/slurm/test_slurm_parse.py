@@ -282,6 +282,34 @@ def test_a_bad_record_inside_a_run_is_named_and_its_neighbours_read(monkeypatch:
     assert [rec for _, rec in read.records] == expected
 
 
+def test_runs_read_alike_from_text_or_bytes_in_chunks_of_any_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run is framed as an array in the reader's own buffer, by the bytes
+    around it: whatever the stream and chunk size, every record is read
+    once, in order, and a bad one between runs is read from its own text."""
+    records = _variants()
+    bad = 101
+    records[bad]["time"]["start"] = "soon"
+    text = json.dumps({"jobs": records}, indent=2)
+    expected = [slurm_sacct.json_job_id(r) for r in records]
+    monkeypatch.setattr(slurm_sacct, "_BATCH", 30_000)
+    for stream in (io.StringIO(text), io.BytesIO(text.encode())):
+        for chunk in (4096, 1 << 20):
+            stream.seek(0)
+            job_ids: list[str] = []
+            single = []
+            for item in slurm_sacct.iter_json_batches(stream, chunk=chunk):
+                if isinstance(item, slurm_sacct.RecordColumns):
+                    job_ids += item.columns["job_id"]
+                else:
+                    job_ids.append(slurm_sacct.json_job_id(item[0]))
+                    single.append(item[1])
+            assert job_ids == expected, (type(stream), chunk)
+            assert records[bad] in [json.loads(raw) for raw in single]
+            if chunk < slurm_sacct._BATCH:
+                # A run spans what the buffer holds: read whole, the document is one run.
+                assert len(single) < len(records) // 2
+
+
 def test_quarantine_shows_the_whole_record_not_only_what_the_parser_reads() -> None:
     doc = json.loads((CASES / "mixed_23_11.json").read_text())
     doc["jobs"][2]["time"]["start"] = "soon"

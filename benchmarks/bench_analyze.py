@@ -20,6 +20,7 @@ totals, or the script fails. Run: python benchmarks/bench_analyze.py
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import tempfile
 import time
@@ -217,8 +218,13 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         path = args.warehouse or Path(tmp) / "bench.duckdb"
-        with open_bench(path, args.gpus, args.days) as wh:
+        wh = open_bench(path, args.gpus, args.days)
+        try:
             run(wh, args)
+        finally:
+            # Nobody reads the bench's warehouse: skip publishing the reader
+            # snapshot on close (a whole-database copy, minutes at full scale).
+            wh.con.close()
 
 
 def run(wh: Warehouse, args: argparse.Namespace) -> None:
@@ -235,7 +241,7 @@ def run(wh: Warehouse, args: argparse.Namespace) -> None:
     print(
         f"preemptlens analyze (full, incl. reading ledger, hoarding and scorecard): {full_s:.1f} s "
         f"(CPU {full_cpu:.1f} s), peak RSS {peak_rss_mib():,.0f} MiB; {ledger['n'].item():,} preemptions, "
-        f"{hoarded:,.0f} hoarded GPU-hours"
+        f"{hoarded:,.0f} hoarded GPU-hours; {load_average()}"
     )
     print_steps(report)
 
@@ -270,9 +276,15 @@ def run(wh: Warehouse, args: argparse.Namespace) -> None:
     wh.query("SELECT * FROM readiness_scorecard")
     print(
         f"incremental analyze after one more day: {time.perf_counter() - started:.1f} s "
-        f"(CPU {time.process_time() - cpu:.1f} s; {report.stretches.mode}, from {report.stretches.recomputed_from})"
+        f"(CPU {time.process_time() - cpu:.1f} s; {report.stretches.mode}, from {report.stretches.recomputed_from}); "
+        f"{load_average()}"
     )
     print_steps(report)
+
+
+def load_average() -> str:
+    """Other work on the machine stretches the wall times: say how much there was."""
+    return "load average {:.1f} {:.1f} {:.1f}".format(*os.getloadavg())
 
 
 def print_steps(report: AnalyzeReport) -> None:

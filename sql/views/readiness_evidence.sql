@@ -53,15 +53,26 @@ capacity as (
     group by h.cluster, h.hour
 ),
 
+run_hours as (
+    -- each run once for every hour it overlaps: summed per hour, without
+    -- pairing every hour with every run
+    select
+        cluster,
+        gpus,
+        effective_start,
+        effective_end,
+        unnest(generate_series(date_trunc('hour', effective_start), effective_end, interval 1 hour)) as hour
+    from runs
+),
+
 allocated as (
     select
-        h.cluster,
-        h.hour,
-        sum(r.gpus * greatest(0, epoch(least(r.effective_end, h.hour_end)) - epoch(greatest(r.effective_start, h.hour))))
+        cluster,
+        hour,
+        sum(gpus * greatest(0, epoch(least(effective_end, hour + interval 1 hour)) - epoch(greatest(effective_start, hour))))
             as allocated_gpu_s
-    from hours as h
-    inner join runs as r on r.cluster = h.cluster and r.effective_start < h.hour_end and r.effective_end > h.hour
-    group by h.cluster, h.hour
+    from run_hours
+    group by cluster, hour
 ),
 
 scarcity as (

@@ -47,18 +47,36 @@ started as (
     where r.start_time is not null
 ),
 
-clipped as (
+requeued as (
+    -- only jobs with several runs need the windows below: most jobs run once,
+    -- and a window over one-run partitions costs more than this grouping
+    select cluster, job_id
+    from started
+    group by cluster, job_id
+    having count(*) > 1
+),
+
+neighbours as (
     select
-        *,
-        max(end_or_data_end) over (
-            partition by cluster, job_id order by run
+        s.cluster,
+        s.job_id,
+        s.run,
+        max(s.end_or_data_end) over (
+            partition by s.cluster, s.job_id order by s.run
             rows between unbounded preceding and 1 preceding
         ) as previous_end,
-        min(start_time) over (
-            partition by cluster, job_id order by run
+        min(s.start_time) over (
+            partition by s.cluster, s.job_id order by s.run
             rows between 1 following and unbounded following
         ) as next_start_time
-    from started
+    from started as s
+    inner join requeued as q on q.cluster = s.cluster and q.job_id = s.job_id
+),
+
+clipped as (
+    select s.*, n.previous_end, n.next_start_time
+    from started as s
+    left join neighbours as n on n.cluster = s.cluster and n.job_id = s.job_id and n.run = s.run
 ),
 
 final as (

@@ -3,7 +3,9 @@
 The simulator writes a few days of a cluster with hoarders; the last part of
 it (samples, jobs, runs, checkpoints from a cut-off on) is held back and then
 loaded in two later loads, each followed by an incremental analyze. Stretches
-that cross the cut-offs are the case the incremental scan must get right.
+that cross the cut-offs are the case the incremental scan must get right. The
+second load also corrects a run that ended long before the cut-offs (a later
+end): a figure of an earlier preemption that depends on it must follow.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import dataclasses
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import NamedTuple
 
 import polars as pl
 import pytest
@@ -48,8 +51,8 @@ def _hold_back(wh: Warehouse, cut: datetime, part: int) -> None:
         wh.con.execute(f"DELETE FROM {quote(table)} WHERE {quote(column)} >= $cut", {"cut": cut})
 
 
-def _release(wh: Warehouse, part: int) -> None:
-    """Put a held-back part back as one new load, as a collector would."""
+def _release(wh: Warehouse, part: int) -> tuple[str, int, datetime] | None:
+    """Put a held-back part back as one new load, as a collector would; the last also corrects a run."""
     load_id = uuid.uuid4().hex
     now = datetime.now(UTC)
     with wh.transaction():
@@ -58,6 +61,33 @@ def _release(wh: Warehouse, part: int) -> None:
             held = quote(f"held_{part}_{table}")
             wh.con.execute(f"UPDATE {held} SET _load_id = $id", {"id": load_id})
             wh.con.execute(f"INSERT INTO {quote(table)} SELECT * FROM {held}")
+        return _correct_early_run(wh, load_id) if part == len(CUTS) - 1 else None
+
+
+def _correct_early_run(wh: Warehouse, load_id: str) -> tuple[str, int, datetime]:
+    """A source re-sends a run of the first day with a later end, as sacct does after a correction.
+
+    The run is the one whose end let a preemptor start in the counterfactual, so that
+    preemption_gains (and the ledger and net benefit after it) change days before the new data.
+    Returns that preemptor's run and its counterfactual start before the correction.
+    """
+    ((job_id, run, preemptor_job_id, preemptor_run, before),) = wh.con.execute(
+        """
+        SELECT r.job_id, r.run, g.preemptor_job_id, g.preemptor_run, g.counterfactual_start
+        FROM preemption_gains AS g
+        JOIN job_runs AS r ON r.cluster = g.cluster AND r.end_time = g.counterfactual_start AND r.pool = g.pool
+        WHERE NOT g.gain_censored AND g.counterfactual_start > g.time AND g.time < $day
+        ORDER BY g.time, r.job_id, r.run
+        LIMIT 1
+        """,
+        {"day": START + timedelta(days=1)},
+    ).fetchall()
+    wh.con.execute(
+        "UPDATE job_runs SET end_time = end_time + INTERVAL 40 MINUTE, _load_id = $id "
+        "WHERE cluster = $c AND job_id = $j AND run = $r",
+        {"id": load_id, "c": SIM.cluster, "j": job_id, "r": run},
+    )
+    return preemptor_job_id, preemptor_run, before
 
 
 def _derived(wh: Warehouse) -> dict[str, pl.DataFrame]:
@@ -69,8 +99,14 @@ def _derived(wh: Warehouse) -> dict[str, pl.DataFrame]:
     return frames
 
 
+class Refreshed(NamedTuple):
+    incremental: dict[str, pl.DataFrame]
+    full: dict[str, pl.DataFrame]
+    corrected: tuple[str, int, datetime]  # a preemptor run, and its counterfactual start before the correction
+
+
 @pytest.fixture(scope="module")
-def refreshed(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, pl.DataFrame], dict[str, pl.DataFrame]]:
+def refreshed(tmp_path_factory: pytest.TempPathFactory) -> Refreshed:
     path: Path = tmp_path_factory.mktemp("incremental") / "w.duckdb"
     params = params_from(load_config(overrides={"warehouse.path": str(path)}))
     with Warehouse(path) as wh:
@@ -79,31 +115,38 @@ def refreshed(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, pl.Da
         for part in reversed(range(len(CUTS))):
             _hold_back(wh, CUTS[part], part)
         assert analyze(wh, params).stretches.mode == "full"
+        corrected = None
         for part, cut in enumerate(CUTS):
-            _release(wh, part)
+            corrected = _release(wh, part) or corrected
             report = analyze(wh, params)
             assert report.stretches.mode == "incremental"
             assert report.stretches.recomputed_from is not None
             assert START < report.stretches.recomputed_from < cut
         incremental = _derived(wh)
         assert analyze(wh, params, full=True).stretches.mode == "full"
-        return incremental, _derived(wh)
+        assert corrected is not None
+        return Refreshed(incremental, _derived(wh), corrected)
 
 
-def test_the_scenario_crosses_the_cut_offs(
-    refreshed: tuple[dict[str, pl.DataFrame], dict[str, pl.DataFrame]],
-) -> None:
-    stretches = refreshed[1]["gpu_idle_stretches"]
+def test_the_scenario_crosses_the_cut_offs(refreshed: Refreshed) -> None:
+    stretches = refreshed.full["gpu_idle_stretches"]
     for cut in CUTS:
         crossing = stretches.filter((pl.col("start_time") < cut) & (pl.col("end_time") > cut))
         assert crossing.height > 0, f"no idle stretch crosses {cut}: the test would not test the incremental scan"
-    assert refreshed[1]["preemption_ledger"].height > 10
+    assert refreshed.full["preemption_ledger"].height > 10
+
+
+def test_the_corrected_run_changes_an_early_gain(refreshed: Refreshed) -> None:
+    preemptor_job_id, preemptor_run, before = refreshed.corrected
+    gains = refreshed.full["preemption_gains"].filter(
+        (pl.col("preemptor_job_id") == preemptor_job_id) & (pl.col("preemptor_run") == preemptor_run)
+    )
+    assert gains.height == 1
+    assert gains["counterfactual_start"].item() != before, "the correction would not test the early rows"
 
 
 @pytest.mark.parametrize("name", ["gpu_idle_stretches", *(v.name for v in registry())])
-def test_incremental_refresh_equals_full(
-    refreshed: tuple[dict[str, pl.DataFrame], dict[str, pl.DataFrame]], name: str
-) -> None:
-    incremental, full = refreshed
+def test_incremental_refresh_equals_full(refreshed: Refreshed, name: str) -> None:
+    incremental, full, _ = refreshed
     # Sums of doubles may add up in another order between two runs.
     assert_frame_equal(incremental[name], full[name], check_exact=False, rel_tol=1e-9, abs_tol=1e-9)

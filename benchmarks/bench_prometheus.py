@@ -6,39 +6,50 @@ Backfills a real Prometheus (Debian package, promtool) with dcgm-exporter
 history written by analytics/openmetrics.py (one OpenMetrics file, host chunk
 by host chunk, one promtool run; --workdir keeps and reuses it, --prepare only
 builds it), then runs, each in its own process so that peak RSS is its own:
-  (a) floor:     exactly the collector's requests (series lookup, then per page its
-                 metric and weight queries, same method and parameters) through its
-                 own HTTP code, one after another, body read and discarded
+  (a) floor:     exactly the requests of a collector run (recorded by the warm-up
+                 run: which follow-up queries a page needs depends on its answers),
+                 same method, parameters and headers, through the collector's own
+                 HTTP code, one after another, body read and discarded
   (b) collector: preemptlens' Prometheus collector end to end into DuckDB
-                 (default settings: 1440-point pages, 4 requests in flight)
+                 (default settings: 1440-point pages, 4 requests in flight,
+                 uncompressed answers)
+  (b') the same, asking for gzipped answers (headers Accept-Encoding = gzip), as
+                 it did before
   (c) naive:     prometheus-api-client custom_query_range per query over the whole
                  window at the same step, MetricRangeDataFrame, the pandas frames
-                 inserted into DuckDB
+                 inserted into DuckDB; the PromQL is what the collector used to send
+                 (busy with its `or` fallback), frozen in NAIVE_QUERIES
 Targets: (b) >= 5x faster than (c), (b) <= 2x (a), (b) peak RSS < 1 GiB.
 Besides wall-clock seconds it prints the CPU seconds of each part's process
 and of Prometheus serving it, since the machine may be shared.
 
-Last measured (512 GPUs x 7 d = 15.5 M values, 431 MB of JSON), twice, on 2 cores
-shared with other jobs, so the seconds include waiting for a core; "before" is
-the collector as it was before paging in parallel and reading answers in bulk:
+Last measured (512 GPUs x 7 d = 15.5 M values), twice, on 2 cores shared with
+other jobs, so the seconds include waiting for a core. The collector asks for
+busy in stages (the busy metric alone; the fallback's `unless` part only for
+pages with series that lack busy values, here every page: jobs change every
+6 h; raw sample counts only where series share a GPU-step, here never) and for
+uncompressed answers:
 
-  load average 12-15       seconds  CPU s  server CPU s  peak RSS MiB
-  (a) floor                  379.6    6.3         112.4           155
-  (b) collector, before      534.3  108.5         107.0         1,070
-  (b) collector, after       304.3   47.9         103.6         1,004
-  (c) naive                  524.9  137.0         141.4         5,815
-  load average 5-7
-  (a) floor                  176.6    5.6          90.4           155
-  (b) collector, before      230.3   79.8          81.6         1,085
-  (b) collector, after        77.0   39.3          80.4           953
-  (c) naive                  207.7  118.2          97.2         5,774
+  load average 11.2-14.5     seconds  CPU s  server CPU s  peak RSS MiB
+  (a) floor                     49.5    1.8          17.3           124
+  (b) collector                129.6   33.4          15.8           907
+  (b') collector, gzip         202.2   38.4          56.4           865
+  (c) naive                    531.9  114.9         117.5         5,840
+  load average 7.6-11.5
+  (a) floor                     25.2    1.2          12.9           124
+  (b) collector                 62.8   23.0          12.3           924
+  (b') collector, gzip         104.6   31.5          46.0           870
+  (c) naive                    244.9  114.3         114.1         5,837
 
-(c)/(b): 0.9-1.0x before, 1.7-2.7x after; (b)/(a): 1.3-1.4x before, 0.4-0.8x
-after (four requests in flight beat the serial floor). The 5x target is out of
-reach with these queries: Prometheus alone spends 80-104 CPU seconds answering
-the collector (the busy and weight queries evaluate two metrics joined by
-`or`), a third or more of all the CPU that (c) uses. Writing the data set
-took 266 s (5.2 GiB of text) and one promtool run 973 s at the higher load.
+(c)/(b) = 3.9-4.1x, (c)/(b') = 2.3-2.6x, (b)/(a) = 2.5-2.6x. Before (same data
+set, load 5-15): (c)/(b) 1.7-2.7x, Prometheus spent 80-104 CPU s serving the
+collector; now 46-56 with gzip and 12-16 without: gzip was three quarters of its
+CPU (it compresses at ~8 MB/s), the `or` queries most of the rest. At 128 GPUs x 7 d,
+back to back (load 14 then 9): client CPU s 15.7 -> 11.9, server CPU s 21.7 ->
+14.0 with gzip, 3.6 without. The floor is now cheap (no gzip), so (b) is mostly
+the collector's own CPU: reading answers and building frames (~45%) and the
+warehouse load and snapshot publish (~55%), on 2 shared cores. Writing the
+data set took 145 s (5.2 GiB of text) and one promtool run 688 s at load ~12.
 """
 
 from __future__ import annotations
@@ -52,7 +63,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -64,7 +75,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from analytics.openmetrics import ExporterStyle, write_openmetrics_chunks  # noqa: E402
-from collectors.prometheus import SETTINGS, PrometheusCollector, PrometheusSource, options_from, plan_pages  # noqa: E402
+from collectors.prometheus import SETTINGS, PrometheusCollector, PrometheusSource, options_from  # noqa: E402
 from tests.prometheus.conftest import PrometheusServer, backfill  # noqa: E402
 
 GPUS_PER_HOST = 8
@@ -134,35 +145,54 @@ def generate(workdir: Path, gpus: int, days: int, end: datetime) -> None:
     path.unlink()
 
 
-def options(url: str) -> Any:
-    values = {s.key: s.default for s in SETTINGS.settings} | {"url": url}
+# What a user writes today: the PromQL the collector sent before it asked for busy in stages,
+# frozen so that (c) does not pick up the collector's cheaper requests.
+NAIVE_QUERIES = {
+    "busy": "avg_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE{}[59999ms]) "
+    "or (avg_over_time(DCGM_FI_DEV_GPU_UTIL{}[59999ms]) * 0.01)",
+    "mem_used_mib": "max_over_time(DCGM_FI_DEV_FB_USED{}[59999ms])",
+    "power_w": "avg_over_time(DCGM_FI_DEV_POWER_USAGE{}[59999ms])",
+}
+
+
+# (b'): the collector with its `headers` setting asking for gzipped answers, as it did before.
+GZIP = {"Accept-Encoding": "gzip"}
+
+
+def options(url: str, **settings: Any) -> Any:
+    values = {s.key: s.default for s in SETTINGS.settings} | {"url": url} | settings
     return options_from(values, CLUSTER)
 
 
-def run_floor(url: str, since: int, until: int) -> dict[str, Any]:
-    """Exactly the collector's requests (its series lookup, then per page its metric and weight
-    queries), sent by its own HTTP code with the same method, parameters and headers, one
-    after another; each body is read and discarded."""
-    opts = options(url)
-    source = PrometheusSource(opts)
+def record_requests(log: list[tuple[str, list[tuple[str, str]]]]) -> None:
+    """Have every request the collector sends (path, parameters) appended to `log`. Which
+    requests a page needs depends on the answers, so the floor replays a recorded run."""
+    send = PrometheusSource._send
+
+    def recorded(self: PrometheusSource, path: str, data: Sequence[tuple[str, str]], what: str) -> bytes:
+        log.append((path, list(data)))
+        return send(self, path, data, what)
+
+    PrometheusSource._send = recorded  # type: ignore[method-assign]
+
+
+def run_floor(url: str, requests_file: Path) -> dict[str, Any]:
+    """Exactly the requests of a recorded collector run, sent by its own HTTP code with the
+    same method, parameters and headers, one after another; each body is read and discarded."""
+    source = PrometheusSource(options(url))
     received = 0
-    if opts.known_metrics:
-        matches = [f"{m}{{{opts.selector}}}" for m in opts.known_metrics]
-        source.series_count(matches, since - opts.step_ms, until)
-    queries = {**opts.queries, "weight": opts.weight_query}
-    for first, last in plan_pages(since, until, opts.step_ms, opts.page_points):
-        for stream, query in queries.items():
-            received += len(source.query_range(stream, query, first, last))
+    for path, data in json.loads(requests_file.read_text()):
+        received += len(source._send(path, [tuple(p) for p in data], path))
     source.close()
     return {"bytes": received}
 
 
-def run_collector(url: str, since: int, until: int, warehouse: str) -> dict[str, Any]:
+def run_collector(url: str, since: int, until: int, warehouse: str, **settings: Any) -> dict[str, Any]:
     from preemptlens.warehouse import Warehouse
 
     rows = 0
     with Warehouse(warehouse) as wh:
-        for batch in PrometheusCollector(options(url), since, until, progress=False).batches({}):
+        for batch in PrometheusCollector(options(url, **settings), since, until, progress=False).batches({}):
             rows += wh.load_batch(batch).loaded
         stored = int(wh.query("SELECT count(*) AS n FROM gpu_samples")["n"][0])
     return {"rows": rows, "stored": stored}
@@ -174,9 +204,8 @@ def run_naive(url: str, since: int, until: int, warehouse: str) -> dict[str, Any
 
     prom = PrometheusConnect(url=url)
     con = duckdb.connect(warehouse)
-    opts = options(url)
     rows = 0
-    for name, query in opts.queries.items():
+    for name, query in NAIVE_QUERIES.items():
         result = prom.custom_query_range(
             query,
             start_time=datetime.fromtimestamp(since / 1000, UTC),
@@ -205,20 +234,29 @@ def server_cpu_seconds(pid: int) -> float:
 
 
 def child(args: argparse.Namespace) -> None:
+    recorded: list[tuple[str, list[tuple[str, str]]]] = []
+    if args.record:
+        record_requests(recorded)
     began = time.perf_counter()
     if args.part == "floor":
-        out = run_floor(args.url, args.since, args.until)
+        out = run_floor(args.url, args.requests)
     elif args.part == "collector":
         out = run_collector(args.url, args.since, args.until, args.warehouse)
+    elif args.part == "gzip":
+        out = run_collector(args.url, args.since, args.until, args.warehouse, headers=GZIP)
     else:
         out = run_naive(args.url, args.since, args.until, args.warehouse)
     out["seconds"] = time.perf_counter() - began
     out["cpu_s"] = cpu_seconds()
     out["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    if args.record:
+        args.requests.write_text(json.dumps(recorded))
     print(json.dumps(out))
 
 
-def measure(server: PrometheusServer, part: str, since: int, until: int, workdir: Path) -> dict[str, Any]:
+def measure(
+    server: PrometheusServer, part: str, since: int, until: int, workdir: Path, record: bool = False
+) -> dict[str, Any]:
     """Run one part in its own process; add the CPU seconds Prometheus spent serving it."""
     assert server.proc is not None
     url = server.url
@@ -237,7 +275,9 @@ def measure(server: PrometheusServer, part: str, since: int, until: int, workdir
         "--until",
         str(until),
     ]
-    cmd += ["--warehouse", str(warehouse)]
+    cmd += ["--warehouse", str(warehouse), "--requests", str(workdir / "requests.json")]
+    if record:
+        cmd.append("--record")
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"{part} failed:\n{done.stderr}")
@@ -252,12 +292,14 @@ def main() -> None:
     parser.add_argument("--days", type=int, default=7)
     parser.add_argument("--workdir", type=Path, help="keep the backfilled data here (reused when present)")
     parser.add_argument("--prepare", action="store_true", help="only write and backfill the data set")
-    parser.add_argument("--parts", default="floor,collector,naive", help=argparse.SUPPRESS)
-    parser.add_argument("--part", choices=("floor", "collector", "naive"), help=argparse.SUPPRESS)
+    parser.add_argument("--parts", default="floor,collector,gzip,naive", help=argparse.SUPPRESS)
+    parser.add_argument("--part", choices=("floor", "collector", "gzip", "naive"), help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--since", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--until", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--warehouse", help=argparse.SUPPRESS)
+    parser.add_argument("--requests", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--record", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.part:
         child(args)
@@ -283,13 +325,16 @@ def main() -> None:
 
     server = PrometheusServer(workdir / "data")
     server.start()
+    load_before = Path("/proc/loadavg").read_text().split()[:3]
     try:
-        # Warm the page cache and the server once, so that no part pays for the cold start.
+        # Warm the page cache and the server once, so that no part pays for the cold start; the
+        # warm-up is a collector run that records its requests for the floor to replay.
         PrometheusSource(options(server.url)).series_count(["DCGM_FI_DEV_FB_USED"], since, until)
-        measure(server, "floor", since, until, workdir)
+        measure(server, "collector", since, until, workdir, record=True)
         results = {part: measure(server, part, since, until, workdir) for part in args.parts.split(",")}
     finally:
         server.stop()
+    load_after = Path("/proc/loadavg").read_text().split()[:3]
 
     values = args.gpus * args.days * 1440 * 3
     print(
@@ -297,11 +342,13 @@ def main() -> None:
     )
     # The machine may be shared: CPU seconds (the part's own process, and Prometheus serving it)
     # say what each part costs even when the wall-clock time includes waiting for a core.
+    print(f"load average {' '.join(load_before)} before, {' '.join(load_after)} after\n")
     head = f"{'':34}{'seconds':>9}{'values/s':>12}{'CPU s':>8}{'server CPU s':>14}{'peak RSS MiB':>14}"
     print(head)
     labels = {
         "floor": "(a) Prometheus floor (raw HTTP)",
         "collector": "(b) preemptlens collector",
+        "gzip": "(b') collector, gzip answers",
         "naive": "(c) api-client + DataFrame",
     }
     for part, label in labels.items():
@@ -315,6 +362,8 @@ def main() -> None:
     secs = {p: r["seconds"] for p, r in results.items()}
     if {"collector", "naive"} <= secs.keys():
         print(f"\n(c)/(b) = {secs['naive'] / secs['collector']:.1f}x faster (target >= 5x)")
+    if {"gzip", "naive"} <= secs.keys():
+        print(f"(c)/(b') = {secs['naive'] / secs['gzip']:.1f}x faster")
     if {"collector", "floor"} <= secs.keys():
         print(f"(b)/(a) = {secs['collector'] / secs['floor']:.2f}x the floor (target <= 2x)")
     if "collector" in results:

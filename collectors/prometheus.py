@@ -11,10 +11,13 @@ ended; backfilled history has no staleness markers) adds no phantom points.
 
 Range queries are paged: a page asks for at most `page_points` (<= 11,000)
 points per series, and page i covers [t0 + i*N*step, t0 + (i*N + N - 1)*step]
-so that no boundary point is read twice. Each page becomes one batch holding
-the three metrics of its window in one gpu_samples frame, plus the watermarks
-(one per cluster and metric) of that page, so a crash loses at most the page
-in flight and a re-run resumes after the last committed page.
+so that no boundary point is read twice. A page asks for busy, memory and
+power, and for the fallback busy metric only where the busy metric lacks
+values, and for raw sample counts only where series share a GPU-step (see
+`Staged`). Each page becomes one batch holding the three metrics of its
+window in one gpu_samples frame, plus the watermarks (one per cluster and
+metric) of that page, so a crash loses at most the page in flight and a
+re-run resumes after the last committed page.
 
 Multi-tenant backends (Thanos, Mimir, Cortex, VictoriaMetrics) speak the same
 API with a few additions this module handles: the tenant header
@@ -33,7 +36,7 @@ import re
 import sys
 import time as clock
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -64,6 +67,8 @@ MAX_POINTS = 11_000  # Prometheus refuses more points per series in one range qu
 GET_MAX_URL = 2048
 # Watermark streams, one per contract column a metric fills.
 STREAMS = ("busy", "mem_used_mib", "power_w")
+# A page's series lookup of the busy fallback metric, beside its queries.
+_FALLBACK_SERIES = "fallback series"
 
 SETTINGS = Section(
     NAME,
@@ -92,7 +97,9 @@ SETTINGS = Section(
         Setting(
             "headers",
             {},
-            "Extra HTTP headers, e.g. X-Scope-OrgID for Mimir (not secret; use bearer_token or password for those).",
+            "Extra HTTP headers, e.g. X-Scope-OrgID for Mimir (not secret; use bearer_token or password for those). "
+            'Answers are asked for uncompressed (gzip costs the server most of a query\'s CPU); '
+            'add "Accept-Encoding" = "gzip" over a slow link.',
             kind=dict,
         ),
         Setting("verify_tls", True, "Verify the server's TLS certificate.", kind=bool),
@@ -267,6 +274,60 @@ def normalise(labels: Mapping[str, str]) -> GpuSeries | tuple[str, str]:
 # -- options -----------------------------------------------------------------
 
 
+def _quote(text: str) -> str:
+    """A PromQL string literal (JSON's escapes are Go's)."""
+    return orjson.dumps(text).decode()
+
+
+def gpu_matchers(series: Iterable[Mapping[str, str]]) -> list[str]:
+    """Label matchers that select every series of the GPUs these series describe, by the UUID
+    label `normalise` reads; [""] (no restriction) when one of them has none."""
+    uuids: dict[str, set[str]] = {}
+    for labels in series:
+        name = next((n for n in ("UUID", "uuid") if labels.get(n)), None)
+        if name is None:
+            return [""]
+        uuids.setdefault(name, set()).add(labels[name])
+    return [f"{name}=~{_quote('|'.join(map(re.escape, sorted(values))))}" for name, values in uuids.items()]
+
+
+@dataclass(frozen=True)
+class Staged:
+    """The built busy query `avg(busy) or avg(fallback) * scale`, asked for in parts.
+
+    PromQL's `a or b` is, per label set and step, a where it has a value and b
+    elsewhere: a together with `b unless a`. avg_over_time drops the metric
+    name, so the busy and fallback series of one GPU share a label set. Each
+    page asks for the busy metric alone, and the `unless` part only when a
+    fallback series exists in the page whose label set lacks busy values at
+    some step. Its values are scaled here: the server prints the shortest text
+    that reads back as the same double, so the product is the server's bit for
+    bit. The raw sample counts that weigh series sharing a GPU-step are asked
+    for only where that happens.
+    """
+
+    busy_metric: str
+    fallback_metric: str  # empty: no fallback
+    fallback_scale: float
+    selector: str
+    window: str
+
+    def _range(self, metric: str, matcher: str) -> str:
+        inner = ",".join(m for m in (self.selector, matcher) if m)
+        return f"{metric}{{{inner}}}[{self.window}]"
+
+    def fill_query(self, matchers: Sequence[str]) -> str:
+        """The fallback's values where the busy metric has none (unscaled)."""
+        f, b = self.fallback_metric, self.busy_metric
+        parts = [f"avg_over_time({self._range(f, m)}) unless avg_over_time({self._range(b, m)})" for m in matchers]
+        return " or ".join(f"({p})" for p in parts) if len(parts) > 1 else parts[0]
+
+    def weight_query(self, matchers: Sequence[str]) -> str:
+        """Raw samples per series and step of what the busy query reads, busy metric first."""
+        metrics = [m for m in (self.busy_metric, self.fallback_metric) if m]
+        return " or ".join(f"count_over_time({self._range(metric, m)})" for metric in metrics for m in matchers)
+
+
 @dataclass(frozen=True)
 class Options:
     url: str
@@ -275,9 +336,10 @@ class Options:
     safety_lag_ms: int
     initial_window_ms: int
     page_points: int
-    queries: dict[str, str]  # stream -> PromQL
-    weight_query: str
+    queries: dict[str, str]  # stream -> PromQL, sent for every page
+    weight_query: str  # sent for every page unless `staged`
     known_metrics: tuple[str, ...]  # metric names the built busy query reads
+    staged: Staged | None = None  # the built busy query, asked for in stages; None: a custom busy_query
     selector: str = ""
     timeout_s: float = 120.0
     retries: int = 4
@@ -331,14 +393,9 @@ def options_from(values: Mapping[str, Any], cluster: str) -> Options:
         fallback = _metric(values, "busy_fallback_metric")
     mem, power = _metric(values, "mem_metric"), _metric(values, "power_metric")
     scale = float(values["busy_fallback_scale"])
-    busy_q = f"avg_over_time({sel(busy)})"
-    weight_q = f"count_over_time({sel(busy)})"
-    if fallback:
-        # Per series and step: the profiling ratio where it exists, the scaled utilisation elsewhere.
-        busy_q += f" or (avg_over_time({sel(fallback)}) * {scale!r})"
-        weight_q += f" or count_over_time({sel(fallback)})"
+    staged = Staged(busy, fallback, scale, selector, window)
     built = {
-        "busy": busy_q,
+        "busy": f"avg_over_time({sel(busy)})",
         "mem_used_mib": f"{values['mem_aggregation']}_over_time({sel(mem)})",
         "power_w": f"avg_over_time({sel(power)})",
     }
@@ -366,8 +423,9 @@ def options_from(values: Mapping[str, Any], cluster: str) -> Options:
         initial_window_ms=parse_duration(str(values["initial_window"]), "prometheus.initial_window"),
         page_points=points,
         queries=queries,
-        weight_query=weight_q,
+        weight_query=staged.weight_query([""]),
         known_metrics=tuple(m for m in (busy, fallback) if m) if not values["busy_query"] else (),
+        staged=None if values["busy_query"] else staged,
         selector=selector,
         timeout_s=float(values["timeout_s"]),
         retries=int(values["retries"]),
@@ -429,6 +487,11 @@ class PrometheusSource:
         session = requests.Session()
         session.verify = opts.ca_file or opts.verify_tls
         headers = dict(opts.headers)
+        if not any(k.lower() == "accept-encoding" for k in headers):
+            # Prometheus gzips an answer at about 8 MB/s, three quarters of the CPU it spends on a
+            # range query here, so asking for it only pays over links slower than ~60 Mbit/s; a
+            # `headers` entry Accept-Encoding = "gzip" asks for it again.
+            headers["Accept-Encoding"] = "identity"
         if opts.tenant:
             headers = {k: v for k, v in headers.items() if k.lower() != "x-scope-orgid"}
             headers["X-Scope-OrgID"] = opts.tenant
@@ -474,9 +537,6 @@ class PrometheusSource:
             return self.opts.method.upper()
         url = f"{self.client.url}{path}?{urlencode(data)}"
         return "GET" if len(url) <= GET_MAX_URL else "POST"
-
-    def _send_json(self, path: str, data: Sequence[tuple[str, str]], what: str) -> Any:
-        return orjson.loads(self._send(path, data, what))["data"]
 
     def _send(self, path: str, data: Sequence[tuple[str, str]], what: str) -> bytes:
         """The body of a successful answer, unparsed."""
@@ -556,9 +616,10 @@ class PrometheusSource:
             what,
         )
 
-    def series_count(self, metrics: Sequence[str], start_ms: int, end_ms: int) -> int:
-        """How many series of `metrics` exist in the window (index only, no samples read)."""
-        data = self._send_json(
+    def series(self, metrics: Sequence[str], start_ms: int, end_ms: int) -> bytes:
+        """The answer's body listing the series of `metrics` with samples in the window (index
+        only, no samples read). Backends may list more (series with no sample in it), never fewer."""
+        return self._send(
             "/api/v1/series",
             [
                 *(("match[]", m) for m in metrics),
@@ -567,7 +628,10 @@ class PrometheusSource:
             ],
             f"the series lookup of {', '.join(metrics)} over [{iso(start_ms)}, {iso(end_ms)}]",
         )
-        return len(data)
+
+    def series_count(self, metrics: Sequence[str], start_ms: int, end_ms: int) -> int:
+        """How many series of `metrics` exist in the window."""
+        return len(orjson.loads(self.series(metrics, start_ms, end_ms))["data"])
 
 
 @dataclass(frozen=True)
@@ -645,6 +709,11 @@ def range_result(body: bytes) -> RangeAnswer:
 # -- frames ------------------------------------------------------------------
 
 
+def series_key(labels: Mapping[str, str]) -> str:
+    """A label set as one string, the same whatever the order of its labels."""
+    return orjson.dumps(labels, option=orjson.OPT_SORT_KEYS).decode()
+
+
 class PageParser:
     """Turns the query results of one page into compact frames.
 
@@ -656,12 +725,13 @@ class PageParser:
     def __init__(self, where: str) -> None:
         self.where = where
         self.series: dict[str, int] = {}
+        self.labels: list[dict[str, str]] = []  # by sid
         self.series_rows: list[tuple[int, int, int | None, str | None]] = []  # sid, gid, gpu index, job
         self.gpus: dict[tuple[str, str, str], int] = {}
         self.rejects: dict[str, Reject] = {}
 
     def _sid(self, labels: dict[str, str], stream: str) -> int | None:
-        key = orjson.dumps(labels, option=orjson.OPT_SORT_KEYS).decode()
+        key = series_key(labels)
         sid = self.series.get(key)
         if sid is not None:
             return sid
@@ -673,6 +743,7 @@ class PageParser:
             return None
         gid = self.gpus.setdefault((gpu.host, gpu.gpu_uuid, gpu.gpu_instance), len(self.gpus))
         sid = self.series[key] = len(self.series)
+        self.labels.append(labels)
         self.series_rows.append((sid, gid, gpu.gpu_index, gpu.job_id))
         return sid
 
@@ -886,7 +957,7 @@ class PrometheusCollector:
                     while submitted < len(pages) and len(queued) < ahead:
                         queued.append(self.submit_page(pool, source, *pages[submitted]))
                         submitted += 1
-                    frame, rejects, warnings = self.build_page(fetched, first, last)
+                    frame, rejects, warnings = self.build_page(pool, source, fetched, first, last)
                     # The bodies are not needed while the page loads: a generator keeps its locals.
                     del fetched
                     marks = []
@@ -960,26 +1031,97 @@ class PrometheusCollector:
     def submit_page(
         self, pool: ThreadPoolExecutor, source: PrometheusSource, first: int, last: int
     ) -> dict[str, Future[bytes]]:
-        """The queries of one page, queued on the pool; each answer is kept unparsed, so the
-        workers spend their time waiting on the server and the next request leaves at once."""
-        queries = {**self.opts.queries, "weight": self.opts.weight_query}
-        return {
+        """The first requests of one page, queued on the pool; each answer is kept unparsed, so
+        the workers spend their time waiting on the server and the next request leaves at once."""
+        staged = self.opts.staged
+        queries = dict(self.opts.queries) if staged else {**self.opts.queries, "weight": self.opts.weight_query}
+        futures = {
             stream: pool.submit(source.query_range, stream, query, first, last)
             for stream, query in queries.items()
         }
+        if staged is not None and staged.fallback_metric:
+            match = [f"{staged.fallback_metric}{{{self.opts.selector}}}"]
+            futures[_FALLBACK_SERIES] = pool.submit(source.series, match, first - self.opts.step_ms, last)
+        return futures
 
     def build_page(
-        self, fetched: Mapping[str, bytes], first: int, last: int
+        self,
+        pool: ThreadPoolExecutor,
+        source: PrometheusSource,
+        fetched: Mapping[str, bytes],
+        first: int,
+        last: int,
     ) -> tuple[pl.DataFrame, list[Reject], list[str]]:
+        """The page's rows from its first answers, asking for the fallback values and the
+        weights first when the page needs them (see `Staged`)."""
         parser = PageParser(f"[{iso(first)}, {iso(last)}]")
-        answers = {stream: range_result(body) for stream, body in fetched.items()}
-        results = {stream: parser.points(answers[stream], stream) for stream in self.opts.queries}
-        weights = parser.points(answers["weight"], "weight").rename({"value": "weight"})
+        answers = {stream: range_result(body) for stream, body in fetched.items() if stream != _FALLBACK_SERIES}
+        warnings = [w for answer in answers.values() for w in answer.warnings]
+        staged = self.opts.staged
+
+        def ask(stream: str, query: str) -> RangeAnswer:
+            # Through the pool, so that no more than `concurrency` requests are in flight.
+            answer = range_result(pool.submit(source.query_range, stream, query, first, last).result())
+            warnings.extend(answer.warnings)
+            return answer
+
+        fill = None
+        if staged is not None and _FALLBACK_SERIES in fetched:
+            listed = orjson.loads(fetched[_FALLBACK_SERIES])
+            warnings.extend(str(w) for w in listed.get("warnings") or ())
+            lacking = self.lacking_busy(answers["busy"], listed["data"], first, last)
+            if lacking:
+                fill = ask("busy fallback", staged.fill_query(gpu_matchers(lacking)))
+        results = {}
+        for stream in self.opts.queries:
+            results[stream] = parser.points(answers[stream], stream)
+            if stream == "busy" and fill is not None and staged is not None:
+                scaled = parser.points(fill, stream).with_columns(pl.col("value") * staged.fallback_scale)
+                results[stream] = pl.concat([results[stream], scaled])
+        if staged is None:
+            weights = parser.points(answers["weight"], "weight")
+        else:
+            shared = self.shared_series(parser, results)
+            weights = pl.DataFrame(schema={"sid": pl.Int32, "t": pl.Int64, "value": pl.Float64})
+            if shared:
+                query = staged.weight_query(gpu_matchers(parser.labels[sid] for sid in shared))
+                weights = parser.points(ask("weight", query), "weight")
         frame = page_frame(
-            self.opts.cluster, parser, results, weights, self.opts.step_ms, self.opts.mem_aggregation
+            self.opts.cluster,
+            parser,
+            results,
+            weights.rename({"value": "weight"}),
+            self.opts.step_ms,
+            self.opts.mem_aggregation,
         )
-        warnings = list(dict.fromkeys(w for answer in answers.values() for w in answer.warnings))
-        return frame, list(parser.rejects.values()), warnings
+        return frame, list(parser.rejects.values()), list(dict.fromkeys(warnings))
+
+    def lacking_busy(
+        self, busy: RangeAnswer, listed: Sequence[Mapping[str, str]], first: int, last: int
+    ) -> list[dict[str, str]]:
+        """The listed fallback series (without their name) whose label set lacks a busy value at
+        some step of the page: the only ones `or` could take a fallback value from."""
+        steps = (last - first) // self.opts.step_ms + 1
+        counts = zip(busy.metrics, busy.counts.tolist(), strict=True)
+        complete = {series_key(labels) for labels, n in counts if n == steps}
+        lacking = []
+        for named in listed:
+            labels = {k: v for k, v in named.items() if k != "__name__"}
+            if series_key(labels) not in complete:
+                lacking.append(labels)
+        return lacking
+
+    def shared_series(self, parser: PageParser, results: Mapping[str, pl.DataFrame]) -> list[int]:
+        """The series that share a GPU and step with another in a stream `resolve` averages: the
+        only ones whose raw sample counts (weights) it reads."""
+        gid = parser.series_frame()["gid"].cast(pl.Int64)
+        shared = [pl.Series("sid", [], pl.Int32)]
+        for stream, frame in results.items():
+            if stream == "mem_used_mib" and self.opts.mem_aggregation == "max":
+                continue
+            key = gid.gather(frame["sid"]) * _T_BITS + frame["t"]
+            shared.append(frame["sid"].filter(key.is_duplicated()))
+        return sorted(pl.concat(shared).unique().to_list())
 
 
 # -- CLI ---------------------------------------------------------------------

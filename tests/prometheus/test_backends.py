@@ -231,3 +231,17 @@ def test_a_long_retry_after_is_cut_to_the_setting(history: History, gateway: Ten
 def test_settings_that_contradict_themselves_are_refused(settings: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         collector("http://127.0.0.1:1", None, None, **settings)
+
+
+def test_answers_are_asked_for_uncompressed_unless_the_headers_say_otherwise(
+    history: History, gateway: TenantGateway, tmp_path: Path
+) -> None:
+    window = (history.first, history.first + timedelta(hours=1))
+    auth = Secret(TOKEN)
+    run(tmp_path / "plain.duckdb", collector(gateway.url, *window, tenant=TENANT, bearer_token=auth))
+    assert {s.headers.get("accept-encoding") for s in gateway.seen} == {"identity"}
+    gateway.seen.clear()
+    gzip = collector(gateway.url, *window, tenant=TENANT, bearer_token=auth, headers={"accept-encoding": "gzip"})
+    run(tmp_path / "gzip.duckdb", gzip)
+    assert {s.headers.get("accept-encoding") for s in gateway.seen} == {"gzip"}
+    assert table(tmp_path / "gzip.duckdb").equals(table(tmp_path / "plain.duckdb"))

@@ -3,6 +3,7 @@
     python benchmarks/bench_dashboard.py                          # simulate 4,096 GPUs x 30 days, then measure
     python benchmarks/bench_dashboard.py --gpus 512 --days 30     # a smaller cluster
     python benchmarks/bench_dashboard.py --warehouse w.duckdb     # measure it; simulate it there first if missing
+    python benchmarks/bench_dashboard.py --warehouse w.duckdb --browser-only --repeat 3   # only the browser, medians
 
 Serves dashboards/app.py with Streamlit on a free localhost port and opens
 every page in headless Chromium, each page load in a fresh tab (a new
@@ -16,7 +17,14 @@ before the navigation:
 Each shows two times: `first`, the first meaningful render (the title and a
 first chart, table, metric or message on screen), and `done`, when Streamlit
 stopped running the page and every plotly chart drew its SVG. The target is
-under 2 s per page. Before that it times, in this process, the app's imports,
+under 2 s per page. A page's charts are sent after its metrics and tables
+(dashboards.views_common.Charts), so `first` is normally a table or a metric
+and `done` includes plotly.js. `--repeat N` measures every visit N times and
+shows the median. The first row, `floor`, is Streamlit itself: a page with a
+title and one metric (nothing of ours) served with the dashboard's options
+in the same way; no page can render before it. Each table shows the load
+average when it ended: the figures are only comparable at a similar load.
+Before that (unless --browser-only) it times, in this process, the app's imports,
 each dashboard query alone (a slow page points at its slow view; `open` is
 the first query, which also opens the snapshot) and each page's figures
 (building them, and the JSON and table sizes sent to the browser). Like every
@@ -27,7 +35,10 @@ next to a given warehouse.
 from __future__ import annotations
 
 import argparse
+import os
 import pickle
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -44,12 +55,13 @@ import polars as pl
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "dashboards"))
 
-from browser import Chromium, Dashboard  # noqa: E402 -- the test suite's CDP driver
+from browser import Chromium, Dashboard, free_port, wait_http  # noqa: E402 -- the test suite's CDP driver
 
 from analytics.params import params_from  # noqa: E402
 from analytics.refresh import analyze  # noqa: E402
 from analytics.simulator import SimConfig, cluster_of, simulate_into  # noqa: E402
 from dashboards import data, figures  # noqa: E402
+from preemptlens.commands import dashboard as dashboard_command  # noqa: E402
 from preemptlens.config import load_config  # noqa: E402
 from preemptlens.warehouse import Warehouse  # noqa: E402
 
@@ -123,6 +135,7 @@ def time_queries(warehouse: Path) -> data.Filters:
         frame = result[0] if isinstance(result, tuple) else result
         height = getattr(frame, "height", 1)
         print(f"{name:24} {seconds[0]:8.2f} {seconds[1]:8.2f} {height:8} {_size(result) / 1e3:10.1f}")
+    print(_load())
     return f
 
 
@@ -168,13 +181,60 @@ def time_figures(warehouse: Path, f: data.Filters) -> None:
         size = sum(t.to_arrow().nbytes for t in tables)
         points = sum(len(t.x or ()) for fig in built for t in fig.data)
         print(f"{page:22} {seconds:9.2f} {sent / 1e3:8.1f} {size / 1e3:9.1f} {points:7}")
+    print(_load())
 
 
 def _query(r: data.Reader, name: str, *args: Any) -> Any:
     return data.QUERIES[name](r, *args)
 
 
+def _load() -> str:
+    return "load average " + " ".join(f"{v:.2f}" for v in os.getloadavg())
+
+
+FLOOR_TITLE = "Floor"
+FLOOR_APP = f"""
+import streamlit as st
+
+st.set_page_config(page_title="floor", layout="wide")
+st.title("{FLOOR_TITLE}")
+st.metric("Preemptions", "33,156")
+"""
+
+
+class Floor(Dashboard):
+    """A page of Streamlit alone (a title and a metric), served with `preemptlens dashboard`'s options."""
+
+    def __init__(self, log: Path) -> None:
+        self.folder = Path(tempfile.mkdtemp(prefix="bench-floor-"))
+        app = self.folder / "floor.py"
+        app.write_text(FLOOR_APP)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        args = argparse.Namespace(port=self.port, address="127.0.0.1")
+        argv = dashboard_command.command(args, load_config(None))
+        argv[argv.index(str(dashboard_command.APP))] = str(app)
+        self._log = log.open("wb")
+        self.process = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT)
+        try:
+            wait_http(f"{self.url}/_stcore/health", 60)
+        except TimeoutError:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        super().close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
 Visit = tuple[float | None, float | None, bool]
+
+
+def _median(visits: list[Visit]) -> Visit:
+    def mid(values: list[float | None]) -> float | None:
+        return None if None in values else statistics.median(v for v in values if v is not None)
+
+    return mid([v[0] for v in visits]), mid([v[1] for v in visits]), all(v[2] for v in visits)
 
 
 def _visit(browser: Chromium, title: str, charts: int, go_to: Callable[[], None]) -> Visit:
@@ -184,32 +244,44 @@ def _visit(browser: Chromium, title: str, charts: int, go_to: Callable[[], None]
     return first, done, state.rendered and not state.exceptions and not state.errors
 
 
-def time_pages(warehouse: Path, log: Path) -> None:
-    measured: dict[tuple[str, str], Visit] = {}
+def time_pages(warehouse: Path, log: Path, repeat: int) -> None:
+    measured: dict[tuple[str, str], list[Visit]] = {}
+
+    def visit(key: tuple[str, str], title: str, charts: int, go_to: Callable[[], None]) -> None:
+        measured.setdefault(key, []).append(_visit(browser, title, charts, go_to))
+
     with Chromium() as browser:
-        for path, title, _, charts in PAGES:
-            with Dashboard(warehouse, log) as dashboard:
+        for _ in range(repeat):
+            for path, title, _, charts in (("", FLOOR_TITLE, "", 0), *PAGES):
+                with Floor(log) if title == FLOOR_TITLE else Dashboard(warehouse, log) as dashboard:
+                    browser.fresh_tab()
+                    visit((title, "start"), title, charts, partial(browser.navigate, f"{dashboard.url}/{path}"))
+        with Floor(log) as floor:
+            for visited in ("once", *["load"] * repeat):
                 browser.fresh_tab()
-                url = f"{dashboard.url}/{path}"
-                measured[(title, "start")] = _visit(browser, title, charts, partial(browser.navigate, url))
+                visit((FLOOR_TITLE, visited), FLOOR_TITLE, 0, partial(browser.navigate, floor.url))
+        measured[(FLOOR_TITLE, "nav")] = [(None, None, True)]
         with Dashboard(warehouse, log) as dashboard:
-            for visit in ("once", "load"):
+            for visited in ("once", *["load"] * repeat):
                 for path, title, _, charts in PAGES:
                     browser.fresh_tab()
-                    url = f"{dashboard.url}/{path}"
-                    measured[(title, visit)] = _visit(browser, title, charts, partial(browser.navigate, url))
-            for _, title, label, charts in PAGES:
-                measured[(title, "nav")] = _visit(browser, title, charts, partial(browser.click_nav, label))
+                    visit((title, visited), title, charts, partial(browser.navigate, f"{dashboard.url}/{path}"))
+            for _ in range(repeat):
+                for _, title, label, charts in PAGES:
+                    visit((title, "nav"), title, charts, partial(browser.click_nav, label))
 
     def shown(v: Visit) -> str:
         return " ".join(f"{t:5.2f}" if t is not None else "    –" for t in v[:2])
 
-    print("\nseconds to the first meaningful render / to the complete page (fresh tab per load)")
+    median = f", median of {repeat}" if repeat > 1 else ""
+    print(f"\nseconds to the first meaningful render / to the complete page (fresh tab per load{median})")
     print(f"{'page':22} {'after start':>11} {'warm load':>11} {'in-app':>11}  ok")
-    for _, title, _, _ in PAGES:
-        visits = [measured[(title, v)] for v in ("start", "load", "nav")]
-        ok = "yes" if all(v[2] for v in visits) and measured[(title, "once")][2] else "NO"
-        print(f"{title:22} {shown(visits[0]):>11} {shown(visits[1]):>11} {shown(visits[2]):>11}  {ok}")
+    for title in (FLOOR_TITLE, *(p[1] for p in PAGES)):
+        visits = [_median(measured[(title, v)]) for v in ("start", "load", "nav")]
+        ok = "yes" if all(v[2] for v in visits) and _median(measured[(title, "once")])[2] else "NO"
+        name = "floor: Streamlit only" if title == FLOOR_TITLE else title
+        print(f"{name:22} {shown(visits[0]):>11} {shown(visits[1]):>11} {shown(visits[2]):>11}  {ok}")
+    print(_load())
 
 
 def main() -> None:
@@ -220,15 +292,20 @@ def main() -> None:
     parser.add_argument("--gpus", type=int, default=4096)
     parser.add_argument("--days", type=float, default=30.0)
     parser.add_argument("--sample-step", type=int, default=60, help="GPU sampling step of the simulation, seconds")
+    parser.add_argument("--repeat", type=int, default=1, help="visits of every page and kind; the median is shown")
+    parser.add_argument(
+        "--browser-only", action="store_true", help="only the page times in Chromium, not imports, queries, figures"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-dashboard-") as tmp:
         warehouse = args.warehouse or Path(tmp) / "w.duckdb"
         if not warehouse.exists():
             build(warehouse, args.gpus, args.days, args.sample_step)
-        time_imports()
-        f = time_queries(warehouse)
-        time_figures(warehouse, f)
-        time_pages(warehouse, Path(tmp) / "streamlit.log")
+        if not args.browser_only:
+            time_imports()
+            f = time_queries(warehouse)
+            time_figures(warehouse, f)
+        time_pages(warehouse, Path(tmp) / "streamlit.log", max(args.repeat, 1))
 
 
 if __name__ == "__main__":

@@ -6,15 +6,20 @@ sidebar and stores it in the session; pages read it with `context()`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
 from dashboards.data import QUERIES, Filters, Options, reader
 from preemptlens.errors import PreemptlensError
 from preemptlens.readonly import Limits
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
+    from streamlit.delta_generator import DeltaGenerator
 
 CONTEXT_KEY = "preemptlens_context"
 
@@ -47,6 +52,27 @@ class Context:
         except PreemptlensError as exc:
             st.error(str(exc))
             st.stop()
+
+
+@dataclass
+class Charts:
+    """A page's plotly charts, each in its place on the page but sent to the browser after the rest.
+
+    The first chart a tab receives makes the browser load Streamlit's plotly.js chunk (4.7 MB):
+    evaluating it holds the page's only JavaScript thread for a second or more on a busy machine,
+    and a table or metric that arrives while it runs waits with it. Sent last, the charts cannot
+    hold back the headline figures and tables, and their queries run after the others'."""
+
+    _slots: list[tuple[DeltaGenerator, Callable[[], go.Figure], str]] = field(default_factory=list)
+
+    def add(self, build: Callable[[], go.Figure], key: str) -> None:
+        """Keep a place here for the chart `build()` returns, drawn by `draw`."""
+        self._slots.append((st.empty(), build, key))
+
+    def draw(self) -> None:
+        for slot, build, key in self._slots:
+            slot.plotly_chart(build(), key=key)
+        self._slots.clear()
 
 
 def context() -> Context:

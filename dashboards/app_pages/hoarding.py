@@ -6,17 +6,26 @@ import polars as pl
 import streamlit as st
 
 from dashboards import figures
-from dashboards.views_common import context, window_caption
+from dashboards.views_common import Charts, context, window_caption
 
 ctx = context()
 f = ctx.filters
+charts = Charts()
 top_n = int(ctx.settings["top_n"])
 st.title("Idle hoarding")
 st.caption(window_caption(f))
 
+head = ctx.q("headline", f)
+# The headline numbers first: they are on screen while the browser still loads the tables.
+cols = st.columns(3)
+cols[0].metric("Hoarded GPU-hours", f"{head['hoarded_gpu_hours']:,.1f}",
+               help="Allocated GPUs idle for at least the hoarding window.")
+cols[1].metric("Avoidable preemptions", f"{head['avoidable']:,}")
+cols[2].metric("Preemptions", f"{head['preemptions']:,}")
+
 by = st.radio("Top holders by", ("team", "user", "job"), horizontal=True, key="holder")
 holders: pl.DataFrame = ctx.q("top_holders", f, by, top_n)
-st.plotly_chart(figures.top_holders(holders, f"Top {top_n} {by}s holding GPUs idle"), key="holders")
+charts.add(lambda: figures.top_holders(holders, f"Top {top_n} {by}s holding GPUs idle"), key="holders")
 st.dataframe(
     holders.drop("team") if by == "team" else holders,
     hide_index=True,
@@ -32,7 +41,7 @@ st.caption(
     "samples, clipped to the window."
 )
 
-st.plotly_chart(figures.idle_daily(ctx.q("idle_daily", f), window=(f.start, f.end)), key="idle_daily")
+charts.add(lambda: figures.idle_daily(ctx.q("idle_daily", f), window=(f.start, f.end)), key="idle_daily")
 st.caption(
     "Only unallocated GPU-hours were free to use; hoarded ones were held by a job. The team and tier "
     "filters do not apply to this chart."
@@ -61,3 +70,4 @@ AVOIDABLE_VIEW = (
 if total > avoidable.height:
     st.caption(f"The newest {avoidable.height:,}; narrow the filters or raise dashboard.table_rows for more.")
 st.dataframe(avoidable.select(AVOIDABLE_VIEW), hide_index=True, key="avoidable")
+charts.draw()

@@ -6,10 +6,11 @@ import polars as pl
 import streamlit as st
 
 from dashboards import figures
-from dashboards.views_common import context, duration, window_caption
+from dashboards.views_common import Charts, context, duration, window_caption
 
 ctx = context()
 f = ctx.filters
+charts = Charts()
 st.title("Preemption overview")
 st.caption(window_caption(f))
 
@@ -36,7 +37,7 @@ if head["not_restarted"] or head["preemptor_unknown"]:
         f"{head['preemptor_unknown']} preemption(s) with no known preemptor."
     )
 
-st.plotly_chart(figures.net_benefit(ctx.q("net_benefit", f), window=(f.start, f.end)), key="net_benefit")
+charts.add(lambda: figures.net_benefit(ctx.q("net_benefit", f), window=(f.start, f.end)), key="net_benefit")
 st.caption(
     "Gains go to the preemptor's team, costs to the victim's, each weighted by its tier (analytics.tier_weights). "
     "The tier filter does not apply to this chart; the team filter selects whose gains and costs are shown."
@@ -66,3 +67,4 @@ for cluster in card["cluster"].unique(maintain_order=True).to_list():
 with st.expander("Evidence behind the scorecard"):
     st.dataframe(ctx.q("evidence", f), hide_index=True, key="evidence")
 st.caption("The scorecard covers all the data of each cluster; only the cluster filter applies.")
+charts.draw()

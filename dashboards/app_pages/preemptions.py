@@ -9,7 +9,7 @@ import streamlit as st
 
 from dashboards import figures
 from dashboards.data import VictimDetail
-from dashboards.views_common import context, duration, gpu_hours, when, window_caption
+from dashboards.views_common import Charts, context, duration, gpu_hours, when, window_caption
 
 LEDGER_VIEW = (
     "time", "cluster", "pool", "victim_job_id", "victim_run", "victim_team", "victim_tier", "victim_gpus",
@@ -50,7 +50,7 @@ def recovery_story(p: dict[str, Any]) -> str:
     return f"{requeue} {warm.capitalize()}; recovery in all {duration(p['recovery_s'])}."
 
 
-def show_victim(detail: VictimDetail, job_id: str) -> None:
+def show_victim(detail: VictimDetail, job_id: str, charts: Charts) -> None:
     if detail.job.height:
         job = detail.job.row(0, named=True)
         st.markdown(
@@ -58,7 +58,7 @@ def show_victim(detail: VictimDetail, job_id: str) -> None:
             f"({job['priority_class'] or 'no priority class'}), {job['gpus']} GPUs in {job['pool'] or '–'}, "
             f"submitted {when(job['submit_time'])}, source {job['source']}."
         )
-    st.plotly_chart(figures.victim_runs(detail, f"Runs of {job_id}"), key="victim_runs")
+    charts.add(lambda: figures.victim_runs(detail, f"Runs of {job_id}"), key="victim_runs")
     for p in detail.preemptions.iter_rows(named=True):
         with st.container(border=True):
             preemptor = p["preemptor_job_id"] or "an unknown job"
@@ -87,13 +87,24 @@ def show_victim(detail: VictimDetail, job_id: str) -> None:
 
 ctx = context()
 f = ctx.filters
+charts = Charts()
 limit = int(ctx.settings["table_rows"])
 st.title("Preemptions")
 st.caption(window_caption(f) + " · team and tier match the victim or the preemptor")
 
-count = int(ctx.q("headline", f)["preemptions"])
-timeline = ctx.q("costliest", f, figures.TIMELINE_MARKERS)
-st.plotly_chart(figures.preemption_timeline(timeline, total=count), key="timeline")
+head = ctx.q("headline", f)
+count = int(head["preemptions"])
+# The headline numbers first: they are on screen while the browser still loads the ledger's table.
+cols = st.columns(4)
+cols[0].metric("Preemptions", f"{count:,}")
+cols[1].metric("Victim jobs", f"{head['victim_jobs']:,}")
+cols[2].metric("Victim cost GPU-hours", f"{head['cost_gpu_hours']:,.1f}",
+               help="Lost work plus requeue wait plus warm-up, in GPU-hours.")
+cols[3].metric("Avoidable preemptions", f"{head['avoidable']:,}")
+charts.add(
+    lambda: figures.preemption_timeline(ctx.q("costliest", f, figures.TIMELINE_MARKERS), total=count),
+    key="timeline",
+)
 st.subheader(f"Ledger ({count:,} preemption{'s' if count != 1 else ''})")
 # The browser gets one page of the ledger at a time, newest first.
 offset = 0
@@ -131,4 +142,5 @@ else:
     }
     choice = st.selectbox("Victim job (costliest first)", list(labels), key="victim")
     cluster, job_id = labels[choice]
-    show_victim(ctx.q("victim_detail", cluster, job_id), job_id)
+    show_victim(ctx.q("victim_detail", cluster, job_id), job_id, charts)
+charts.draw()

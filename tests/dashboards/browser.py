@@ -81,7 +81,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _wait_http(url: str, timeout_s: float) -> None:
+def wait_http(url: str, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while True:
         try:
@@ -111,7 +111,7 @@ class Dashboard:
             env=env, stdout=self._log, stderr=subprocess.STDOUT,
         )
         try:
-            _wait_http(f"{self.url}/_stcore/health", 60)
+            wait_http(f"{self.url}/_stcore/health", 60)
         except TimeoutError:
             self.close()
             raise
@@ -246,11 +246,11 @@ class Chromium:
     def wait_page(
         self, began: float, timeout_s: float, title: str, charts: int = 0
     ) -> tuple[PageState, float | None, float | None]:
-        """Poll until the page showing `title` rendered completely with at least `charts` charts (and
-        stays so for 0.3 s): Streamlit shows its running icon only after a moment, so a page that has
-        its title but not yet its charts can look finished. Return the state, and the seconds since
-        `began` (time.monotonic()) to its first meaningful render and to the complete one (None when
-        not reached)."""
+        """Poll until the page showing `title` rendered completely, with at least `charts` charts and
+        a first figure, and stays so for 0.3 s: Streamlit shows its running icon only after a moment,
+        so a page that has its title but not yet its charts or tables can look finished. Return the
+        state, and the seconds since `began` (time.monotonic()) to its first meaningful render and to
+        the complete one (None when not reached)."""
         first: float | None = None
         done: float | None = None
         while True:
@@ -258,7 +258,7 @@ class Chromium:
             now = time.monotonic()
             if state.title == title and first is None and state.meaningful:
                 first = now - began
-            if state.title == title and state.rendered and state.charts >= charts:
+            if state.title == title and state.rendered and state.meaningful and state.charts >= charts:
                 done = done or now - began
                 if now - began - done >= 0.3:
                     return state, first, done

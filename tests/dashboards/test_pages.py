@@ -98,6 +98,7 @@ def test_filters_narrow_every_figure(app: AppTest) -> None:
 
 def test_preemptions_ledger_timeline_and_victim_story(app: AppTest) -> None:
     at = switch(app, "preemptions")
+    assert metrics(at)["Preemptions"] == str(fc.PREEMPTIONS_TOTAL)
     ledger = at.dataframe[0].value
     assert len(ledger) == fc.PREEMPTIONS_TOTAL
     assert set(ledger["victim_job_id"]) == {"train-w0", "train-w1", "train-w2", "train-48b", fc.WORST_W48}
@@ -124,6 +125,7 @@ def test_preemptions_ledger_timeline_and_victim_story(app: AppTest) -> None:
 
 def test_hoarding_top_holders_idle_and_avoidable(app: AppTest) -> None:
     at = switch(app, "hoarding")
+    assert metrics(at)["Hoarded GPU-hours"] == f"{fc.HOARDED_GPU_HOURS:.1f}"
     holders = at.dataframe[0].value
     assert list(holders["holder"]) == [fc.HOARDER_TEAM]
     assert holders["idle_gpu_hours"][0] == pytest.approx(fc.HOARDED_GPU_HOURS)
@@ -148,6 +150,7 @@ def test_scope_creep_shows_the_growing_team(app: AppTest) -> None:
     table = at.dataframe[0].value
     assert table.iloc[0]["team"] == fc.SCOPE_TEAM and table.iloc[0]["pool"] == "h100"
     assert slopes["data"][0]["y"][0] == "h100/infer"
+    assert metrics(at)["Fastest-growing team"] == "h100/infer"
 
 
 def test_tuning_without_and_with_suggestions(app: AppTest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -55,7 +55,7 @@ import polars as pl
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "dashboards"))
 
-from browser import Chromium, Dashboard, free_port, wait_http  # noqa: E402 -- the test suite's CDP driver
+from browser import Chromium, Dashboard, free_port  # noqa: E402 -- the test suite's CDP driver
 
 from analytics.params import params_from  # noqa: E402
 from analytics.refresh import analyze  # noqa: E402
@@ -210,17 +210,10 @@ class Floor(Dashboard):
         app = self.folder / "floor.py"
         app.write_text(FLOOR_APP)
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
         args = argparse.Namespace(port=self.port, address="127.0.0.1")
         argv = dashboard_command.command(args, load_config(None))
         argv[argv.index(str(dashboard_command.APP))] = str(app)
-        self._log = log.open("wb")
-        self.process = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT)
-        try:
-            wait_http(f"{self.url}/_stcore/health", 60)
-        except TimeoutError:
-            self.close()
-            raise
+        self.serve(argv, log)
 
     def close(self) -> None:
         super().close()

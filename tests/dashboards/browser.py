@@ -100,16 +100,17 @@ class Dashboard:
 
     def __init__(self, warehouse: Path, log: Path) -> None:
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
         env = {k: v for k, v in os.environ.items() if not k.startswith("PREEMPTLENS_")}
+        self.serve([
+            sys.executable, "-m", "preemptlens.cli", "--warehouse", str(warehouse), "dashboard",
+            "--port", str(self.port), "--address", "127.0.0.1",
+        ], log, env)
+
+    def serve(self, argv: list[str], log: Path, env: dict[str, str] | None = None) -> None:
+        """Start `argv`, a Streamlit server on self.port, and wait until it answers."""
+        self.url = f"http://127.0.0.1:{self.port}"
         self._log = log.open("wb")
-        self.process = subprocess.Popen(
-            [
-                sys.executable, "-m", "preemptlens.cli", "--warehouse", str(warehouse), "dashboard",
-                "--port", str(self.port), "--address", "127.0.0.1",
-            ],
-            env=env, stdout=self._log, stderr=subprocess.STDOUT,
-        )
+        self.process = subprocess.Popen(argv, env=env, stdout=self._log, stderr=subprocess.STDOUT)
         try:
             wait_http(f"{self.url}/_stcore/health", 60)
         except TimeoutError:

@@ -9,6 +9,12 @@ stream (kubernetes_watch), and turns what it reads into contract rows:
   `podgroups` (KAI, `scheduling.run.ai/v2alpha2`) give `jobs` and `job_runs`
   (kubernetes_objects).
 
+A collection that reads jobs (streams `workloads` or `pods`) also lists
+nodes, ResourceFlavors and ClusterQueues once, for the GPU capacity of the
+pools those jobs are in (kubernetes_pools). These reads are optional: one
+refused (RBAC 403) or absent (Kueue not installed) narrows what the capacity
+is read from, as a log line says, and fails nothing.
+
 Job ids are Kubernetes UIDs: the Workload's for Kueue (stable over its
 evictions and re-admissions), the PodGroup's for KAI, the pod's for a plain
 GPU pod. A preempted pod maps to the job of its own UID, because that is all
@@ -19,10 +25,10 @@ reason saying so.
 
 Cursors: one watermark per (cluster, stream[@namespace]) holding the last
 resourceVersion delivered, committed with the batch that contains its data;
-bookmarks move it without data. A record that cannot be read is quarantined
-(source `kubernetes`, the stream and namespace/name, the field, the reason)
-and the rest of the batch loads. The collection fails only when no stream
-could be read at all.
+bookmarks move it without data; stream `pools` holds the capacity written.
+A record that cannot be read is quarantined (source `kubernetes`, the stream
+and namespace/name, the field, the reason) and the rest of the batch loads.
+The collection fails only when no stream could be read at all.
 """
 
 from __future__ import annotations
@@ -33,7 +39,8 @@ import json
 import logging
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from datetime import UTC, datetime
+from typing import Any, ClassVar, TypeVar
 
 import kubernetes.client
 import kubernetes.config
@@ -42,6 +49,16 @@ import polars as pl
 from collectors.base import Batch, Reject, Watermark
 from collectors.kubernetes_events import ParseError, locate, preemptions
 from collectors.kubernetes_objects import Rows, Tiering, pod_rows, podgroup_rows, workload_rows
+from collectors.kubernetes_pools import (
+    NODES,
+    QUOTA,
+    capacity,
+    capacity_changes,
+    known_pools,
+    parse_cluster_queue,
+    parse_flavor,
+    parse_node,
+)
 from collectors.kubernetes_watch import BadLine, Change, ListWatch, Mark
 from preemptlens.config import Config, Section, Setting
 from preemptlens.errors import ConfigError, SourceError
@@ -50,6 +67,8 @@ log = logging.getLogger(__name__)
 
 SOURCE = "kubernetes"
 STREAMS = ("events", "events.k8s.io", "workloads", "pods", "podgroups")
+# The streams whose jobs name a pool with a capacity to read (KAI queues have none here yet).
+POOLED_STREAMS = ("workloads", "pods")
 # Raw JSON of a quarantined record is cut here: enough to find it, not a whole object dump.
 RAW_LIMIT = 2000
 
@@ -95,7 +114,13 @@ _COLUMNS: dict[str, dict[str, pl.DataType]] = {
         "end_time": pl.Datetime("us", "UTC"), "state": pl.String(), "preemptor_job_id": pl.String(),
         "reason": pl.String(),
     },
+    "pools": {
+        "cluster": pl.String(), "pool": pl.String(), "valid_from": pl.Datetime("us", "UTC"), "gpus": pl.Int32(),
+        "gpus_per_node": pl.Int32(),
+    },
 }
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -117,6 +142,25 @@ class _Pending:
         return sum(len(r) for r in self.rows.values()) + len(self.rejects)
 
 
+@dataclass
+class _Seen:
+    """What a collection's batches held: where its data begins and the pools its jobs name."""
+
+    start: datetime | None = None
+    pools: set[str] = field(default_factory=set)
+
+    def note(self, batch: Batch) -> None:
+        for table, column in (("jobs", "submit_time"), ("job_runs", "submit_time"), ("preemption_links", "time")):
+            frame = batch.frames.get(table)
+            if frame is None:
+                continue
+            earliest = frame[column].min()
+            if isinstance(earliest, datetime) and (self.start is None or earliest < self.start):
+                self.start = earliest
+            if "pool" in frame.columns:
+                self.pools.update(p for p in frame["pool"].unique().to_list() if p is not None)
+
+
 def _frame(table: str, rows: list[dict[str, Any]]) -> pl.DataFrame:
     schema = {**_COLUMNS[table], "_record": pl.String()}
     return pl.DataFrame([{k: row.get(k) for k in schema} for row in rows], schema=schema, orient="row")
@@ -129,7 +173,7 @@ def _raw(obj: Any) -> str:
 
 class KubernetesCollector:
     name: ClassVar[str] = SOURCE
-    tables: ClassVar[tuple[str, ...]] = ("preemption_links", "jobs", "job_runs")
+    tables: ClassVar[tuple[str, ...]] = ("preemption_links", "jobs", "job_runs", "pools")
 
     def __init__(
         self,
@@ -162,6 +206,7 @@ class KubernetesCollector:
         self.max_retries = max_retries
         scopes: list[str | None] = list(namespaces) if namespaces else [None]
         self.streams = [s for name in streams for s in self._streams(name, scopes)]
+        self.read_capacity = any(name in POOLED_STREAMS for name in streams)
 
     # -- what each stream reads -------------------------------------------
 
@@ -226,6 +271,7 @@ class KubernetesCollector:
     def batches(self, watermarks: Mapping[tuple[str, str], str]) -> Iterator[Batch]:
         failures: list[str] = []
         answered = 0
+        seen = _Seen()
         for stream in self.streams:
             what = f"{SOURCE} {stream.key}"
             watcher = ListWatch(
@@ -233,7 +279,9 @@ class KubernetesCollector:
                 idle_seconds=self.idle_seconds, max_retries=self.max_retries,
             )
             try:
-                yield from self._collect(stream, watcher, watermarks.get((self.cluster, stream.key)))
+                for batch in self._collect(stream, watcher, watermarks.get((self.cluster, stream.key))):
+                    seen.note(batch)
+                    yield batch
             except SourceError as exc:
                 # Batches already yielded are committed; the next run resumes this stream from them.
                 failures.append(str(exc))
@@ -245,6 +293,8 @@ class KubernetesCollector:
                 f"{SOURCE}: nothing could be read:\n  - " + "\n  - ".join(failures),
                 "fix the first problem above and run again",
             )
+        if self.read_capacity:
+            yield self._pools_batch(watermarks.get((self.cluster, "pools")), seen)
 
     def _collect(self, stream: Stream, watcher: ListWatch, since: str | None) -> Iterator[Batch]:
         pending = _Pending()
@@ -277,6 +327,59 @@ class KubernetesCollector:
         for table, rows in found.items():
             for row in rows:
                 pending.rows.setdefault(table, []).append({**row, "cluster": self.cluster, "_record": record})
+
+    # -- pool capacity -----------------------------------------------------
+
+    def _list_once(self, what: str, call: Callable[..., Any], parse: Callable[[Any], _T],
+                   rejects: list[Reject]) -> tuple[list[_T] | None, str]:
+        """Every object of a list, parsed (None and why when the list cannot be read)."""
+        watcher = ListWatch(f"{SOURCE} {what}", call, page_size=self.page_size, watch_seconds=0.0,
+                            idle_seconds=self.idle_seconds, max_retries=self.max_retries)
+        found: list[_T] = []
+        try:
+            for item in watcher.run(None):
+                if not isinstance(item, Change):
+                    continue
+                try:
+                    found.append(parse(item.object))
+                except ParseError as exc:
+                    rejects.append(Reject("pools", locate(item.object, what), exc.field,
+                                          f"{exc.field} {exc.reason}", _raw(item.object)))
+        except SourceError as exc:
+            return None, exc.message
+        return found, ""
+
+    def _pools_batch(self, cursor_text: str | None, seen: _Seen) -> Batch:
+        core = kubernetes.client.CoreV1Api(self.api_client)
+        custom = kubernetes.client.CustomObjectsApi(self.api_client)
+
+        def kueue(plural: str) -> Callable[..., Any]:
+            return functools.partial(custom.list_cluster_custom_object, "kueue.x-k8s.io", self.kueue_version, plural)
+
+        at = datetime.now(UTC).replace(microsecond=0)
+        rejects: list[Reject] = []
+        nodes, nodes_problem = self._list_once("nodes", core.list_node,
+                                               lambda o: parse_node(o, self.gpu_resource), rejects)
+        flavors, _ = self._list_once("resourceflavors", kueue("resourceflavors"), parse_flavor, rejects)
+        queues, queues_problem = self._list_once(
+            "clusterqueues", kueue("clusterqueues"), lambda o: parse_cluster_queue(o, self.gpu_resource), rejects)
+        found = capacity(nodes, flavors, queues, seen.pools | known_pools(cursor_text))
+        if nodes is not None:
+            log.info("%s: pool capacity from %s (%d nodes)", SOURCE, NODES, len(nodes))
+        elif queues is not None:
+            log.warning("%s: cannot list nodes (%s); pool capacity from ClusterQueues' %s instead",
+                        SOURCE, nodes_problem, QUOTA)
+        else:
+            log.warning("%s: no pool capacity: cannot list nodes (%s) nor ClusterQueues (%s)",
+                        SOURCE, nodes_problem, queues_problem)
+        rows, cursor = capacity_changes(cursor_text, found, seen.start or at, at)
+        frames = {"pools": _frame("pools", [
+            {"cluster": self.cluster, "pool": r.pool, "valid_from": r.valid_from, "gpus": r.gpus,
+             "gpus_per_node": r.gpus_per_node, "_record": f"pool {r.pool} from {r.source}"}
+            for r in rows
+        ])} if rows else {}
+        return Batch(source=SOURCE, frames=frames, rejects=rejects,
+                     watermarks=[Watermark(SOURCE, self.cluster, "pools", cursor)])
 
     def _batch(self, stream: Stream, pending: _Pending, cursor: str | None) -> Batch:
         frames = {table: _frame(table, rows) for table, rows in pending.rows.items() if rows}

@@ -19,7 +19,8 @@ victim-to-preemptor links come from events (kubernetes_events).
   job and one run (job_id = the pod's UID; a controller's replacement pod has
   a new UID and is a new job). A pod with the condition
   DisruptionTarget/PreemptionByScheduler (kube-scheduler, Volcano, KAI with
-  --update-pod-eviction-condition) ends preempted.
+  --update-pod-eviction-condition) ends preempted. Its pool is `cluster`
+  (CLUSTER_POOL): kube-scheduler, not a Kueue flavor, chose its node.
 - KAI PodGroup: one job (job_id = its UID, matching the victim of KAI `Evict`
   events); GPUs from the pods it names are unknown here, so 0 unless
   `status.resourcesStatus.allocated` says.
@@ -30,9 +31,11 @@ ClusterQueue (or KAI queue) name when it does, else `cluster.default_tier`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 from collectors.kubernetes_events import (
@@ -47,6 +50,22 @@ from collectors.kubernetes_events import (
 
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 ACCUMULATED_FIELDS = ("accumulatedPastExexcutionTimeSeconds", "accumulatedPastExecutionTimeSeconds")
+# The pool of GPU pods that Kueue does not manage: no flavor was chosen for them, so their capacity
+# is the GPUs of the nodes that no GPU ResourceFlavor selects (kubernetes_pools).
+CLUSTER_POOL = "cluster"
+
+# The quantity grammar of k8s.io/apimachinery: a signed decimal, then a binary-SI, decimal-exponent
+# or decimal-SI suffix. "1E" is one exa, "1E3" a thousand: the exponent alternative needs digits.
+_QUANTITY = re.compile(r"([+-]?(?:\d+(?:\.\d*)?|\.\d+))(Ki|Mi|Gi|Ti|Pi|Ei|[eE][+-]?\d+|[mkMGTPE]?)")
+_SUFFIXES = {
+    "": Decimal(1), "m": Decimal("0.001"), "k": Decimal(10) ** 3, "M": Decimal(10) ** 6, "G": Decimal(10) ** 9,
+    "T": Decimal(10) ** 12, "P": Decimal(10) ** 15, "E": Decimal(10) ** 18,
+    "Ki": Decimal(2) ** 10, "Mi": Decimal(2) ** 20, "Gi": Decimal(2) ** 30, "Ti": Decimal(2) ** 40,
+    "Pi": Decimal(2) ** 50, "Ei": Decimal(2) ** 60,
+}
+# Counts land in INTEGER columns; an exponent beyond this could not be one anyway.
+_MAX_COUNT = 2**31 - 1
+_MAX_EXPONENT = 30
 
 
 @dataclass(frozen=True)
@@ -77,21 +96,33 @@ def _number(value: Any, field: str) -> float | None:
 
 
 def quantity(value: Any, field: str) -> int:
-    """A GPU count as resources give it: 2, "2" (quantities are strings in JSON)."""
+    """A whole count from a Kubernetes quantity: 2, "2", and the canonical forms the API
+    server writes back ("1k" for 1000, "2Ki", "1e3"); a fraction ("500m") is no count."""
     if isinstance(value, bool):
         raise ParseError(field, f"must be a whole count (got {value!r})")
     if isinstance(value, int):
-        count = value
-    elif isinstance(value, str) and value.strip().isdigit():
-        count = int(value.strip())
+        amount = Decimal(value)
+    elif isinstance(value, str) and (match := _QUANTITY.fullmatch(value.strip())):
+        number, suffix = match.group(1), match.group(2)
+        if suffix[:1] in ("e", "E") and len(suffix) > 1:
+            exponent = int(suffix[1:])
+            if abs(exponent) > _MAX_EXPONENT:
+                raise ParseError(field, f"is out of range (got {value!r})")
+            amount = Decimal(number).scaleb(exponent)
+        else:
+            amount = Decimal(number) * _SUFFIXES[suffix]
     else:
         raise ParseError(field, f"must be a whole count (got {value!r})")
-    if count < 0:
+    if amount != amount.to_integral_value():
+        raise ParseError(field, f"must be a whole count (got {value!r})")
+    if amount < 0:
         raise ParseError(field, f"must be >= 0 (got {value!r})")
-    return count
+    if amount > _MAX_COUNT:
+        raise ParseError(field, f"is out of range (got {value!r})")
+    return int(amount)
 
 
-def _list(value: Any, field: str) -> Sequence[Any]:
+def sequence(value: Any, field: str) -> Sequence[Any]:
     if value is None:
         return []
     if not isinstance(value, list):
@@ -102,7 +133,7 @@ def _list(value: Any, field: str) -> Sequence[Any]:
 def pod_gpus(spec: Mapping[str, Any], resource: str, field: str) -> int:
     """GPUs a pod asks for: the sum over its containers of requests (or limits)."""
     total = 0
-    for i, container in enumerate(_list(spec.get("containers"), f"{field}.containers")):
+    for i, container in enumerate(sequence(spec.get("containers"), f"{field}.containers")):
         where = f"{field}.containers[{i}].resources"
         resources = mapping(mapping(container, f"{field}.containers[{i}]").get("resources"), where)
         requests = mapping(resources.get("requests"), f"{where}.requests")
@@ -116,7 +147,7 @@ def pod_gpus(spec: Mapping[str, Any], resource: str, field: str) -> int:
 
 def _conditions(status: Mapping[str, Any], field: str) -> dict[str, Mapping[str, Any]]:
     found: dict[str, Mapping[str, Any]] = {}
-    for i, cond in enumerate(_list(status.get("conditions"), f"{field}.conditions")):
+    for i, cond in enumerate(sequence(status.get("conditions"), f"{field}.conditions")):
         cond = mapping(cond, f"{field}.conditions[{i}]")
         kind = required_text(cond.get("type"), f"{field}.conditions[{i}].type")
         found[kind] = cond
@@ -172,7 +203,7 @@ def workload_rows(obj: Any, tiering: Tiering, gpu_resource: str) -> Rows:
     spec = mapping(obj.get("spec"), "spec")
     status = mapping(obj.get("status"), "status")
     gpus = 0
-    for i, pod_set in enumerate(_list(spec.get("podSets"), "spec.podSets")):
+    for i, pod_set in enumerate(sequence(spec.get("podSets"), "spec.podSets")):
         pod_set = mapping(pod_set, f"spec.podSets[{i}]")
         count = quantity(pod_set.get("count", 1), f"spec.podSets[{i}].count")
         template = mapping(pod_set.get("template"), f"spec.podSets[{i}].template")
@@ -181,7 +212,7 @@ def workload_rows(obj: Any, tiering: Tiering, gpu_resource: str) -> Rows:
     admission = mapping(status.get("admission"), "status.admission")
     cluster_queue = text(admission.get("clusterQueue"), "status.admission.clusterQueue")
     pool = None
-    for i, assignment in enumerate(_list(admission.get("podSetAssignments"), "status.admission.podSetAssignments")):
+    for i, assignment in enumerate(sequence(admission.get("podSetAssignments"), "status.admission.podSetAssignments")):
         flavors = mapping(mapping(assignment, f"status.admission.podSetAssignments[{i}]").get("flavors"),
                           f"status.admission.podSetAssignments[{i}].flavors")
         pool = pool or text(flavors.get(gpu_resource), f"status.admission.podSetAssignments[{i}].flavors")
@@ -193,7 +224,7 @@ def workload_rows(obj: Any, tiering: Tiering, gpu_resource: str) -> Rows:
     stats = mapping(status.get("schedulingStats"), "status.schedulingStats")
     evictions_field = "status.schedulingStats.evictions"
     evictions = [
-        mapping(e, f"{evictions_field}[{i}]") for i, e in enumerate(_list(stats.get("evictions"), evictions_field))
+        mapping(e, f"{evictions_field}[{i}]") for i, e in enumerate(sequence(stats.get("evictions"), evictions_field))
     ]
     evicted = conds.get("Evicted")
     if evictions:
@@ -261,11 +292,11 @@ def pod_rows(obj: Any, tiering: Tiering, gpu_resource: str) -> Rows:
     status = mapping(obj.get("status"), "status")
     priority_class = text(spec.get("priorityClassName"), "spec.priorityClassName")
     tier = tiering.tier(priority_class)
-    job = _job_row(meta, spec, uid, created, priority_class, tier, tiering, gpus, None)
+    job = _job_row(meta, spec, uid, created, priority_class, tier, tiering, gpus, CLUSTER_POOL)
     conds = _conditions(status, "status")
     finished: datetime | None = None
     for key in ("containerStatuses", "initContainerStatuses"):
-        for i, cs in enumerate(_list(status.get(key), f"status.{key}")):
+        for i, cs in enumerate(sequence(status.get(key), f"status.{key}")):
             cstate = mapping(mapping(cs, f"status.{key}[{i}]").get("state"), f"status.{key}[{i}].state")
             ended = mapping(cstate.get("terminated"), f"status.{key}[{i}].state.terminated")
             at = optional_time(ended, "finishedAt", f"status.{key}[{i}].state.terminated.finishedAt")
@@ -293,7 +324,7 @@ def pod_rows(obj: Any, tiering: Tiering, gpu_resource: str) -> Rows:
     if finished is not None and start is not None and finished < start:
         raise ParseError("status.containerStatuses", "end before the pod's startTime")
     run = {
-        "job_id": uid, "run": 1, "pool": None, "hosts": text(spec.get("nodeName"), "spec.nodeName"),
+        "job_id": uid, "run": 1, "pool": CLUSTER_POOL, "hosts": text(spec.get("nodeName"), "spec.nodeName"),
         "gpus": gpus, "submit_time": created, "eligible_time": created, "start_time": start,
         "end_time": finished, "state": state, "preemptor_job_id": None, "reason": reason,
     }

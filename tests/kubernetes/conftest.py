@@ -13,6 +13,7 @@ Every resource path keeps its current objects and a change log with one
 global resourceVersion counter, like etcd's revision. Tests change objects
 (`add`, `modify`, `delete`), compact the log, and queue faults for the next
 watch: drop the connection after N events, or answer with an HTTP error.
+A path in `forbidden` answers every request with the 403 Status RBAC gives.
 """
 
 from __future__ import annotations
@@ -42,11 +43,75 @@ KINDS: dict[str, tuple[str, str]] = {
     "/apis/kueue.x-k8s.io/v1beta1/workloads": ("Workload", "kueue.x-k8s.io/v1beta1"),
     "/apis/kueue.x-k8s.io/v1beta2/workloads": ("Workload", "kueue.x-k8s.io/v1beta2"),
     "/apis/scheduling.run.ai/v2alpha2/podgroups": ("PodGroup", "scheduling.run.ai/v2alpha2"),
+    "/api/v1/nodes": ("Node", "v1"),
+    "/apis/kueue.x-k8s.io/v1beta1/resourceflavors": ("ResourceFlavor", "kueue.x-k8s.io/v1beta1"),
+    "/apis/kueue.x-k8s.io/v1beta2/resourceflavors": ("ResourceFlavor", "kueue.x-k8s.io/v1beta2"),
+    "/apis/kueue.x-k8s.io/v1beta1/clusterqueues": ("ClusterQueue", "kueue.x-k8s.io/v1beta1"),
+    "/apis/kueue.x-k8s.io/v1beta2/clusterqueues": ("ClusterQueue", "kueue.x-k8s.io/v1beta2"),
 }
 
 
 def load_case(name: str) -> Any:
     return json.loads((CASES / name).read_text())
+
+
+def node(name: str, gpus: int | None, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """A Node as the API lists it: quantities as canonical strings; a CPU node has no GPU key."""
+    gpu = {} if gpus is None else {"nvidia.com/gpu": str(gpus)}
+    return {
+        "kind": "Node", "apiVersion": "v1",
+        "metadata": {"name": name, "uid": f"node-{name}", "creationTimestamp": "2026-10-01T00:00:00Z",
+                     "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", **(labels or {})}},
+        "spec": {"podCIDR": "10.8.1.0/24", "providerID": f"gce://proj/us-central1-a/{name}"},
+        "status": {
+            "capacity": {"cpu": "208", "ephemeral-storage": "101430960Ki", "memory": "1877336712Ki", "pods": "110",
+                         **gpu},
+            "allocatable": {"cpu": "207500m", "ephemeral-storage": "47093746742", "memory": "1857581208Ki",
+                            "pods": "110", **gpu},
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                            "lastHeartbeatTime": "2026-11-02T12:00:00Z",
+                            "lastTransitionTime": "2026-10-01T00:02:00Z"}],
+            "nodeInfo": {"kubeletVersion": "v1.31.4", "containerRuntimeVersion": "containerd://1.7.24"},
+        },
+    }
+
+
+def resource_flavor(name: str, node_labels: dict[str, str] | None, version: str = "v1beta1") -> dict[str, Any]:
+    spec: dict[str, Any] = {} if node_labels is None else {"nodeLabels": node_labels}
+    return {
+        "apiVersion": f"kueue.x-k8s.io/{version}", "kind": "ResourceFlavor",
+        "metadata": {"name": name, "uid": f"rf-{name}", "generation": 1, "creationTimestamp": "2026-10-01T00:00:00Z",
+                     "finalizers": ["kueue.x-k8s.io/resource-in-use"]},
+        "spec": spec,
+    }
+
+
+def cluster_queue(name: str, gpu_quotas: dict[str, str], version: str = "v1beta1",
+                  cohort: str = "research") -> dict[str, Any]:
+    """A ClusterQueue with a CPU/memory group on flavor `default` and a GPU group per flavor."""
+    return {
+        "apiVersion": f"kueue.x-k8s.io/{version}", "kind": "ClusterQueue",
+        "metadata": {"name": name, "uid": f"cq-{name}", "generation": 3, "creationTimestamp": "2026-10-01T00:00:00Z"},
+        "spec": {
+            # v1beta2 renamed the field (Kueue 0.15).
+            ("cohort" if version == "v1beta1" else "cohortName"): cohort,
+            "namespaceSelector": {}, "queueingStrategy": "BestEffortFIFO", "stopPolicy": "None",
+            "flavorFungibility": {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "TryNextFlavor"},
+            "preemption": {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any",
+                           "borrowWithinCohort": {"policy": "Never"}},
+            "resourceGroups": [
+                {"coveredResources": ["cpu", "memory"], "flavors": [{"name": "default", "resources": [
+                    {"name": "cpu", "nominalQuota": "1k"}, {"name": "memory", "nominalQuota": "4Ti"}]}]},
+                {"coveredResources": ["nvidia.com/gpu"], "flavors": [
+                    {"name": flavor, "resources": [{"name": "nvidia.com/gpu", "nominalQuota": quota}]}
+                    for flavor, quota in gpu_quotas.items()]},
+            ],
+        },
+        "status": {"pendingWorkloads": 0, "reservingWorkloads": 1, "admittedWorkloads": 1,
+                   "conditions": [{"type": "Active", "status": "True", "reason": "Ready",
+                                   "message": "Can admit new workloads",
+                                   "lastTransitionTime": "2026-10-01T00:00:01Z", "observedGeneration": 3}]},
+    }
 
 
 def _status(code: int, reason: str, message: str) -> dict[str, Any]:
@@ -85,6 +150,7 @@ class FakeApiServer:
         self.cond = threading.Condition()
         self.requests: list[tuple[str, dict[str, str], dict[str, str]]] = []
         self.token: str | None = None
+        self.forbidden: set[str] = set()
         handler = type("Handler", (_Handler,), {"api": self})
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.httpd.daemon_threads = True
@@ -170,6 +236,14 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(401, _status(401, "Unauthorized", "Unauthorized"))
             return
         path, namespace = _route(parts.path)
+        if path in self.api.forbidden:
+            resource = path.rsplit("/", 1)[-1]
+            group = path.split("/")[2] if path.startswith("/apis/") else ""
+            self._json(403, _status(403, "Forbidden", (
+                f'{resource} is forbidden: User "system:serviceaccount:monitoring:preemptlens" cannot '
+                f'{"watch" if "watch" in query else "list"} resource "{resource}" in API group "{group}" '
+                "at the cluster scope")))
+            return
         if path not in self.api.resources:
             self._json(404, _status(404, "NotFound", "the server could not find the requested resource"))
             return

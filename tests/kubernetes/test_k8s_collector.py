@@ -93,13 +93,16 @@ def test_everything_through_the_real_client(api: FakeApiServer, tmp_path: Path) 
     assert all(h.get("authorization") == f"Bearer {TOKEN}" for _, _, h in api.requests)
 
     marks = _rows(tmp_path, "SELECT stream, cursor FROM _watermarks WHERE collector = 'kubernetes'")
-    assert {m["stream"] for m in marks} == {"events", "events.k8s.io", "workloads", "pods", "podgroups"}
+    assert {m["stream"] for m in marks} == {"events", "events.k8s.io", "workloads", "pods", "podgroups", "pools"}
     before = {t: _rows(tmp_path, f"SELECT count(*) AS n FROM {t}")[0]["n"] for t in ("preemption_links", "jobs",
                                                                                           "job_runs")}
     requests_before = len(api.requests)
-    # A second run resumes every stream by watching from its cursor: no list, nothing new.
+    # A second run resumes every stream by watching from its cursor: no list, nothing new. Only the
+    # capacity sources (nodes, Kueue flavors and queues) are listed again, as every run does.
     assert _collect(tmp_path, config) == 0
-    assert not [q for p, q, _ in api.requests[requests_before:] if "watch" not in q]
+    listed = {p for p, q, _ in api.requests[requests_before:] if "watch" not in q}
+    assert listed == {"/api/v1/nodes", "/apis/kueue.x-k8s.io/v1beta1/resourceflavors",
+                      "/apis/kueue.x-k8s.io/v1beta1/clusterqueues"}
     after = {t: _rows(tmp_path, f"SELECT count(*) AS n FROM {t}")[0]["n"] for t in before}
     assert after == before
 

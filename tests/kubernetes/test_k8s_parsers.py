@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from conftest import load_case
+from conftest import cluster_queue, load_case, node, resource_flavor
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -20,7 +20,15 @@ from collectors.kubernetes_events import (
     parse_scheduler_message,
     preemptions,
 )
-from collectors.kubernetes_objects import Tiering, pod_rows, podgroup_rows, workload_rows
+from collectors.kubernetes_objects import CLUSTER_POOL, Tiering, pod_rows, podgroup_rows, quantity, workload_rows
+from collectors.kubernetes_pools import (
+    Capacity,
+    capacity,
+    capacity_changes,
+    parse_cluster_queue,
+    parse_flavor,
+    parse_node,
+)
 
 TIERING = Tiering(
     tiers={"batch-low": "low", "inference-critical": "critical", "cq-prod": "high", "research-serve": "critical"},
@@ -192,6 +200,71 @@ def test_pods_and_podgroups() -> None:
     assert podgroup_rows(infer, TIERING, "nvidia.com/gpu").jobs[0]["gpus"] == 8
 
 
+@pytest.mark.parametrize(("value", "count"), [
+    (4, 4), ("8", 8), (" 16 ", 16), ("1k", 1000), ("2Ki", 2048), ("1e3", 1000), ("1E3", 1000), ("2G", 2 * 10**9),
+    ("+3", 3), ("2000m", 2), ("1.5k", 1500), ("0", 0), (".5k", 500), ("5.", 5),
+])
+def test_quantity_grammar_for_counts(value: Any, count: int) -> None:
+    assert quantity(value, "q") == count
+
+
+@pytest.mark.parametrize("value", ["500m", "1.5", "-1", "1e", "1KiB", "k", "", "1 k", "1e-1", "1e99", 1.0, True,
+                                   None, "4Gi"])
+def test_quantity_refuses_what_is_no_count(value: Any) -> None:
+    with pytest.raises(ParseError) as caught:
+        quantity(value, "status.allocatable.nvidia.com/gpu")
+    assert caught.value.field == "status.allocatable.nvidia.com/gpu"
+
+
+def test_quantity_exa_suffix_is_no_exponent() -> None:
+    # "1E" is one exa (a suffix), "1E3" a thousand: too large for a count, not malformed.
+    with pytest.raises(ParseError, match="out of range"):
+        quantity("1E", "q")
+
+
+ACCELERATOR = "cloud.google.com/gke-accelerator"
+_NODES = [parse_node(n, "nvidia.com/gpu") for n in (
+    node("h1", 8, {ACCELERATOR: "h100"}), node("h2", 8, {ACCELERATOR: "h100"}), node("l1", 2, {ACCELERATOR: "l4"}),
+    node("c1", None))]
+_FLAVORS = [parse_flavor(f) for f in (
+    resource_flavor("default", None), resource_flavor("h100", {ACCELERATOR: "h100"}, "v1beta2"))]
+_QUEUES = [parse_cluster_queue(q, "nvidia.com/gpu") for q in (
+    cluster_queue("cq-a", {"h100": "12", "spot": "2"}), cluster_queue("cq-b", {"h100": "4"}, "v1beta2"))]
+
+
+def test_capacity_sources() -> None:
+    assert _QUEUES[0].quotas == {"h100": 12, "spot": 2}
+    # Nodes: the GPU flavor's nodes, the rest in `cluster`; `default` (CPU only) is no pool; `spot` has
+    # no ResourceFlavor object, so only its quota tells.
+    assert capacity(_NODES, _FLAVORS, _QUEUES, set()) == {
+        "h100": Capacity(16, 8, "node allocatable"), CLUSTER_POOL: Capacity(2, 2, "node allocatable"),
+        "spot": Capacity(2, None, "Kueue nominalQuota"),
+    }
+    assert capacity(None, _FLAVORS, _QUEUES, {"cq-b"}) == {
+        "h100": Capacity(16, None, "Kueue nominalQuota"), "spot": Capacity(2, None, "Kueue nominalQuota"),
+        "cq-b": Capacity(4, None, "Kueue nominalQuota"),
+    }
+    # Without ClusterQueues, the flavors with node labels are taken for the GPU ones.
+    assert capacity(_NODES, _FLAVORS, None, {"cq-b"}) == {
+        "h100": Capacity(16, 8, "node allocatable"), CLUSTER_POOL: Capacity(2, 2, "node allocatable"),
+    }
+    assert capacity(_NODES, None, None, set()) == {CLUSTER_POOL: Capacity(18, 8, "node allocatable")}
+    assert capacity(None, None, None, {"cq-b"}) == {}
+
+
+def test_capacity_changes_backfill_and_quiet_repeats() -> None:
+    day = datetime(2026, 11, 2, tzinfo=UTC)
+    now = {"h100": Capacity(16, 8, "node allocatable"), "empty": Capacity(0, None, "node allocatable")}
+    rows, cursor = capacity_changes(None, now, day, day.replace(hour=12))
+    assert [(r.pool, r.valid_from, r.gpus) for r in rows] == [("h100", day, 16)]
+    assert capacity_changes(cursor, now, day, day.replace(hour=13))[0] == []
+    # Older data later: the first capacity reaches back to it. A quota read keeps the known node size.
+    rows, cursor = capacity_changes(cursor, {"h100": Capacity(24, None, "Kueue nominalQuota")},
+                                    day.replace(day=1), day.replace(hour=14))
+    assert [(r.valid_from, r.gpus, r.gpus_per_node) for r in rows] == [
+        (day.replace(day=1), 16, 8), (day.replace(hour=14), 24, 8)]
+
+
 # -- garbage in: a ParseError naming a field, or rows; never another exception --
 
 _json = st.recursive(
@@ -273,3 +346,15 @@ _PODS = load_case("pods.json")["items"] + load_case("podgroups.json")["items"]
 def test_pods_never_crash(obj: Any) -> None:
     _check(lambda o: pod_rows(o, TIERING, "nvidia.com/gpu"), obj)
     _check(lambda o: podgroup_rows(o, TIERING, "nvidia.com/gpu"), obj)
+
+
+_CAPACITY = [node("h1", 8, {ACCELERATOR: "h100"}), resource_flavor("h100", {ACCELERATOR: "h100"}),
+             cluster_queue("cq-a", {"h100": "12"}, "v1beta2")]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(range(len(_CAPACITY))).flatmap(lambda i: _mutations(_CAPACITY[i])))
+def test_capacity_objects_never_crash(obj: Any) -> None:
+    _check(lambda o: parse_node(o, "nvidia.com/gpu"), obj)
+    _check(parse_flavor, obj)
+    _check(lambda o: parse_cluster_queue(o, "nvidia.com/gpu"), obj)

@@ -63,6 +63,8 @@ RULES: dict[str, TableRules] = {
     "pools": TableRules(key=("cluster", "pool", "valid_from"), checks=(_at_least("gpus", 0),)),
     "jobs": TableRules(
         key=("cluster", "job_id"),
+        # Kueue clears a Workload's admission when it is evicted: the pool it ran in stays known.
+        sticky=("pool",),
         checks=(
             _one_of("tier", TIERS),
             _at_least("gpus", 0),

@@ -5,8 +5,10 @@ from __future__ import annotations
 import copy
 import json
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pytest
 from conftest import cluster_queue, load_case, node, resource_flavor
 from hypothesis import HealthCheck, given, settings
@@ -29,6 +31,7 @@ from collectors.kubernetes_pools import (
     parse_flavor,
     parse_node,
 )
+from preemptlens.warehouse import Warehouse
 
 TIERING = Tiering(
     tiers={"batch-low": "low", "inference-critical": "critical", "cq-prod": "high", "research-serve": "critical"},
@@ -358,3 +361,22 @@ def test_capacity_objects_never_crash(obj: Any) -> None:
     _check(lambda o: parse_node(o, "nvidia.com/gpu"), obj)
     _check(parse_flavor, obj)
     _check(lambda o: parse_cluster_queue(o, "nvidia.com/gpu"), obj)
+
+
+def test_evicted_workload_keeps_the_pool_it_was_admitted_to(tmp_path: Path) -> None:
+    # Kueue clears status.admission on eviction: the next listing of the Workload names no flavor.
+    admitted = next(w for w in load_case("workloads_v1beta1.json")["items"] if w["metadata"]["name"] == "job-mid-1")
+    evicted = copy.deepcopy(admitted)
+    del evicted["status"]["admission"]
+    wh = Warehouse(tmp_path / "wh.duckdb")
+    try:
+        pools = []
+        for obj in (admitted, evicted):
+            rows = workload_rows(obj, TIERING, "nvidia.com/gpu")
+            pools.append(rows.jobs[0]["pool"])
+            wh.load("jobs", pl.DataFrame([{**rows.jobs[0], "cluster": "k"}]), "kubernetes")
+        stored = wh.query("select pool from jobs").to_series().to_list()
+    finally:
+        wh.close()
+    assert pools[0] is not None and pools[1] is None
+    assert stored == [pools[0]]

@@ -50,7 +50,7 @@ from statistics import median
 from types import MappingProxyType
 from typing import Any
 
-from analytics.sim_engine import Outcome, _Scheduler, simulate_jobs
+from analytics.sim_engine import Outcome, _Scheduler, paused_gc, simulate_jobs
 from analytics.sim_model import JobSpec, PolicyConfig, PoolSpec
 from preemptlens.contract import TIER_RANK, TIERS
 from preemptlens.errors import ConfigError, SchemaError
@@ -675,20 +675,6 @@ def outcome_figures(out: Outcome) -> Figures:
 # -- replays ----------------------------------------------------------------------------
 
 
-class _Protecting(_Scheduler):
-    """The engine with near-completion protection: a run whose job has done at least
-    `protect_share` of its work is no preemption candidate. An adapter until the
-    engine's PolicyConfig has such a knob (the scheduler's victim test is its hook)."""
-
-    protect_share = 1.0
-
-    def _candidate(self, r: int, allowed: frozenset[str], t: float) -> bool:
-        if not super()._candidate(r, allowed, t):
-            return False
-        run = self.runs[r]
-        return run.step_at(t) < self.protect_share * self.jobs[run.job].work_s
-
-
 @dataclass(frozen=True)
 class Variant:
     """One what-if: a policy, optionally with changed jobs (e.g. other checkpoint intervals)."""
@@ -700,16 +686,21 @@ class Variant:
 
 
 def run_variant(workload: Workload, variant: Variant) -> Figures:
+    # The outcome is dropped inside the pause, so the collector never sees it.
+    with paused_gc():
+        return outcome_figures(_replay(workload, variant))
+
+
+def _replay(workload: Workload, variant: Variant) -> Outcome:
     jobs: Sequence[JobSpec] = workload.jobs
     if variant.job_changes:
         jobs = [replace(j, **variant.job_changes[j.job_id]) if j.job_id in variant.job_changes else j for j in jobs]
-    if variant.protect_near_completion is not None:
-        scheduler = _Protecting(jobs, workload.pools, variant.policy, workload.horizon_s, 60.0)
-        scheduler.protect_share = variant.protect_near_completion
-        out = scheduler.run(None)
-    else:
-        out = simulate_jobs(jobs, workload.pools, variant.policy, workload.horizon_s)
-    return outcome_figures(out)
+    if variant.protect_near_completion is None:
+        return simulate_jobs(jobs, workload.pools, variant.policy, workload.horizon_s)
+    # Near-completion protection is a knob of the engine, not yet of PolicyConfig.
+    scheduler = _Scheduler(jobs, workload.pools, variant.policy, workload.horizon_s, 60.0,
+                           protect_share=variant.protect_near_completion)
+    return scheduler.run(None)
 
 
 # The workload a sweep's worker processes replay: set before they fork, so it is

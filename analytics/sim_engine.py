@@ -35,20 +35,22 @@ Model, as the raw tables must show it:
 
 from __future__ import annotations
 
+import gc
 import heapq
 import math
 from bisect import insort
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from analytics.sim_model import JobSpec, PolicyConfig, PoolSpec
 from preemptlens.contract import TIER_RANK
 
-_ARRIVE, _END, _ELIGIBLE, _MINRUN = 0, 1, 2, 3
+_END, _ELIGIBLE, _MINRUN = 0, 1, 2
 _RANK_TIER = {rank: tier for tier, rank in TIER_RANK.items()}
 
 
-@dataclass
+@dataclass(slots=True)
 class Run:
     job: int  # index into the job list
     run: int
@@ -159,6 +161,8 @@ class Outcome:
     def preemptions(self) -> list[PreemptionTruth]:
         found = []
         for j, run_ids in enumerate(self.job_runs):
+            if len(run_ids) < 2:
+                continue  # a preempted run is always followed by its requeued one
             for k, r in enumerate(run_ids):
                 run = self.runs[r]
                 if run.state != "preempted":
@@ -196,6 +200,25 @@ class Outcome:
         return found
 
 
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """Cyclic garbage collection off, e.g. while a replay runs and its outcome is read.
+
+    A replay builds about a million lists and objects that live until its outcome is
+    dropped and form no reference cycles: collections would only rescan them, once
+    per growth of a quarter during the loop and up to three times after it. Objects
+    freed before the collector is back on (an outcome dropped inside the block) cost
+    it nothing.
+    """
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
+
+
 class _Scheduler:
     def __init__(
         self,
@@ -204,15 +227,19 @@ class _Scheduler:
         policy: PolicyConfig,
         horizon_s: float,
         grid_s: float,
+        protect_share: float | None = None,
     ) -> None:
         self.jobs = jobs
         self.layout = Layout.of(pools)
         self.policy = policy
         self.horizon = horizon_s
         self.grid = grid_s
+        # Near-completion protection: a run whose job has done this share of its work is no victim.
+        self.protect_share = protect_share
         self.pool_index = {p.name: i for i, p in enumerate(pools)}
         self.gpn = [p.gpus_per_node for p in pools]
         lay = self.layout
+        self.gpu_node = lay.gpu_node
         self.owner = [-1] * lay.gpus  # run index holding the GPU
         self.reserved = [-1] * lay.gpus  # job index the GPU is promised to
         self.node_free = [self.gpn[lay.node_pool[n]] for n in range(len(lay.node_names))]
@@ -221,13 +248,12 @@ class _Scheduler:
         for n, free in enumerate(self.node_free):
             self.buckets[lay.node_pool[n]][free].add(n)
         self.node_runs: list[set[int]] = [set() for _ in lay.node_names]
-        # Per node, the runs that some tier may evict, as (victim order, run): the
-        # victim search walks these instead of every GPU of the pool.
-        self.node_victims: list[list[tuple[tuple[int, float, int], int]]] = [[] for _ in lay.node_names]
+        self.run_nodes: dict[int, tuple[int, ...]] = {}  # running run -> its nodes
+        # Per node, the unsignalled runs that some tier may evict, as (tier rank, -start,
+        # -job, run, GPUs): sorted in victim order, and the victim search walks these
+        # instead of every GPU of the pool.
+        self.node_victims: list[list[tuple[int, float, int, int, int]]] = [[] for _ in lay.node_names]
         self.node_reserved = [0] * len(lay.node_names)  # GPUs promised to a preemptor
-        self.pool_nodes: list[list[int]] = [[] for _ in pools]
-        for n, p in enumerate(lay.node_pool):
-            self.pool_nodes[p].append(n)
         # Per pool, per tier rank, per GPU count, pending (eligible, seq, job) in start order:
         # split by size so a pass skips every ask too big to start or to preempt for. A job
         # turns pending at its eligible time, which is now, so appending keeps the order.
@@ -241,13 +267,22 @@ class _Scheduler:
         self.events: list[tuple[float, int, int, int]] = []
         self.seq = 0
         self.dirty: set[int] = set()
-        self.victim_tiers = {t: self.policy.victims_of(t) for t in TIER_RANK}
-        self.can_be_victim = {v for vs in self.victim_tiers.values() for v in vs}
-        self.rank_preempts = [bool(self.victim_tiers[_RANK_TIER[rank]]) for rank in range(len(_RANK_TIER))]
-        for j, job in enumerate(jobs):
+        victim_tiers = {t: self.policy.victims_of(t) for t in TIER_RANK}
+        can_be_victim = {v for vs in victim_tiers.values() for v in vs}
+        ranks = range(len(_RANK_TIER))
+        # Per preemptor tier rank: which tier ranks it may evict, and the lowest of them.
+        self.victim_ranks = [tuple(_RANK_TIER[v] in victim_tiers[_RANK_TIER[p]] for v in ranks) for p in ranks]
+        self.victim_floor = [min((TIER_RANK[v] for v in victim_tiers[_RANK_TIER[p]]), default=0) for p in ranks]
+        self.rank_preempts = [any(self.victim_ranks[rank]) for rank in ranks]
+        self.preempting_ranks = [rank for rank in ranks if self.rank_preempts[rank]]
+        for job in jobs:
             self._check(job)
-            if job.submit_s < horizon_s:
-                self._push(job.submit_s, _ARRIVE, j)
+        self.job_pool = [self.pool_index[job.pool] for job in jobs]
+        self.job_rank = [TIER_RANK[job.tier] for job in jobs]
+        self.job_victim = [job.preemptible and job.tier in can_be_victim for job in jobs]
+        # Arrivals are known up front: kept sorted outside the event heap, and at one
+        # instant they come before every other event, as they would if pushed first.
+        self.arrivals = sorted((job.submit_s, j) for j, job in enumerate(jobs) if job.submit_s < horizon_s)
 
     def _check(self, job: JobSpec) -> None:
         if job.pool not in self.pool_index:
@@ -267,44 +302,45 @@ class _Scheduler:
     # -- GPU bookkeeping ---------------------------------------------------
 
     def _node_free_delta(self, node: int, delta: int) -> None:
-        pool = self.layout.node_pool[node]
+        bucket = self.buckets[self.layout.node_pool[node]]
         free = self.node_free[node]
-        self.buckets[pool][free].discard(node)
+        bucket[free].discard(node)
         self.node_free[node] = free + delta
-        self.buckets[pool][free + delta].add(node)
-
-    def _is_free(self, gpu: int) -> bool:
-        return self.owner[gpu] < 0 and self.reserved[gpu] < 0
+        bucket[free + delta].add(node)
 
     def _place(self, pool: int, gpus: int) -> list[int]:
         gpn = self.gpn[pool]
+        buckets = self.buckets[pool]
         first = self.layout.node_first_gpu
         if gpus <= gpn:
-            k = next(k for k in range(gpus, gpn + 1) if self.buckets[pool][k])
-            node = min(self.buckets[pool][k])
-            return [g for g in range(first[node], first[node] + gpn) if self._is_free(g)][:gpus]
-        nodes = sorted(self.buckets[pool][gpn])[: gpus // gpn]
+            k = gpus
+            while not buckets[k]:
+                k += 1
+            node = min(buckets[k])
+            owner = self.owner
+            reserved = self.reserved
+            return [g for g in range(first[node], first[node] + gpn) if owner[g] < 0 and reserved[g] < 0][:gpus]
+        nodes = sorted(buckets[gpn])[: gpus // gpn]
         return [g for n in nodes for g in range(first[n], first[n] + gpn)]
 
     # -- runs ----------------------------------------------------------------
 
     def _enqueue(self, j: int, submit: float, eligible: float, restored: float) -> None:
-        run = Run(job=j, run=len(self.job_runs[j]) + 1, submit_s=submit, eligible_s=eligible,
-                  restored_step=restored)
-        self.job_runs[j].append(len(self.runs))
+        job_runs = self.job_runs[j]
+        run = Run(j, len(job_runs) + 1, submit, eligible, restored)
+        job_runs.append(len(self.runs))
         self.runs.append(run)
         if eligible <= submit:
-            self._make_pending(j)
+            self._make_pending(j, eligible)
         else:
             self._push(eligible, _ELIGIBLE, j)
 
-    def _make_pending(self, j: int) -> None:
+    def _make_pending(self, j: int, eligible: float) -> None:
         job = self.jobs[j]
-        pool = self.pool_index[job.pool]
-        run = self.runs[self.job_runs[j][-1]]
-        entry = (run.eligible_s, self.seq, j)
+        pool = self.job_pool[j]
+        entry = (eligible, self.seq, j)
         self.seq += 1
-        self.pending[pool][TIER_RANK[job.tier]].setdefault(job.gpus, []).append(entry)
+        self.pending[pool][self.job_rank[j]].setdefault(job.gpus, []).append(entry)
         self.dirty.add(pool)
 
     def _start(self, j: int, t: float, gpu_ids: list[int]) -> None:
@@ -314,30 +350,37 @@ class _Scheduler:
         run.start_s = t
         run.state = "running"
         run.gpu_ids = tuple(gpu_ids)
-        gpu_node = self.layout.gpu_node
+        gpu_node = self.gpu_node
         reserved = self.reserved
+        owner = self.owner
+        node_reserved = self.node_reserved
         taken: dict[int, int] = {}  # node -> GPUs taken from its free ones
         for g in gpu_ids:
             node = gpu_node[g]
             if reserved[g] >= 0:
                 reserved[g] = -1
-                self.node_reserved[node] -= 1
+                node_reserved[node] -= 1
+                taken.setdefault(node, 0)
             else:
                 taken[node] = taken.get(node, 0) + 1
-            self.owner[g] = r
-        for node in {gpu_node[g] for g in gpu_ids}:
-            self.node_runs[node].add(r)
+            owner[g] = r
+        node_runs = self.node_runs
         for node, count in taken.items():
-            self._node_free_delta(node, -count)
+            node_runs[node].add(r)
+            if count:
+                self._node_free_delta(node, -count)
+        self.run_nodes[r] = tuple(taken)
         self._plan(job, run, t)
         assert run.end_s is not None
-        self._push(run.end_s, _END, r)
-        if job.preemptible and job.tier in self.can_be_victim:
-            entry = ((TIER_RANK[job.tier], -t, -j), r)
-            for node in sorted({gpu_node[g] for g in gpu_ids}):
-                insort(self.node_victims[node], entry)
+        heapq.heappush(self.events, (run.end_s, self.seq, _END, r))
+        self.seq += 1
+        if self.job_victim[j]:
+            entry = (self.job_rank[j], -t, -j, r, job.gpus)
+            node_victims = self.node_victims
+            for node in taken:
+                insort(node_victims[node], entry)
             if self.policy.min_run_s > 0:
-                self._push(t + self.policy.min_run_s, _MINRUN, self.pool_index[job.pool])
+                self._push(t + self.policy.min_run_s, _MINRUN, self.job_pool[j])
 
     def _plan(self, job: JobSpec, run: Run, start: float) -> None:
         """Lay out a run that nothing interrupts: work, idle stretches, checkpoints, end."""
@@ -348,41 +391,49 @@ class _Scheduler:
         if run.run == 1 and job.fail_after_work_s is not None and job.fail_after_work_s < job.work_s:
             target = job.fail_after_work_s
             run.fails = True
+        work = run.work
         if job.hoard_active_s is not None and job.hoard_idle_s is not None:
             while done < target and t < self.horizon:
                 # Idle stretches follow the user's clock, so they begin on the sample grid.
                 idle_at = math.ceil((t + job.hoard_active_s) / self.grid) * self.grid
                 if idle_at - t >= target - done:
                     break
-                run.work.append((t, idle_at, done))
+                work.append((t, idle_at, done))
                 done += idle_at - t
                 run.idle.append((idle_at, idle_at + job.hoard_idle_s))
                 t = idle_at + job.hoard_idle_s
         if done < target:
-            run.work.append((t, t + (target - done), done))
+            work.append((t, t + (target - done), done))
             t += target - done
         run.end_s = t
         interval = job.checkpoint_interval_s
         if interval:
             since = run.restored_step
+            add = run.checkpoints.append
             k = 1
-            for ws, we, w0 in run.work:
-                while since + k * interval <= w0 + (we - ws):
-                    at = since + k * interval
+            for ws, we, w0 in work:
+                top = w0 + (we - ws)
+                at = since + k * interval
+                while at <= top:
                     when = ws + (at - w0)
                     if when >= t:
                         break
-                    run.checkpoints.append((when, at))
+                    add((when, at))
                     k += 1
+                    at = since + k * interval
 
     def _signal(self, r: int, preemptor: int, t: float) -> None:
         run = self.runs[r]
-        job = self.jobs[run.job]
+        j = run.job
+        job = self.jobs[j]
+        assert run.start_s is not None and run.end_s is not None
+        entry = (self.job_rank[j], -run.start_s, -j, r, job.gpus)
+        for node in self.run_nodes[r]:
+            self.node_victims[node].remove(entry)
         grace = self.policy.grace_s
         final = job.final_checkpoint and bool(job.checkpoint_interval_s) and 0 < job.save_s <= grace
         stop = t + job.save_s if final else t + grace
         run.signal_s = t
-        assert run.end_s is not None
         if run.end_s <= stop:
             return  # finishes on its own before the kill; the preemptor just waits for it
         run.preemptor = preemptor
@@ -404,27 +455,30 @@ class _Scheduler:
         j = run.job
         job = self.jobs[j]
         run.state = "preempted" if run.preemptor is not None else ("failed" if run.fails else "completed")
-        pool = self.pool_index[job.pool]
-        self.dirty.add(pool)
-        gpu_node = self.layout.gpu_node
-        nodes = {gpu_node[g] for g in run.gpu_ids}
+        self.dirty.add(self.job_pool[j])
+        nodes = self.run_nodes.pop(r)
         for node in nodes:
             self.node_runs[node].discard(r)
-        if job.preemptible and job.tier in self.can_be_victim:
-            entry = (self._victim_order(r), r)
+        if self.job_victim[j] and run.signal_s is None:
+            assert run.start_s is not None
+            entry = (self.job_rank[j], -run.start_s, -j, r, job.gpus)
             for node in nodes:
                 self.node_victims[node].remove(entry)
+        gpu_node = self.gpu_node
+        owner = self.owner
+        reserved = self.reserved
+        awaiting = self.awaiting
         freed: dict[int, int] = {}  # node -> GPUs back to its free ones
         for g in run.gpu_ids:
-            self.owner[g] = -1
-            promised = self.reserved[g]
+            owner[g] = -1
+            promised = reserved[g]
             if promised < 0:
                 node = gpu_node[g]
                 freed[node] = freed.get(node, 0) + 1
                 continue
-            self.awaiting[promised] -= 1
-            if self.awaiting[promised] == 0:
-                del self.awaiting[promised]
+            awaiting[promised] -= 1
+            if awaiting[promised] == 0:
+                del awaiting[promised]
                 self._start(promised, t, self.waiting_slots.pop(promised))
         for node, count in freed.items():
             self._node_free_delta(node, count)
@@ -450,10 +504,15 @@ class _Scheduler:
                 return k
         return 0
 
+    def _waits_to_preempt(self, pool: int) -> bool:
+        pending = self.pending[pool]
+        return any(pending[rank] for rank in self.preempting_ranks)
+
     def _schedule(self, pool: int, t: float) -> None:
         room = self._room(pool)
-        for rank in range(len(_RANK_TIER) - 1, -1, -1):
-            by_size = self.pending[pool][rank]
+        pending = self.pending[pool]
+        for rank in range(len(pending) - 1, -1, -1):
+            by_size = pending[rank]
             may_preempt = self.rank_preempts[rank]
             if not by_size or (room == 0 and not may_preempt):
                 continue
@@ -498,23 +557,17 @@ class _Scheduler:
                 if not queue:
                     del by_size[size]
 
-    def _candidate(self, r: int, allowed: frozenset[str], t: float) -> bool:
+    def _protected(self, r: int, t: float) -> bool:
         run = self.runs[r]
-        job = self.jobs[run.job]
-        return (
-            job.preemptible
-            and job.tier in allowed
-            and run.signal_s is None
-            and run.start_s is not None
-            and t - run.start_s >= self.policy.min_run_s
-        )
+        assert self.protect_share is not None
+        return not run.step_at(t) < self.protect_share * self.jobs[run.job].work_s
 
     def _victim_order(self, r: int) -> tuple[int, float, int]:
         run = self.runs[r]
         assert run.start_s is not None
-        return (TIER_RANK[self.jobs[run.job].tier], -run.start_s, -run.job)
+        return (self.job_rank[run.job], -run.start_s, -run.job)
 
-    def _best_node(self, pool: int, need: int, allowed: frozenset[str], t: float) -> tuple[int, list[int]] | None:
+    def _best_node(self, pool: int, need: int, rank: int, t: float) -> tuple[int, list[int]] | None:
         """The node whose eviction costs least, (evicted GPUs, highest victim tier, node), and its victims.
 
         Nodes are visited from most to fewest free GPUs, as `need - free` is a lower
@@ -522,10 +575,12 @@ class _Scheduler:
         the best so far, so the result is the minimum over all nodes of the pool.
         """
         gpn = self.gpn[pool]
-        jobs = self.jobs
-        runs = self.runs
-        candidate = self._candidate
-        floor = min((TIER_RANK[v] for v in allowed), default=0)
+        buckets = self.buckets[pool]
+        node_victims = self.node_victims
+        allowed = self.victim_ranks[rank]
+        floor = self.victim_floor[rank]
+        min_run = self.policy.min_run_s
+        protect = self.protect_share is not None
         best: tuple[int, int, int] | None = None
         best_victims: list[int] = []
         # The pass only preempts for a job that fits no node as it is, so every node has < need free.
@@ -533,30 +588,28 @@ class _Scheduler:
             bound = need - free
             if best is not None and best[0] < bound:
                 break
-            for n in sorted(self.buckets[pool][free]):
+            for n in sorted(buckets[free]):
                 if best is not None and best < (bound, floor, n):
                     break
                 have = free
                 cost = 0
                 victims: list[int] = []
-                for _, r in self.node_victims[n]:
-                    if not candidate(r, allowed, t):
+                for tier, neg_start, _, r, gpus in node_victims[n]:
+                    if not allowed[tier] or t + neg_start < min_run or (protect and self._protected(r, t)):
                         continue
                     victims.append(r)
-                    gpus = jobs[runs[r].job].gpus
                     cost += gpus
-                    have += min(gpus, gpn)
+                    have += gpus if gpus < gpn else gpn
                     if have >= need or (best is not None and cost > best[0]):
                         break
                 if have < need:
                     continue
-                key = (cost, TIER_RANK[jobs[runs[victims[-1]].job].tier], n)
+                key = (cost, tier, n)  # the walk stopped at the last victim, the highest tier
                 if best is None or key < best:
                     best, best_victims = key, victims
         return None if best is None else (best[2], best_victims)
 
-    def _best_nodes(self, pool: int, need: int, allowed: frozenset[str], t: float
-                    ) -> list[tuple[int, list[int]]] | None:
+    def _best_nodes(self, pool: int, need: int, rank: int, t: float) -> list[tuple[int, list[int]]] | None:
         """The `need` whole nodes cheapest to clear, cheapest first, with their victims.
 
         A node qualifies when it is free, or nothing on it is promised and every run
@@ -567,18 +620,17 @@ class _Scheduler:
         """
         gpn = self.gpn[pool]
         buckets = self.buckets[pool]
-        jobs = self.jobs
-        runs = self.runs
-        candidate = self._candidate
-        order = self._victim_order
-        floor = min((TIER_RANK[v] for v in allowed), default=0)
-        chosen: list[tuple[tuple[int, int, int], list[int]]] = [((0, -1, n), []) for n in buckets[gpn]]
+        node_victims = self.node_victims
+        allowed = self.victim_ranks[rank]
+        floor = self.victim_floor[rank]
+        min_run = self.policy.min_run_s
+        protect = self.protect_share is not None
+        chosen: list[tuple[int, int, int]] = [(0, -1, n) for n in buckets[gpn]]
         costs: list[tuple[int, int, int]] = []
         wanted = need - len(chosen)
         if wanted <= 0:
             chosen.sort()
-            return [(c[2], vs) for c, vs in chosen[:need]]
-        options: list[tuple[tuple[int, int, int], list[int]]] = []
+            return [(c[2], []) for c in chosen[:need]]
         for free in range(gpn - 1, -1, -1):
             bound = gpn - free
             if len(costs) >= wanted and costs[wanted - 1] < (bound, floor, -1):
@@ -586,52 +638,55 @@ class _Scheduler:
             for n in sorted(buckets[free]):
                 if len(costs) >= wanted and costs[wanted - 1] < (bound, floor, n):
                     break
-                held = self.node_runs[n]
-                # A holder no tier may evict is in node_runs but not in node_victims.
-                if self.node_reserved[n] or len(self.node_victims[n]) < len(held):
+                victims = node_victims[n]
+                # A holder no tier may evict, or one already signalled, is in node_runs but not in node_victims.
+                if self.node_reserved[n] or len(victims) < len(self.node_runs[n]):
                     continue
-                if not all(candidate(r, allowed, t) for r in held):
-                    continue
-                victims = sorted(held, key=order)
-                cost = (sum(jobs[runs[r].job].gpus for r in victims),
-                        max(TIER_RANK[jobs[runs[r].job].tier] for r in victims), n)
-                options.append((cost, victims))
-                insort(costs, cost)
-        if len(options) < wanted:
+                cost = 0
+                for tier, neg_start, _, r, gpus in victims:
+                    if not allowed[tier] or t + neg_start < min_run or (protect and self._protected(r, t)):
+                        break
+                    cost += gpus
+                else:
+                    insort(costs, (cost, victims[-1][0], n))
+        if len(costs) < wanted:
             return None
-        options.sort()
         chosen.sort()
-        return [(c[2], vs) for c, vs in chosen + options[:wanted]]
+        return [(c[2], [e[3] for e in node_victims[c[2]]]) for c in chosen + costs[:wanted]]
 
     def _preempt(self, pool: int, j: int, t: float) -> bool:
         job = self.jobs[j]
-        allowed = self.victim_tiers[job.tier]
+        rank = self.job_rank[j]
         gpn = self.gpn[pool]
-        first = self.layout.node_first_gpu
         lay = self.layout
+        first = lay.node_first_gpu
+        gpu_node = self.gpu_node
+        owner = self.owner
+        reserved = self.reserved
         if job.gpus <= gpn:
-            one = self._best_node(pool, job.gpus, allowed, t)
+            one = self._best_node(pool, job.gpus, rank, t)
             if one is None:
                 return False
             n, victims = one
-            free = [g for g in range(first[n], first[n] + gpn) if self._is_free(g)]
+            free = [g for g in range(first[n], first[n] + gpn) if owner[g] < 0 and reserved[g] < 0]
             # In victim order, so every victim evicted gives the preemptor at least one GPU.
-            gained = [g for r in victims for g in self.runs[r].gpu_ids if lay.gpu_node[g] == n]
+            gained = [g for r in victims for g in self.runs[r].gpu_ids if gpu_node[g] == n]
             gpu_ids = (free + gained)[: job.gpus]
         else:
-            several = self._best_nodes(pool, job.gpus // gpn, allowed, t)
+            several = self._best_nodes(pool, job.gpus // gpn, rank, t)
             if several is None:
                 return False
             victims = sorted({r for _, vs in several for r in vs}, key=self._victim_order)
             gpu_ids = [g for n, _ in several for g in range(first[n], first[n] + gpn)]
         still_held = 0
         for g in gpu_ids:
-            if self.owner[g] < 0:
-                self._node_free_delta(lay.gpu_node[g], -1)
+            node = gpu_node[g]
+            if owner[g] < 0:
+                self._node_free_delta(node, -1)
             else:
                 still_held += 1
-            self.reserved[g] = j
-            self.node_reserved[lay.gpu_node[g]] += 1
+            reserved[g] = j
+            self.node_reserved[node] += 1
         self.waiting_slots[j] = list(gpu_ids)
         self.awaiting[j] = still_held
         for r in victims:
@@ -641,31 +696,47 @@ class _Scheduler:
     # -- loop ----------------------------------------------------------------------
 
     def run(self, progress: Callable[[float], None] | None) -> Outcome:
-        next_report = 86400.0
-        while self.events and self.events[0][0] < self.horizon:
-            t = self.events[0][0]
-            while self.events and self.events[0][0] == t:
-                _, _, kind, item = heapq.heappop(self.events)
-                if kind == _ARRIVE:
-                    job = self.jobs[item]
-                    self._enqueue(item, job.submit_s, job.submit_s, 0.0)
-                elif kind == _END:
-                    self._end(item, t)
-                elif kind == _ELIGIBLE:
-                    self._make_pending(item)
-                else:
-                    self.dirty.add(item)
-            for pool in sorted(self.dirty):
-                self._schedule(pool, t)
-            self.dirty.clear()
-            if progress is not None and t >= next_report:
-                progress(t)
-                next_report = (t // 86400.0 + 1) * 86400.0
+        with paused_gc():
+            self._loop(progress)
         for run in self.runs:
             if run.state == "running":
                 run.end_s = None
                 run.preemptor = None
         return Outcome(self.jobs, self.layout, self.policy, self.horizon, self.runs, self.job_runs)
+
+    def _loop(self, progress: Callable[[float], None] | None) -> None:
+        events = self.events
+        arrivals = self.arrivals
+        pop = heapq.heappop
+        dirty = self.dirty
+        horizon = self.horizon
+        next_arrival = arrivals[0][0] if arrivals else math.inf
+        a = 0
+        next_report = 86400.0
+        while True:
+            t = events[0][0] if events and events[0][0] < next_arrival else next_arrival
+            if t >= horizon:
+                break
+            while next_arrival == t:
+                self._enqueue(arrivals[a][1], t, t, 0.0)
+                a += 1
+                next_arrival = arrivals[a][0] if a < len(arrivals) else math.inf
+            while events and events[0][0] == t:
+                _, _, kind, item = pop(events)
+                if kind == _END:
+                    self._end(item, t)
+                elif kind == _ELIGIBLE:
+                    self._make_pending(item, t)
+                elif item not in dirty and self._waits_to_preempt(item):
+                    # A run turning old enough to evict matters only to a job waiting to
+                    # preempt: with none, the pool is as its last pass left it.
+                    dirty.add(item)
+            for pool in sorted(dirty):
+                self._schedule(pool, t)
+            dirty.clear()
+            if progress is not None and t >= next_report:
+                progress(t)
+                next_report = (t // 86400.0 + 1) * 86400.0
 
 
 def simulate_jobs(

@@ -4,14 +4,19 @@
     python benchmarks/bench_dashboard.py --gpus 512 --days 30     # a smaller cluster
     python benchmarks/bench_dashboard.py --warehouse w.duckdb     # measure it; simulate it there first if missing
     python benchmarks/bench_dashboard.py --warehouse w.duckdb --browser-only --repeat 3   # only the browser, medians
+    python benchmarks/bench_dashboard.py --warehouse w.duckdb --browser-only --after-start --unwarmed --repeat 3
 
-Serves dashboards/app.py with Streamlit on a free localhost port and opens
-every page in headless Chromium, each page load in a fresh tab (a new
-Streamlit session; only the browser's HTTP cache survives), the clock started
-before the navigation:
-- `after start`: the first page a reader opens after the server started, with
-  nothing cached and the app's modules not yet imported: a new server for
-  every page;
+Serves dashboards/app.py as `preemptlens dashboard` does (through
+dashboards.launch) on a free localhost port and opens every page in headless
+Chromium, each page load in a fresh tab (a new Streamlit session; only the
+browser's HTTP cache survives), the clock started before the navigation:
+- `after start`: the first page a reader opens once a new server answers its
+  health check, with nothing in the query cache: a new server for every page
+  (the launcher has imported the modules, drawn plotly's first figures and
+  opened the snapshot before the server answers);
+- `unwarmed` (with --unwarmed): the same, served by plain `streamlit run`,
+  where the first reader's session pays for those too; each page's unwarmed
+  and warmed servers are started back to back;
 - `warm load`: one server, every page opened once before (its queries cached);
 - `in-app`: a switch through the sidebar link as a reader does (no reload).
 Each shows two times: `first`, the first meaningful render (the title and a
@@ -20,7 +25,8 @@ stopped running the page and every plotly chart drew its SVG. The target is
 under 2 s per page. A page's charts are sent after its metrics and tables
 (dashboards.views_common.Charts), so `first` is normally a table or a metric
 and `done` includes plotly.js. `--repeat N` measures every visit N times and
-shows the median. The first row, `floor`, is Streamlit itself: a page with a
+shows the median; --after-start measures the `after start` (and `unwarmed`)
+columns only. The first row, `floor`, is Streamlit itself: a page with a
 title and one metric (nothing of ours) served with the dashboard's options
 in the same way; no page can render before it. Each table shows the load
 average when it ended: the figures are only comparable at a similar load.
@@ -86,20 +92,22 @@ def build(path: Path, gpus: int, days: float, step: int) -> None:
     print(f"built and analysed {path} in {time.perf_counter() - began:.0f} s")
 
 
-# (already imported, then timed): what the server imports at start, what the first page adds
+# (already imported, then timed): what the server imports at start, what the launcher adds before
+# the server answers (without it, the first page's session)
 IMPORTS = {
     "streamlit (server start)": ("pass", "import streamlit"),
-    "app modules (first page)": (
-        "import streamlit", "import dashboards.views_common, dashboards.figures, plotly.graph_objects"
-    ),
+    "launcher warm-up": ("import streamlit", "import dashboards.launch; dashboards.launch.warm()"),
 }
 
 
-def time_imports() -> None:
+def time_imports(warehouse: Path) -> None:
     print(f"\n{'import':28} {'seconds':>8}")
+    env = {**os.environ, "PREEMPTLENS_WAREHOUSE__PATH": str(warehouse)}
     for label, (before, statement) in IMPORTS.items():
         script = f"import time; {before}; t = time.perf_counter(); {statement}; print(time.perf_counter() - t)"
-        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=ROOT)
+        out = subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=ROOT, env=env
+        )
         print(f"{label:28} {float(out.stdout.split()[-1]):8.2f}")
 
 
@@ -220,6 +228,19 @@ class Floor(Dashboard):
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
+class Unwarmed(Dashboard):
+    """The dashboard served by plain `streamlit run` with `preemptlens dashboard`'s options, as it was
+    before dashboards.launch: the first reader's session imports, draws and opens everything."""
+
+    def __init__(self, warehouse: Path, log: Path) -> None:
+        self.port = free_port()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PREEMPTLENS_")}
+        env["PREEMPTLENS_WAREHOUSE__PATH"] = str(warehouse)
+        argv = [sys.executable, "-m", "streamlit", "run", str(dashboard_command.APP), *dashboard_command.SERVED,
+                "--server.port", str(self.port), "--server.address", "127.0.0.1"]
+        self.serve(argv, log, env)
+
+
 Visit = tuple[float | None, float | None, bool]
 
 
@@ -237,43 +258,56 @@ def _visit(browser: Chromium, title: str, charts: int, go_to: Callable[[], None]
     return first, done, state.rendered and not state.exceptions and not state.errors
 
 
-def time_pages(warehouse: Path, log: Path, repeat: int) -> None:
+def time_pages(warehouse: Path, log: Path, repeat: int, after_start_only: bool, unwarmed: bool) -> None:
     measured: dict[tuple[str, str], list[Visit]] = {}
 
     def visit(key: tuple[str, str], title: str, charts: int, go_to: Callable[[], None]) -> None:
         measured.setdefault(key, []).append(_visit(browser, title, charts, go_to))
 
+    starts: list[tuple[str, Callable[[], Dashboard]]] = [("start", partial(Dashboard, warehouse, log))]
+    if unwarmed:
+        starts.insert(0, ("unwarmed", partial(Unwarmed, warehouse, log)))
     with Chromium() as browser:
         for _ in range(repeat):
             for path, title, _, charts in (("", FLOOR_TITLE, "", 0), *PAGES):
-                with Floor(log) if title == FLOOR_TITLE else Dashboard(warehouse, log) as dashboard:
+                for kind, server in starts:
+                    if title == FLOOR_TITLE and kind == "unwarmed":
+                        continue
+                    with Floor(log) if title == FLOOR_TITLE else server() as dashboard:
+                        browser.fresh_tab()
+                        visit((title, kind), title, charts, partial(browser.navigate, f"{dashboard.url}/{path}"))
+        if not after_start_only:
+            with Floor(log) as floor:
+                for visited in ("once", *["load"] * repeat):
                     browser.fresh_tab()
-                    visit((title, "start"), title, charts, partial(browser.navigate, f"{dashboard.url}/{path}"))
-        with Floor(log) as floor:
-            for visited in ("once", *["load"] * repeat):
-                browser.fresh_tab()
-                visit((FLOOR_TITLE, visited), FLOOR_TITLE, 0, partial(browser.navigate, floor.url))
-        measured[(FLOOR_TITLE, "nav")] = [(None, None, True)]
-        with Dashboard(warehouse, log) as dashboard:
-            for visited in ("once", *["load"] * repeat):
-                for path, title, _, charts in PAGES:
-                    browser.fresh_tab()
-                    visit((title, visited), title, charts, partial(browser.navigate, f"{dashboard.url}/{path}"))
-            for _ in range(repeat):
-                for _, title, label, charts in PAGES:
-                    visit((title, "nav"), title, charts, partial(browser.click_nav, label))
+                    visit((FLOOR_TITLE, visited), FLOOR_TITLE, 0, partial(browser.navigate, floor.url))
+            measured[(FLOOR_TITLE, "nav")] = [(None, None, True)]
+            with Dashboard(warehouse, log) as dashboard:
+                for visited in ("once", *["load"] * repeat):
+                    for path, title, _, charts in PAGES:
+                        browser.fresh_tab()
+                        visit((title, visited), title, charts, partial(browser.navigate, f"{dashboard.url}/{path}"))
+                for _ in range(repeat):
+                    for _, title, label, charts in PAGES:
+                        visit((title, "nav"), title, charts, partial(browser.click_nav, label))
 
-    def shown(v: Visit) -> str:
+    def shown(v: Visit | None) -> str:
+        if v is None:
+            return f"{'':11}"
         return " ".join(f"{t:5.2f}" if t is not None else "    –" for t in v[:2])
 
+    columns = {"unwarmed": "unwarmed", "start": "after start", "load": "warm load", "nav": "in-app"}
+    kinds = [k for k in columns if any(key[1] == k for key in measured)]
     median = f", median of {repeat}" if repeat > 1 else ""
     print(f"\nseconds to the first meaningful render / to the complete page (fresh tab per load{median})")
-    print(f"{'page':22} {'after start':>11} {'warm load':>11} {'in-app':>11}  ok")
+    print(f"{'page':22} " + " ".join(f"{columns[k]:>11}" for k in kinds) + "  ok")
     for title in (FLOOR_TITLE, *(p[1] for p in PAGES)):
-        visits = [_median(measured[(title, v)]) for v in ("start", "load", "nav")]
-        ok = "yes" if all(v[2] for v in visits) and _median(measured[(title, "once")])[2] else "NO"
+        visits = {k: _median(measured[(title, k)]) if (title, k) in measured else None for k in kinds}
+        ok = all(v[2] for v in visits.values() if v is not None)
+        if (title, "once") in measured:
+            ok = ok and _median(measured[(title, "once")])[2]
         name = "floor: Streamlit only" if title == FLOOR_TITLE else title
-        print(f"{name:22} {shown(visits[0]):>11} {shown(visits[1]):>11} {shown(visits[2]):>11}  {ok}")
+        print(f"{name:22} " + " ".join(f"{shown(visits[k]):>11}" for k in kinds) + f"  {'yes' if ok else 'NO'}")
     print(_load())
 
 
@@ -289,16 +323,22 @@ def main() -> None:
     parser.add_argument(
         "--browser-only", action="store_true", help="only the page times in Chromium, not imports, queries, figures"
     )
+    parser.add_argument(
+        "--after-start", action="store_true", help="only the first page after a server start, not warm or in-app"
+    )
+    parser.add_argument(
+        "--unwarmed", action="store_true", help="also the first page after a plain `streamlit run` (no launcher)"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-dashboard-") as tmp:
         warehouse = args.warehouse or Path(tmp) / "w.duckdb"
         if not warehouse.exists():
             build(warehouse, args.gpus, args.days, args.sample_step)
         if not args.browser_only:
-            time_imports()
+            time_imports(warehouse)
             f = time_queries(warehouse)
             time_figures(warehouse, f)
-        time_pages(warehouse, Path(tmp) / "streamlit.log", max(args.repeat, 1))
+        time_pages(warehouse, Path(tmp) / "streamlit.log", max(args.repeat, 1), args.after_start, args.unwarmed)
 
 
 if __name__ == "__main__":

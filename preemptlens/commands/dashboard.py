@@ -1,6 +1,8 @@
 """`preemptlens dashboard`: serve the Streamlit dashboard (dashboards/app.py) until interrupted.
 
-The command becomes the Streamlit server (exec), so stopping it stops the server.
+The command becomes the Streamlit server (exec), so stopping it stops the server. The server is
+started through dashboards.launch, which warms the process (imports, plotly, the warehouse
+snapshot) before it listens, so that the first reader after a start does not pay for it.
 
 The dashboard process reads the same configuration file and this warehouse
 (also when it came from --warehouse), and only ever the published snapshot.
@@ -29,20 +31,20 @@ SERVED = ("--server.headless", "true", "--server.fileWatcherType", "none",
           "--browser.gatherUsageStats", "false", "--client.toolbarMode", "viewer")
 
 
+def launch(app: Path, *options: str) -> list[str]:
+    """The served dashboard's command line: `streamlit run app` with SERVED and `options`, in a warmed process."""
+    return [sys.executable, "-m", "dashboards.launch", str(app), *SERVED, *options]
+
+
 def command(args: argparse.Namespace, config: Config) -> list[str]:
     settings = config.section("dashboard")
-    return [
-        sys.executable,
-        "-m",
-        "streamlit",
-        "run",
-        str(APP),
-        *SERVED,
+    return launch(
+        APP,
         "--server.port",
         str(args.port or settings["port"]),
         "--server.address",
         str(args.address or settings["address"]),
-    ]
+    )
 
 
 def run(args: argparse.Namespace, config: Config) -> int:

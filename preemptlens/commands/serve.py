@@ -28,7 +28,6 @@ import os
 import shlex
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -47,7 +46,7 @@ from analytics.lake import keep_current
 from dashboards.metrics import MetricsServer, SnapshotCollector
 from preemptlens.cli import command_args
 from preemptlens.commands.collect import SOURCES
-from preemptlens.commands.dashboard import SERVED
+from preemptlens.commands.dashboard import launch
 from preemptlens.config import Config, Section, Setting
 from preemptlens.errors import ConfigError, PreemptlensError
 from preemptlens.warehouse import Warehouse
@@ -265,8 +264,7 @@ class Server:
         env = {**os.environ, "PREEMPTLENS_WAREHOUSE__PATH": self.warehouse}
         if self.config.path is not None:
             env["PREEMPTLENS_CONFIG"] = str(self.config.path)
-        command = [sys.executable, "-m", "streamlit", "run", str(DASHBOARD_APP), *SERVED]
-        process = subprocess.Popen([*command, "--server.port", port], env=env)
+        process = subprocess.Popen(launch(DASHBOARD_APP, "--server.port", port), env=env)
         log.info("dashboard on port %s (pid %d)", port, process.pid)
         return process
 

@@ -1,0 +1,112 @@
+"""`python -m dashboards.launch <app.py> [streamlit run options]`: the dashboard's server, warmed first.
+
+Streamlit runs the app's script in the server process, but only when a reader
+connects, so the first reader after a start would pay for what every later one
+finds done: the configuration's modules (load_config imports every module that
+declares settings, the Kubernetes client among them), polars, duckdb, pyarrow,
+pandas (Streamlit converts a table through it), plotly's first figures and
+their JSON (plotly loads its validators and templates on first use), and
+opening the warehouse snapshot. `warm` does that work here, in the server
+process, before the server listens: its health check answers only once the
+first page can render like any later one. Then `main` hands over to
+Streamlit's own command line (`streamlit run` with the same arguments).
+Nothing here fills the query cache: the first page still runs its queries.
+
+`preemptlens dashboard` and `preemptlens serve` start the dashboard with it.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+
+import duckdb
+import plotly.graph_objects as go
+import plotly.io
+import plotly.tools
+import polars as pl
+from streamlit.web import cli
+
+# What the SQL page imports. dashboards.views_common is left to the first page: Streamlit's cache
+# decorators in it would warn that they are defined outside a running server.
+import preemptlens.commands.sql  # noqa: F401
+from dashboards import data, figures
+from preemptlens.config import load_config
+from preemptlens.errors import PreemptlensError
+from preemptlens.readonly import Limits
+
+
+def sample_figures() -> list[go.Figure]:
+    """One figure of every kind the pages draw (figures.*, and an empty one), over a few made-up rows."""
+    day = datetime(2026, 1, 5, tzinfo=UTC)
+    days = [day, day + timedelta(days=1)]
+    window = (days[0], days[-1] + timedelta(days=1))
+    preemption = {
+        "time": day, "cluster": "c", "pool": "p", "victim_job_id": "1", "victim_run": 0, "victim_team": "a",
+        "victim_tier": "low", "victim_gpus": 8, "preemptor_job_id": "2", "preemptor_tier": "high",
+        "basis": "checkpoint", "lost_gpu_hours": 1.0, "cost_gpu_hours": 2.0,
+    }
+    run = {
+        "run": 0, "start_time": day, "end_time": day + timedelta(hours=1), "state": "preempted",
+    }
+    detail = data.VictimDetail(
+        job=pl.DataFrame({"job_id": ["1"]}),
+        runs=pl.DataFrame([run]),
+        preemptions=pl.DataFrame([preemption]),
+        checkpoints=pl.DataFrame({"run": [0], "time": [day], "kind": ["checkpoint"], "step": [1]}),
+    )
+    weekly = pl.DataFrame({
+        "week": [day.date()] * 2, "tier": ["high", "low"], "team": ["a", "b"],
+        "gpu_hour_share": [0.4, 0.6], "high_gpu_hour_share": [0.4, 0.6],
+    })
+    holders = pl.DataFrame({"holder": ["a"], "idle_gpu_hours": [1.0], "longest_stretch_hours": [1.0]})
+    return [
+        figures.net_benefit(pl.DataFrame({
+            "day": days, "gain_value": [1.0, 2.0], "cost_value": [1.0, 0.5], "net_value": [0.0, 1.5],
+            "gain_gpu_hours": [1.0, 2.0], "cost_gpu_hours": [1.0, 0.5],
+        }), window=window),
+        figures.preemption_timeline(pl.DataFrame([preemption]), total=1),
+        figures.victim_runs(detail, "runs"),
+        figures.idle_daily(
+            pl.DataFrame({"day": days, "hoarded_gpu_hours": [1.0, 2.0], "unallocated_gpu_hours": [3.0, 4.0]}),
+            window=window,
+        ),
+        figures.top_holders(holders, "holders"),
+        figures.top_holders(holders.clear(), "no holders"),
+        figures.tier_shares(weekly),
+        figures.team_high_shares(weekly),
+        figures.team_slopes(pl.DataFrame({"pool": ["p"], "team": ["a"], "high_share_slope": [0.01]})),
+    ]
+
+
+def warm() -> str:
+    """Import, draw and open what a first page needs; say what was done and how long it took."""
+    began = time.perf_counter()
+    for fig in sample_figures():
+        # As st.plotly_chart serialises a figure.
+        plotly.io.to_json(plotly.tools.return_figure_from_figure_or_data(fig, validate_figure=True), validate=False)
+    # st.dataframe sends any frame on through pandas, as Arrow.
+    pl.DataFrame({"text": ["a"], "number": [1.0], "time": [datetime(2026, 1, 5, tzinfo=UTC)]}).to_pandas()
+    try:
+        config = load_config()
+        warehouse = str(config.get("warehouse.path"))
+        # data.reader keeps this connection open for the pages, which read with the same limits.
+        with data.reader(warehouse, Limits.from_config(config)) as r:
+            objects = r.frame("SELECT count(*) AS n FROM information_schema.tables")["n"][0]
+        opened = f"snapshot of {warehouse} open ({objects} tables and views)"
+    except (PreemptlensError, duckdb.Error) as exc:
+        # The page shows the problem to its reader; the server starts all the same.
+        opened = f"warehouse not opened: {exc}"
+    return f"dashboard warmed in {time.perf_counter() - began:.1f} s, {opened}"
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Warm this process, then serve `streamlit run` with `argv` (the app, then Streamlit's options)."""
+    print(warm(), file=sys.stderr, flush=True)
+    # The `streamlit` command itself, called as `python -m streamlit` does; it exits when the server stops.
+    cli.main(["run", *(sys.argv[1:] if argv is None else argv)], prog_name="streamlit")
+
+
+if __name__ == "__main__":
+    main()

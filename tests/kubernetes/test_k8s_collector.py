@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FakeApiServer, Fault, load_case
+from k8s_fake import FakeApiServer, Fault, load_case
 
 from preemptlens.cli import main
 from preemptlens.warehouse import Warehouse

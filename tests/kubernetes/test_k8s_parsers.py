@@ -10,9 +10,9 @@ from typing import Any
 
 import polars as pl
 import pytest
-from conftest import cluster_queue, load_case, node, resource_flavor
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from k8s_fake import cluster_queue, load_case, node, resource_flavor
 
 from collectors.kubernetes_events import (
     ParseError,

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FakeApiServer, cluster_queue, load_case, node, resource_flavor
+from k8s_fake import FakeApiServer, cluster_queue, load_case, node, resource_flavor
 from test_k8s_collector import TOKEN, _collect, _config, _rows
 
 from preemptlens.cli import main

@@ -8,11 +8,13 @@ under test reads the warehouse alone.
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from analytics.params import SETTINGS, params_from
 from analytics.refresh import analyze
+from analytics.replay import Window
 from analytics.sim_engine import simulate_jobs
 from analytics.sim_frames import (
     checkpoints_frame,
@@ -24,6 +26,7 @@ from analytics.sim_frames import (
 )
 from analytics.sim_model import PolicyConfig, SimConfig, WorkloadConfig, cluster_of
 from analytics.sim_workload import generate_jobs
+from analytics.tuning import SETTINGS as TUNING_SETTINGS
 from preemptlens.config import Config
 from preemptlens.warehouse import Warehouse
 
@@ -57,3 +60,34 @@ def build(path: Path, sim: SimConfig, *, samples: bool = False) -> Warehouse:
     values = {s.key: s.default for s in SETTINGS.settings}
     analyze(wh, params_from(Config(values={"analytics": values})))
     return wh
+
+
+# High churn: many short jobs and many high-tier arrivals, so two days show enough preemptions.
+CHURN: dict[str, Any] = {"gpus": 64, "load": 1.3, "high_share": 0.3, "work_median_s": 1800.0}
+
+
+def default_settings(**overrides: Any) -> dict[str, Any]:
+    values = {s.key: s.default for s in TUNING_SETTINGS.settings}
+    values["processes"] = 2
+    values.update(overrides)
+    return values
+
+
+class Clusters:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.built: dict[str, tuple[Warehouse, Window]] = {}
+
+    def get(self, name: str, *, samples: bool = False, **kwargs: Any) -> tuple[Warehouse, Window]:
+        if name not in self.built:
+            sim = sim_config(**kwargs)
+            wh = build(self.root / f"{name}.duckdb", sim, samples=samples)
+            self.built[name] = (wh, Window("sim", sim.start, sim.start + timedelta(seconds=sim.horizon_s)))
+        return self.built[name]
+
+    def close(self) -> None:
+        # The files are thrown away: neither a reader snapshot (Warehouse.close publishes one) nor a
+        # checkpoint of the database file is worth its minute at the end of the session.
+        for wh, _ in self.built.values():
+            wh.con.execute("PRAGMA disable_checkpoint_on_shutdown")
+            wh.con.close()

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from conftest import CHURN, Clusters, default_settings
+from sim_cluster import CHURN, Clusters, default_settings
 
 from analytics.replay import Window, load_workload, observed_figures, validate
 from analytics.tuning import configured_policy

@@ -10,7 +10,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from conftest import CHURN
+from sim_cluster import CHURN
 
 from analytics.sim_model import TeamSpec
 from analytics.tuning import Suggestion

@@ -53,7 +53,9 @@ from collectors.slurm_sacct import (
     DocumentError,
     RecordColumns,
     RecordError,
+    RunPool,
     SacctRecord,
+    is_text_header,
     iter_json_batches,
     json_job_id,
     parse_json_record,
@@ -471,25 +473,29 @@ class _Collected:
             self.pending = []
 
 
-def read_document(stream: IO[Any], fmt: str, what: str) -> SacctRead:
-    """Records of one document: JSON from a binary or text stream, --parsable2 text from a text one."""
+def read_document(stream: IO[Any], fmt: str, what: str, workers: int | None = None) -> SacctRead:
+    """Records of one document: JSON from a binary or text stream, --parsable2 text from a text one.
+
+    Runs of records of a large JSON document are also read by `workers`
+    processes (default: one per CPU but one; 0: none), see RunPool."""
     read = SacctRead()
     out = _Collected(read, what)
     if fmt == "json":
         meta: dict[str, Any] = {}
         index = 0
         try:
-            for item in iter_json_batches(stream, meta):
-                if isinstance(item, RecordColumns):
-                    out.columns(index + 1, item)
-                    index += item.size
-                    continue
-                index += 1
-                try:
-                    out.record(index, parse_json_record(item[0]))
-                except RecordError:
-                    # Quarantine shows the whole record, not only the members the parser read.
-                    _add(read, out, whole_record(item[1]), index, what, parse_json_record)
+            with RunPool(workers) as pool:
+                for item in iter_json_batches(stream, meta, pool=pool):
+                    if isinstance(item, RecordColumns):
+                        out.columns(index + 1, item)
+                        index += item.size
+                        continue
+                    index += 1
+                    try:
+                        out.record(index, parse_json_record(item[0]))
+                    except RecordError:
+                        # Quarantine shows the whole record, not only the members the parser read.
+                        _add(read, out, whole_record(item[1]), index, what, parse_json_record)
         except DocumentError as exc:
             read.rejects.append(Reject("job_runs", f"{what}: jobs after record {index}", "document",
                                        f"{what} ({version_of(meta) or 'unknown format'}): {exc}"))
@@ -499,7 +505,7 @@ def read_document(stream: IO[Any], fmt: str, what: str) -> SacctRead:
             raise SourceError(f"slurm: {what} reported errors: {json.dumps(errors)[:300]}")
     else:
         for index, line in enumerate(stream, start=1):
-            if line.strip():
+            if line.strip() and not is_text_header(line):
                 _add(read, out, line, index, what, parse_text_record)
         out.flush()
     return read

@@ -31,10 +31,17 @@ from __future__ import annotations
 
 import gc
 import json
+import mmap
+import multiprocessing
+import os
+import pickle
 import re
+from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 from typing import IO, Any, NamedTuple, TypedDict
 
 import msgspec
@@ -70,11 +77,15 @@ FLAGS = frozenset(
 )
 
 # Text-mode fields, in the order requested; the name goes last because a job
-# name may itself contain the `|` separator.
+# name may itself contain the `|` separator. JobIDRaw is an array task's own
+# numeric id (its alias, as `_alias` reads it from JSON).
 TEXT_FIELDS: tuple[str, ...] = (
-    "JobID", "Partition", "QOS", "Account", "User", "State", "Reason", "Priority",
+    "JobID", "JobIDRaw", "Partition", "QOS", "Account", "User", "State", "Reason", "Priority",
     "Submit", "Eligible", "Start", "End", "AllocTRES", "ReqTRES", "NodeList", "JobName",
 )
+# The fields requested before JobIDRaw: documents recorded with them still read.
+OLD_TEXT_FIELDS: tuple[str, ...] = tuple(f for f in TEXT_FIELDS if f != "JobIDRaw")
+_STATE_AT = TEXT_FIELDS.index("State")
 _UNSET_TIMES = ("", "Unknown", "None", "0")
 _LAST_EPOCH = 32503680000  # year 3000: a later "time" is a garbled value
 _NO_NODES = ("", "None assigned", "(null)")
@@ -411,11 +422,25 @@ class _Reader:
         self.buf: bytes | bytearray = b""
         self.pos = 0
         self.consumed = 0  # bytes dropped from the front of buf
+        # Offset before which the buffer may drop bytes (None: pos decides):
+        # the end of the last run sent to a worker, for the bytes between it
+        # and the next run that a rewind to it needs (see _InFlight).
+        self.mark: int | None = None
         self.eof = False
         self.decoder = json.JSONDecoder()
 
     def offset(self) -> int:
         return self.consumed + self.pos
+
+    def _keep(self) -> int:
+        """Where the buffer may start: the byte before pos, or the line
+        start before it when near (a record's indent is read from its
+        line, see `_indent`), or the mark."""
+        keep = max(self.pos - 1, 0)
+        line = self.buf.rfind(b"\n", max(keep - 256, 0), keep + 1)
+        if line >= 0:
+            keep = line
+        return keep if self.mark is None else max(min(keep, self.mark - self.consumed), 0)
 
     def _more(self) -> bool:
         if self.eof:
@@ -426,7 +451,7 @@ class _Reader:
             return False
         if isinstance(data, str):
             data = data.encode("utf-8", "surrogatepass")
-        keep = max(self.pos - 1, 0)
+        keep = self._keep()
         self.consumed += keep
         self.buf = self.buf[keep:] + data
         self.pos -= keep
@@ -436,7 +461,7 @@ class _Reader:
         """Read until `size` unread bytes are buffered (or the stream ends)
         into a new bytearray, joining the chunks once instead of copying the
         buffer per chunk."""
-        keep = max(self.pos - 1, 0)
+        keep = self._keep()
         parts = [self.buf[keep:]]
         have = len(parts[0]) - (self.pos - keep)
         while have < size and not self.eof:
@@ -453,50 +478,66 @@ class _Reader:
             self.buf = bytearray().join(parts)
             self.pos -= keep
 
-    def batch(self) -> tuple[list[_Job] | None, int]:
-        """The run of whole records that starts at pos, decoded in one call.
+    def frame(self, longest: int | None = None) -> tuple[int, bytes] | None:
+        """Where the run of whole records that starts at pos may end (the
+        first end `batch` tries, found without decoding, so that a worker can
+        decode it), and the closing line of its records. None where no run
+        starts here.
 
-        Returns the records and where they end, or None and the end of the
-        span that must be read record by record (it failed the typing, or
-        its end could not be found). A record that starts a line ends at a
-        line holding only its indent and "}": JSON strings hold no raw line
-        breaks, and a span that decodes as a list of objects ends at a
-        record boundary whatever the layout, so the layout only decides how
-        fast, never what is read.
+        A record that starts a line ends at a line holding only its indent
+        and "}": JSON strings hold no raw line breaks, and a span that
+        decodes as a list of objects ends at a record boundary whatever the
+        layout, so the layout only decides how fast, never what is read.
         """
         self.peek()
         indent = self._indent() if self.buf[self.pos : self.pos + 1] == b"{" else None
         if indent is None:
-            return None, self.pos
+            return None
         self.fill(_BATCH)
-        buf, start = self.buf, self.pos - 1
-        if start < 0 or not isinstance(buf, bytearray):
-            return None, self.pos  # only at the document's first byte, where no record starts
+        if self.pos < 1 or not isinstance(self.buf, bytearray):
+            return None  # only at the document's first byte, where no record starts
+        # The byte after a run's end is overwritten by `batch`: it must be in the buffer.
+        limit = len(self.buf) - 1 if longest is None else min(len(self.buf) - 1, self.pos + longest)
         closing = b"\n" + indent + b"}"
-        # The byte after a run's end is overwritten too: it must be in the buffer.
-        limit = len(buf) - 1
-        for _ in range(_BATCH_TRIES):
-            close = buf.rfind(closing, self.pos, limit)
-            if close < 0:
-                return None, self.pos
-            end = close + len(closing)
+        close = self.buf.rfind(closing, self.pos, limit)
+        return None if close < 0 else (close + len(closing), closing)
+
+    def batch(self) -> tuple[RecordColumns | None, int]:
+        """The run of whole records that starts at pos, as `decode_run` reads it.
+
+        Returns the columns and where the run ends, or None and the end of
+        the span that must be read record by record (it failed the typing,
+        holds a record `record_columns` refuses, or its end could not be
+        found).
+        """
+        span = self.frame()
+        if span is None:
+            return None, self.pos
+        (end, closing), buf, start = span, self.buf, self.pos - 1
+        assert isinstance(buf, bytearray)
+        for tries in range(_BATCH_TRIES):
+            if tries:
+                close = buf.rfind(closing, self.pos, end - len(closing))
+                if close < 0:
+                    return None, self.pos
+                end = close + len(closing)
             # The run framed as a JSON array in place, by the byte before it
             # and the one after it (space, comma or bracket), put back after
             # the decode: no copy of the run.
             before, after = buf[start], buf[end]
             buf[start], buf[end] = ord("["), ord("]")
             try:
-                return _BATCH_DECODER.decode(memoryview(buf)[start : end + 1]), end
-            except msgspec.ValidationError:
+                return decode_run(memoryview(buf)[start : end + 1]), end
+            except (msgspec.ValidationError, RecordError):
                 return None, end
             except msgspec.DecodeError:
                 # The closing line of something after the array (meta holds
                 # objects at a record's indent), or a broken record: try an
                 # earlier end, then leave it to the record-by-record reader.
-                limit = close
+                pass
             finally:
                 buf[start], buf[end] = before, after
-        return None, limit
+        return None, end - len(closing)
 
     def peek(self) -> str:
         while True:
@@ -859,6 +900,252 @@ def _no_cycle_collection() -> Iterator[None]:
             gc.enable()
 
 
+def decode_run(data: bytes | bytearray | memoryview) -> RecordColumns:
+    """A run of records framed as a JSON array, as columns: the one reading
+    of a run, whether `_Reader.batch` calls it in place or a worker of a
+    `RunPool` on a copy.
+
+    msgspec.ValidationError or RecordError: some record of the run needs the
+    record-by-record reader; msgspec.DecodeError: the span is not a list of
+    objects (not a run's end after all, or broken JSON)."""
+    with _no_cycle_collection():
+        return record_columns(_BATCH_DECODER.decode(data))
+
+
+def _read(run: memoryview) -> RecordColumns | None:
+    """A run sent to a `RunPool`, read; None for a run to be read again
+    record by record, which then names the record that failed."""
+    try:
+        return decode_run(run)
+    except (msgspec.DecodeError, RecordError):
+        return None
+
+
+def _serve(conn: Connection, shared: mmap.mmap, slot: int) -> None:
+    """A worker of a RunPool: reads the runs it is told of, in order, until
+    told to stop. Each answer is pickled into the rest of the run's slot
+    and its length sent (-1: read it in the reading process), so that the
+    worker goes on with the next run without waiting for the answer to be
+    read."""
+    try:
+        while (task := conn.recv()) is not None:
+            start, size = task
+            columns = _read(memoryview(shared)[start : start + size])
+            answer = -1 if columns is None else pickle.dumps(columns, pickle.HIGHEST_PROTOCOL)
+            if isinstance(answer, bytes) and size + len(answer) <= slot:
+                shared[start + size : start + size + len(answer)] = answer
+                answer = len(answer)
+            conn.send(answer)  # the bytes themselves if the slot is too short
+    except (EOFError, OSError):
+        pass  # the reading process is gone
+
+
+# A document this far read in one process (about 3,500 jobs of sacct's
+# 23.11 JSON) starts the workers of a `RunPool`: smaller ones, the common
+# incremental window, never pay for process start-up.
+_PARALLEL_AFTER = 16 << 20
+
+
+def default_workers() -> int:
+    """Workers of a RunPool by default: one per CPU but the one this process reads on."""
+    return max((os.cpu_count() or 1) - 1, 0)
+
+
+class RunPool:
+    """Worker processes that read runs of records while this process frames
+    the next ones, reads one itself whenever every worker is busy, and takes
+    the results in document order.
+
+    A run reaches a worker through memory shared with it, one slot per run
+    in flight: a copy per run, and a message of two numbers on a pipe of
+    its own, sent and answered by this thread (an executor's helper threads
+    would wait for the GIL while this thread decodes). The workers start
+    once a document has been read past `after` bytes (default
+    `_PARALLEL_AFTER`).
+    """
+
+    def __init__(self, workers: int | None = None, after: int | None = None) -> None:
+        self.workers = default_workers() if workers is None else workers
+        self.after = _PARALLEL_AFTER if after is None else after
+        # Two runs for each worker (one read, one waiting), one read here
+        # and one answered: no worker waits for this process.
+        self.depth = 2 * self.workers + 2
+        # A run `frame` gives (at most `longest`), with room after it for
+        # its answer: columns are a fraction of the JSON they come from.
+        self.longest = _BATCH + (_BATCH >> 3)
+        self.slot = self.longest + (_BATCH >> 2)
+        self.shared: mmap.mmap | None = None
+        self.next_slot = 0
+        self.conns: list[Connection] = []
+        self.procs: list[BaseProcess] = []
+        self.waiting: list[int] = []  # runs sent to each worker and not yet answered
+        self.answers: list[deque[int | bytes]] = []  # answers read, not yet taken
+        self.broken = False
+
+    def ready(self, offset: int) -> bool:
+        if self.broken or self.workers < 1 or offset < self.after:
+            return False
+        if self.shared is None:
+            # Populated at once (Linux): faulting its pages in run by run costs more than the copies.
+            self.shared = mmap.mmap(-1, self.depth * self.slot,
+                                    flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0))
+            # Forked: a worker starts at once, inherits the shared memory, and
+            # neither imports nor runs the main script again as a spawned one
+            # would. A fork copies no thread, so a lock held by one (polars',
+            # DuckDB's) stays held in the child: workers run msgspec and
+            # Python only, never those.
+            context = multiprocessing.get_context("fork")
+            for _ in range(self.workers):
+                here, there = context.Pipe()
+                proc = context.Process(target=_serve, args=(there, self.shared, self.slot), daemon=True)
+                proc.start()
+                there.close()
+                self.conns.append(here)
+                self.procs.append(proc)
+                self.waiting.append(0)
+                self.answers.append(deque())
+        return True
+
+    def submit(self, run: memoryview) -> tuple[int, int | None, RecordColumns | None]:
+        """Read a run (at most `longest` bytes) in an idle worker, or here
+        when none is idle. Returns where the run lies in the shared memory,
+        the worker (None: read here) and what was read here. A slot is
+        reused `depth` runs later: by then the run it held has been taken
+        (see _InFlight)."""
+        assert self.shared is not None
+        start = self.next_slot * self.slot
+        self.next_slot = (self.next_slot + 1) % self.depth
+        size = len(run) + 2
+        self.shared[start] = ord("[")
+        self.shared[start + 1 : start + size - 1] = run
+        self.shared[start + size - 1] = ord("]")
+        for worker in range(self.workers):
+            while self.waiting[worker] and self.conns[worker].poll():
+                self._answer(worker)
+        idle = min(range(self.workers), key=self.waiting.__getitem__)
+        if self.waiting[idle] >= 2 or self.broken:
+            return start, None, _read(memoryview(self.shared)[start : start + size])
+        try:
+            self.conns[idle].send((start, size))
+        except OSError:
+            self.broken = True  # a worker died: its run is read here
+            return start, None, None
+        self.waiting[idle] += 1
+        return start, idle, None
+
+    def _answer(self, worker: int) -> None:
+        self.waiting[worker] -= 1
+        try:
+            self.answers[worker].append(self.conns[worker].recv())
+        except (EOFError, OSError):
+            self.broken = True
+            self.answers[worker].append(-1)
+
+    def receive(self, worker: int, start: int, size: int) -> RecordColumns | None:
+        """A worker's answer for the run at `start`, its oldest; None if it
+        could not read it, or died (this process then reads the rest)."""
+        assert self.shared is not None
+        if not self.answers[worker]:
+            self._answer(worker)
+        answer = self.answers[worker].popleft()
+        if answer == -1:
+            return None
+        columns: RecordColumns = pickle.loads(answer if isinstance(answer, bytes) else
+                                              memoryview(self.shared)[start + size : start + size + answer])
+        return columns
+
+    def run(self, start: int, size: int) -> memoryview:
+        """The records of a run in flight, without its brackets."""
+        assert self.shared is not None
+        return memoryview(self.shared)[start + 1 : start + size - 1]
+
+    def close(self) -> None:
+        for conn in self.conns:
+            try:
+                conn.send(None)
+            except OSError:
+                pass  # already gone
+            conn.close()
+        for proc in self.procs:
+            proc.join(timeout=5)
+            if proc.is_alive():
+                proc.terminate()  # stuck answering a run nobody takes
+                proc.join()
+        self.conns, self.procs, self.waiting, self.answers = [], [], [], []
+
+    def __enter__(self) -> RunPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _Sent(NamedTuple):
+    """A run in a worker (or read here), and where to read it again in this process."""
+
+    gap_start: int  # document offset of `gap`
+    gap: bytes  # from the previous run's end (or the line start) to the run
+    start: int  # where the run lies in the pool's shared memory
+    size: int
+    end: int  # document offset after the run
+    worker: int | None  # None: read here, into `value`
+    value: RecordColumns | None
+
+
+class _InFlight:
+    """Runs sent to a pool's workers, oldest first.
+
+    A run a worker cannot read (a record of another shape, a bad value, an
+    end that was not a run's end) is read again by this process: the reader
+    is rewound to its start, rebuilt from the bytes of the runs in flight,
+    and the later runs' results are dropped, so records, their order and
+    their errors are those of reading in one process."""
+
+    def __init__(self, reader: _Reader, pool: RunPool) -> None:
+        self.reader = reader
+        self.pool = pool
+        self.sent: deque[_Sent] = deque()
+
+    def send(self, end: int) -> None:
+        """The run from pos to `end` to a worker, or read here if all are busy."""
+        r = self.reader
+        start = r.pos
+        gap_start = self.sent[-1].end - r.consumed if self.sent else max(r.buf.rfind(b"\n", 0, start), 0)
+        with memoryview(r.buf) as view:
+            at, worker, value = self.pool.submit(view[start:end])
+            gap = bytes(view[gap_start:start])
+        self.sent.append(_Sent(r.consumed + gap_start, gap, at, end - start + 2, r.consumed + end, worker, value))
+        r.pos = end
+        r.mark = r.consumed + end
+
+    def take(self) -> RecordColumns | None:
+        """The oldest run's columns, or None after rewinding the reader to it."""
+        sent = self.sent.popleft()
+        value = sent.value if sent.worker is None else self.pool.receive(sent.worker, sent.start, sent.size)
+        if value is None:
+            self._rewind(sent)
+        elif not self.sent:
+            self.reader.mark = None
+        return value
+
+    def _rewind(self, sent: _Sent) -> None:
+        r = self.reader
+        runs = [sent, *self.sent]
+        self.sent.clear()
+        for run in runs[1:]:
+            if run.worker is not None:
+                # Dropped; taken, so that no worker reads a slot sent again.
+                self.pool.receive(run.worker, run.start, run.size)
+        parts: list[bytes | memoryview] = []
+        for run in runs:
+            parts += [run.gap, self.pool.run(run.start, run.size)]
+        parts.append(memoryview(r.buf)[runs[-1].end - r.consumed :])
+        r.buf = bytearray().join(parts)
+        r.consumed = sent.gap_start
+        r.pos = len(sent.gap)
+        r.mark = None
+
+
 def iter_json_records(stream: IO[str] | IO[bytes], meta: dict[str, Any] | None = None,
                       chunk: int = 1 << 20) -> Iterator[tuple[Any, bytes]]:
     """Yield each element of the document's top-level `jobs` array with its bytes.
@@ -869,23 +1156,25 @@ def iter_json_records(stream: IO[str] | IO[bytes], meta: dict[str, Any] | None =
     when given; a broken document raises DocumentError after every element
     before the break was yielded.
     """
-    for item in _iter_jobs(stream, meta, chunk, batches=False):
+    for item in _iter_jobs(stream, meta, chunk, batches=False, pool=None):
         if not isinstance(item, RecordColumns):  # never one, without batches
             yield item
 
 
 def iter_json_batches(stream: IO[str] | IO[bytes], meta: dict[str, Any] | None = None,
-                      chunk: int = 1 << 20) -> Iterator[RecordColumns | tuple[Any, bytes]]:
+                      chunk: int = 1 << 20,
+                      pool: RunPool | None = None) -> Iterator[RecordColumns | tuple[Any, bytes]]:
     """The `jobs` array as `iter_json_records` reads it, but runs of records
     that read cleanly come as one `RecordColumns` each: decoded by msgspec in
     one call and turned into columns without a Python object per record.
     Anything else (another shape, a bad value, a compact layout) comes record
-    by record as from `iter_json_records`, in document order."""
-    return _iter_jobs(stream, meta, chunk, batches=True)
+    by record as from `iter_json_records`, in document order. With a pool,
+    runs of a large document are read by its workers."""
+    return _iter_jobs(stream, meta, chunk, batches=True, pool=pool)
 
 
 def _iter_jobs(stream: IO[str] | IO[bytes], meta: dict[str, Any] | None, chunk: int,
-               batches: bool) -> Iterator[RecordColumns | tuple[Any, bytes]]:
+               batches: bool, pool: RunPool | None) -> Iterator[RecordColumns | tuple[Any, bytes]]:
     reader = _Reader(stream, chunk)
     reader.expect("{")
     if reader.peek() == "}":
@@ -900,28 +1189,7 @@ def _iter_jobs(stream: IO[str] | IO[bytes], meta: dict[str, Any] | None, chunk: 
             if reader.peek() == "]":
                 reader.pos += 1
             else:
-                slow_until = 0  # offset up to which records are read one by one
-                while True:
-                    columns = None
-                    if batches and reader.offset() >= slow_until:
-                        with _no_cycle_collection():
-                            jobs, end = reader.batch()
-                            try:
-                                columns = None if jobs is None else record_columns(jobs)
-                            except RecordError:
-                                pass  # the record-by-record reader names the record and field
-                        if columns is not None:
-                            reader.pos = end
-                        slow_until = reader.consumed + end
-                    if columns is not None:
-                        yield columns
-                    else:
-                        yield reader.record()
-                    sep = reader.peek()
-                    if sep == "]":
-                        reader.pos += 1
-                        break
-                    reader.expect(",")
+                yield from _iter_array(reader, batches, _InFlight(reader, pool) if pool and batches else None)
         else:
             value = reader.value()
             if meta is not None:
@@ -930,6 +1198,63 @@ def _iter_jobs(stream: IO[str] | IO[bytes], meta: dict[str, Any] | None, chunk: 
         if sep == "}":
             return
         reader.expect(",")
+
+
+def _iter_array(reader: _Reader, batches: bool,
+                runs: _InFlight | None) -> Iterator[RecordColumns | tuple[Any, bytes]]:
+    slow_until = 0  # offset up to which records are read one by one
+    here = False  # the record at pos is read in this process: no run can be sent from it
+    while True:
+        if runs is not None and not here and reader.offset() >= slow_until and runs.pool.ready(reader.offset()):
+            span = reader.frame(runs.pool.longest - 2)
+            if span is None:
+                here = True
+                while runs.sent:
+                    if (columns := runs.take()) is None:
+                        break
+                    yield columns
+                continue
+            runs.send(span[0])
+            if len(runs.sent) >= runs.pool.depth:
+                if (columns := runs.take()) is None:
+                    here = True
+                    continue
+                yield columns
+        else:
+            assert runs is None or not runs.sent
+            here = False
+            columns = None
+            if batches and reader.offset() >= slow_until:
+                columns, end = reader.batch()
+                if columns is not None:
+                    reader.pos = end
+                slow_until = reader.consumed + end
+            if columns is not None:
+                yield columns
+            else:
+                yield reader.record()
+        try:
+            sep = reader.peek()
+            if sep != "]":
+                reader.expect(",")
+                continue
+        except DocumentError:
+            if runs is None or not runs.sent:
+                raise
+        # The array ends or breaks here: the runs before come first.
+        rewound = False
+        while runs is not None and runs.sent:
+            if (columns := runs.take()) is None:
+                rewound = True
+                break
+            yield columns
+        if rewound:
+            here = True
+            continue
+        if reader.peek() != "]":
+            reader.expect(",")  # raises the DocumentError again, now that every run before it is out
+        reader.pos += 1
+        return
 
 
 def iter_json_jobs(stream: IO[str] | IO[bytes], meta: dict[str, Any] | None = None,
@@ -1006,12 +1331,31 @@ def _text_time(value: str, field: str) -> int | None:
     return _epoch(number, field)
 
 
+def _text_fields(line: str) -> tuple[tuple[str, ...], list[str]]:
+    """The field list a line was written with, and its fields.
+
+    The field count cannot tell: the name, last, may hold `|`. A line of
+    `TEXT_FIELDS` has a number second (JobIDRaw; the partition there in
+    `OLD_TEXT_FIELDS`) and a state word where the old list has the reason."""
+    parts = line.split("|", len(TEXT_FIELDS) - 1)
+    if (len(parts) == len(TEXT_FIELDS) and parts[1].strip().isdecimal()
+            and parts[_STATE_AT].split(" ")[0] in BASE_STATES):
+        return TEXT_FIELDS, parts
+    return OLD_TEXT_FIELDS, line.split("|", len(OLD_TEXT_FIELDS) - 1)
+
+
+def is_text_header(line: str) -> bool:
+    """The header line sacct prints without --noheader (a recorded document may hold one)."""
+    return line.split("|", 1)[0].strip() == "JobID"
+
+
 def parse_text_record(line: str) -> SacctRecord:
-    """One `sacct --parsable2 --noheader` line in `TEXT_FIELDS` order."""
-    parts = line.rstrip("\n").split("|", len(TEXT_FIELDS) - 1)
-    if len(parts) != len(TEXT_FIELDS):
-        raise RecordError("line", f"expected {len(TEXT_FIELDS)} fields, got {len(parts)}")
-    f = dict(zip(TEXT_FIELDS, parts, strict=True))
+    """One `sacct --parsable2 --noheader` line in `TEXT_FIELDS` order, or in
+    `OLD_TEXT_FIELDS` order as recorded before JobIDRaw was requested."""
+    fields, parts = _text_fields(line.rstrip("\n"))
+    if len(parts) != len(fields):
+        raise RecordError("line", f"expected {len(fields)} fields, got {len(parts)}")
+    f = dict(zip(fields, parts, strict=True))
     job_id = f["JobID"].strip()
     if not job_id or not job_id[0].isdigit():
         raise RecordError("JobID", f"not a job id: {_short(job_id)}")
@@ -1044,4 +1388,5 @@ def parse_text_record(line: str) -> SacctRecord:
         gpus=gpus or 0,
         nodes=_nodes(f["NodeList"]),
         restart_cnt=None,
+        alias=_alias(job_id, float(f["JobIDRaw"]) if "JobIDRaw" in f else None),
     )

@@ -121,6 +121,44 @@ def test_parsable2_text_reads_like_json() -> None:
     assert wh.query("SELECT name FROM jobs WHERE job_id = '2_0'")["name"][0] == "low|array"
 
 
+def _with_raw_ids(lines: list[str], raw: dict[str, str]) -> list[str]:
+    """Lines of the old field list rewritten in `TEXT_FIELDS` order, JobIDRaw second."""
+    out = []
+    for line in lines:
+        job_id, rest = line.split("|", 1)
+        out.append(f"{job_id}|{raw[job_id]}|{rest}")
+    return out
+
+
+def test_parsable2_text_with_job_id_raw_gives_array_task_aliases() -> None:
+    assert slurm_sacct.text_format_arg().startswith("--format=JobID,JobIDRaw,Partition,")
+    old = (CASES / "requeued_job_22_05.txt").read_text().splitlines(keepends=True)
+    raw = {"1": "1", "5": "5", "2_0": "3", "7": "7"}
+    header = "|".join(slurm_sacct.TEXT_FIELDS) + "\n"  # as sacct prints it without --noheader
+    new = read_document(io.StringIO(header + "".join(_with_raw_ids(old, raw))), "parsable2", "new.txt")
+    before = read_document(io.StringIO("".join(old)), "parsable2", "old.txt")
+    assert not new.rejects and not before.rejects
+    # The same runs, the name holding "|" included, whichever list the lines were written with.
+    assert [rec._replace(alias=None) for _, rec in new.records] == [rec for _, rec in before.records]
+    assert {rec.job_id: rec.alias for _, rec in new.records} == {"1": None, "5": None, "2_0": "3", "7": None}
+    assert {rec.alias for _, rec in before.records} == {None}
+    batch = build_batch("c1", new, POLICY)
+    assert batch.frames["job_aliases"].select("alias", "job_id").rows() == [("3", "2_0")]
+
+
+def test_parsable2_line_of_either_field_list_is_told_apart_by_its_fields() -> None:
+    fields = ["1234", "low", "normal", "acct", "alice", "CANCELLED by 0", "None", "10", "1796243261",
+              "1796243261", "1796243265", "1796243270", "gres/gpu=2", "gres/gpu=2", "node1", "a|b|c"]
+    old = slurm_sacct.parse_text_record("|".join(fields))
+    new = slurm_sacct.parse_text_record("|".join([fields[0], "1234", *fields[1:]]))
+    assert old == new and old.name == "a|b|c" and old.state == "cancelled"
+    task = slurm_sacct.parse_text_record("|".join(["1230_4", "1234", *fields[1:]]))
+    assert (task.job_id, task.alias, task.name) == ("1230_4", "1234", "a|b|c")
+    with pytest.raises(slurm_sacct.RecordError) as bad:
+        slurm_sacct.parse_text_record("|".join(fields[:9]))
+    assert bad.value.field == "line"
+
+
 def test_second_load_of_the_same_document_changes_nothing() -> None:
     path = CASES / "mixed_23_11.json"
     wh = _load(path)

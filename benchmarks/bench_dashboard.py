@@ -4,7 +4,7 @@
     python benchmarks/bench_dashboard.py --gpus 512 --days 30     # a smaller cluster
     python benchmarks/bench_dashboard.py --warehouse w.duckdb     # measure it; simulate it there first if missing
     python benchmarks/bench_dashboard.py --warehouse w.duckdb --browser-only --repeat 3   # only the browser, medians
-    python benchmarks/bench_dashboard.py --warehouse w.duckdb --browser-only --after-start --unwarmed --repeat 3
+    python benchmarks/bench_dashboard.py --warehouse w.duckdb --browser-only --after-start --unwarmed --cold --repeat 3
 
 Serves dashboards/app.py as `preemptlens dashboard` does (through
 dashboards.launch) on a free localhost port and opens every page in headless
@@ -13,7 +13,11 @@ browser's HTTP cache survives), the clock started before the navigation:
 - `after start`: the first page a reader opens once a new server answers its
   health check, with nothing in the query cache: a new server for every page
   (the launcher has imported the modules, drawn plotly's first figures and
-  opened the snapshot before the server answers);
+  opened the snapshot before the server answers), always at the same address,
+  as a deployed dashboard restarts: the reader's browser holds Streamlit's and
+  plotly's bundles from an untimed visit before;
+- `cold` (with --cold): the same on a new port each time, so the browser
+  fetches and compiles every bundle again, as on a reader's first visit ever;
 - `unwarmed` (with --unwarmed): the same, served by plain `streamlit run`,
   where the first reader's session pays for those too; each page's unwarmed
   and warmed servers are started back to back;
@@ -213,11 +217,11 @@ st.metric("Preemptions", "33,156")
 class Floor(Dashboard):
     """A page of Streamlit alone (a title and a metric), served with `preemptlens dashboard`'s options."""
 
-    def __init__(self, log: Path) -> None:
+    def __init__(self, log: Path, port: int | None = None) -> None:
         self.folder = Path(tempfile.mkdtemp(prefix="bench-floor-"))
         app = self.folder / "floor.py"
         app.write_text(FLOOR_APP)
-        self.port = free_port()
+        self.port = port or free_port()
         args = argparse.Namespace(port=self.port, address="127.0.0.1")
         argv = dashboard_command.command(args, load_config(None))
         argv[argv.index(str(dashboard_command.APP))] = str(app)
@@ -232,8 +236,8 @@ class Unwarmed(Dashboard):
     """The dashboard served by plain `streamlit run` with `preemptlens dashboard`'s options, as it was
     before dashboards.launch: the first reader's session imports, draws and opens everything."""
 
-    def __init__(self, warehouse: Path, log: Path) -> None:
-        self.port = free_port()
+    def __init__(self, warehouse: Path, log: Path, port: int | None = None) -> None:
+        self.port = port or free_port()
         env = {k: v for k, v in os.environ.items() if not k.startswith("PREEMPTLENS_")}
         env["PREEMPTLENS_WAREHOUSE__PATH"] = str(warehouse)
         argv = [sys.executable, "-m", "streamlit", "run", str(dashboard_command.APP), *dashboard_command.SERVED,
@@ -258,22 +262,35 @@ def _visit(browser: Chromium, title: str, charts: int, go_to: Callable[[], None]
     return first, done, state.rendered and not state.exceptions and not state.errors
 
 
-def time_pages(warehouse: Path, log: Path, repeat: int, after_start_only: bool, unwarmed: bool) -> None:
+def time_pages(
+    warehouse: Path, log: Path, repeat: int, after_start_only: bool, unwarmed: bool, cold: bool
+) -> None:
     measured: dict[tuple[str, str], list[Visit]] = {}
 
     def visit(key: tuple[str, str], title: str, charts: int, go_to: Callable[[], None]) -> None:
         measured.setdefault(key, []).append(_visit(browser, title, charts, go_to))
 
-    starts: list[tuple[str, Callable[[], Dashboard]]] = [("start", partial(Dashboard, warehouse, log))]
+    # Every restarted server answers at one address, as a deployed dashboard does: the browser keeps
+    # Streamlit's and plotly's bundles from the untimed first visit (a first visit ever also fetches
+    # and compiles them: the `cold` column, each server on a new port).
+    port = free_port()
+    starts: list[tuple[str, Callable[[], Dashboard]]] = [("start", partial(Dashboard, warehouse, log, port))]
     if unwarmed:
-        starts.insert(0, ("unwarmed", partial(Unwarmed, warehouse, log)))
+        starts.insert(0, ("unwarmed", partial(Unwarmed, warehouse, log, port)))
+    if cold:
+        starts.append(("cold", partial(Dashboard, warehouse, log)))
     with Chromium() as browser:
+        with Dashboard(warehouse, log, port) as dashboard:
+            for path, title, _, charts in PAGES:
+                browser.fresh_tab()
+                _visit(browser, title, charts, partial(browser.navigate, f"{dashboard.url}/{path}"))
         for _ in range(repeat):
             for path, title, _, charts in (("", FLOOR_TITLE, "", 0), *PAGES):
                 for kind, server in starts:
                     if title == FLOOR_TITLE and kind == "unwarmed":
                         continue
-                    with Floor(log) if title == FLOOR_TITLE else server() as dashboard:
+                    floor = partial(Floor, log, None if kind == "cold" else port)
+                    with floor() if title == FLOOR_TITLE else server() as dashboard:
                         browser.fresh_tab()
                         visit((title, kind), title, charts, partial(browser.navigate, f"{dashboard.url}/{path}"))
         if not after_start_only:
@@ -296,7 +313,7 @@ def time_pages(warehouse: Path, log: Path, repeat: int, after_start_only: bool, 
             return f"{'':11}"
         return " ".join(f"{t:5.2f}" if t is not None else "    –" for t in v[:2])
 
-    columns = {"unwarmed": "unwarmed", "start": "after start", "load": "warm load", "nav": "in-app"}
+    columns = {"cold": "cold", "unwarmed": "unwarmed", "start": "after start", "load": "warm load", "nav": "in-app"}
     kinds = [k for k in columns if any(key[1] == k for key in measured)]
     median = f", median of {repeat}" if repeat > 1 else ""
     print(f"\nseconds to the first meaningful render / to the complete page (fresh tab per load{median})")
@@ -329,6 +346,10 @@ def main() -> None:
     parser.add_argument(
         "--unwarmed", action="store_true", help="also the first page after a plain `streamlit run` (no launcher)"
     )
+    parser.add_argument(
+        "--cold", action="store_true",
+        help="also the first page after a start on a new port: the browser fetches every bundle again",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-dashboard-") as tmp:
         warehouse = args.warehouse or Path(tmp) / "w.duckdb"
@@ -338,7 +359,9 @@ def main() -> None:
             time_imports(warehouse)
             f = time_queries(warehouse)
             time_figures(warehouse, f)
-        time_pages(warehouse, Path(tmp) / "streamlit.log", max(args.repeat, 1), args.after_start, args.unwarmed)
+        time_pages(
+            warehouse, Path(tmp) / "streamlit.log", max(args.repeat, 1), args.after_start, args.unwarmed, args.cold
+        )
 
 
 if __name__ == "__main__":

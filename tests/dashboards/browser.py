@@ -98,8 +98,8 @@ def wait_http(url: str, timeout_s: float) -> None:
 class Dashboard:
     """`preemptlens dashboard` on a free localhost port, reading `warehouse`."""
 
-    def __init__(self, warehouse: Path, log: Path) -> None:
-        self.port = free_port()
+    def __init__(self, warehouse: Path, log: Path, port: int | None = None) -> None:
+        self.port = port or free_port()
         env = {k: v for k, v in os.environ.items() if not k.startswith("PREEMPTLENS_")}
         self.serve([
             sys.executable, "-m", "preemptlens.cli", "--warehouse", str(warehouse), "dashboard",

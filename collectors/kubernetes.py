@@ -46,15 +46,13 @@ import kubernetes.client
 import kubernetes.config
 import polars as pl
 
-from collectors.base import Batch, Reject, Watermark
+from collectors.base import Batch, Reject, Watermark, capacity_changes, known_pools
 from collectors.kubernetes_events import ParseError, locate, preemptions
 from collectors.kubernetes_objects import Rows, Tiering, pod_rows, podgroup_rows, workload_rows
 from collectors.kubernetes_pools import (
     NODES,
     QUOTA,
     capacity,
-    capacity_changes,
-    known_pools,
     parse_cluster_queue,
     parse_flavor,
     parse_node,
@@ -372,10 +370,11 @@ class KubernetesCollector:
         else:
             log.warning("%s: no pool capacity: cannot list nodes (%s) nor ClusterQueues (%s)",
                         SOURCE, nodes_problem, queues_problem)
-        rows, cursor = capacity_changes(cursor_text, found, seen.start or at, at)
+        rows, cursor = capacity_changes(
+            cursor_text, {pool: (c.gpus, c.per_node) for pool, c in found.items()}, seen.start or at, at)
         frames = {"pools": _frame("pools", [
             {"cluster": self.cluster, "pool": r.pool, "valid_from": r.valid_from, "gpus": r.gpus,
-             "gpus_per_node": r.gpus_per_node, "_record": f"pool {r.pool} from {r.source}"}
+             "gpus_per_node": r.gpus_per_node, "_record": f"pool {r.pool} from {found[r.pool].source}"}
             for r in rows
         ])} if rows else {}
         return Batch(source=SOURCE, frames=frames, rejects=rejects,

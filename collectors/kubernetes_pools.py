@@ -25,18 +25,13 @@ Where the capacity is read:
   quotas. Only for queues that jobs name as their pool: every other queue
   would count quota that its flavors' pools count already.
 
-Rows, as for Slurm's pools: a pool is written when first seen, valid from
-the start of the data collected then (or of an earlier backfill later),
-and again whenever its GPU count changes, valid from that collection. The
-cursor remembers what was written, so an unchanged cluster writes nothing.
+Rows come from collectors.base.capacity_changes, as for Slurm's pools.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from collectors.kubernetes_events import ParseError, mapping, required_text, text
@@ -68,15 +63,6 @@ class ClusterQueue:
 class Capacity:
     gpus: int
     per_node: int | None  # the most GPUs of one node; unknown from quotas
-    source: str
-
-
-@dataclass(frozen=True)
-class PoolRow:
-    pool: str
-    valid_from: datetime
-    gpus: int
-    gpus_per_node: int | None
     source: str
 
 
@@ -157,35 +143,3 @@ def capacity(
         if queue.name in queue_pools:
             found.setdefault(queue.name, Capacity(sum(queue.quotas.values()), None, QUOTA))
     return found
-
-
-def known_pools(cursor_text: str | None) -> set[str]:
-    return set(json.loads(cursor_text)) if cursor_text else set()
-
-
-def capacity_changes(cursor_text: str | None, now: Mapping[str, Capacity], data_start: datetime,
-                     at: datetime) -> tuple[list[PoolRow], str]:
-    """The capacity rows to write and the next cursor. `data_start` is where this
-    collection's data begins, `at` when the capacity was read."""
-    state: dict[str, dict[str, Any]] = json.loads(cursor_text) if cursor_text else {}
-    rows: list[PoolRow] = []
-    for pool, cap in sorted(now.items()):
-        known = state.get(pool)
-        if known is None:
-            # A pool without GPUs has nothing for the capacity figures to compare.
-            if cap.gpus > 0:
-                rows.append(PoolRow(pool, data_start, cap.gpus, cap.per_node, cap.source))
-                state[pool] = {"first": data_start.isoformat(), "first_cap": [cap.gpus, cap.per_node],
-                               "cap": [cap.gpus, cap.per_node]}
-            continue
-        first = datetime.fromisoformat(str(known["first"]))
-        if data_start < first:
-            first_gpus, first_per_node = known["first_cap"]
-            rows.append(PoolRow(pool, data_start, int(first_gpus), first_per_node, cap.source))
-            known["first"] = data_start.isoformat()
-        # Quotas say nothing of node sizes: that is no news about the nodes.
-        per_node = cap.per_node if cap.per_node is not None else known["cap"][1]
-        if list(known["cap"]) != [cap.gpus, per_node]:
-            rows.append(PoolRow(pool, at, cap.gpus, per_node, cap.source))
-            known["cap"] = [cap.gpus, per_node]
-    return rows, json.dumps(state, sort_keys=True)

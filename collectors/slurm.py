@@ -38,7 +38,7 @@ from typing import IO, Any, ClassVar
 
 import polars as pl
 
-from collectors.base import Batch, Reject, Watermark
+from collectors.base import Batch, Reject, Watermark, capacity_changes
 from collectors.slurm_log import LogCursor, read_log, zone_of
 from collectors.slurm_policy import (
     PREEMPT_TYPES,
@@ -48,7 +48,7 @@ from collectors.slurm_policy import (
     parse_qos,
     preempt_type_from_config,
 )
-from collectors.slurm_pools import Node, capacity, capacity_changes, parse_nodes, pool_map
+from collectors.slurm_pools import Node, capacity, parse_nodes, pool_map
 from collectors.slurm_sacct import (
     DocumentError,
     RecordColumns,

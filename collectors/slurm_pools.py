@@ -15,21 +15,18 @@ A pool's GPUs are those of the distinct nodes of its partitions: the node's
 (`gpu:8`, `gpu:a100:4(S:0-1),gpu:v100:2`) where CfgTRES does not count GPUs.
 Drained and down nodes count: capacity is what the pool is built to hold.
 
-Capacity rows are written when a pool is first seen (valid from the start
-of the data collected then, or of an earlier backfill later) and whenever
-its GPU count changes (valid from that collection). The cursor remembers
-what was written, so an unchanged cluster writes nothing.
+Capacity rows come from collectors.base.capacity_changes, as for every
+collector: when a pool is first seen (valid from the start of the data
+collected then, or of an earlier backfill later) and whenever its GPU count
+changes (valid from that collection); an unchanged cluster writes nothing.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from itertools import pairwise
-from typing import Any
 
 _GRES_GPU = re.compile(r"^gpu(?::[^:(]+)?:(\d+)")
 _TRES_GPU = re.compile(r"(?:^|,)gres/gpu=(\d+)(?:,|$)")
@@ -102,37 +99,3 @@ def capacity(nodes: Iterable[Node], pool_of: Mapping[str, str]) -> dict[str, tup
     # A pool without GPUs (a CPU partition) has nothing for these figures to compare.
     return {pool: (sum(gpus.values()), max(gpus.values())) for pool, gpus in members.items()
             if sum(gpus.values()) > 0}
-
-
-@dataclass(frozen=True)
-class PoolRow:
-    pool: str
-    valid_from: datetime
-    gpus: int
-    gpus_per_node: int
-
-
-def capacity_changes(cursor_text: str | None, now: dict[str, tuple[int, int]], data_start: datetime,
-            at: datetime | None) -> tuple[list[PoolRow], str]:
-    """The capacity rows to write and the next cursor.
-
-    `data_start` is where this collection's data begins; `at` is when the
-    capacity was read, or None when the collection re-reads a past window
-    (a change seen now is not a change of then)."""
-    state: dict[str, dict[str, Any]] = json.loads(cursor_text) if cursor_text else {}
-    rows: list[PoolRow] = []
-    for pool, (gpus, per_node) in sorted(now.items()):
-        known = state.get(pool)
-        if known is None:
-            rows.append(PoolRow(pool, data_start, gpus, per_node))
-            state[pool] = {"first": data_start.isoformat(), "first_cap": [gpus, per_node], "cap": [gpus, per_node]}
-            continue
-        first = datetime.fromisoformat(str(known["first"]))
-        if data_start < first:
-            first_gpus, first_per_node = known["first_cap"]
-            rows.append(PoolRow(pool, data_start, int(first_gpus), int(first_per_node)))
-            known["first"] = data_start.isoformat()
-        if at is not None and list(known["cap"]) != [gpus, per_node]:
-            rows.append(PoolRow(pool, at, gpus, per_node))
-            known["cap"] = [gpus, per_node]
-    return rows, json.dumps(state, sort_keys=True)

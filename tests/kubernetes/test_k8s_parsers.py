@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from k8s_fake import cluster_queue, load_case, node, resource_flavor
 
+from collectors.base import capacity_changes
 from collectors.kubernetes_events import (
     ParseError,
     parse_kueue_preempted,
@@ -26,7 +27,6 @@ from collectors.kubernetes_objects import CLUSTER_POOL, Tiering, pod_rows, podgr
 from collectors.kubernetes_pools import (
     Capacity,
     capacity,
-    capacity_changes,
     parse_cluster_queue,
     parse_flavor,
     parse_node,
@@ -257,12 +257,12 @@ def test_capacity_sources() -> None:
 
 def test_capacity_changes_backfill_and_quiet_repeats() -> None:
     day = datetime(2026, 11, 2, tzinfo=UTC)
-    now = {"h100": Capacity(16, 8, "node allocatable"), "empty": Capacity(0, None, "node allocatable")}
+    now: dict[str, tuple[int, int | None]] = {"h100": (16, 8), "empty": (0, None)}
     rows, cursor = capacity_changes(None, now, day, day.replace(hour=12))
     assert [(r.pool, r.valid_from, r.gpus) for r in rows] == [("h100", day, 16)]
     assert capacity_changes(cursor, now, day, day.replace(hour=13))[0] == []
     # Older data later: the first capacity reaches back to it. A quota read keeps the known node size.
-    rows, cursor = capacity_changes(cursor, {"h100": Capacity(24, None, "Kueue nominalQuota")},
+    rows, cursor = capacity_changes(cursor, {"h100": (24, None)},
                                     day.replace(day=1), day.replace(hour=14))
     assert [(r.valid_from, r.gpus, r.gpus_per_node) for r in rows] == [
         (day.replace(day=1), 16, 8), (day.replace(hour=14), 24, 8)]

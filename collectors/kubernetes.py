@@ -40,10 +40,8 @@ import logging
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-import kubernetes.client
-import kubernetes.config
 import polars as pl
 
 from collectors.base import Batch, Reject, Watermark, capacity_changes, known_pools
@@ -57,9 +55,15 @@ from collectors.kubernetes_pools import (
     parse_flavor,
     parse_node,
 )
-from collectors.kubernetes_watch import BadLine, Change, ListWatch, Mark
 from preemptlens.config import Config, Section, Setting
 from preemptlens.errors import ConfigError, SourceError
+
+# The Kubernetes client (which kubernetes_watch imports too) is imported where it is used:
+# load_config imports this module for every command, and only `collect kubernetes` needs the client.
+if TYPE_CHECKING:
+    import kubernetes.client
+
+    from collectors.kubernetes_watch import Change, ListWatch
 
 log = logging.getLogger(__name__)
 
@@ -209,6 +213,8 @@ class KubernetesCollector:
     # -- what each stream reads -------------------------------------------
 
     def _streams(self, name: str, namespaces: list[str | None]) -> Iterator[Stream]:
+        import kubernetes.client
+
         core = kubernetes.client.CoreV1Api(self.api_client)
         events_v1 = kubernetes.client.EventsV1Api(self.api_client)
         custom = kubernetes.client.CustomObjectsApi(self.api_client)
@@ -267,6 +273,8 @@ class KubernetesCollector:
     # -- batches -------------------------------------------------------------
 
     def batches(self, watermarks: Mapping[tuple[str, str], str]) -> Iterator[Batch]:
+        from collectors.kubernetes_watch import ListWatch
+
         failures: list[str] = []
         answered = 0
         seen = _Seen()
@@ -295,6 +303,8 @@ class KubernetesCollector:
             yield self._pools_batch(watermarks.get((self.cluster, "pools")), seen)
 
     def _collect(self, stream: Stream, watcher: ListWatch, since: str | None) -> Iterator[Batch]:
+        from collectors.kubernetes_watch import BadLine, Change, Mark
+
         pending = _Pending()
         cursor = since
         committed = since
@@ -331,6 +341,8 @@ class KubernetesCollector:
     def _list_once(self, what: str, call: Callable[..., Any], parse: Callable[[Any], _T],
                    rejects: list[Reject]) -> tuple[list[_T] | None, str]:
         """Every object of a list, parsed (None and why when the list cannot be read)."""
+        from collectors.kubernetes_watch import Change, ListWatch
+
         watcher = ListWatch(f"{SOURCE} {what}", call, page_size=self.page_size, watch_seconds=0.0,
                             idle_seconds=self.idle_seconds, max_retries=self.max_retries)
         found: list[_T] = []
@@ -348,6 +360,8 @@ class KubernetesCollector:
         return found, ""
 
     def _pools_batch(self, cursor_text: str | None, seen: _Seen) -> Batch:
+        import kubernetes.client
+
         core = kubernetes.client.CoreV1Api(self.api_client)
         custom = kubernetes.client.CustomObjectsApi(self.api_client)
 
@@ -403,6 +417,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def api_client(settings: Mapping[str, Any], api_url: str | None = None, kubeconfig: str | None = None) -> (
     kubernetes.client.ApiClient
 ):
+    import kubernetes.client
+    import kubernetes.config
+
     cfg = kubernetes.client.Configuration()
     url = api_url or settings["api_url"]
     path = kubeconfig or settings["kubeconfig"]

@@ -40,22 +40,24 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, ClassVar, NoReturn, Self
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, Self
 from urllib.parse import unquote, urlencode, urlsplit, urlunsplit
 
-import numpy as np
 import orjson
 import polars as pl
-import requests
-from prometheus_api_client import PrometheusConnect
-from requests.adapters import HTTPAdapter, Retry
-from tqdm import tqdm
-from urllib3.exceptions import ReadTimeoutError
-from urllib3.response import BaseHTTPResponse
+
+# _Retry derives from it at import; the rest of the HTTP stack (requests, the Prometheus client) and
+# numpy are imported where they are used: load_config imports this module for every command.
+from urllib3.util.retry import Retry
 
 from collectors.base import Batch, Reject, Watermark
 from preemptlens.config import Config, Secret, Section, Setting
 from preemptlens.errors import ConfigError, SourceError, TransientSourceError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import requests
+    from urllib3.response import BaseHTTPResponse
 
 log = logging.getLogger(__name__)
 
@@ -482,6 +484,10 @@ class PrometheusSource:
     """
 
     def __init__(self, opts: Options) -> None:
+        import requests
+        from prometheus_api_client import PrometheusConnect
+        from requests.adapters import HTTPAdapter
+
         self.opts = opts
         self.where = redact_url(opts.url)
         session = requests.Session()
@@ -540,6 +546,9 @@ class PrometheusSource:
 
     def _send(self, path: str, data: Sequence[tuple[str, str]], what: str) -> bytes:
         """The body of a successful answer, unparsed."""
+        import requests
+        from urllib3.exceptions import ReadTimeoutError
+
         method = self.method_for(path, data)
         try:
             response = self.session.request(
@@ -650,6 +659,8 @@ _SAMPLE_SCHEMA = {"t": pl.Float64, "value": pl.Float64}
 
 def _split_values(body: bytes) -> tuple[Any, np.ndarray, pl.DataFrame]:
     """The answer without its points, the points per series, and all points in one frame."""
+    import numpy as np
+
     skeleton_parts, segments = [], []
     at = 0
     for match in _VALUES.finditer(body):
@@ -685,6 +696,8 @@ def range_result(body: bytes) -> RangeAnswer:
     Prometheus, Thanos (partial responses), Mimir and Cortex put warnings in
     `warnings`; VictoriaMetrics' cluster flags a partial answer `isPartial`.
     """
+    import numpy as np
+
     try:
         answer, counts, samples = _split_values(body)
     except (ValueError, pl.exceptions.PolarsError):
@@ -749,6 +762,8 @@ class PageParser:
 
     def points(self, answer: RangeAnswer, stream: str) -> pl.DataFrame:
         """One row per (series, step) of a query_range answer: sid, t (epoch ms), value."""
+        import numpy as np
+
         sids = [self._sid(labels, stream) for labels in answer.metrics]
         sid = np.repeat(np.array([-1 if s is None else s for s in sids], dtype=np.int32), answer.counts)
         frame = answer.samples.with_columns(pl.Series("sid", sid, dtype=pl.Int32))
@@ -833,6 +848,8 @@ def page_frame(
     mem_aggregation: str,
 ) -> pl.DataFrame:
     """The gpu_samples rows of one page: the three metrics joined on the GPU and time."""
+    import numpy as np
+
     series = parser.series_frame()
     merged: pl.DataFrame | None = None
     for stream, frame in results.items():
@@ -925,6 +942,8 @@ class PrometheusCollector:
         return start, until, cursors
 
     def batches(self, watermarks: Mapping[tuple[str, str], str]) -> Iterator[Batch]:
+        from tqdm import tqdm
+
         start, until, cursors = self.window(watermarks)
         pages = plan_pages(start, until, self.opts.step_ms, self.opts.page_points)
         if not pages:

@@ -12,33 +12,36 @@ first page can render like any later one. Then `main` hands over to
 Streamlit's own command line (`streamlit run` with the same arguments).
 Nothing here fills the query cache: the first page still runs its queries.
 
+Ctrl-C before the server listens (while warming, or while Streamlit starts)
+ends the process with one line and status 130; from then on Streamlit's own
+handler stops the server. That is why the heavy imports happen in `warm`,
+after the handler is in place, and not at the top of this module.
+
 `preemptlens dashboard` and `preemptlens serve` start the dashboard with it.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 import time
 from datetime import UTC, datetime, timedelta
+from types import FrameType
+from typing import TYPE_CHECKING
 
-import duckdb
-import plotly.graph_objects as go
-import plotly.io
-import plotly.tools
-import polars as pl
-from streamlit.web import cli
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
-# What the SQL page imports. dashboards.views_common is left to the first page: Streamlit's cache
-# decorators in it would warn that they are defined outside a running server.
-import preemptlens.commands.sql  # noqa: F401
-from dashboards import data, figures
-from preemptlens.config import load_config
-from preemptlens.errors import PreemptlensError
-from preemptlens.readonly import Limits
+INTERRUPTED = 130
 
 
 def sample_figures() -> list[go.Figure]:
     """One figure of every kind the pages draw (figures.*, and an empty one), over a few made-up rows."""
+    import polars as pl
+
+    from dashboards import data, figures
+
     day = datetime(2026, 1, 5, tzinfo=UTC)
     days = [day, day + timedelta(days=1)]
     window = (days[0], days[-1] + timedelta(days=1))
@@ -83,6 +86,19 @@ def sample_figures() -> list[go.Figure]:
 def warm() -> str:
     """Import, draw and open what a first page needs; say what was done and how long it took."""
     began = time.perf_counter()
+    import duckdb
+    import plotly.io
+    import plotly.tools
+    import polars as pl
+
+    # What the SQL page imports. dashboards.views_common is left to the first page: Streamlit's cache
+    # decorators in it would warn that they are defined outside a running server.
+    import preemptlens.commands.sql  # noqa: F401
+    from dashboards import data
+    from preemptlens.config import load_config
+    from preemptlens.errors import PreemptlensError
+    from preemptlens.readonly import Limits
+
     for fig in sample_figures():
         # As st.plotly_chart serialises a figure.
         plotly.io.to_json(plotly.tools.return_figure_from_figure_or_data(fig, validate_figure=True), validate=False)
@@ -101,10 +117,27 @@ def warm() -> str:
     return f"dashboard warmed in {time.perf_counter() - began:.1f} s, {opened}"
 
 
+def _interrupted(signum: int, frame: FrameType | None) -> None:
+    del signum, frame
+    print("preemptlens dashboard: interrupted while starting", file=sys.stderr, flush=True)
+    # Exit on the spot rather than raise: a KeyboardInterrupt would print a traceback from whatever import
+    # or Streamlit start-up step it lands in (click turns it into "Aborted!" and status 1). Nothing
+    # started so far needs undoing: the snapshot is open read-only and nothing listens yet.
+    os._exit(INTERRUPTED)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Warm this process, then serve `streamlit run` with `argv` (the app, then Streamlit's options)."""
+    signal.signal(signal.SIGINT, _interrupted)
+    # `preemptlens dashboard` blocks SIGINT across its exec into this process, so that a Ctrl-C before
+    # this point is held rather than lost or raised in the interpreter's start-up; it is delivered now.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    print("dashboard warming up", file=sys.stderr, flush=True)
     print(warm(), file=sys.stderr, flush=True)
+    from streamlit.web import cli
+
     # The `streamlit` command itself, called as `python -m streamlit` does; it exits when the server stops.
+    # Streamlit puts its own SIGINT handler in place once the server listens.
     cli.main(["run", *(sys.argv[1:] if argv is None else argv)], prog_name="streamlit")
 
 

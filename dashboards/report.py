@@ -11,17 +11,20 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jinja2
-import plotly.graph_objects as go
-import plotly.offline
 import polars as pl
-from markupsafe import Markup
 
-from dashboards import data, figures
+from dashboards import data
 from preemptlens.config import Section, Setting
 from preemptlens.errors import PreemptlensError
+
+# The rendering stack (jinja2, plotly and the figures) is imported where a report is rendered:
+# load_config imports this module for every command.
+if TYPE_CHECKING:
+    import jinja2
+    import plotly.graph_objects as go
+    from markupsafe import Markup
 
 SETTINGS = Section(
     "report",
@@ -289,6 +292,8 @@ def _context(report: WeeklyReport) -> dict[str, Any]:
 
 
 def _environment() -> jinja2.Environment:
+    import jinja2
+
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),
         autoescape=jinja2.select_autoescape(enabled_extensions=("html", "html.j2"), default_for_string=False),
@@ -300,6 +305,8 @@ def _environment() -> jinja2.Environment:
 
 
 def _figure_html(fig: go.Figure, div_id: str) -> Markup:
+    from markupsafe import Markup
+
     html = fig.to_html(
         full_html=False, include_plotlyjs=False, div_id=div_id, config={"displaylogo": False, "responsive": True}
     )
@@ -307,6 +314,11 @@ def _figure_html(fig: go.Figure, div_id: str) -> Markup:
 
 
 def render_html(report: WeeklyReport) -> str:
+    import plotly.offline
+    from markupsafe import Markup
+
+    from dashboards import figures
+
     week = report.week.label
     window = (report.week.start, report.week.end)
     charts = {

@@ -3,6 +3,10 @@
 Subcommands are registered in `COMMANDS`: each is a module exposing
 `add_arguments(parser)` and `run(args, config) -> int`. Library code raises
 `PreemptlensError`; only this module turns errors into exit codes.
+
+Start-up stays quick: only the command being run is imported (none for
+`preemptlens --help`), and its module imports what its `run` needs inside it.
+Ctrl-C at any point, from parsing on, ends with one line and status 130.
 """
 
 from __future__ import annotations
@@ -14,10 +18,13 @@ import shlex
 import sys
 from collections.abc import Sequence
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from preemptlens import __version__
-from preemptlens.config import Config, load_config
 from preemptlens.errors import ConfigError, PreemptlensError
+
+if TYPE_CHECKING:
+    from preemptlens.config import Config
 
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -45,8 +52,9 @@ def _global_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug detail")
 
 
-def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The full parser; with `only`, import just that command's module (start-up stays quick)."""
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """Every command by name and help text; the arguments of `command` alone, whose module is the only one
+    imported. The overview (`--help`) and a usage error need no command module."""
     parser = argparse.ArgumentParser(
         prog="preemptlens", description="What preemption costs and buys on a shared GPU cluster."
     )
@@ -54,9 +62,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     _global_options(parser)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module_name, help_text) in COMMANDS.items():
-        command = sub.add_parser(name, help=help_text, description=help_text)
-        if only is None or name == only:
-            importlib.import_module(module_name).add_arguments(command)
+        subparser = sub.add_parser(name, help=help_text, description=help_text)
+        if name == command:
+            importlib.import_module(module_name).add_arguments(subparser)
     return parser
 
 
@@ -72,30 +80,35 @@ def command_args(module: ModuleType, argv: Sequence[str] = (), *, prog: str) -> 
 
 
 def load(args: argparse.Namespace) -> Config:
+    from preemptlens.config import load_config
+
     overrides = {"warehouse.path": args.warehouse} if args.warehouse else None
     return load_config(args.config, overrides)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    first = argparse.ArgumentParser(add_help=False)
-    _global_options(first)
-    first.add_argument("command", nargs="?")
-    known, _ = first.parse_known_args(argv)
-    parser = build_parser(known.command if known.command in COMMANDS else None)
-    args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    module_name, _ = COMMANDS[args.command]
+    prog, running = "preemptlens", False
     try:
+        first = argparse.ArgumentParser(add_help=False)
+        _global_options(first)
+        first.add_argument("command", nargs="?")
+        known, _ = first.parse_known_args(argv)
+        args = build_parser(known.command).parse_args(argv)
+        prog = f"preemptlens {args.command}"
+        logging.basicConfig(
+            level=logging.DEBUG if args.verbose else logging.INFO,
+            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        )
+        module_name, _ = COMMANDS[args.command]
         config = load(args)
-        return int(importlib.import_module(module_name).run(args, config))
+        module = importlib.import_module(module_name)
+        running = True
+        return int(module.run(args, config))
     except PreemptlensError as exc:
-        print(f"preemptlens {args.command}: {exc}", file=sys.stderr)
+        print(f"{prog}: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"preemptlens {args.command}: interrupted; committed batches are kept", file=sys.stderr)
+        print(f"{prog}: interrupted{'; committed batches are kept' if running else ''}", file=sys.stderr)
         return 130
 
 

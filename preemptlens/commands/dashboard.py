@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from preemptlens.config import Config
+if TYPE_CHECKING:
+    from preemptlens.config import Config
 
 APP = Path(__file__).resolve().parents[2] / "dashboards" / "app.py"
 
@@ -56,5 +59,11 @@ def run(args: argparse.Namespace, config: Config) -> int:
     print(f"dashboard on http://{address}:{port} (Ctrl-C stops it)", flush=True)
     # Streamlit takes over this process, so a supervisor's signals reach it directly.
     argv = command(args, config)
-    os.execve(argv[0], argv, env)
+    # The mask survives the exec: a Ctrl-C while the new interpreter starts waits for dashboards.launch,
+    # which unblocks it once its handler (one line, status 130) is in place.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        os.execve(argv[0], argv, env)
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     return 0  # not reached: execve returns only by raising

@@ -11,11 +11,10 @@ from __future__ import annotations
 import argparse
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from dashboards import report
-from dashboards.data import reader
-from preemptlens.config import Config
-from preemptlens.readonly import Limits
+if TYPE_CHECKING:
+    from preemptlens.config import Config
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,6 +24,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
+    from dashboards import report
+    from dashboards.data import reader
+    from preemptlens.readonly import Limits
+
     week = report.Week.parse(args.week) if args.week else report.Week.last_complete(datetime.now(UTC))
     settings = config.section("report")
     folder = Path(args.out or settings["folder"])

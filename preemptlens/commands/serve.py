@@ -35,21 +35,18 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType, ModuleType
+from typing import TYPE_CHECKING
 
-import duckdb
-from apscheduler.executors.pool import ThreadPoolExecutor
-from apscheduler.schedulers.background import BackgroundScheduler
-from apscheduler.triggers.cron import CronTrigger
-from apscheduler.triggers.interval import IntervalTrigger
-
-from analytics.lake import keep_current
-from dashboards.metrics import MetricsServer, SnapshotCollector
-from preemptlens.cli import command_args
-from preemptlens.commands.collect import SOURCES
-from preemptlens.commands.dashboard import launch
 from preemptlens.config import Config, Section, Setting
 from preemptlens.errors import ConfigError, PreemptlensError
-from preemptlens.warehouse import Warehouse
+
+# What serving needs (APScheduler, the metrics server, the warehouse, the other commands) is imported
+# where it is used: load_config imports this module, for its settings, in every command.
+if TYPE_CHECKING:
+    from apscheduler.schedulers.background import BackgroundScheduler
+
+    from dashboards.metrics import MetricsServer
+    from preemptlens.warehouse import Warehouse
 
 log = logging.getLogger("preemptlens.serve")
 
@@ -129,6 +126,11 @@ class Server:
     @contextmanager
     def writer(self) -> Iterator[Warehouse | None]:
         """The warehouse opened for writing, or None if another process kept it past lock_wait_s."""
+        import duckdb
+
+        from analytics.lake import keep_current
+        from preemptlens.warehouse import Warehouse
+
         deadline = time.monotonic() + float(self.section["lock_wait_s"])
         delay = 0.1
         while True:
@@ -174,6 +176,8 @@ class Server:
         return run
 
     def collect(self, spec: str) -> str:
+        from preemptlens.cli import command_args
+
         name, *argv = shlex.split(spec)
         module = importlib.import_module(_source_module(spec))
         args = command_args(module, argv, prog=f"serve.collect {name}")
@@ -193,6 +197,8 @@ class Server:
         return f"{batches} batch(es), {rows} row(s) loaded"
 
     def command(self, name: str, module: ModuleType) -> str:
+        from preemptlens.cli import command_args
+
         args = command_args(module, prog=f"preemptlens {name}")
         status = int(module.run(args, self.config))
         with self.writer() as wh:
@@ -213,6 +219,11 @@ class Server:
 
     def schedule(self, scheduler: BackgroundScheduler) -> list[str]:
         """Add the configured jobs whose code exists; return their ids."""
+        from apscheduler.triggers.cron import CronTrigger
+        from apscheduler.triggers.interval import IntervalTrigger
+
+        from preemptlens.commands.collect import SOURCES
+
         wanted = set(self.section["jobs"])
         now = datetime.now(UTC)
         added: list[str] = []
@@ -254,6 +265,8 @@ class Server:
         return added
 
     def start_dashboard(self) -> subprocess.Popen[bytes] | None:
+        from preemptlens.commands.dashboard import launch
+
         if not self.dashboard or "dashboard" not in self.section["jobs"]:
             return None
         if not DASHBOARD_APP.exists():
@@ -270,6 +283,8 @@ class Server:
 
     def start_metrics(self) -> MetricsServer | None:
         """Serve /metrics on its own thread; figures are read from the published snapshot only."""
+        from dashboards.metrics import MetricsServer, SnapshotCollector
+
         port = int(self.section["metrics_port"])
         if port == 0:
             return None
@@ -288,6 +303,9 @@ class Server:
         return server
 
     def run(self) -> int:
+        from apscheduler.executors.pool import ThreadPoolExecutor
+        from apscheduler.schedulers.background import BackgroundScheduler
+
         def on_signal(signum: int, frame: FrameType | None) -> None:
             del frame
             if not self.stop.is_set():
@@ -342,6 +360,8 @@ def _importable(module_name: str) -> bool:
 
 
 def _source_module(spec: str) -> str:
+    from preemptlens.commands.collect import SOURCES
+
     name = shlex.split(spec)[0]
     return SOURCES.get(name, name)
 

@@ -9,11 +9,12 @@ stream (kubernetes_watch), and turns what it reads into contract rows:
   `podgroups` (KAI, `scheduling.run.ai/v2alpha2`) give `jobs` and `job_runs`
   (kubernetes_objects).
 
-A collection that reads jobs (streams `workloads` or `pods`) also lists
-nodes, ResourceFlavors and ClusterQueues once, for the GPU capacity of the
-pools those jobs are in (kubernetes_pools). These reads are optional: one
-refused (RBAC 403) or absent (Kueue not installed) narrows what the capacity
-is read from, as a log line says, and fails nothing.
+A collection that reads jobs (streams `workloads`, `pods` or `podgroups`)
+also lists nodes, ResourceFlavors and ClusterQueues once, and KAI Queues when
+it reads PodGroups, for the GPU capacity of the pools those jobs are in
+(kubernetes_pools). These reads are optional: one refused (RBAC 403) or
+absent (Kueue or KAI not installed) narrows what the capacity is read from,
+as a log line says, and fails nothing.
 
 Job ids are Kubernetes UIDs: the Workload's for Kueue (stable over its
 evictions and re-admissions), the PodGroup's for KAI, the pod's for a plain
@@ -48,11 +49,14 @@ from collectors.base import Batch, Reject, Watermark, capacity_changes, known_po
 from collectors.kubernetes_events import ParseError, locate, preemptions
 from collectors.kubernetes_objects import Rows, Tiering, pod_rows, podgroup_rows, workload_rows
 from collectors.kubernetes_pools import (
+    KAI_QUOTA,
     NODES,
     QUOTA,
+    KaiQueue,
     capacity,
     parse_cluster_queue,
     parse_flavor,
+    parse_kai_queue,
     parse_node,
 )
 from preemptlens.config import Config, Section, Setting
@@ -69,8 +73,8 @@ log = logging.getLogger(__name__)
 
 SOURCE = "kubernetes"
 STREAMS = ("events", "events.k8s.io", "workloads", "pods", "podgroups")
-# The streams whose jobs name a pool with a capacity to read (KAI queues have none here yet).
-POOLED_STREAMS = ("workloads", "pods")
+# The streams whose jobs name a pool with a capacity to read.
+POOLED_STREAMS = ("workloads", "pods", "podgroups")
 # Raw JSON of a quarantined record is cut here: enough to find it, not a whole object dump.
 RAW_LIMIT = 2000
 
@@ -206,6 +210,9 @@ class KubernetesCollector:
         self.page_size = page_size
         self.batch_size = batch_size
         self.max_retries = max_retries
+        # Without PodGroups no job is in a KAI queue's pool: the queues' GPUs stay in `cluster`, and
+        # KAI's pods are jobs of their own there.
+        self.read_kai_queues = "podgroups" in streams
         scopes: list[str | None] = list(namespaces) if namespaces else [None]
         self.streams = [s for name in streams for s in self._streams(name, scopes)]
         self.read_capacity = any(name in POOLED_STREAMS for name in streams)
@@ -232,7 +239,8 @@ class KubernetesCollector:
             elif name == "pods":
                 call = core.list_pod_for_all_namespaces if ns is None else functools.partial(
                     core.list_namespaced_pod, ns)
-                yield Stream(key, call, self._object_rows(pod_rows), "jobs")
+                pods = functools.partial(pod_rows, podgroups=self.read_kai_queues)
+                yield Stream(key, call, self._object_rows(pods), "jobs")
             else:
                 group, version, plural, parse = (
                     ("kueue.x-k8s.io", self.kueue_version, "workloads", workload_rows)
@@ -375,7 +383,16 @@ class KubernetesCollector:
         flavors, _ = self._list_once("resourceflavors", kueue("resourceflavors"), parse_flavor, rejects)
         queues, queues_problem = self._list_once(
             "clusterqueues", kueue("clusterqueues"), lambda o: parse_cluster_queue(o, self.gpu_resource), rejects)
-        found = capacity(nodes, flavors, queues, seen.pools | known_pools(cursor_text))
+        kai_queues: list[KaiQueue] | None = None
+        if self.read_kai_queues:
+            kai_queues, kai_problem = self._list_once(
+                "queues", functools.partial(custom.list_cluster_custom_object, "scheduling.run.ai", "v2", "queues"),
+                parse_kai_queue, rejects)
+            if kai_queues is None:
+                log.info("%s: KAI queue pools have no capacity: cannot list Queues (%s)", SOURCE, kai_problem)
+            else:
+                log.info("%s: KAI queue pool capacity from %s (%d queues)", SOURCE, KAI_QUOTA, len(kai_queues))
+        found = capacity(nodes, flavors, queues, seen.pools | known_pools(cursor_text), kai_queues)
         if nodes is not None:
             log.info("%s: pool capacity from %s (%d nodes)", SOURCE, NODES, len(nodes))
         elif queues is not None:

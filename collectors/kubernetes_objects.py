@@ -15,7 +15,8 @@ victim-to-preemptor links come from events (kubernetes_events).
   `accumulatedPastExexcutionTimeSeconds`, v1beta1 spelling, or
   `accumulatedPastExecutionTimeSeconds`, v1beta2).
 - Pod that requests GPUs and is not managed by Kueue (no
-  `kueue.x-k8s.io/queue-name` label, those are counted as Workloads): one
+  `kueue.x-k8s.io/queue-name` label, those are counted as Workloads), nor,
+  when PodGroups are read, by KAI (no `pod-group-name` annotation): one
   job and one run (job_id = the pod's UID; a controller's replacement pod has
   a new UID and is a new job). A pod with the condition
   DisruptionTarget/PreemptionByScheduler (kube-scheduler, Volcano, KAI with
@@ -49,6 +50,8 @@ from collectors.kubernetes_events import (
 )
 
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+# KAI's podgrouper puts every pod it schedules in a PodGroup and names it here.
+KAI_PODGROUP_ANNOTATION = "pod-group-name"
 ACCUMULATED_FIELDS = ("accumulatedPastExexcutionTimeSeconds", "accumulatedPastExecutionTimeSeconds")
 # The pool of GPU pods that Kueue does not manage: no flavor was chosen for them, so their capacity
 # is the GPUs of the nodes that no GPU ResourceFlavor selects (kubernetes_pools).
@@ -281,13 +284,16 @@ def workload_rows(obj: Any, tiering: Tiering, gpu_resource: str) -> Rows:
     return Rows([job], runs)
 
 
-def pod_rows(obj: Any, tiering: Tiering, gpu_resource: str) -> Rows:
-    """A GPU pod not managed by Kueue: one job, one run. Other pods give nothing."""
+def pod_rows(obj: Any, tiering: Tiering, gpu_resource: str, podgroups: bool = False) -> Rows:
+    """A GPU pod not managed by Kueue, nor by KAI when `podgroups` (its PodGroup is the job then): one
+    job, one run. Other pods give nothing."""
     meta, uid, created = _meta(obj)
     labels = mapping(meta.get("labels"), "metadata.labels")
     spec = mapping(obj.get("spec"), "spec")
     gpus = pod_gpus(spec, gpu_resource, "spec")
     if gpus == 0 or KUEUE_QUEUE_LABEL in labels:
+        return Rows([], [])
+    if podgroups and KAI_PODGROUP_ANNOTATION in mapping(meta.get("annotations"), "metadata.annotations"):
         return Rows([], [])
     status = mapping(obj.get("status"), "status")
     priority_class = text(spec.get("priorityClassName"), "spec.priorityClassName")

@@ -45,6 +45,7 @@ KINDS: dict[str, tuple[str, str]] = {
     "/apis/kueue.x-k8s.io/v1beta2/resourceflavors": ("ResourceFlavor", "kueue.x-k8s.io/v1beta2"),
     "/apis/kueue.x-k8s.io/v1beta1/clusterqueues": ("ClusterQueue", "kueue.x-k8s.io/v1beta1"),
     "/apis/kueue.x-k8s.io/v1beta2/clusterqueues": ("ClusterQueue", "kueue.x-k8s.io/v1beta2"),
+    "/apis/scheduling.run.ai/v2/queues": ("Queue", "scheduling.run.ai/v2"),
 }
 
 
@@ -108,6 +109,29 @@ def cluster_queue(name: str, gpu_quotas: dict[str, str], version: str = "v1beta1
                    "conditions": [{"type": "Active", "status": "True", "reason": "Ready",
                                    "message": "Can admit new workloads",
                                    "lastTransitionTime": "2026-10-01T00:00:01Z", "observedGeneration": 3}]},
+    }
+
+
+def kai_queue(name: str, gpu: dict[str, Any] | None, parent: str | None = None,
+              children: list[str] | None = None) -> dict[str, Any]:
+    """A KAI Queue (scheduling.run.ai/v2) as `kubectl get queue -o json` shows it; `gpu` holds any of quota,
+    limit, overQuotaWeight (None: no `gpu` key, as for a queue created with CPU and memory only). The queue
+    controller lists a parent's `children` in its status."""
+    resources: dict[str, Any] = {"cpu": {"quota": -1, "limit": -1, "overQuotaWeight": 1},
+                                 "memory": {"quota": -1, "limit": -1, "overQuotaWeight": 1}}
+    if gpu is not None:
+        resources["gpu"] = gpu
+    spec: dict[str, Any] = {"resources": resources}
+    if parent is not None:
+        spec["parentQueue"] = parent
+    return {
+        "apiVersion": "scheduling.run.ai/v2", "kind": "Queue",
+        "metadata": {"name": name, "uid": f"queue-{name}", "generation": 1,
+                     "creationTimestamp": "2026-10-01T00:00:00Z"},
+        "spec": spec,
+        "status": {"allocated": {"cpu": "0", "memory": "0", "nvidia.com/gpu": "0"},
+                   "requested": {"cpu": "0", "memory": "0", "nvidia.com/gpu": "0"},
+                   **({"childQueues": children} if children else {})},
     }
 
 

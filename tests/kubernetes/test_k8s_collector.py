@@ -98,11 +98,11 @@ def test_everything_through_the_real_client(api: FakeApiServer, tmp_path: Path) 
                                                                                           "job_runs")}
     requests_before = len(api.requests)
     # A second run resumes every stream by watching from its cursor: no list, nothing new. Only the
-    # capacity sources (nodes, Kueue flavors and queues) are listed again, as every run does.
+    # capacity sources (nodes, Kueue flavors and queues, KAI queues) are listed again, as every run does.
     assert _collect(tmp_path, config) == 0
     listed = {p for p, q, _ in api.requests[requests_before:] if "watch" not in q}
     assert listed == {"/api/v1/nodes", "/apis/kueue.x-k8s.io/v1beta1/resourceflavors",
-                      "/apis/kueue.x-k8s.io/v1beta1/clusterqueues"}
+                      "/apis/kueue.x-k8s.io/v1beta1/clusterqueues", "/apis/scheduling.run.ai/v2/queues"}
     after = {t: _rows(tmp_path, f"SELECT count(*) AS n FROM {t}")[0]["n"] for t in before}
     assert after == before
 

@@ -198,6 +198,12 @@ def test_pods_and_podgroups() -> None:
     assert rows.jobs[0]["tier"] == "critical" and not rows.jobs[0]["preemptible"] and rows.runs[0]["state"] == "running"
     assert pod_rows(cpu_only, TIERING, "nvidia.com/gpu").jobs == []
     assert pod_rows(kueue, TIERING, "nvidia.com/gpu").jobs == []
+    # A pod KAI schedules is in a PodGroup: that is its job when PodGroups are read, else the pod is.
+    kai = copy.deepcopy(preempted)
+    kai["metadata"].setdefault("annotations", {})["pod-group-name"] = "pg-train"
+    assert pod_rows(kai, TIERING, "nvidia.com/gpu", podgroups=True).jobs == []
+    assert len(pod_rows(kai, TIERING, "nvidia.com/gpu").jobs) == 1
+    assert len(pod_rows(preempted, TIERING, "nvidia.com/gpu", podgroups=True).jobs) == 1
     _, infer = load_case("podgroups.json")["items"]
     assert podgroup_rows(infer, TIERING, "nvidia.com/gpu").jobs[0]["tier"] == "critical"
     assert podgroup_rows(infer, TIERING, "nvidia.com/gpu").jobs[0]["gpus"] == 8

@@ -490,7 +490,12 @@ def load_workload(
             "the replay needs each pool's GPU count (table pools)",
         )
     pools = []
+    # A pool may hold no GPUs now (a quota set to 0, a KAI queue's guarantees taking all of `cluster`):
+    # no job can be placed in it, so its jobs are left out and counted.
+    empty = {r["pool"] for r in pools_rows.to_dicts() if not r["gpus"]}
     for r in pools_rows.to_dicts():
+        if r["pool"] in empty:
+            continue
         gpn = int(r["gpn"] or r["gpus"])
         pools.append(PoolSpec(r["pool"], nodes=max(1, int(r["gpus"]) // gpn), gpus_per_node=gpn))
     by_name = {p.name: p for p in pools}
@@ -552,7 +557,7 @@ def load_workload(
         pool = by_name.get(r["pool"])
         gpus = int(r["gpus"])
         if pool is None:
-            skipped["unknown pool"] += 1
+            skipped["pool without GPUs" if r["pool"] in empty else "unknown pool"] += 1
             continue
         if gpus < 1 or gpus > pool.gpus or (gpus > pool.gpus_per_node and gpus % pool.gpus_per_node):
             skipped["does not fit its pool"] += 1

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -55,6 +55,19 @@ def test_observed_figures_count_only_jobs_of_the_window(clusters: Clusters) -> N
     wh, window = clusters.get("inferred", **CHURN, policy={"min_run_s": 900, "grace_s": 60, "requeue_hold_s": 300})
     later = type(window)(window.cluster, window.start + (window.end - window.start) / 2, window.end)
     assert observed_figures(wh, later).preemptions < observed_figures(wh, window).preemptions
+
+
+def test_a_pool_that_holds_no_gpus_leaves_its_jobs_out(clusters: Clusters) -> None:
+    wh, window = clusters.get("emptied", **CHURN)
+    before = load_workload(wh, window, configured_policy(default_settings()))
+    pool = before.pools[0].name
+    in_pool = sum(1 for j in before.jobs if j.pool == pool)
+    wh.con.execute("insert into pools values (?, ?, ?, 0, null, 'test', 'test')",
+                   [window.cluster, pool, window.end - timedelta(seconds=1)])
+    after = load_workload(wh, window, configured_policy(default_settings()))
+    assert pool not in {p.name for p in after.pools}
+    assert after.skipped["pool without GPUs"] == in_pool > 0
+    assert len(after.jobs) == len(before.jobs) - in_pool
 
 
 def test_replay_without_analyze_names_what_is_missing(tmp_path: Path) -> None:

@@ -9,9 +9,10 @@ Two streams, each with its own watermark:
   read again and replaces its row on the natural key.
 - `log`: the byte offset in SlurmctldLogFile (`ctld_log`), see slurm_log.
 
-Besides jobs and job_runs, each started array task ("1230_4") gets a
-`job_aliases` row with its own numeric id (1234): that id, $SLURM_JOB_ID,
-is what the prolog hands the GPU exporters, so samples carry it.
+Besides jobs and job_runs, each started array task ("1230_4") and each
+heterogeneous job component ("1233+1") gets a `job_aliases` row with its own
+numeric id (1234): that id, $SLURM_JOB_ID and the cgroup's job_<id>, is what
+the prolog and cgroup readers hand the GPU exporters, so samples carry it.
 
 One accounting record is one run. Runs are numbered by submission order
 among ALL records of a job: a window can start between two records of the

@@ -247,8 +247,10 @@ def json_job_id(record: Mapping[str, Any]) -> str:
 
 def _alias(job_id: str, raw: float | None) -> str | None:
     """The numeric id of a started array task ("1230_4" is job 1234 to the
-    prolog); None for any other record."""
-    if raw is None or "_" not in job_id or "[" in job_id:
+    prolog) or of a heterogeneous job's component ("1233+1" is job 1234: each
+    component is a job of its own, with its own cgroup and prolog); None for
+    any other record."""
+    if raw is None or "[" in job_id or ("_" not in job_id and "+" not in job_id):
         return None
     return str(int(raw))
 
@@ -880,7 +882,7 @@ def record_columns(jobs: list[_Job]) -> RecordColumns:
         "nodes": [None if n is None or n in _NO_NODES else n for n in [job.nodes for job in jobs]],
         "restart_cnt": [None if r is None else r if type(r) is int else _optional_int(r, "restart_cnt")
                         for r in [job.restart_cnt for job in jobs]],
-        "alias": [None if "_" not in job_id else _alias(job_id, _number(job.job_id, "job_id"))
+        "alias": [None if "_" not in job_id and "+" not in job_id else _alias(job_id, _number(job.job_id, "job_id"))
                   for job_id, job in zip(job_ids, jobs, strict=True)],
     }
     return RecordColumns(columns, len(jobs))

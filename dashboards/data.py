@@ -48,6 +48,13 @@ SETTINGS = Section(
         Setting("default_days", 30, "Time window (days, ending at the newest data) a page opens with.", kind=int),
         Setting("table_rows", 2000, "Most rows a page's table shows (the SQL page uses sql.max_rows).", kind=int),
         Setting("top_n", 15, "How many holders, teams or suggestions a top list shows.", kind=int),
+        Setting(
+            "first_charts_wait_s",
+            0.8,
+            "Seconds a reader's first page with charts holds them back, so that the browser shows the page's "
+            "figures and tables before it loads plotly.js (once per browser tab; 0 sends them at once).",
+            kind=float,
+        ),
     ),
 )
 

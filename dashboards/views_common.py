@@ -6,6 +6,7 @@ sidebar and stores it in the session; pages read it with `context()`.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -22,6 +23,8 @@ if TYPE_CHECKING:
     from streamlit.delta_generator import DeltaGenerator
 
 CONTEXT_KEY = "preemptlens_context"
+# Set once a session has been sent charts: its browser tab has loaded plotly.js (see Charts).
+CHARTS_SENT_KEY = "preemptlens_charts_sent"
 
 
 @st.cache_data(show_spinner=False, max_entries=512)
@@ -58,10 +61,13 @@ class Context:
 class Charts:
     """A page's plotly charts, each in its place on the page but sent to the browser after the rest.
 
-    The first chart a tab receives makes the browser load Streamlit's plotly.js chunk (4.7 MB):
-    evaluating it holds the page's only JavaScript thread for a second or more on a busy machine,
-    and a table or metric that arrives while it runs waits with it. Sent last, the charts cannot
-    hold back the headline figures and tables, and their queries run after the others'."""
+    Streamlit's browser side loads the code of each kind of element (metric, table, chart) on its
+    first use in a tab. Plotly's (4.7 MB) takes one to three seconds of the page's only JavaScript
+    thread to evaluate, and a metric or table whose own code arrives while it runs is drawn only
+    after it: seen in Chromium traces of a fresh tab, where the metrics of a page stayed skeletons
+    until its charts had drawn. So the charts come last, and the first ones a session sends wait
+    `dashboard.first_charts_wait_s` more, long enough for the browser to draw what came before.
+    Later pages of the session find plotly loaded and send theirs at once."""
 
     _slots: list[tuple[DeltaGenerator, Callable[[], go.Figure], str]] = field(default_factory=list)
 
@@ -70,8 +76,14 @@ class Charts:
         self._slots.append((st.empty(), build, key))
 
     def draw(self) -> None:
-        for slot, build, key in self._slots:
-            slot.plotly_chart(build(), key=key)
+        began = time.monotonic()
+        figures = [(slot, build(), key) for slot, build, key in self._slots]
+        if figures and not st.session_state.get(CHARTS_SENT_KEY):
+            # Building the figures counts towards the wait.
+            time.sleep(max(0.0, float(context().settings["first_charts_wait_s"]) - (time.monotonic() - began)))
+            st.session_state[CHARTS_SENT_KEY] = True
+        for slot, figure, key in figures:
+            slot.plotly_chart(figure, key=key)
         self._slots.clear()
 
 

@@ -16,6 +16,8 @@ LEDGER_VIEW = (
     "preemptor_job_id", "preemptor_team", "preemptor_tier", "reason", "basis", "lost_gpu_hours",
     "requeue_delay_s", "requeue_censored", "warmup_s", "cost_gpu_hours", "gain_gpu_hours", "avoidable",
 )
+# Preemption stories shown for one victim, the latest; its runs table has them all.
+STORIES = 10
 BASIS = {
     "measured": "from the job's own checkpoints",
     "declared": "from the checkpoint interval the job declared (half an interval lost on average)",
@@ -59,29 +61,34 @@ def show_victim(detail: VictimDetail, job_id: str, charts: Charts) -> None:
             f"submitted {when(job['submit_time'])}, source {job['source']}."
         )
     charts.add(lambda: figures.victim_runs(detail, f"Runs of {job_id}"), key="victim_runs")
-    for p in detail.preemptions.iter_rows(named=True):
-        with st.container(border=True):
-            preemptor = p["preemptor_job_id"] or "an unknown job"
-            by = f"**{preemptor}**"
-            if p["preemptor_job_id"]:
-                by += f" (team {p['preemptor_team'] or '–'}, tier {p['preemptor_tier'] or '–'}, "
-                by += f"{p['preemptor_gpus'] or '?'} GPUs)"
-            st.markdown(
-                f"**Run {p['victim_run']} preempted at {when(p['time'])}** in {p['pool']} by {by}, "
-                f"after running {duration(p['time'].timestamp() - p['run_start'].timestamp())}. "
-                f"Reason given: {p['reason'] or 'none recorded'}."
-            )
-            st.markdown(lost_story(p))
-            st.markdown(recovery_story(p))
-            flags = [
-                label for key, label in (
-                    ("avoidable", f"avoidable: {p['idle_gpus_in_pool']} idle hoarded GPUs were in the pool"),
-                    ("early_victim", "early victim"), ("near_completion", "near completion"),
-                    ("repeat_victim", f"repeat victim ({p['prior_job_preemptions']} earlier)"),
-                ) if p[key]
-            ]
-            if flags:
-                st.markdown("**Flags:** " + "; ".join(flags) + ".")
+    count = detail.preemptions.height
+    if count > STORIES:
+        st.caption(f"The {STORIES} latest of its {count} preemptions; the table below lists every run.")
+    for p in detail.preemptions.tail(STORIES).iter_rows(named=True):
+        preemptor = p["preemptor_job_id"] or "an unknown job"
+        by = f"**{preemptor}**"
+        if p["preemptor_job_id"]:
+            by += f" (team {p['preemptor_team'] or '–'}, tier {p['preemptor_tier'] or '–'}, "
+            by += f"{p['preemptor_gpus'] or '?'} GPUs)"
+        story = [
+            f"**Run {p['victim_run']} preempted at {when(p['time'])}** in {p['pool']} by {by}, "
+            f"after running {duration(p['time'].timestamp() - p['run_start'].timestamp())}. "
+            f"Reason given: {p['reason'] or 'none recorded'}.",
+            lost_story(p),
+            recovery_story(p),
+        ]
+        flags = [
+            label for key, label in (
+                ("avoidable", f"avoidable: {p['idle_gpus_in_pool']} idle hoarded GPUs were in the pool"),
+                ("early_victim", "early victim"), ("near_completion", "near completion"),
+                ("repeat_victim", f"repeat victim ({p['prior_job_preemptions']} earlier)"),
+            ) if p[key]
+        ]
+        if flags:
+            story.append("**Flags:** " + "; ".join(flags) + ".")
+        # One element per preemption: the browser draws each markdown element on its own, and a
+        # victim preempted fifty times made two hundred of them.
+        st.container(border=True).markdown("\n\n".join(story))
     st.dataframe(detail.runs, hide_index=True, key="victim_run_table")
 
 

@@ -78,16 +78,21 @@ def started(argv: list[str], cwd: Path) -> Iterator[tuple[subprocess.Popen[str],
         process.wait(timeout=60)
 
 
+def interrupted_at(marker: str, argv: list[str], cwd: Path) -> tuple[int, str]:
+    """Start `preemptlens argv`, press Ctrl-C once it prints `marker`; its exit status and all it printed."""
+    with started(argv, cwd) as (process, output):
+        output.wait_for(marker)
+        os.killpg(process.pid, signal.SIGINT)
+        status = process.wait(timeout=60)
+    return status, output.text()
+
+
 def dashboard_argv(warehouse: Path) -> list[str]:
     return ["--warehouse", str(warehouse), "dashboard", "--address", "127.0.0.1", "--port", str(free_port())]
 
 
 def test_ctrl_c_during_the_warm_up_ends_the_dashboard_with_one_line(sim_warehouse: Path, tmp_path: Path) -> None:
-    with started(dashboard_argv(sim_warehouse), tmp_path) as (process, output):
-        output.wait_for(WARMING)
-        os.killpg(process.pid, signal.SIGINT)
-        status = process.wait(timeout=60)
-    text = output.text()
+    status, text = interrupted_at(WARMING, dashboard_argv(sim_warehouse), tmp_path)
     assert status == 130, text
     assert "Traceback" not in text
     assert "dashboard warmed in" not in text, "the interrupt came after the warm-up"
@@ -99,11 +104,7 @@ def test_ctrl_c_during_the_warm_up_ends_the_dashboard_with_one_line(sim_warehous
 def test_ctrl_c_as_the_command_hands_over_to_the_launcher_is_not_lost(sim_warehouse: Path, tmp_path: Path) -> None:
     """Sent as soon as the command prints its address, the signal reaches it before or after the exec into
     dashboards.launch: either way, one line and status 130."""
-    with started(dashboard_argv(sim_warehouse), tmp_path) as (process, output):
-        output.wait_for("dashboard on http://")
-        os.killpg(process.pid, signal.SIGINT)
-        status = process.wait(timeout=60)
-    text = output.text()
+    status, text = interrupted_at("dashboard on http://", dashboard_argv(sim_warehouse), tmp_path)
     assert status == 130, text
     assert "Traceback" not in text
     assert "You can now view" not in text
@@ -118,11 +119,7 @@ def test_ctrl_c_while_serve_warms_its_dashboard_stops_both_cleanly(tmp_path: Pat
         f"dashboard_port = {free_port()}\nmetrics_port = 0\n"
         "[alerts]\nrules = []\n"
     )
-    with started(["--config", str(config), "serve"], tmp_path) as (process, output):
-        output.wait_for(WARMING)
-        os.killpg(process.pid, signal.SIGINT)
-        status = process.wait(timeout=60)
-    text = output.text()
+    status, text = interrupted_at(WARMING, ["--config", str(config), "serve"], tmp_path)
     # serve itself was running its jobs: it stops as it does for SIGTERM (status 0); its dashboard child
     # was still starting and says so in one line.
     assert status == 0, text

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
     from streamlit.delta_generator import DeltaGenerator
 
 CONTEXT_KEY = "preemptlens_context"
+# True while Charts.draw builds a figure: a failed query is then shown in the chart's place.
+_building_chart: ContextVar[bool] = ContextVar("preemptlens_building_chart", default=False)
 # Set once a session has been sent charts: its browser tab has loaded plotly.js (see Charts).
 CHARTS_SENT_KEY = "preemptlens_charts_sent"
 
@@ -49,10 +52,13 @@ class Context:
     settings: dict[str, Any]
 
     def q(self, query: str, *args: Any) -> Any:
-        """A query from dashboards.data, memoised for this snapshot; a failure ends the page with its message."""
+        """A query from dashboards.data, memoised for this snapshot; a failure ends the page with its message
+        (a chart's query, while `Charts.draw` builds it, leaves the message in the chart's place instead)."""
         try:
             return cached(query, self.warehouse, self.limits, self.version, *args)
         except PreemptlensError as exc:
+            if _building_chart.get():
+                raise
             st.error(str(exc))
             st.stop()
 
@@ -77,13 +83,25 @@ class Charts:
 
     def draw(self) -> None:
         began = time.monotonic()
-        figures = [(slot, build(), key) for slot, build, key in self._slots]
+        figures: list[tuple[DeltaGenerator, go.Figure | PreemptlensError, str]] = []
+        token = _building_chart.set(True)
+        try:
+            for slot, build, key in self._slots:
+                try:
+                    figures.append((slot, build(), key))
+                except PreemptlensError as exc:
+                    figures.append((slot, exc, key))
+        finally:
+            _building_chart.reset(token)
         if figures and not st.session_state.get(CHARTS_SENT_KEY):
             # Building the figures counts towards the wait.
             time.sleep(max(0.0, float(context().settings["first_charts_wait_s"]) - (time.monotonic() - began)))
             st.session_state[CHARTS_SENT_KEY] = True
         for slot, figure, key in figures:
-            slot.plotly_chart(figure, key=key)
+            if isinstance(figure, PreemptlensError):
+                slot.error(str(figure))
+            else:
+                slot.plotly_chart(figure, key=key)
         self._slots.clear()
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from datetime import date
 from pathlib import Path
 
@@ -193,6 +194,25 @@ def test_sql_page_runs_read_only_queries(app: AppTest, cluster_warehouse: Path) 
     assert "only SELECT" in at.error[0].value
     with Warehouse(cluster_warehouse, read_only=True) as wh:
         assert wh.query("SELECT count(*) AS n FROM jobs")["n"][0] > 0
+
+
+def test_a_chart_whose_query_fails_says_so_in_its_place(
+    cluster_warehouse: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broken = tmp_path / "broken.duckdb"
+    shutil.copyfile(cluster_warehouse, broken)
+    with Warehouse(broken) as wh:  # closing publishes the snapshot the dashboard reads
+        wh.con.execute("DROP TABLE net_benefit_weekly")
+        wh.con.execute("DROP TABLE net_benefit_daily")
+    monkeypatch.delenv("PREEMPTLENS_CONFIG", raising=False)
+    monkeypatch.setenv("PREEMPTLENS_WAREHOUSE__PATH", str(broken))
+    at = open_app()
+    (error,) = at.error
+    assert "net_benefit_daily" in error.value
+    # Where the chart would be, between the headline numbers and the scorecard, which still shows.
+    order = [node.type for node in at.main]
+    assert order.index("error") < order.index("header") and not at.get("plotly_chart")
+    assert metrics(at)["Preemptions"] == str(fc.PREEMPTIONS_TOTAL) and len(at.dataframe) >= 1
 
 
 def test_missing_or_unanalysed_warehouse_is_explained(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -492,8 +492,9 @@ def load_workload(
     pools = []
     # A pool may hold no GPUs now (a quota set to 0, a KAI queue's guarantees taking all of `cluster`):
     # no job can be placed in it, so its jobs are left out and counted.
-    empty = {r["pool"] for r in pools_rows.to_dicts() if not r["gpus"]}
-    for r in pools_rows.to_dicts():
+    pool_list = pools_rows.to_dicts()
+    empty = {r["pool"] for r in pool_list if not r["gpus"]}
+    for r in pool_list:
         if r["pool"] in empty:
             continue
         gpn = int(r["gpn"] or r["gpus"])

@@ -212,7 +212,7 @@ class KubernetesCollector:
         self.max_retries = max_retries
         # Without PodGroups no job is in a KAI queue's pool: the queues' GPUs stay in `cluster`, and
         # KAI's pods are jobs of their own there.
-        self.read_kai_queues = "podgroups" in streams
+        self.read_podgroups = "podgroups" in streams
         scopes: list[str | None] = list(namespaces) if namespaces else [None]
         self.streams = [s for name in streams for s in self._streams(name, scopes)]
         self.read_capacity = any(name in POOLED_STREAMS for name in streams)
@@ -239,7 +239,7 @@ class KubernetesCollector:
             elif name == "pods":
                 call = core.list_pod_for_all_namespaces if ns is None else functools.partial(
                     core.list_namespaced_pod, ns)
-                pods = functools.partial(pod_rows, podgroups=self.read_kai_queues)
+                pods = functools.partial(pod_rows, podgroups=self.read_podgroups)
                 yield Stream(key, call, self._object_rows(pods), "jobs")
             else:
                 group, version, plural, parse = (
@@ -384,7 +384,7 @@ class KubernetesCollector:
         queues, queues_problem = self._list_once(
             "clusterqueues", kueue("clusterqueues"), lambda o: parse_cluster_queue(o, self.gpu_resource), rejects)
         kai_queues: list[KaiQueue] | None = None
-        if self.read_kai_queues:
+        if self.read_podgroups:
             kai_queues, kai_problem = self._list_once(
                 "queues", functools.partial(custom.list_cluster_custom_object, "scheduling.run.ai", "v2", "queues"),
                 parse_kai_queue, rejects)

@@ -67,7 +67,7 @@ _SUFFIXES = {
     "Pi": Decimal(2) ** 50, "Ei": Decimal(2) ** 60,
 }
 # Counts land in INTEGER columns; an exponent beyond this could not be one anyway.
-_MAX_COUNT = 2**31 - 1
+MAX_COUNT = 2**31 - 1
 _MAX_EXPONENT = 30
 
 
@@ -120,7 +120,7 @@ def quantity(value: Any, field: str) -> int:
         raise ParseError(field, f"must be a whole count (got {value!r})")
     if amount < 0:
         raise ParseError(field, f"must be >= 0 (got {value!r})")
-    if amount > _MAX_COUNT:
+    if amount > MAX_COUNT:
         raise ParseError(field, f"is out of range (got {value!r})")
     return int(amount)
 

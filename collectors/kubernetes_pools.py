@@ -48,15 +48,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from collectors.kubernetes_events import ParseError, mapping, required_text, text
-from collectors.kubernetes_objects import CLUSTER_POOL, quantity, sequence
+from collectors.kubernetes_objects import CLUSTER_POOL, MAX_COUNT, quantity, sequence
 
 log = logging.getLogger(__name__)
 
 NODES, QUOTA, KAI_QUOTA = "node allocatable", "Kueue nominalQuota", "KAI Queue quota"
 # KAI's value for "no bound" in a Queue's quota and limit.
 _UNLIMITED = -1
-# Counts land in INTEGER columns.
-_MAX_COUNT = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -157,7 +155,7 @@ def parse_kai_queue(obj: Any) -> KaiQueue:
     quota = _kai_amount(gpu.get("quota"), "spec.resources.gpu.quota")
     limit = _kai_amount(gpu.get("limit"), "spec.resources.gpu.limit")
     guaranteed = min(quota, limit)
-    if guaranteed > _MAX_COUNT and not math.isinf(guaranteed):
+    if guaranteed > MAX_COUNT and not math.isinf(guaranteed):
         raise ParseError("spec.resources.gpu", f"is out of range (got quota {quota}, limit {limit})")
     # A fraction of a GPU is no whole GPU of the pool; what is left over stays in `cluster`.
     gpus = None if math.isinf(guaranteed) else math.floor(guaranteed)

@@ -18,9 +18,9 @@ import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from analytics.attribution import attributed
-from analytics.attribution import rebuild as rebuild_attribution
-from analytics.params import Params
+from preemptlens.analytics.attribution import attributed
+from preemptlens.analytics.attribution import rebuild as rebuild_attribution
+from preemptlens.analytics.params import Params
 from preemptlens.warehouse import Warehouse
 
 log = logging.getLogger(__name__)

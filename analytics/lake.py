@@ -34,7 +34,7 @@ from pathlib import Path
 
 import duckdb
 
-from analytics.views import registry
+from preemptlens.analytics.views import registry
 from preemptlens.config import Config, Section, Setting
 from preemptlens.errors import ConfigError, SchemaError
 from preemptlens.warehouse import Warehouse, quote

@@ -10,9 +10,9 @@ from datetime import UTC, datetime
 
 import polars as pl
 
-from analytics.hoarding import StretchRefresh, infer_step, refresh_stretches
-from analytics.params import Params, param_row
-from analytics.views import apply_views
+from preemptlens.analytics.hoarding import StretchRefresh, infer_step, refresh_stretches
+from preemptlens.analytics.params import Params, param_row
+from preemptlens.analytics.views import apply_views
 from preemptlens.warehouse import Warehouse
 
 # For the refresh only, then restored. The views carry no ORDER BY, so their

@@ -43,7 +43,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from analytics.sim_model import JobSpec, PolicyConfig, PoolSpec
+from preemptlens.analytics.sim_model import JobSpec, PolicyConfig, PoolSpec
 from preemptlens.contract import TIER_RANK
 
 _END, _ELIGIBLE, _MINRUN = 0, 1, 2

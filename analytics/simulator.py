@@ -23,11 +23,11 @@ from functools import cached_property
 
 import polars as pl
 
-from analytics import sim_frames
-from analytics.sim_engine import Outcome, simulate_jobs
-from analytics.sim_model import JobSpec, PolicyConfig, PoolSpec, SimConfig, WorkloadConfig, cluster_of
-from analytics.sim_workload import generate_jobs
-from collectors.base import Batch
+from preemptlens.analytics import sim_frames
+from preemptlens.analytics.sim_engine import Outcome, simulate_jobs
+from preemptlens.analytics.sim_model import JobSpec, PolicyConfig, PoolSpec, SimConfig, WorkloadConfig, cluster_of
+from preemptlens.analytics.sim_workload import generate_jobs
+from preemptlens.collectors.base import Batch
 from preemptlens.warehouse import Warehouse
 
 SOURCE = "simulator"

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
-from analytics.lake import (
+from preemptlens.analytics.lake import (
     ANALYTICS_INPUTS,
     DERIVED_TIME,
     MANIFEST,
@@ -45,8 +45,8 @@ from analytics.lake import (
     read_manifest,
     write_manifest,
 )
-from analytics.params import Params, param_row
-from analytics.views import VIEWS_DIR, _body
+from preemptlens.analytics.params import Params, param_row
+from preemptlens.analytics.views import VIEWS_DIR, _body
 from preemptlens.config import Config, Section, Setting
 from preemptlens.errors import ConfigError, SchemaError
 from preemptlens.warehouse import SQL_DIR, Warehouse, quote

@@ -19,8 +19,8 @@ from datetime import UTC, datetime
 from statistics import median
 from typing import Any
 
-from analytics import snippets
-from analytics.replay import (
+from preemptlens.analytics import snippets
+from preemptlens.analytics.replay import (
     Figures,
     Validation,
     Variant,

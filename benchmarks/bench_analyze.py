@@ -30,8 +30,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from analytics.params import SETTINGS, params_from
-from analytics.refresh import AnalyzeReport, analyze
+from preemptlens.analytics.params import SETTINGS, params_from
+from preemptlens.analytics.refresh import AnalyzeReport, analyze
 from preemptlens.config import Config
 from preemptlens.warehouse import Warehouse
 

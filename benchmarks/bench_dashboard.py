@@ -67,12 +67,12 @@ sys.path.insert(0, str(ROOT / "tests" / "dashboards"))
 
 from browser import Chromium, Dashboard, free_port  # noqa: E402 -- the test suite's CDP driver
 
-from analytics.params import params_from  # noqa: E402
-from analytics.refresh import analyze  # noqa: E402
-from analytics.simulator import SimConfig, cluster_of, simulate_into  # noqa: E402
-from dashboards import data, figures  # noqa: E402
+from preemptlens.analytics.params import params_from  # noqa: E402
+from preemptlens.analytics.refresh import analyze  # noqa: E402
+from preemptlens.analytics.simulator import SimConfig, cluster_of, simulate_into  # noqa: E402
 from preemptlens.commands import dashboard as dashboard_command  # noqa: E402
 from preemptlens.config import load_config  # noqa: E402
+from preemptlens.dashboards import data, figures  # noqa: E402
 from preemptlens.warehouse import Warehouse  # noqa: E402
 
 # URL path, page title, sidebar label, plotly charts on the page
@@ -100,7 +100,7 @@ def build(path: Path, gpus: int, days: float, step: int) -> None:
 # the server answers (without it, the first page's session)
 IMPORTS = {
     "streamlit (server start)": ("pass", "import streamlit"),
-    "launcher warm-up": ("import streamlit", "import dashboards.launch; dashboards.launch.warm()"),
+    "launcher warm-up": ("import streamlit", "import preemptlens.dashboards.launch as launch; launch.warm()"),
 }
 
 

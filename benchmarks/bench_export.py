@@ -17,10 +17,10 @@ from pathlib import Path
 
 import polars as pl
 
-from analytics.lake import ExportReport, export_changed
-from analytics.params import params_from
-from analytics.refresh import analyze
-from analytics.simulator import SimConfig, cluster_of, simulate_into
+from preemptlens.analytics.lake import ExportReport, export_changed
+from preemptlens.analytics.params import params_from
+from preemptlens.analytics.refresh import analyze
+from preemptlens.analytics.simulator import SimConfig, cluster_of, simulate_into
 from preemptlens.config import load_config
 from preemptlens.warehouse import Warehouse
 

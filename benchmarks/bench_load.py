@@ -14,7 +14,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from analytics.simulator import SimConfig, cluster_of, simulate
+from preemptlens.analytics.simulator import SimConfig, cluster_of, simulate
 from preemptlens.warehouse import Warehouse
 
 

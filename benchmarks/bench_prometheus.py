@@ -84,8 +84,8 @@ import polars as pl
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from analytics.openmetrics import ExporterStyle, write_openmetrics_chunks  # noqa: E402
-from collectors.prometheus import SETTINGS, PrometheusCollector, PrometheusSource, options_from  # noqa: E402
+from preemptlens.analytics.openmetrics import ExporterStyle, write_openmetrics_chunks  # noqa: E402
+from preemptlens.collectors.prometheus import SETTINGS, PrometheusCollector, PrometheusSource, options_from  # noqa: E402
 from tests.prometheus.conftest import PrometheusServer, backfill  # noqa: E402
 
 GPUS_PER_HOST = 8

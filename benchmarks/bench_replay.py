@@ -18,9 +18,9 @@ from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
-from analytics.replay import PolicyBasis, Variant, Window, Workload, run_variant, sweep
-from analytics.sim_model import PolicyConfig, SimConfig, cluster_of
-from analytics.sim_workload import generate_jobs
+from preemptlens.analytics.replay import PolicyBasis, Variant, Window, Workload, run_variant, sweep
+from preemptlens.analytics.sim_model import PolicyConfig, SimConfig, cluster_of
+from preemptlens.analytics.sim_workload import generate_jobs
 
 
 def main() -> None:

@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from analytics.simulator import SimConfig, cluster_of, simulate_into
+from preemptlens.analytics.simulator import SimConfig, cluster_of, simulate_into
 from preemptlens.warehouse import Warehouse
 
 

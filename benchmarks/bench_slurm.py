@@ -34,9 +34,9 @@ import pyarrow  # noqa: F401
 # This checkout's code, whatever an editable install elsewhere points at.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from collectors.slurm import build_batch, read_document
-from collectors.slurm_policy import Partition, Policy
-from collectors.slurm_sacct import default_workers
+from preemptlens.collectors.slurm import build_batch, read_document
+from preemptlens.collectors.slurm_policy import Partition, Policy
+from preemptlens.collectors.slurm_sacct import default_workers
 from preemptlens.warehouse import Warehouse, snapshot_path
 
 T0 = 1796000000

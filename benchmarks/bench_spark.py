@@ -28,10 +28,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_analyze import generate  # a sibling script, not a package
 
-from analytics.lake import MANIFEST, export_changed
-from analytics.params import SETTINGS, params_from
-from analytics.refresh import write_params
-from analytics.spark import SCANS, run_duckdb, run_spark, spark_session
+from preemptlens.analytics.lake import MANIFEST, export_changed
+from preemptlens.analytics.params import SETTINGS, params_from
+from preemptlens.analytics.refresh import write_params
+from preemptlens.analytics.spark import SCANS, run_duckdb, run_spark, spark_session
 from preemptlens.config import Config
 from preemptlens.warehouse import Warehouse
 

@@ -45,10 +45,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import polars as pl
 
-from collectors.base import Batch, Reject, Watermark, capacity_changes, known_pools
-from collectors.kubernetes_events import ParseError, locate, preemptions
-from collectors.kubernetes_objects import Rows, Tiering, pod_rows, podgroup_rows, workload_rows
-from collectors.kubernetes_pools import (
+from preemptlens.collectors.base import Batch, Reject, Watermark, capacity_changes, known_pools
+from preemptlens.collectors.kubernetes_events import ParseError, locate, preemptions
+from preemptlens.collectors.kubernetes_objects import Rows, Tiering, pod_rows, podgroup_rows, workload_rows
+from preemptlens.collectors.kubernetes_pools import (
     KAI_QUOTA,
     NODES,
     QUOTA,
@@ -67,7 +67,7 @@ from preemptlens.errors import ConfigError, SourceError
 if TYPE_CHECKING:
     import kubernetes.client
 
-    from collectors.kubernetes_watch import Change, ListWatch
+    from preemptlens.collectors.kubernetes_watch import Change, ListWatch
 
 log = logging.getLogger(__name__)
 
@@ -281,7 +281,7 @@ class KubernetesCollector:
     # -- batches -------------------------------------------------------------
 
     def batches(self, watermarks: Mapping[tuple[str, str], str]) -> Iterator[Batch]:
-        from collectors.kubernetes_watch import ListWatch
+        from preemptlens.collectors.kubernetes_watch import ListWatch
 
         failures: list[str] = []
         answered = 0
@@ -311,7 +311,7 @@ class KubernetesCollector:
             yield self._pools_batch(watermarks.get((self.cluster, "pools")), seen)
 
     def _collect(self, stream: Stream, watcher: ListWatch, since: str | None) -> Iterator[Batch]:
-        from collectors.kubernetes_watch import BadLine, Change, Mark
+        from preemptlens.collectors.kubernetes_watch import BadLine, Change, Mark
 
         pending = _Pending()
         cursor = since
@@ -349,7 +349,7 @@ class KubernetesCollector:
     def _list_once(self, what: str, call: Callable[..., Any], parse: Callable[[Any], _T],
                    rejects: list[Reject]) -> tuple[list[_T] | None, str]:
         """Every object of a list, parsed (None and why when the list cannot be read)."""
-        from collectors.kubernetes_watch import Change, ListWatch
+        from preemptlens.collectors.kubernetes_watch import Change, ListWatch
 
         watcher = ListWatch(f"{SOURCE} {what}", call, page_size=self.page_size, watch_seconds=0.0,
                             idle_seconds=self.idle_seconds, max_retries=self.max_retries)

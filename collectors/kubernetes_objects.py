@@ -39,7 +39,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from collectors.kubernetes_events import (
+from preemptlens.collectors.kubernetes_events import (
     ParseError,
     mapping,
     optional_time,

@@ -47,8 +47,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from collectors.kubernetes_events import ParseError, mapping, required_text, text
-from collectors.kubernetes_objects import CLUSTER_POOL, MAX_COUNT, quantity, sequence
+from preemptlens.collectors.kubernetes_events import ParseError, mapping, required_text, text
+from preemptlens.collectors.kubernetes_objects import CLUSTER_POOL, MAX_COUNT, quantity, sequence
 
 log = logging.getLogger(__name__)
 

@@ -39,9 +39,9 @@ from typing import IO, Any, ClassVar
 
 import polars as pl
 
-from collectors.base import Batch, Reject, Watermark, capacity_changes
-from collectors.slurm_log import LogCursor, read_log, zone_of
-from collectors.slurm_policy import (
+from preemptlens.collectors.base import Batch, Reject, Watermark, capacity_changes
+from preemptlens.collectors.slurm_log import LogCursor, read_log, zone_of
+from preemptlens.collectors.slurm_policy import (
     PREEMPT_TYPES,
     QOS_FORMAT,
     Policy,
@@ -49,8 +49,8 @@ from collectors.slurm_policy import (
     parse_qos,
     preempt_type_from_config,
 )
-from collectors.slurm_pools import Node, capacity, parse_nodes, pool_map
-from collectors.slurm_sacct import (
+from preemptlens.collectors.slurm_pools import Node, capacity, parse_nodes, pool_map
+from preemptlens.collectors.slurm_sacct import (
     DocumentError,
     RecordColumns,
     RecordError,

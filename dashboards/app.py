@@ -14,10 +14,10 @@ from typing import Any
 
 import streamlit as st
 
-from dashboards.data import Filters, Options, snapshot_version
-from dashboards.figures import TIMELINE_MARKERS
-from dashboards.views_common import CONTEXT_KEY, Context, cached
 from preemptlens.config import load_config
+from preemptlens.dashboards.data import Filters, Options, snapshot_version
+from preemptlens.dashboards.figures import TIMELINE_MARKERS
+from preemptlens.dashboards.views_common import CONTEXT_KEY, Context, cached
 from preemptlens.errors import PreemptlensError
 from preemptlens.readonly import Limits
 

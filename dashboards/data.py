@@ -28,7 +28,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from analytics.views import registry
+from preemptlens.analytics.views import registry
 from preemptlens.config import Section, Setting
 from preemptlens.errors import PreemptlensError
 from preemptlens.readonly import Limits, Result, current_snapshot, open_reader, query

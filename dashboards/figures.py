@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 import plotly.graph_objects as go
 import polars as pl
 
-from dashboards.data import TIER_ORDER, VictimDetail
+from preemptlens.dashboards.data import TIER_ORDER, VictimDetail
 
 TIER_COLORS = {"critical": "#c0392b", "high": "#e67e22", "normal": "#2e86c1", "low": "#95a5a6"}
 STATE_COLORS = {

@@ -1,4 +1,4 @@
-"""`python -m dashboards.launch <app.py> [streamlit run options]`: the dashboard's server, warmed first.
+"""`python -m preemptlens.dashboards.launch <app.py> [streamlit run options]`: the dashboard's server, warmed first.
 
 Streamlit runs the app's script in the server process, but only when a reader
 connects, so the first reader after a start would pay for what every later one
@@ -40,7 +40,7 @@ def sample_figures() -> list[go.Figure]:
     """One figure of every kind the pages draw (figures.*, and an empty one), over a few made-up rows."""
     import polars as pl
 
-    from dashboards import data, figures
+    from preemptlens.dashboards import data, figures
 
     day = datetime(2026, 1, 5, tzinfo=UTC)
     days = [day, day + timedelta(days=1)]
@@ -94,8 +94,8 @@ def warm() -> str:
     # What the SQL page imports. dashboards.views_common is left to the first page: Streamlit's cache
     # decorators in it would warn that they are defined outside a running server.
     import preemptlens.commands.sql  # noqa: F401
-    from dashboards import data
     from preemptlens.config import load_config
+    from preemptlens.dashboards import data
     from preemptlens.errors import PreemptlensError
     from preemptlens.readonly import Limits
 

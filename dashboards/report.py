@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from dashboards import data
 from preemptlens.config import Section, Setting
+from preemptlens.dashboards import data
 from preemptlens.errors import PreemptlensError
 
 # The rendering stack (jinja2, plotly and the figures) is imported where a report is rendered:
@@ -317,7 +317,7 @@ def render_html(report: WeeklyReport) -> str:
     import plotly.offline
     from markupsafe import Markup
 
-    from dashboards import figures
+    from preemptlens.dashboards import figures
 
     week = report.week.label
     window = (report.week.start, report.week.end)

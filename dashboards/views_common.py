@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
-from dashboards.data import QUERIES, Filters, Options, reader
+from preemptlens.dashboards.data import QUERIES, Filters, Options, reader
 from preemptlens.errors import PreemptlensError
 from preemptlens.readonly import Limits
 

@@ -33,19 +33,19 @@ DEFAULT_FILE = "preemptlens.toml"
 # Modules whose `SETTINGS` section is part of the configuration.
 SECTION_MODULES: tuple[str, ...] = (
     "preemptlens.config",
-    "analytics.params",
-    "analytics.tuning",
-    "collectors.prometheus",
-    "collectors.slurm",
-    "collectors.kubernetes",
+    "preemptlens.analytics.params",
+    "preemptlens.analytics.tuning",
+    "preemptlens.collectors.prometheus",
+    "preemptlens.collectors.slurm",
+    "preemptlens.collectors.kubernetes",
     "preemptlens.readonly",
-    "analytics.alerts",
+    "preemptlens.analytics.alerts",
     "preemptlens.commands.serve",
-    "dashboards.data",
-    "dashboards.report",
-    "analytics.lake",
-    "analytics.spark",
-    "dashboards.metrics",
+    "preemptlens.dashboards.data",
+    "preemptlens.dashboards.report",
+    "preemptlens.analytics.lake",
+    "preemptlens.analytics.spark",
+    "preemptlens.dashboards.metrics",
 )
 
 

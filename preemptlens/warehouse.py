@@ -22,11 +22,11 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from collectors.base import Batch, Reject, Watermark
+from preemptlens.collectors.base import Batch, Reject, Watermark
 from preemptlens.contract import RULES
 from preemptlens.errors import ContractError, SchemaError
 
-SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
+SQL_DIR = Path(__file__).parent / "sql"
 _MIGRATION = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 # Columns the load API fills itself; collectors never set them.
 _BOOKKEEPING = ("source", "_load_id")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from dashboards import figures
-from dashboards.views_common import Charts, context, window_caption
+from preemptlens.dashboards import figures
+from preemptlens.dashboards.views_common import Charts, context, window_caption
 
 ctx = context()
 f = ctx.filters

@@ -7,9 +7,9 @@ from typing import Any
 import polars as pl
 import streamlit as st
 
-from dashboards import figures
-from dashboards.data import VictimDetail
-from dashboards.views_common import Charts, context, duration, gpu_hours, when, window_caption
+from preemptlens.dashboards import figures
+from preemptlens.dashboards.data import VictimDetail
+from preemptlens.dashboards.views_common import Charts, context, duration, gpu_hours, when, window_caption
 
 LEDGER_VIEW = (
     "time", "cluster", "pool", "victim_job_id", "victim_run", "victim_team", "victim_tier", "victim_gpus",

@@ -7,7 +7,7 @@ import json
 import polars as pl
 import streamlit as st
 
-from dashboards.views_common import context, duration
+from preemptlens.dashboards.views_common import context, duration
 
 ctx = context()
 st.title("Tuning suggestions")

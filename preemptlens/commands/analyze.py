@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import argparse
 
-from analytics.params import params_from
-from analytics.refresh import analyze
-from analytics.scorecard import render
+from preemptlens.analytics.params import params_from
+from preemptlens.analytics.refresh import analyze
+from preemptlens.analytics.scorecard import render
 from preemptlens.config import Config
 from preemptlens.warehouse import Warehouse
 

@@ -11,14 +11,14 @@ from __future__ import annotations
 import argparse
 import importlib
 
-from analytics.lake import keep_current
+from preemptlens.analytics.lake import keep_current
 from preemptlens.config import Config
 from preemptlens.warehouse import LoadReport, Warehouse
 
 SOURCES: dict[str, str] = {
-    "prometheus": "collectors.prometheus",
-    "slurm": "collectors.slurm",
-    "kubernetes": "collectors.kubernetes",
+    "prometheus": "preemptlens.collectors.prometheus",
+    "slurm": "preemptlens.collectors.slurm",
+    "kubernetes": "preemptlens.collectors.kubernetes",
 }
 
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from preemptlens.config import Config
 
-APP = Path(__file__).resolve().parents[2] / "dashboards" / "app.py"
+APP = Path(__file__).parents[1] / "dashboards" / "app.py"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,7 +36,7 @@ SERVED = ("--server.headless", "true", "--server.fileWatcherType", "none",
 
 def launch(app: Path, *options: str) -> list[str]:
     """The served dashboard's command line: `streamlit run app` with SERVED and `options`, in a warmed process."""
-    return [sys.executable, "-m", "dashboards.launch", str(app), *SERVED, *options]
+    return [sys.executable, "-m", "preemptlens.dashboards.launch", str(app), *SERVED, *options]
 
 
 def command(args: argparse.Namespace, config: Config) -> list[str]:

@@ -15,10 +15,10 @@ import sys
 import time
 from datetime import UTC, datetime, timedelta
 
-from analytics.params import params_from
-from analytics.refresh import analyze
-from analytics.scorecard import render
-from analytics.simulator import DEMO, PoolSpec, SimConfig, simulate_into
+from preemptlens.analytics.params import params_from
+from preemptlens.analytics.refresh import analyze
+from preemptlens.analytics.scorecard import render
+from preemptlens.analytics.simulator import DEMO, PoolSpec, SimConfig, simulate_into
 from preemptlens.cli import command_args
 from preemptlens.commands import dashboard, report, suggest
 from preemptlens.config import Config

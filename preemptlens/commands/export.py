@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from analytics.lake import export_changed
+from preemptlens.analytics.lake import export_changed
 from preemptlens.config import Config
 from preemptlens.errors import ConfigError
 from preemptlens.warehouse import Warehouse

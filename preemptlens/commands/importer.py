@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from analytics.lake import keep_current
-from collectors.files import IMPORTABLE, FileImporter, table_for
+from preemptlens.analytics.lake import keep_current
+from preemptlens.collectors.files import IMPORTABLE, FileImporter, table_for
 from preemptlens.config import Config
 from preemptlens.warehouse import LoadReport, Warehouse
 

@@ -24,8 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
-    from dashboards import report
-    from dashboards.data import reader
+    from preemptlens.dashboards import report
+    from preemptlens.dashboards.data import reader
     from preemptlens.readonly import Limits
 
     week = report.Week.parse(args.week) if args.week else report.Week.last_complete(datetime.now(UTC))

@@ -33,7 +33,6 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from pathlib import Path
 from types import FrameType, ModuleType
 from typing import TYPE_CHECKING
 
@@ -45,13 +44,12 @@ from preemptlens.errors import ConfigError, PreemptlensError
 if TYPE_CHECKING:
     from apscheduler.schedulers.background import BackgroundScheduler
 
-    from dashboards.metrics import MetricsServer
+    from preemptlens.dashboards.metrics import MetricsServer
     from preemptlens.warehouse import Warehouse
 
 log = logging.getLogger("preemptlens.serve")
 
 JOBS = ("collect", "analyze", "alerts", "report", "dashboard")
-DASHBOARD_APP = Path(__file__).resolve().parents[2] / "dashboards" / "app.py"
 
 SETTINGS = Section(
     "serve",
@@ -128,7 +126,7 @@ class Server:
         """The warehouse opened for writing, or None if another process kept it past lock_wait_s."""
         import duckdb
 
-        from analytics.lake import keep_current
+        from preemptlens.analytics.lake import keep_current
         from preemptlens.warehouse import Warehouse
 
         deadline = time.monotonic() + float(self.section["lock_wait_s"])
@@ -207,7 +205,7 @@ class Server:
         return f"exit status {status}"
 
     def alerts(self) -> str:
-        from analytics import alerts
+        from preemptlens.analytics import alerts
 
         with self.writer() as wh:
             if wh is None:
@@ -265,25 +263,22 @@ class Server:
         return added
 
     def start_dashboard(self) -> subprocess.Popen[bytes] | None:
-        from preemptlens.commands.dashboard import launch
+        from preemptlens.commands.dashboard import APP, launch
 
         if not self.dashboard or "dashboard" not in self.section["jobs"]:
-            return None
-        if not DASHBOARD_APP.exists():
-            log.info("dashboard: %s does not exist yet; not started", DASHBOARD_APP)
             return None
         port = str(self.section["dashboard_port"])
         # The dashboard reads the same configuration, and this warehouse even if it came from --warehouse.
         env = {**os.environ, "PREEMPTLENS_WAREHOUSE__PATH": self.warehouse}
         if self.config.path is not None:
             env["PREEMPTLENS_CONFIG"] = str(self.config.path)
-        process = subprocess.Popen(launch(DASHBOARD_APP, "--server.port", port), env=env)
+        process = subprocess.Popen(launch(APP, "--server.port", port), env=env)
         log.info("dashboard on port %s (pid %d)", port, process.pid)
         return process
 
     def start_metrics(self) -> MetricsServer | None:
         """Serve /metrics on its own thread; figures are read from the published snapshot only."""
-        from dashboards.metrics import MetricsServer, SnapshotCollector
+        from preemptlens.dashboards.metrics import MetricsServer, SnapshotCollector
 
         port = int(self.section["metrics_port"])
         if port == 0:

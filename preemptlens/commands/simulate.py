@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 import sys
 
-from analytics.simulator import PolicyConfig, SimConfig, WorkloadConfig, cluster_of, simulate_into
+from preemptlens.analytics.simulator import PolicyConfig, SimConfig, WorkloadConfig, cluster_of, simulate_into
 from preemptlens.config import Config
 from preemptlens.errors import ConfigError
 from preemptlens.warehouse import Warehouse

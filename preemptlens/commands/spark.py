@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import argparse
 
-from analytics.params import params_from
-from analytics.spark import run_spark, spark_session
+from preemptlens.analytics.params import params_from
+from preemptlens.analytics.spark import run_spark, spark_session
 from preemptlens.config import Config
 from preemptlens.errors import ConfigError
 

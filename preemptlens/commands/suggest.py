@@ -10,8 +10,8 @@ import argparse
 import json
 from datetime import UTC, datetime
 
-from analytics.replay import Window, default_window
-from analytics.tuning import GENERATORS, Suggestion, context, settings_from, store, suggest
+from preemptlens.analytics.replay import Window, default_window
+from preemptlens.analytics.tuning import GENERATORS, Suggestion, context, settings_from, store, suggest
 from preemptlens.config import Config
 from preemptlens.errors import ConfigError
 from preemptlens.warehouse import Warehouse

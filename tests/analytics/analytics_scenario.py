@@ -10,8 +10,8 @@ from typing import Any
 
 import polars as pl
 
-from analytics.params import SETTINGS, Params, params_from
-from analytics.refresh import AnalyzeReport, analyze
+from preemptlens.analytics.params import SETTINGS, Params, params_from
+from preemptlens.analytics.refresh import AnalyzeReport, analyze
 from preemptlens.config import Config
 from preemptlens.warehouse import Warehouse
 

@@ -9,8 +9,8 @@ import polars as pl
 import pytest
 from analytics_scenario import T0, Scenario, at, default_params
 
-from analytics.attribution import attributed, expand_hostlist, rebuild
-from analytics.refresh import analyze
+from preemptlens.analytics.attribution import attributed, expand_hostlist, rebuild
+from preemptlens.analytics.refresh import analyze
 from preemptlens.errors import SchemaError
 from preemptlens.warehouse import Warehouse
 

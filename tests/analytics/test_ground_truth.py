@@ -14,9 +14,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from analytics.params import params_from
-from analytics.refresh import analyze
-from analytics.simulator import DEMO, PolicyConfig, PoolSpec, SimConfig, simulate_into
+from preemptlens.analytics.params import params_from
+from preemptlens.analytics.refresh import analyze
+from preemptlens.analytics.simulator import DEMO, PolicyConfig, PoolSpec, SimConfig, simulate_into
 from preemptlens.config import load_config
 from preemptlens.warehouse import Warehouse
 

@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 from analytics_scenario import Scenario, at, default_params
 
-from analytics.refresh import analyze
+from preemptlens.analytics.refresh import analyze
 
 
 def build(sc: Scenario) -> None:

@@ -20,10 +20,10 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from analytics.params import params_from
-from analytics.refresh import analyze
-from analytics.simulator import DEMO, PoolSpec, SimConfig, simulate_into
-from analytics.views import registry
+from preemptlens.analytics.params import params_from
+from preemptlens.analytics.refresh import analyze
+from preemptlens.analytics.simulator import DEMO, PoolSpec, SimConfig, simulate_into
+from preemptlens.analytics.views import registry
 from preemptlens.config import load_config
 from preemptlens.warehouse import Warehouse, quote
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from analytics_scenario import Scenario
 
-from analytics.views import View, registry
+from preemptlens.analytics.views import View, registry
 
 FIGURES = Path(__file__).resolve().parents[2] / "docs" / "figures.md"
 VIEWS = registry()

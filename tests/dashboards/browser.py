@@ -98,12 +98,15 @@ def wait_http(url: str, timeout_s: float) -> None:
 class Dashboard:
     """`preemptlens dashboard` on a free localhost port, reading `warehouse`."""
 
-    def __init__(self, warehouse: Path, log: Path, port: int | None = None) -> None:
+    def __init__(
+        self, warehouse: Path, log: Path, port: int | None = None,
+        program: tuple[str, ...] = (sys.executable, "-m", "preemptlens.cli"), env: dict[str, str] | None = None,
+    ) -> None:
         self.port = port or free_port()
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PREEMPTLENS_")}
+        if env is None:
+            env = {k: v for k, v in os.environ.items() if not k.startswith("PREEMPTLENS_")}
         self.serve([
-            sys.executable, "-m", "preemptlens.cli", "--warehouse", str(warehouse), "dashboard",
-            "--port", str(self.port), "--address", "127.0.0.1",
+            *program, "--warehouse", str(warehouse), "dashboard", "--port", str(self.port), "--address", "127.0.0.1",
         ], log, env)
 
     def serve(self, argv: list[str], log: Path, env: dict[str, str] | None = None) -> None:

@@ -25,9 +25,9 @@ from typing import Any
 
 import polars as pl
 
-from analytics.params import SETTINGS as ANALYTICS_SETTINGS
-from analytics.params import params_from
-from analytics.refresh import analyze
+from preemptlens.analytics.params import SETTINGS as ANALYTICS_SETTINGS
+from preemptlens.analytics.params import params_from
+from preemptlens.analytics.refresh import analyze
 from preemptlens.config import Config
 from preemptlens.warehouse import Warehouse
 

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import polars as pl
 
-from dashboards import figures
+from preemptlens.dashboards import figures
 
 
 def test_timeline_keeps_the_costliest_preemptions() -> None:

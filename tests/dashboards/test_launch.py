@@ -18,7 +18,7 @@ import sys
 
 import streamlit as st
 
-from dashboards import data
+from preemptlens.dashboards import data
 
 st.title("TITLE")
 st.metric("file watcher", st.get_option("server.fileWatcherType"))

@@ -9,7 +9,7 @@ from pathlib import Path
 import fixture_cluster
 import polars as pl
 
-from dashboards import data
+from preemptlens.dashboards import data
 from preemptlens.warehouse import Warehouse
 
 COUNT = "SELECT count(*) AS n FROM pools"

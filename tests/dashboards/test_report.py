@@ -11,8 +11,8 @@ import fixture_cluster as fc
 import pytest
 from browser import Chromium
 
-from dashboards.report import ReportError, Week
 from preemptlens.cli import main
+from preemptlens.dashboards.report import ReportError, Week
 
 SECTIONS = ("net-benefit", "worst-preemptions", "top-hoarders", "scope-creep", "suggestions")
 

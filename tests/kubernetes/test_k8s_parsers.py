@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from k8s_fake import cluster_queue, load_case, node, resource_flavor
 
-from collectors.base import capacity_changes
-from collectors.kubernetes_events import (
+from preemptlens.collectors.base import capacity_changes
+from preemptlens.collectors.kubernetes_events import (
     ParseError,
     parse_kueue_preempted,
     parse_kueue_preempted_workload,
@@ -23,8 +23,15 @@ from collectors.kubernetes_events import (
     parse_scheduler_message,
     preemptions,
 )
-from collectors.kubernetes_objects import CLUSTER_POOL, Tiering, pod_rows, podgroup_rows, quantity, workload_rows
-from collectors.kubernetes_pools import (
+from preemptlens.collectors.kubernetes_objects import (
+    CLUSTER_POOL,
+    Tiering,
+    pod_rows,
+    podgroup_rows,
+    quantity,
+    workload_rows,
+)
+from preemptlens.collectors.kubernetes_pools import (
     Capacity,
     capacity,
     parse_cluster_queue,

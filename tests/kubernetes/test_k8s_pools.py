@@ -86,7 +86,7 @@ def test_nodes_forbidden_falls_back_to_kueue_quotas(
     api.add(workloads, *load_case("workloads_v1beta2.json")["items"])
     api.forbidden.add(NODES)
     config = _config(tmp_path, api.url, ["workloads"], kueue_version="v1beta2")
-    with caplog.at_level(logging.INFO, logger="collectors.kubernetes"):
+    with caplog.at_level(logging.INFO, logger="preemptlens.collectors.kubernetes"):
         assert _collect(tmp_path, config) == 0
 
     start = datetime(2026, 11, 2, 8, 0, tzinfo=UTC)

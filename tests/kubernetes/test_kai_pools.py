@@ -11,8 +11,8 @@ from k8s_fake import FakeApiServer, cluster_queue, kai_queue, load_case, node, r
 from test_k8s_collector import TOKEN, _collect, _config, _rows
 from test_k8s_pools import ACCELERATOR, NODES, PODS, _kueue, _pools
 
-from collectors.kubernetes_events import ParseError
-from collectors.kubernetes_pools import KaiQueue, Node, capacity, parse_kai_queue
+from preemptlens.collectors.kubernetes_events import ParseError
+from preemptlens.collectors.kubernetes_pools import KaiQueue, Node, capacity, parse_kai_queue
 
 PODGROUPS = "/apis/scheduling.run.ai/v2alpha2/podgroups"
 QUEUES = "/apis/scheduling.run.ai/v2/queues"
@@ -56,7 +56,7 @@ def test_kai_leaf_queues_hold_their_guarantee_carved_out_of_the_cluster_pool(
 ) -> None:
     _kai_cluster(api)
     config = _config(tmp_path, api.url, ["podgroups"])
-    with caplog.at_level(logging.INFO, logger="collectors.kubernetes"):
+    with caplog.at_level(logging.INFO, logger="preemptlens.collectors.kubernetes"):
         assert _collect(tmp_path, config) == 0
 
     start = PODGROUPS_START
@@ -105,7 +105,7 @@ def test_queue_crd_absent_leaves_the_nodes_in_the_cluster_pool(
 ) -> None:
     _kai_cluster(api)
     del api.resources[QUEUES]
-    with caplog.at_level(logging.INFO, logger="collectors.kubernetes"):
+    with caplog.at_level(logging.INFO, logger="preemptlens.collectors.kubernetes"):
         assert _collect(tmp_path, _config(tmp_path, api.url, ["podgroups"])) == 0
 
     assert _pools(tmp_path) == [("cluster", PODGROUPS_START, 32, 8)]
@@ -130,7 +130,7 @@ def test_guarantees_beyond_the_nodes_leave_the_cluster_pool_empty_and_say_so(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     kai = [KaiQueue("a", None, 6), KaiQueue("b", None, 6)]
-    with caplog.at_level(logging.WARNING, logger="collectors.kubernetes_pools"):
+    with caplog.at_level(logging.WARNING, logger="preemptlens.collectors.kubernetes_pools"):
         found = capacity([Node("gpu-1", {}, 8)], [], [], (), kai)
     assert {pool: c.gpus for pool, c in found.items()} == {"cluster": 0, "a": 6, "b": 6}
     (line,) = [r.getMessage() for r in caplog.records]

@@ -13,11 +13,11 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from analytics.lake import MANIFEST, export_changed, lake_connection, read_manifest
-from analytics.params import params_from
-from analytics.refresh import analyze
-from analytics.simulator import DEMO, PoolSpec, SimConfig, simulate_into
-from analytics.views import _body, registry
+from preemptlens.analytics.lake import MANIFEST, export_changed, lake_connection, read_manifest
+from preemptlens.analytics.params import params_from
+from preemptlens.analytics.refresh import analyze
+from preemptlens.analytics.simulator import DEMO, PoolSpec, SimConfig, simulate_into
+from preemptlens.analytics.views import _body, registry
 from preemptlens.cli import main
 from preemptlens.config import load_config
 from preemptlens.warehouse import Warehouse

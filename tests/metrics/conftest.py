@@ -21,11 +21,11 @@ from typing import Any
 import pytest
 import requests
 
-from analytics.params import params_from
-from analytics.refresh import analyze
-from analytics.sim_model import PoolSpec, SimConfig, TeamSpec, WorkloadConfig
-from analytics.simulator import simulate_into
-from collectors.base import Batch, Watermark
+from preemptlens.analytics.params import params_from
+from preemptlens.analytics.refresh import analyze
+from preemptlens.analytics.sim_model import PoolSpec, SimConfig, TeamSpec, WorkloadConfig
+from preemptlens.analytics.simulator import simulate_into
+from preemptlens.collectors.base import Batch, Watermark
 from preemptlens.config import load_config
 from preemptlens.warehouse import Warehouse
 from tests.metrics.metrics_e2e import CLUSTER, TEAMS, TOKEN, TOP_TEAMS, WEBHOOK, Scraped

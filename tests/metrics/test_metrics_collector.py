@@ -10,7 +10,7 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.core import Metric
 
-from dashboards.metrics import METRICS, OTHER_TEAMS, SnapshotCollector, fold_teams, registry_for
+from preemptlens.dashboards.metrics import METRICS, OTHER_TEAMS, SnapshotCollector, fold_teams, registry_for
 from preemptlens.warehouse import Warehouse
 
 

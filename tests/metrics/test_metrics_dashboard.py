@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import requests
 
-from dashboards.metrics import METRICS
+from preemptlens.dashboards.metrics import METRICS
 from tests.metrics.metrics_e2e import Scraped
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "dashboards" / "grafana" / "preemptlens.json"

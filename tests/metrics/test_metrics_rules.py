@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dashboards.metrics import METRICS
+from preemptlens.dashboards.metrics import METRICS
 from tests.metrics.metrics_e2e import Scraped, warehouse_rows
 
 RULES_DIR = Path(__file__).resolve().parents[2] / "dashboards" / "prometheus"

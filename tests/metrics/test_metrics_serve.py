@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from dashboards.metrics import METRICS, OTHER_TEAMS
+from preemptlens.dashboards.metrics import METRICS, OTHER_TEAMS
 from tests.metrics.metrics_e2e import CLUSTER, TEAMS, TOKEN, TOP_TEAMS, WEBHOOK, Scraped, warehouse_rows
 
 pytestmark = pytest.mark.slow

@@ -13,7 +13,7 @@ from typing import ClassVar
 
 import polars as pl
 
-from collectors.base import Batch, Watermark
+from preemptlens.collectors.base import Batch, Watermark
 from preemptlens.config import Config
 
 

@@ -10,11 +10,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from analytics import alerts
-from analytics.params import params_from
-from analytics.refresh import analyze
-from analytics.sim_model import TeamSpec
-from analytics.simulator import DEMO, PoolSpec, SimConfig, simulate_into
+from preemptlens.analytics import alerts
+from preemptlens.analytics.params import params_from
+from preemptlens.analytics.refresh import analyze
+from preemptlens.analytics.sim_model import TeamSpec
+from preemptlens.analytics.simulator import DEMO, PoolSpec, SimConfig, simulate_into
 from preemptlens.config import Config, load_config
 from preemptlens.warehouse import Warehouse
 

@@ -19,8 +19,8 @@ from typing import Any
 import polars as pl
 import pytest
 
-from analytics import alerts
-from analytics.alerts import Alert, Target, deliver, evaluate, targets_from_config
+from preemptlens.analytics import alerts
+from preemptlens.analytics.alerts import Alert, Target, deliver, evaluate, targets_from_config
 from preemptlens.config import Config, Secret, load_config
 from preemptlens.errors import ConfigError
 from preemptlens.warehouse import Warehouse

@@ -21,7 +21,7 @@ import polars as pl
 import pytest
 import requests
 
-from analytics.openmetrics import write_openmetrics
+from preemptlens.analytics.openmetrics import write_openmetrics
 from tests.prometheus.groundtruth import STYLES, history_end, raw_samples
 from tests.prometheus.helpers import collector, run
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import polars as pl
 
-from collectors.prometheus import SETTINGS, PrometheusCollector, options_from
+from preemptlens.collectors.prometheus import SETTINGS, PrometheusCollector, options_from
 from preemptlens.warehouse import Warehouse
 from tests.prometheus.groundtruth import CLUSTER
 

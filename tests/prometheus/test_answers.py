@@ -10,8 +10,8 @@ import orjson
 import polars as pl
 import pytest
 
-from analytics.openmetrics import write_openmetrics, write_openmetrics_chunks
-from collectors.prometheus import range_result
+from preemptlens.analytics.openmetrics import write_openmetrics, write_openmetrics_chunks
+from preemptlens.collectors.prometheus import range_result
 from tests.prometheus.groundtruth import STYLES, raw_samples
 
 SERIES: list[dict[str, Any]] = [

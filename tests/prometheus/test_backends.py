@@ -17,7 +17,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from collectors.prometheus import GET_MAX_URL, add_arguments, build, iso, plan_pages
+from preemptlens.collectors.prometheus import GET_MAX_URL, add_arguments, build, iso, plan_pages
 from preemptlens.config import Secret, load_config
 from preemptlens.errors import ConfigError, SourceError
 from preemptlens.warehouse import Warehouse

@@ -18,8 +18,8 @@ import polars as pl
 import pytest
 import requests
 
-from analytics.openmetrics import ExporterStyle, write_openmetrics
-from collectors.prometheus import (
+from preemptlens.analytics.openmetrics import ExporterStyle, write_openmetrics
+from preemptlens.collectors.prometheus import (
     MAX_POINTS,
     SETTINGS,
     normalise,

@@ -18,8 +18,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from analytics.openmetrics import write_openmetrics
-from collectors.prometheus import gpu_matchers
+from preemptlens.analytics.openmetrics import write_openmetrics
+from preemptlens.collectors.prometheus import gpu_matchers
 from tests.prometheus.conftest import PrometheusServer, backfill
 from tests.prometheus.groundtruth import GPUS, STYLES, history_end, raw_samples
 from tests.prometheus.helpers import KEY, collector, run, table

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from analytics.simulator import (
+from preemptlens.analytics.simulator import (
     PolicyConfig,
     PoolSpec,
     SimConfig,

@@ -11,10 +11,10 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from analytics.sim_engine import simulate_jobs
-from analytics.sim_model import JobSpec
-from analytics.sim_workload import generate_jobs
-from analytics.simulator import PolicyConfig, PoolSpec, SimConfig, SimSummary, Simulation, simulate
+from preemptlens.analytics.sim_engine import simulate_jobs
+from preemptlens.analytics.sim_model import JobSpec
+from preemptlens.analytics.sim_workload import generate_jobs
+from preemptlens.analytics.simulator import PolicyConfig, PoolSpec, SimConfig, SimSummary, Simulation, simulate
 from preemptlens.contract import TIER_RANK
 from preemptlens.errors import ConfigError
 from preemptlens.warehouse import RECORD_COLUMN, Warehouse
@@ -38,7 +38,7 @@ def test_another_seed_gives_another_workload(simulation: Simulation, config: Sim
 def test_loading_twice_changes_nothing(loaded: tuple[Warehouse, SimSummary], config: SimConfig) -> None:
     wh, first = loaded
     before = wh.query("SELECT count(*) AS n FROM gpu_samples")["n"][0]
-    from analytics.simulator import simulate_into
+    from preemptlens.analytics.simulator import simulate_into
 
     second = simulate_into(wh, config)
     assert first.loaded > 0 and first.quarantined == 0

@@ -21,12 +21,19 @@ from typing import Any
 import polars as pl
 import pytest
 
-from analytics.attribution import attributed, rebuild
-from collectors import slurm_sacct
-from collectors.slurm import Options, SlurmCollector, build_batch, read_document
-from collectors.slurm_log import LogCursor, read_log, zone_of
-from collectors.slurm_policy import Partition, Policy, Qos, parse_partitions, parse_qos, preempt_type_from_config
-from collectors.slurm_sacct import DocumentError, iter_json_jobs, parse_json_record, run_state
+from preemptlens.analytics.attribution import attributed, rebuild
+from preemptlens.collectors import slurm_sacct
+from preemptlens.collectors.slurm import Options, SlurmCollector, build_batch, read_document
+from preemptlens.collectors.slurm_log import LogCursor, read_log, zone_of
+from preemptlens.collectors.slurm_policy import (
+    Partition,
+    Policy,
+    Qos,
+    parse_partitions,
+    parse_qos,
+    preempt_type_from_config,
+)
+from preemptlens.collectors.slurm_sacct import DocumentError, iter_json_jobs, parse_json_record, run_state
 from preemptlens.errors import SourceError
 from preemptlens.warehouse import Warehouse
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
-from collectors.base import capacity_changes
-from collectors.slurm_pools import Node, capacity, parse_nodes, pool_map
+from preemptlens.collectors.base import capacity_changes
+from preemptlens.collectors.slurm_pools import Node, capacity, parse_nodes, pool_map
 
 # Slurm 22.05's own line for the test cluster's node (OS= holds spaces).
 NODE_LINE = (

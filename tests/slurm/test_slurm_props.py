@@ -15,11 +15,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from collectors import slurm_sacct
-from collectors.slurm import SacctRead, build_batch, read_document
-from collectors.slurm_log import parse_line
-from collectors.slurm_policy import Policy
-from collectors.slurm_sacct import (
+from preemptlens.collectors import slurm_sacct
+from preemptlens.collectors.slurm import SacctRead, build_batch, read_document
+from preemptlens.collectors.slurm_log import parse_line
+from preemptlens.collectors.slurm_policy import Policy
+from preemptlens.collectors.slurm_sacct import (
     TEXT_FIELDS,
     DocumentError,
     RecordColumns,

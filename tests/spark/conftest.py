@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from analytics.spark import spark_session
+from preemptlens.analytics.spark import spark_session
 
 
 @pytest.fixture(scope="session")

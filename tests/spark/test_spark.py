@@ -19,11 +19,11 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from analytics.lake import export_changed, lake_connection, read_manifest
-from analytics.params import params_from
-from analytics.refresh import analyze
-from analytics.simulator import DEMO, PoolSpec, SimConfig, simulate_into
-from analytics.spark import SCANS, SPARK_DIR, Scan, run_duckdb, run_spark, spark_session
+from preemptlens.analytics.lake import export_changed, lake_connection, read_manifest
+from preemptlens.analytics.params import params_from
+from preemptlens.analytics.refresh import analyze
+from preemptlens.analytics.simulator import DEMO, PoolSpec, SimConfig, simulate_into
+from preemptlens.analytics.spark import SCANS, SPARK_DIR, Scan, run_duckdb, run_spark, spark_session
 from preemptlens.cli import main
 from preemptlens.config import load_config
 from preemptlens.errors import ConfigError

@@ -12,11 +12,11 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from analytics.params import SETTINGS, params_from
-from analytics.refresh import analyze
-from analytics.replay import Window
-from analytics.sim_engine import simulate_jobs
-from analytics.sim_frames import (
+from preemptlens.analytics.params import SETTINGS, params_from
+from preemptlens.analytics.refresh import analyze
+from preemptlens.analytics.replay import Window
+from preemptlens.analytics.sim_engine import simulate_jobs
+from preemptlens.analytics.sim_frames import (
     checkpoints_frame,
     gpu_sample_chunks,
     job_runs_frame,
@@ -24,9 +24,9 @@ from analytics.sim_frames import (
     pools_frame,
     truth_preemptions_frame,
 )
-from analytics.sim_model import PolicyConfig, SimConfig, WorkloadConfig, cluster_of
-from analytics.sim_workload import generate_jobs
-from analytics.tuning import SETTINGS as TUNING_SETTINGS
+from preemptlens.analytics.sim_model import PolicyConfig, SimConfig, WorkloadConfig, cluster_of
+from preemptlens.analytics.sim_workload import generate_jobs
+from preemptlens.analytics.tuning import SETTINGS as TUNING_SETTINGS
 from preemptlens.config import Config
 from preemptlens.warehouse import Warehouse
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from sim_cluster import CHURN, Clusters, default_settings
 
-from analytics.replay import Window, load_workload, observed_figures, validate
-from analytics.tuning import configured_policy
+from preemptlens.analytics.replay import Window, load_workload, observed_figures, validate
+from preemptlens.analytics.tuning import configured_policy
 from preemptlens.cli import main
 from preemptlens.errors import SchemaError
 from preemptlens.warehouse import Warehouse

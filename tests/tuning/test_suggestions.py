@@ -12,8 +12,8 @@ from typing import Any
 
 from sim_cluster import CHURN
 
-from analytics.sim_model import TeamSpec
-from analytics.tuning import Suggestion
+from preemptlens.analytics.sim_model import TeamSpec
+from preemptlens.analytics.tuning import Suggestion
 
 Suggest = Callable[..., tuple[Any, list[Suggestion]]]
 

@@ -27,7 +27,7 @@ from preemptlens.analytics import sim_frames
 from preemptlens.analytics.sim_engine import Outcome, simulate_jobs
 from preemptlens.analytics.sim_model import JobSpec, PolicyConfig, PoolSpec, SimConfig, WorkloadConfig, cluster_of
 from preemptlens.analytics.sim_workload import generate_jobs
-from preemptlens.collectors.base import Batch
+from preemptlens.contract import Batch
 from preemptlens.warehouse import Warehouse
 
 SOURCE = "simulator"

@@ -130,13 +130,9 @@ def time_queries(warehouse: Path) -> data.Filters:
     end = options.last
     f = data.Filters(start=end - timedelta(days=30), end=end + timedelta(seconds=1))
     rows, top_n = 2000, 15
-    calls: dict[str, tuple[Any, ...]] = {
-        "headline": (f,), "costliest": (f, figures.TIMELINE_MARKERS), "ledger_page": (f, rows, 0),
-        "top_victims": (f, rows), "net_benefit": (f,), "scorecard": (f,), "evidence": (f,),
-        "top_holders": (f, "team", top_n), "idle_daily": (f,), "avoidable_rows": (f, rows),
-        "tier_shares": (f,), "team_high_shares": (f,), "team_slopes": (f,), "scope_trend": (f,),
-        "suggestions": (f, top_n), "catalog": (), "ledger": (f,),
-    }
+    opened = data.page_queries(f, rows=rows, top_n=top_n, markers=figures.TIMELINE_MARKERS)
+    calls = {name: tuple(args) for name, *args in opened}
+    calls["ledger"] = (f,)
     for name, args in calls.items():
         seconds = []
         for _ in range(2):
@@ -157,12 +153,8 @@ def time_figures(warehouse: Path, f: data.Filters) -> None:
     with data.reader(warehouse) as r:
         q: Callable[..., Any] = partial(_query, r)
         head = q("headline", f)
-        results = {name: q(name, *args) for name, args in {
-            "net_benefit": (f,), "scorecard": (f,), "evidence": (f,), "costliest": (f, figures.TIMELINE_MARKERS),
-            "ledger_page": (f, 2000, 0), "top_victims": (f, 2000), "top_holders": (f, "team", 15),
-            "idle_daily": (f,), "avoidable_rows": (f, 2000), "tier_shares": (f,), "team_high_shares": (f,),
-            "team_slopes": (f,), "scope_trend": (f,),
-        }.items()}
+        opened = data.page_queries(f, rows=2000, top_n=15, markers=figures.TIMELINE_MARKERS)
+        results = {name: q(name, *args) for name, *args in opened if name not in ("headline", "suggestions", "catalog")}
     pages: dict[str, tuple[list[Callable[[], go.Figure]], list[pl.DataFrame]]] = {
         "Overview": (
             [partial(figures.net_benefit, results["net_benefit"])], [results["scorecard"], results["evidence"]]

@@ -20,7 +20,7 @@ from typing import Any
 
 import polars as pl
 
-from preemptlens.collectors.base import Batch, Reject
+from preemptlens.contract import Batch, Reject
 from preemptlens.errors import SourceError
 
 CHUNK_ROWS = 100_000

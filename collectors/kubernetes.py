@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import polars as pl
 
-from preemptlens.collectors.base import Batch, Reject, Watermark, capacity_changes, known_pools
+from preemptlens.collectors.base import capacity_changes, known_pools
 from preemptlens.collectors.kubernetes_events import ParseError, locate, preemptions
 from preemptlens.collectors.kubernetes_objects import Rows, Tiering, pod_rows, podgroup_rows, workload_rows
 from preemptlens.collectors.kubernetes_pools import (
@@ -60,6 +60,7 @@ from preemptlens.collectors.kubernetes_pools import (
     parse_node,
 )
 from preemptlens.config import Config, Section, Setting
+from preemptlens.contract import Batch, Reject, Watermark
 from preemptlens.errors import ConfigError, SourceError
 
 # The Kubernetes client (which kubernetes_watch imports too) is imported where it is used:

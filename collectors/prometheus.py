@@ -50,8 +50,8 @@ import polars as pl
 # numpy are imported where they are used: load_config imports this module for every command.
 from urllib3.util.retry import Retry
 
-from preemptlens.collectors.base import Batch, Reject, Watermark
 from preemptlens.config import Config, Secret, Section, Setting
+from preemptlens.contract import Batch, Reject, Watermark
 from preemptlens.errors import ConfigError, SourceError, TransientSourceError
 
 if TYPE_CHECKING:

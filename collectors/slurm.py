@@ -39,7 +39,7 @@ from typing import IO, Any, ClassVar
 
 import polars as pl
 
-from preemptlens.collectors.base import Batch, Reject, Watermark, capacity_changes
+from preemptlens.collectors.base import capacity_changes
 from preemptlens.collectors.slurm_log import LogCursor, read_log, zone_of
 from preemptlens.collectors.slurm_policy import (
     PREEMPT_TYPES,
@@ -66,6 +66,7 @@ from preemptlens.collectors.slurm_sacct import (
     whole_record,
 )
 from preemptlens.config import Config, Section, Setting
+from preemptlens.contract import Batch, Reject, Watermark
 from preemptlens.errors import ConfigError, SourceError
 
 log = logging.getLogger(__name__)

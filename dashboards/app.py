@@ -10,12 +10,11 @@ from __future__ import annotations
 import threading
 from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
-from typing import Any
 
 import streamlit as st
 
 from preemptlens.config import load_config
-from preemptlens.dashboards.data import Filters, Options, snapshot_version
+from preemptlens.dashboards.data import Filters, Options, page_queries, snapshot_version
 from preemptlens.dashboards.figures import TIMELINE_MARKERS
 from preemptlens.dashboards.views_common import CONTEXT_KEY, Context, cached
 from preemptlens.errors import PreemptlensError
@@ -43,24 +42,12 @@ def _window(options: Options, default_days: int) -> tuple[datetime, datetime]:
     )
 
 
-def _page_queries(ctx: Context) -> tuple[tuple[Any, ...], ...]:
-    """Every query the pages run when they open with these filters, as (name, *args)."""
-    f, top_n, rows = ctx.filters, int(ctx.settings["top_n"]), int(ctx.settings["table_rows"])
-    return (
-        ("headline", f), ("net_benefit", f), ("scorecard", f), ("evidence", f),
-        ("costliest", f, TIMELINE_MARKERS), ("ledger_page", f, rows, 0), ("top_victims", f, rows),
-        ("top_holders", f, "team", top_n), ("idle_daily", f), ("avoidable_rows", f, rows),
-        ("tier_shares", f), ("team_high_shares", f), ("team_slopes", f), ("scope_trend", f),
-        ("suggestions", f, top_n), ("catalog",),
-    )
-
-
 def _warm(ctx: Context) -> None:
     try:
-        for name, *args in _page_queries(ctx):
+        rows, top_n = int(ctx.settings["table_rows"]), int(ctx.settings["top_n"])
+        for name, *args in page_queries(ctx.filters, rows=rows, top_n=top_n, markers=TIMELINE_MARKERS):
             cached(name, ctx.warehouse, ctx.limits, ctx.version, *args)
         # The Preemptions page opens on the story of its costliest victim.
-        rows = int(ctx.settings["table_rows"])
         victims = cached("top_victims", ctx.warehouse, ctx.limits, ctx.version, ctx.filters, rows)
         if victims.height:
             first = victims.row(0, named=True)

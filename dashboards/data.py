@@ -633,3 +633,16 @@ QUERIES: dict[str, Callable[..., Any]] = {
     "suggestions": suggestions,
     "catalog": catalog,
 }
+
+
+def page_queries(f: Filters, *, rows: int, top_n: int, markers: int) -> tuple[tuple[Any, ...], ...]:
+    """Every query the pages run when they open with these filters, as (name, *args): what the app
+    warms in the background and what benchmarks/bench_dashboard.py times. `rows` is a table's page,
+    `top_n` a chart's bars, `markers` the timeline's most preemptions (figures.TIMELINE_MARKERS)."""
+    return (
+        ("headline", f), ("net_benefit", f), ("scorecard", f), ("evidence", f),
+        ("costliest", f, markers), ("ledger_page", f, rows, 0), ("top_victims", f, rows),
+        ("top_holders", f, "team", top_n), ("idle_daily", f), ("avoidable_rows", f, rows),
+        ("tier_shares", f), ("team_high_shares", f), ("team_slopes", f), ("scope_trend", f),
+        ("suggestions", f, top_n), ("catalog",),
+    )

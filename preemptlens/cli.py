@@ -1,6 +1,6 @@
 """The `preemptlens` command.
 
-Subcommands are registered in `COMMANDS`: each is a module exposing
+Subcommands are registered in `preemptlens.registry.COMMANDS`: each is a module exposing
 `add_arguments(parser)` and `run(args, config) -> int`. Library code raises
 `PreemptlensError`; only this module turns errors into exit codes.
 
@@ -22,26 +22,11 @@ from typing import TYPE_CHECKING
 
 from preemptlens import __version__
 from preemptlens.errors import ConfigError, PreemptlensError
+from preemptlens.registry import COMMANDS
 
 if TYPE_CHECKING:
     from preemptlens.config import Config
 
-# name -> (module, one-line help)
-COMMANDS: dict[str, tuple[str, str]] = {
-    "demo": ("preemptlens.commands.demo", "simulate the bundled demo cluster into the warehouse and summarise it"),
-    "simulate": ("preemptlens.commands.simulate", "simulate a cluster with ground truth into the warehouse"),
-    "import": ("preemptlens.commands.importer", "import JSONL or CSV files of jobs, runs, checkpoints or GPU samples"),
-    "collect": ("preemptlens.commands.collect", "collect from a source (prometheus, slurm, kubernetes)"),
-    "migrate": ("preemptlens.commands.migrate", "create or upgrade the warehouse schema"),
-    "sql": ("preemptlens.commands.sql", "run read-only SQL over the latest warehouse snapshot"),
-    "serve": ("preemptlens.commands.serve", "collect, analyze, alert and report on a schedule; serve the dashboard"),
-    "analyze": ("preemptlens.commands.analyze", "refresh the ledger, hoarding, scope creep, net benefit and scorecard"),
-    "dashboard": ("preemptlens.commands.dashboard", "serve the Streamlit dashboard"),
-    "report": ("preemptlens.commands.report", "write the weekly report (HTML and Markdown) for an ISO week"),
-    "export": ("preemptlens.commands.export", "export the raw and derived tables as a Hive-partitioned Parquet lake"),
-    "spark": ("preemptlens.commands.spark", "run the idle-hoarding and ledger scans on Apache Spark over the lake"),
-    "suggest": ("preemptlens.commands.suggest", "replay the recorded workload under other policies; suggest settings"),
-}
 
 log = logging.getLogger("preemptlens")
 

@@ -4,7 +4,7 @@ Where the file is: `--config`, else $PREEMPTLENS_CONFIG, else ./preemptlens.toml
 when it exists; no file at all is fine (every setting has a default).
 
 Each module that needs settings declares a `Section` named after its TOML
-table and lists it in `SECTION_MODULES`; every setting carries help text, and
+table and is listed in `preemptlens.registry.SECTIONS`; every setting carries help text, and
 a test fails when one is missing from docs/configuration.md.
 
 A secret is never written into the file in clear if it can be helped: give
@@ -25,28 +25,11 @@ from typing import Any
 
 from preemptlens.contract import TIERS
 from preemptlens.errors import ConfigError
+from preemptlens.registry import SECTIONS
 
 ENV_CONFIG = "PREEMPTLENS_CONFIG"
 ENV_PREFIX = "PREEMPTLENS_"
 DEFAULT_FILE = "preemptlens.toml"
-
-# Modules whose `SETTINGS` section is part of the configuration.
-SECTION_MODULES: tuple[str, ...] = (
-    "preemptlens.config",
-    "preemptlens.analytics.params",
-    "preemptlens.analytics.tuning",
-    "preemptlens.collectors.prometheus",
-    "preemptlens.collectors.slurm",
-    "preemptlens.collectors.kubernetes",
-    "preemptlens.readonly",
-    "preemptlens.analytics.alerts",
-    "preemptlens.commands.serve",
-    "preemptlens.dashboards.data",
-    "preemptlens.dashboards.report",
-    "preemptlens.analytics.lake",
-    "preemptlens.analytics.spark",
-    "preemptlens.dashboards.metrics",
-)
 
 
 class Secret:
@@ -126,7 +109,7 @@ SETTINGS = (
 
 def sections() -> list[Section]:
     found: list[Section] = []
-    for module_name in SECTION_MODULES:
+    for module_name in SECTIONS:
         declared = importlib.import_module(module_name).SETTINGS
         found.extend(declared if isinstance(declared, tuple) else (declared,))
     return found

@@ -22,8 +22,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from preemptlens.collectors.base import Batch, Reject, Watermark
-from preemptlens.contract import RULES
+from preemptlens.contract import RULES, Batch, Reject, Watermark
 from preemptlens.errors import ContractError, SchemaError
 
 SQL_DIR = Path(__file__).parent / "sql"

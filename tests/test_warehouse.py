@@ -9,7 +9,7 @@ import duckdb
 import polars as pl
 import pytest
 
-from preemptlens.collectors.base import Batch, Reject, Watermark
+from preemptlens.contract import Batch, Reject, Watermark
 from preemptlens.errors import ContractError, SchemaError
 from preemptlens.warehouse import Warehouse, migrations
 

@@ -13,13 +13,8 @@ import importlib
 
 from preemptlens.analytics.lake import keep_current
 from preemptlens.config import Config
+from preemptlens.registry import SOURCES
 from preemptlens.warehouse import LoadReport, Warehouse
-
-SOURCES: dict[str, str] = {
-    "prometheus": "preemptlens.collectors.prometheus",
-    "slurm": "preemptlens.collectors.slurm",
-    "kubernetes": "preemptlens.collectors.kubernetes",
-}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

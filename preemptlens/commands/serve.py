@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 
 from preemptlens.config import Config, Section, Setting
 from preemptlens.errors import ConfigError, PreemptlensError
+from preemptlens.registry import SOURCES, command_module, source_module
 
 # What serving needs (APScheduler, the metrics server, the warehouse, the other commands) is imported
 # where it is used: load_config imports this module, for its settings, in every command.
@@ -220,8 +221,6 @@ class Server:
         from apscheduler.triggers.cron import CronTrigger
         from apscheduler.triggers.interval import IntervalTrigger
 
-        from preemptlens.commands.collect import SOURCES
-
         wanted = set(self.section["jobs"])
         now = datetime.now(UTC)
         added: list[str] = []
@@ -355,16 +354,11 @@ def _importable(module_name: str) -> bool:
 
 
 def _source_module(spec: str) -> str:
-    from preemptlens.commands.collect import SOURCES
-
-    name = shlex.split(spec)[0]
-    return SOURCES.get(name, name)
+    return source_module(shlex.split(spec)[0])
 
 
 def _command_module(name: str) -> ModuleType | None:
-    from preemptlens.cli import COMMANDS
-
-    module_name = COMMANDS.get(name, (f"preemptlens.commands.{name}", ""))[0]
+    module_name = command_module(name)
     if not _importable(module_name):
         return None
     return importlib.import_module(module_name)

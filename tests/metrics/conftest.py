@@ -25,8 +25,8 @@ from preemptlens.analytics.params import params_from
 from preemptlens.analytics.refresh import analyze
 from preemptlens.analytics.sim_model import PoolSpec, SimConfig, TeamSpec, WorkloadConfig
 from preemptlens.analytics.simulator import simulate_into
-from preemptlens.collectors.base import Batch, Watermark
 from preemptlens.config import load_config
+from preemptlens.contract import Batch, Watermark
 from preemptlens.warehouse import Warehouse
 from tests.metrics.metrics_e2e import CLUSTER, TEAMS, TOKEN, TOP_TEAMS, WEBHOOK, Scraped
 from tests.prometheus.conftest import PrometheusServer, free_port

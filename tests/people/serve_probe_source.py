@@ -13,8 +13,8 @@ from typing import ClassVar
 
 import polars as pl
 
-from preemptlens.collectors.base import Batch, Watermark
 from preemptlens.config import Config
+from preemptlens.contract import Batch, Watermark
 
 
 @dataclass

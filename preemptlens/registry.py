@@ -1,0 +1,63 @@
+"""The one registry: every plugin the shell knows, by name, as a module path.
+
+Nothing here is imported until it is used, so the core (warehouse, load
+contract, configuration) never imports a collector, an analytic or a
+dashboard: arrows point consumers -> analytics -> warehouse <- collectors,
+with the shell (CLI, config, serve) on top reading this table.
+
+A new source, command or settings section is one line here (see
+docs/architecture.md for the files each touches).
+"""
+
+from __future__ import annotations
+
+# `preemptlens collect NAME`: each module exposes `add_arguments(parser)` and `build(args, config)`.
+SOURCES: dict[str, str] = {
+    "prometheus": "preemptlens.collectors.prometheus",
+    "slurm": "preemptlens.collectors.slurm",
+    "kubernetes": "preemptlens.collectors.kubernetes",
+}
+
+# `preemptlens NAME`: each module exposes `add_arguments(parser)` and `run(args, config) -> int`.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "demo": ("preemptlens.commands.demo", "simulate the bundled demo cluster into the warehouse and summarise it"),
+    "simulate": ("preemptlens.commands.simulate", "simulate a cluster with ground truth into the warehouse"),
+    "import": ("preemptlens.commands.importer", "import JSONL or CSV files of jobs, runs, checkpoints or GPU samples"),
+    "collect": ("preemptlens.commands.collect", "collect from a source (prometheus, slurm, kubernetes)"),
+    "migrate": ("preemptlens.commands.migrate", "create or upgrade the warehouse schema"),
+    "sql": ("preemptlens.commands.sql", "run read-only SQL over the latest warehouse snapshot"),
+    "serve": ("preemptlens.commands.serve", "collect, analyze, alert and report on a schedule; serve the dashboard"),
+    "analyze": ("preemptlens.commands.analyze", "refresh the ledger, hoarding, scope creep, net benefit and scorecard"),
+    "dashboard": ("preemptlens.commands.dashboard", "serve the Streamlit dashboard"),
+    "report": ("preemptlens.commands.report", "write the weekly report (HTML and Markdown) for an ISO week"),
+    "export": ("preemptlens.commands.export", "export the raw and derived tables as a Hive-partitioned Parquet lake"),
+    "spark": ("preemptlens.commands.spark", "run the idle-hoarding and ledger scans on Apache Spark over the lake"),
+    "suggest": ("preemptlens.commands.suggest", "replay the recorded workload under other policies; suggest settings"),
+}
+
+# Modules whose `SETTINGS` (a Section or a tuple of them) make up the configuration, in documentation order.
+SECTIONS: tuple[str, ...] = (
+    "preemptlens.config",
+    "preemptlens.analytics.params",
+    "preemptlens.analytics.tuning",
+    "preemptlens.collectors.prometheus",
+    "preemptlens.collectors.slurm",
+    "preemptlens.collectors.kubernetes",
+    "preemptlens.readonly",
+    "preemptlens.analytics.alerts",
+    "preemptlens.commands.serve",
+    "preemptlens.dashboards.data",
+    "preemptlens.dashboards.report",
+    "preemptlens.analytics.lake",
+    "preemptlens.analytics.spark",
+    "preemptlens.dashboards.metrics",
+)
+
+
+def source_module(name: str) -> str:
+    """The module of a registered source; any other name is taken as a dotted module path."""
+    return SOURCES.get(name, name)
+
+
+def command_module(name: str) -> str:
+    return COMMANDS.get(name, (f"preemptlens.commands.{name}", ""))[0]

@@ -1,0 +1,72 @@
+"""Arrows point one way: consumers -> analytics -> warehouse <- collectors, the shell on top.
+
+The core (load contract, warehouse, configuration, registry) names its plugins
+only as module paths in preemptlens.registry, so importing it imports none.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PLUGINS = ("preemptlens.collectors", "preemptlens.analytics", "preemptlens.dashboards", "preemptlens.commands")
+CORE = ("preemptlens.warehouse", "preemptlens.contract", "preemptlens.config", "preemptlens.registry",
+        "preemptlens.errors", "preemptlens.readonly")
+
+
+def test_importing_the_core_imports_no_plugin() -> None:
+    probe = (
+        "import json, sys\n"
+        f"for name in {list(CORE)!r}: __import__(name)\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    loaded = json.loads(subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True,
+                                       text=True, cwd=ROOT).stdout)
+    assert "preemptlens.warehouse" in loaded
+    assert [m for m in loaded if m.startswith(PLUGINS)] == []
+
+
+def _imports(path: Path) -> set[str]:
+    """Every preemptlens module a file imports, at the top or inside a function."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return {n for n in names if n.startswith("preemptlens")}
+
+
+@pytest.mark.parametrize(
+    ("folder", "forbidden"),
+    [
+        ("collectors", ("preemptlens.analytics", "preemptlens.dashboards", "preemptlens.commands", "preemptlens.cli")),
+        ("analytics", ("preemptlens.collectors", "preemptlens.dashboards", "preemptlens.commands", "preemptlens.cli")),
+    ],
+)
+def test_plugins_import_only_down_the_arrows(folder: str, forbidden: tuple[str, ...]) -> None:
+    wrong = {
+        f"{path.relative_to(ROOT)}: {name}"
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        for name in _imports(path)
+        if name.startswith(forbidden)
+    }
+    assert wrong == set()
+
+
+def test_the_core_imports_no_plugin_anywhere() -> None:
+    """Not even inside a function: the core reaches a plugin only through a registry name."""
+    wrong = {
+        f"{module}: {name}"
+        for module in CORE
+        for name in _imports(ROOT / "preemptlens" / f"{module.split('.')[1]}.py")
+        if name.startswith(PLUGINS)
+    }
+    assert wrong == set()

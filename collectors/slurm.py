@@ -67,6 +67,7 @@ from preemptlens.collectors.slurm_sacct import (
 )
 from preemptlens.config import Config, Section, Setting
 from preemptlens.errors import ConfigError, SourceError
+from preemptlens.times import TIME_HELP, parse_when
 
 log = logging.getLogger(__name__)
 
@@ -263,7 +264,9 @@ class SlurmCollector:
                 batch.watermarks.append(Watermark(NAME, self.o.cluster, "sacct", stop.isoformat()))
             yield batch
         if not read_any:
-            log.info("slurm: nothing to read: the window is empty")
+            log.warning("slurm: nothing to read: the window starts at %s, not before its end (%s)",
+                        self.o.since.isoformat() if self.o.since else "the cursor",
+                        self.o.until.isoformat() if self.o.until else "now")
         elif not good and first_problem:
             raise SourceError(f"slurm: no sacct record could be read: {first_problem}",
                               "see the quarantine table for every record")
@@ -637,9 +640,9 @@ def _epoch_time(column: str) -> pl.Expr:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--since", help="start of the window (ISO 8601, UTC if no offset); "
+    parser.add_argument("--since", help=f"start of the window ({TIME_HELP}); "
                         "default: the last cursor minus slurm.lag_seconds")
-    parser.add_argument("--until", help="end of the window (ISO 8601); default now. A window that "
+    parser.add_argument("--until", help="end of the window, written as --since; default now. A window that "
                         "ends in the past does not move the cursor")
     parser.add_argument("--sacct-file", help="read a recorded sacct document (JSON, or --parsable2 text "
                         "named *.txt) instead of running sacct")
@@ -647,13 +650,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _when(text: str | None, flag: str) -> datetime | None:
-    if not text:
-        return None
-    try:
-        stamp = datetime.fromisoformat(text)
-    except ValueError:
-        raise ConfigError(f"{flag}: not an ISO 8601 time: {text!r}", "e.g. 2026-11-02T00:00:00Z") from None
-    return stamp.replace(tzinfo=UTC) if stamp.tzinfo is None else stamp.astimezone(UTC)
+    return parse_when(text, flag) if text else None
 
 
 def build(args: argparse.Namespace, config: Config) -> SlurmCollector:
@@ -665,6 +662,9 @@ def build(args: argparse.Namespace, config: Config) -> SlurmCollector:
         preemptible_tiers=tuple(cluster.get("preemptible_tiers", ("low", "normal"))),
         preemptible_override={k: bool(v) for k, v in dict(s.get("preemptible", {})).items()},
     )
+    since, until = _when(getattr(args, "since", None), "--since"), _when(getattr(args, "until", None), "--until")
+    if since is not None and until is not None and since > until:
+        raise ConfigError(f"--since {args.since} is after --until {args.until}", "swap them")
     return SlurmCollector(Options(
         cluster=str(cluster.get("name", "demo")),
         bin_dir=str(s.get("bin_dir", "")),
@@ -676,8 +676,8 @@ def build(args: argparse.Namespace, config: Config) -> SlurmCollector:
         lag=timedelta(seconds=float(s.get("lag_seconds", 600.0))),
         window=timedelta(hours=float(s.get("window_hours", 24.0))),
         timeout_s=float(s.get("timeout_s", 600.0)),
-        since=_when(getattr(args, "since", None), "--since"),
-        until=_when(getattr(args, "until", None), "--until"),
+        since=since,
+        until=until,
         sacct_file=getattr(args, "sacct_file", None),
         policy=policy,
         read_policy=bool(s.get("read_policy", True)),

@@ -1145,12 +1145,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
+_PINNED_CLUSTER = re.compile(r'(?:^|,)\s*cluster\s*=\s*"((?:[^"\\]|\\.)+)"\s*(?:,|$)')
+
+
+def pinned_cluster(selector: str) -> str:
+    """The cluster that `prometheus.selector` pins with an equality matcher (`cluster="a"`)."""
+    found = _PINNED_CLUSTER.search(selector)
+    if not found:
+        raise ConfigError(
+            "prometheus: cluster.name is not set and prometheus.selector pins no cluster label",
+            'set cluster.name, or pin the cluster in the selector: cluster="<name>"',
+        )
+    return found.group(1).replace('\\"', '"')
+
+
 def build(args: argparse.Namespace, config: Config) -> PrometheusCollector:
     values = config.section(NAME)
     for option, key in (("url", "url"), ("step", "step"), ("page_points", "page_points")):
         if getattr(args, option, None) is not None:
             values[key] = getattr(args, option)
-    opts = options_from(values, str(config.get("cluster.name")))
+    opts = options_from(values, str(config.get("cluster.name") or "") or pinned_cluster(str(values["selector"])))
     since = parse_time(args.since, "--since") if args.since else None
     until = parse_time(args.until, "--until") if args.until else None
     if since is not None and until is not None and since > until:

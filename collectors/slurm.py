@@ -45,6 +45,7 @@ from preemptlens.collectors.slurm_policy import (
     PREEMPT_TYPES,
     QOS_FORMAT,
     Policy,
+    cluster_name_from_config,
     parse_partitions,
     parse_qos,
     preempt_type_from_config,
@@ -141,6 +142,7 @@ class SlurmCollector:
         self._format = options.format
         self._nodes: list[Node] = []
         self._pool_of: dict[str, str] = dict(options.pools)
+        self._config_text: str | None = None
 
     # -- commands -----------------------------------------------------------
 
@@ -210,7 +212,7 @@ class SlurmCollector:
                 p.preempt_type = wanted
             return
         try:
-            kind, mode = preempt_type_from_config(self._run(["scontrol", "show", "config"]))
+            kind, mode = preempt_type_from_config(self._show_config())
             p.preempt_type = kind if wanted == "auto" else wanted
             p.global_mode = mode
             p.partitions = parse_partitions(self._run(["scontrol", "show", "partition", "-o"]))
@@ -222,9 +224,32 @@ class SlurmCollector:
             # Tiers then come from config alone; the runs are still worth reading.
             log.warning("slurm: cannot read partitions/QOS, tiers come from config only: %s", exc.message)
 
+    def _show_config(self) -> str:
+        if self._config_text is None:
+            self._config_text = self._run(["scontrol", "show", "config"])
+        return self._config_text
+
+    def _name_cluster(self) -> None:
+        """Without cluster.name, rows carry the ClusterName slurm.conf gives the cluster."""
+        if self.o.cluster:
+            return
+        if self.o.sacct_file:
+            raise ConfigError("slurm: cluster.name is not set, and a recorded sacct document is not asked for it",
+                              "set cluster.name to the cluster's ClusterName")
+        try:
+            name = cluster_name_from_config(self._show_config())
+        except SourceError as exc:
+            raise SourceError(f"slurm: cluster.name is not set and {exc.message}",
+                              "set cluster.name, or let this user run `scontrol show config`") from None
+        if not name:
+            raise ConfigError("slurm: cluster.name is not set and `scontrol show config` names no ClusterName",
+                              "set cluster.name")
+        self.o.cluster = name
+
     # -- batches ------------------------------------------------------------
 
     def batches(self, watermarks: Mapping[tuple[str, str], str]) -> Iterator[Batch]:
+        self._name_cluster()
         self._load_policy()
         cursor = watermarks.get((self.o.cluster, "sacct"))
         if self._nodes:
@@ -666,7 +691,7 @@ def build(args: argparse.Namespace, config: Config) -> SlurmCollector:
     if since is not None and until is not None and since > until:
         raise ConfigError(f"--since {args.since} is after --until {args.until}", "swap them")
     return SlurmCollector(Options(
-        cluster=str(cluster.get("name", "demo")),
+        cluster=str(cluster.get("name") or ""),
         bin_dir=str(s.get("bin_dir", "")),
         slurm_conf=str(s.get("slurm_conf", "")),
         format=getattr(args, "format", None) or str(s.get("format", "auto")),

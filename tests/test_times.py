@@ -56,7 +56,7 @@ def test_durations_keep_the_prometheus_grammar() -> None:
 @pytest.fixture
 def config(tmp_path: Path) -> Config:
     path = tmp_path / "preemptlens.toml"
-    path.write_text("")
+    path.write_text('[cluster]\nname = "t"\n')
     return load_config(str(path))
 
 

@@ -25,8 +25,16 @@ def _time(text: str) -> datetime:
         raise argparse.ArgumentTypeError(exc.message) from None
 
 
+def _only_cluster(wh: Warehouse) -> str:
+    names = wh.query("SELECT DISTINCT cluster FROM jobs ORDER BY cluster")["cluster"].to_list()
+    if len(names) != 1:
+        raise ConfigError("suggest: which cluster? " + (f"the warehouse holds {', '.join(names)}" if names
+                          else "the warehouse holds no jobs"), "give --cluster or set cluster.name")
+    return str(names[0])
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--cluster", help="cluster to tune (default: cluster.name)")
+    parser.add_argument("--cluster", help="cluster to tune (default: cluster.name, else the only one in the warehouse)")
     parser.add_argument("--start", type=_time, help=f"window start: {TIME_HELP} (default: the first submission)")
     parser.add_argument("--end", type=_time, help="window end, written as --start (default: the last recorded time)")
     parser.add_argument(
@@ -52,8 +60,8 @@ def _print(s: Suggestion, position: int, scheduler: str | None) -> None:
 
 def run(args: argparse.Namespace, config: Config) -> int:
     settings = settings_from(config)
-    cluster = args.cluster or str(config.get("cluster.name"))
     with Warehouse(config.get("warehouse.path")) as wh:
+        cluster = args.cluster or str(config.get("cluster.name") or "") or _only_cluster(wh)
         window = default_window(wh, cluster)
         window = Window(cluster, args.start or window.start, args.end or window.end)
         if window.end <= window.start:

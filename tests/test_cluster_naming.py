@@ -88,7 +88,7 @@ def test_kubernetes_takes_the_kubeconfig_context(tmp_path: Path) -> None:
 
 def test_kubernetes_in_cluster_without_a_name_asks_for_one(tmp_path: Path) -> None:
     settings = {**_config(tmp_path).section("kubernetes"), "api_url": "https://127.0.0.1:6443"}
-    with pytest.raises(ConfigError, match="cluster.name is not set"):
+    with pytest.raises(ConfigError, match=r"cluster\.name is not set"):
         kubernetes.cluster_name(_config(tmp_path), settings)
 
 
@@ -98,5 +98,5 @@ def test_slurm_reads_clustername_and_refuses_a_nameless_file(tmp_path: Path) -> 
     assert cluster_name_from_config(shown) == "gpu-east"
     assert cluster_name_from_config("PreemptType = preempt/none\n") == ""
     collector = slurm.build(_args(slurm, ["--sacct-file", str(tmp_path / "x.json")]), _config(tmp_path))
-    with pytest.raises(ConfigError, match="cluster.name is not set"):
+    with pytest.raises(ConfigError, match=r"cluster\.name is not set"):
         list(collector.batches({}))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -12,8 +13,10 @@ from preemptlens.analytics.params import SETTINGS, params_from
 from preemptlens.analytics.refresh import analyze
 from preemptlens.cli import main
 from preemptlens.collectors.base import Batch, Watermark
+from preemptlens.commands.collect import checked_batches
 from preemptlens.commands.rename_cluster import rename
 from preemptlens.config import Config
+from preemptlens.errors import ConfigError
 from preemptlens.warehouse import Warehouse
 
 T0 = datetime(2026, 11, 2, 8, tzinfo=UTC)
@@ -102,3 +105,23 @@ def test_an_unknown_name_says_so(wh: Warehouse, tmp_path: Path, capsys: pytest.C
     wh.close()
     assert main(["--warehouse", str(tmp_path / "w.duckdb"), "rename-cluster", "nope", "gpu-east"]) != 0
     assert "no rows carry the cluster name 'nope'" in capsys.readouterr().err
+
+
+class _Source:
+    """A collector whose source names the cluster `plens` (as Slurm's ClusterName would)."""
+
+    name = "slurm"
+
+    def batches(self, marks: object) -> Iterator[Batch]:
+        del marks
+        yield Batch(source="slurm", frames={}, watermarks=[])  # nothing yet: the check waits
+        yield Batch(source="slurm", frames={"jobs": pl.DataFrame({"cluster": ["plens"]})},
+                    watermarks=[Watermark("slurm", "plens", "sacct", "c")])
+
+
+def test_an_upgraded_collector_does_not_split_the_cluster_silently() -> None:
+    with pytest.raises(ConfigError) as err:
+        list(checked_batches(_Source(), {("demo", "sacct"): "x"}))
+    assert "rename-cluster demo plens" in err.value.hint and "nothing was loaded" in err.value.message
+    assert len(list(checked_batches(_Source(), {}))) == 2  # a new warehouse
+    assert len(list(checked_batches(_Source(), {("plens", "sacct"): "x"}))) == 2  # already renamed

@@ -466,8 +466,32 @@ def api_client(settings: Mapping[str, Any], api_url: str | None = None, kubeconf
     return kubernetes.client.ApiClient(cfg)
 
 
+def cluster_name(config: Config, settings: Mapping[str, Any], kubeconfig: str | None = None) -> str:
+    """cluster.name, else the kubeconfig context this collection uses."""
+    named = str(config.get("cluster.name") or "")
+    if named:
+        return named
+    import kubernetes.config
+
+    path = kubeconfig or settings["kubeconfig"]
+    if settings["context"]:
+        return str(settings["context"])
+    if path:
+        try:
+            _, active = kubernetes.config.list_kube_config_contexts(config_file=path)
+        except (kubernetes.config.ConfigException, OSError) as exc:
+            raise ConfigError(f"kubernetes: cannot read kubeconfig {path}: {exc}", "set cluster.name") from None
+        if active and active.get("name"):
+            return str(active["name"])
+    raise ConfigError(
+        "kubernetes: cluster.name is not set and no kubeconfig context names the cluster",
+        "set cluster.name (or kubernetes.context) to the name rows should carry",
+    )
+
+
 def build(args: argparse.Namespace, config: Config) -> KubernetesCollector:
     settings = config.section("kubernetes")
+    cluster = cluster_name(config, settings, getattr(args, "kubeconfig", None))
     watch_seconds = getattr(args, "watch_seconds", None)
     idle_seconds = getattr(args, "idle_seconds", None)
     tiering = Tiering(
@@ -477,7 +501,7 @@ def build(args: argparse.Namespace, config: Config) -> KubernetesCollector:
     )
     return KubernetesCollector(
         api_client(settings, getattr(args, "api_url", None), getattr(args, "kubeconfig", None)),
-        cluster=str(config.get("cluster.name")),
+        cluster=cluster,
         streams=getattr(args, "streams", None) or list(settings["streams"]),
         namespaces=getattr(args, "namespaces", None) or list(settings["namespaces"]),
         tiering=tiering,

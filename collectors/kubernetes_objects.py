@@ -20,7 +20,9 @@ victim-to-preemptor links come from events (kubernetes_events).
   job and one run (job_id = the pod's UID; a controller's replacement pod has
   a new UID and is a new job). A pod with the condition
   DisruptionTarget/PreemptionByScheduler (kube-scheduler, Volcano, KAI with
-  --update-pod-eviction-condition) ends preempted. Its pool is `cluster`
+  --update-pod-eviction-condition) ends preempted; one deleted while running
+  with no such condition ends cancelled (reason `deleted`) at its containers'
+  end, else at its deletionTimestamp. Its pool is `cluster`
   (CLUSTER_POOL): kube-scheduler, not a Kueue flavor, chose its node.
 - KAI PodGroup: one job (job_id = its UID, matching the victim of KAI `Evict`
   events); GPUs from the pods it names are unknown here, so 0 unless
@@ -309,6 +311,7 @@ def pod_rows(obj: Any, tiering: Tiering, gpu_resource: str, podgroups: bool = Fa
             if at is not None and (finished is None or at > finished):
                 finished = at
     phase = text(status.get("phase"), "status.phase")
+    deleted = optional_time(meta, "deletionTimestamp", "metadata.deletionTimestamp")
     disruption = conds.get("DisruptionTarget")
     reason = None
     if _is_true(disruption) and disruption is not None:
@@ -322,6 +325,12 @@ def pod_rows(obj: Any, tiering: Tiering, gpu_resource: str, podgroups: bool = Fa
     elif phase == "Failed":
         state = "failed"
         reason = text(status.get("reason"), "status.reason")
+    elif phase == "Running" and deleted is not None:
+        # Deleted while running and no condition says why (a user's delete, an eviction that records
+        # nothing, such as KAI's without --update-pod-eviction-condition): the run ends there, and
+        # only a preemption event bound to it can make it a preemption.
+        state, reason = "cancelled", "deleted"
+        finished = finished or deleted
     elif phase == "Running":
         state, finished = "running", None
     else:

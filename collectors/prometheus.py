@@ -53,6 +53,7 @@ from urllib3.util.retry import Retry
 from preemptlens.config import Config, Secret, Section, Setting
 from preemptlens.contract import Batch, Reject, Watermark
 from preemptlens.errors import ConfigError, SourceError, TransientSourceError
+from preemptlens.times import TIME_HELP, parse_duration_ms, parse_when
 
 if TYPE_CHECKING:
     import numpy as np
@@ -165,43 +166,9 @@ SETTINGS = Section(
 )
 
 _METRIC_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
-_DURATION = re.compile(r"(\d+)(ms|s|m|h|d|w|y)")
-_UNIT_MS = {
-    "ms": 1,
-    "s": 1000,
-    "m": 60_000,
-    "h": 3_600_000,
-    "d": 86_400_000,
-    "w": 604_800_000,
-    "y": 31_536_000_000,
-}
-
-
-def parse_duration(text: str, setting: str) -> int:
-    """A Prometheus duration (`90s`, `1h30m`) in milliseconds."""
-    text = text.strip()
-    if not text or _DURATION.sub("", text) != "":
-        raise ConfigError(
-            f"{setting}: {text!r} is not a duration", "write it as Prometheus does: 30s, 1m, 6h, 7d"
-        )
-    return sum(int(n) * _UNIT_MS[unit] for n, unit in _DURATION.findall(text))
-
-
 def parse_time(text: str, option: str) -> int:
-    """ISO 8601 (naive means UTC) or epoch seconds, in epoch milliseconds."""
-    try:
-        return round(float(text) * 1000)
-    except ValueError:
-        pass
-    try:
-        parsed = datetime.fromisoformat(text)
-    except ValueError:
-        raise ConfigError(
-            f"{option}: {text!r} is not a time", "give ISO 8601 (2026-11-02T10:00Z) or epoch seconds"
-        ) from None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return round(parsed.timestamp() * 1000)
+    """A time as operators type it (preemptlens.times), in epoch milliseconds."""
+    return round(parse_when(text, option).timestamp() * 1000)
 
 
 def iso(ms: int) -> str:
@@ -369,7 +336,7 @@ def _metric(values: Mapping[str, Any], key: str) -> str:
 
 
 def options_from(values: Mapping[str, Any], cluster: str) -> Options:
-    step_ms = parse_duration(str(values["step"]), "prometheus.step")
+    step_ms = parse_duration_ms(str(values["step"]), "prometheus.step")
     if step_ms < 1000:
         raise ConfigError(
             f"prometheus.step: {values['step']!r} is under a second", "use 1m (the default) or 30s"
@@ -421,8 +388,8 @@ def options_from(values: Mapping[str, Any], cluster: str) -> Options:
         url=str(values["url"]).rstrip("/"),
         cluster=cluster,
         step_ms=step_ms,
-        safety_lag_ms=parse_duration(str(values["safety_lag"]), "prometheus.safety_lag"),
-        initial_window_ms=parse_duration(str(values["initial_window"]), "prometheus.initial_window"),
+        safety_lag_ms=parse_duration_ms(str(values["safety_lag"]), "prometheus.safety_lag"),
+        initial_window_ms=parse_duration_ms(str(values["initial_window"]), "prometheus.initial_window"),
         page_points=points,
         queries=queries,
         weight_query=staged.weight_query([""]),
@@ -947,7 +914,14 @@ class PrometheusCollector:
         start, until, cursors = self.window(watermarks)
         pages = plan_pages(start, until, self.opts.step_ms, self.opts.page_points)
         if not pages:
-            log.info("prometheus: nothing to collect, already up to %s", iso(until))
+            if self.since_ms is not None and self.until_ms is None:
+                log.warning(
+                    "prometheus: nothing to collect yet: --since %s lies inside the safety lag "
+                    "(prometheus.safety_lag = %gs; samples are collected up to %s)",
+                    iso(self.since_ms), self.opts.safety_lag_ms / 1000, iso(until),
+                )
+            else:
+                log.info("prometheus: nothing to collect, already up to %s", iso(until))
             return
         source = PrometheusSource(self.opts)
         # Every query of a page is one task; `concurrency` threads bound the requests in flight.
@@ -960,7 +934,8 @@ class PrometheusCollector:
         self.partial.clear()
         held = False
         try:
-            self._check_series(source, start, until)
+            if not self._check_series(source, start, until):
+                return
             disable = None if self.progress is None else not self.progress
             bar = tqdm(total=len(pages), unit="page", disable=disable, file=sys.stderr)
             rows = 0
@@ -1033,19 +1008,29 @@ class PrometheusCollector:
             pool.shutdown(wait=True, cancel_futures=True)
             source.close()
 
-    def _check_series(self, source: PrometheusSource, start: int, until: int) -> None:
+    def _check_series(self, source: PrometheusSource, start: int, until: int) -> bool:
         """Fail before any cursor moves when the busy metric has no series at all in the window:
-        a wrong metric name or selector would otherwise commit an empty window as collected."""
+        a wrong metric name or selector would otherwise commit an empty window as collected.
+        False (said in one line) when the window ends before the metric's first sample: it
+        cannot hold data, and the cursor stays where it is."""
         if not self.opts.known_metrics:
-            return
+            return True
         matches = [f"{m}{{{self.opts.selector}}}" for m in self.opts.known_metrics]
         if source.series_count(matches, start - self.opts.step_ms, until) == 0:
+            now = round(clock.time() * 1000)
+            if until < now and source.series_count(matches, until, now) > 0:
+                log.warning(
+                    "prometheus: nothing to collect: the window [%s, %s] ends before the first scraped sample "
+                    "of %s", iso(start), iso(until), " or ".join(matches),
+                )
+                return False
             raise SourceError(
                 f"no series of {' or '.join(matches)} in Prometheus at {source.where} "
                 f"over [{iso(start)}, {iso(until)}]; nothing was collected",
                 "check prometheus.busy_metric and prometheus.selector against the server "
                 '(e.g. count by (__name__)({__name__=~"DCGM.*"})), and that the window is within its retention',
             )
+        return True
 
     def submit_page(
         self, pool: ThreadPoolExecutor, source: PrometheusSource, first: int, last: int
@@ -1148,9 +1133,10 @@ class PrometheusCollector:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--since", help="backfill from this time (ISO 8601 or epoch seconds) instead of the watermark"
+        "--since", help=f"backfill from this time ({TIME_HELP}) instead of the watermark"
     )
-    parser.add_argument("--until", help="collect up to this time (default: now minus prometheus.safety_lag)")
+    parser.add_argument("--until", help="collect up to this time, written as --since (default: now minus "
+                        "prometheus.safety_lag)")
     parser.add_argument("--url", help="Prometheus base URL (overrides prometheus.url)")
     parser.add_argument("--step", help="collection step, e.g. 1m (overrides prometheus.step)")
     parser.add_argument(
@@ -1159,12 +1145,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
+_PINNED_CLUSTER = re.compile(r'(?:^|,)\s*cluster\s*=\s*"((?:[^"\\]|\\.)+)"\s*(?:,|$)')
+
+
+def pinned_cluster(selector: str) -> str:
+    """The cluster that `prometheus.selector` pins with an equality matcher (`cluster="a"`)."""
+    found = _PINNED_CLUSTER.search(selector)
+    if not found:
+        raise ConfigError(
+            "prometheus: cluster.name is not set and prometheus.selector pins no cluster label",
+            'set cluster.name, or pin the cluster in the selector: cluster="<name>"',
+        )
+    return found.group(1).replace('\\"', '"')
+
+
 def build(args: argparse.Namespace, config: Config) -> PrometheusCollector:
     values = config.section(NAME)
     for option, key in (("url", "url"), ("step", "step"), ("page_points", "page_points")):
         if getattr(args, option, None) is not None:
             values[key] = getattr(args, option)
-    opts = options_from(values, str(config.get("cluster.name")))
+    opts = options_from(values, str(config.get("cluster.name") or "") or pinned_cluster(str(values["selector"])))
     since = parse_time(args.since, "--since") if args.since else None
     until = parse_time(args.until, "--until") if args.until else None
     if since is not None and until is not None and since > until:

@@ -45,6 +45,7 @@ from preemptlens.collectors.slurm_policy import (
     PREEMPT_TYPES,
     QOS_FORMAT,
     Policy,
+    cluster_name_from_config,
     parse_partitions,
     parse_qos,
     preempt_type_from_config,
@@ -68,6 +69,7 @@ from preemptlens.collectors.slurm_sacct import (
 from preemptlens.config import Config, Section, Setting
 from preemptlens.contract import Batch, Reject, Watermark
 from preemptlens.errors import ConfigError, SourceError
+from preemptlens.times import TIME_HELP, parse_when
 
 log = logging.getLogger(__name__)
 
@@ -141,6 +143,7 @@ class SlurmCollector:
         self._format = options.format
         self._nodes: list[Node] = []
         self._pool_of: dict[str, str] = dict(options.pools)
+        self._config_text: str | None = None
 
     # -- commands -----------------------------------------------------------
 
@@ -210,7 +213,7 @@ class SlurmCollector:
                 p.preempt_type = wanted
             return
         try:
-            kind, mode = preempt_type_from_config(self._run(["scontrol", "show", "config"]))
+            kind, mode = preempt_type_from_config(self._show_config())
             p.preempt_type = kind if wanted == "auto" else wanted
             p.global_mode = mode
             p.partitions = parse_partitions(self._run(["scontrol", "show", "partition", "-o"]))
@@ -222,9 +225,32 @@ class SlurmCollector:
             # Tiers then come from config alone; the runs are still worth reading.
             log.warning("slurm: cannot read partitions/QOS, tiers come from config only: %s", exc.message)
 
+    def _show_config(self) -> str:
+        if self._config_text is None:
+            self._config_text = self._run(["scontrol", "show", "config"])
+        return self._config_text
+
+    def _name_cluster(self) -> None:
+        """Without cluster.name, rows carry the ClusterName slurm.conf gives the cluster."""
+        if self.o.cluster:
+            return
+        if self.o.sacct_file:
+            raise ConfigError("slurm: cluster.name is not set, and a recorded sacct document is not asked for it",
+                              "set cluster.name to the cluster's ClusterName")
+        try:
+            name = cluster_name_from_config(self._show_config())
+        except SourceError as exc:
+            raise SourceError(f"slurm: cluster.name is not set and {exc.message}",
+                              "set cluster.name, or let this user run `scontrol show config`") from None
+        if not name:
+            raise ConfigError("slurm: cluster.name is not set and `scontrol show config` names no ClusterName",
+                              "set cluster.name")
+        self.o.cluster = name
+
     # -- batches ------------------------------------------------------------
 
     def batches(self, watermarks: Mapping[tuple[str, str], str]) -> Iterator[Batch]:
+        self._name_cluster()
         self._load_policy()
         cursor = watermarks.get((self.o.cluster, "sacct"))
         if self._nodes:
@@ -264,7 +290,9 @@ class SlurmCollector:
                 batch.watermarks.append(Watermark(NAME, self.o.cluster, "sacct", stop.isoformat()))
             yield batch
         if not read_any:
-            log.info("slurm: nothing to read: the window is empty")
+            log.warning("slurm: nothing to read: the window starts at %s, not before its end (%s)",
+                        self.o.since.isoformat() if self.o.since else "the cursor",
+                        self.o.until.isoformat() if self.o.until else "now")
         elif not good and first_problem:
             raise SourceError(f"slurm: no sacct record could be read: {first_problem}",
                               "see the quarantine table for every record")
@@ -638,9 +666,9 @@ def _epoch_time(column: str) -> pl.Expr:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--since", help="start of the window (ISO 8601, UTC if no offset); "
+    parser.add_argument("--since", help=f"start of the window ({TIME_HELP}); "
                         "default: the last cursor minus slurm.lag_seconds")
-    parser.add_argument("--until", help="end of the window (ISO 8601); default now. A window that "
+    parser.add_argument("--until", help="end of the window, written as --since; default now. A window that "
                         "ends in the past does not move the cursor")
     parser.add_argument("--sacct-file", help="read a recorded sacct document (JSON, or --parsable2 text "
                         "named *.txt) instead of running sacct")
@@ -648,13 +676,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _when(text: str | None, flag: str) -> datetime | None:
-    if not text:
-        return None
-    try:
-        stamp = datetime.fromisoformat(text)
-    except ValueError:
-        raise ConfigError(f"{flag}: not an ISO 8601 time: {text!r}", "e.g. 2026-11-02T00:00:00Z") from None
-    return stamp.replace(tzinfo=UTC) if stamp.tzinfo is None else stamp.astimezone(UTC)
+    return parse_when(text, flag) if text else None
 
 
 def build(args: argparse.Namespace, config: Config) -> SlurmCollector:
@@ -666,8 +688,11 @@ def build(args: argparse.Namespace, config: Config) -> SlurmCollector:
         preemptible_tiers=tuple(cluster.get("preemptible_tiers", ("low", "normal"))),
         preemptible_override={k: bool(v) for k, v in dict(s.get("preemptible", {})).items()},
     )
+    since, until = _when(getattr(args, "since", None), "--since"), _when(getattr(args, "until", None), "--until")
+    if since is not None and until is not None and since > until:
+        raise ConfigError(f"--since {args.since} is after --until {args.until}", "swap them")
     return SlurmCollector(Options(
-        cluster=str(cluster.get("name", "demo")),
+        cluster=str(cluster.get("name") or ""),
         bin_dir=str(s.get("bin_dir", "")),
         slurm_conf=str(s.get("slurm_conf", "")),
         format=getattr(args, "format", None) or str(s.get("format", "auto")),
@@ -677,8 +702,8 @@ def build(args: argparse.Namespace, config: Config) -> SlurmCollector:
         lag=timedelta(seconds=float(s.get("lag_seconds", 600.0))),
         window=timedelta(hours=float(s.get("window_hours", 24.0))),
         timeout_s=float(s.get("timeout_s", 600.0)),
-        since=_when(getattr(args, "since", None), "--since"),
-        until=_when(getattr(args, "until", None), "--until"),
+        since=since,
+        until=until,
         sacct_file=getattr(args, "sacct_file", None),
         policy=policy,
         read_policy=bool(s.get("read_policy", True)),

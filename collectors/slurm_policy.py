@@ -98,13 +98,23 @@ def _mode(text: str) -> str:
     return main[0] if main else ("GANG" if "GANG" in words else "OFF")
 
 
-def preempt_type_from_config(text: str) -> tuple[str, str]:
-    """(PreemptType, PreemptMode) from `scontrol show config` output."""
+def _config_values(text: str) -> dict[str, str]:
     values: dict[str, str] = {}
     for line in text.splitlines():
         key, sep, value = line.partition("=")
         if sep:
             values[key.strip()] = value.strip()
+    return values
+
+
+def cluster_name_from_config(text: str) -> str:
+    """ClusterName from `scontrol show config` output ("" when it gives none)."""
+    return _config_values(text).get("ClusterName", "")
+
+
+def preempt_type_from_config(text: str) -> tuple[str, str]:
+    """(PreemptType, PreemptMode) from `scontrol show config` output."""
+    values = _config_values(text)
     raw = values.get("PreemptType", "")
     kind = {"preempt/partition_prio": "partition_prio", "preempt/qos": "qos"}.get(raw, "none")
     return kind, values.get("PreemptMode", "OFF")

@@ -82,7 +82,12 @@ SETTINGS = (
         "cluster",
         "The cluster this configuration describes.",
         (
-            Setting("name", "demo", "Cluster name stored in every row's `cluster` column."),
+            Setting(
+                "name",
+                "",
+                "Cluster name stored in every row's `cluster` column; empty: the source names it "
+                "(Slurm's ClusterName, the `cluster` label the Prometheus selector pins, the kubeconfig context).",
+            ),
             Setting(
                 "tiers",
                 {},

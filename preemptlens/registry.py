@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "import": ("preemptlens.commands.importer", "import JSONL or CSV files of jobs, runs, checkpoints or GPU samples"),
     "collect": ("preemptlens.commands.collect", "collect from a source (prometheus, slurm, kubernetes)"),
     "migrate": ("preemptlens.commands.migrate", "create or upgrade the warehouse schema"),
+    "rename-cluster": ("preemptlens.commands.rename_cluster", "move the rows loaded under one cluster name to another"),
     "sql": ("preemptlens.commands.sql", "run read-only SQL over the latest warehouse snapshot"),
     "serve": ("preemptlens.commands.serve", "collect, analyze, alert and report on a schedule; serve the dashboard"),
     "analyze": ("preemptlens.commands.analyze", "refresh the ledger, hoarding, scope creep, net benefit and scorecard"),

@@ -10,11 +10,18 @@ from __future__ import annotations
 
 import argparse
 import importlib
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 from preemptlens.analytics.lake import keep_current
 from preemptlens.config import Config
+from preemptlens.contract import Batch
+from preemptlens.errors import ConfigError
 from preemptlens.registry import SOURCES
 from preemptlens.warehouse import LoadReport, Warehouse
+
+# What an unset cluster.name meant before the sources named their cluster.
+OLD_DEFAULT_CLUSTER = "demo"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,12 +37,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         module.add_arguments(source_parser)
 
 
+def checked_batches(collector: Any, marks: Mapping[tuple[str, str], str]) -> Iterator[Batch]:
+    """The collector's batches, refusing to start a second cluster beside rows stored under the old default
+    name: an upgraded collector whose source now names the cluster would otherwise split one cluster in two."""
+    checked = {cluster for cluster, _ in marks} != {OLD_DEFAULT_CLUSTER}
+    for batch in collector.batches(marks):
+        if not checked:
+            names = {w.cluster for w in batch.watermarks} | {
+                str(v) for f in batch.frames.values() if "cluster" in f.columns for v in f["cluster"].unique()}
+            checked = bool(names)
+            if names and OLD_DEFAULT_CLUSTER not in names:
+                new = sorted(names)[0]
+                raise ConfigError(
+                    f"{collector.name}: this warehouse holds {collector.name} rows under cluster "
+                    f"{OLD_DEFAULT_CLUSTER!r} (an unset cluster.name used to mean that); the source names the "
+                    f"cluster {new!r}; nothing was loaded",
+                    f"move the old rows: preemptlens rename-cluster {OLD_DEFAULT_CLUSTER} {new} "
+                    f"(or set cluster.name = \"{OLD_DEFAULT_CLUSTER}\" to keep the old name)",
+                )
+        yield batch
+
+
 def run(args: argparse.Namespace, config: Config) -> int:
     module = importlib.import_module(SOURCES[args.source])
     collector = module.build(args, config)
     total = LoadReport(load_id="", source=collector.name)
     with Warehouse(config.get("warehouse.path")) as wh:
-        for batch in collector.batches(wh.watermarks(collector.name)):
+        for batch in checked_batches(collector, wh.watermarks(collector.name)):
             total.add(wh.load_batch(batch))
         exported = keep_current(wh, config)
     for table, rep in sorted(total.tables.items()):

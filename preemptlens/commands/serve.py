@@ -176,6 +176,7 @@ class Server:
 
     def collect(self, spec: str) -> str:
         from preemptlens.cli import command_args
+        from preemptlens.commands.collect import checked_batches
 
         name, *argv = shlex.split(spec)
         module = importlib.import_module(_source_module(spec))
@@ -185,7 +186,7 @@ class Server:
         with self.writer() as wh:
             if wh is None:
                 return "skipped"
-            for batch in collector.batches(wh.watermarks(collector.name)):
+            for batch in checked_batches(collector, wh.watermarks(collector.name)):
                 report = wh.load_batch(batch)
                 batches += 1
                 rows += report.loaded

@@ -15,7 +15,7 @@ _DEFAULTS = SimConfig()
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--cluster", help="cluster name in every row (default: cluster.name)")
+    parser.add_argument("--cluster", help="cluster name in every row (default: cluster.name, else 'sim')")
     parser.add_argument("--gpus", type=int, default=64, help="GPUs in the cluster, in nodes of 8 (default 64)")
     parser.add_argument("--pools", type=int, default=1, help="split the nodes into this many pools (default 1)")
     parser.add_argument("--days", type=float, default=_DEFAULTS.days, help="simulated days (default 7)")
@@ -55,7 +55,7 @@ def config_from(args: argparse.Namespace, config: Config) -> SimConfig:
         requeue_hold_s=args.requeue_hold,
     )
     return SimConfig(
-        cluster=args.cluster or str(config.get("cluster.name")),
+        cluster=args.cluster or str(config.get("cluster.name") or "") or _DEFAULTS.cluster,
         days=args.days,
         pools=cluster_of(args.gpus, pools=args.pools),
         workload=workload,

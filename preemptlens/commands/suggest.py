@@ -8,27 +8,35 @@ from __future__ import annotations
 
 import argparse
 import json
-from datetime import UTC, datetime
+from datetime import datetime
 
 from preemptlens.analytics.replay import Window, default_window
 from preemptlens.analytics.tuning import GENERATORS, Suggestion, context, settings_from, store, suggest
 from preemptlens.config import Config
 from preemptlens.errors import ConfigError
+from preemptlens.times import TIME_HELP, parse_when
 from preemptlens.warehouse import Warehouse
 
 
 def _time(text: str) -> datetime:
     try:
-        value = datetime.fromisoformat(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an ISO 8601 time: {text!r}") from None
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
+        return parse_when(text, "time")
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(exc.message) from None
+
+
+def _only_cluster(wh: Warehouse) -> str:
+    names = wh.query("SELECT DISTINCT cluster FROM jobs ORDER BY cluster")["cluster"].to_list()
+    if len(names) != 1:
+        raise ConfigError("suggest: which cluster? " + (f"the warehouse holds {', '.join(names)}" if names
+                          else "the warehouse holds no jobs"), "give --cluster or set cluster.name")
+    return str(names[0])
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--cluster", help="cluster to tune (default: cluster.name)")
-    parser.add_argument("--start", type=_time, help="window start, ISO 8601 (default: the first submission)")
-    parser.add_argument("--end", type=_time, help="window end, ISO 8601 (default: the last recorded time)")
+    parser.add_argument("--cluster", help="cluster to tune (default: cluster.name, else the only one in the warehouse)")
+    parser.add_argument("--start", type=_time, help=f"window start: {TIME_HELP} (default: the first submission)")
+    parser.add_argument("--end", type=_time, help="window end, written as --start (default: the last recorded time)")
     parser.add_argument(
         "--only", action="append", choices=[g.__name__ for g in GENERATORS], help="run only these generators"
     )
@@ -52,8 +60,8 @@ def _print(s: Suggestion, position: int, scheduler: str | None) -> None:
 
 def run(args: argparse.Namespace, config: Config) -> int:
     settings = settings_from(config)
-    cluster = args.cluster or str(config.get("cluster.name"))
     with Warehouse(config.get("warehouse.path")) as wh:
+        cluster = args.cluster or str(config.get("cluster.name") or "") or _only_cluster(wh)
         window = default_window(wh, cluster)
         window = Window(cluster, args.start or window.start, args.end or window.end)
         if window.end <= window.start:

@@ -1,4 +1,4 @@
--- One row per preempted run (state preempted, or a preemption_links row within the link tolerance of its end) with its preemptor coalesced from the run and the links, its lost progress, requeue delay, warm-up and history; the ledger adds gains and avoidability.
+-- One row per preempted run (state preempted, or the one run that a preemption_links row binds to: see docs/figures.md) with its preemptor coalesced from the run and its links, its lost progress, requeue delay, warm-up and history; the ledger adds gains and avoidability.
 with
 
 params as (
@@ -7,6 +7,10 @@ params as (
 
 runs as (
     select * from stg_runs
+),
+
+raw_runs as (
+    select * from job_runs
 ),
 
 links as (
@@ -21,24 +25,51 @@ progress as (
     select * from checkpoints where kind = 'progress' and step is not null
 ),
 
-link_match as (
+link_candidates as (
+    -- Every run that may have been running when the link was written. Raw
+    -- runs, not stg_runs: a run whose start the source lost (a Workload
+    -- evicted again before it was seen running) still takes its own link,
+    -- so that the next attempt does not.
     select
-        r.cluster,
-        r.job_id,
-        r.run,
+        l.cluster,
+        l.victim_job_id as job_id,
+        l.time as link_time,
         l.preemptor_job_id,
         l.reason,
+        r.run,
+        r.end_time,
         row_number() over (
-            partition by r.cluster, r.job_id, r.run
-            order by abs(epoch(l.time) - epoch(r.end_time)), l.time
-        ) as nearest
-    from runs as r
+            partition by l.cluster, l.victim_job_id, l.time
+            order by
+                case when r.start_time is null or r.start_time <= l.time then 0 else 1 end,
+                case when r.state in ('preempted', 'requeued') then 0 else 1 end,
+                abs(epoch(l.time) - epoch(r.end_time)),
+                r.run
+        ) as choice
+    from links as l
     cross join params as p
-    inner join links as l
-        on l.cluster = r.cluster
-        and l.victim_job_id = r.job_id
+    inner join raw_runs as r
+        on r.cluster = l.cluster
+        and r.job_id = l.victim_job_id
+        and (r.start_time is null or epoch(r.start_time) <= epoch(l.time) + p.link_tolerance_s)
         and abs(epoch(l.time) - epoch(r.end_time)) <= p.link_tolerance_s
-    where r.end_time is not null
+),
+
+link_match as (
+    -- each link binds to its first candidate; a run bound by several links
+    -- (one preemption reported twice) takes the preemptor of the nearest
+    select
+        cluster,
+        job_id,
+        run,
+        preemptor_job_id,
+        reason,
+        row_number() over (
+            partition by cluster, job_id, run
+            order by abs(epoch(link_time) - epoch(end_time)), link_time
+        ) as nearest
+    from link_candidates
+    where choice = 1
 ),
 
 preempted as (

@@ -312,6 +312,32 @@ def test_no_series_is_an_error_and_moves_nothing(
     assert watermarks(path) == {} and table(path).height == 0
 
 
+def test_window_before_the_first_sample_says_so_in_one_line(
+    history: History, prometheus: PrometheusServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "w.duckdb"
+    with caplog.at_level(logging.INFO, logger="preemptlens"):
+        run(path, collector(prometheus.url, history.first - timedelta(hours=3), history.first - timedelta(hours=2)))
+    said = [r.getMessage() for r in caplog.records if "nothing to collect" in r.getMessage()]
+    assert len(said) == 1 and "ends before the first scraped sample" in said[0], caplog.text
+    assert "\n" not in said[0]
+    assert watermarks(path) == {} and table(path).height == 0
+
+
+def test_window_inside_the_safety_lag_says_so_in_one_line(
+    prometheus: PrometheusServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`--since 2m` with the default 5 m safety lag: nothing can be collected yet."""
+    path = tmp_path / "w.duckdb"
+    since = datetime.now(UTC) - timedelta(minutes=2)
+    with caplog.at_level(logging.INFO, logger="preemptlens"):
+        run(path, collector(prometheus.url, since, None))
+    said = [r.getMessage() for r in caplog.records if "nothing to collect" in r.getMessage()]
+    assert len(said) == 1 and "inside the safety lag" in said[0], caplog.text
+    assert "prometheus.safety_lag = 300s" in said[0]
+    assert watermarks(path) == {} and table(path).height == 0
+
+
 class _Stub(BaseHTTPRequestHandler):
     """A server that answers like an overloaded or hanging Prometheus."""
 

@@ -40,8 +40,13 @@ class Installed:
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     work = tmp_path_factory.mktemp("wheel")
+    # Built from a copy: setuptools never deletes from its build/ folder, so a file removed from the checkout
+    # would still ship from a build/ left in place.
+    source = work / "source"
+    shutil.copytree(ROOT, source, symlinks=True, ignore=shutil.ignore_patterns(
+        ".git", "build", "*.egg-info", "__pycache__", "*.duckdb*", ".*_cache", ".hypothesis", "reports"))
     dist = work / "dist"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(ROOT)],
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(source)],
                    check=True, capture_output=True)
     (wheel,) = dist.glob("preemptlens-*.whl")
     target = work / "venv"

@@ -8,6 +8,7 @@ transaction, and report what happened.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import threading
@@ -60,6 +61,12 @@ _TIME_FORMATS = (
 )
 _TRUE = ("true", "t", "yes", "y", "1")
 _FALSE = ("false", "f", "no", "n", "0")
+
+
+@functools.cache
+def query_sql(folder: str, name: str) -> str:
+    """sql/<folder>/<name>.sql: a named query of Python code (replay, tuning), kept beside the views."""
+    return (SQL_DIR / folder / f"{name}.sql").read_text()
 
 
 def define_functions(con: duckdb.DuckDBPyConnection) -> None:

@@ -500,14 +500,14 @@ register_rule(VictimNotice())
 @dataclass(frozen=True)
 class CostExceedsGain:
     """A pool-day whose weighted preemption costs exceeded the gains it bought
-    (net_benefit_daily, team '(all)'), once the day is over."""
+    (net_benefit, period 'day', team '(all)'), once the day is over."""
 
     name: str = "cost_exceeds_gain"
 
     def evaluate(self, wh: Warehouse, config: Config, now: datetime) -> list[Alert]:
         since = now - timedelta(seconds=float(config.section("alerts")["lookback_s"]))
         rows = wh.query(
-            "SELECT * FROM net_benefit_daily WHERE team = '(all)' AND cost_exceeds_gain "
+            "SELECT * EXCLUDE (period) FROM net_benefit WHERE period = 'day' AND team = '(all)' AND cost_exceeds_gain "
             "AND window_start + INTERVAL 1 DAY <= $now AND window_start + INTERVAL 1 DAY > $since "
             "ORDER BY window_start, cluster, pool",
             {"now": now, "since": since},

@@ -49,10 +49,6 @@ def infer_step(wh: Warehouse) -> float:
     return float(row[0]) if row and row[0] else 60.0
 
 
-def _idle_condition(params: Params) -> str:
-    return "s.busy = 0" if params.zero_rule else "s.busy < $busy_below"
-
-
 def _stretch_params(params: Params, step: float) -> str:
     return json.dumps(
         {
@@ -84,9 +80,9 @@ def refresh_stretches(wh: Warehouse, params: Params, step: float, *, full: bool 
         "step": step,
         "gap": step * CONTIGUOUS_STEPS,
         "window": params["hoarding_window_s"],
+        "zero_rule": params.zero_rule,
+        "busy_below": params["idle_busy_below"],
     }
-    if not params.zero_rule:
-        sql_params["busy_below"] = params["idle_busy_below"]
     recomputed_from: datetime | None = None
     with wh.transaction():
         con.execute("CREATE OR REPLACE TEMP TABLE _new_loads (load_id VARCHAR)")
@@ -144,7 +140,7 @@ def refresh_stretches(wh: Warehouse, params: Params, step: float, *, full: bool 
             WITH idle_labelled AS MATERIALIZED (
                 SELECT s.cluster, s.host, s.gpu_uuid, s.gpu_instance, s.job_id, s.time
                 FROM gpu_samples s {scan_join}
-                WHERE {_idle_condition(params)} {time_filter}
+                WHERE is_idle(s.busy, $zero_rule, $busy_below) {time_filter}
             ),
             idle AS MATERIALIZED ({attributed("idle_labelled")}),
             -- Sorting on five strings per sample costs several times the scan:

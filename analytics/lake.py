@@ -37,7 +37,7 @@ import duckdb
 from preemptlens.analytics.views import registry
 from preemptlens.config import Config, Section, Setting
 from preemptlens.errors import ConfigError, SchemaError
-from preemptlens.warehouse import Warehouse, quote
+from preemptlens.warehouse import Warehouse, define_functions, quote
 
 SETTINGS = Section(
     "lake",
@@ -302,11 +302,14 @@ def keep_current(wh: Warehouse, config: Config) -> ExportReport | None:
 
 
 def create_lake_views(con: duckdb.DuckDBPyConnection, folder: str | Path) -> list[str]:
-    """Create one view per exported table over its Parquet files, with the warehouse's columns and types."""
+    """Create one view per exported table over its Parquet files, with the warehouse's columns and types,
+    and the dialect functions the shared SQL calls."""
     root = Path(folder)
     tables = read_manifest(root)
     if not tables:
         raise SchemaError(f"{root} holds no lake ({MANIFEST} missing)", "run `preemptlens export parquet` first")
+    # The shared SQL runs on these views as on the warehouse's tables.
+    define_functions(con)
     for name, entry in tables.items():
         columns = entry["columns"]
         partition_by = entry["partition_by"]

@@ -54,7 +54,7 @@ from preemptlens.analytics.sim_engine import Outcome, _Scheduler, paused_gc, sim
 from preemptlens.analytics.sim_model import JobSpec, PolicyConfig, PoolSpec
 from preemptlens.contract import TIER_RANK, TIERS
 from preemptlens.errors import ConfigError, SchemaError
-from preemptlens.warehouse import Warehouse
+from preemptlens.warehouse import Warehouse, query_sql
 
 HIGH_TIERS = ("critical", "high")
 _WEEK_S = 7 * 86400.0
@@ -180,8 +180,7 @@ def infer_policy(wh: Warehouse, window: Window, configured: Mapping[str, Any]) -
     params = {"c": window.cluster, "t0": window.start, "t1": window.end}
     basis: dict[str, str] = {}
     ledger = wh.query(
-        "select victim_tier, preemptor_tier, run_age_s, preemptor_job_id, preemptor_run "
-        "from preemption_ledger where cluster = $c and time >= $t0 and time < $t1",
+        query_sql("replay", "policy_ledger"),
         params,
     )
     requeue_hold = float(configured["requeue_hold_s"])
@@ -189,9 +188,7 @@ def infer_policy(wh: Warehouse, window: Window, configured: Mapping[str, Any]) -
         basis["requeue_hold_s"] = "configured"
     else:
         holds = wh.query(
-            "select min(epoch(eligible_time) - epoch(submit_time)) as hold from job_runs "
-            "where cluster = $c and run > 1 and eligible_time is not null and submit_time is not null "
-            "and submit_time >= $t0 and submit_time < $t1",
+            query_sql("replay", "requeue_hold"),
             params,
         )["hold"][0]
         requeue_hold = max(0.0, float(holds)) if holds is not None else 0.0
@@ -202,11 +199,7 @@ def infer_policy(wh: Warehouse, window: Window, configured: Mapping[str, Any]) -
         basis["grace_s"] = "configured"
     else:
         gaps = wh.query(
-            "select round(epoch(r.start_time) - epoch(coalesce(r.eligible_time, r.submit_time, j.submit_time))) "
-            "as gap from (select distinct preemptor_job_id, preemptor_run from preemption_ledger "
-            "where cluster = $c and time >= $t0 and time < $t1) as p "
-            "inner join job_runs as r on r.cluster = $c and r.job_id = p.preemptor_job_id and r.run = p.preemptor_run "
-            "inner join jobs as j on j.cluster = r.cluster and j.job_id = r.job_id",
+            query_sql("replay", "preemptor_start_gaps"),
             params,
         )["gap"].drop_nulls()
         values = [g for g in gaps.to_list() if g >= 0]
@@ -219,9 +212,7 @@ def infer_policy(wh: Warehouse, window: Window, configured: Mapping[str, Any]) -
     else:
         # A victim that saved a final checkpoint ended save_s after the signal, any other one grace_s after.
         ages = wh.query(
-            "select run_age_s - case when epoch(time) - epoch(last_checkpoint_time) < $g "
-            "then epoch(time) - epoch(last_checkpoint_time) else $g end as signal_age "
-            "from preemption_ledger where cluster = $c and time >= $t0 and time < $t1",
+            query_sql("replay", "victim_signal_ages"),
             {**params, "g": grace},
         )["signal_age"].drop_nulls().to_list()
         if ages:
@@ -279,181 +270,7 @@ def _grace_from(gaps: list[float]) -> float:
 
 # -- workload ------------------------------------------------------------------------
 
-_JOBS_SQL = """
-with
-window_jobs as (
-    select * from jobs where cluster = $c and submit_time >= $t0 and submit_time < $t1
-),
-runs as (
-    select * from stg_runs where cluster = $c
-),
-run_totals as (
-    select
-        job_id,
-        sum(effective_s) as run_s,
-        arg_max(state, run) as last_state,
-        arg_max(pool, run) as last_pool,
-        bool_or(end_time is null) as still_running
-    from runs
-    group by job_id
-),
-waste as (
-    select
-        victim_job_id as job_id,
-        sum(lost_s + coalesce(warmup_s, 0)) as waste_s,
-        median(warmup_s) as warmup_s
-    from preemption_ledger
-    where cluster = $c
-    group by victim_job_id
-),
-final_saves as (
-    -- a preempted run's last checkpoint within the grace time of its end: possibly a save at the
-    -- signal, off the cadence, so it is no evidence of the interval
-    select victim_job_id as job_id, victim_run as run, last_checkpoint_time as time
-    from preemption_ledger
-    where cluster = $c and epoch(time) - epoch(last_checkpoint_time) between 0 and $g
-),
-ckpt_seq as (
-    select
-        job_id, run, time,
-        lag(time) over (partition by job_id, run order by time) as previous_time
-    from checkpoints
-    where cluster = $c and kind = 'checkpoint'
-),
-ckpt_gaps as (
-    -- spacing of checkpoints within a run, and a first run's first checkpoint after its start
-    -- (no warm-up before it): a job with one checkpoint per run still shows its cadence
-    select k.job_id, epoch(k.time) - epoch(coalesce(k.previous_time, r.start_time)) as gap
-    from ckpt_seq as k
-    inner join runs as r on r.job_id = k.job_id and r.run = k.run
-    left join final_saves as f on f.job_id = k.job_id and f.run = k.run and f.time = k.time
-    where f.job_id is null and (k.previous_time is not null or k.run = 1)
-),
-cadence as (
-    select job_id, median(gap) as interval_s from ckpt_gaps where gap > 0 group by job_id
-),
-resumed as (
-    -- a completed restart of a job whose warm-up the ledger could not measure, and the step it resumed
-    -- from (the last checkpoint before it started)
-    select r.job_id, r.run, r.start_time, r.end_time, arg_max(c.step, c.time) as step
-    from runs as r
-    left join checkpoints as c
-        on c.cluster = $c and c.job_id = r.job_id and c.kind = 'checkpoint' and c.time < r.start_time
-    where r.run > 1 and r.state = 'completed'
-        and r.job_id not in (select job_id from waste where warmup_s is not null)
-    group by r.job_id, r.run, r.start_time, r.end_time
-),
-rates as (
-    -- progress per second of work: `step` is the job's own counter, not necessarily seconds
-    select job_id, median(rate) as rate
-    from (
-        select
-            job_id,
-            (step - lag(step) over w) / (epoch(time) - epoch(lag(time) over w)) as rate
-        from checkpoints
-        where cluster = $c and step is not null and job_id in (select job_id from resumed where step is not null)
-        window w as (partition by job_id, run order by time, step)
-    ) as pairs
-    where rate > 0
-    group by job_id
-),
-idle as (
-    select job_id, run, start_time, end_time, max(idle_s) as idle_s
-    from hoarding_stretches
-    where cluster = $c
-    group by job_id, run, start_time, end_time
-),
-late_warmup as (
-    -- a restart too short for two progress reports: its run time less the work it had left
-    select m.job_id, median(epoch(m.end_time) - epoch(m.start_time) - (j.work_s - coalesce(m.step / p.rate, 0)))
-        as warmup_s
-    from resumed as m
-    inner join window_jobs as j on j.job_id = m.job_id
-    left join rates as p on p.job_id = m.job_id
-    where j.work_s is not null and (m.step is null or p.rate is not null)
-        and m.job_id not in (select job_id from idle)
-    group by m.job_id
-),
-idle_seq as (
-    select
-        i.*,
-        lag(i.end_time) over (partition by i.job_id, i.run order by i.start_time) as previous_end,
-        r.start_time as run_start,
-        r.run > 1 as restarted,
-        -- cut short by the run's end (preemption or end of data): a lower bound of the stretch only
-        r.end_time is null or i.end_time >= r.end_time as truncated
-    from idle as i
-    inner join runs as r on r.job_id = i.job_id and r.run = i.run
-),
-active_spans as (
-    -- active time before an idle stretch: from the run's work start (after the warm-up of a
-    -- restart) or from the previous stretch's end. The engine starts idling on the sample grid
-    -- after that time, so each span overshoots the job's active time by less than one step:
-    -- the shortest span reproduces every observed idle start.
-    select
-        s.job_id,
-        case
-            when s.previous_end is not null then epoch(s.start_time) - epoch(s.previous_end)
-            else epoch(s.start_time) - epoch(s.run_start)
-                - case when s.restarted then coalesce(w.warmup_s, 0) else 0 end
-        end as active_s
-    from idle_seq as s
-    left join waste as w on w.job_id = s.job_id
-),
-idle_totals as (
-    select
-        s.job_id,
-        sum(s.idle_s) as idle_total_s,
-        coalesce(median(case when not s.truncated then s.idle_s end), max(s.idle_s)) as idle_median_s,
-        any_value(a.active_s) as active_s
-    from idle_seq as s
-    left join (select job_id, min(active_s) as active_s from active_spans group by job_id) as a
-        on a.job_id = s.job_id
-    group by s.job_id
-)
-select
-    j.job_id, j.name, j.team, j.user_name, j.priority_class, j.priority_value, j.tier, j.preemptible,
-    coalesce(j.pool, t.last_pool) as pool, j.gpus,
-    epoch(j.submit_time) - epoch(cast($t0 as timestamptz)) as submit_s,
-    j.checkpoint_interval_s as declared_interval_s, c.interval_s as measured_interval_s,
-    j.work_s, t.run_s, t.last_state, coalesce(t.still_running, false) as still_running,
-    coalesce(w.waste_s, 0) as waste_s,
-    coalesce(w.warmup_s, case when lw.warmup_s >= 0 then lw.warmup_s end) as warmup_s,
-    coalesce(i.idle_total_s, 0) as idle_total_s, i.idle_median_s, i.active_s as hoard_active_s
-from window_jobs as j
-left join run_totals as t on t.job_id = j.job_id
-left join waste as w on w.job_id = j.job_id
-left join cadence as c on c.job_id = j.job_id
-left join idle_totals as i on i.job_id = j.job_id
-left join late_warmup as lw on lw.job_id = j.job_id
-order by j.submit_time, length(j.job_id), j.job_id
-"""
 
-_SAVES_SQL = """
-with
-preempted as (
-    select victim_job_id as job_id, victim_run as run, time, last_checkpoint_time, run_start
-    from preemption_ledger
-    where cluster = $c and last_checkpoint_time is not null
-),
-previous as (
-    select
-        p.job_id, p.run, p.time, p.last_checkpoint_time, p.run_start,
-        max(c.time) as previous_checkpoint_time
-    from preempted as p
-    left join checkpoints as c
-        on c.cluster = $c and c.job_id = p.job_id and c.kind = 'checkpoint'
-        and c.time >= p.run_start and c.time < p.last_checkpoint_time
-    group by p.job_id, p.run, p.time, p.last_checkpoint_time, p.run_start
-)
-select
-    job_id,
-    run,
-    epoch(time) - epoch(last_checkpoint_time) as save_s,
-    epoch(last_checkpoint_time) - epoch(coalesce(previous_checkpoint_time, run_start)) as since_previous_s,
-    previous_checkpoint_time is null as first_in_run
-from previous
-"""
 
 
 def _need_views(wh: Warehouse) -> None:
@@ -480,8 +297,7 @@ def load_workload(
     actual = infer_policy(wh, window, configured)
     grace = actual.policy.grace_s
     pools_rows = wh.query(
-        "select pool, arg_max(gpus, valid_from) as gpus, arg_max(gpus_per_node, valid_from) as gpn "
-        "from pools where cluster = $c and valid_from < $t1 group by pool order by pool",
+        query_sql("replay", "pool_capacity"),
         {"c": window.cluster, "t1": window.end},
     )
     if pools_rows.height == 0:
@@ -501,8 +317,8 @@ def load_workload(
         pools.append(PoolSpec(r["pool"], nodes=max(1, int(r["gpus"]) // gpn), gpus_per_node=gpn))
     by_name = {p.name: p for p in pools}
 
-    rows = wh.query(_JOBS_SQL, {**params, "g": grace}).to_dicts()
-    saves = wh.query(_SAVES_SQL, {"c": window.cluster}).to_dicts()
+    rows = wh.query(query_sql("replay", "workload_jobs"), {**params, "g": grace}).to_dicts()
+    saves = wh.query(query_sql("replay", "checkpoint_saves"), {"c": window.cluster}).to_dicts()
     intervals = {
         r["job_id"]: r["measured_interval_s"] or r["declared_interval_s"] for r in rows
     }
@@ -525,8 +341,7 @@ def load_workload(
             regular.add(s["job_id"])
     # A checkpointing victim with no checkpoint in its preempted run saved nothing at the signal either.
     unsaved = wh.query(
-        "select distinct victim_job_id as job_id from preemption_ledger "
-        "where cluster = $c and last_checkpoint_time is null",
+        query_sql("replay", "unsaved_victims"),
         {"c": window.cluster},
     )["job_id"].to_list()
     regular.update(j for j in unsaved if intervals.get(j))
@@ -534,14 +349,7 @@ def load_workload(
     # signalled and let the preemptor in by finishing: it did not save at the signal (or its save would
     # have outlasted the run). Kept out of the share: it only shows what happened with little time left.
     signalled = set(wh.query(
-        "select distinct r.job_id from (select job_id, end_time, unnest(string_split(hosts, ',')) as host "
-        "from job_runs where cluster = $c and state = 'completed' and hosts is not null) as r "
-        "inner join (select distinct l.preemptor_start, unnest(string_split(pr.hosts, ',')) as host "
-        "from preemption_ledger as l inner join job_runs as pr on pr.cluster = l.cluster "
-        "and pr.job_id = l.preemptor_job_id and pr.run = l.preemptor_run "
-        "where l.cluster = $c and pr.hosts is not null) as p "
-        "on p.host = r.host and r.end_time <= p.preemptor_start "
-        "and epoch(r.end_time) > epoch(p.preemptor_start) - $g",
+        query_sql("replay", "signalled_completions"),
         {"c": window.cluster, "g": grace},
     )["job_id"].to_list())
     observed_savers = {j for j in final_save if j not in regular}
@@ -636,18 +444,11 @@ def observed_figures(wh: Warehouse, window: Window) -> Figures:
     """The ledger's figures for the jobs submitted in `window` (the population the replay sees)."""
     params = {"c": window.cluster, "t0": window.start, "t1": window.end}
     ledger = wh.query(
-        "select count(*) as n, coalesce(sum(l.lost_gpu_s), 0) / 3600.0 as lost, "
-        "count(distinct l.victim_job_id) as victims "
-        "from preemption_ledger as l inner join jobs as j on j.cluster = l.cluster and j.job_id = l.victim_job_id "
-        "where l.cluster = $c and j.submit_time >= $t0 and j.submit_time < $t1 and l.time < $t1",
+        query_sql("replay", "observed_preemptions"),
         params,
     ).row(0, named=True)
     wait = wh.query(
-        "select median(least(coalesce(epoch(r.start_time), epoch(cast($t1 as timestamptz))), "
-        "epoch(cast($t1 as timestamptz))) - epoch(j.submit_time)) as wait "
-        "from jobs as j left join job_runs as r on r.cluster = j.cluster and r.job_id = j.job_id and r.run = 1 "
-        "where j.cluster = $c and j.submit_time >= $t0 and j.submit_time < $t1 "
-        "and j.tier in ('critical', 'high')",
+        query_sql("replay", "observed_high_wait"),
         params,
     )["wait"][0]
     return Figures(
@@ -744,9 +545,7 @@ def validate(wh: Warehouse, workload: Workload, tolerance: float) -> tuple[Valid
 
 def default_window(wh: Warehouse, cluster: str) -> Window:
     row = wh.query(
-        "select min(submit_time) as t0, max(greatest(submit_time, coalesce(r.end_time, r.start_time, submit_time))) "
-        "as t1 from (select j.submit_time, r.start_time, r.end_time from jobs as j "
-        "left join job_runs as r on r.cluster = j.cluster and r.job_id = j.job_id where j.cluster = $c) as r",
+        query_sql("replay", "default_window"),
         {"c": cluster},
     ).row(0, named=True)
     if row["t0"] is None:

@@ -1,8 +1,9 @@
 """The two heavy scans (idle hoarding, the preemption ledger) on Apache Spark over the Parquet lake.
 
 Spark reads the raw tables of a lake written by `preemptlens export parquet`,
-runs the same SQL the warehouse runs (sql/scans and sql/views; a file in
-sql/spark replaces its namesake where the dialects differ), and writes every
+runs the same SQL files the warehouse runs (sql/scans and sql/views; where
+the dialects differ the SQL calls a named function, defined for each engine in
+sql/functions/), and writes every
 result back into the lake in its layout (`<table>/cluster=…/date=…/data.parquet`),
 so `lake_connection` and the rest of preemptlens read Spark's results as
 they read the warehouse's. docs/spark.md says what is shared and why.
@@ -76,9 +77,9 @@ SETTINGS = Section(
 )
 
 SCANS_DIR = SQL_DIR / "scans"
-SPARK_DIR = SQL_DIR / "spark"
-# Spark SQL functions standing in for the DuckDB built-ins the shared SQL calls.
-FUNCTIONS = SPARK_DIR / "functions.sql"
+# The functions the shared SQL calls: those both engines define alike, then Spark's forms of the DuckDB
+# built-ins and of the dialect functions of sql/functions/duckdb.sql.
+FUNCTIONS = (SQL_DIR / "functions" / "shared.sql", SQL_DIR / "functions" / "spark.sql")
 RAW_INPUTS = ("pools", "jobs", "job_runs", "checkpoints", "preemption_links", "gpu_samples")
 _FILE = "data.parquet"
 _NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
@@ -86,19 +87,15 @@ _NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
 @dataclass(frozen=True)
 class Scan:
-    """One result table: its shared SQL file, and the Spark form when the dialects differ."""
+    """One result table and its SQL file, the same on both engines (dialect differences are named functions)."""
 
     name: str
     group: str  # hoarding | ledger: which of the two heavy scans it belongs to
-    shared: Path
+    path: Path
 
     @property
-    def spark_path(self) -> Path:
-        own = SPARK_DIR / f"{self.name}.sql"
-        return own if own.exists() else self.shared
-
-    def sql(self, engine: str) -> str:
-        return _body((self.spark_path if engine == "spark" else self.shared).read_text())
+    def sql(self) -> str:
+        return _body(self.path.read_text())
 
 
 def _view(name: str, group: str) -> Scan:
@@ -111,9 +108,7 @@ SCANS: tuple[Scan, ...] = (
     _view("stg_runs", "hoarding"),
     _view("hoarding_stretches", "hoarding"),
     _view("idle_hoarding_runs", "hoarding"),
-    _view("idle_hoarding_jobs", "hoarding"),
-    _view("idle_hoarding_teams", "hoarding"),
-    _view("idle_hoarding_users", "hoarding"),
+    _view("idle_hoarding", "hoarding"),
     _view("stg_preemptions", "ledger"),
     _view("preemption_gains", "ledger"),
     _view("preemption_ledger", "ledger"),
@@ -220,7 +215,7 @@ def warehouse_types(scans: Sequence[Scan] = SCANS) -> dict[str, list[tuple[str, 
         described = wh.con.execute("DESCRIBE analytics_params").fetchall()
         types = {"analytics_params": [(str(r[0]), str(r[1])) for r in described]}
         for scan in scans:
-            sql = scan.sql("duckdb")
+            sql = scan.sql
             types[scan.name] = [(str(r[0]), str(r[1])) for r in wh.con.execute(f"DESCRIBE {sql}").fetchall()]
             # Later scans read this one: shadow any table of that name with the scan's own SQL.
             wh.con.execute(f"CREATE OR REPLACE TEMP VIEW {quote(scan.name)} AS {sql}")
@@ -284,10 +279,16 @@ def register_lake(spark: SparkSession, folder: str | Path) -> dict[str, list[tup
         assert isinstance(entry, list)
         columns[name] = [(str(c), str(t)) for c, t in entry]
         _read_table(spark, root, name, columns[name]).createOrReplaceTempView(name)
-    for statement in _body(FUNCTIONS.read_text()).split(";"):
-        if statement.strip():
-            spark.sql(statement)
+    register_functions(spark)
     return columns
+
+
+def register_functions(spark: SparkSession) -> None:
+    """The functions the shared SQL calls, in this Spark session."""
+    for path in FUNCTIONS:
+        for statement in _body(path.read_text()).split(";"):
+            if statement.strip():
+                spark.sql(statement)
 
 
 def infer_step(spark: SparkSession) -> float:
@@ -386,7 +387,7 @@ def run_spark(
             name = "analytics_params" if scan is None else scan.name
             started = time.perf_counter()
             columns = param_columns if scan is None else types[name]
-            frame = params_frame if scan is None else spark.sql(scan.sql("spark"))
+            frame = params_frame if scan is None else spark.sql(scan.sql)
             got = [c.lower() for c in frame.columns]
             if got != [c for c, _ in columns]:
                 raise SchemaError(f"Spark's {name} has the columns {got}, the warehouse's {[c for c, _ in columns]}")
@@ -424,6 +425,6 @@ def run_duckdb(
     for scan in scans:
         started = time.perf_counter()
         # A temp table shadows the lake's view of the same name for the scans after it.
-        con.execute(f"CREATE OR REPLACE TEMP TABLE {quote(scan.name)} AS {scan.sql('duckdb')}")
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {quote(scan.name)} AS {scan.sql}")
         seconds[scan.group] = seconds.get(scan.group, 0.0) + time.perf_counter() - started
     return con, seconds

@@ -33,7 +33,7 @@ from preemptlens.analytics.replay import (
 )
 from preemptlens.config import Config, Section, Setting
 from preemptlens.errors import ConfigError, SchemaError
-from preemptlens.warehouse import Warehouse
+from preemptlens.warehouse import Warehouse, query_sql
 
 SETTINGS = Section(
     "tuning",
@@ -282,8 +282,7 @@ def _minutes(seconds: float) -> str:
 
 def _preemptible_qos(ctx: Context) -> tuple[str, ...]:
     rows = ctx.q(
-        "select distinct priority_class from jobs where cluster = $c and preemptible and priority_class is not null "
-        "and submit_time >= $t0 and submit_time < $t1 order by 1"
+        query_sql("tuning", "preemptible_classes")
     )
     return tuple(r["priority_class"] for r in rows)
 
@@ -303,13 +302,7 @@ def min_run_time(ctx: Context) -> list[Suggestion]:
     policy = ctx.workload.actual.policy
     # A restarted run pays its warm-up again: preempting it inside the warm-up throws all of it away.
     rows = ctx.q(
-        "with warm as (select victim_job_id, median(warmup_s) as warmup_s from preemption_ledger "
-        "where cluster = $c group by victim_job_id), "
-        "early as (select l.*, l.run_age_s < $early or (l.victim_run > 1 and l.run_age_s < w.warmup_s + $g) "
-        "as is_early from preemption_ledger as l left join warm as w using (victim_job_id) "
-        "where l.cluster = $c and l.time >= $t0 and l.time < $t1) "
-        "select count(*) as n, count(case when is_early then 1 end) as early, "
-        "coalesce(sum(case when is_early then lost_gpu_s end), 0) / 3600.0 as early_lost from early",
+        query_sql("tuning", "early_victims"),
         early=float(ctx.params["early_victim_s"]),
         g=policy.grace_s,
     )[0]
@@ -351,10 +344,7 @@ def near_completion(ctx: Context) -> list[Suggestion]:
     preemption onto another victim."""
     share_done = float(ctx.params["near_completion_share"])
     rows = ctx.q(
-        "select count(*) as n, count(case when near_completion then 1 end) as near, "
-        "coalesce(sum(lost_gpu_s), 0) / 3600.0 as lost, "
-        "coalesce(sum(case when near_completion then lost_gpu_s end), 0) / 3600.0 as near_lost "
-        "from preemption_ledger where cluster = $c and time >= $t0 and time < $t1"
+        query_sql("tuning", "near_completion_victims")
     )[0]
     if rows["near"] < int(ctx.settings["min_preemptions"]) or rows["lost"] <= 0:
         return []
@@ -370,9 +360,7 @@ def near_completion(ctx: Context) -> list[Suggestion]:
     variant, fig = found
     chosen = float(variant.protect_near_completion or share_done)
     protected = ctx.q(
-        "select count(*) as n, coalesce(sum(lost_gpu_s), 0) / 3600.0 as lost, "
-        "median(work_needed_s - work_done_s) as left_s "
-        "from preemption_ledger where cluster = $c and time >= $t0 and time < $t1 and work_done_share >= $s",
+        query_sql("tuning", "protected_victims"),
         s=chosen,
     )[0]
     return [
@@ -399,13 +387,10 @@ def near_completion(ctx: Context) -> list[Suggestion]:
 def grace_time(ctx: Context) -> list[Suggestion]:
     policy = ctx.workload.actual.policy
     rows = ctx.q(
-        "select count(*) as n, coalesce(sum(lost_gpu_s), 0) / 3600.0 as lost "
-        "from preemption_ledger where cluster = $c and time >= $t0 and time < $t1 "
-        "and last_checkpoint_time is not null"
+        query_sql("tuning", "checkpointing_victims")
     )[0]
     total = ctx.q(
-        "select coalesce(sum(lost_gpu_s), 0) / 3600.0 as lost from preemption_ledger "
-        "where cluster = $c and time >= $t0 and time < $t1"
+        query_sql("tuning", "lost_total")
     )[0]["lost"]
     # A final checkpoint can at most save what checkpointing victims lost since their last one.
     if rows["n"] < int(ctx.settings["min_preemptions"]) or rows["lost"] < float(
@@ -437,8 +422,7 @@ def grace_time(ctx: Context) -> list[Suggestion]:
     value = variant.policy.grace_s
     partitions = tuple(
         r["pool"] for r in ctx.q(
-            "select distinct pool from preemption_ledger where cluster = $c and time >= $t0 and time < $t1 "
-            "and pool is not null order by 1"
+            query_sql("tuning", "preempted_pools")
         )
     )
     measured = (
@@ -468,12 +452,7 @@ def grace_time(ctx: Context) -> list[Suggestion]:
 def checkpoint_interval(ctx: Context) -> list[Suggestion]:
     """Young/Daly per team: sqrt(2 x checkpoint cost x mean time between preemptions), both measured."""
     rows = ctx.q(
-        "with runs_ as (select team, sum(effective_s) as run_s from stg_runs where cluster = $c and preemptible "
-        "and start_time >= $t0 and start_time < $t1 and checkpoint_interval_s is not null group by team), "
-        "victims as (select victim_team as team, count(*) as n from preemption_ledger "
-        "where cluster = $c and time >= $t0 and time < $t1 group by victim_team) "
-        "select r.team, r.run_s, coalesce(v.n, 0) as n from runs_ as r left join victims as v using (team) "
-        "order by r.team"
+        query_sql("tuning", "checkpoint_exposure")
     )
     found = []
     ratio_min = float(ctx.settings["checkpoint_ratio_min"])
@@ -550,10 +529,7 @@ def _mean_figures(figs: Sequence[Figures]) -> Figures:
 
 def tier_limits(ctx: Context) -> list[Suggestion]:
     trends = ctx.q(
-        "select t.pool, t.high_gpu_hour_share_first as first, t.high_gpu_hour_share_last as last, "
-        "t.high_gpu_hour_share_slope as slope, p.high_tier_share_max as share_max, "
-        "p.high_tier_slope_max as slope_max from scope_creep_trend as t cross join analytics_params as p "
-        "where t.cluster = $c and t.weeks >= 2"
+        query_sql("tuning", "tier_share_trends")
     )
     found = []
     workload = ctx.workload
@@ -561,15 +537,12 @@ def tier_limits(ctx: Context) -> list[Suggestion]:
         if tr["slope"] is None or not (tr["slope"] > tr["slope_max"] or tr["last"] > tr["share_max"]):
             continue
         teams = ctx.q(
-            "select team, high_share_slope, high_share_last from scope_creep_teams "
-            "where cluster = $c and pool = $p and high_share_slope > 0 and growth_rank <= 2 order by growth_rank",
+            query_sql("tuning", "team_high_shares"),
             p=tr["pool"],
         )
         for team in teams:
             usage = ctx.q(
-                "select sum(gpus * effective_s) / $span as mean_gpus from stg_runs "
-                "where cluster = $c and pool = $p and team = $t and tier in ('critical', 'high') "
-                "and start_time >= $t0 and start_time < $t1",
+                query_sql("tuning", "pool_mean_gpus"),
                 span=workload.horizon_s,
                 p=tr["pool"], t=team["team"],
             )[0]
@@ -623,14 +596,10 @@ def tier_limits(ctx: Context) -> list[Suggestion]:
 def idle_reclaim(ctx: Context) -> list[Suggestion]:
     warn, release = float(ctx.settings["reclaim_warn_s"]), float(ctx.settings["reclaim_release_s"])
     row = ctx.q(
-        "select count(*) as n, count(case when avoidable then 1 end) as avoidable, "
-        "coalesce(sum(case when avoidable then lost_gpu_s end), 0) / 3600.0 as avoidable_lost, "
-        "coalesce(sum(lost_gpu_s), 0) / 3600.0 as lost "
-        "from preemption_ledger where cluster = $c and time >= $t0 and time < $t1"
+        query_sql("tuning", "idle_avoidable")
     )[0]
     idle = ctx.q(
-        "select count(*) as stretches, coalesce(sum(greatest(0, idle_s - $r)), 0) / 3600.0 as reclaimable "
-        "from hoarding_stretches where cluster = $c and start_time >= $t0 and start_time < $t1",
+        query_sql("tuning", "idle_reclaimable"),
         r=release,
     )[0]
     if row["avoidable"] == 0 or row["avoidable_lost"] < float(ctx.settings["min_gain_share"]) * row["lost"]:
@@ -663,13 +632,7 @@ def idle_reclaim(ctx: Context) -> list[Suggestion]:
 
 def repeat_victims(ctx: Context) -> list[Suggestion]:
     rows = ctx.q(
-        "with preempted as (select victim_job_id as job_id, count(*) as n from preemption_ledger "
-        "where cluster = $c group by victim_job_id), "
-        "queued as (select r.job_id, any_value(r.tier) as tier, "
-        "sum(epoch(coalesce(r.start_time, r.data_end)) - epoch(coalesce(r.eligible_time, r.submit_time))) as wait_s "
-        "from stg_runs as r where r.cluster = $c and r.job_submit_time >= $t0 and r.job_submit_time < $t1 "
-        "group by r.job_id) "
-        "select q.tier, coalesce(p.n, 0) as n, q.wait_s from queued as q left join preempted as p using (job_id)"
+        query_sql("tuning", "repeat_victims")
     )
     repeat = [r for r in rows if r["n"] >= 2]
     if len(repeat) < int(ctx.settings["min_preemptions"]):
@@ -708,8 +671,7 @@ def repeat_victims(ctx: Context) -> list[Suggestion]:
 
 def not_yet(ctx: Context) -> list[Suggestion]:
     rows = ctx.q(
-        "select yes_count, verdict, fix_first, string_agg(case when not answer then question end, ' ') as no "
-        "from readiness_scorecard where cluster = $c group by yes_count, verdict, fix_first"
+        query_sql("tuning", "readiness_gaps")
     )
     if not rows or rows[0]["yes_count"] > 2:
         return []

@@ -394,8 +394,9 @@ SELECT
     sum(gain_value) / 3600.0 AS gain_value,
     sum(cost_value) / 3600.0 AS cost_value,
     sum(net_value) / 3600.0 AS net_value
-FROM net_benefit_daily
-WHERE (len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster))
+FROM net_benefit
+WHERE period = 'day'
+    AND (len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster))
     AND (len(CAST($pools AS VARCHAR[])) = 0 OR list_contains(CAST($pools AS VARCHAR[]), pool))
     AND ((len(CAST($teams AS VARCHAR[])) = 0 AND team = '(all)') OR list_contains(CAST($teams AS VARCHAR[]), team))
     AND window_start >= date_trunc('day', $start) AND window_start < $end

@@ -45,14 +45,14 @@ QUANTILES = (0.5, 0.9, 0.99)
 METRICS: dict[str, str] = {
     "preemptlens_net_benefit_gpu_hours": (
         "Tier-weighted GPU-hours gained minus lost by preemptions in the last complete ISO week "
-        "(net_benefit_weekly, team '(all)'); negative when preemption cost more than it gained."
+        "(net_benefit, period 'week', team '(all)'); negative when preemption cost more than it gained."
     ),
     "preemptlens_preemption_gain_gpu_hours": (
-        "Tier-weighted GPU-hours preemptors gained in the last complete ISO week (net_benefit_weekly gain_value)."
+        "Tier-weighted GPU-hours preemptors gained in the last complete ISO week (net_benefit's weekly gain_value)."
     ),
     "preemptlens_preemption_cost_gpu_hours": (
         "Tier-weighted GPU-hours victims lost (redone work, requeue wait, warm-up) in the last complete ISO week "
-        "(net_benefit_weekly cost_value)."
+        "(net_benefit's weekly cost_value)."
     ),
     "preemptlens_weekly_window_start_timestamp_seconds": (
         "Start (Monday 00:00 UTC) of the last complete ISO week that the weekly figures describe."
@@ -137,13 +137,13 @@ windows as (
     group by cluster
 ),
 pools_ as (
-    select distinct cluster, coalesce(pool, '(none)') as pool from net_benefit_weekly where team = '(all)'
+    select distinct cluster, coalesce(pool, '(none)') as pool from net_benefit where period = 'week' and team = '(all)'
 ),
 week as (
     select n.cluster, coalesce(n.pool, '(none)') as pool, n.gain_value, n.cost_value, n.net_value, n.preemptions
-    from net_benefit_weekly as n
+    from net_benefit as n
     inner join windows as w on w.cluster = n.cluster and n.window_start = w.week_start
-    where n.team = '(all)'
+    where n.period = 'week' and n.team = '(all)'
 )
 select
     p.cluster,

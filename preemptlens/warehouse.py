@@ -8,6 +8,7 @@ transaction, and report what happened.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import threading
@@ -26,6 +27,13 @@ from preemptlens.contract import RULES, Batch, Reject, Watermark
 from preemptlens.errors import ContractError, SchemaError
 
 SQL_DIR = Path(__file__).parent / "sql"
+# The named functions the shared SQL (sql/scans, sql/views) calls: one definition both engines run, and
+# DuckDB's forms of those that differ by dialect (sql/functions/spark.sql is Spark's).
+FUNCTIONS_DIR = SQL_DIR / "functions"
+# Spark's `CREATE ... FUNCTION name(arg TYPE, ...) RETURNS TYPE RETURN body`, which DuckDB writes as a macro.
+_SHARED_FUNCTION = re.compile(
+    r"CREATE OR REPLACE TEMPORARY FUNCTION (\w+)\(([^)]*)\) RETURNS \S+ RETURN", re.IGNORECASE
+)
 _MIGRATION = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 # Columns the load API fills itself; collectors never set them.
 _BOOKKEEPING = ("source", "_load_id")
@@ -53,6 +61,23 @@ _TIME_FORMATS = (
 )
 _TRUE = ("true", "t", "yes", "y", "1")
 _FALSE = ("false", "f", "no", "n", "0")
+
+
+@functools.cache
+def query_sql(folder: str, name: str) -> str:
+    """sql/<folder>/<name>.sql: a named query of Python code (replay, tuning), kept beside the views."""
+    return (SQL_DIR / folder / f"{name}.sql").read_text()
+
+
+def define_functions(con: duckdb.DuckDBPyConnection) -> None:
+    """Create the functions the shared SQL calls in this connection (temporary: nothing is stored)."""
+
+    def macro(m: re.Match[str]) -> str:
+        names = ", ".join(arg.split()[0] for arg in m.group(2).split(","))
+        return f"CREATE OR REPLACE TEMP MACRO {m.group(1)}({names}) AS"
+
+    con.execute(_SHARED_FUNCTION.sub(macro, (FUNCTIONS_DIR / "shared.sql").read_text()))
+    con.execute((FUNCTIONS_DIR / "duckdb.sql").read_text())
 
 
 def migrations(sql_dir: Path = SQL_DIR) -> list[tuple[int, Path]]:
@@ -200,6 +225,7 @@ class Warehouse:
         self._published_at = time.monotonic()
         # The data contract is UTC; never let the host's zone leak into results.
         self.con.execute("SET TimeZone = 'UTC'")
+        define_functions(self.con)
         if read_only:
             self._check_version()
         else:

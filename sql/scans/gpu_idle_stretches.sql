@@ -10,7 +10,7 @@ idle as (
     from gpu_samples as s
     cross join params as p
     where s.job_id is not null
-        and case when p.idle_zero_rule then s.busy = 0 else s.busy < p.idle_busy_below end
+        and is_idle(s.busy, p.idle_zero_rule, p.idle_busy_below)  -- sql/functions/shared.sql
 ),
 
 marked as (

@@ -248,17 +248,15 @@ run_hours as (
     -- each run once for every hour it ran within the span of those events,
     -- so that the join below pairs an event only with the runs of its hour
     -- instead of with every run of its pool
-    select r.*, h.hour
-    from pool_runs as r
-    inner join unresolved_span as s on s.cluster = r.cluster
-    cross join lateral (
-        select unnest(generate_series(
-            date_trunc('hour', greatest(r.effective_start, s.first_time)),
-            date_trunc('hour', least(r.end_time, s.last_time)),
-            interval 1 hour
-        )) as hour
-    ) as h
-    where r.end_time is not null
+    -- (hour_series and explode: sql/functions/duckdb.sql and spark.sql; Spark
+    -- explodes no SQL function's result directly, hence the list as a column first)
+    select *, explode(hours) as hour
+    from (
+        select r.*, hour_series(greatest(r.effective_start, s.first_time), least(r.end_time, s.last_time)) as hours
+        from pool_runs as r
+        inner join unresolved_span as s on s.cluster = r.cluster
+        where r.end_time is not null
+    ) as spans
 ),
 
 second_pass as (

@@ -27,16 +27,14 @@ idle_hours as (
     -- each stretch once for every hour it covers within the preemptions'
     -- span, so that the join below pairs a preemption only with the
     -- stretches of its hour instead of with every stretch of its pool
-    select i.*, h.hour
-    from idle as i
-    inner join preemption_span as s on s.cluster = i.cluster
-    cross join lateral (
-        select unnest(generate_series(
-            date_trunc('hour', greatest(i.start_time, s.first_time)),
-            date_trunc('hour', least(i.end_time, s.last_time)),
-            interval 1 hour
-        )) as hour
-    ) as h
+    -- (hour_series and explode: sql/functions/duckdb.sql and spark.sql; Spark
+    -- explodes no SQL function's result directly, hence the list as a column first)
+    select *, explode(hours) as hour
+    from (
+        select i.*, hour_series(greatest(i.start_time, s.first_time), least(i.end_time, s.last_time)) as hours
+        from idle as i
+        inner join preemption_span as s on s.cluster = i.cluster
+    ) as spans
 ),
 
 idle_at_preemption as (

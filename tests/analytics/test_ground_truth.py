@@ -119,16 +119,21 @@ def test_no_minimum_run_time_shows_in_early_victims(tmp_path: Path) -> None:
 
 def test_net_benefit_weeks_add_up_to_days_and_to_the_ledger(truth_wh: Warehouse) -> None:
     ledger = truth_wh.query("SELECT sum(lost_gpu_s) AS lost, count(*) AS n FROM preemption_ledger").row(0)
-    for view in ("net_benefit_daily", "net_benefit_weekly"):
+    for period in ("day", "week"):
         total = truth_wh.query(
-            f"SELECT sum(lost_gpu_s) AS lost, sum(preemptions) AS n FROM {view} WHERE team = '(all)'"
+            "SELECT sum(lost_gpu_s) AS lost, sum(preemptions) AS n FROM net_benefit "
+            "WHERE period = $p AND team = '(all)'",
+            {"p": period},
         ).row(0)
         assert total[0] == pytest.approx(ledger[0])
         assert total[1] == ledger[1]
     teams = truth_wh.query(
-        "SELECT window_start, pool, sum(cost_value) AS c FROM net_benefit_weekly WHERE team <> '(all)' GROUP BY ALL"
+        "SELECT window_start, pool, sum(cost_value) AS c FROM net_benefit WHERE period = 'week' AND team <> '(all)' "
+        "GROUP BY ALL"
     )
-    pools = truth_wh.query("SELECT window_start, pool, cost_value AS c FROM net_benefit_weekly WHERE team = '(all)'")
+    pools = truth_wh.query(
+        "SELECT window_start, pool, cost_value AS c FROM net_benefit WHERE period = 'week' AND team = '(all)'"
+    )
     joined = teams.join(pools, on=["window_start", "pool"], suffix="_all")
     assert joined.height == pools.height > 0
     assert (joined["c"] - joined["c_all"]).abs().max() < 1e-6

@@ -69,14 +69,18 @@ def test_overlapping_runs_are_flagged_and_not_double_counted(built: Scenario) ->
 
 
 def test_rollups_by_job_user_team(built: Scenario) -> None:
-    users = built.view("idle_hoarding_users", "team, user_name")
+    users = built.view("idle_hoarding WHERE level = 'user'", "team, user_name")
     ann = users.row(by_predicate=pl.col("user_name") == "ann", named=True)
     assert ann["idle_gpu_hours"] == pytest.approx((3 * 7200 + 110 * 60) / 3600)
     assert ann["allocated_gpu_hours"] == pytest.approx(8)
-    teams = built.view("idle_hoarding_teams", "team")
+    teams = built.view("idle_hoarding WHERE level = 'team'", "team")
     assert teams["team"].to_list() == ["rl", "vision"]
-    jobs = built.view("idle_hoarding_jobs", "job_id")
+    assert teams["user_name"].null_count() == teams.height
+    jobs = built.view("idle_hoarding WHERE level = 'job'", "job_id")
     assert jobs["job_id"].to_list() == ["H", "H2"]
+    # Every level sums the same idle GPU-hours.
+    assert users["idle_gpu_hours"].sum() == pytest.approx(teams["idle_gpu_hours"].sum())
+    assert jobs["idle_gpu_hours"].sum() == pytest.approx(teams["idle_gpu_hours"].sum())
 
 
 def test_avoidable_when_idle_hoarded_gpus_cover_the_need(built: Scenario) -> None:

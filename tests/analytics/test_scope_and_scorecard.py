@@ -80,7 +80,7 @@ def test_net_benefit_flags_cost_over_gain(sc: Scenario) -> None:
     sc.job("p", "critical", 4, "q", 990, team="prod")
     sc.run("p", 1, 4, "q", 1000, 1100, "completed")
     sc.analyze()
-    nb = {r["team"]: r for r in sc.view("net_benefit_daily", "team").to_dicts()}
+    nb = {r["team"]: r for r in sc.view("net_benefit WHERE period = 'day'", "team").to_dicts()}
     # without preemption p waits for v's remaining 3000 s of work: gain 4 x 3000, weight 4
     assert nb["prod"]["gain_value"] == pytest.approx(4 * 3000 * 4.0)
     # cost: lost 4 x 300 (declared, half the interval) + requeue 4 x 100, weight 0.5

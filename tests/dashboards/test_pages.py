@@ -202,13 +202,12 @@ def test_a_chart_whose_query_fails_says_so_in_its_place(
     broken = tmp_path / "broken.duckdb"
     shutil.copyfile(cluster_warehouse, broken)
     with Warehouse(broken) as wh:  # closing publishes the snapshot the dashboard reads
-        wh.con.execute("DROP TABLE net_benefit_weekly")
-        wh.con.execute("DROP TABLE net_benefit_daily")
+        wh.con.execute("DROP TABLE net_benefit")
     monkeypatch.delenv("PREEMPTLENS_CONFIG", raising=False)
     monkeypatch.setenv("PREEMPTLENS_WAREHOUSE__PATH", str(broken))
     at = open_app()
     (error,) = at.error
-    assert "net_benefit_daily" in error.value
+    assert "net_benefit" in error.value
     # Where the chart would be, between the headline numbers and the scorecard, which still shows.
     order = [node.type for node in at.main]
     assert order.index("error") < order.index("header") and not at.get("plotly_chart")

@@ -90,8 +90,8 @@ def test_rules_select_what_the_warehouse_says_on_the_scraped_series(scraped: Scr
 
     week = warehouse_rows(
         scraped.warehouse,
-        "SELECT pool, cost_value > gain_value AS loses FROM net_benefit_weekly "
-        "WHERE team = '(all)' AND window_start = "
+        "SELECT pool, cost_value > gain_value AS loses FROM net_benefit "
+        "WHERE period = 'week' AND team = '(all)' AND window_start = "
         "(SELECT date_trunc('week', max(data_end)) - INTERVAL 7 DAY FROM stg_runs)",
     )
     assert any(r["loses"] for r in week), "the simulated week has a pool where preemption does not pay"

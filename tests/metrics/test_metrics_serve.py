@@ -70,7 +70,8 @@ def test_net_benefit_is_the_last_complete_week(scraped: Scraped) -> None:
     week = last_complete_week(scraped.warehouse)
     rows = warehouse_rows(
         scraped.warehouse,
-        "SELECT pool, window_start, gain_value, cost_value, net_value FROM net_benefit_weekly WHERE team = '(all)'",
+        "SELECT pool, window_start, gain_value, cost_value, net_value FROM net_benefit "
+        "WHERE period = 'week' AND team = '(all)'",
     )
     pools = {r["pool"] for r in rows}
     this_week = {r["pool"]: r for r in rows if r["window_start"] == week}

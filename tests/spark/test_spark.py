@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import difflib
 import io
 import re
 import shutil
@@ -23,11 +22,11 @@ from preemptlens.analytics.lake import export_changed, lake_connection, read_man
 from preemptlens.analytics.params import params_from
 from preemptlens.analytics.refresh import analyze
 from preemptlens.analytics.simulator import DEMO, PoolSpec, SimConfig, simulate_into
-from preemptlens.analytics.spark import SCANS, SPARK_DIR, Scan, run_duckdb, run_spark, spark_session
+from preemptlens.analytics.spark import SCANS, Scan, register_functions, run_duckdb, run_spark, spark_session
 from preemptlens.cli import main
 from preemptlens.config import load_config
 from preemptlens.errors import ConfigError
-from preemptlens.warehouse import Warehouse
+from preemptlens.warehouse import SQL_DIR, Warehouse
 
 SIM = SimConfig(
     cluster="spark",
@@ -36,8 +35,6 @@ SIM = SimConfig(
     pools=(PoolSpec("a100", nodes=4),),
     workload=dataclasses.replace(DEMO.workload, seed=3, hoarding_share=0.2),
 )
-# Constructs that exist in only one dialect; every hunk between a view and its Spark form must be about one.
-DIALECT = re.compile(r"unnest|generate_series|lateral|explode|sequence|date_trunc|-- Spark")
 
 
 @pytest.fixture(scope="module")
@@ -165,22 +162,54 @@ def test_the_command_prints_rows_and_rerunning_changes_nothing(
         same(rows(lake, f"SELECT * FROM {scan.name}"), rows(wh.con, f"SELECT * FROM {scan.name}"))
 
 
-def test_spark_forms_differ_from_the_views_only_in_dialect() -> None:
-    for own in sorted(SPARK_DIR.glob("*.sql")):
-        if own.stem == "functions":
-            continue
-        scan = next(s for s in SCANS if s.name == own.stem)
-        shared = scan.shared.read_text().splitlines()
-        hunks: list[list[str]] = []
-        for line in difflib.unified_diff(shared, own.read_text().splitlines(), lineterm="", n=0):
-            if line.startswith("@@"):
-                hunks.append([])
-            elif hunks and line[:1] in "+-":
-                hunks[-1].append(line)
-        assert hunks, f"{own} equals {scan.shared}: delete it, the shared file runs on Spark"
-        for hunk in hunks:
-            text = "\n".join(hunk)
-            assert DIALECT.search(text), f"{own} differs from {scan.shared} beyond the dialect:\n{text}"
+def _defined(path: Path) -> set[str]:
+    return set(re.findall(r"CREATE OR REPLACE TEMP(?:ORARY)? (?:MACRO|FUNCTION) (\w+)", path.read_text()))
+
+
+def test_both_engines_run_the_same_sql_files() -> None:
+    """No Spark fork of a view; Spark defines every dialect function DuckDB does (explode is Spark's own)."""
+    assert not (SQL_DIR / "spark").exists()
+    assert all(scan.path.parent.name in ("scans", "views") for scan in SCANS)
+    functions = SQL_DIR / "functions"
+    assert _defined(functions / "duckdb.sql") - {"explode"} <= _defined(functions / "spark.sql")
+    assert "is_idle" in _defined(functions / "shared.sql")
+
+
+HOURS = [
+    ("2026-10-05 10:30:00", "2026-10-05 12:10:00"),  # three hours, the first and last partial
+    ("2026-10-05 10:30:00", "2026-10-05 10:40:00"),  # within one hour
+    ("2026-10-05 12:30:00", "2026-10-05 10:40:00"),  # end before start: no hour (Spark's sequence would raise)
+    ("2026-10-05 10:30:00", None),  # unknown end: no hour
+]
+
+
+def test_hour_series_gives_the_same_hours_on_both_engines(spark: Any) -> None:
+    def literal(value: str | None) -> str:
+        return f"TIMESTAMP '{value}'" if value else "CAST(NULL AS TIMESTAMP)"
+
+    values = ", ".join(f"({i}, {literal(a)}, {literal(b)})" for i, (a, b) in enumerate(HOURS))
+    sql = (
+        "SELECT i, explode(hours) AS hour FROM "
+        f"(SELECT i, hour_series(a, b) AS hours FROM (VALUES {values}) AS t(i, a, b)) AS spans"
+    )
+    with Warehouse(":memory:") as wh:
+        duck = sorted(wh.con.execute(sql).fetchall())
+    register_functions(spark)
+    assert sorted(tuple(r) for r in spark.sql(sql).collect()) == duck
+    assert [i for i, _ in duck] == [0, 0, 0, 1]
+    assert [h.hour for _, h in duck] == [10, 11, 12, 10]
+
+
+def test_is_idle_is_one_rule_on_both_engines(spark: Any) -> None:
+    sql = (
+        "SELECT busy, zero_rule, is_idle(busy, zero_rule, 0.05) AS idle FROM (VALUES (0.0, true), (0.0, false), "
+        "(0.01, true), (0.01, false), (0.05, false), (0.5, false)) AS t(busy, zero_rule)"
+    )
+    with Warehouse(":memory:") as wh:
+        duck = sorted(wh.con.execute(sql).fetchall())
+    register_functions(spark)
+    assert sorted(tuple(r) for r in spark.sql(sql).collect()) == duck
+    assert [idle for _, _, idle in duck] == [False, True, True, False, False, False]
 
 
 def test_missing_pyspark_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,4 +1,4 @@
--- Per day, pool and team (and '(all)' teams): preemptor GPU-seconds gained, weighted by the preemptor's tier, against victim GPU-seconds lost plus requeue wait plus warm-up, weighted by the victim's tier; gains go to the preemptor's team, costs to the victim's, and cost_exceeds_gain flags a net loss.
+-- Per day (period 'day') and ISO week (period 'week'), pool and team (and '(all)' teams): preemptor GPU-seconds gained, weighted by the preemptor's tier, against victim GPU-seconds lost plus requeue wait plus warm-up, weighted by the victim's tier; gains go to the preemptor's team, costs to the victim's, and cost_exceeds_gain flags a net loss of the period.
 with
 
 ledger as (
@@ -12,7 +12,7 @@ weights as (
 gains as (
     select
         l.cluster,
-        date_trunc('day', l.time) as window_start,
+        date_trunc('day', l.time) as day,
         l.pool,
         l.preemptor_team as team,
         l.gain_gpu_s,
@@ -30,7 +30,7 @@ gains as (
 costs as (
     select
         l.cluster,
-        date_trunc('day', l.time) as window_start,
+        date_trunc('day', l.time) as day,
         l.pool,
         l.victim_team as team,
         cast(0 as double) as gain_gpu_s,
@@ -51,10 +51,11 @@ items as (
 ),
 
 totals as (
-    -- each team's row, and the pool's row over all teams (team '(all)')
+    -- each team's row, and the pool's row over all teams (team '(all)'), per day and per ISO week
     select
         cluster,
-        window_start,
+        case when grouping(day) = 0 then 'day' else 'week' end as period,
+        case when grouping(day) = 0 then day else week end as window_start,
         pool,
         case when grouping(team) = 1 then '(all)' else team end as team,
         cast(sum(preemptions) as bigint) as preemptions,
@@ -64,8 +65,10 @@ totals as (
         sum(requeue_gpu_s) as requeue_gpu_s,
         sum(warmup_gpu_s) as warmup_gpu_s,
         sum(cost_value) as cost_value
-    from items
-    group by grouping sets ((cluster, window_start, pool, team), (cluster, window_start, pool))
+    from (select *, date_trunc('week', day) as week from items) as i
+    group by grouping sets (
+        (cluster, day, pool, team), (cluster, day, pool), (cluster, week, pool, team), (cluster, week, pool)
+    )
 ),
 
 final as (

@@ -126,7 +126,9 @@ def test_net_benefit_section(page: Page) -> None:
     # gains: two critical preemptors x 8 GPU-h x weight 4; costs: 1 x (20 + 12) + 0.5 x (8 + 8) + 0.5 x (4 + 8)
     assert "gained 64.0 and victims paid 46.0 tier-weighted GPU-hours: a net of 18.0" in text
     assert f"Preemptions {fc.PREEMPTIONS_W48}" in text
-    assert "Lost GPU-hours 32.0" in text  # 20 + 8 + 4
+    # the two currencies apart: work thrown away 20 + 8 + 4 (no warm-ups), waiting 4 GPUs x 3 h + ...
+    assert "Work thrown away GPU-hours 32.0" in text
+    assert "lost progress 32.0 GPU-h plus warm-up" in text
     assert "Readiness: c1: preemption should not be the main tool" in text
     assert len(page.sections["net-benefit"]["tables"]["scorecard"]) == 1 + 4
 
@@ -137,7 +139,8 @@ def test_worst_preemptions_section(page: Page) -> None:
     assert [r[0].split()[0] for r in rows] == [fc.WORST_W48, fc.AVOIDABLE_VICTIM, "train-w2"]
     worst = dict(zip(header, rows[0], strict=True))
     assert worst["preemptor"] == f"{fc.WORST_W48_PREEMPTOR} (infer, high)"
-    assert worst["cost GPU-h"] == "32.0" and worst["lost GPU-h"] == "20.0 (assumed)" and worst["requeue"] == "3.0 h"
+    assert worst["thrown away GPU-h"] == "20.0 (lost 20.0, assumed)"
+    assert worst["waiting GPU-h"] == "12.0 (4 GPUs x 3.0 h)"
     assert [dict(zip(header, r, strict=True))["avoidable"] for r in rows] == ["no", "yes", "yes"]
 
 
@@ -160,7 +163,7 @@ def test_markdown_summary(written: Path) -> None:
     assert text.startswith("**Preemption weekly report 2026-W48** (2026-11-23 to 2026-11-29 UTC")
     assert "**Net benefit:** 18.0 tier-weighted GPU-hours (gain 64.0, cost 46.0) from 3 preemptions" in text
     worst_row = next(line for line in text.splitlines() if line.startswith(f"| {fc.WORST_W48} "))
-    assert "| 32.0 |" in worst_row
+    assert "| 20.0 (lost 20.0, assumed) | 12.0 (4 GPUs x 3.0 h) |" in worst_row
     assert f"| {fc.HOARDER_TEAM} | 32.0 |" in text
     assert "<" not in text
 

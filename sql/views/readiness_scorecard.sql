@@ -39,8 +39,17 @@ measured as (
         case
             when all_fails or any_passes = false then false
             when not all_unknown and any_passes then true
-        end as answer
+        end as answer,
+        any_passes
     from verdicts_of_measures
+),
+
+lacking as (
+    -- the missing inputs that keep a question unknown: not those of an alternative another one made moot
+    select e.cluster, e.question_no, e.missing
+    from evidence as e
+    inner join measured as m on m.cluster = e.cluster and m.question_no = e.question_no
+    where e.missing is not null and (e.question_no = 0 or (m.answer is null and (e.rule = 'all' or m.any_passes is null)))
 ),
 
 answers as (
@@ -59,11 +68,16 @@ answers as (
                 || ' (needs ' || e.comparison || ' ' || cast(round(e.threshold, 3) as varchar) || ')' end,
                 ', ' order by e.measure)
         ) as evidence,
-        case when m.answer is null then string_agg(distinct e.missing, '; ' order by e.missing) end as missing
+        l.missing
     from evidence as e
     inner join questions as q on q.question_no = e.question_no
     inner join measured as m on m.cluster = e.cluster and m.question_no = e.question_no
-    group by e.cluster, e.question_no, q.question, m.answer
+    left join (
+        select cluster, question_no, string_agg(distinct missing, '; ' order by missing) as missing
+        from lacking
+        group by cluster, question_no
+    ) as l on l.cluster = e.cluster and l.question_no = e.question_no
+    group by e.cluster, e.question_no, q.question, m.answer, l.missing
 ),
 
 idle as (
@@ -87,12 +101,10 @@ tally as (
 ),
 
 wanted as (
-    -- the data that would answer the unknowns: each missing input once
-    select e.cluster, string_agg(distinct e.missing, '; ' order by e.missing) as collect
-    from evidence as e
-    left join answers as a on a.cluster = e.cluster and a.question_no = e.question_no
-    where e.missing is not null and (e.question_no = 0 or a.answer is null)
-    group by e.cluster
+    -- the data that would answer the unknowns (and hoarding, which the verdict reads): each missing input once
+    select cluster, string_agg(distinct missing, '; ' order by missing) as collect
+    from lacking
+    group by cluster
 ),
 
 verdicts as (

@@ -17,7 +17,8 @@ per_week as (
         sum(lost_gpu_s) as lost_gpu_s,
         sum(requeue_gpu_s) as requeue_gpu_s,
         sum(warmup_gpu_s) as warmup_gpu_s,
-        sum(cost_value) as cost_value
+        sum(cost_value) as cost_value,
+        cast(sum(gains_unknown) as bigint) as gains_unknown
     from daily
     group by cluster, date_trunc('week', window_start), pool, team
 ),
@@ -26,7 +27,8 @@ final as (
     select
         *,
         gain_value - cost_value as net_value,
-        cost_value > gain_value as cost_exceeds_gain
+        case when cost_value > gain_value and gains_unknown > 0 then null else cost_value > gain_value end
+            as cost_exceeds_gain
     from per_week
 )
 

@@ -104,8 +104,23 @@ def test_net_benefit_flags_cost_over_gain(sc: Scenario) -> None:
     assert nb["(all)"]["net_value"] == pytest.approx(48000 - 800)
     assert nb["(all)"]["cost_exceeds_gain"] is False
     assert nb["victims"]["cost_exceeds_gain"] is True
+    assert nb["(all)"]["gains_unknown"] == 0
     pilot = sc.view("pool_pilot_figures", "pool").row(0, named=True)
     assert (pilot["high_wait_p50_s"], pilot["retries_per_job"], pilot["preemptions"]) == (10, 0.5, 1)
+
+
+def test_cost_over_an_unknown_gain_is_not_a_loss(sc: Scenario) -> None:
+    # The scheduler names no preemptor: the gain is unknown, so "cost exceeds gain" is unknown too, not true.
+    sc.pool("q", 4)
+    sc.job("v", "low", 4, "q", -60, team="victims", checkpoint_interval_s=600.0, work_s=4000.0)
+    sc.run("v", 1, 4, "q", 0, 1000, "preempted")
+    sc.run("v", 2, 4, "q", 1100, 4400, "completed")
+    sc.analyze()
+    nb = {r["team"]: r for r in sc.view("net_benefit_daily", "team").to_dicts()}
+    assert nb["(all)"]["gain_value"] == 0 and nb["(all)"]["cost_value"] > 0
+    assert nb["(all)"]["gains_unknown"] == 1
+    assert nb["(all)"]["cost_exceeds_gain"] is None
+    assert sc.view("net_benefit_weekly", "team").filter(pl.col("team") == "(all)")["cost_exceeds_gain"][0] is None
 
 
 def test_analyze_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

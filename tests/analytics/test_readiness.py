@@ -14,8 +14,12 @@ at 0 and waits until hour 4, then runs for an hour. So:
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from analytics_scenario import Scenario
+
+from preemptlens.dashboards.metrics import read_families
 
 HOUR = 3600.0
 
@@ -87,3 +91,15 @@ def test_without_pools_capacity_is_unknown(sc: Scenario) -> None:
     card = sc.view("readiness_scorecard", "question_no").to_dicts()
     assert card[0]["answer"] is None
     assert card[0]["missing"] == "no pools rows: capacity unknown"
+
+
+def test_metrics_show_an_unknown_answer_as_nan_with_known_0(sc: Scenario) -> None:
+    build(sc, samples=False)
+    sc.analyze()
+    families = {f.name: f for f in read_families(sc.wh.con, top_teams=5)}
+    answer = {s.labels["question"]: s.value for s in families["preemptlens_readiness"].samples}
+    known = {s.labels["question"]: s.value for s in families["preemptlens_readiness_known"].samples}
+    assert math.isnan(answer["1"]) and known["1"] == 0.0
+    assert answer["3"] == 0.0 and known["3"] == 1.0
+    (unknown,) = families["preemptlens_readiness_unknown"].samples
+    assert unknown.value == 3.0

@@ -131,7 +131,7 @@ def time_queries(warehouse: Path) -> data.Filters:
     f = data.Filters(start=end - timedelta(days=30), end=end + timedelta(seconds=1))
     rows, top_n = 2000, 15
     calls: dict[str, tuple[Any, ...]] = {
-        "headline": (f,), "costliest": (f, figures.TIMELINE_MARKERS), "ledger_page": (f, rows, 0),
+        "headline": (f,), "worst": (f, figures.TIMELINE_MARKERS), "ledger_page": (f, rows, 0),
         "top_victims": (f, rows), "net_benefit": (f,), "scorecard": (f,), "evidence": (f,),
         "top_holders": (f, "team", top_n), "idle_daily": (f,), "avoidable_rows": (f, rows),
         "tier_shares": (f,), "team_high_shares": (f,), "team_slopes": (f,), "scope_trend": (f,),
@@ -158,7 +158,7 @@ def time_figures(warehouse: Path, f: data.Filters) -> None:
         q: Callable[..., Any] = partial(_query, r)
         head = q("headline", f)
         results = {name: q(name, *args) for name, args in {
-            "net_benefit": (f,), "scorecard": (f,), "evidence": (f,), "costliest": (f, figures.TIMELINE_MARKERS),
+            "net_benefit": (f,), "scorecard": (f,), "evidence": (f,), "worst": (f, figures.TIMELINE_MARKERS),
             "ledger_page": (f, 2000, 0), "top_victims": (f, 2000), "top_holders": (f, "team", 15),
             "idle_daily": (f,), "avoidable_rows": (f, 2000), "tier_shares": (f,), "team_high_shares": (f,),
             "team_slopes": (f,), "scope_trend": (f,),
@@ -168,7 +168,7 @@ def time_figures(warehouse: Path, f: data.Filters) -> None:
             [partial(figures.net_benefit, results["net_benefit"])], [results["scorecard"], results["evidence"]]
         ),
         "Preemptions": (
-            [partial(figures.preemption_timeline, results["costliest"], total=head["preemptions"])],
+            [partial(figures.preemption_timeline, results["worst"], total=head["preemptions"])],
             [results["ledger_page"], results["top_victims"]],
         ),
         "Idle hoarding": (

@@ -48,7 +48,7 @@ def _page_queries(ctx: Context) -> tuple[tuple[Any, ...], ...]:
     f, top_n, rows = ctx.filters, int(ctx.settings["top_n"]), int(ctx.settings["table_rows"])
     return (
         ("headline", f), ("net_benefit", f), ("scorecard", f), ("evidence", f),
-        ("costliest", f, TIMELINE_MARKERS), ("ledger_page", f, rows, 0), ("top_victims", f, rows),
+        ("worst", f, TIMELINE_MARKERS), ("ledger_page", f, rows, 0), ("top_victims", f, rows),
         ("top_holders", f, "team", top_n), ("idle_daily", f), ("avoidable_rows", f, rows),
         ("tier_shares", f), ("team_high_shares", f), ("team_slopes", f), ("scope_trend", f),
         ("suggestions", f, top_n), ("catalog",),
@@ -59,7 +59,7 @@ def _warm(ctx: Context) -> None:
     try:
         for name, *args in _page_queries(ctx):
             cached(name, ctx.warehouse, ctx.limits, ctx.version, *args)
-        # The Preemptions page opens on the story of its costliest victim.
+        # The Preemptions page opens on the story of its worst victim (most work thrown away).
         rows = int(ctx.settings["table_rows"])
         victims = cached("top_victims", ctx.warehouse, ctx.limits, ctx.version, ctx.filters, rows)
         if victims.height:

@@ -9,7 +9,7 @@ parameter and every SQL text is a constant: a filter left empty matches all.
 `QUERIES` names every query for the dashboard's cache (dashboards.views_common),
 which keys results by the snapshot's version: a new snapshot is a new key.
 The pages ask for what they show, already aggregated or capped in SQL
-(headline counts, one page of the ledger, the costliest preemptions for the
+(headline counts, one page of the ledger, the worst preemptions for the
 timeline), so that neither the cache nor the browser ever holds a whole ledger.
 """
 
@@ -290,7 +290,7 @@ def ledger_page(r: Reader, f: Filters, limit: int, offset: int) -> pl.DataFrame:
     return r.frame(LEDGER_PAGE_SQL, {**f.params(*_LEDGER_PARAMS), "limit": limit, "offset": offset})
 
 
-COSTLIEST_SQL = f"""
+WORST_SQL = f"""
 SELECT {_LEDGER_COLUMNS}
 FROM preemption_ledger WHERE {_LEDGER_WHERE}
 ORDER BY wasted_gpu_hours DESC NULLS LAST, waiting_gpu_hours DESC NULLS LAST, time, cluster, victim_job_id, victim_run
@@ -298,10 +298,10 @@ LIMIT $limit
 """  # noqa: S608 -- constants only
 
 
-def costliest(r: Reader, f: Filters, limit: int) -> pl.DataFrame:
+def worst(r: Reader, f: Filters, limit: int) -> pl.DataFrame:
     """The `limit` worst preemptions: most work thrown away first, then most waiting (the dashboard's timeline
     and the weekly report's "worst preemptions")."""
-    return r.frame(COSTLIEST_SQL, {**f.params(*_LEDGER_PARAMS), "limit": limit})
+    return r.frame(WORST_SQL, {**f.params(*_LEDGER_PARAMS), "limit": limit})
 
 
 VICTIMS_SQL = f"""
@@ -625,7 +625,7 @@ QUERIES: dict[str, Callable[..., Any]] = {
     "options": options,
     "headline": headline,
     "ledger_page": ledger_page,
-    "costliest": costliest,
+    "worst": worst,
     "top_victims": top_victims,
     "avoidable_rows": avoidable_rows,
     "hoarded": hoarded,

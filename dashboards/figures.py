@@ -114,7 +114,7 @@ def _sizes(values: list[float | None], largest: float) -> list[float]:
     return [7 + 23 * math.sqrt(max(v or 0.0, 0.0) / largest) if largest > 0 else 7.0 for v in values]
 
 
-# More markers than this make the page slow to send and draw; the costliest are the ones to see.
+# More markers than this make the page slow to send and draw; the worst are the ones to see.
 TIMELINE_MARKERS = 2000
 
 
@@ -122,8 +122,8 @@ def preemption_timeline(
     ledger: pl.DataFrame, title: str = "Preemptions over time", total: int | None = None
 ) -> go.Figure:
     """One marker per preemption: when, in which pool, the victim's tier; size grows with the work it threw away.
-    `total` is how many preemptions there are when `ledger` holds only the costliest of them
-    (data.costliest)."""
+    `total` is how many preemptions there are when `ledger` holds only the worst of them
+    (data.worst)."""
     if ledger.height == 0:
         return _empty(title, "no preemptions in this window")
     total = max(total or 0, ledger.height)

@@ -166,7 +166,7 @@ def build(
         headline=data.headline(r, f),
         net_daily=data.net_benefit(r, f),
         scorecard=data.scorecard(r, f),
-        worst=data.costliest(r, f, top_n),
+        worst=data.worst(r, f, top_n),
         hoarding_teams=data.top_holders(r, f, "team", top_n),
         hoarding_jobs=data.top_holders(r, f, "job", top_n),
         idle_daily=data.idle_daily(r, f),

@@ -114,7 +114,7 @@ cols[3].metric("Victim waiting GPU-hours", f"{head['waiting_gpu_hours']:,.1f}",
                help="Time-to-result, not wasted compute: victim GPUs x requeue delay.")
 cols[4].metric("Avoidable preemptions", avoidable_text(head))
 charts.add(
-    lambda: figures.preemption_timeline(ctx.q("costliest", f, figures.TIMELINE_MARKERS), total=count),
+    lambda: figures.preemption_timeline(ctx.q("worst", f, figures.TIMELINE_MARKERS), total=count),
     key="timeline",
 )
 st.subheader(f"Ledger ({count:,} preemption{'s' if count != 1 else ''})")

@@ -9,7 +9,7 @@ import polars as pl
 from preemptlens.dashboards import figures
 
 
-def test_timeline_keeps_the_costliest_preemptions() -> None:
+def test_timeline_keeps_the_worst_preemptions() -> None:
     n = figures.TIMELINE_MARKERS + 500
     t0 = datetime(2026, 11, 2, tzinfo=UTC)
     ledger = pl.DataFrame(

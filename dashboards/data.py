@@ -409,7 +409,7 @@ WHERE len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS V
 ORDER BY cluster, question_no
 """
 EVIDENCE_SQL = """
-SELECT cluster, question_no, measure, value, comparison, threshold, passes, missing
+SELECT cluster, question_no, measure, value, comparison, threshold, rule, passes, missing
 FROM readiness_evidence
 WHERE len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster)
 ORDER BY cluster, question_no, measure

@@ -520,10 +520,12 @@ class CostExceedsGain:
                 title=f"Preemption cost more than it gained in pool {r['pool']} on {r['window_start']:%Y-%m-%d}",
                 text=(
                     f"{r['preemptions']} preemption(s) in pool {r['pool']} of {r['cluster']} on "
-                    f"{r['window_start']:%Y-%m-%d}: victims lost {r['lost_gpu_s'] / 3600:.1f} GPU-h of progress, "
-                    f"waited {r['requeue_gpu_s'] / 3600:.1f} GPU-h and warmed up {r['warmup_gpu_s'] / 3600:.1f} GPU-h "
-                    f"(weighted cost {r['cost_value'] / 3600:.1f}); preemptors gained "
-                    f"{r['gain_gpu_s'] / 3600:.1f} GPU-h (weighted {r['gain_value'] / 3600:.1f})."
+                    f"{r['window_start']:%Y-%m-%d}: victims had "
+                    f"{(r['lost_gpu_s'] + r['warmup_gpu_s']) / 3600:.1f} GPU-h of work thrown away "
+                    f"({r['lost_gpu_s'] / 3600:.1f} lost progress, {r['warmup_gpu_s'] / 3600:.1f} warm-up) and "
+                    f"{r['requeue_gpu_s'] / 3600:.1f} GPU-h of waiting (GPUs x requeue delay); preemptors saved "
+                    f"{r['gain_gpu_s'] / 3600:.1f} GPU-h of waiting. Weighted by tier: cost "
+                    f"{r['cost_value'] / 3600:.1f}, gain {r['gain_value'] / 3600:.1f}."
                 ),
                 facts=_facts(r),
             )
@@ -555,7 +557,11 @@ class ScopeCreep:
                     f"In pool {r['pool']} of {r['cluster']} the high tiers' share of GPU-hours went from "
                     f"{r['high_gpu_hour_share_first']:.0%} to {r['high_gpu_hour_share_last']:.0%} over "
                     f"{r['weeks']} week(s), {r['high_gpu_hour_share_slope']:+.1%} a week (limit {limit:.1%}); "
-                    f"{r['unlike_critical_share'] or 0:.0%} of preemptors did not behave like critical work."
+                    + (
+                        "whether its preemptors behaved like critical work is unknown (no preemptors in these weeks)."
+                        if r["unlike_critical_share"] is None
+                        else f"{r['unlike_critical_share']:.0%} of preemptors did not behave like critical work."
+                    )
                 ),
                 facts=_facts(r),
             )

@@ -76,19 +76,35 @@ SETTINGS = Section(
         Setting(
             "scarce_allocation_share",
             0.85,
-            "Scorecard Q1: an hour is scarce when at least this share of the GPUs is allocated.",
+            "Scorecard Q1: an hour is busy when GPUs allocated and not idle-hoarded reach this share of capacity.",
+            kind=float,
+        ),
+        Setting(
+            "scarce_queue_share",
+            0.25,
+            "Scorecard Q1: an hour is under queue pressure when the GPU-hours waiting in the queue reach this "
+            "share of the GPU-hours of capacity.",
             kind=float,
         ),
         Setting(
             "scarce_hours_share",
             0.5,
-            "Scorecard Q1: GPUs are scarce when at least this share of the hours is scarce.",
+            "Scorecard Q1: GPUs are scarce for long stretches when at least this share of the hours is busy "
+            "(and, separately, under queue pressure).",
             kind=float,
         ),
         Setting(
-            "scarce_wait_s",
-            600.0,
-            "Scorecard Q1: median high-priority queue wait (seconds) at or above which GPUs count as scarce.",
+            "scarce_queue_wait_s",
+            3600.0,
+            "Scorecard Q1: median wait (seconds) before the first start of normal and low jobs, which never "
+            "preempt, at or above which GPUs count as scarce.",
+            kind=float,
+        ),
+        Setting(
+            "scarce_high_wait_s",
+            300.0,
+            "Scorecard Q1: median wait (seconds) critical and high runs would have had without preemption "
+            "(until their counterfactual start) at or above which GPUs count as scarce.",
             kind=float,
         ),
         Setting(
@@ -141,8 +157,10 @@ _PARAM_KEYS = (
     "long_runner_factor",
     "trend_weeks",
     "scarce_allocation_share",
+    "scarce_queue_share",
     "scarce_hours_share",
-    "scarce_wait_s",
+    "scarce_queue_wait_s",
+    "scarce_high_wait_s",
     "high_tier_share_max",
     "high_tier_slope_max",
     "checkpoint_coverage_min",

@@ -85,7 +85,9 @@ def jobs_frame(sim: SimConfig, out: Outcome) -> pl.DataFrame:
     )
 
 
-def _reason(out: Outcome, run: Run) -> str | None:
+def _reason(sim: SimConfig, out: Outcome, run: Run) -> str | None:
+    if run.state == "preempted" and not sim.records_preemptor:
+        return None
     if run.state == "preempted" and run.preemptor is not None:
         preemptor = out.jobs[run.preemptor]
         return f"preempted by job {preemptor.job_id} ({preemptor.tier})"
@@ -118,10 +120,13 @@ def job_runs_frame(sim: SimConfig, out: Outcome) -> pl.DataFrame:
             "end_time": clock.col([r.end_s for r in rows], "end_time"),
             "state": [r.state for r in rows],
             "preemptor_job_id": pl.Series(
-                [out.jobs[r.preemptor].job_id if r.preemptor is not None else None for r in rows],
+                [
+                    out.jobs[r.preemptor].job_id if r.preemptor is not None and sim.records_preemptor else None
+                    for r in rows
+                ],
                 dtype=pl.String,
             ),
-            "reason": pl.Series([_reason(out, r) for r in rows], dtype=pl.String),
+            "reason": pl.Series([_reason(sim, out, r) for r in rows], dtype=pl.String),
         }
     )
 

@@ -173,6 +173,9 @@ class SimConfig:
     # Share of host-hours with no samples at all (exporter down). Off by default:
     # with gaps, sample-derived figures no longer match the truth exactly.
     sample_gap_share: float = 0.0
+    # Whether the scheduler's run records name the preemptor and the reason; False is a
+    # black-box scheduler, whose victims cannot see why they were preempted.
+    records_preemptor: bool = True
 
     def __post_init__(self) -> None:
         problems = []

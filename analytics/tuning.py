@@ -670,10 +670,12 @@ def repeat_victims(ctx: Context) -> list[Suggestion]:
 
 
 def not_yet(ctx: Context) -> list[Suggestion]:
+    # Only measured noes decide it (two or more: the scorecard's "should not be the main tool"); a question the
+    # data cannot answer is never a reason to advise against preemption.
     rows = ctx.q(
         query_sql("tuning", "readiness_gaps")
     )
-    if not rows or rows[0]["yes_count"] > 2:
+    if not rows or rows[0]["no_count"] < 2:
         return []
     r = rows[0]
     fix = r["fix_first"] or "the questions answered no"
@@ -685,7 +687,10 @@ def not_yet(ctx: Context) -> list[Suggestion]:
             setting="preemption as a main tool",
             current=None,
             proposed=None,
-            evidence=f"readiness scorecard: {r['yes_count']} of 4 yes; no to: {r['no']}",
+            evidence=(
+                f"readiness scorecard: {r['yes_count']} yes, {r['no_count']} no, {r['unknown_count']} unknown of 4; "
+                f"no to: {r['no']}"
+            ),
             effect=f"{r['verdict']}; fix first: {fix}",
             snippets=snippets.not_yet(fix),
         )

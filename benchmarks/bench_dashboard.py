@@ -160,7 +160,7 @@ def time_figures(warehouse: Path, f: data.Filters) -> None:
             [partial(figures.net_benefit, results["net_benefit"])], [results["scorecard"], results["evidence"]]
         ),
         "Preemptions": (
-            [partial(figures.preemption_timeline, results["costliest"], total=head["preemptions"])],
+            [partial(figures.preemption_timeline, results["worst"], total=head["preemptions"])],
             [results["ledger_page"], results["top_victims"]],
         ),
         "Idle hoarding": (

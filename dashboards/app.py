@@ -47,7 +47,7 @@ def _warm(ctx: Context) -> None:
         rows, top_n = int(ctx.settings["table_rows"]), int(ctx.settings["top_n"])
         for name, *args in page_queries(ctx.filters, rows=rows, top_n=top_n, markers=TIMELINE_MARKERS):
             cached(name, ctx.warehouse, ctx.limits, ctx.version, *args)
-        # The Preemptions page opens on the story of its costliest victim.
+        # The Preemptions page opens on the story of its worst victim (most work thrown away).
         victims = cached("top_victims", ctx.warehouse, ctx.limits, ctx.version, ctx.filters, rows)
         if victims.height:
             first = victims.row(0, named=True)

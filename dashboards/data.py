@@ -9,7 +9,7 @@ parameter and every SQL text is a constant: a filter left empty matches all.
 `QUERIES` names every query for the dashboard's cache (dashboards.views_common),
 which keys results by the snapshot's version: a new snapshot is a new key.
 The pages ask for what they show, already aggregated or capped in SQL
-(headline counts, one page of the ledger, the costliest preemptions for the
+(headline counts, one page of the ledger, the worst preemptions for the
 timeline), so that neither the cache nor the browser ever holds a whole ledger.
 """
 
@@ -226,7 +226,7 @@ _LEDGER_COLUMNS = """
     run_start, last_checkpoint_time, lost_s, lost_gpu_s / 3600.0 AS lost_gpu_hours,
     restart_run, restart_time, requeue_delay_s, requeue_censored, requeue_gpu_s / 3600.0 AS requeue_gpu_hours,
     warmup_s, warmup_gpu_s / 3600.0 AS warmup_gpu_hours, recovery_s,
-    (lost_gpu_s + requeue_gpu_s + warmup_gpu_s) / 3600.0 AS cost_gpu_hours,
+    wasted_gpu_s / 3600.0 AS wasted_gpu_hours, requeue_gpu_s / 3600.0 AS waiting_gpu_hours,
     gain_gpu_s / 3600.0 AS gain_gpu_hours, gain_censored, avoidable, idle_gpus_in_pool,
     early_victim, near_completion, repeat_victim, work_done_share, prior_job_preemptions
 """
@@ -258,19 +258,22 @@ SELECT
     count(*) AS preemptions,
     count(DISTINCT (cluster, victim_job_id)) AS victim_jobs,
     coalesce(sum(lost_gpu_s / 3600.0), 0) AS lost_gpu_hours,
-    coalesce(sum((lost_gpu_s + requeue_gpu_s + warmup_gpu_s) / 3600.0), 0) AS cost_gpu_hours,
+    coalesce(sum(wasted_gpu_s / 3600.0), 0) AS wasted_gpu_hours,
+    coalesce(sum(requeue_gpu_s / 3600.0), 0) AS waiting_gpu_hours,
     coalesce(sum(gain_gpu_s / 3600.0), 0) AS gain_gpu_hours,
     median(requeue_delay_s) FILTER (WHERE NOT requeue_censored) AS median_requeue_s,
     count(*) FILTER (WHERE requeue_censored) AS not_restarted,
     count(*) FILTER (WHERE avoidable) AS avoidable,
+    count(*) FILTER (WHERE avoidable IS NULL) AS avoidable_unknown,
     count(*) FILTER (WHERE preemptor_job_id IS NULL) AS preemptor_unknown
 FROM preemption_ledger
 WHERE {_LEDGER_WHERE}
 """  # noqa: S608 -- constants only
 
 
-def headline_of(r: Reader, f: Filters) -> dict[str, Any]:
-    """`headline` counted by the warehouse: the same figures without reading the ledger's rows."""
+def headline(r: Reader, f: Filters) -> dict[str, Any]:
+    """The overview's and the weekly report's counts, by the warehouse: the cost in its two currencies, work
+    thrown away (lost + warm-up) and waiting (victim GPUs x requeue delay), beside the gain."""
     counts = r.frame(HEADLINE_SQL, f.params(*_LEDGER_PARAMS)).row(0, named=True)
     return {**counts, "hoarded_gpu_hours": hoarded(r, f)}
 
@@ -287,33 +290,33 @@ def ledger_page(r: Reader, f: Filters, limit: int, offset: int) -> pl.DataFrame:
     return r.frame(LEDGER_PAGE_SQL, {**f.params(*_LEDGER_PARAMS), "limit": limit, "offset": offset})
 
 
-COSTLIEST_SQL = f"""
-SELECT time, cluster, pool, victim_job_id, victim_run, victim_team, victim_tier, victim_gpus,
-    preemptor_job_id, preemptor_tier, basis, lost_gpu_s / 3600.0 AS lost_gpu_hours,
-    (lost_gpu_s + requeue_gpu_s + warmup_gpu_s) / 3600.0 AS cost_gpu_hours
+WORST_SQL = f"""
+SELECT {_LEDGER_COLUMNS}
 FROM preemption_ledger WHERE {_LEDGER_WHERE}
-ORDER BY cost_gpu_hours DESC NULLS LAST, time, cluster, victim_job_id, victim_run
+ORDER BY wasted_gpu_hours DESC NULLS LAST, waiting_gpu_hours DESC NULLS LAST, time, cluster, victim_job_id, victim_run
 LIMIT $limit
 """  # noqa: S608 -- constants only
 
 
-def costliest(r: Reader, f: Filters, limit: int) -> pl.DataFrame:
-    """The `limit` costliest preemptions, with the columns the timeline draws."""
-    return r.frame(COSTLIEST_SQL, {**f.params(*_LEDGER_PARAMS), "limit": limit})
+def worst(r: Reader, f: Filters, limit: int) -> pl.DataFrame:
+    """The `limit` worst preemptions: most work thrown away first, then most waiting (the dashboard's timeline
+    and the weekly report's "worst preemptions")."""
+    return r.frame(WORST_SQL, {**f.params(*_LEDGER_PARAMS), "limit": limit})
 
 
 VICTIMS_SQL = f"""
 SELECT cluster, victim_job_id, count(*) AS preemptions,
-    coalesce(sum((lost_gpu_s + requeue_gpu_s + warmup_gpu_s) / 3600.0), 0) AS cost_gpu_hours
+    coalesce(sum(wasted_gpu_s / 3600.0), 0) AS wasted_gpu_hours,
+    coalesce(sum(requeue_gpu_s / 3600.0), 0) AS waiting_gpu_hours
 FROM preemption_ledger WHERE {_LEDGER_WHERE}
 GROUP BY cluster, victim_job_id
-ORDER BY cost_gpu_hours DESC, victim_job_id, cluster
+ORDER BY wasted_gpu_hours DESC, waiting_gpu_hours DESC, victim_job_id, cluster
 LIMIT $limit
 """  # noqa: S608 -- constants only
 
 
 def top_victims(r: Reader, f: Filters, limit: int) -> pl.DataFrame:
-    """`victims` of the filtered ledger, the `limit` costliest."""
+    """The victim jobs of the filtered ledger, the `limit` with the most work thrown away (then waiting)."""
     return r.frame(VICTIMS_SQL, {**f.params(*_LEDGER_PARAMS), "limit": limit})
 
 
@@ -332,9 +335,31 @@ def avoidable_rows(r: Reader, f: Filters, limit: int) -> tuple[pl.DataFrame, int
     return rows.drop("total"), total
 
 
+NO_SAMPLES = "no GPU samples: hoarding unknown"
+
+
+def unknown_or(value: float | None, fmt: str, missing: str) -> str:
+    """The value formatted, or 'unknown' with the missing input named."""
+    return f"unknown ({missing})" if value is None else fmt.format(value)
+
+
+def avoidable_text(head: dict[str, Any]) -> str:
+    """The avoidable count of `data.headline`; unknown for the preemptions of clusters without GPU samples."""
+    known = int(head["avoidable"])
+    unknown = int(head["avoidable_unknown"])
+    if unknown and unknown == int(head["preemptions"]):
+        return f"unknown ({NO_SAMPLES})"
+    return f"{known:,}" + (f" (+{unknown:,} unknown)" if unknown else "")
+
+
 HOARDED_SQL = """
-SELECT coalesce(sum(greatest(0, epoch(least(end_time, $end)) - epoch(greatest(start_time, $start)))), 0) / 3600.0
-    AS hoarded_gpu_hours
+SELECT CASE WHEN EXISTS (
+        -- hoarding is unknown (null), not 0, when none of the clusters has GPU samples
+        SELECT 1 FROM readiness_evidence
+        WHERE measure = 'hoarded_share_of_allocated' AND missing IS NULL
+            AND (len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster)))
+    THEN coalesce(sum(greatest(0, epoch(least(end_time, $end)) - epoch(greatest(start_time, $start)))), 0) / 3600.0
+    END AS hoarded_gpu_hours
 FROM hoarding_stretches
 WHERE (len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster))
     AND (len(CAST($pools AS VARCHAR[])) = 0 OR list_contains(CAST($pools AS VARCHAR[]), pool))
@@ -344,45 +369,11 @@ WHERE (len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS 
 """
 
 
-def hoarded(r: Reader, f: Filters) -> float:
-    """GPU-hours of hoarding stretches (allocated GPUs idle at least the hoarding window), clipped to the window."""
-    return float(r.frame(HOARDED_SQL, f.params(*_LEDGER_PARAMS))["hoarded_gpu_hours"][0])
-
-
-def headline(preemptions: pl.DataFrame, hoarded_gpu_hours: float) -> dict[str, Any]:
-    """The overview's counts over the rows of `ledger`."""
-    restarted = preemptions.filter(~pl.col("requeue_censored"))["requeue_delay_s"]
-    return {
-        "preemptions": preemptions.height,
-        "victim_jobs": preemptions.select("cluster", "victim_job_id").unique().height,
-        "lost_gpu_hours": float(preemptions["lost_gpu_hours"].sum()),
-        "cost_gpu_hours": float(preemptions["cost_gpu_hours"].sum()),
-        "gain_gpu_hours": float(preemptions["gain_gpu_hours"].sum()),
-        "median_requeue_s": restarted.median() if restarted.len() else None,
-        "not_restarted": int(preemptions["requeue_censored"].sum()),
-        "avoidable": int(preemptions["avoidable"].sum()),
-        "preemptor_unknown": int(preemptions["preemptor_job_id"].is_null().sum()),
-        "hoarded_gpu_hours": hoarded_gpu_hours,
-    }
-
-
-def worst(preemptions: pl.DataFrame, limit: int) -> pl.DataFrame:
-    """Preemptions by what they cost the victim: lost work, requeue wait and warm-up, in GPU-hours."""
-    return preemptions.sort(["cost_gpu_hours", "time"], descending=[True, False], nulls_last=True).head(limit)
-
-
-def avoidable(preemptions: pl.DataFrame) -> pl.DataFrame:
-    """Preemptions while enough GPUs idled in hoarding stretches in the preemptor's pool to serve it."""
-    return preemptions.filter(pl.col("avoidable"))
-
-
-def victims(preemptions: pl.DataFrame) -> pl.DataFrame:
-    """The victim jobs, costliest first (the drill-down's choices)."""
-    return (
-        preemptions.group_by("cluster", "victim_job_id")
-        .agg(pl.len().alias("preemptions"), pl.col("cost_gpu_hours").sum())
-        .sort(["cost_gpu_hours", "victim_job_id"], descending=[True, False])
-    )
+def hoarded(r: Reader, f: Filters) -> float | None:
+    """GPU-hours of hoarding stretches (allocated GPUs idle at least the hoarding window), clipped to the window;
+    None when no selected cluster has GPU samples."""
+    value = r.frame(HOARDED_SQL, f.params(*_LEDGER_PARAMS))["hoarded_gpu_hours"][0]
+    return None if value is None else float(value)
 
 
 NET_BENEFIT_SQL = """
@@ -390,7 +381,8 @@ SELECT
     window_start AS day,
     CAST(sum(preemptions) AS BIGINT) AS preemptions,
     sum(gain_gpu_s) / 3600.0 AS gain_gpu_hours,
-    sum(lost_gpu_s + requeue_gpu_s + warmup_gpu_s) / 3600.0 AS cost_gpu_hours,
+    sum(lost_gpu_s + warmup_gpu_s) / 3600.0 AS wasted_gpu_hours,
+    sum(requeue_gpu_s) / 3600.0 AS waiting_gpu_hours,
     sum(gain_value) / 3600.0 AS gain_value,
     sum(cost_value) / 3600.0 AS cost_value,
     sum(net_value) / 3600.0 AS net_value
@@ -411,13 +403,14 @@ def net_benefit(r: Reader, f: Filters) -> pl.DataFrame:
 
 
 SCORECARD_SQL = """
-SELECT cluster, question_no, question, answer, evidence, yes_count, verdict, fix_first
+SELECT cluster, question_no, question, answer, evidence, missing, yes_count, no_count, unknown_count, verdict,
+    fix_first, unanswered, collect
 FROM readiness_scorecard
 WHERE len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster)
 ORDER BY cluster, question_no
 """
 EVIDENCE_SQL = """
-SELECT cluster, question_no, measure, value, comparison, threshold, passes
+SELECT cluster, question_no, measure, value, comparison, threshold, rule, passes, missing
 FROM readiness_evidence
 WHERE len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster)
 ORDER BY cluster, question_no, measure
@@ -584,17 +577,34 @@ SELECT s.*
 FROM suggestions AS s
 INNER JOIN latest AS l ON l.cluster = s.cluster AND l.window_end = s.window_end
 WHERE len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), s.cluster)
-ORDER BY s.saving_gpu_h DESC, s.cluster, s.rank
+ORDER BY s.rank, s.saving_gpu_h DESC, s.cluster
 LIMIT $limit
 """
 
 
 def suggestions(r: Reader, f: Filters, limit: int) -> pl.DataFrame | None:
-    """Each cluster's latest suggestions (`preemptlens suggest`), largest saving first;
-    None while the warehouse has no suggestions table."""
+    """Each cluster's latest suggestions (`preemptlens suggest`) in their rank order (the readiness advice first,
+    then by relative improvement; clusters interleaved rank by rank); None while there is no suggestions table."""
     if not r.has(SUGGESTIONS_TABLE):
         return None
     return r.frame(SUGGESTIONS_SQL, {**f.params("clusters"), "limit": limit})
+
+
+# The scheduler a source of jobs rows implies; other sources (imports, the simulator) imply none.
+_SOURCE_SCHEDULERS = {"slurm": "slurm", "kubernetes": "kubernetes"}
+SCHEDULER_SQL = """
+SELECT source, count(*) AS jobs FROM jobs
+WHERE len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster)
+GROUP BY source ORDER BY jobs DESC, source
+"""
+
+
+def scheduler_of(r: Reader, f: Filters) -> str | None:
+    """The scheduler most of the selected clusters' jobs came from, when a source names one."""
+    for source in r.frame(SCHEDULER_SQL, f.params("clusters"))["source"].to_list():
+        if source in _SOURCE_SCHEDULERS:
+            return _SOURCE_SCHEDULERS[source]
+    return None
 
 
 def catalog(r: Reader) -> pl.DataFrame:
@@ -614,9 +624,9 @@ def catalog(r: Reader) -> pl.DataFrame:
 
 QUERIES: dict[str, Callable[..., Any]] = {
     "options": options,
-    "headline": headline_of,
+    "headline": headline,
     "ledger_page": ledger_page,
-    "costliest": costliest,
+    "worst": worst,
     "top_victims": top_victims,
     "avoidable_rows": avoidable_rows,
     "hoarded": hoarded,
@@ -642,7 +652,7 @@ def page_queries(f: Filters, *, rows: int, top_n: int, markers: int) -> tuple[tu
     `top_n` a chart's bars, `markers` the timeline's most preemptions (figures.TIMELINE_MARKERS)."""
     return (
         ("headline", f), ("net_benefit", f), ("scorecard", f), ("evidence", f),
-        ("costliest", f, markers), ("ledger_page", f, rows, 0), ("top_victims", f, rows),
+        ("worst", f, markers), ("ledger_page", f, rows, 0), ("top_victims", f, rows),
         ("top_holders", f, "team", top_n), ("idle_daily", f), ("avoidable_rows", f, rows),
         ("tier_shares", f), ("team_high_shares", f), ("team_slopes", f), ("scope_trend", f),
         ("suggestions", f, top_n), ("catalog",),

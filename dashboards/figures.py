@@ -92,8 +92,9 @@ def net_benefit(
         y=[-v for v in daily["cost_value"].to_list()],
         name="cost (victims)",
         marker_color=COST_COLOR,
-        customdata=daily["cost_gpu_hours"].to_list(),
-        hovertemplate="%{x|%Y-%m-%d}<br>cost %{y:.1f} weighted GPU-h<br>(%{customdata:.1f} GPU-h)<extra></extra>",
+        customdata=list(zip(daily["wasted_gpu_hours"].to_list(), daily["waiting_gpu_hours"].to_list(), strict=True)),
+        hovertemplate="%{x|%Y-%m-%d}<br>cost %{y:.1f} weighted GPU-h<br>(%{customdata[0]:.1f} GPU-h of work thrown "
+        "away, %{customdata[1]:.1f} GPU-h of waiting)<extra></extra>",
     )
     fig.add_scatter(
         x=days,
@@ -113,25 +114,27 @@ def _sizes(values: list[float | None], largest: float) -> list[float]:
     return [7 + 23 * math.sqrt(max(v or 0.0, 0.0) / largest) if largest > 0 else 7.0 for v in values]
 
 
-# More markers than this make the page slow to send and draw; the costliest are the ones to see.
+# More markers than this make the page slow to send and draw; the worst are the ones to see.
 TIMELINE_MARKERS = 2000
 
 
 def preemption_timeline(
     ledger: pl.DataFrame, title: str = "Preemptions over time", total: int | None = None
 ) -> go.Figure:
-    """One marker per preemption: when, in which pool, the victim's tier; size grows with its cost.
-    `total` is how many preemptions there are when `ledger` holds only the costliest of them
-    (data.costliest)."""
+    """One marker per preemption: when, in which pool, the victim's tier; size grows with the work it threw away.
+    `total` is how many preemptions there are when `ledger` holds only the worst of them
+    (data.worst)."""
     if ledger.height == 0:
         return _empty(title, "no preemptions in this window")
     total = max(total or 0, ledger.height)
     if ledger.height > TIMELINE_MARKERS:
-        ledger = ledger.sort("cost_gpu_hours", descending=True, nulls_last=True).head(TIMELINE_MARKERS)
+        ledger = ledger.sort(["wasted_gpu_hours", "waiting_gpu_hours"], descending=True, nulls_last=True).head(
+            TIMELINE_MARKERS
+        )
     if total > ledger.height:
-        title = f"{title}: the {ledger.height:,} costliest of {total:,}"
+        title = f"{title}: the {ledger.height:,} worst of {total:,}"
     fig = go.Figure()
-    largest = float(ledger["cost_gpu_hours"].max() or 0.0)  # type: ignore[arg-type]
+    largest = float(ledger["wasted_gpu_hours"].max() or 0.0)  # type: ignore[arg-type]
     for tier in TIER_ORDER:
         rows = ledger.filter(pl.col("victim_tier") == tier)
         if rows.height == 0:
@@ -139,7 +142,8 @@ def preemption_timeline(
         text = [
             f"victim {r['victim_job_id']} run {r['victim_run']} ({r['victim_team']}, {r['victim_gpus']} GPUs)<br>"
             f"preemptor {r['preemptor_job_id'] or 'unknown'} ({r['preemptor_tier'] or '?'})<br>"
-            f"cost {r['cost_gpu_hours']:.1f} GPU-h, lost {r['lost_gpu_hours']:.1f} GPU-h ({r['basis']})"
+            f"thrown away {r['wasted_gpu_hours']:.1f} GPU-h (lost {r['lost_gpu_hours']:.1f}, {r['basis']}), "
+            f"waiting {r['waiting_gpu_hours']:.1f} GPU-h"
             for r in rows.iter_rows(named=True)
         ]
         trace = go.Scatter
@@ -152,7 +156,7 @@ def preemption_timeline(
                 text=text,
                 hovertemplate="%{x}<br>%{text}<extra></extra>",
                 marker={
-                    "size": _sizes(rows["cost_gpu_hours"].to_list(), largest),
+                    "size": _sizes(rows["wasted_gpu_hours"].to_list(), largest),
                     "color": TIER_COLORS[tier],
                     "opacity": 0.75,
                     "line": {"width": 1, "color": "white"},

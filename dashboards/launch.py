@@ -48,7 +48,7 @@ def sample_figures() -> list[go.Figure]:
     preemption = {
         "time": day, "cluster": "c", "pool": "p", "victim_job_id": "1", "victim_run": 0, "victim_team": "a",
         "victim_tier": "low", "victim_gpus": 8, "preemptor_job_id": "2", "preemptor_tier": "high",
-        "basis": "checkpoint", "lost_gpu_hours": 1.0, "cost_gpu_hours": 2.0,
+        "basis": "checkpoint", "lost_gpu_hours": 1.0, "wasted_gpu_hours": 1.5, "waiting_gpu_hours": 2.0,
     }
     run = {
         "run": 0, "start_time": day, "end_time": day + timedelta(hours=1), "state": "preempted",
@@ -67,7 +67,7 @@ def sample_figures() -> list[go.Figure]:
     return [
         figures.net_benefit(pl.DataFrame({
             "day": days, "gain_value": [1.0, 2.0], "cost_value": [1.0, 0.5], "net_value": [0.0, 1.5],
-            "gain_gpu_hours": [1.0, 2.0], "cost_gpu_hours": [1.0, 0.5],
+            "gain_gpu_hours": [1.0, 2.0], "wasted_gpu_hours": [1.0, 0.5], "waiting_gpu_hours": [0.5, 0.5],
         }), window=window),
         figures.preemption_timeline(pl.DataFrame([preemption]), total=1),
         figures.victim_runs(detail, "runs"),

@@ -87,10 +87,16 @@ METRICS: dict[str, str] = {
         "analytics.trend_weeks weeks (scope_creep_trend)."
     ),
     "preemptlens_readiness": (
-        "Readiness scorecard answer per question (1 yes, 0 no): 1 scarce GPUs, 2 clear priorities, "
-        "3 cheap recovery, 4 visible rules."
+        "Readiness scorecard answer per question (1 yes, 0 no, NaN unknown: the data cannot answer it): "
+        "1 scarce GPUs, 2 clear priorities, 3 cheap recovery, 4 visible rules."
+    ),
+    "preemptlens_readiness_known": (
+        "1 when the data answers the readiness question (yes or no), 0 when the answer is unknown."
     ),
     "preemptlens_readiness_yes": "Readiness questions answered yes (0-4); four: preemption can be a main tool.",
+    "preemptlens_readiness_unknown": (
+        "Readiness questions the data cannot answer (0-4); the scorecard names the missing inputs."
+    ),
     "preemptlens_last_analyze_timestamp_seconds": (
         "When `preemptlens analyze` last finished (analytics_state)."
     ),
@@ -241,7 +247,14 @@ full outer join scope_creep_trend as t on t.cluster = k.cluster and t.pool = k.p
 """
 
 _READINESS = """
-select cluster, cast(question_no as varchar) as question, cast(answer as double) as answer, yes_count
+select
+    cluster,
+    cast(question_no as varchar) as question,
+    -- unknown is NaN, never 0 (no) and never absent (a stale series)
+    coalesce(cast(answer as double), cast('nan' as double)) as answer,
+    cast(answer is not null as double) as known,
+    yes_count,
+    unknown_count
 from readiness_scorecard
 """
 
@@ -340,7 +353,9 @@ def read_families(con: duckdb.DuckDBPyConnection, top_teams: int) -> list[Metric
         _gauge("preemptlens_high_tier_share", cp, share, "share"),
         _gauge("preemptlens_high_tier_share_weekly_slope", cp, share, "slope"),
         _gauge("preemptlens_readiness", ("cluster", "question"), readiness, "answer"),
+        _gauge("preemptlens_readiness_known", ("cluster", "question"), readiness, "known"),
         _gauge("preemptlens_readiness_yes", ("cluster",), readiness.unique("cluster"), "yes_count"),
+        _gauge("preemptlens_readiness_unknown", ("cluster",), readiness.unique("cluster"), "unknown_count"),
         _scalar("preemptlens_last_analyze_timestamp_seconds", fresh["last_analyze"]),
         _scalar("preemptlens_unanalyzed_loads", fresh["unanalyzed"]),
         _scalar("preemptlens_oldest_unanalyzed_load_timestamp_seconds", fresh["oldest_unanalyzed"]),

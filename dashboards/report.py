@@ -7,6 +7,7 @@ hoarders, scope creep and the top tuning suggestions, from the same queries
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
@@ -15,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from preemptlens.analytics.scorecard import answer_text, verdict_text
+from preemptlens.analytics.snippets import KAI, KUBERNETES, KUEUE, SLURM, VOLCANO
 from preemptlens.config import Section, Setting
 from preemptlens.dashboards import data
 from preemptlens.errors import PreemptlensError
@@ -25,6 +28,8 @@ if TYPE_CHECKING:
     import jinja2
     import plotly.graph_objects as go
     from markupsafe import Markup
+
+SCHEDULERS = (SLURM, KUEUE, KAI, VOLCANO, KUBERNETES)
 
 SETTINGS = Section(
     "report",
@@ -37,6 +42,14 @@ SETTINGS = Section(
             8,
             "Weeks of tier shares, ending with the report's week, in the scope-creep section.",
             kind=int,
+        ),
+        Setting(
+            "scheduler",
+            "",
+            "Scheduler whose configuration snippet each suggestion shows (slurm, kueue, kai, volcano, kubernetes); "
+            "empty takes it from the source of the jobs (slurm or kubernetes). The HTML report keeps every "
+            "scheduler's snippet behind a disclosure.",
+            choices=("", *SCHEDULERS),
         ),
     ),
 )
@@ -103,6 +116,7 @@ class WeeklyReport:
     tier_shares: pl.DataFrame
     team_shares: pl.DataFrame
     suggestions: pl.DataFrame | None
+    scheduler: str | None = None
 
     @property
     def net(self) -> dict[str, float]:
@@ -141,24 +155,25 @@ def build(
     trend_weeks: int,
     clusters: tuple[str, ...] = (),
     now: datetime | None = None,
+    scheduler: str = "",
 ) -> WeeklyReport:
     f = data.Filters(start=week.start, end=week.end, clusters=clusters)
     trend = data.Filters(start=week.start - timedelta(days=7 * (trend_weeks - 1)), end=week.end, clusters=clusters)
-    preemptions = data.ledger(r, f)
     return WeeklyReport(
         week=week,
         generated_at=now or datetime.now(UTC),
         clusters=clusters,
-        headline=data.headline(preemptions, data.hoarded(r, f)),
+        headline=data.headline(r, f),
         net_daily=data.net_benefit(r, f),
         scorecard=data.scorecard(r, f),
-        worst=data.worst(preemptions, top_n),
+        worst=data.worst(r, f, top_n),
         hoarding_teams=data.top_holders(r, f, "team", top_n),
         hoarding_jobs=data.top_holders(r, f, "job", top_n),
         idle_daily=data.idle_daily(r, f),
         tier_shares=data.tier_shares(r, trend),
         team_shares=data.team_high_shares(r, trend),
         suggestions=data.suggestions(r, f, top_n),
+        scheduler=scheduler or data.scheduler_of(r, f),
     )
 
 
@@ -192,10 +207,11 @@ def _worst_rows(report: WeeklyReport) -> list[dict[str, str]]:
             + (f" ({p['preemptor_team']}, {p['preemptor_tier']})" if p["preemptor_job_id"] else ""),
             "when": _when(p["time"]),
             "pool": f"{p['cluster']}/{p['pool']}",
-            "cost GPU-h": _num(p["cost_gpu_hours"]),
-            "lost GPU-h": f"{_num(p['lost_gpu_hours'])} ({p['basis']})",
-            "requeue": _duration(p["requeue_delay_s"]) + (" (not restarted)" if p["requeue_censored"] else ""),
-            "avoidable": "yes" if p["avoidable"] else "no",
+            "thrown away GPU-h": f"{_num(p['wasted_gpu_hours'])} (lost {_num(p['lost_gpu_hours'])}, {p['basis']})",
+            "waiting GPU-h": f"{_num(p['waiting_gpu_hours'])} ({p['victim_gpus']} GPUs x "
+            + _duration(p["requeue_delay_s"])
+            + (", not restarted)" if p["requeue_censored"] else ")"),
+            "avoidable": "unknown" if p["avoidable"] is None else "yes" if p["avoidable"] else "no",
         }
         for p in report.worst.iter_rows(named=True)
     ]
@@ -226,12 +242,32 @@ def _team_rows(report: WeeklyReport) -> list[dict[str, str]]:
     ]
 
 
-def _suggestion_rows(report: WeeklyReport) -> list[dict[str, str]]:
+def _suggestion_items(report: WeeklyReport) -> list[dict[str, Any]]:
+    """The suggestions as the dashboard's tuning page shows them: in order, numbered from 1, each with its
+    setting now and proposed, expected effect, evidence, and the snippet for the cluster's own scheduler."""
     if report.suggestions is None:
         return []
-    return [
-        {k: "" if v is None else str(v) for k, v in row.items()} for row in report.suggestions.iter_rows(named=True)
-    ]
+    items = []
+    for i, s in enumerate(report.suggestions.iter_rows(named=True), start=1):
+        snippets: dict[str, str] = {k: str(v) for k, v in json.loads(s["snippets"]).items()} if s["snippets"] else {}
+        own = report.scheduler if report.scheduler in snippets else None
+        items.append(
+            {
+                "rank": i,
+                "title": s["title"] + (f" — {s['subject']}" if s["subject"] else ""),
+                "cluster": s["cluster"],
+                "setting": s["setting"],
+                "change": f"{s['current_value'] or '–'} → {s['proposed_value'] or '–'}",
+                "saving": _num(s["saving_gpu_h"]),
+                "effect": s["effect"],
+                "evidence": s["evidence"],
+                "rough": not s["replay_reproduces"],
+                "scheduler": own,
+                "snippet": snippets[own] if own else None,
+                "snippets": list(snippets.items()),
+            }
+        )
+    return items
 
 
 def _scorecard_rows(report: WeeklyReport) -> list[dict[str, str]]:
@@ -239,7 +275,7 @@ def _scorecard_rows(report: WeeklyReport) -> list[dict[str, str]]:
         {
             "cluster": s["cluster"],
             "question": s["question"],
-            "answer": "yes" if s["answer"] else "no",
+            "answer": answer_text(s["answer"], s["missing"]),
             "evidence": s["evidence"],
         }
         for s in report.scorecard.iter_rows(named=True)
@@ -249,10 +285,7 @@ def _scorecard_rows(report: WeeklyReport) -> list[dict[str, str]]:
 def _verdicts(report: WeeklyReport) -> list[str]:
     seen: dict[str, str] = {}
     for s in report.scorecard.iter_rows(named=True):
-        text = f"{s['cluster']}: {s['verdict']} ({s['yes_count']} of 4 yes)"
-        if s["fix_first"]:
-            text += f"; fix first: {s['fix_first']}"
-        seen.setdefault(s["cluster"], text)
+        seen.setdefault(s["cluster"], f"{s['cluster']}: {verdict_text(s)}")
     return list(seen.values())
 
 
@@ -269,12 +302,13 @@ def _context(report: WeeklyReport) -> dict[str, Any]:
             "preemptions": f"{head['preemptions']:,}",
             "victim_jobs": f"{head['victim_jobs']:,}",
             "lost": _num(head["lost_gpu_hours"]),
-            "cost": _num(head["cost_gpu_hours"]),
+            "wasted": _num(head["wasted_gpu_hours"]),
+            "waiting": _num(head["waiting_gpu_hours"]),
             "gain": _num(head["gain_gpu_hours"]),
             "median_requeue": _duration(head["median_requeue_s"]),
             "not_restarted": head["not_restarted"],
-            "avoidable": head["avoidable"],
-            "hoarded": _num(head["hoarded_gpu_hours"]),
+            "avoidable": data.avoidable_text(head),
+            "hoarded": data.unknown_or(head["hoarded_gpu_hours"], "{:,.1f}", data.NO_SAMPLES),
         },
         "net": {k: _num(v) for k, v in report.net.items()},
         "net_positive": report.net["net_value"] >= 0,
@@ -285,7 +319,7 @@ def _context(report: WeeklyReport) -> dict[str, Any]:
         "high_share_before": _pct(before_share),
         "teams": _team_rows(report),
         "suggestions_missing": report.suggestions is None,
-        "suggestions": _suggestion_rows(report),
+        "suggestions": _suggestion_items(report),
         "scorecard": _scorecard_rows(report),
         "verdicts": _verdicts(report),
     }

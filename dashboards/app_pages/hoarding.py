@@ -6,6 +6,7 @@ import polars as pl
 import streamlit as st
 
 from preemptlens.dashboards import figures
+from preemptlens.dashboards.data import NO_SAMPLES, avoidable_text, unknown_or
 from preemptlens.dashboards.views_common import Charts, context, window_caption
 
 ctx = context()
@@ -18,9 +19,9 @@ st.caption(window_caption(f))
 head = ctx.q("headline", f)
 # The headline numbers first: they are on screen while the browser still loads the tables.
 cols = st.columns(3)
-cols[0].metric("Hoarded GPU-hours", f"{head['hoarded_gpu_hours']:,.1f}",
+cols[0].metric("Hoarded GPU-hours", unknown_or(head["hoarded_gpu_hours"], "{:,.1f}", NO_SAMPLES),
                help="Allocated GPUs idle for at least the hoarding window.")
-cols[1].metric("Avoidable preemptions", f"{head['avoidable']:,}")
+cols[1].metric("Avoidable preemptions", avoidable_text(head))
 cols[2].metric("Preemptions", f"{head['preemptions']:,}")
 
 by = st.radio("Top holders by", ("team", "user", "job"), horizontal=True, key="holder")
@@ -65,7 +66,8 @@ AVOIDABLE_VIEW = (
     "preemptor_tier",
     "preemptor_gpus",
     "idle_gpus_in_pool",
-    "cost_gpu_hours",
+    "wasted_gpu_hours",
+    "waiting_gpu_hours",
 )
 if total > avoidable.height:
     st.caption(f"The newest {avoidable.height:,}; narrow the filters or raise dashboard.table_rows for more.")

@@ -5,7 +5,9 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
+from preemptlens.analytics.scorecard import answer_text, verdict_text
 from preemptlens.dashboards import figures
+from preemptlens.dashboards.data import NO_SAMPLES, avoidable_text, unknown_or
 from preemptlens.dashboards.views_common import Charts, context, duration, window_caption
 
 ctx = context()
@@ -18,24 +20,29 @@ head = ctx.q("headline", f)
 cols = st.columns(4)
 cols[0].metric("Preemptions", f"{head['preemptions']:,}", help="Runs ended by a preemption in the window.")
 cols[1].metric("Victim jobs", f"{head['victim_jobs']:,}")
-cols[2].metric("Lost GPU-hours", f"{head['lost_gpu_hours']:,.1f}",
-               help="Work since each victim's last checkpoint (or run start), times its GPUs.")
-cols[3].metric("Median requeue delay", duration(head["median_requeue_s"]),
+cols[2].metric("Median requeue delay", duration(head["median_requeue_s"]),
                help="Preemption to restart, over victims that restarted.")
+cols[3].metric("Avoidable preemptions", avoidable_text(head),
+               help="Enough GPUs sat idle in hoarding stretches in the pool to serve the preemptor instead "
+                    "(unknown without GPU samples).")
 cols = st.columns(4)
-cols[0].metric("Victim cost GPU-hours", f"{head['cost_gpu_hours']:,.1f}",
-               help="Lost work plus requeue wait plus warm-up, in GPU-hours.")
-cols[1].metric("Preemptor gain GPU-hours", f"{head['gain_gpu_hours']:,.1f}",
-               help="How much earlier preemptors started than by waiting for GPUs to free up.")
-cols[2].metric("Avoidable preemptions", f"{head['avoidable']:,}",
-               help="Enough GPUs sat idle in hoarding stretches in the pool to serve the preemptor instead.")
-cols[3].metric("Hoarded GPU-hours", f"{head['hoarded_gpu_hours']:,.1f}",
+cols[0].metric("Work thrown away GPU-hours", f"{head['wasted_gpu_hours']:,.1f}",
+               help="Compute paid for twice: work since each victim's last checkpoint plus its warm-up, "
+                    "times its GPUs.")
+cols[1].metric("Victim waiting GPU-hours", f"{head['waiting_gpu_hours']:,.1f}",
+               help="Time-to-result, not wasted compute: victim GPUs x requeue delay.")
+cols[2].metric("Preemptor wait saved GPU-hours", f"{head['gain_gpu_hours']:,.1f}",
+               help="Time-to-result: preemptor GPUs x how much earlier they started than by waiting for GPUs "
+                    "to free up.")
+cols[3].metric("Hoarded GPU-hours", unknown_or(head["hoarded_gpu_hours"], "{:,.1f}", NO_SAMPLES),
                help="Allocated GPUs idle for at least the hoarding window.")
-if head["not_restarted"] or head["preemptor_unknown"]:
-    st.caption(
-        f"{head['not_restarted']} victim(s) not restarted by the end of the data (their requeue delay runs to it); "
-        f"{head['preemptor_unknown']} preemption(s) with no known preemptor."
-    )
+st.caption(
+    f"Work thrown away = lost progress {head['lost_gpu_hours']:,.1f} GPU-h + warm-up "
+    f"{head['wasted_gpu_hours'] - head['lost_gpu_hours']:,.1f} GPU-h; waiting is GPU-hours of a different kind "
+    "(time-to-result), never added to it. "
+    f"{head['not_restarted']} victim(s) not restarted by the end of the data (their requeue delay runs to it); "
+    f"{head['preemptor_unknown']} preemption(s) with no known preemptor."
+)
 
 charts.add(lambda: figures.net_benefit(ctx.q("net_benefit", f), window=(f.start, f.end)), key="net_benefit")
 st.caption(
@@ -50,16 +57,21 @@ if card.height == 0:
 for cluster in card["cluster"].unique(maintain_order=True).to_list():
     rows = card.filter(pl.col("cluster") == cluster)
     first = rows.row(0, named=True)
-    verdict = f"**{cluster}: {first['verdict']}** ({first['yes_count']} of 4 yes)"
-    if first["fix_first"]:
-        verdict += f" — fix first: {first['fix_first']}"
-    (st.success if first["yes_count"] == 4 else st.warning)(verdict)
+    verdict = f"{cluster}: {verdict_text(first)}"
+    if first["yes_count"] == 4:
+        st.success(verdict)
+    elif first["unknown_count"]:
+        st.info(verdict)
+    else:
+        st.warning(verdict)
     st.dataframe(
-        rows.select(
-            pl.col("question_no").alias("#"),
-            "question",
-            pl.when(pl.col("answer")).then(pl.lit("yes")).otherwise(pl.lit("no")).alias("answer"),
-            "evidence",
+        pl.DataFrame(
+            {
+                "#": rows["question_no"],
+                "question": rows["question"],
+                "answer": [answer_text(r["answer"], r["missing"]) for r in rows.iter_rows(named=True)],
+                "evidence": rows["evidence"],
+            }
         ),
         hide_index=True,
         key=f"scorecard_{cluster}",

@@ -8,13 +8,14 @@ import polars as pl
 import streamlit as st
 
 from preemptlens.dashboards import figures
-from preemptlens.dashboards.data import VictimDetail
+from preemptlens.dashboards.data import VictimDetail, avoidable_text
 from preemptlens.dashboards.views_common import Charts, context, duration, gpu_hours, when, window_caption
 
 LEDGER_VIEW = (
     "time", "cluster", "pool", "victim_job_id", "victim_run", "victim_team", "victim_tier", "victim_gpus",
     "preemptor_job_id", "preemptor_team", "preemptor_tier", "reason", "basis", "lost_gpu_hours",
-    "requeue_delay_s", "requeue_censored", "warmup_s", "cost_gpu_hours", "gain_gpu_hours", "avoidable",
+    "requeue_delay_s", "requeue_censored", "warmup_s", "wasted_gpu_hours", "waiting_gpu_hours", "gain_gpu_hours",
+    "avoidable",
 )
 # Preemption stories shown for one victim, the latest; its runs table has them all.
 STORIES = 10
@@ -84,6 +85,8 @@ def show_victim(detail: VictimDetail, job_id: str, charts: Charts) -> None:
                 ("repeat_victim", f"repeat victim ({p['prior_job_preemptions']} earlier)"),
             ) if p[key]
         ]
+        if p["avoidable"] is None:
+            flags.append("avoidable: unknown (no GPU samples: hoarding unknown)")
         if flags:
             story.append("**Flags:** " + "; ".join(flags) + ".")
         # One element per preemption: the browser draws each markdown element on its own, and a
@@ -102,14 +105,16 @@ st.caption(window_caption(f) + " · team and tier match the victim or the preemp
 head = ctx.q("headline", f)
 count = int(head["preemptions"])
 # The headline numbers first: they are on screen while the browser still loads the ledger's table.
-cols = st.columns(4)
+cols = st.columns(5)
 cols[0].metric("Preemptions", f"{count:,}")
 cols[1].metric("Victim jobs", f"{head['victim_jobs']:,}")
-cols[2].metric("Victim cost GPU-hours", f"{head['cost_gpu_hours']:,.1f}",
-               help="Lost work plus requeue wait plus warm-up, in GPU-hours.")
-cols[3].metric("Avoidable preemptions", f"{head['avoidable']:,}")
+cols[2].metric("Work thrown away GPU-hours", f"{head['wasted_gpu_hours']:,.1f}",
+               help="Compute paid for twice: lost progress plus warm-up, in GPU-hours.")
+cols[3].metric("Victim waiting GPU-hours", f"{head['waiting_gpu_hours']:,.1f}",
+               help="Time-to-result, not wasted compute: victim GPUs x requeue delay.")
+cols[4].metric("Avoidable preemptions", avoidable_text(head))
 charts.add(
-    lambda: figures.preemption_timeline(ctx.q("costliest", f, figures.TIMELINE_MARKERS), total=count),
+    lambda: figures.preemption_timeline(ctx.q("worst", f, figures.TIMELINE_MARKERS), total=count),
     key="timeline",
 )
 st.subheader(f"Ledger ({count:,} preemption{'s' if count != 1 else ''})")
@@ -130,7 +135,8 @@ st.dataframe(
     column_config={
         "time": st.column_config.DatetimeColumn("time (UTC)", format="YYYY-MM-DD HH:mm"),
         "lost_gpu_hours": st.column_config.NumberColumn("lost GPU-h", format="%.1f"),
-        "cost_gpu_hours": st.column_config.NumberColumn("cost GPU-h", format="%.1f"),
+        "wasted_gpu_hours": st.column_config.NumberColumn("thrown away GPU-h", format="%.1f"),
+        "waiting_gpu_hours": st.column_config.NumberColumn("waiting GPU-h", format="%.1f"),
         "gain_gpu_hours": st.column_config.NumberColumn("gain GPU-h", format="%.1f"),
         "requeue_delay_s": st.column_config.NumberColumn("requeue delay s", format="%.0f"),
         "warmup_s": st.column_config.NumberColumn("warm-up s", format="%.0f"),
@@ -143,11 +149,12 @@ if victims.height == 0:
     st.info("No victims in this window.")
 else:
     labels = {
-        f"{r['victim_job_id']} ({r['cluster']}) — {r['preemptions']}× preempted, {r['cost_gpu_hours']:.1f} GPU-h": (
+        f"{r['victim_job_id']} ({r['cluster']}) — {r['preemptions']}× preempted, "
+        f"{r['wasted_gpu_hours']:.1f} GPU-h thrown away, {r['waiting_gpu_hours']:.1f} GPU-h waiting": (
             r["cluster"], r["victim_job_id"])
         for r in victims.iter_rows(named=True)
     }
-    choice = st.selectbox("Victim job (costliest first)", list(labels), key="victim")
+    choice = st.selectbox("Victim job (most work thrown away first)", list(labels), key="victim")
     cluster, job_id = labels[choice]
     show_victim(ctx.q("victim_detail", cluster, job_id), job_id, charts)
 charts.draw()

@@ -34,7 +34,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
     with reader(config.get("warehouse.path"), Limits.from_config(config)) as r:
         weekly = report.build(
             r, week, top_n=int(settings["top_n"]), trend_weeks=int(settings["trend_weeks"]),
-            clusters=tuple(args.cluster),
+            clusters=tuple(args.cluster), scheduler=str(settings["scheduler"] or ""),
         )
     html, markdown = report.write(weekly, folder)
     print(f"weekly report {week.label}: {weekly.headline['preemptions']} preemptions; wrote {html} and {markdown}")

@@ -1,5 +1,11 @@
--- The readiness scorecard's verdict and the questions it answered no.
-select yes_count, verdict, fix_first, string_agg(case when not answer then question end, ' ') as no
+-- The readiness scorecard's verdict, how many questions it answered yes, no and unknown, and those it answered no.
+select
+    yes_count,
+    no_count,
+    unknown_count,
+    verdict,
+    fix_first,
+    string_agg(case when not answer then question end, ' ' order by question_no) as no
 from readiness_scorecard
 where cluster = $c
-group by yes_count, verdict, fix_first
+group by yes_count, no_count, unknown_count, verdict, fix_first

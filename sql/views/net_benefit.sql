@@ -1,4 +1,4 @@
--- Per day (period 'day') and ISO week (period 'week'), pool and team (and '(all)' teams): preemptor GPU-seconds gained, weighted by the preemptor's tier, against victim GPU-seconds lost plus requeue wait plus warm-up, weighted by the victim's tier; gains go to the preemptor's team, costs to the victim's, and cost_exceeds_gain flags a net loss of the period.
+-- Per day (period 'day') and ISO week (period 'week'), pool and team (and '(all)' teams): preemptor GPU-seconds gained, weighted by the preemptor's tier, against victim GPU-seconds lost plus requeue wait plus warm-up, weighted by the victim's tier; gains go to the preemptor's team, costs to the victim's, and cost_exceeds_gain flags a net loss of the period (null when preemptions of unknown gain could outweigh it).
 with
 
 ledger as (
@@ -21,7 +21,8 @@ gains as (
         cast(0 as double) as requeue_gpu_s,
         cast(0 as double) as warmup_gpu_s,
         cast(0 as double) as cost_value,
-        0 as preemptions
+        0 as preemptions,
+        0 as gains_unknown
     from ledger as l
     inner join weights as w on w.tier = l.preemptor_tier
     where l.gain_gpu_s is not null
@@ -39,7 +40,9 @@ costs as (
         l.requeue_gpu_s,
         l.warmup_gpu_s,
         (l.lost_gpu_s + l.requeue_gpu_s + l.warmup_gpu_s) * w.weight as cost_value,
-        1 as preemptions
+        1 as preemptions,
+        -- a preemption whose gain is unknown (no preemptor run found) adds an unknown, not a 0, to the gains
+        case when l.gain_gpu_s is null then 1 else 0 end as gains_unknown
     from ledger as l
     inner join weights as w on w.tier = l.victim_tier
 ),
@@ -64,7 +67,8 @@ totals as (
         sum(lost_gpu_s) as lost_gpu_s,
         sum(requeue_gpu_s) as requeue_gpu_s,
         sum(warmup_gpu_s) as warmup_gpu_s,
-        sum(cost_value) as cost_value
+        sum(cost_value) as cost_value,
+        cast(sum(gains_unknown) as bigint) as gains_unknown
     from (select *, date_trunc('week', day) as week from items) as i
     group by grouping sets (
         (cluster, day, pool, team), (cluster, day, pool), (cluster, week, pool, team), (cluster, week, pool)
@@ -75,7 +79,9 @@ final as (
     select
         *,
         gain_value - cost_value as net_value,
-        cost_value > gain_value as cost_exceeds_gain
+        -- unknown (null) when unknown gains could still outweigh the cost
+        case when cost_value > gain_value and gains_unknown > 0 then null else cost_value > gain_value end
+            as cost_exceeds_gain
     from totals
 )
 

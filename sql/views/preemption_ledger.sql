@@ -1,4 +1,4 @@
--- One row per preemption: victim and preemptor (where known), pool, time, GPUs and tiers, lost GPU-seconds with their basis, requeue delay (censored when no restart), warm-up, recovery, history, its share of the preemptor's gain, and whether idle hoarded GPUs could have served the preemptor instead.
+-- One row per preemption: victim and preemptor (where known), pool, time, GPUs and tiers, lost GPU-seconds with their basis, requeue delay (censored when no restart), warm-up, the work thrown away (lost + warm-up GPU-seconds) apart from the waiting (victim GPUs x requeue delay), recovery, history, its share of the preemptor's gain, and whether idle hoarded GPUs could have served the preemptor instead.
 with
 
 params as (
@@ -15,6 +15,11 @@ gains as (
 
 idle as (
     select * from hoarding_stretches
+),
+
+sampled as (
+    -- idle GPUs are known only where GPU samples were collected: elsewhere avoidable is unknown
+    select cluster from gpu_samples group by cluster
 ),
 
 preemption_span as (
@@ -87,6 +92,9 @@ final as (
         p.victim_gpus * p.requeue_delay_s as requeue_gpu_s,
         p.warmup_s,
         p.victim_gpus * coalesce(p.warmup_s, 0) as warmup_gpu_s,
+        -- the two currencies of cost, never summed: work thrown away (compute paid for twice) here,
+        -- waiting (victim GPUs x requeue delay, time-to-result) in requeue_gpu_s
+        p.lost_gpu_s + p.victim_gpus * coalesce(p.warmup_s, 0) as wasted_gpu_s,
         p.recovery_s,
         p.work_done_s,
         p.work_needed_s,
@@ -98,8 +106,9 @@ final as (
         g.gain_gpu_s * p.victim_gpus / g.victim_gpus as gain_gpu_s,
         g.gain_censored,
         g.counterfactual_start,
-        coalesce(i.idle_gpus, 0) as idle_gpus_in_pool,
-        coalesce(i.idle_gpus, 0) >= coalesce(p.preemptor_gpus, p.victim_gpus) as avoidable,
+        case when s.cluster is not null then coalesce(i.idle_gpus, 0) end as idle_gpus_in_pool,
+        case when s.cluster is not null then coalesce(i.idle_gpus, 0) >= coalesce(p.preemptor_gpus, p.victim_gpus) end
+            as avoidable,
         p.overlaps_previous as overlapping_run
     from preemptions as p
     cross join params as prm
@@ -107,6 +116,7 @@ final as (
         on g.cluster = p.cluster and g.preemptor_job_id = p.preemptor_job_id and g.preemptor_run = p.preemptor_run
     left join idle_at_preemption as i
         on i.cluster = p.cluster and i.victim_job_id = p.victim_job_id and i.victim_run = p.victim_run
+    left join sampled as s on s.cluster = p.cluster
 )
 
 select * from final

@@ -1,4 +1,4 @@
--- Per cluster, each measured number behind the four readiness questions with its threshold and whether it passes (null when the data cannot measure it).
+-- Per cluster, each measure behind the four readiness questions with its threshold, whether it passes, and whether its question needs it to pass (rule 'all') or needs one of its 'any' measures to pass; a measure the data cannot give is null (passes null) with the missing input named.
 with
 
 params as (
@@ -15,6 +15,10 @@ pools_ as (
 
 ledger as (
     select * from preemption_ledger
+),
+
+gains as (
+    select * from preemption_gains
 ),
 
 hoarding as (
@@ -75,24 +79,110 @@ allocated as (
     group by cluster, hour
 ),
 
+queued as (
+    -- every run's time in the queue (eligible, or submitted, until it started; never started: until
+    -- the data's end), including the runs that never started, which stg_runs leaves out
+    select
+        r.cluster,
+        r.gpus,
+        greatest(r.submit_time, coalesce(r.eligible_time, r.submit_time)) as wait_start,
+        coalesce(r.start_time, d.data_end) as wait_end
+    from job_runs as r
+    inner join span as d on d.cluster = r.cluster
+    where r.submit_time is not null and coalesce(r.start_time, d.data_end) > r.submit_time
+),
+
+queued_hours as (
+    select
+        cluster,
+        gpus,
+        wait_start,
+        wait_end,
+        unnest(generate_series(date_trunc('hour', wait_start), wait_end, interval 1 hour)) as hour
+    from queued
+),
+
+waiting as (
+    select
+        cluster,
+        hour,
+        sum(gpus * greatest(0, epoch(least(wait_end, hour + interval 1 hour)) - epoch(greatest(wait_start, hour))))
+            as waiting_gpu_s
+    from queued_hours
+    group by cluster, hour
+),
+
+idle_hours as (
+    select
+        cluster,
+        start_time,
+        end_time,
+        unnest(generate_series(date_trunc('hour', start_time), end_time, interval 1 hour)) as hour
+    from hoarding
+),
+
+idle_per_hour as (
+    select
+        cluster,
+        hour,
+        sum(greatest(0, epoch(least(end_time, hour + interval 1 hour)) - epoch(greatest(start_time, hour))))
+            as hoarded_gpu_s
+    from idle_hours
+    group by cluster, hour
+),
+
+sampled as (
+    -- hoarding is known only where GPU samples were collected
+    select cluster from gpu_samples group by cluster
+),
+
 scarcity as (
     select
         c.cluster,
-        avg(case when coalesce(a.allocated_gpu_s, 0) / c.capacity_gpu_s >= p.scarce_allocation_share
-            then 1.0 else 0.0 end) as scarce_hours_share,
-        max(p.scarce_hours_share) as threshold
+        avg(case when (coalesce(a.allocated_gpu_s, 0) - coalesce(i.hoarded_gpu_s, 0)) / c.capacity_gpu_s
+            >= p.scarce_allocation_share then 1.0 else 0.0 end) as busy_hours_share,
+        avg(case when coalesce(w.waiting_gpu_s, 0) / c.capacity_gpu_s >= p.scarce_queue_share
+            then 1.0 else 0.0 end) as queue_pressure_hours_share
     from capacity as c
     cross join params as p
     left join allocated as a on a.cluster = c.cluster and a.hour = c.hour
+    left join idle_per_hour as i on i.cluster = c.cluster and i.hour = c.hour
+    left join waiting as w on w.cluster = c.cluster and w.hour = c.hour
     where c.capacity_gpu_s > 0
     group by c.cluster
 ),
 
-high_wait as (
-    select cluster, median(epoch(start_time) - epoch(submit_time)) as high_wait_p50_s
-    from runs
-    where tier in ('critical', 'high') and submit_time is not null
+first_starts as (
+    -- a job's wait before its first start; a job that never started waited at least until the data's end
+    select
+        j.cluster,
+        j.tier,
+        epoch(coalesce(min(r.start_time), max(d.data_end))) - epoch(j.submit_time) as wait_s
+    from jobs as j
+    inner join span as d on d.cluster = j.cluster
+    left join job_runs as r on r.cluster = j.cluster and r.job_id = j.job_id and r.start_time is not null
+    where j.tier in ('normal', 'low') and j.submit_time is not null
+    group by j.cluster, j.job_id, j.tier, j.submit_time
+),
+
+lower_tier_wait as (
+    select cluster, median(greatest(0, wait_s)) as lower_tier_wait_p50_s
+    from first_starts
     group by cluster
+),
+
+high_wait as (
+    -- the wait critical and high runs would have had without preemption: a preemptor's run until its
+    -- counterfactual start, every other run until its actual start
+    select
+        r.cluster,
+        median(greatest(0, epoch(coalesce(g.counterfactual_start, r.start_time)) - epoch(r.submit_time)))
+            as high_wait_unpreempted_p50_s
+    from runs as r
+    left join gains as g
+        on g.cluster = r.cluster and g.preemptor_job_id = r.job_id and g.preemptor_run = r.run
+    where r.tier in ('critical', 'high') and r.submit_time is not null
+    group by r.cluster
 ),
 
 weekly_high as (
@@ -146,42 +236,90 @@ idle as (
     select cluster, sum(idle_s) as hoarded_gpu_s from hoarding group by cluster
 ),
 
+inputs as (
+    -- which inputs each cluster's data has: a measure that needs a missing one is unknown, never 0
+    select
+        u.cluster,
+        u.cluster in (select cluster from pools_) as has_pools,
+        u.cluster in (select cluster from sampled) as has_samples,
+        u.cluster in (select cluster from gains) as has_gains
+    from usage as u
+),
+
 measures as (
-    select u.cluster, 1 as question_no, 'scarce_hours_share' as measure, s.scarce_hours_share as value,
-        p.scarce_hours_share as threshold, '>=' as comparison
-    from usage as u cross join params as p left join scarcity as s on s.cluster = u.cluster
+    select k.cluster, 1 as question_no, 'queue_pressure_hours_share' as measure,
+        case when k.has_pools then coalesce(s.queue_pressure_hours_share, 0) end as value,
+        p.scarce_hours_share as threshold, '>=' as comparison, 'any' as rule,
+        case when not k.has_pools then 'no pools rows: capacity unknown' end as missing
+    from inputs as k cross join params as p left join scarcity as s on s.cluster = k.cluster
     union all
-    select u.cluster, 1, 'high_wait_p50_s', w.high_wait_p50_s, p.scarce_wait_s, '>='
-    from usage as u cross join params as p left join high_wait as w on w.cluster = u.cluster
+    select k.cluster, 1, 'busy_hours_share',
+        case when k.has_pools and k.has_samples then coalesce(s.busy_hours_share, 0) end,
+        p.scarce_hours_share, '>=', 'all',
+        nullif(concat_ws('; ',
+            case when not k.has_pools then 'no pools rows: capacity unknown' end,
+            case when not k.has_samples then 'no GPU samples: hoarding unknown' end), '')
+    from inputs as k cross join params as p left join scarcity as s on s.cluster = k.cluster
     union all
-    select u.cluster, 2, 'high_gpu_hour_share', u.high_gpu_hour_share, p.high_tier_share_max, '<='
-    from usage as u cross join params as p
+    select k.cluster, 1, 'lower_tier_wait_p50_s', w.lower_tier_wait_p50_s, p.scarce_queue_wait_s, '>=', 'any',
+        case when w.lower_tier_wait_p50_s is null then 'no normal or low jobs: their wait unknown' end
+    from inputs as k cross join params as p left join lower_tier_wait as w on w.cluster = k.cluster
     union all
-    select u.cluster, 2, 'high_share_weekly_slope_abs', abs(t.high_share_slope), p.high_tier_slope_max, '<='
-    from usage as u cross join params as p left join high_trend as t on t.cluster = u.cluster
+    select k.cluster, 1, 'high_wait_unpreempted_p50_s',
+        case when k.has_pools or not k.has_gains then w.high_wait_unpreempted_p50_s end,
+        p.scarce_high_wait_s, '>=', 'any',
+        case
+            when k.has_gains and not k.has_pools then 'no pools rows: capacity unknown'
+            when w.high_wait_unpreempted_p50_s is null then 'no critical or high runs: their wait unknown'
+        end
+    from inputs as k cross join params as p left join high_wait as w on w.cluster = k.cluster
     union all
-    select u.cluster, 3, 'checkpoint_coverage', u.checkpoint_coverage, p.checkpoint_coverage_min, '>='
-    from usage as u cross join params as p
+    select k.cluster, 2, 'high_gpu_hour_share', u.high_gpu_hour_share, p.high_tier_share_max, '<=', 'all',
+        case when u.high_gpu_hour_share is null then 'no GPU-hours allocated' end
+    from inputs as k cross join params as p inner join usage as u on u.cluster = k.cluster
     union all
-    select u.cluster, 3, 'loss_to_gain', f.loss_to_gain, p.loss_to_gain_max, '<='
-    from usage as u cross join params as p left join preemption_figures as f on f.cluster = u.cluster
+    select k.cluster, 2, 'high_share_weekly_slope_abs', abs(t.high_share_slope), p.high_tier_slope_max, '<=', 'all',
+        case when t.high_share_slope is null then 'fewer than two weeks of runs: trend unknown' end
+    from inputs as k cross join params as p left join high_trend as t on t.cluster = k.cluster
     union all
-    select u.cluster, 4, 'visibility', f.visibility, p.visibility_min, '>='
-    from usage as u cross join params as p left join preemption_figures as f on f.cluster = u.cluster
+    select k.cluster, 3, 'checkpoint_coverage', u.checkpoint_coverage, p.checkpoint_coverage_min, '>=', 'all',
+        case when u.checkpoint_coverage is null then 'no preemptible runs: checkpoint coverage unknown' end
+    from inputs as k cross join params as p inner join usage as u on u.cluster = k.cluster
     union all
-    select u.cluster, 0, 'hoarded_share_of_allocated', coalesce(i.hoarded_gpu_s, 0) / nullif(u.allocated_gpu_s, 0),
-        p.reclaim_idle_share, '<='
-    from usage as u cross join params as p left join idle as i on i.cluster = u.cluster
+    select k.cluster, 3, 'loss_to_gain', case when k.has_pools then f.loss_to_gain end, p.loss_to_gain_max, '<=', 'all',
+        case
+            when f.loss_to_gain is null then 'no preemptions with a known gain: loss to gain unknown'
+            when not k.has_pools then 'no pools rows: capacity unknown'
+        end
+    from inputs as k cross join params as p left join preemption_figures as f on f.cluster = k.cluster
+    union all
+    select k.cluster, 4, 'visibility', f.visibility, p.visibility_min, '>=', 'all',
+        case when f.visibility is null then 'no preemptions: visibility unknown' end
+    from inputs as k cross join params as p left join preemption_figures as f on f.cluster = k.cluster
+    union all
+    select k.cluster, 0, 'hoarded_share_of_allocated',
+        case when k.has_samples then coalesce(i.hoarded_gpu_s, 0) / nullif(u.allocated_gpu_s, 0) end,
+        p.reclaim_idle_share, '<=', 'all',
+        case when not k.has_samples then 'no GPU samples: hoarding unknown' end
+    from inputs as k cross join params as p inner join usage as u on u.cluster = k.cluster
+    left join idle as i on i.cluster = k.cluster
 ),
 
 final as (
     select
-        *,
+        cluster,
+        question_no,
+        measure,
+        value,
+        threshold,
+        comparison,
+        rule,
         case
             when value is null then null
             when comparison = '>=' then value >= threshold
             else value <= threshold
-        end as passes
+        end as passes,
+        missing
     from measures
 )
 

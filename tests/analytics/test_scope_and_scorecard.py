@@ -63,13 +63,29 @@ def test_scorecard_answers_from_evidence(built: Scenario) -> None:
     assert evidence["high_gpu_hour_share"]["value"] == pytest.approx(10 / 80)
     assert evidence["high_share_weekly_slope_abs"]["value"] == pytest.approx(0.05)
     assert evidence["high_share_weekly_slope_abs"]["passes"] is False
-    # 100 GPUs, at most 2 busy: never scarce; no preemptions: Q4 cannot be measured
-    assert evidence["scarce_hours_share"]["value"] == 0
+    # 100 GPUs, at most 2 busy: no queue; but without GPU samples hoarding is unknown, so how busy the GPUs
+    # really were is unknown too: never a measured 0
+    assert evidence["queue_pressure_hours_share"]["value"] == 0
+    assert evidence["busy_hours_share"]["value"] is None
+    assert evidence["busy_hours_share"]["missing"] == "no GPU samples: hoarding unknown"
+    assert evidence["hoarded_share_of_allocated"]["value"] is None
+    assert evidence["hoarded_share_of_allocated"]["passes"] is None
+    # high runs waited 600 s before their start (none preempted): at least scarce_high_wait_s
+    assert evidence["high_wait_unpreempted_p50_s"]["value"] == 600
+    assert evidence["lower_tier_wait_p50_s"]["value"] == 600
+    # no preemptions: Q4 cannot be measured
     assert evidence["visibility"]["value"] is None
+    assert evidence["visibility"]["missing"] == "no preemptions: visibility unknown"
     card = built.view("readiness_scorecard", "question_no")
-    assert card["answer"].to_list() == [False, False, False, False]
-    assert card["verdict"][0] == "preemption should not be the main tool"
-    assert card["fix_first"][0] == "quotas, tiered pools"
+    assert card["answer"].to_list() == [None, False, False, None]
+    assert card["missing"][0] == "no GPU samples: hoarding unknown"
+    first = card.row(0, named=True)
+    assert (first["yes_count"], first["no_count"], first["unknown_count"]) == (0, 2, 2)
+    assert first["verdict"] == "preemption should not be the main tool"
+    # the fixes come from the measured noes only (Q2 and Q3), not from the unknown Q1 or the unknown hoarding
+    assert first["fix_first"] == "quotas, tiered pools"
+    assert first["unanswered"] == "Q1, Q4"
+    assert first["collect"] == "no GPU samples: hoarding unknown; no preemptions: visibility unknown"
 
 
 def test_net_benefit_flags_cost_over_gain(sc: Scenario) -> None:
@@ -88,8 +104,23 @@ def test_net_benefit_flags_cost_over_gain(sc: Scenario) -> None:
     assert nb["(all)"]["net_value"] == pytest.approx(48000 - 800)
     assert nb["(all)"]["cost_exceeds_gain"] is False
     assert nb["victims"]["cost_exceeds_gain"] is True
+    assert nb["(all)"]["gains_unknown"] == 0
     pilot = sc.view("pool_pilot_figures", "pool").row(0, named=True)
     assert (pilot["high_wait_p50_s"], pilot["retries_per_job"], pilot["preemptions"]) == (10, 0.5, 1)
+
+
+def test_cost_over_an_unknown_gain_is_not_a_loss(sc: Scenario) -> None:
+    # The scheduler names no preemptor: the gain is unknown, so "cost exceeds gain" is unknown too, not true.
+    sc.pool("q", 4)
+    sc.job("v", "low", 4, "q", -60, team="victims", checkpoint_interval_s=600.0, work_s=4000.0)
+    sc.run("v", 1, 4, "q", 0, 1000, "preempted")
+    sc.run("v", 2, 4, "q", 1100, 4400, "completed")
+    sc.analyze()
+    nb = {r["team"]: r for r in sc.view("net_benefit", "team").filter(pl.col("period") == "day").to_dicts()}
+    assert nb["(all)"]["gain_value"] == 0 and nb["(all)"]["cost_value"] > 0
+    assert nb["(all)"]["gains_unknown"] == 1
+    assert nb["(all)"]["cost_exceeds_gain"] is None
+    assert sc.view("net_benefit", "team").filter((pl.col("period") == "week") & (pl.col("team") == "(all)"))["cost_exceeds_gain"][0] is None
 
 
 def test_analyze_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -102,6 +133,12 @@ def test_analyze_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     out = capsys.readouterr().out
     assert "idle stretches: full refresh" in out
     assert "Q2 Are priorities clear and narrow? no" in out
-    assert "verdict (0 of 4 yes): preemption should not be the main tool; fix first: quotas, tiered pools" in out
+    assert "Q1 Are GPUs scarce for long stretches (not just at peaks)? unknown (no GPU samples: hoarding unknown)" \
+        in out
+    assert (
+        "verdict: preemption should not be the main tool (0 yes, 2 no, 2 unknown of 4); fix first: quotas, tiered "
+        "pools; could not answer Q1, Q4 (missing: no GPU samples: hoarding unknown; no preemptions: visibility "
+        "unknown)" in out
+    )
     assert main(["--warehouse", str(path), "analyze", "--quiet"]) == 0
     assert "idle stretches: unchanged refresh" in capsys.readouterr().out

@@ -41,6 +41,8 @@ DAY = 86400.0
 PREEMPTIONS_TOTAL = 5
 PREEMPTIONS_W48 = 3
 LOST_GPU_HOURS_TOTAL = 4 + 4 + 4 + 20 + 8
+# victim GPUs x requeue delay: train-wN 8 x 1 h each, finetune-48 4 x 3 h, train-48b 8 x 1 h
+WAITING_GPU_HOURS_TOTAL = 8 + 8 + 8 + 12 + 8
 WORST_W48 = "finetune-48"
 WORST_W48_PREEMPTOR = "batch-48"
 WORST_W48_LOST_GPU_HOURS = 20.0

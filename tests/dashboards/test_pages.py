@@ -60,7 +60,9 @@ def switch(at: AppTest, page: str) -> AppTest:
 def test_overview_headline_net_benefit_and_scorecard(app: AppTest) -> None:
     shown = metrics(app)
     assert shown["Preemptions"] == str(fc.PREEMPTIONS_TOTAL)
-    assert shown["Lost GPU-hours"] == f"{fc.LOST_GPU_HOURS_TOTAL:.1f}"
+    # no warm-ups in the fixture: the work thrown away is the lost progress; the waiting is kept apart
+    assert shown["Work thrown away GPU-hours"] == f"{fc.LOST_GPU_HOURS_TOTAL:.1f}"
+    assert shown["Victim waiting GPU-hours"] == f"{fc.WAITING_GPU_HOURS_TOTAL:.1f}"
     assert shown["Hoarded GPU-hours"] == f"{fc.HOARDED_GPU_HOURS:.1f}"
     assert shown["Avoidable preemptions"] == str(fc.AVOIDABLE_W48)
     assert shown["Median requeue delay"] == "60 min"
@@ -88,7 +90,7 @@ def test_filters_narrow_every_figure(app: AppTest) -> None:
     # nlp is the victim of finetune-48 only, and hoards on the same day
     shown = metrics(open_app(window=W48, teams=["nlp"]))
     assert shown["Preemptions"] == "1"
-    assert shown["Lost GPU-hours"] == f"{fc.WORST_W48_LOST_GPU_HOURS:.1f}"
+    assert shown["Work thrown away GPU-hours"] == f"{fc.WORST_W48_LOST_GPU_HOURS:.1f}"
     assert shown["Hoarded GPU-hours"] == f"{fc.HOARDED_GPU_HOURS:.1f}"
     shown = metrics(open_app(pools=["h100"]))
     assert shown["Preemptions"] == "1"
@@ -106,7 +108,7 @@ def test_preemptions_ledger_timeline_and_victim_story(app: AppTest) -> None:
     timeline = chart_specs(at)[0]
     assert sum(len(trace["x"]) for trace in timeline["data"]) == fc.PREEMPTIONS_TOTAL
 
-    # the costliest victim comes first in the drill-down
+    # the victim with the most work thrown away comes first in the drill-down
     assert at.selectbox(key="victim").value.startswith(fc.WORST_W48)
     story = markdown(at)
     assert "preempted at 2026-11-25 14:00 UTC** in h100 by **batch-48**" in story

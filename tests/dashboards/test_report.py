@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import re
+import shutil
 import time
 from datetime import UTC, datetime
 from html.parser import HTMLParser
@@ -13,6 +16,7 @@ from browser import Chromium
 
 from preemptlens.cli import main
 from preemptlens.dashboards.report import ReportError, Week
+from preemptlens.warehouse import Warehouse
 
 SECTIONS = ("net-benefit", "worst-preemptions", "top-hoarders", "scope-creep", "suggestions")
 
@@ -126,7 +130,9 @@ def test_net_benefit_section(page: Page) -> None:
     # gains: two critical preemptors x 8 GPU-h x weight 4; costs: 1 x (20 + 12) + 0.5 x (8 + 8) + 0.5 x (4 + 8)
     assert "gained 64.0 and victims paid 46.0 tier-weighted GPU-hours: a net of 18.0" in text
     assert f"Preemptions {fc.PREEMPTIONS_W48}" in text
-    assert "Lost GPU-hours 32.0" in text  # 20 + 8 + 4
+    # the two currencies apart: work thrown away 20 + 8 + 4 (no warm-ups), waiting 4 GPUs x 3 h + ...
+    assert "Work thrown away GPU-hours 32.0" in text
+    assert "lost progress 32.0 GPU-h plus warm-up" in text
     assert "Readiness: c1: preemption should not be the main tool" in text
     assert len(page.sections["net-benefit"]["tables"]["scorecard"]) == 1 + 4
 
@@ -137,7 +143,8 @@ def test_worst_preemptions_section(page: Page) -> None:
     assert [r[0].split()[0] for r in rows] == [fc.WORST_W48, fc.AVOIDABLE_VICTIM, "train-w2"]
     worst = dict(zip(header, rows[0], strict=True))
     assert worst["preemptor"] == f"{fc.WORST_W48_PREEMPTOR} (infer, high)"
-    assert worst["cost GPU-h"] == "32.0" and worst["lost GPU-h"] == "20.0 (assumed)" and worst["requeue"] == "3.0 h"
+    assert worst["thrown away GPU-h"] == "20.0 (lost 20.0, assumed)"
+    assert worst["waiting GPU-h"] == "12.0 (4 GPUs x 3.0 h)"
     assert [dict(zip(header, r, strict=True))["avoidable"] for r in rows] == ["no", "yes", "yes"]
 
 
@@ -160,7 +167,7 @@ def test_markdown_summary(written: Path) -> None:
     assert text.startswith("**Preemption weekly report 2026-W48** (2026-11-23 to 2026-11-29 UTC")
     assert "**Net benefit:** 18.0 tier-weighted GPU-hours (gain 64.0, cost 46.0) from 3 preemptions" in text
     worst_row = next(line for line in text.splitlines() if line.startswith(f"| {fc.WORST_W48} "))
-    assert "| 32.0 |" in worst_row
+    assert "| 20.0 (lost 20.0, assumed) | 12.0 (4 GPUs x 3.0 h) |" in worst_row
     assert f"| {fc.HOARDER_TEAM} | 32.0 |" in text
     assert "<" not in text
 
@@ -187,3 +194,89 @@ def test_html_renders_offline_in_chromium(written: Path, screenshots: Path) -> N
         assert figures == 6 and drawn == figures
         browser.screenshot_document(screenshots / "report-2026-W48.png")
     assert (screenshots / "report-2026-W48.png").stat().st_size > 20_000
+
+
+# Stored in rank order 1..3 with savings that sort the other way round, and long JSON snippets.
+SUGGESTED = [
+    (1, "not_yet", "", "Do not rely on preemption yet", "preemption as a main tool", None, None, 0.0),
+    (2, "min_run_time", "", "Let runs finish 30 min before preemption", "minimum run time", "0 s", "30 min", 50.0),
+    (3, "grace_time", "a100/nlp", "Give victims time to checkpoint", "grace time", "60 s", "5 min", 200.0),
+]
+LONG_SNIPPET = "PreemptExemptTime=00:30:00  # " + "a very long comment that must wrap, not widen the page " * 6
+
+
+@pytest.fixture(scope="module")
+def suggested(cluster_warehouse: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("suggested")
+    path = folder / "w.duckdb"
+    shutil.copy(cluster_warehouse, path)
+    with Warehouse(path) as wh:
+        for rank, kind, subject, title, setting, now, proposed, saving in SUGGESTED:
+            snippets = {"slurm": f"# {title}\n{LONG_SNIPPET}", "kueue": f"# {title}\nkind: ClusterQueue"}
+            wh.con.execute(
+                "INSERT INTO suggestions VALUES ('c1', TIMESTAMPTZ '2026-11-09 00:00:00+00', "
+                "TIMESTAMPTZ '2026-11-30 00:00:00+00', $rank, $kind, $subject, $title, $setting, $now, $proposed, "
+                "$evidence, $effect, NULL, NULL, NULL, $saving, $snippets, true, now())",
+                {"rank": rank, "kind": kind, "subject": subject, "title": title, "setting": setting, "now": now,
+                 "proposed": proposed, "evidence": f"evidence of {title}", "effect": f"effect of {title}",
+                 "saving": saving, "snippets": json.dumps(snippets)},
+            )
+        wh.mark_changed()
+    out = folder / "reports"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PREEMPTLENS_REPORT__SCHEDULER", "slurm")
+        assert main(["--warehouse", str(path), "report", "--week", "2026-W48", "--out", str(out)]) == 0
+    return out
+
+
+def test_suggestions_in_rank_order_with_the_clusters_own_snippet(suggested: Path) -> None:
+    html = (suggested / "preemptlens-2026-W48.html").read_text()
+    section = html[html.index('<section id="suggestions">'):]
+    items = re.findall(r'<li class="suggestion">(.*?)</li>', section, flags=re.DOTALL)
+    titles = [re.search(r'<div class="suggestion-title">(.*?) <span', item).group(1) for item in items]  # type: ignore[union-attr]
+    assert titles == ["Do not rely on preemption yet", "Let runs finish 30 min before preemption",
+                      "Give victims time to checkpoint — a100/nlp"]
+    second = items[1]
+    assert "<code>minimum run time</code>: 0 s → 30 min" in second
+    assert "effect of Let runs finish 30 min before preemption (saving 50.0 GPU-h)" in second
+    assert "evidence of Let runs finish 30 min before preemption" in second
+    # the cluster's own scheduler's snippet in the open, every scheduler's behind a disclosure, no JSON anywhere
+    own, disclosed = second.split("<details>")
+    assert "For slurm:" in own and "PreemptExemptTime" in own and "ClusterQueue" not in own
+    assert "<summary>" in disclosed and "ClusterQueue" in disclosed and "PreemptExemptTime" in disclosed
+    assert '{"' not in section and "&#34;slurm&#34;" not in section
+
+
+def test_suggestions_in_markdown_read_as_a_numbered_list(suggested: Path) -> None:
+    text = (suggested / "preemptlens-2026-W48.md").read_text()
+    section = text[text.index("**Top suggestions**"):]
+    numbered = [line for line in section.splitlines() if re.match(r"^\d+\. ", line)]
+    assert numbered == [
+        "1. **Do not rely on preemption yet** (c1): `preemption as a main tool` – → –",
+        "2. **Let runs finish 30 min before preemption** (c1): `minimum run time` 0 s → 30 min",
+        "3. **Give victims time to checkpoint — a100/nlp** (c1): `grace time` 60 s → 5 min",
+    ]
+    assert "   Expected effect: effect of Give victims time to checkpoint (saving 200.0 GPU-h)" in section
+    assert "   Evidence: evidence of Give victims time to checkpoint" in section
+    # no snippets, no JSON, no table in chat
+    assert "PreemptExemptTime" not in section and "{" not in section and "|" not in section
+
+
+def test_suggestions_html_fits_its_width_in_chromium(suggested: Path) -> None:
+    with Chromium(width=1000, height=800) as browser:
+        browser.navigate((suggested / "preemptlens-2026-W48.html").as_uri())
+        deadline = 30.0
+        while deadline > 0:
+            ready = browser.call("Runtime.evaluate", {
+                "expression": "document.readyState === 'complete'", "returnByValue": True,
+            })["result"]["value"]
+            if ready:
+                break
+            time.sleep(0.2)
+            deadline -= 0.2
+        widths = browser.call("Runtime.evaluate", {
+            "expression": "document.querySelectorAll('details').forEach(d => d.open = true); "
+            "[document.documentElement.scrollWidth, document.documentElement.clientWidth]",
+            "returnByValue": True,
+        })["result"]["value"]
+    assert widths[0] <= widths[1], widths

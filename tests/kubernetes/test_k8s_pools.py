@@ -156,5 +156,5 @@ def test_analyze_uses_the_collected_capacity(api: FakeApiServer, tmp_path: Path)
     # 8 GPUs in the pool, 4 held by the victim: 4 free. Without a capacity the view takes the pool as full.
     assert (gain["pool"], gain["need_gpus"], gain["victim_gpus"], gain["free_gpus"]) == ("cluster", 8, 4, 4)
     assert gain["gain_s"] is not None
-    (scarcity,) = _rows(tmp_path, "SELECT value FROM readiness_evidence WHERE measure = 'scarce_hours_share'")
+    (scarcity,) = _rows(tmp_path, "SELECT value FROM readiness_evidence WHERE measure = 'queue_pressure_hours_share'")
     assert scarcity["value"] is not None

@@ -200,10 +200,20 @@ def test_high_tier_share_and_its_slope(scraped: Scraped) -> None:
 def test_readiness_answers(scraped: Scraped) -> None:
     rows = warehouse_rows(scraped.warehouse, "SELECT cluster, question_no, answer, yes_count FROM readiness_scorecard")
     assert len(rows) == 4
-    want = {(r["cluster"], str(r["question_no"])): float(r["answer"]) for r in rows}
-    assert scraped_values(scraped, "preemptlens_readiness", "cluster", "question") == want
+    got = scraped_values(scraped, "preemptlens_readiness", "cluster", "question")
+    known = scraped_values(scraped, "preemptlens_readiness_known", "cluster", "question")
+    for r in rows:
+        key = (r["cluster"], str(r["question_no"]))
+        # an unknown answer is NaN with known = 0, never a 0 that reads as "no"
+        if r["answer"] is None:
+            assert math.isnan(got[key]) and known[key] == 0.0
+        else:
+            assert got[key] == float(r["answer"]) and known[key] == 1.0
     assert scraped_values(scraped, "preemptlens_readiness_yes", "cluster") == {
-        (CLUSTER,): float(sum(r["answer"] for r in rows))
+        (CLUSTER,): float(sum(1 for r in rows if r["answer"]))
+    }
+    assert scraped_values(scraped, "preemptlens_readiness_unknown", "cluster") == {
+        (CLUSTER,): float(sum(1 for r in rows if r["answer"] is None))
     }
 
 
@@ -240,7 +250,7 @@ def test_cardinality_is_bounded(scraped: Scraped) -> None:
     # Everything preemptlens exposes, whatever the number of teams: a fixed count per pool and cluster.
     total = float(scraped.query('count({__name__=~"preemptlens_.*"})')[0]["value"][1])
     per_pool = 7 + 3 + 4 * (TOP_TEAMS + 1)  # (cluster, pool) gauges, three quantiles, four families by team
-    per_cluster = 7  # week start, four readiness answers, their tally, data end
+    per_cluster = 12  # week start, four readiness answers and whether each is known, two tallies, data end
     overall = 5 + 1  # freshness and snapshot gauges, and the one collector's watermark
     assert total <= len(pools) * per_pool + per_cluster + overall
 

@@ -1,0 +1,105 @@
+"""The readiness scorecard's Q1 measures by hand, and unknown as a value: no data is null, never a "no".
+
+Pool p has 4 GPUs for five hours of data. Job a (normal) holds all 4 for hours
+0-4, one of them idle (busy 0) for hours 0-2; job b (low, 2 GPUs) is submitted
+at 0 and waits until hour 4, then runs for an hour. So:
+
+- waiting: 2 GPU-hours in each of hours 0-3, half the capacity: 4 of 5 hours
+  under queue pressure (0.8);
+- allocated net of hoarding: hours 0-1 3/4, hours 2-3 4/4, hour 4 2/4: 2 of 5
+  hours busy (0.4, below 0.5): the GPUs are not really scarce, one is hoarded;
+  by allocation alone 4 of 5 hours would reach 0.85;
+- normal and low jobs wait 0 and 4 h before their first start: median 2 h.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from analytics_scenario import Scenario
+
+from preemptlens.dashboards.metrics import read_families
+
+HOUR = 3600.0
+
+
+def build(sc: Scenario, *, samples: bool) -> None:
+    sc.pool("p", 4)
+    sc.job("a", "normal", 4, "p", 0)
+    sc.run("a", 1, 4, "p", 0, 4 * HOUR, "completed", submit=0)
+    sc.job("b", "low", 2, "p", 0)
+    sc.run("b", 1, 2, "p", 4 * HOUR, 5 * HOUR, "completed", submit=0)
+    if samples:
+        sc.samples("a", "h1", 0, 0, 2 * HOUR, busy=0.0)
+        sc.samples("a", "h1", 0, 2 * HOUR, 4 * HOUR, busy=0.9)
+
+
+def evidence(sc: Scenario) -> dict[str, dict]:
+    return {r["measure"]: r for r in sc.view("readiness_evidence", "measure").to_dicts()}
+
+
+def test_q1_measures_by_hand(sc: Scenario) -> None:
+    build(sc, samples=True)
+    sc.analyze()
+    e = evidence(sc)
+    assert e["queue_pressure_hours_share"]["value"] == pytest.approx(4 / 5)
+    assert e["queue_pressure_hours_share"]["passes"] is True
+    assert e["busy_hours_share"]["value"] == pytest.approx(2 / 5)
+    assert e["busy_hours_share"]["passes"] is False
+    assert e["lower_tier_wait_p50_s"]["value"] == pytest.approx(2 * HOUR)
+    assert e["high_wait_unpreempted_p50_s"]["value"] is None
+    assert e["high_wait_unpreempted_p50_s"]["missing"] == "no critical or high runs: their wait unknown"
+    assert e["hoarded_share_of_allocated"]["value"] == pytest.approx(2 / 18)
+    card = sc.view("readiness_scorecard", "question_no").to_dicts()
+    # work waits, but GPUs held idle are not scarce GPUs: a measured no
+    assert card[0]["answer"] is False
+    assert card[0]["missing"] is None
+    assert "reclaiming idle GPUs" in card[0]["fix_first"]
+
+
+def test_without_gpu_samples_q1_and_hoarding_are_unknown_not_no(sc: Scenario) -> None:
+    build(sc, samples=False)
+    sc.analyze()
+    e = evidence(sc)
+    # queue pressure passes, but how busy the GPUs really were needs the samples
+    assert e["queue_pressure_hours_share"]["passes"] is True
+    assert e["busy_hours_share"]["value"] is None and e["busy_hours_share"]["passes"] is None
+    assert e["busy_hours_share"]["missing"] == "no GPU samples: hoarding unknown"
+    assert e["hoarded_share_of_allocated"]["value"] is None
+    assert e["hoarded_share_of_allocated"]["missing"] == "no GPU samples: hoarding unknown"
+    card = sc.view("readiness_scorecard", "question_no").to_dicts()
+    assert card[0]["answer"] is None
+    assert card[0]["missing"] == "no GPU samples: hoarding unknown"
+    assert "Q1" in card[0]["unanswered"]
+    assert "no GPU samples: hoarding unknown" in card[0]["collect"]
+    # Q2 is unknown too (one week: no trend); Q3 a measured no (no checkpoints). No fix on the strength of an
+    # unknown: neither reclaiming (hoarding unknown) nor quotas (Q1 and Q2 unknown), only Q3's tiered pools.
+    assert [c["answer"] for c in card] == [None, None, False, None]
+    assert card[0]["fix_first"] == "tiered pools"
+    assert card[0]["verdict"] == "cannot tell yet"
+
+
+def test_without_pools_capacity_is_unknown(sc: Scenario) -> None:
+    build(sc, samples=True)
+    sc.rows.pop("pools")
+    sc.analyze()
+    e = evidence(sc)
+    for measure in ("queue_pressure_hours_share", "busy_hours_share"):
+        assert e[measure]["value"] is None, measure
+        assert "no pools rows: capacity unknown" in e[measure]["missing"], measure
+    card = sc.view("readiness_scorecard", "question_no").to_dicts()
+    assert card[0]["answer"] is None
+    assert card[0]["missing"] == "no pools rows: capacity unknown"
+
+
+def test_metrics_show_an_unknown_answer_as_nan_with_known_0(sc: Scenario) -> None:
+    build(sc, samples=False)
+    sc.analyze()
+    families = {f.name: f for f in read_families(sc.wh.con, top_teams=5)}
+    answer = {s.labels["question"]: s.value for s in families["preemptlens_readiness"].samples}
+    known = {s.labels["question"]: s.value for s in families["preemptlens_readiness_known"].samples}
+    assert math.isnan(answer["1"]) and known["1"] == 0.0
+    assert answer["3"] == 0.0 and known["3"] == 1.0
+    (unknown,) = families["preemptlens_readiness_unknown"].samples
+    assert unknown.value == 3.0

@@ -1,0 +1,154 @@
+"""The readiness scorecard against simulated clusters whose answers the simulator's settings decide.
+
+Q1: the issue's cluster (`simulate --gpus 128 --days 14 --load 1.2 --seed 3`: demand 20 % over capacity,
+preemption on, which keeps the high tiers' own wait at a minute) is scarce; the same workload at load
+0.4 is not; with its pools and GPU samples removed (a jobs-only import) Q1 and hoarding are unknown and
+the verdict says what to collect. Q2-Q4: a scarce cluster with narrow, flat priorities, checkpointing
+victims and a scheduler that records preemptors answers all four yes; one setting built for each
+question flips it, and only it, to no. GPU samples every 5 minutes keep the loads small.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from preemptlens.analytics.params import params_from
+from preemptlens.analytics.refresh import analyze
+from preemptlens.analytics.sim_model import cluster_of
+from preemptlens.analytics.simulator import SimConfig, WorkloadConfig, simulate_into
+from preemptlens.cli import main
+from preemptlens.config import load_config
+from preemptlens.warehouse import Warehouse
+
+ISSUE_CLUSTER = ["simulate", "--cluster", "sim", "--gpus", "128", "--days", "14", "--seed", "3", "--step", "300"]
+
+
+def scorecard(path: Path) -> tuple[dict[str, dict], list[dict]]:
+    with Warehouse(path, read_only=True) as wh:
+        evidence = {r["measure"]: r for r in wh.query("SELECT * FROM readiness_evidence").to_dicts()}
+        card = wh.query("SELECT * FROM readiness_scorecard ORDER BY question_no").to_dicts()
+    return evidence, card
+
+
+def simulated(folder: Path, load: str) -> Path:
+    path = folder / f"load-{load}.duckdb"
+    assert main(["--warehouse", str(path), *ISSUE_CLUSTER, "--load", load]) == 0
+    assert main(["--warehouse", str(path), "analyze", "--quiet"]) == 0
+    return path
+
+
+@pytest.fixture(scope="module")
+def scarce(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return simulated(tmp_path_factory.mktemp("scarce"), "1.2")
+
+
+def test_scarce_cluster_with_preemption_on_is_scarce(scarce: Path) -> None:
+    evidence, card = scorecard(scarce)
+    with Warehouse(scarce, read_only=True) as wh:
+        # what preemption buys: the high tiers' observed median wait is short, the old Q1's "not scarce"
+        (observed,) = wh.query(
+            "SELECT median(epoch(start_time) - epoch(submit_time)) AS w FROM stg_runs "
+            "WHERE tier IN ('critical', 'high')"
+        )["w"]
+    assert observed <= 60
+    for measure in ("busy_hours_share", "queue_pressure_hours_share", "lower_tier_wait_p50_s",
+                    "high_wait_unpreempted_p50_s"):
+        assert evidence[measure]["passes"] is True, (measure, evidence[measure]["value"])
+    assert card[0]["answer"] is True
+
+
+def test_same_workload_at_low_load_is_not_scarce(tmp_path: Path) -> None:
+    evidence, card = scorecard(simulated(tmp_path, "0.4"))
+    for measure in ("busy_hours_share", "queue_pressure_hours_share", "lower_tier_wait_p50_s",
+                    "high_wait_unpreempted_p50_s"):
+        assert evidence[measure]["passes"] is False, (measure, evidence[measure]["value"])
+    assert card[0]["answer"] is False and card[0]["missing"] is None
+
+
+def test_jobs_only_import_leaves_q1_and_hoarding_unknown_and_says_what_to_collect(
+    scarce: Path, tmp_path: Path
+) -> None:
+    path = tmp_path / "jobs-only.duckdb"
+    shutil.copy(scarce, path)
+    with Warehouse(path) as wh:
+        wh.con.execute("DELETE FROM pools")
+        wh.con.execute("DELETE FROM gpu_samples")
+        analyze(wh, params_from(load_config(overrides={"warehouse.path": str(path)})), full=True)
+    evidence, card = scorecard(path)
+    assert evidence["hoarded_share_of_allocated"]["value"] is None
+    assert evidence["hoarded_share_of_allocated"]["missing"] == "no GPU samples: hoarding unknown"
+    assert evidence["busy_hours_share"]["missing"] == (
+        "no pools rows: capacity unknown; no GPU samples: hoarding unknown"
+    )
+    assert card[0]["answer"] is None
+    first = card[0]
+    assert "Q1" in first["unanswered"]
+    assert "no pools rows: capacity unknown" in first["collect"]
+    assert "no GPU samples: hoarding unknown" in first["collect"]
+    # nothing is fixed on the strength of Q1's unknown or the unknown hoarding
+    assert "reclaiming" not in (first["fix_first"] or "")
+    assert ("quotas" in (first["fix_first"] or "")) == (card[1]["answer"] is False)
+    with Warehouse(path, read_only=True) as wh:
+        assert wh.query("SELECT count(*) AS n FROM preemption_ledger WHERE avoidable IS NOT NULL")["n"][0] == 0
+
+
+FLAT = tuple(dataclasses.replace(t, high_share_growth=0.0) for t in WorkloadConfig().teams)
+# Scarce (load 1.2), few and steady high-tier jobs, every victim checkpoints (and saves when signalled),
+# little hoarding, a scheduler that records who preempted whom.
+READY = SimConfig(
+    cluster="sim",
+    days=14.0,
+    pools=cluster_of(128),
+    workload=WorkloadConfig(
+        seed=3, load=1.2, high_share=0.05, critical_share=0.03, teams=FLAT, checkpoint_share=1.0,
+        final_checkpoint_share=1.0, hoarding_share=0.02,
+    ),
+    sample_step_s=300,
+)
+FLIPS = {
+    # broad and growing priorities: a third of the work high, and more each week
+    2: dataclasses.replace(
+        READY, workload=dataclasses.replace(READY.workload, high_share=0.3, teams=WorkloadConfig().teams)
+    ),
+    # no victim checkpoints: every preemption loses the whole run
+    3: dataclasses.replace(READY, workload=dataclasses.replace(READY.workload, checkpoint_share=0.0)),
+    # a black-box scheduler: no preemptor, no reason
+    4: dataclasses.replace(READY, records_preemptor=False),
+}
+
+
+def answers(folder: Path, sim: SimConfig) -> list[bool | None]:
+    path = folder / "w.duckdb"
+    with Warehouse(path) as wh:
+        simulate_into(wh, sim)
+        analyze(wh, params_from(load_config(overrides={"warehouse.path": str(path)})))
+        return wh.query("SELECT answer FROM readiness_scorecard ORDER BY question_no")["answer"].to_list()
+
+
+@pytest.fixture(scope="module")
+def ready(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[bool | None]]:
+    yield answers(tmp_path_factory.mktemp("ready"), READY)
+
+
+def test_ready_cluster_answers_all_four_yes(ready: list[bool | None]) -> None:
+    assert ready == [True, True, True, True]
+
+
+@pytest.mark.parametrize("question", sorted(FLIPS))
+def test_one_setting_flips_one_question(question: int, ready: list[bool | None], tmp_path: Path) -> None:
+    flipped = answers(tmp_path, FLIPS[question])
+    assert flipped[question - 1] is False
+    # Q1 stays yes whatever the other settings: scarcity does not depend on them
+    assert flipped[0] is True
+    if question == 4:
+        # without a recorded preemptor the gains are unknown, so Q3's loss to gain is too
+        assert flipped[2] is not False
+    else:
+        assert [a for i, a in enumerate(flipped) if i not in (0, question - 1)] == [
+            a for i, a in enumerate(ready) if i not in (0, question - 1)
+        ]

@@ -235,8 +235,8 @@ class SlurmCollector:
         if self.o.cluster:
             return
         if self.o.sacct_file:
-            raise ConfigError("slurm: cluster.name is not set, and a recorded sacct document is not asked for it",
-                              "set cluster.name to the cluster's ClusterName")
+            raise ConfigError("slurm: cluster.name is not set, and no Slurm is asked for its ClusterName when "
+                              "reading a recorded sacct document", "set cluster.name to the cluster's ClusterName")
         try:
             name = cluster_name_from_config(self._show_config())
         except SourceError as exc:

@@ -50,7 +50,7 @@ def checked_batches(collector: Any, marks: Mapping[tuple[str, str], str]) -> Ite
                 new = sorted(names)[0]
                 raise ConfigError(
                     f"{collector.name}: this warehouse holds {collector.name} rows under cluster "
-                    f"{OLD_DEFAULT_CLUSTER!r} (an unset cluster.name used to mean that); the source names the "
+                    f"{OLD_DEFAULT_CLUSTER!r} (an unset cluster.name used to mean that); this collection names the "
                     f"cluster {new!r}; nothing was loaded",
                     f"move the old rows: preemptlens rename-cluster {OLD_DEFAULT_CLUSTER} {new} "
                     f"(or set cluster.name = \"{OLD_DEFAULT_CLUSTER}\" to keep the old name)",

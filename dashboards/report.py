@@ -257,7 +257,10 @@ def _suggestion_items(report: WeeklyReport) -> list[dict[str, Any]]:
                 "title": s["title"] + (f" — {s['subject']}" if s["subject"] else ""),
                 "cluster": s["cluster"],
                 "setting": s["setting"],
-                "change": f"{s['current_value'] or '–'} → {s['proposed_value'] or '–'}",
+                # advice without a value to change (the readiness advice) shows no "– → –"
+                "change": None
+                if s["current_value"] is None and s["proposed_value"] is None
+                else f"{s['current_value'] or '–'} → {s['proposed_value'] or '–'}",
                 "saving": _num(s["saving_gpu_h"]),
                 "effect": s["effect"],
                 "evidence": s["evidence"],

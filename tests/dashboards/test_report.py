@@ -252,7 +252,7 @@ def test_suggestions_in_markdown_read_as_a_numbered_list(suggested: Path) -> Non
     section = text[text.index("**Top suggestions**"):]
     numbered = [line for line in section.splitlines() if re.match(r"^\d+\. ", line)]
     assert numbered == [
-        "1. **Do not rely on preemption yet** (c1): `preemption as a main tool` – → –",
+        "1. **Do not rely on preemption yet** (c1): `preemption as a main tool`",
         "2. **Let runs finish 30 min before preemption** (c1): `minimum run time` 0 s → 30 min",
         "3. **Give victims time to checkpoint — a100/nlp** (c1): `grace time` 60 s → 5 min",
     ]

@@ -42,6 +42,7 @@ SECTION_MODULES: tuple[str, ...] = (
     "preemptlens.analytics.alerts",
     "preemptlens.commands.serve",
     "preemptlens.dashboards.data",
+    "preemptlens.dashboards.access",
     "preemptlens.dashboards.report",
     "preemptlens.analytics.lake",
     "preemptlens.analytics.spark",

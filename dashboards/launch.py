@@ -132,13 +132,15 @@ def _interrupted(signum: int, frame: FrameType | None) -> None:
     os._exit(INTERRUPTED)
 
 
-def no_external_lookup() -> None:
-    """Keep Streamlit from asking a web service for this machine's external address: it does so at start
-    when it listens on every interface, and when a cross-origin WebSocket arrives. preemptlens makes no
-    outbound call but to its configured sources; the allowed origins come from dashboard.public_host."""
+def no_address_lookup() -> None:
+    """Keep Streamlit from finding this machine's addresses by reaching out: it asks a web service for the
+    external one (at start when it listens on every interface, and when a cross-origin WebSocket arrives)
+    and "connects" a UDP socket to a public resolver for the internal one. preemptlens makes no outbound
+    call but to its configured sources; the accepted hosts and origins come from dashboard.public_host."""
     from streamlit import net_util
 
     net_util.get_external_ip = lambda: None
+    net_util.get_internal_ip = lambda: None
 
 
 def oidc_secrets(folder: Path) -> list[str]:
@@ -179,7 +181,7 @@ def main(argv: list[str] | None = None) -> None:
     print(warm(), file=sys.stderr, flush=True)
     from streamlit.web import cli
 
-    no_external_lookup()
+    no_address_lookup()
     private = Path(tempfile.mkdtemp(prefix="preemptlens-dashboard-"))
     atexit.register(shutil.rmtree, private, ignore_errors=True)
     try:

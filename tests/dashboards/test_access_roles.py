@@ -1,0 +1,144 @@
+"""Logged in behind a real nginx (basic authentication, user and groups passed on in X-Forwarded-* headers),
+each role sees what docs/deploy.md promises, in headless Chromium: the hand-made cluster's jobs of other
+teams are masked for a team and a viewer (dashboard.show_other_teams_jobs = false), only admins get the
+Operations and SQL pages, and a logged-in reader lands on their own preemptions."""
+
+from __future__ import annotations
+
+import base64
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import duckdb
+import fixture_cluster
+import pytest
+from browser import Chromium, Dashboard, PageState
+from nginx import Nginx
+
+from preemptlens.dashboards.access import HIDDEN
+
+PASSWORD = "correct horse"
+# nginx users and their groups; the dashboard's [access] gives roles to some names and groups.
+USERS = {"vision-user": "", "nlp-user": "nlp,staff", "ops": "platform", "guest": "staff"}
+CONFIG = """
+[dashboard]
+show_other_teams_jobs = false
+[access]
+proxy_headers = true
+users = { "vision-user" = "team:vision" }
+groups = { platform = "admin", nlp = "team:nlp" }
+"""
+NAV = """
+JSON.stringify(Array.from(document.querySelectorAll('[data-testid="stSidebarNavLink"]'))
+    .map(e => e.innerText.trim().split('\\n').pop().trim()))
+"""
+
+
+@pytest.fixture(scope="module")
+def proxied(cluster_warehouse: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Nginx, Chromium]]:
+    root = tmp_path_factory.mktemp("roles")
+    config = root / "preemptlens.toml"
+    config.write_text(CONFIG)
+    program = (sys.executable, "-m", "preemptlens.cli", "--config", str(config))
+    with (
+        Dashboard(cluster_warehouse, root / "streamlit.log", program=program) as dashboard,
+        Nginx(root / "nginx", dashboard.port, dict.fromkeys(USERS, PASSWORD),
+              {u: g for u, g in USERS.items() if g}) as nginx,
+        Chromium() as browser,
+    ):
+        yield nginx, browser
+
+
+def open_as(proxied: tuple[Nginx, Chromium], user: str, path: str = "", title: str | None = None) -> PageState:
+    """A new tab logged in to nginx as `user` (basic authentication on every request, the WebSocket's too)."""
+    nginx, browser = proxied
+    browser.fresh_tab()
+    token = base64.b64encode(f"{user}:{PASSWORD}".encode()).decode()
+    browser.call("Network.enable")
+    browser.call("Network.setExtraHTTPHeaders", {"headers": {"Authorization": f"Basic {token}"}})
+    browser.navigate(f"{nginx.url}/{path}")
+    state, seconds = browser.wait_rendered(timeout_s=120, title=title)
+    assert state.rendered and not state.exceptions, f"{user} /{path}: not rendered in {seconds:.1f} s: {state.text}"
+    return state
+
+
+def nav(browser: Chromium) -> list[str]:
+    import json
+
+    return list(json.loads(browser.call("Runtime.evaluate", {"expression": NAV, "returnByValue": True})["result"]
+                           ["value"]))
+
+
+def vision_truth(warehouse: Path) -> tuple[int, float, float]:
+    con = duckdb.connect(str(warehouse), read_only=True)
+    try:
+        row = con.execute(
+            "SELECT count(*), sum(lost_gpu_s + warmup_gpu_s) / 3600, sum(requeue_gpu_s) / 3600 "
+            "FROM preemption_ledger WHERE victim_user = 'vision-user'"
+        ).fetchone()
+    finally:
+        con.close()
+    assert row is not None
+    return int(row[0]), float(row[1]), float(row[2])
+
+
+def test_a_team_member_lands_on_their_own_preemptions(proxied: tuple[Nginx, Chromium], cluster_warehouse: Path) -> None:
+    state = open_as(proxied, "vision-user", title="My preemptions")
+    count, thrown, waiting = vision_truth(cluster_warehouse)
+    # The fixture's vision victims: train-w0..w2 and train-48b, 4 + 4 + 4 + 8 GPU-hours of lost progress.
+    assert count == 4 and thrown == pytest.approx(20.0)
+    shown = dict(re.findall(r"(Your preemptions|Your team's|Work thrown away|Waiting)\s*\n+\s*([\d,.]+)", state.text))
+    assert shown == {"Your preemptions": "4", "Your team's": "0", "Work thrown away": f"{thrown:,.1f}",
+                     "Waiting": f"{waiting:,.1f}"}
+    assert state.text.startswith("My preemptions\nvision-user (vision)")
+    assert "**" not in state.text and "preempted by serve-w0" in state.text.replace("\n", " ")
+    assert "What would have protected it" in state.text
+
+
+def test_a_team_sees_cluster_figures_but_not_other_teams_jobs(proxied: tuple[Nginx, Chromium]) -> None:
+    state = open_as(proxied, "vision-user", "preemptions", title="Preemptions")
+    browser = proxied[1]
+    assert nav(browser) == ["My preemptions", "Overview", "Preemptions", "Idle hoarding", "Priority scope creep",
+                            "Tuning"]
+    # All five preemptions are counted; nlp's finetune-48 and its preemptor batch-48 are not named.
+    assert re.search(r"Preemptions\s*\n+\s*5\b", state.text)
+    assert fixture_cluster.WORST_W48 not in state.text and fixture_cluster.WORST_W48_PREEMPTOR not in state.text
+    assert "train-48b" in state.text
+    hoarding = open_as(proxied, "vision-user", "hoarding", title="Idle hoarding")
+    assert fixture_cluster.HOARDER_JOB not in hoarding.text
+
+
+def test_admin_only_pages_are_not_served_to_a_team(proxied: tuple[Nginx, Chromium]) -> None:
+    for path in ("sql", "operations"):
+        state = open_as(proxied, "nlp-user", path)
+        assert state.title == "My preemptions", f"/{path} served {state.title} to a team member"
+    assert "SQL" not in nav(proxied[1]) and "Operations" not in nav(proxied[1])
+
+
+def test_a_viewer_sees_no_jobs_of_any_team(proxied: tuple[Nginx, Chromium]) -> None:
+    state = open_as(proxied, "guest", "preemptions", title="Preemptions")
+    assert re.search(r"Preemptions\s*\n+\s*5\b", state.text)
+    for job in ("train-48b", "train-w0", fixture_cluster.WORST_W48):
+        assert job not in state.text
+    assert "No victims in this window." in state.text
+
+
+def test_an_admin_by_group_gets_sql_operations_and_every_job(proxied: tuple[Nginx, Chromium]) -> None:
+    state = open_as(proxied, "ops", "preemptions", title="Preemptions")
+    assert fixture_cluster.WORST_W48 in state.text and HIDDEN not in state.text
+    assert {"Operations", "SQL"} <= set(nav(proxied[1]))
+    assert open_as(proxied, "ops", "operations", title="Operations").title == "Operations"
+
+
+def test_a_forged_identity_header_does_not_get_past_nginx(proxied: tuple[Nginx, Chromium]) -> None:
+    nginx, browser = proxied
+    browser.fresh_tab()
+    token = base64.b64encode(f"guest:{PASSWORD}".encode()).decode()
+    browser.call("Network.enable")
+    browser.call("Network.setExtraHTTPHeaders", {"headers": {
+        "Authorization": f"Basic {token}", "X-Forwarded-User": "ops", "X-Forwarded-Groups": "platform"}})
+    browser.navigate(f"{nginx.url}/sql")
+    state, _ = browser.wait_rendered(timeout_s=120, title="My preemptions")
+    assert state.title == "My preemptions" and "SQL" not in nav(browser)

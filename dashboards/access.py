@@ -90,6 +90,13 @@ SETTINGS = Section(
             secret=True,
         ),
         Setting(
+            "oidc_prompt",
+            "select_account",
+            "The prompt parameter of the login request (Streamlit's default, select_account); set login for a "
+            "provider that takes select_account as an endless request to log in again (django-oidc-provider).",
+            choices=("select_account", "login", "consent", "none"),
+        ),
+        Setting(
             "oidc_groups_claim",
             "groups",
             "Claim of the ID token that lists the reader's groups (matched against access.groups).",

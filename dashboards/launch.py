@@ -157,10 +157,11 @@ def oidc_secrets(folder: Path) -> list[str]:
         "client_id": access["oidc_client_id"],
         "client_secret": access["oidc_client_secret"].reveal(),
         "server_metadata_url": access["oidc_metadata_url"],
-        "client_kwargs": {"scope": "openid profile email"},
     }
-    lines = ["[auth]", *(f"{k} = {json.dumps(v)}" for k, v in auth.items() if k != "client_kwargs"),
-             "", "[auth.client_kwargs]", f"scope = {json.dumps(auth['client_kwargs']['scope'])}", ""]
+    lines = [
+        "[auth]", *(f"{k} = {json.dumps(v)}" for k, v in auth.items()), "",
+        "[auth.client_kwargs]", 'scope = "openid profile email"', f"prompt = {json.dumps(access['oidc_prompt'])}", "",
+    ]
     path = folder / "secrets.toml"
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(descriptor, "w") as out:

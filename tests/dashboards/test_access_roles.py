@@ -92,7 +92,7 @@ def test_a_team_member_lands_on_their_own_preemptions(proxied: tuple[Nginx, Chro
     shown = dict(re.findall(r"(Your preemptions|Your team's|Work thrown away|Waiting)\s*\n+\s*([\d,.]+)", state.text))
     assert shown == {"Your preemptions": "4", "Your team's": "0", "Work thrown away": f"{thrown:,.1f}",
                      "Waiting": f"{waiting:,.1f}"}
-    assert state.text.startswith("My preemptions\nvision-user (vision)")
+    assert re.match(r"My preemptions\s+vision-user \(vision\) ·", state.text), state.text[:200]
     assert "**" not in state.text and "preempted by serve-w0" in state.text.replace("\n", " ")
     assert "What would have protected it" in state.text
 

@@ -6,7 +6,10 @@ Operations and SQL pages, and a logged-in reader lands on their own preemptions.
 from __future__ import annotations
 
 import base64
+import ipaddress
+import os
 import re
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +17,7 @@ from pathlib import Path
 import duckdb
 import fixture_cluster
 import pytest
-from browser import Chromium, Dashboard, PageState
+from browser import Chromium, Dashboard, PageState, free_port
 from nginx import Nginx
 
 from preemptlens.dashboards.access import HIDDEN
@@ -142,3 +145,51 @@ def test_a_forged_identity_header_does_not_get_past_nginx(proxied: tuple[Nginx, 
     browser.navigate(f"{nginx.url}/sql")
     state, _ = browser.wait_rendered(timeout_s=120, title="My preemptions")
     assert state.title == "My preemptions" and "SQL" not in nav(browser)
+
+
+def non_loopback_address() -> str | None:
+    out = subprocess.run(["ip", "-4", "-o", "addr"], capture_output=True, text=True, check=False).stdout
+    found = [a.split("/")[0] for a in re.findall(r"inet (\S+)", out)]
+    return next((a for a in found if not ipaddress.ip_address(a).is_loopback), None)
+
+
+class OnAddress(Dashboard):
+    """`preemptlens dashboard` listening on `address` (dashboard.address in the configuration)."""
+
+    def __init__(self, address: str, program: tuple[str, ...], warehouse: Path, log: Path) -> None:
+        self.port = free_port()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PREEMPTLENS_")}
+        self.serve([*program, "--warehouse", str(warehouse), "dashboard", "--port", str(self.port)], log, env,
+                   host=address)
+
+
+def test_beyond_loopback_only_a_configured_proxy_vouches_for_a_reader(
+    cluster_warehouse: Path, tmp_path: Path
+) -> None:
+    """The dashboard on a network address: a client that is not in access.proxy_addresses sending the identity
+    headers (and a forged X-Forwarded-For naming the proxy) is refused; once its address is listed, it is believed."""
+    address = non_loopback_address()
+    if address is None:
+        pytest.skip("this host has no non-loopback IPv4 address")
+    config = tmp_path / "preemptlens.toml"
+    settings = (f'[dashboard]\naddress = "{address}"\npublic_host = "{address}"\n'
+                '[access]\nproxy_headers = true\ngroups = { platform = "admin" }\nproxy_addresses = ["{proxy}"]\n')
+    config.write_text(settings.replace("{proxy}", "198.51.100.7"))
+    program = (sys.executable, "-m", "preemptlens.cli", "--config", str(config))
+    headers = {"X-Forwarded-User": "ops", "X-Forwarded-Groups": "platform", "X-Forwarded-For": "198.51.100.7"}
+    with OnAddress(address, program, cluster_warehouse, tmp_path / "streamlit.log") as dashboard, \
+            Chromium() as browser:
+        browser.call("Network.enable")
+        browser.call("Network.setExtraHTTPHeaders", {"headers": headers})
+        browser.navigate(dashboard.url)
+        state, _ = browser.wait_rendered(timeout_s=120)
+        assert state.errors == ["This connection does not come through the configured auth proxy "
+                                "(access.proxy_addresses)."], state.text
+        # The dashboard reads its configuration on every run: this host is the proxy now.
+        config.write_text(settings.replace("{proxy}", address))
+        browser.fresh_tab()
+        browser.call("Network.enable")
+        browser.call("Network.setExtraHTTPHeaders", {"headers": headers})
+        browser.navigate(f"{dashboard.url}/operations")
+        state, _ = browser.wait_rendered(timeout_s=120, title="Operations")
+        assert state.title == "Operations" and not state.errors

@@ -106,7 +106,7 @@ def _header(name: str) -> str | None:
     """The one value of request header `name`; None when absent or sent more than once (a proxy that
     appends to a reader's own header instead of replacing it must not let the reader's value through)."""
     values = st.context.headers.get_all(name)
-    return values[0].strip() or None if len(values) == 1 else None
+    return (values[0].strip() or None) if len(values) == 1 else None
 
 
 def _text(claim: object) -> str | None:

@@ -1,7 +1,8 @@
-"""`preemptlens serve` with no address configured, as a platform team starts it: its dashboard and /metrics
-listen on 127.0.0.1 only (`ss -ltnp`), a WebSocket naming a foreign Host is refused even with a matching
-Origin (DNS rebinding), and no process of it opens a connection or looks up a name beyond this host, from
-start through a reader's first page and a cross-origin WebSocket (a Python audit hook records them)."""
+"""`preemptlens serve` and `preemptlens dashboard` with no address configured, as a platform team starts
+them: the dashboards and /metrics listen on 127.0.0.1 only (`ss -ltnp`), a WebSocket naming a foreign
+Host is refused even with a matching Origin (DNS rebinding), and no process of them opens a connection or
+looks up a name beyond this host, from start through a reader's first page and a cross-origin WebSocket
+(a Python audit hook records them)."""
 
 from __future__ import annotations
 
@@ -50,6 +51,8 @@ class Served:
     listeners: list[tuple[str, int]]
     network_log: Path
     pids: set[int]
+    alone_port: int  # of `preemptlens dashboard`
+    alone_listeners: list[tuple[str, int]]
 
 
 def descendants(pid: int) -> set[int]:
@@ -94,30 +97,42 @@ def served(sim_warehouse: Path, tmp_path_factory: pytest.TempPathFactory) -> Ite
     network_log = root / "network.jsonl"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREEMPTLENS_")}
     env.update(PYTHONPATH=str(root / "site"), NETWORK_LOG=str(network_log))
+    alone_port = free_port()
     with (root / "serve.log").open("w") as log:
         serve = subprocess.Popen([sys.executable, "-m", "preemptlens.cli", "--config", str(config), "serve"],
                                  cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
+    with (root / "dashboard.log").open("w") as log:
+        alone = subprocess.Popen([sys.executable, "-m", "preemptlens.cli", "--config", str(config), "dashboard",
+                                  "--port", str(alone_port)], cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         wait_http(f"http://127.0.0.1:{dashboard_port}/_stcore/health", 90)
         wait_http(f"http://127.0.0.1:{metrics_port}/metrics", 30)
+        wait_http(f"http://127.0.0.1:{alone_port}/_stcore/health", 90)
         pids = descendants(serve.pid)
+        alone_listeners = listening(descendants(alone.pid))
         with Chromium() as browser:
             browser.navigate(f"http://127.0.0.1:{dashboard_port}/")
             state, _ = browser.wait_rendered(timeout_s=120, title="Preemption overview")
             assert state.rendered and "listens on this host only" in state.text
-        yield Served(dashboard_port, metrics_port, listening(pids), network_log, pids)
+        yield Served(dashboard_port, metrics_port, listening(pids), network_log, pids | descendants(alone.pid),
+                     alone_port, alone_listeners)
     finally:
-        serve.send_signal(signal.SIGTERM)
-        try:
-            serve.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            serve.kill()
-            serve.wait()
+        for process in (serve, alone):
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
 
 
 def test_serve_and_its_dashboard_listen_on_loopback_only(served: Served) -> None:
     assert {port for _, port in served.listeners} >= {served.dashboard_port, served.metrics_port}
     assert {address for address, _ in served.listeners} == {"127.0.0.1"}, served.listeners
+
+
+def test_the_dashboard_command_listens_on_loopback_only(served: Served) -> None:
+    assert served.alone_listeners == [("127.0.0.1", served.alone_port)]
 
 
 def handshake(port: int, host: str, origin: str) -> int:

@@ -80,10 +80,10 @@ def listening(pids: set[int]) -> list[tuple[str, int]]:
 
 
 @pytest.fixture(scope="module")
-def served(sim_warehouse: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+def served(cluster_warehouse: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     root = tmp_path_factory.mktemp("listen")
     warehouse = root / "w.duckdb"
-    shutil.copy(sim_warehouse, warehouse)
+    shutil.copy(cluster_warehouse, warehouse)
     (root / "site").mkdir()
     (root / "site" / "sitecustomize.py").write_text(AUDIT)
     dashboard_port, metrics_port = free_port(), free_port()

@@ -6,7 +6,9 @@ Two ways to log in, configured in `[access]`:
   that authenticates the reader and passes who they are in request headers
   (`access.proxy_headers`). The headers are believed only where nobody but the
   proxy can send them: the dashboard listens on loopback (the proxy is on this
-  host), or the connection comes from one of `access.proxy_addresses`;
+  host), or the connection comes from one of `access.proxy_addresses`; and,
+  with `access.proxy_secret` set, only alongside that secret (loopback is no
+  private line on a host where others have shells);
 - OpenID Connect through Streamlit's own `st.login` (`access.oidc`): the
   launcher hands Streamlit the `[auth]` settings it resolved (secrets by
   reference) in a private secrets file (dashboards.launch).
@@ -65,6 +67,15 @@ SETTINGS = Section(
             "dashboard listens beyond loopback.",
             kind=list,
         ),
+        Setting(
+            "proxy_secret",
+            None,
+            "A secret the proxy sends in access.proxy_secret_header with every request; when set, the identity "
+            "headers are believed only with it. Needed wherever others can reach the dashboard's address too "
+            "(every user of a shared login node can connect to its loopback).",
+            secret=True,
+        ),
+        Setting("proxy_secret_header", "X-Preemptlens-Proxy-Secret", "Header that carries access.proxy_secret."),
         Setting(
             "oidc",
             False,
@@ -195,6 +206,8 @@ def config_problems(access: Mapping[str, Any], address: str) -> list[str]:
             ipaddress.ip_network(str(entry), strict=False)
         except ValueError:
             problems.append(f"access.proxy_addresses: {entry!r} is not an address or network")
+    if access["proxy_headers"] and access["oidc"]:
+        problems.append("access.proxy_headers and access.oidc: choose one way to log in")
     if not (access["proxy_headers"] or access["oidc"]) and not is_loopback(address):
         problems.append(
             f"dashboard.address {address}: with no login configured the dashboard listens on loopback only; "

@@ -11,6 +11,7 @@ their URLs lead nowhere, and every query result is masked for the role.
 
 from __future__ import annotations
 
+import hmac
 import threading
 from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
@@ -120,6 +121,11 @@ def _reader(config: Config) -> Reader | None:
     if access["proxy_headers"]:
         if not proxy_trusted(access, st.get_option("server.address"), st.context.ip_address):
             st.error("This connection does not come through the configured auth proxy (access.proxy_addresses).")
+            st.stop()
+        secret = access["proxy_secret"]
+        sent = _header(access["proxy_secret_header"])
+        if secret is not None and not (sent and hmac.compare_digest(sent.encode(), secret.reveal().encode())):
+            st.error("This connection does not come through the configured auth proxy (access.proxy_secret).")
             st.stop()
         user, email = _header(access["proxy_user_header"]), _header(access["proxy_email_header"])
         if user is None and email is None:

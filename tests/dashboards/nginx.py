@@ -1,6 +1,6 @@
 """A real nginx (Debian's) in front of the dashboard as the authenticating proxy of docs/deploy.md:
 HTTP basic authentication, then the user and their groups passed on in X-Forwarded-* headers
-(whatever the client sent under those names is replaced)."""
+(whatever the client sent under those names is replaced), with the proxy's shared secret if given."""
 
 from __future__ import annotations
 
@@ -39,6 +39,7 @@ http {{
             proxy_set_header X-Forwarded-Groups $groups;
             proxy_set_header X-Forwarded-Email "";
             proxy_set_header Authorization "";
+            {secret}
             proxy_read_timeout 300s;
         }}
     }}
@@ -50,12 +51,14 @@ class Nginx:
     """nginx on a free loopback port in front of 127.0.0.1:`upstream`, with `users` (name -> password)
     and `groups` (name -> comma-separated groups)."""
 
-    def __init__(self, root: Path, upstream: int, users: dict[str, str], groups: dict[str, str]) -> None:
+    def __init__(self, root: Path, upstream: int, users: dict[str, str], groups: dict[str, str],
+                 secret: str | None = None) -> None:
         binary = shutil.which("nginx") or "/usr/sbin/nginx"
         if not Path(binary).exists():
             raise FileNotFoundError("nginx is not installed (tests/run.sh installs it)")
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        self.upstream = f"http://127.0.0.1:{upstream}"
         root.mkdir(parents=True, exist_ok=True)
         # nginx's {PLAIN} scheme: the test's passwords need no hashing tool.
         (root / "htpasswd").write_text("".join(f"{u}:{{PLAIN}}{p}\n" for u, p in users.items()))
@@ -65,6 +68,7 @@ class Nginx:
             # As root its workers would run as nobody, who cannot enter pytest's private temporary folders.
             user="user root;" if os.geteuid() == 0 else "",
             groups=" ".join(f'"{u}" "{g}";' for u, g in groups.items()),
+            secret=f'proxy_set_header X-Preemptlens-Proxy-Secret "{secret}";' if secret else "",
         ))
         self.log = root / "error.log"
         self.process = subprocess.Popen([binary, "-p", str(root), "-c", str(conf)],

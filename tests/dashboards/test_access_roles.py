@@ -9,6 +9,7 @@ import base64
 import ipaddress
 import os
 import re
+import secrets
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -30,6 +31,7 @@ CONFIG = """
 show_other_teams_jobs = false
 [access]
 proxy_headers = true
+proxy_secret = { "$file" = "SECRET_FILE" }
 users = { "vision-user" = "team:vision" }
 groups = { platform = "admin", nlp = "team:nlp" }
 """
@@ -42,13 +44,15 @@ JSON.stringify(Array.from(document.querySelectorAll('[data-testid="stSidebarNavL
 @pytest.fixture(scope="module")
 def proxied(cluster_warehouse: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Nginx, Chromium]]:
     root = tmp_path_factory.mktemp("roles")
+    secret = secrets.token_urlsafe(24)
+    (root / "proxy-secret").write_text(secret)
     config = root / "preemptlens.toml"
-    config.write_text(CONFIG)
+    config.write_text(CONFIG.replace("SECRET_FILE", str(root / "proxy-secret")))
     program = (sys.executable, "-m", "preemptlens.cli", "--config", str(config))
     with (
         Dashboard(cluster_warehouse, root / "streamlit.log", program=program) as dashboard,
         Nginx(root / "nginx", dashboard.port, dict.fromkeys(USERS, PASSWORD),
-              {u: g for u, g in USERS.items() if g}) as nginx,
+              {u: g for u, g in USERS.items() if g}, secret) as nginx,
         Chromium() as browser,
     ):
         yield nginx, browser
@@ -145,6 +149,20 @@ def test_a_forged_identity_header_does_not_get_past_nginx(proxied: tuple[Nginx, 
     browser.navigate(f"{nginx.url}/sql")
     state, _ = browser.wait_rendered(timeout_s=120, title="My preemptions")
     assert state.title == "My preemptions" and "SQL" not in nav(browser)
+
+
+def test_a_local_client_going_around_nginx_is_not_believed(proxied: tuple[Nginx, Chromium]) -> None:
+    """Another user of the same host connects to the dashboard's loopback port directly, naming an admin."""
+    nginx, browser = proxied
+    browser.fresh_tab()
+    browser.call("Network.enable")
+    browser.call("Network.setExtraHTTPHeaders", {"headers": {
+        "X-Forwarded-User": "ops", "X-Forwarded-Groups": "platform", "X-Preemptlens-Proxy-Secret": "guess"}})
+    browser.navigate(f"{nginx.upstream}/sql")
+    state, _ = browser.wait_rendered(timeout_s=120)
+    assert state.errors == ["This connection does not come through the configured auth proxy "
+                            "(access.proxy_secret)."], state.text
+    assert "SQL" not in nav(browser)
 
 
 def non_loopback_address() -> str | None:

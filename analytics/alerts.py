@@ -66,6 +66,12 @@ SETTINGS = Section(
         ),
         Setting("format", "json", "Payload format of every webhook.", choices=FORMATS),
         Setting(
+            "dashboard_url",
+            "",
+            "Public URL of the dashboard (e.g. https://preemptlens.example.org); per-victim notices then link to "
+            "its My preemptions page. Empty: no link.",
+        ),
+        Setting(
             "signing_key",
             None,
             "Key for the HMAC-SHA256 signature header; unset sends no signature.",
@@ -443,6 +449,9 @@ class VictimNotice:
                 f"{r['preempted_at']:%Y-%m-%d %H:%M} UTC in pool {r['pool'] or 'unknown'}. "
                 f"Why: {why}. Requeue: {requeue}."
             )
+            if section["dashboard_url"]:
+                # The dashboard page a logged-in victim lands on: the cost, and what would have protected it.
+                text += f" Details: {str(section['dashboard_url']).rstrip('/')}/mine"
             alerts.append(
                 Alert(
                     dedupe_key=f"{self.name}:{r['cluster']}:{r['job_id']}:{r['run']}",

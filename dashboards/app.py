@@ -3,17 +3,24 @@
 Reads the configuration like every preemptlens command ($PREEMPTLENS_CONFIG,
 PREEMPTLENS_WAREHOUSE__PATH ...), opens only the published snapshot of the
 warehouse, and never writes. The sidebar's filters apply to every page.
+
+Each run first finds out who is reading (dashboards.access): the pages a
+reader's role may not open are not registered for their session at all, so
+their URLs lead nowhere, and every query result is masked for the role.
 """
 
 from __future__ import annotations
 
+import hmac
 import threading
 from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
+from typing import Any
 
 import streamlit as st
 
-from preemptlens.config import load_config
+from preemptlens.config import Config, load_config
+from preemptlens.dashboards.access import OPEN, Reader, header_groups, proxy_trusted, resolve
 from preemptlens.dashboards.data import Filters, Options, page_queries, snapshot_version
 from preemptlens.dashboards.figures import TIMELINE_MARKERS
 from preemptlens.dashboards.views_common import CONTEXT_KEY, Context, cached
@@ -42,6 +49,27 @@ def _window(options: Options, default_days: int) -> tuple[datetime, datetime]:
     )
 
 
+def pages_for(reader: Reader) -> list[Any]:
+    """The pages `reader` may open: a logged-in reader lands on their own preemptions; only an admin
+    gets Operations (raw quarantined records, alert delivery errors) and SQL (every table)."""
+    logged_in = reader.user is not None
+    pages = [
+        st.Page(PAGES / "overview.py", title="Overview", icon=":material/dashboard:", default=not logged_in),
+        st.Page(PAGES / "preemptions.py", title="Preemptions", icon=":material/bolt:"),
+        st.Page(PAGES / "hoarding.py", title="Idle hoarding", icon=":material/hourglass_empty:"),
+        st.Page(PAGES / "scope_creep.py", title="Priority scope creep", icon=":material/trending_up:"),
+        st.Page(PAGES / "tuning.py", title="Tuning", icon=":material/tune:"),
+    ]
+    if logged_in:
+        pages.insert(0, st.Page(PAGES / "mine.py", title="My preemptions", icon=":material/person:", default=True))
+    if reader.admin:
+        pages += [
+            st.Page(PAGES / "operations.py", title="Operations", icon=":material/build:"),
+            st.Page(PAGES / "sql.py", title="SQL", icon=":material/terminal:"),
+        ]
+    return pages
+
+
 def _warm(ctx: Context) -> None:
     try:
         rows, top_n = int(ctx.settings["table_rows"]), int(ctx.settings["top_n"])
@@ -63,6 +91,64 @@ def _warm_up(ctx: Context) -> threading.Thread:
     return thread
 
 
+def _header(name: str) -> str | None:
+    """The one value of request header `name`; None when absent or sent more than once (a proxy that
+    appends to a reader's own header instead of replacing it must not let the reader's value through)."""
+    values = st.context.headers.get_all(name)
+    return (values[0].strip() or None) if len(values) == 1 else None
+
+
+def _text(claim: object) -> str | None:
+    return str(claim) if isinstance(claim, str | int) and not isinstance(claim, bool) and str(claim) else None
+
+
+def _reader(config: Config) -> Reader | None:
+    """Who is reading, by the configured login; None when nobody is logged in (the caller says why)."""
+    access = config.section("access")
+    others = bool(config.get("dashboard.show_other_teams_jobs"))
+    if access["proxy_headers"]:
+        if not proxy_trusted(access, st.get_option("server.address"), st.context.ip_address):
+            st.error("This connection does not come through the configured auth proxy (access.proxy_addresses).")
+            st.stop()
+        secret = access["proxy_secret"]
+        sent = _header(access["proxy_secret_header"])
+        if secret is not None and not (sent and hmac.compare_digest(sent.encode(), secret.reveal().encode())):
+            st.error("This connection does not come through the configured auth proxy (access.proxy_secret).")
+            st.stop()
+        user, email = _header(access["proxy_user_header"]), _header(access["proxy_email_header"])
+        if user is None and email is None:
+            return None
+        return resolve(access, user, email, header_groups(_header(access["proxy_groups_header"])), "proxy", others)
+    if access["oidc"]:
+        if not st.user.is_logged_in:
+            return None
+        claim = st.user.get(access["oidc_groups_claim"])
+        groups = tuple(str(g) for g in claim) if isinstance(claim, list) else header_groups(_text(claim))
+        name = _text(st.user.get("preferred_username")) or _text(st.user.get("sub"))
+        return resolve(access, name, _text(st.user.get("email")), groups, "oidc", others)
+    return OPEN
+
+
+def _login(config: Config) -> None:
+    st.title("preemptlens")
+    if config.section("access")["oidc"]:
+        st.info("Log in to see your preemptions and the cluster's figures.")
+        if st.button("Log in", type="primary", key="login"):
+            st.login()
+    else:
+        st.error("No user came with this request: open the dashboard through its auth proxy.")
+    st.stop()
+
+
+def _identity(reader: Reader) -> None:
+    if reader.via == "open":
+        st.sidebar.caption("Open: no login configured, so the dashboard listens on this host only.")
+        return
+    st.sidebar.caption(f"Signed in as **{reader.user}** ({reader.role}).")
+    if reader.via == "oidc" and st.sidebar.button("Log out", key="logout"):
+        st.logout()
+
+
 def main() -> None:
     st.set_page_config(page_title="preemptlens", page_icon=":material/timer:", layout="wide")
     try:
@@ -75,6 +161,11 @@ def main() -> None:
         st.error(f"preemptlens dashboard: {exc}")
         st.stop()
     settings = config.section("dashboard")
+    who = _reader(config)
+    if who is None:
+        _login(config)
+        return
+    _identity(who)
 
     st.sidebar.markdown("### Filters")
     start, end = _window(options, int(settings["default_days"]))
@@ -90,18 +181,9 @@ def main() -> None:
         f"Warehouse `{Path(warehouse).name}`, snapshot of {datetime.fromtimestamp(version, UTC):%Y-%m-%d %H:%M} UTC. "
         "An empty filter means all."
     )
-    ctx = Context(warehouse, limits, version, filters, options, settings)
+    ctx = Context(warehouse, limits, version, filters, options, settings, who)
     st.session_state[CONTEXT_KEY] = ctx
-
-    pages = [
-        st.Page(PAGES / "overview.py", title="Overview", icon=":material/dashboard:", default=True),
-        st.Page(PAGES / "preemptions.py", title="Preemptions", icon=":material/bolt:"),
-        st.Page(PAGES / "hoarding.py", title="Idle hoarding", icon=":material/hourglass_empty:"),
-        st.Page(PAGES / "scope_creep.py", title="Priority scope creep", icon=":material/trending_up:"),
-        st.Page(PAGES / "tuning.py", title="Tuning", icon=":material/tune:"),
-        st.Page(PAGES / "sql.py", title="SQL", icon=":material/terminal:"),
-    ]
-    st.navigation(pages).run()
+    st.navigation(pages_for(who)).run()
     # Once per snapshot and filters, after the page the reader opened has its figures (so that
     # the two do not share the CPU), the other pages' queries fill the cache in the background.
     _warm_up(ctx)

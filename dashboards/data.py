@@ -42,8 +42,23 @@ SETTINGS = Section(
         Setting("port", 8501, "Port `preemptlens dashboard` serves on.", kind=int),
         Setting(
             "address",
-            "localhost",
-            "Address `preemptlens dashboard` listens on; 0.0.0.0 exposes it to the network.",
+            "127.0.0.1",
+            "Address the dashboard listens on (`preemptlens dashboard` and `preemptlens serve`); "
+            "anything but loopback needs a login (access.proxy_headers or access.oidc).",
+        ),
+        Setting(
+            "public_host",
+            "",
+            "Host name readers reach the dashboard by (e.g. preemptlens.example.org, the proxy's name): "
+            "connections naming any other host than it, localhost and the listening address are refused, "
+            "and it is the only other origin accepted.",
+        ),
+        Setting(
+            "show_other_teams_jobs",
+            True,
+            "Whether a reader who is not an admin sees the job ids, job names, users and hosts of other teams' "
+            "jobs (cluster-level figures are shown to everyone).",
+            kind=bool,
         ),
         Setting("default_days", 30, "Time window (days, ending at the newest data) a page opens with.", kind=int),
         Setting("table_rows", 2000, "Most rows a page's table shows (the SQL page uses sql.max_rows).", kind=int),
@@ -305,7 +320,7 @@ def worst(r: Reader, f: Filters, limit: int) -> pl.DataFrame:
 
 
 VICTIMS_SQL = f"""
-SELECT cluster, victim_job_id, count(*) AS preemptions,
+SELECT cluster, victim_job_id, any_value(victim_team) AS victim_team, count(*) AS preemptions,
     coalesce(sum(wasted_gpu_s / 3600.0), 0) AS wasted_gpu_hours,
     coalesce(sum(requeue_gpu_s / 3600.0), 0) AS waiting_gpu_hours
 FROM preemption_ledger WHERE {_LEDGER_WHERE}
@@ -566,6 +581,76 @@ def scope_trend(r: Reader, f: Filters) -> pl.DataFrame:
     return r.frame(TREND_SQL, f.params("clusters", "pools"))
 
 
+MINE_SQL = """
+WITH typical AS (
+    SELECT cluster, pool, victim_tier, median(requeue_delay_s) AS typical_requeue_s
+    FROM preemption_ledger WHERE NOT requeue_censored
+    GROUP BY cluster, pool, victim_tier
+)
+SELECT
+    l.time, l.cluster, l.pool, l.victim_job_id, j.name AS victim_name, l.victim_run, l.victim_user, l.victim_team,
+    l.victim_tier, l.victim_gpus, l.preemptor_job_id, l.preemptor_team, l.preemptor_tier, l.preemptor_gpus,
+    l.reason, l.basis, l.run_start, l.last_checkpoint_time,
+    l.lost_s, l.lost_gpu_s / 3600.0 AS lost_gpu_hours, l.warmup_s, l.warmup_gpu_s / 3600.0 AS warmup_gpu_hours,
+    l.wasted_gpu_s / 3600.0 AS thrown_away_gpu_hours,
+    l.requeue_delay_s, l.requeue_censored, l.requeue_gpu_s / 3600.0 AS waiting_gpu_hours,
+    l.restart_run, l.restart_time,
+    CASE WHEN l.requeue_censored THEN l.time + to_seconds(t.typical_requeue_s) END AS expected_restart_time,
+    t.typical_requeue_s,
+    j.checkpoint_interval_s, l.work_done_share, l.near_completion, p.near_completion_share,
+    l.avoidable, l.idle_gpus_in_pool, l.repeat_victim, l.prior_job_preemptions,
+    list_contains(CAST($users AS VARCHAR[]), l.victim_user) AS own
+FROM preemption_ledger AS l
+LEFT JOIN jobs AS j ON j.cluster = l.cluster AND j.job_id = l.victim_job_id
+LEFT JOIN typical AS t ON t.cluster = l.cluster AND t.pool IS NOT DISTINCT FROM l.pool
+    AND t.victim_tier = l.victim_tier
+CROSS JOIN (SELECT near_completion_share FROM analytics_params LIMIT 1) AS p
+WHERE (list_contains(CAST($users AS VARCHAR[]), l.victim_user)
+        OR list_contains(CAST($teams AS VARCHAR[]), l.victim_team))
+    AND l.time >= $start AND l.time < $end
+ORDER BY own DESC, l.time DESC, l.cluster, l.victim_job_id, l.victim_run
+LIMIT $limit
+"""
+
+
+def mine(r: Reader, f: Filters, users: tuple[str, ...], teams: tuple[str, ...], limit: int) -> pl.DataFrame:
+    """The preemptions of the reader's own jobs (victim_user in `users`) first, then of their teams',
+    newest first, with what each cost the victim in two currencies never summed here:
+    work thrown away (lost progress plus warm-up, GPU-hours; unknown while the warm-up is) and waiting
+    (the victim's GPUs times its requeue delay, running to the end of the data when it has not restarted);
+    the expected restart of one not restarted yet (preemption time plus the median requeue delay of
+    restarted victims of its cluster, pool and tier); and what would have protected it (its declared
+    checkpoint interval, its share of work done against analytics.near_completion_share)."""
+    return r.frame(MINE_SQL, {"users": list(users), "teams": list(teams), "start": f.start, "end": f.end,
+                              "limit": limit})
+
+
+QUARANTINE_SQL = """
+SELECT q.source, q.target_table, q.record, q.field, q.reason, q.raw, q._load_id, l.started_at AS loaded_at
+FROM quarantine AS q LEFT JOIN _loads AS l ON l.load_id = q._load_id
+ORDER BY loaded_at DESC NULLS LAST, q.source, q.record
+LIMIT $limit
+"""
+ALERT_ERRORS_SQL = """
+SELECT rule, target, title, state, attempts, created_at, next_attempt_at, last_error
+FROM alerts WHERE last_error IS NOT NULL AND state <> 'sent'
+ORDER BY next_attempt_at DESC, dedupe_key
+LIMIT $limit
+"""
+
+
+def quarantined(r: Reader, limit: int) -> pl.DataFrame:
+    """The newest quarantined records, raw as the source sent them (an admin's view: they may hold anything)."""
+    return r.frame(QUARANTINE_SQL, {"limit": limit})
+
+
+def alert_errors(r: Reader, limit: int) -> pl.DataFrame | None:
+    """Alerts not delivered yet with the receiver's last error; None while the warehouse has no alerts table."""
+    if not r.has("alerts"):
+        return None
+    return r.frame(ALERT_ERRORS_SQL, {"limit": limit})
+
+
 SUGGESTIONS_TABLE = "suggestions"
 
 
@@ -643,6 +728,9 @@ QUERIES: dict[str, Callable[..., Any]] = {
     "scope_trend": scope_trend,
     "suggestions": suggestions,
     "catalog": catalog,
+    "mine": mine,
+    "quarantined": quarantined,
+    "alert_errors": alert_errors,
 }
 
 

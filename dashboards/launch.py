@@ -22,13 +22,20 @@ after the handler is in place, and not at the top of this module.
 
 from __future__ import annotations
 
+import atexit
+import json
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
+
+from preemptlens.errors import PreemptlensError
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -96,7 +103,6 @@ def warm() -> str:
     import preemptlens.commands.sql  # noqa: F401
     from preemptlens.config import load_config
     from preemptlens.dashboards import data
-    from preemptlens.errors import PreemptlensError
     from preemptlens.readonly import Limits
 
     for fig in sample_figures():
@@ -126,19 +132,67 @@ def _interrupted(signum: int, frame: FrameType | None) -> None:
     os._exit(INTERRUPTED)
 
 
+def no_address_lookup() -> None:
+    """Keep Streamlit from finding this machine's addresses by reaching out: it asks a web service for the
+    external one (at start when it listens on every interface, and when a cross-origin WebSocket arrives)
+    and "connects" a UDP socket to a public resolver for the internal one. preemptlens makes no outbound
+    call but to its configured sources; the accepted hosts and origins come from dashboard.public_host."""
+    from streamlit import net_util
+
+    net_util.get_external_ip = lambda: None
+    net_util.get_internal_ip = lambda: None
+
+
+def oidc_secrets(folder: Path) -> list[str]:
+    """When access.oidc is on: Streamlit's `[auth]` settings, resolved from preemptlens's configuration
+    (secrets by reference), in a secrets file only this user can read, and the option that points to it."""
+    from preemptlens.config import load_config
+
+    access = load_config().section("access")
+    if not access["oidc"]:
+        return []
+    auth = {
+        "redirect_uri": access["oidc_redirect_uri"],
+        "cookie_secret": access["oidc_cookie_secret"].reveal(),
+        "client_id": access["oidc_client_id"],
+        "client_secret": access["oidc_client_secret"].reveal(),
+        "server_metadata_url": access["oidc_metadata_url"],
+    }
+    lines = [
+        "[auth]", *(f"{k} = {json.dumps(v)}" for k, v in auth.items()), "",
+        "[auth.client_kwargs]", 'scope = "openid profile email"', f"prompt = {json.dumps(access['oidc_prompt'])}", "",
+    ]
+    path = folder / "secrets.toml"
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w") as out:
+        out.write("\n".join(lines))
+    return ["--secrets.files", str(path)]
+
+
 def main(argv: list[str] | None = None) -> None:
     """Warm this process, then serve `streamlit run` with `argv` (the app, then Streamlit's options)."""
     signal.signal(signal.SIGINT, _interrupted)
     # `preemptlens dashboard` blocks SIGINT across its exec into this process, so that a Ctrl-C before
     # this point is held rather than lost or raised in the interpreter's start-up; it is delivered now.
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    # uvicorn would otherwise take a loopback peer's X-Forwarded-For as the client's address, and the
+    # auth-proxy check (dashboards.access.proxy_trusted) needs the real peer.
+    os.environ["FORWARDED_ALLOW_IPS"] = ""
     print("dashboard warming up", file=sys.stderr, flush=True)
     print(warm(), file=sys.stderr, flush=True)
     from streamlit.web import cli
 
+    no_address_lookup()
+    private = Path(tempfile.mkdtemp(prefix="preemptlens-dashboard-"))
+    atexit.register(shutil.rmtree, private, ignore_errors=True)
+    try:
+        secrets = oidc_secrets(private)
+    except PreemptlensError as exc:
+        print(f"preemptlens dashboard: {exc}", file=sys.stderr, flush=True)
+        sys.exit(2)
     # The `streamlit` command itself, called as `python -m streamlit` does; it exits when the server stops.
     # Streamlit puts its own SIGINT handler in place once the server listens.
-    cli.main(["run", *(sys.argv[1:] if argv is None else argv)], prog_name="streamlit")
+    cli.main(["run", *(sys.argv[1:] if argv is None else argv), *secrets], prog_name="streamlit")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
+from preemptlens.dashboards.access import Reader, redact
 from preemptlens.dashboards.data import QUERIES, Filters, Options, reader
 from preemptlens.errors import PreemptlensError
 from preemptlens.readonly import Limits
@@ -50,12 +51,14 @@ class Context:
     filters: Filters
     options: Options
     settings: dict[str, Any]
+    reader: Reader
 
     def q(self, query: str, *args: Any) -> Any:
-        """A query from dashboards.data, memoised for this snapshot; a failure ends the page with its message
-        (a chart's query, while `Charts.draw` builds it, leaves the message in the chart's place instead)."""
+        """A query from dashboards.data, memoised for this snapshot and shown as the reader may see it
+        (dashboards.access.redact); a failure ends the page with its message (a chart's query, while
+        `Charts.draw` builds it, leaves the message in the chart's place instead)."""
         try:
-            return cached(query, self.warehouse, self.limits, self.version, *args)
+            return redact(cached(query, self.warehouse, self.limits, self.version, *args), self.reader)
         except PreemptlensError as exc:
             if _building_chart.get():
                 raise

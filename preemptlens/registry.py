@@ -48,6 +48,7 @@ SECTIONS: tuple[str, ...] = (
     "preemptlens.analytics.alerts",
     "preemptlens.commands.serve",
     "preemptlens.dashboards.data",
+    "preemptlens.dashboards.access",
     "preemptlens.dashboards.report",
     "preemptlens.analytics.lake",
     "preemptlens.analytics.spark",

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh machine: installs the system packages the
 # integration tests start for real (Prometheus, Slurm with munge, slurmdbd and
-# MariaDB, Chromium), installs preemptlens with its test extras, then runs
+# MariaDB, Chromium, nginx), installs preemptlens with its test extras, then runs
 # lint, type checks and pytest. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(prometheus munge slurmctld slurmd slurm-client slurmdbd mariadb-server chromium chromium-driver)
+APT_PACKAGES=(prometheus munge slurmctld slurmd slurm-client slurmdbd mariadb-server chromium chromium-driver nginx)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

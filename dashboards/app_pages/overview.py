@@ -15,6 +15,12 @@ f = ctx.filters
 charts = Charts()
 st.title("Preemption overview")
 st.caption(window_caption(f))
+if ctx.reader.via == "open":
+    st.info(
+        "No login is configured, so this dashboard listens on this host only and shows everything to whoever "
+        "opens it. To share it, put it behind a login (access.proxy_headers or access.oidc, docs/deploy.md).",
+        icon=":material/lock_open:",
+    )
 
 head = ctx.q("headline", f)
 cols = st.columns(4)

@@ -8,6 +8,7 @@ import polars as pl
 import streamlit as st
 
 from preemptlens.dashboards import figures
+from preemptlens.dashboards.access import HIDDEN
 from preemptlens.dashboards.data import VictimDetail, avoidable_text
 from preemptlens.dashboards.views_common import Charts, context, duration, gpu_hours, when, window_caption
 
@@ -144,7 +145,8 @@ st.dataframe(
 )
 
 st.header("Why was this job preempted?")
-victims: pl.DataFrame = ctx.q("top_victims", f, limit)
+# Another team's victims, masked for this reader (dashboards.access), are not offered.
+victims: pl.DataFrame = ctx.q("top_victims", f, limit).filter(pl.col("victim_job_id") != HIDDEN)
 if victims.height == 0:
     st.info("No victims in this window.")
 else:

@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from preemptlens.errors import ConfigError
+
 if TYPE_CHECKING:
     from preemptlens.config import Config
 
@@ -34,20 +36,53 @@ SERVED = ("--server.headless", "true", "--server.fileWatcherType", "none",
           "--browser.gatherUsageStats", "false", "--client.toolbarMode", "viewer")
 
 
+WILDCARDS = ("0.0.0.0", "::", "")
+
+
 def launch(app: Path, *options: str) -> list[str]:
     """The served dashboard's command line: `streamlit run app` with SERVED and `options`, in a warmed process."""
     return [sys.executable, "-m", "preemptlens.dashboards.launch", str(app), *SERVED, *options]
 
 
+def options(config: Config, port: int, address: str | None = None) -> list[str]:
+    """Streamlit's options for a dashboard on `port` (and `address`, else dashboard.address), the same for
+    `preemptlens dashboard` and `preemptlens serve`; raises ConfigError when [access] does not allow it.
+
+    The address is always given: without one Streamlit listens on every interface and, headless, asks a
+    web service for this machine's external address. A WebSocket naming a Host other than localhost, the
+    listening address or dashboard.public_host is refused (a page on a foreign name that resolves here,
+    DNS rebinding, cannot open a session), and only that public name is a cross-origin exception.
+    Errors reach the reader as a generic message; the details go to the server log."""
+    from preemptlens.dashboards.access import config_problems, is_loopback
+
+    settings = config.section("dashboard")
+    address = str(address or settings["address"])
+    public = str(settings["public_host"]).strip()
+    problems = config_problems(config.section("access"), address)
+    if not is_loopback(address) and not public:
+        problems.append(f"dashboard.public_host: needed when the dashboard listens on {address or 'every address'}")
+    if problems:
+        raise ConfigError(
+            f"{len(problems)} problem(s) with the dashboard's access:\n  - " + "\n  - ".join(problems),
+            "see docs/deploy.md",
+        )
+    hosts = dict.fromkeys(h for h in ("localhost", "127.0.0.1", address, public) if h and h not in WILDCARDS)
+    argv = [
+        "--server.port", str(port), "--server.address", address,
+        "--server.enableCORS", "true", "--server.enableXsrfProtection", "true",
+        "--client.showErrorDetails", "none",
+        "--browser.serverAddress", public or ("localhost" if address in WILDCARDS else address),
+    ]
+    for host in hosts:
+        argv += ["--server.allowedHosts", host]
+    if public:
+        argv += ["--server.corsAllowedOrigins", f"https://{public}", "--server.corsAllowedOrigins", f"http://{public}"]
+    return argv
+
+
 def command(args: argparse.Namespace, config: Config) -> list[str]:
     settings = config.section("dashboard")
-    return launch(
-        APP,
-        "--server.port",
-        str(args.port or settings["port"]),
-        "--server.address",
-        str(args.address or settings["address"]),
-    )
+    return launch(APP, *options(config, int(args.port or settings["port"]), args.address))
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
@@ -56,9 +91,10 @@ def run(args: argparse.Namespace, config: Config) -> int:
         env["PREEMPTLENS_CONFIG"] = str(config.path.resolve())
     settings = config.section("dashboard")
     address, port = args.address or settings["address"], args.port or settings["port"]
+    # Built (and [access] checked) before anything is printed.
+    argv = command(args, config)
     print(f"dashboard on http://{address}:{port} (Ctrl-C stops it)", flush=True)
     # Streamlit takes over this process, so a supervisor's signals reach it directly.
-    argv = command(args, config)
     # The mask survives the exec: a Ctrl-C while the new interpreter starts waits for dashboards.launch,
     # which unblocks it once its handler (one line, status 130) is in place.
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})

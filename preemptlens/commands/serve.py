@@ -73,7 +73,9 @@ SETTINGS = Section(
         Setting("analyze_interval_s", 900.0, "Seconds between analytics refreshes.", kind=float),
         Setting("alerts_interval_s", 300.0, "Seconds between alert evaluations and deliveries.", kind=float),
         Setting("report_cron", "0 6 * * 1", "Crontab line of the weekly report (default: Mondays 06:00 UTC)."),
-        Setting("dashboard_port", 8501, "Port of the Streamlit dashboard.", kind=int),
+        Setting(
+            "dashboard_port", 8501, "Port of the Streamlit dashboard (its address is dashboard.address).", kind=int
+        ),
         Setting(
             "metrics_port",
             9464,
@@ -82,8 +84,9 @@ SETTINGS = Section(
         ),
         Setting(
             "metrics_address",
-            "0.0.0.0",
-            "Address the /metrics endpoint listens on; 127.0.0.1 keeps it to this host.",
+            "127.0.0.1",
+            "Address the /metrics endpoint listens on; 0.0.0.0 exposes it to the network (docs/deploy.md puts "
+            "it behind the dashboard's auth proxy instead).",
         ),
         Setting(
             "snapshot_interval_s",
@@ -119,6 +122,12 @@ class Server:
         unknown = [j for j in self.section["jobs"] if j not in JOBS]
         if unknown:
             raise ConfigError(f"serve.jobs: unknown job(s) {unknown}", f"known jobs: {', '.join(JOBS)}")
+        self.dashboard_options: list[str] | None = None
+        if dashboard and "dashboard" in self.section["jobs"]:
+            from preemptlens.commands.dashboard import options
+
+            # `preemptlens dashboard`'s own options, checked before any job starts.
+            self.dashboard_options = options(config, int(self.section["dashboard_port"]))
 
     # -- the warehouse, one job at a time -----------------------------------
 
@@ -265,15 +274,15 @@ class Server:
     def start_dashboard(self) -> subprocess.Popen[bytes] | None:
         from preemptlens.commands.dashboard import APP, launch
 
-        if not self.dashboard or "dashboard" not in self.section["jobs"]:
+        if self.dashboard_options is None:
             return None
-        port = str(self.section["dashboard_port"])
         # The dashboard reads the same configuration, and this warehouse even if it came from --warehouse.
         env = {**os.environ, "PREEMPTLENS_WAREHOUSE__PATH": self.warehouse}
         if self.config.path is not None:
             env["PREEMPTLENS_CONFIG"] = str(self.config.path)
-        process = subprocess.Popen(launch(APP, "--server.port", port), env=env)
-        log.info("dashboard on port %s (pid %d)", port, process.pid)
+        process = subprocess.Popen(launch(APP, *self.dashboard_options), env=env)
+        address = self.config.get("dashboard.address")
+        log.info("dashboard on http://%s:%s (pid %d)", address, self.section["dashboard_port"], process.pid)
         return process
 
     def start_metrics(self) -> MetricsServer | None:

@@ -120,7 +120,8 @@ def test_cost_over_an_unknown_gain_is_not_a_loss(sc: Scenario) -> None:
     assert nb["(all)"]["gain_value"] == 0 and nb["(all)"]["cost_value"] > 0
     assert nb["(all)"]["gains_unknown"] == 1
     assert nb["(all)"]["cost_exceeds_gain"] is None
-    assert sc.view("net_benefit", "team").filter((pl.col("period") == "week") & (pl.col("team") == "(all)"))["cost_exceeds_gain"][0] is None
+    weekly = sc.view("net_benefit", "team").filter((pl.col("period") == "week") & (pl.col("team") == "(all)"))
+    assert weekly["cost_exceeds_gain"][0] is None
 
 
 def test_analyze_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

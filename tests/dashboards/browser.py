@@ -109,9 +109,9 @@ class Dashboard:
             *program, "--warehouse", str(warehouse), "dashboard", "--port", str(self.port), "--address", "127.0.0.1",
         ], log, env)
 
-    def serve(self, argv: list[str], log: Path, env: dict[str, str] | None = None) -> None:
-        """Start `argv`, a Streamlit server on self.port, and wait until it answers."""
-        self.url = f"http://127.0.0.1:{self.port}"
+    def serve(self, argv: list[str], log: Path, env: dict[str, str] | None = None, host: str = "127.0.0.1") -> None:
+        """Start `argv`, a Streamlit server on `host`:self.port, and wait until it answers."""
+        self.url = f"http://{host}:{self.port}"
         self._log = log.open("wb")
         self.process = subprocess.Popen(argv, env=env, stdout=self._log, stderr=subprocess.STDOUT)
         try:

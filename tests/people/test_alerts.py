@@ -305,6 +305,18 @@ def test_victim_notice_to_team_webhook_slack_format(
     assert alerts.run(wh, config, NOW + timedelta(minutes=5)).sent == 0
 
 
+def test_victim_notice_links_to_my_preemptions(
+    tmp_path: Path, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PREEMPTLENS_ALERTS__DASHBOARD_URL", "https://preemptlens.example.org/")
+    config = config_with(tmp_path, receiver, monkeypatch)
+    wh = Warehouse(tmp_path / "w.duckdb")
+    seed_preemptions(wh)
+    assert alerts.run(wh, config, NOW).sent == 1
+    text = json.loads(wh.query("SELECT payload FROM alerts")["payload"][0])["text"]
+    assert text.endswith(" Details: https://preemptlens.example.org/mine")
+
+
 def test_clear_url_in_team_webhooks_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "c.toml"
     path.write_text(f'[alerts]\nteam_webhooks = {{ nlp = "https://hooks.example/{URL_TOKEN}" }}\n')

@@ -1,0 +1,307 @@
+"""Who is reading the dashboard, and what they may see.
+
+Two ways to log in, configured in `[access]`:
+
+- an auth proxy in front (oauth2-proxy, nginx auth_request or auth_basic ...)
+  that authenticates the reader and passes who they are in request headers
+  (`access.proxy_headers`). The headers are believed only where nobody but the
+  proxy can send them: the dashboard listens on loopback (the proxy is on this
+  host), or the connection comes from one of `access.proxy_addresses`; and,
+  with `access.proxy_secret` set, only alongside that secret (loopback is no
+  private line on a host where others have shells);
+- OpenID Connect through Streamlit's own `st.login` (`access.oidc`): the
+  launcher hands Streamlit the `[auth]` settings it resolved (secrets by
+  reference) in a private secrets file (dashboards.launch).
+
+With neither, the dashboard is open, and the launcher lets it listen on
+loopback only: whoever can reach it is on this host, and sees what an admin
+sees.
+
+Roles come from `access.users` and `access.groups` (user or group -> `admin`,
+`viewer` or `team:<name>`). An admin sees everything, including the SQL page,
+raw quarantined records and alert delivery errors. Anyone else sees every
+cluster-level figure, but job ids, job names, users and hosts of teams not
+their own only where `dashboard.show_other_teams_jobs` allows; `redact` masks
+them in every query result on the server, before a page gets it.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+import polars as pl
+
+from preemptlens.config import Section, Setting
+
+ADMIN = "admin"
+VIEWER = "viewer"
+TEAM_PREFIX = "team:"
+# What a masked identifier of another team's job reads as.
+HIDDEN = "(another team)"
+
+SETTINGS = Section(
+    "access",
+    "Who may read the dashboard and what each reader sees (docs/deploy.md shows both ways to log in).",
+    (
+        Setting(
+            "proxy_headers",
+            False,
+            "Believe the user, email and groups an authenticating proxy in front passes in request headers; "
+            "only when the dashboard listens on loopback or the connection comes from access.proxy_addresses.",
+            kind=bool,
+        ),
+        Setting("proxy_user_header", "X-Forwarded-User", "Header that names the logged-in user."),
+        Setting("proxy_email_header", "X-Forwarded-Email", "Header with the logged-in user's email."),
+        Setting(
+            "proxy_groups_header",
+            "X-Forwarded-Groups",
+            "Header with the logged-in user's groups, separated by commas.",
+        ),
+        Setting(
+            "proxy_addresses",
+            [],
+            "Addresses (or networks, e.g. 10.0.0.0/24) of the proxies allowed to pass the headers when the "
+            "dashboard listens beyond loopback.",
+            kind=list,
+        ),
+        Setting(
+            "proxy_secret",
+            None,
+            "A secret the proxy sends in access.proxy_secret_header with every request; when set, the identity "
+            "headers are believed only with it. Needed wherever others can reach the dashboard's address too "
+            "(every user of a shared login node can connect to its loopback).",
+            secret=True,
+        ),
+        Setting("proxy_secret_header", "X-Preemptlens-Proxy-Secret", "Header that carries access.proxy_secret."),
+        Setting(
+            "oidc",
+            False,
+            "Log readers in with OpenID Connect (Streamlit's st.login), configured by the access.oidc_* settings.",
+            kind=bool,
+        ),
+        Setting(
+            "oidc_metadata_url",
+            "",
+            "The provider's discovery document, https://.../.well-known/openid-configuration.",
+        ),
+        Setting("oidc_client_id", "", "Client id registered with the provider."),
+        Setting("oidc_client_secret", None, "Client secret registered with the provider.", secret=True),
+        Setting(
+            "oidc_redirect_uri",
+            "",
+            "Where the provider sends readers back: the dashboard's public URL followed by /oauth2callback.",
+        ),
+        Setting(
+            "oidc_cookie_secret",
+            None,
+            "Random string (32 bytes or more) that signs the login cookie; keep it stable across restarts.",
+            secret=True,
+        ),
+        Setting(
+            "oidc_prompt",
+            "select_account",
+            "The prompt parameter of the login request (Streamlit's default, select_account); set login for a "
+            "provider that takes select_account as an endless request to log in again (django-oidc-provider).",
+            choices=("select_account", "login", "consent", "none"),
+        ),
+        Setting(
+            "oidc_groups_claim",
+            "groups",
+            "Claim of the ID token that lists the reader's groups (matched against access.groups).",
+        ),
+        Setting(
+            "users",
+            {},
+            "Role of each user (name or email): admin, viewer or team:<name>, e.g. { alice = \"team:vision\" }.",
+            kind=dict,
+        ),
+        Setting(
+            "groups",
+            {},
+            "Role of each group's members, e.g. { ml-platform = \"admin\" }; a user's own entry comes first, "
+            "and a member of several groups gets the strongest role (admin, then every team named).",
+            kind=dict,
+        ),
+        Setting(
+            "default_role",
+            VIEWER,
+            "Role of a logged-in reader that access.users and access.groups do not name: viewer or team:<name>.",
+        ),
+    ),
+)
+
+
+def role_problem(role: str) -> str | None:
+    """Why `role` is not a role, or None."""
+    if role in (ADMIN, VIEWER) or (role.startswith(TEAM_PREFIX) and role[len(TEAM_PREFIX):].strip()):
+        return None
+    return f"{role!r} is not a role (admin, viewer or team:<name>)"
+
+
+@dataclass(frozen=True)
+class Reader:
+    """The person reading, as far as the dashboard knows: `user` None means nobody logged in."""
+
+    user: str | None
+    email: str | None = None
+    groups: tuple[str, ...] = ()
+    admin: bool = False
+    teams: tuple[str, ...] = ()
+    # How they came in: "proxy", "oidc" or "open" (no login configured).
+    via: str = "open"
+    # Whether job-level rows of other teams are shown (dashboard.show_other_teams_jobs; always for an admin).
+    others_jobs: bool = True
+
+    @property
+    def role(self) -> str:
+        if self.admin:
+            return ADMIN
+        return ", ".join(f"{TEAM_PREFIX}{t}" for t in self.teams) or VIEWER
+
+    def sees_jobs_of(self, team: str | None) -> bool:
+        return self.admin or self.others_jobs or (team is not None and team in self.teams)
+
+
+OPEN = Reader(user=None, admin=True, via="open")
+
+
+def resolve(access: Mapping[str, Any], user: str | None, email: str | None, groups: tuple[str, ...],
+            via: str, others_jobs: bool) -> Reader:
+    """The role of a logged-in reader from access.users, access.groups and access.default_role."""
+    users: Mapping[str, str] = access["users"]
+    by_group: Mapping[str, str] = access["groups"]
+    roles = [users[k] for k in (user, email) if k and k in users] or [by_group[g] for g in groups if g in by_group]
+    roles = roles or [str(access["default_role"])]
+    admin = ADMIN in roles
+    teams = tuple(dict.fromkeys(r[len(TEAM_PREFIX):] for r in roles if r.startswith(TEAM_PREFIX)))
+    reader = Reader(user=user or email, email=email, groups=groups, admin=admin, teams=teams, via=via)
+    return replace(reader, others_jobs=admin or others_jobs)
+
+
+def config_problems(access: Mapping[str, Any], address: str) -> list[str]:
+    """What is wrong with `[access]` for a dashboard listening on `address`: every problem, one line each."""
+    problems = [
+        f"access.{where}.{key}: {problem}"
+        for where in ("users", "groups")
+        for key, role in access[where].items()
+        if (problem := role_problem(str(role)))
+    ]
+    default = str(access["default_role"])
+    if default == ADMIN:
+        problems.append("access.default_role: admin is given by name only (access.users, access.groups)")
+    elif problem := role_problem(default):
+        problems.append(f"access.default_role: {problem}")
+    if access["oidc"]:
+        for key in ("oidc_metadata_url", "oidc_client_id", "oidc_client_secret", "oidc_redirect_uri",
+                    "oidc_cookie_secret"):
+            if not access[key]:
+                problems.append(f"access.{key}: needed when access.oidc is true")
+        if access["oidc_redirect_uri"] and not str(access["oidc_redirect_uri"]).endswith("/oauth2callback"):
+            problems.append("access.oidc_redirect_uri: must end with /oauth2callback")
+    for entry in access["proxy_addresses"]:
+        try:
+            ipaddress.ip_network(str(entry), strict=False)
+        except ValueError:
+            problems.append(f"access.proxy_addresses: {entry!r} is not an address or network")
+    if access["proxy_headers"] and access["oidc"]:
+        problems.append("access.proxy_headers and access.oidc: choose one way to log in")
+    if not (access["proxy_headers"] or access["oidc"]) and not is_loopback(address):
+        problems.append(
+            f"dashboard.address {address}: with no login configured the dashboard listens on loopback only; "
+            "set access.proxy_headers or access.oidc (docs/deploy.md)"
+        )
+    return problems
+
+
+def is_loopback(address: str | None) -> bool:
+    if address == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(str(address)).is_loopback
+    except ValueError:
+        return False
+
+
+def proxy_trusted(access: Mapping[str, Any], listen_address: str | None, peer: str | None) -> bool:
+    """Whether the connection's identity headers come from the auth proxy: only the proxy can reach a
+    dashboard on loopback (it runs on this host), else the peer must be one of access.proxy_addresses.
+    `peer` None is a loopback peer (how Streamlit reports one)."""
+    if is_loopback(listen_address):
+        return True
+    address = ipaddress.ip_address(peer) if peer else ipaddress.ip_address("127.0.0.1")
+    return any(address in ipaddress.ip_network(str(n), strict=False) for n in access["proxy_addresses"])
+
+
+def header_groups(value: str | None) -> tuple[str, ...]:
+    return tuple(g.strip() for g in (value or "").split(",") if g.strip())
+
+
+# Identifying columns of query results and the column that says whose they are. A column not listed
+# here is a cluster-level figure or a team name (public); `redact` masks these for other teams' rows.
+OWNED_BY = {
+    "victim_job_id": "victim_team",
+    "victim_user": "victim_team",
+    "preemptor_job_id": "preemptor_team",
+    "job_id": "team",
+    "name": "team",
+    "user_name": "team",
+    "hosts": "team",
+    "holder": "team",
+}
+
+
+def redact(value: Any, reader: Reader) -> Any:
+    """`value` (a query result: a frame, a tuple of them, or a VictimDetail) with the identifiers of
+    jobs the reader may not see replaced by HIDDEN. An identifying column whose owner column is
+    missing is masked whole: a new query cannot leak by forgetting to select its team."""
+    if reader.admin or reader.others_jobs:
+        return value
+    if isinstance(value, pl.DataFrame):
+        return _redact_frame(value, reader)
+    if isinstance(value, tuple):
+        return tuple(redact(v, reader) for v in value)
+    from preemptlens.dashboards.data import VictimDetail
+
+    if isinstance(value, VictimDetail):
+        team = value.job["team"][0] if value.job.height else None
+        if reader.sees_jobs_of(team):
+            return value
+        return VictimDetail(
+            job=_redact_frame(value.job, reader),
+            runs=_mask(value.runs, [c for c in ("hosts", "preemptor_job_id") if c in value.runs.columns]),
+            preemptions=_redact_frame(value.preemptions, reader),
+            checkpoints=value.checkpoints,
+        )
+    return value
+
+
+def _mask(frame: pl.DataFrame, columns: list[str]) -> pl.DataFrame:
+    return frame.with_columns(
+        pl.when(pl.col(c).is_null()).then(None).otherwise(pl.lit(HIDDEN)).alias(c) for c in columns
+    )
+
+
+def _redact_frame(frame: pl.DataFrame, reader: Reader) -> pl.DataFrame:
+    mine = list(reader.teams)
+    masks = []
+    for column, owner in OWNED_BY.items():
+        if column not in frame.columns:
+            continue
+        if owner not in frame.columns:
+            masks.append(pl.lit(HIDDEN, dtype=pl.String).alias(column))
+            continue
+        visible = pl.col(owner).is_in(mine)
+        if "own" in frame.columns:
+            # dashboards.data.mine marks the reader's own jobs, whichever team they ran for.
+            visible = visible | pl.col("own")
+        if column == "holder":
+            # Top holders by team name the team itself, which is public.
+            visible = visible | (pl.col(column) == pl.col(owner))
+        masks.append(
+            pl.when(visible | pl.col(column).is_null()).then(pl.col(column).cast(pl.String))
+            .otherwise(pl.lit(HIDDEN)).alias(column)
+        )
+    return frame.with_columns(masks) if masks else frame

@@ -1,0 +1,92 @@
+"""A real OpenID Connect provider for the login tests: django-oidc-provider in Django's own server on a
+free loopback port (tests/dashboards/oidc_site), with users, groups and one confidential client."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+
+from browser import free_port, wait_http
+
+SETUP = """
+import sys
+import django
+django.setup()
+from django.contrib.auth.models import Group, User
+from oidc_provider.models import Client, ResponseType
+
+client_id, client_secret, redirect, password, *users = sys.argv[1:]
+for entry in users:
+    name, _, groups = entry.partition("=")
+    user = User.objects.create_user(name, f"{name}@example.org", password)
+    for group in filter(None, groups.split(",")):
+        user.groups.add(Group.objects.get_or_create(name=group)[0])
+client = Client.objects.create(name="preemptlens", client_type="confidential", client_id=client_id,
+                               client_secret=client_secret, require_consent=False, jwt_alg="RS256")
+client.redirect_uris = [redirect]
+client.post_logout_redirect_uris = [redirect]
+client.save()
+client.response_types.add(ResponseType.objects.get(value="code"))
+"""
+
+
+class Provider:
+    """The provider at `url` (its issuer is `url`/openid), serving `users` (name -> comma-separated groups),
+    each with `password`, and one client whose redirect URI is `redirect_uri`."""
+
+    def __init__(self, root: Path, users: dict[str, str], password: str, redirect_uri: str) -> None:
+        root.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        # Another loopback address than the dashboard's 127.0.0.1: the browser keeps the two sites' cookies apart.
+        self.url = f"http://127.0.0.2:{self.port}"
+        self.metadata_url = f"{self.url}/openid/.well-known/openid-configuration"
+        self.client_id = "preemptlens-dashboard"
+        self.client_secret = secrets.token_urlsafe(24)
+        self.env = {
+            **os.environ,
+            "PYTHONPATH": str(Path(__file__).parent),
+            "DJANGO_SETTINGS_MODULE": "oidc_site.settings",
+            "OIDC_TEST_ROOT": str(root),
+            "OIDC_TEST_URL": self.url,
+            "OIDC_TEST_DJANGO_KEY": secrets.token_urlsafe(32),
+        }
+        self._manage("migrate", "--no-input", "-v", "0")
+        self._manage("creatersakey")
+        subprocess.run(
+            [sys.executable, "-c", SETUP, self.client_id, self.client_secret, redirect_uri, password,
+             *(f"{u}={g}" for u, g in users.items())],
+            env=self.env, check=True, capture_output=True,
+        )
+        self.log = root / "provider.log"
+        self._log = self.log.open("wb")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "django", "runserver", f"127.0.0.2:{self.port}", "--noreload"],
+            env=self.env, stdout=self._log, stderr=subprocess.STDOUT,
+        )
+        try:
+            wait_http(self.metadata_url, 60)
+        except TimeoutError:
+            self.close()
+            raise
+
+    def _manage(self, *argv: str) -> None:
+        subprocess.run([sys.executable, "-m", "django", *argv], env=self.env, check=True, capture_output=True)
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._log.close()
+
+    def __enter__(self) -> Provider:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

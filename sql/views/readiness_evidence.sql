@@ -225,7 +225,7 @@ usage as (
 preemption_figures as (
     select
         cluster,
-        sum(case when gain_gpu_s is not null then lost_gpu_s + warmup_gpu_s end)
+        sum(case when gain_gpu_s is not null then wasted_gpu_s end)
             / nullif(sum(gain_gpu_s), 0) as loss_to_gain,
         avg(case when reason is not null and preemptor_job_id is not null then 1.0 else 0.0 end) as visibility
     from ledger

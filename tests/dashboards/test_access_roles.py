@@ -6,11 +6,9 @@ Operations and SQL pages, and a logged-in reader lands on their own preemptions.
 from __future__ import annotations
 
 import base64
-import ipaddress
 import os
 import re
 import secrets
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -165,36 +163,30 @@ def test_a_local_client_going_around_nginx_is_not_believed(proxied: tuple[Nginx,
     assert "SQL" not in nav(browser)
 
 
-def non_loopback_address() -> str | None:
-    out = subprocess.run(["ip", "-4", "-o", "addr"], capture_output=True, text=True, check=False).stdout
-    found = [a.split("/")[0] for a in re.findall(r"inet (\S+)", out)]
-    return next((a for a in found if not ipaddress.ip_address(a).is_loopback), None)
-
-
 class OnAddress(Dashboard):
-    """`preemptlens dashboard` listening on `address` (dashboard.address in the configuration)."""
+    """`preemptlens dashboard` listening on `address` (dashboard.address in the configuration), reached
+    through 127.0.0.1."""
 
     def __init__(self, address: str, program: tuple[str, ...], warehouse: Path, log: Path) -> None:
         self.port = free_port()
         env = {k: v for k, v in os.environ.items() if not k.startswith("PREEMPTLENS_")}
-        self.serve([*program, "--warehouse", str(warehouse), "dashboard", "--port", str(self.port)], log, env,
-                   host=address)
+        self.serve([*program, "--warehouse", str(warehouse), "dashboard", "--address", address,
+                    "--port", str(self.port)], log, env)
 
 
 def test_beyond_loopback_only_a_configured_proxy_vouches_for_a_reader(
     cluster_warehouse: Path, tmp_path: Path
 ) -> None:
-    """The dashboard on a network address: a client that is not in access.proxy_addresses sending the identity
-    headers (and a forged X-Forwarded-For naming the proxy) is refused; once its address is listed, it is believed."""
-    address = non_loopback_address()
-    if address is None:
-        pytest.skip("this host has no non-loopback IPv4 address")
+    """The dashboard listening beyond loopback (every interface): a client that is not in access.proxy_addresses
+    sending the identity headers (and a forged X-Forwarded-For naming the proxy) is refused; once its address is
+    listed, it is believed. Only loopback traffic: the client is 127.0.0.1, the other "proxy" 127.0.0.2."""
+    address = "0.0.0.0"
     config = tmp_path / "preemptlens.toml"
-    settings = (f'[dashboard]\naddress = "{address}"\npublic_host = "{address}"\n'
+    settings = (f'[dashboard]\naddress = "{address}"\npublic_host = "127.0.0.1"\n'
                 '[access]\nproxy_headers = true\ngroups = { platform = "admin" }\nproxy_addresses = ["{proxy}"]\n')
-    config.write_text(settings.replace("{proxy}", "198.51.100.7"))
+    config.write_text(settings.replace("{proxy}", "127.0.0.2"))
     program = (sys.executable, "-m", "preemptlens.cli", "--config", str(config))
-    headers = {"X-Forwarded-User": "ops", "X-Forwarded-Groups": "platform", "X-Forwarded-For": "198.51.100.7"}
+    headers = {"X-Forwarded-User": "ops", "X-Forwarded-Groups": "platform", "X-Forwarded-For": "127.0.0.2"}
     with OnAddress(address, program, cluster_warehouse, tmp_path / "streamlit.log") as dashboard, \
             Chromium() as browser:
         browser.call("Network.enable")
@@ -204,7 +196,7 @@ def test_beyond_loopback_only_a_configured_proxy_vouches_for_a_reader(
         assert state.errors == ["This connection does not come through the configured auth proxy "
                                 "(access.proxy_addresses)."], state.text
         # The dashboard reads its configuration on every run: this host is the proxy now.
-        config.write_text(settings.replace("{proxy}", address))
+        config.write_text(settings.replace("{proxy}", "127.0.0.1"))
         browser.fresh_tab()
         browser.call("Network.enable")
         browser.call("Network.setExtraHTTPHeaders", {"headers": headers})

@@ -112,6 +112,7 @@ def main() -> None:
         st.Page(PAGES / "hoarding.py", title="Idle hoarding", icon=":material/hourglass_empty:"),
         st.Page(PAGES / "scope_creep.py", title="Priority scope creep", icon=":material/trending_up:"),
         st.Page(PAGES / "tuning.py", title="Tuning", icon=":material/tune:"),
+        st.Page(PAGES / "pilot.py", title="Pilot", icon=":material/science:"),
         st.Page(PAGES / "sql.py", title="SQL", icon=":material/terminal:"),
     ]
     st.navigation(pages).run()

@@ -41,6 +41,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("preemptlens.commands.export", "export the raw and derived tables as a Hive-partitioned Parquet lake"),
     "spark": ("preemptlens.commands.spark", "run the idle-hoarding and ledger scans on Apache Spark over the lake"),
     "suggest": ("preemptlens.commands.suggest", "replay the recorded workload under other policies; suggest settings"),
+    "pilot": ("preemptlens.commands.pilot", "evaluate a preemption pilot against control pools; list candidate pools"),
 }
 
 log = logging.getLogger("preemptlens")

@@ -35,6 +35,7 @@ SECTION_MODULES: tuple[str, ...] = (
     "preemptlens.config",
     "preemptlens.analytics.params",
     "preemptlens.analytics.tuning",
+    "preemptlens.analytics.pilot",
     "preemptlens.collectors.prometheus",
     "preemptlens.collectors.slurm",
     "preemptlens.collectors.kubernetes",

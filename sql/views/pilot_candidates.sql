@@ -69,7 +69,7 @@ pool_waits as (
     group by cluster, pool
 ),
 
-final as (
+judged as (
     select
         c.cluster,
         c.pool,
@@ -93,9 +93,11 @@ final as (
     left join sharing as s on s.cluster = c.cluster and s.pool = c.pool
     left join scarcity as k on k.cluster = c.cluster and k.pool = c.pool
     left join pool_waits as w on w.cluster = c.cluster and w.pool = c.pool
+),
+
+final as (
+    select *, recoverable and shared and scarce as candidate
+    from judged
 )
 
-select
-    *,
-    recoverable and shared and scarce as candidate
-from final
+select * from final

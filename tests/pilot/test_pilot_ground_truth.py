@@ -28,7 +28,7 @@ def test_helpful_pilot_is_widened_with_the_true_effect_inside_its_intervals(help
     assert actual.verdict == "widen", actual.reasons
     # The time-sensitive work gained: its true median and p90 wait fell, and both intervals say so.
     for key in ("high_wait_p50_s", "high_wait_p90_s"):
-        truth, low, high = inside(key, actual, counterfactual)
+        truth, _, high = inside(key, actual, counterfactual)
         assert truth < 0 and high < 0
     for key in ("retries_per_job", "thrown_away_share", "completion_p50_s_normal", "completion_p50_s_low",
                 "completion_p50_s_all", "net_benefit_share"):

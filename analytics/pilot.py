@@ -599,7 +599,7 @@ def evaluate(query: Query, pilot: Pilot, th: Thresholds, now: datetime | None = 
         notes.append(f"the change concerns tier(s) {', '.join(pilot.tiers)}")
     notes.append(
         f"intervals: {th.confidence:.0%} bootstrap percentile intervals, {th.bootstrap_samples} replicates "
-        "resampling UTC days, the same days for pilot and control pools"
+        "resampling UTC days (the same for pilot and control pools) and pools (the same before and after)"
     )
     return Evaluation(
         pilot=pilot, thresholds=th, before_start=before_start, after_end=after_end,

@@ -472,16 +472,23 @@ class Evaluation:
 
 
 def _periodise(frame: pl.DataFrame, time_col: str, start: float, change: float, end: float) -> pl.DataFrame:
-    """Observations inside [start, end) with their period and day index within it."""
+    """Observations inside [start, end) with their period and UTC day (block) index within it: every kind
+    of observation, per run, per job or per pool-day, falls into the same calendar day's block."""
     t = pl.col(time_col)
+    day = (t / DAY_S).floor()
     return frame.filter(t.is_not_null() & (t >= start) & (t < end)).with_columns(
         pl.when(t >= change).then(pl.lit("after")).otherwise(pl.lit("before")).alias("period"),
         pl.when(t >= change)
-        .then(((t - change) / DAY_S).floor())
-        .otherwise(((t - start) / DAY_S).floor())
+        .then(day - math.floor(change / DAY_S))
+        .otherwise(day - math.floor(start / DAY_S))
         .cast(pl.Int64)
         .alias("block"),
     )
+
+
+def _days(start: float, end: float) -> int:
+    """UTC days that [start, end) touches."""
+    return max(1, math.ceil(end / DAY_S) - math.floor(start / DAY_S))
 
 
 def _bootstrap(days: Mapping[str, int], groups: Mapping[str, Sequence[str]], replicates: int
@@ -511,9 +518,11 @@ def evaluate(query: Query, pilot: Pilot, th: Thresholds, now: datetime | None = 
     if after_end <= pilot.start:
         raise ConfigError(f"pilot {pilot.name!r}: no data after its start {pilot.start.isoformat()}",
                           "the data ends " + span["last"].isoformat())
-    before_start = max(pilot.start - timedelta(days=th.before_days), span["first"])
+    # From midnight, so that the first day's pool-day row counts too.
+    first = max(pilot.start - timedelta(days=th.before_days), span["first"])
+    before_start = first.replace(hour=0, minute=0, second=0, microsecond=0)
     start, change, end = before_start.timestamp(), pilot.start.timestamp(), after_end.timestamp()
-    days = {"before": max(1, math.ceil((change - start) / DAY_S)), "after": max(1, math.ceil((end - change) / DAY_S))}
+    days = {"before": _days(start, change), "after": _days(change, end)}
     pools = sorted(set(pilot.pools) | set(pilot.control))
     draws = _bootstrap(days, {"pilot": sorted(pilot.pools), "control": sorted(pilot.control)}, th.bootstrap_samples)
     pool_index = {p: i for group in (sorted(pilot.pools), sorted(pilot.control)) for i, p in enumerate(group)}

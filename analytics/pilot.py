@@ -146,6 +146,12 @@ WHERE len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS V
 ORDER BY candidate DESC NULLS LAST, checkpoint_coverage DESC NULLS LAST, cluster, pool, tier
 """
 
+_READINESS_SQL = """
+SELECT DISTINCT cluster, yes_count, verdict, fix_first FROM readiness_scorecard
+WHERE len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster)
+ORDER BY cluster
+"""
+
 Query = Callable[[str, dict[str, object]], pl.DataFrame]
 
 
@@ -397,15 +403,14 @@ def _figure(key: str, label: str, unit: str, role: str, n_of: str,
     reps: dict[tuple[str, str], np.ndarray] = {}
     for (group, period), cell in cells.items():
         values[(group, period)], reps[(group, period)] = stat(cell, draws[(group, period)])
-    n = tuple(int(cells[(g, p)].values.size) for g in ("pilot", "control") for p in ("before", "after"))
-    n4 = (n[0], n[1], n[2], n[3])
+    pb_n, pa_n, cb_n, ca_n = (int(cells[(g, p)].values.size) for g in ("pilot", "control") for p in ("before", "after"))
 
     def scaled(v: float | None) -> float | None:
         return None if v is None else v * scale
 
     empty = [f"{g} pools {p} the change" for (g, p), v in values.items() if v is None]
     base = dict(
-        key=key, label=label, unit=unit, role=role, n=n4, n_of=n_of,
+        key=key, label=label, unit=unit, role=role, n=(pb_n, pa_n, cb_n, ca_n), n_of=n_of,
         pilot_before=scaled(values[("pilot", "before")]), pilot_after=scaled(values[("pilot", "after")]),
         control_before=scaled(values[("control", "before")]), control_after=scaled(values[("control", "after")]),
     )
@@ -425,6 +430,8 @@ def _figure(key: str, label: str, unit: str, role: str, n_of: str,
                       missing=f"too few days with {n_of} to bootstrap an interval")
     alpha = (1.0 - confidence) / 2.0
     low, high = np.quantile(theta[ok], [alpha, 1.0 - alpha])
+    # The estimate is exact, a quantile's replicates are binned: where the replicates all fall on one side
+    # of a discrete estimate (a median of 0 s), the interval still reaches it.
     return Figure(
         **base,  # type: ignore[arg-type]
         did=did, low=float(min(low, did)), high=float(max(high, did)),
@@ -730,6 +737,18 @@ def decide(figures: Sequence[Figure], th: Thresholds, days_after: int) -> tuple[
 def candidates(query: Query, clusters: Sequence[str] = ()) -> pl.DataFrame:
     """Pools and preemptible tiers that suit a pilot: recoverable, shared and scarce (pilot_candidates)."""
     return query(_CANDIDATES_SQL, {"clusters": list(clusters)})
+
+
+def readiness(query: Query, clusters: Sequence[str] = ()) -> list[str]:
+    """Per cluster, the scorecard's verdict and what to fix first: the article puts quotas, queues and tiered
+    pools before any pilot."""
+    lines = []
+    for r in query(_READINESS_SQL, {"clusters": list(clusters)}).iter_rows(named=True):
+        line = f"readiness of {r['cluster']}: {r['verdict']} ({r['yes_count']} of 4 yes)"
+        if r["fix_first"]:
+            line += f"; fix first: {r['fix_first']}, before any pilot"
+        lines.append(line)
+    return lines
 
 
 # -- text ----------------------------------------------------------------------

@@ -9,7 +9,16 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from preemptlens.analytics.pilot import Evaluation, Pilot, Thresholds, candidates, declared, evaluate, thresholds_from
+from preemptlens.analytics.pilot import (
+    Evaluation,
+    Pilot,
+    Thresholds,
+    candidates,
+    declared,
+    evaluate,
+    readiness,
+    thresholds_from,
+)
 from preemptlens.config import load_config
 from preemptlens.dashboards.data import reader
 from preemptlens.dashboards.views_common import context
@@ -25,10 +34,11 @@ def _evaluation(warehouse: str, limits: Limits, version: float, pilot: Pilot, th
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def _candidates(warehouse: str, limits: Limits, version: float, clusters: tuple[str, ...]) -> pl.DataFrame:
+def _candidates(warehouse: str, limits: Limits, version: float,
+                clusters: tuple[str, ...]) -> tuple[pl.DataFrame, list[str]]:
     del version
     with reader(warehouse, limits) as r:
-        return candidates(r.frame, clusters)
+        return candidates(r.frame, clusters), readiness(r.frame, clusters)
 
 
 ctx = context()
@@ -77,7 +87,10 @@ else:
 st.header("Candidate pools and tiers")
 st.caption("Recoverable (checkpoint coverage), shared (two or more teams) and scarce: where a pilot fits first.")
 try:
-    st.dataframe(_candidates(ctx.warehouse, ctx.limits, ctx.version, ctx.filters.clusters), hide_index=True,
-                 key="pilot_candidates")
+    found, ready = _candidates(ctx.warehouse, ctx.limits, ctx.version, ctx.filters.clusters)
 except PreemptlensError as exc:
     st.error(str(exc))
+    st.stop()
+for line in ready:
+    st.caption(line)
+st.dataframe(found, hide_index=True, key="pilot_candidates")

@@ -45,7 +45,15 @@ def _from_args(args: argparse.Namespace, config: Config) -> Pilot:
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
-    from preemptlens.analytics.pilot import candidates, declared, evaluate, render, render_candidates, thresholds_from
+    from preemptlens.analytics.pilot import (
+        candidates,
+        declared,
+        evaluate,
+        readiness,
+        render,
+        render_candidates,
+        thresholds_from,
+    )
     from preemptlens.warehouse import Warehouse
 
     th = thresholds_from(config)
@@ -56,6 +64,8 @@ def run(args: argparse.Namespace, config: Config) -> int:
                 print("declared pilots: " + ", ".join(sorted(pilots)))
             else:
                 print("no pilots declared ([pilot] pilots.NAME in the configuration)")
+            for line in readiness(wh.query):
+                print(line)
             print(render_candidates(candidates(wh.query)))
             return 0
         pilot = _from_args(args, config)

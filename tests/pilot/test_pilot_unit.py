@@ -126,6 +126,7 @@ def test_pilot_command_prints_the_evaluation_and_the_candidates(harmful_warehous
     assert main(["--config", cfg, "--warehouse", str(harmful_warehouse), "pilot"]) == 0
     listing = capsys.readouterr().out
     assert "declared pilots: trial" in listing and "pilot/p1 tier low: recoverable no" in listing
+    assert "readiness of pilot: preemption should not be the main tool" in listing
     assert main(["--config", cfg, "--warehouse", str(harmful_warehouse), "pilot", "other", "--pools", "p1"]) == 2
     assert "missing control, start, what" in capsys.readouterr().err
 

@@ -136,6 +136,7 @@ WHERE cluster = $cluster AND team = '(all)' AND list_contains(CAST($pools AS VAR
   AND window_start >= $start AND window_start < $end
 """
 _SAMPLES_SQL = "SELECT count(*) AS n FROM (SELECT 1 FROM gpu_samples WHERE cluster = $cluster LIMIT 1)"
+_POOLS_SQL = "SELECT DISTINCT pool FROM pilot_jobs WHERE cluster = $cluster"
 _SPAN_SQL = """
 SELECT min(submit_time) AS first, max(coalesce(finished_at, submit_time)) AS last
 FROM pilot_jobs WHERE cluster = $cluster
@@ -520,6 +521,11 @@ def evaluate(query: Query, pilot: Pilot, th: Thresholds, now: datetime | None = 
     if span["first"] is None:
         raise ConfigError(f"pilot {pilot.name!r}: cluster {pilot.cluster!r} has no jobs in the warehouse",
                           "check pilot.pilots.<name>.cluster, or load data and run `preemptlens analyze`")
+    known = set(query(_POOLS_SQL, {"cluster": pilot.cluster})["pool"].to_list())
+    unknown = [p for p in (*pilot.pools, *pilot.control) if p not in known]
+    if unknown:
+        raise ConfigError(f"pilot {pilot.name!r}: no jobs in pool(s) {', '.join(unknown)} of cluster {pilot.cluster!r}",
+                          f"pools with jobs: {', '.join(sorted(known))}")
     data_end = span["last"] + timedelta(seconds=1)
     after_end = min(pilot.end or data_end, data_end, now or data_end)
     if after_end <= pilot.start:

@@ -129,6 +129,9 @@ def test_pilot_command_prints_the_evaluation_and_the_candidates(harmful_warehous
     assert "readiness of pilot: preemption should not be the main tool" in listing
     assert main(["--config", cfg, "--warehouse", str(harmful_warehouse), "pilot", "other", "--pools", "p1"]) == 2
     assert "missing control, start, what" in capsys.readouterr().err
+    assert main(["--config", cfg, "--warehouse", str(harmful_warehouse), "pilot", "trial", "--control", "c1,zz"]) == 2
+    err = capsys.readouterr().err
+    assert "no jobs in pool(s) zz of cluster 'pilot'" in err and "Traceback" not in err
 
 
 def test_pilot_loss_alert_fires_once_per_week_for_a_running_pilot(harmful_warehouse: Path, tmp_path: Path) -> None:

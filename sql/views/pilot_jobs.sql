@@ -9,7 +9,7 @@ per_job as (
     select
         cluster,
         job_id,
-        coalesce(arg_min(pool, run), '(none)') as pool,
+        arg_max(coalesce(pool, '(none)'), run) as pool,
         any_value(tier) as tier,
         min(job_submit_time) as submit_time,
         max(end_time) as last_end,

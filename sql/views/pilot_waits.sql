@@ -13,6 +13,7 @@ final as (
         run,
         tier,
         submit_time,
+        start_time,
         epoch(start_time) - epoch(submit_time) as wait_s
     from runs
     where tier in ('critical', 'high') and submit_time is not null

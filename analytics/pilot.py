@@ -701,6 +701,7 @@ def decide(figures: Sequence[Figure], th: Thresholds, days_after: int) -> tuple[
         return "widen", reasons, None
     if net_loss:
         reasons.append(f"costs clearly exceed gains: {span(balance)}")
+        reasons += [f"though time-sensitive work gained: {span(f)}" for f in gained]
         reasons += [f"clearly worse: {span(f)} (limit {_cost_limit(f, th):+.3g} {f.unit})" for f in worse]
         return "roll back", reasons, None
     if worse and no_gain:

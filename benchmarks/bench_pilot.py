@@ -119,7 +119,7 @@ def time_page(warehouse: Path, pilot: Pilot, repeat: int, folder: Path) -> None:
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREEMPTLENS_")}
     env["PREEMPTLENS_CONFIG"] = str(config)
-    log = folder / "streamlit.log"
+    log = warehouse.with_name(f"{warehouse.name}.bench-pilot-streamlit.log")  # kept for a failed render
     port = free_port()
     measured: dict[str, list[tuple[float | None, float | None, bool]]] = {"floor": [], "pilot": []}
     with Chromium() as browser:
@@ -156,6 +156,7 @@ def main() -> None:
     parser.add_argument("--sample-step", type=int, default=60, help="GPU sampling step of the simulation, seconds")
     parser.add_argument("--repeat", type=int, default=3, help="runs of every timing; the median is shown")
     parser.add_argument("--no-browser", action="store_true", help="skip the page and floor in Chromium")
+    parser.add_argument("--page-only", action="store_true", help="only the page and floor in Chromium")
     args = parser.parse_args()
     config = sim_config(args.gpus, args.days, args.sample_step)
     with tempfile.TemporaryDirectory(prefix="bench-pilot-") as tmp:
@@ -163,7 +164,8 @@ def main() -> None:
         if not warehouse.exists():
             build(warehouse, config)
         pilot = pilot_of(config)
-        time_evaluation(warehouse, pilot, max(args.repeat, 1))
+        if not args.page_only:
+            time_evaluation(warehouse, pilot, max(args.repeat, 1))
         if not args.no_browser:
             time_page(warehouse, pilot, max(args.repeat, 1), Path(tmp))
 

@@ -67,10 +67,14 @@ else:
     except PreemptlensError as exc:
         st.error(str(exc))
         st.stop()
-    show = {"widen": st.success, "keep piloting": st.warning, "roll back": st.error}[ev.verdict]
     more = (f" About {ev.more_weeks:.1f} more week(s) of data at the current rate would settle it."
             if ev.verdict == "keep piloting" and ev.more_weeks else "")
-    show(f"**Verdict: {ev.verdict}**.{more}")
+    # st.error stays for failures (a query that failed); a roll back is a finding.
+    if ev.verdict == "widen":
+        st.success(f"**Verdict: {ev.verdict}**.", icon=":material/open_in_full:")
+    else:
+        icon = ":material/undo:" if ev.verdict == "roll back" else ":material/hourglass_top:"
+        st.warning(f"**Verdict: {ev.verdict}**.{more}", icon=icon)
     for reason in ev.reasons:
         st.markdown(f"- {reason}")
     cols = st.columns(3)

@@ -30,7 +30,8 @@ def test_pilot_page_shows_the_verdict_figures_and_candidates(
     assert not at.exception, at.exception
     at.switch_page("app_pages/pilot.py").run()
     assert not at.exception, at.exception
-    (verdict,) = at.error
+    assert not at.error
+    (verdict,) = at.warning
     assert verdict.value.startswith("**Verdict: roll back**")
     assert "costs clearly exceed gains" in "\n".join(m.value for m in at.markdown)
     figures, candidates = (d.value.set_index(d.value.columns[0]) for d in at.dataframe)  # pandas frames

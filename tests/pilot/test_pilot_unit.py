@@ -159,6 +159,8 @@ def test_weekly_report_has_a_pilot_section_while_it_runs(harmful_warehouse: Path
     markdown = report.render_markdown(weekly)
     assert "**Pilot trial** (preemption on;" in markdown and "**roll back**" in markdown
     assert "critical+high queue wait, p90" in markdown
+    html = report.render_html(weekly)
+    assert "<h2>Pilot trial: roll back</h2>" in html and 'id="pilot-1-figures"' in html
     assert before.pilots == ()  # the week before the change has no pilot section
     assert "Pilot trial" not in report.render_markdown(before)
     (_, ev) = weekly.pilots[0]

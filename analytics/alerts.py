@@ -39,8 +39,10 @@ from typing import Any, Protocol
 import polars as pl
 
 from preemptlens import __version__
+from preemptlens.analytics.pilot import declared, thresholds_from
+from preemptlens.analytics.pilot import evaluate as evaluate_pilot
 from preemptlens.config import Config, Secret, Section, Setting
-from preemptlens.errors import ConfigError
+from preemptlens.errors import ConfigError, PreemptlensError
 from preemptlens.warehouse import Warehouse
 
 log = logging.getLogger(__name__)
@@ -615,6 +617,49 @@ class IdleHoarding:
         ]
 
 
+@dataclass(frozen=True)
+class PilotLoss:
+    """A running pilot ([pilot] pilots) whose evaluation up to now shows a clear loss (verdict roll back:
+    the costs clearly exceed the gains); at most one alert per pilot and ISO week."""
+
+    name: str = "pilot_loss"
+
+    def evaluate(self, wh: Warehouse, config: Config, now: datetime) -> list[Alert]:
+        th = thresholds_from(config)
+        week = now.strftime("%G-W%V")
+        alerts = []
+        for pilot in declared(config).values():
+            if not pilot.running(now):
+                continue
+            try:
+                ev = evaluate_pilot(wh.query, pilot, th, now=now)
+            except PreemptlensError as exc:
+                log.info("pilot %s not evaluated: %s", pilot.name, exc)
+                continue
+            if not ev.clear_loss:
+                continue
+            alerts.append(
+                Alert(
+                    dedupe_key=f"{self.name}:{pilot.cluster}:{pilot.name}:{week}",
+                    rule=self.name,
+                    target=PLATFORM,
+                    title=f"Pilot {pilot.name} shows a clear loss: roll back",
+                    text=(
+                        f"Pilot {pilot.name} on {pilot.cluster} ({pilot.what}; pools {', '.join(pilot.pools)} "
+                        f"against {', '.join(pilot.control)}, since {pilot.start:%Y-%m-%d %H:%M} UTC), "
+                        f"{ev.days_after} day(s) of data after the change: " + "; ".join(ev.reasons) + "."
+                    ),
+                    facts={
+                        "cluster": pilot.cluster, "pilot": pilot.name, "verdict": ev.verdict,
+                        "days_after": ev.days_after,
+                        **{f.key: f.did for f in ev.figures if f.role in ("gain", "cost", "balance")},
+                    },
+                )
+            )
+        return alerts
+
+
 register_rule(CostExceedsGain())
 register_rule(ScopeCreep())
 register_rule(IdleHoarding())
+register_rule(PilotLoss())

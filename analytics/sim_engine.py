@@ -43,10 +43,10 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from preemptlens.analytics.sim_model import JobSpec, PolicyConfig, PoolSpec
+from preemptlens.analytics.sim_model import JobSpec, PolicyChange, PolicyConfig, PoolSpec
 from preemptlens.contract import TIER_RANK
 
-_END, _ELIGIBLE, _MINRUN = 0, 1, 2
+_END, _ELIGIBLE, _MINRUN, _CHANGE = 0, 1, 2, 3
 _RANK_TIER = {rank: tier for tier, rank in TIER_RANK.items()}
 
 
@@ -228,6 +228,7 @@ class _Scheduler:
         horizon_s: float,
         grid_s: float,
         protect_share: float | None = None,
+        changes: Sequence[PolicyChange] = (),
     ) -> None:
         self.jobs = jobs
         self.layout = Layout.of(pools)
@@ -236,6 +237,7 @@ class _Scheduler:
         self.grid = grid_s
         # Near-completion protection: a run whose job has done this share of its work is no victim.
         self.protect_share = protect_share
+        self.changes = tuple(changes)
         self.pool_index = {p.name: i for i, p in enumerate(pools)}
         self.gpn = [p.gpus_per_node for p in pools]
         lay = self.layout
@@ -267,14 +269,24 @@ class _Scheduler:
         self.events: list[tuple[float, int, int, int]] = []
         self.seq = 0
         self.dirty: set[int] = set()
-        victim_tiers = {t: self.policy.victims_of(t) for t in TIER_RANK}
-        can_be_victim = {v for vs in victim_tiers.values() for v in vs}
-        ranks = range(len(_RANK_TIER))
-        # Per preemptor tier rank: which tier ranks it may evict, and the lowest of them.
-        self.victim_ranks = [tuple(_RANK_TIER[v] in victim_tiers[_RANK_TIER[p]] for v in ranks) for p in ranks]
-        self.victim_floor = [min((TIER_RANK[v] for v in victim_tiers[_RANK_TIER[p]]), default=0) for p in ranks]
-        self.rank_preempts = [any(self.victim_ranks[rank]) for rank in ranks]
-        self.preempting_ranks = [rank for rank in ranks if self.rank_preempts[rank]]
+        # Per pool, the policy in force: a scheduled change (a pilot) swaps one pool's rules at its time.
+        self.pool_policy = [policy] * len(pools)
+        self.pool_protect = [protect_share] * len(pools)
+        self.victim_ranks: list[list[tuple[bool, ...]]] = [[] for _ in pools]
+        self.victim_floor: list[list[int]] = [[] for _ in pools]
+        self.rank_preempts: list[list[bool]] = [[] for _ in pools]
+        self.preempting_ranks: list[list[int]] = [[] for _ in pools]
+        for p in range(len(pools)):
+            self._set_policy(p, policy, protect_share)
+        # A job is kept in the victim lists when any policy it may meet can evict it.
+        can_be_victim = {v for pol in (policy, *(c.policy for c in self.changes))
+                         for t in TIER_RANK for v in pol.victims_of(t)}
+        for k, change in enumerate(self.changes):
+            for name in change.pools:
+                if name not in self.pool_index:
+                    raise ValueError(f"policy change at {change.at_s:g} s: pool {name!r} is not in the cluster")
+            if change.at_s < horizon_s:
+                self._push(change.at_s, _CHANGE, k)
         for job in jobs:
             self._check(job)
         self.job_pool = [self.pool_index[job.pool] for job in jobs]
@@ -283,6 +295,30 @@ class _Scheduler:
         # Arrivals are known up front: kept sorted outside the event heap, and at one
         # instant they come before every other event, as they would if pushed first.
         self.arrivals = sorted((job.submit_s, j) for j, job in enumerate(jobs) if job.submit_s < horizon_s)
+
+    def _set_policy(self, pool: int, policy: PolicyConfig, protect_share: float | None) -> None:
+        self.pool_policy[pool] = policy
+        self.pool_protect[pool] = protect_share
+        victim_tiers = {t: policy.victims_of(t) for t in TIER_RANK}
+        ranks = range(len(_RANK_TIER))
+        # Per preemptor tier rank: which tier ranks it may evict, and the lowest of them.
+        self.victim_ranks[pool] = [tuple(_RANK_TIER[v] in victim_tiers[_RANK_TIER[p]] for v in ranks) for p in ranks]
+        self.victim_floor[pool] = [min((TIER_RANK[v] for v in victim_tiers[_RANK_TIER[p]]), default=0) for p in ranks]
+        self.rank_preempts[pool] = [any(self.victim_ranks[pool][rank]) for rank in ranks]
+        self.preempting_ranks[pool] = [rank for rank in ranks if self.rank_preempts[pool][rank]]
+
+    def _change(self, k: int, t: float) -> None:
+        """Put change `k` in force in its pools; runs that the new minimum run time frees later get their event."""
+        change = self.changes[k]
+        for name in change.pools:
+            pool = self.pool_index[name]
+            self._set_policy(pool, change.policy, change.protect_share)
+            self.dirty.add(pool)
+            min_run = change.policy.min_run_s
+            nodes = [n for n, p in enumerate(self.layout.node_pool) if p == pool]
+            for start in sorted({-e[1] for n in nodes for e in self.node_victims[n]}):
+                if start + min_run > t:
+                    self._push(start + min_run, _MINRUN, pool)
 
     def _check(self, job: JobSpec) -> None:
         if job.pool not in self.pool_index:
@@ -379,8 +415,9 @@ class _Scheduler:
             node_victims = self.node_victims
             for node in taken:
                 insort(node_victims[node], entry)
-            if self.policy.min_run_s > 0:
-                self._push(t + self.policy.min_run_s, _MINRUN, self.job_pool[j])
+            min_run = self.pool_policy[self.job_pool[j]].min_run_s
+            if min_run > 0:
+                self._push(t + min_run, _MINRUN, self.job_pool[j])
 
     def _plan(self, job: JobSpec, run: Run, start: float) -> None:
         """Lay out a run that nothing interrupts: work, idle stretches, checkpoints, end."""
@@ -430,7 +467,7 @@ class _Scheduler:
         entry = (self.job_rank[j], -run.start_s, -j, r, job.gpus)
         for node in self.run_nodes[r]:
             self.node_victims[node].remove(entry)
-        grace = self.policy.grace_s
+        grace = self.pool_policy[self.job_pool[j]].grace_s
         final = job.final_checkpoint and bool(job.checkpoint_interval_s) and 0 < job.save_s <= grace
         stop = t + job.save_s if final else t + grace
         run.signal_s = t
@@ -485,7 +522,7 @@ class _Scheduler:
         if run.state == "preempted":
             last = run.last_checkpoint()
             restored = run.restored_step if last is None else last[1]
-            self._enqueue(j, t, t + self.policy.requeue_hold_s, restored)
+            self._enqueue(j, t, t + self.pool_policy[self.job_pool[j]].requeue_hold_s, restored)
 
     # -- scheduling ------------------------------------------------------------
 
@@ -506,14 +543,14 @@ class _Scheduler:
 
     def _waits_to_preempt(self, pool: int) -> bool:
         pending = self.pending[pool]
-        return any(pending[rank] for rank in self.preempting_ranks)
+        return any(pending[rank] for rank in self.preempting_ranks[pool])
 
     def _schedule(self, pool: int, t: float) -> None:
         room = self._room(pool)
         pending = self.pending[pool]
         for rank in range(len(pending) - 1, -1, -1):
             by_size = pending[rank]
-            may_preempt = self.rank_preempts[rank]
+            may_preempt = self.rank_preempts[pool][rank]
             if not by_size or (room == 0 and not may_preempt):
                 continue
             # The fewest GPUs no preemption could free in this pass: bigger asks fail too.
@@ -559,8 +596,9 @@ class _Scheduler:
 
     def _protected(self, r: int, t: float) -> bool:
         run = self.runs[r]
-        assert self.protect_share is not None
-        return not run.step_at(t) < self.protect_share * self.jobs[run.job].work_s
+        share = self.pool_protect[self.job_pool[run.job]]
+        assert share is not None
+        return not run.step_at(t) < share * self.jobs[run.job].work_s
 
     def _victim_order(self, r: int) -> tuple[int, float, int]:
         run = self.runs[r]
@@ -577,10 +615,10 @@ class _Scheduler:
         gpn = self.gpn[pool]
         buckets = self.buckets[pool]
         node_victims = self.node_victims
-        allowed = self.victim_ranks[rank]
-        floor = self.victim_floor[rank]
-        min_run = self.policy.min_run_s
-        protect = self.protect_share is not None
+        allowed = self.victim_ranks[pool][rank]
+        floor = self.victim_floor[pool][rank]
+        min_run = self.pool_policy[pool].min_run_s
+        protect = self.pool_protect[pool] is not None
         best: tuple[int, int, int] | None = None
         best_victims: list[int] = []
         # The pass only preempts for a job that fits no node as it is, so every node has < need free.
@@ -621,10 +659,10 @@ class _Scheduler:
         gpn = self.gpn[pool]
         buckets = self.buckets[pool]
         node_victims = self.node_victims
-        allowed = self.victim_ranks[rank]
-        floor = self.victim_floor[rank]
-        min_run = self.policy.min_run_s
-        protect = self.protect_share is not None
+        allowed = self.victim_ranks[pool][rank]
+        floor = self.victim_floor[pool][rank]
+        min_run = self.pool_policy[pool].min_run_s
+        protect = self.pool_protect[pool] is not None
         chosen: list[tuple[int, int, int]] = [(0, -1, n) for n in buckets[gpn]]
         costs: list[tuple[int, int, int]] = []
         wanted = need - len(chosen)
@@ -727,6 +765,8 @@ class _Scheduler:
                     self._end(item, t)
                 elif kind == _ELIGIBLE:
                     self._make_pending(item, t)
+                elif kind == _CHANGE:
+                    self._change(item, t)
                 elif item not in dirty and self._waits_to_preempt(item):
                     # A run turning old enough to evict matters only to a job waiting to
                     # preempt: with none, the pool is as its last pass left it.
@@ -746,6 +786,8 @@ def simulate_jobs(
     horizon_s: float,
     grid_s: float = 60.0,
     progress: Callable[[float], None] | None = None,
+    changes: Sequence[PolicyChange] = (),
 ) -> Outcome:
-    """Schedule `jobs` on `pools` under `policy` until `horizon_s`; deterministic."""
-    return _Scheduler(jobs, pools, policy, horizon_s, grid_s).run(progress)
+    """Schedule `jobs` on `pools` under `policy` until `horizon_s`, switching pools to other policies at the
+    times `changes` give (a pilot); deterministic."""
+    return _Scheduler(jobs, pools, policy, horizon_s, grid_s, changes=changes).run(progress)

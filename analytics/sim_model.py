@@ -86,6 +86,21 @@ class PolicyConfig:
 
 
 @dataclass(frozen=True)
+class PolicyChange:
+    """From `at_s` seconds after the start on, `pools` run under `policy` (and near-completion protection
+    `protect_share`, None for none): turning preemption on in a pilot, or changing one of its rules.
+
+    The same seed simulated without the change is the pilot's counterfactual: the two runs differ only
+    in what the change did, so their difference is the true effect.
+    """
+
+    at_s: float
+    pools: tuple[str, ...]
+    policy: PolicyConfig
+    protect_share: float | None = None
+
+
+@dataclass(frozen=True)
 class TeamSpec:
     name: str
     weight: float
@@ -169,6 +184,8 @@ class SimConfig:
     pools: tuple[PoolSpec, ...] = (PoolSpec("gpu", nodes=8),)
     workload: WorkloadConfig = field(default_factory=WorkloadConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
+    # Scheduled policy changes (pilots), in force from their time on in their pools.
+    changes: tuple[PolicyChange, ...] = ()
     sample_step_s: int = 60
     # Share of host-hours with no samples at all (exporter down). Off by default:
     # with gaps, sample-derived figures no longer match the truth exactly.
@@ -191,6 +208,15 @@ class SimConfig:
             problems.append("sample_step_s must divide a day")
         if not 0.0 <= self.sample_gap_share < 1.0:
             problems.append("sample_gap_share must be in [0, 1)")
+        names = {p.name for p in self.pools}
+        for change in self.changes:
+            unknown = sorted(set(change.pools) - names)
+            if unknown or not change.pools:
+                problems.append(
+                    f"policy change at {change.at_s:g} s: pools {unknown or '(none)'} are not in the cluster"
+                )
+            if not 0.0 <= change.at_s <= self.days * 86400.0:
+                problems.append(f"policy change at {change.at_s:g} s: outside the simulated days")
         if problems:
             raise ConfigError("invalid simulation: " + "; ".join(problems))
 

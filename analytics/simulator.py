@@ -25,7 +25,15 @@ import polars as pl
 
 from preemptlens.analytics import sim_frames
 from preemptlens.analytics.sim_engine import Outcome, simulate_jobs
-from preemptlens.analytics.sim_model import JobSpec, PolicyConfig, PoolSpec, SimConfig, WorkloadConfig, cluster_of
+from preemptlens.analytics.sim_model import (
+    JobSpec,
+    PolicyChange,
+    PolicyConfig,
+    PoolSpec,
+    SimConfig,
+    WorkloadConfig,
+    cluster_of,
+)
 from preemptlens.analytics.sim_workload import generate_jobs
 from preemptlens.contract import Batch
 from preemptlens.warehouse import Warehouse
@@ -40,6 +48,7 @@ Progress = Callable[[str], None]
 __all__ = [
     "DEMO",
     "SOURCE",
+    "PolicyChange",
     "PolicyConfig",
     "PoolSpec",
     "SimConfig",
@@ -120,6 +129,7 @@ def simulate(config: SimConfig, progress: Progress | None = None) -> Simulation:
         config.horizon_s,
         grid_s=config.sample_step_s,
         progress=lambda t: say(f"scheduled day {t / 86400:.0f} of {config.days:g}"),
+        changes=config.changes,
     )
     return Simulation(config, jobs, outcome)
 

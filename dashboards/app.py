@@ -59,6 +59,7 @@ def pages_for(reader: Reader) -> list[Any]:
         st.Page(PAGES / "hoarding.py", title="Idle hoarding", icon=":material/hourglass_empty:"),
         st.Page(PAGES / "scope_creep.py", title="Priority scope creep", icon=":material/trending_up:"),
         st.Page(PAGES / "tuning.py", title="Tuning", icon=":material/tune:"),
+        st.Page(PAGES / "pilot.py", title="Pilot", icon=":material/science:"),
     ]
     if logged_in:
         pages.insert(0, st.Page(PAGES / "mine.py", title="My preemptions", icon=":material/person:", default=True))

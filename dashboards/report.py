@@ -1,8 +1,9 @@
 """The weekly report: one self-contained HTML file (plotly inlined, opens offline) and a Markdown summary for chat.
 
 Both cover one ISO week: its net benefit, the worst preemptions, the top
-hoarders, scope creep and the top tuning suggestions, from the same queries
-(dashboards.data) and figures (dashboards.figures) as the dashboard.
+hoarders, scope creep, the top tuning suggestions and, while a declared pilot
+runs, its evaluation, from the same queries (dashboards.data, analytics.pilot)
+and figures (dashboards.figures) as the dashboard.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from preemptlens.analytics.pilot import Evaluation, Pilot, Thresholds, evaluate
 from preemptlens.analytics.scorecard import answer_text, verdict_text
 from preemptlens.analytics.snippets import KAI, KUBERNETES, KUEUE, SLURM, VOLCANO
 from preemptlens.config import Section, Setting
@@ -117,6 +119,8 @@ class WeeklyReport:
     team_shares: pl.DataFrame
     suggestions: pl.DataFrame | None
     scheduler: str | None = None
+    # Pilots running during the week: their evaluation up to the week's end, or why there is none.
+    pilots: tuple[tuple[Pilot, Evaluation | str], ...] = ()
 
     @property
     def net(self) -> dict[str, float]:
@@ -156,6 +160,8 @@ def build(
     clusters: tuple[str, ...] = (),
     now: datetime | None = None,
     scheduler: str = "",
+    pilots: tuple[Pilot, ...] = (),
+    thresholds: Thresholds | None = None,
 ) -> WeeklyReport:
     f = data.Filters(start=week.start, end=week.end, clusters=clusters)
     trend = data.Filters(start=week.start - timedelta(days=7 * (trend_weeks - 1)), end=week.end, clusters=clusters)
@@ -174,7 +180,22 @@ def build(
         team_shares=data.team_high_shares(r, trend),
         suggestions=data.suggestions(r, f, top_n),
         scheduler=scheduler or data.scheduler_of(r, f),
+        pilots=_pilots(r, week, pilots, thresholds or Thresholds(), clusters),
     )
+
+
+def _pilots(r: data.Reader, week: Week, pilots: tuple[Pilot, ...], th: Thresholds,
+            clusters: tuple[str, ...]) -> tuple[tuple[Pilot, Evaluation | str], ...]:
+    found: list[tuple[Pilot, Evaluation | str]] = []
+    for pilot in pilots:
+        running = pilot.start < week.end and (pilot.end is None or pilot.end > week.start)
+        if not running or (clusters and pilot.cluster not in clusters):
+            continue
+        try:
+            found.append((pilot, evaluate(r.frame, pilot, th, now=week.end)))
+        except PreemptlensError as exc:
+            found.append((pilot, str(exc)))
+    return tuple(found)
 
 
 # -- rendering -----------------------------------------------------------------
@@ -292,6 +313,35 @@ def _verdicts(report: WeeklyReport) -> list[str]:
     return list(seen.values())
 
 
+def _pilot_rows(report: WeeklyReport) -> list[dict[str, Any]]:
+    rows = []
+    for pilot, ev in report.pilots:
+        row: dict[str, Any] = {
+            "name": pilot.name,
+            "what": pilot.what,
+            "pools": f"{pilot.cluster}: {', '.join(pilot.pools)} against {', '.join(pilot.control)}",
+            "since": f"{pilot.start:%Y-%m-%d %H:%M} UTC",
+        }
+        if isinstance(ev, str):
+            rows.append({**row, "verdict": "unknown", "reasons": [ev], "figures": []})
+            continue
+        reasons = list(ev.reasons)
+        if ev.verdict == "keep piloting" and ev.more_weeks:
+            reasons.append(f"about {ev.more_weeks:.1f} more week(s) of data would settle it")
+        figures = [
+            {
+                "figure": f.label,
+                "difference in differences": "unknown" if f.did is None else f"{f.did:+,.3g} {f.unit}",
+                "interval": "–" if f.low is None or f.high is None else f"{f.low:+,.3g} to {f.high:+,.3g}",
+                "n (pilot b/a, control b/a)": "/".join(str(x) for x in f.n) + f" {f.n_of}",
+            }
+            for f in ev.figures
+            if f.role in ("gain", "cost", "balance")
+        ]
+        rows.append({**row, "verdict": ev.verdict, "reasons": reasons, "figures": figures})
+    return rows
+
+
 def _context(report: WeeklyReport) -> dict[str, Any]:
     head = report.headline
     this_share, before_share = report.high_shares()
@@ -325,6 +375,7 @@ def _context(report: WeeklyReport) -> dict[str, Any]:
         "suggestions": _suggestion_items(report),
         "scorecard": _scorecard_rows(report),
         "verdicts": _verdicts(report),
+        "pilots": _pilot_rows(report),
     }
 
 

@@ -34,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("preemptlens.commands.export", "export the raw and derived tables as a Hive-partitioned Parquet lake"),
     "spark": ("preemptlens.commands.spark", "run the idle-hoarding and ledger scans on Apache Spark over the lake"),
     "suggest": ("preemptlens.commands.suggest", "replay the recorded workload under other policies; suggest settings"),
+    "pilot": ("preemptlens.commands.pilot", "evaluate a preemption pilot against control pools; list candidate pools"),
 }
 
 # Modules whose `SETTINGS` (a Section or a tuple of them) make up the configuration, in documentation order.
@@ -41,6 +42,7 @@ SECTIONS: tuple[str, ...] = (
     "preemptlens.config",
     "preemptlens.analytics.params",
     "preemptlens.analytics.tuning",
+    "preemptlens.analytics.pilot",
     "preemptlens.collectors.prometheus",
     "preemptlens.collectors.slurm",
     "preemptlens.collectors.kubernetes",

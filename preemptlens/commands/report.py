@@ -24,6 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
+    from preemptlens.analytics.pilot import declared, thresholds_from
     from preemptlens.dashboards import report
     from preemptlens.dashboards.data import reader
     from preemptlens.readonly import Limits
@@ -35,6 +36,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
         weekly = report.build(
             r, week, top_n=int(settings["top_n"]), trend_weeks=int(settings["trend_weeks"]),
             clusters=tuple(args.cluster), scheduler=str(settings["scheduler"] or ""),
+            pilots=tuple(declared(config).values()), thresholds=thresholds_from(config),
         )
     html, markdown = report.write(weekly, folder)
     print(f"weekly report {week.label}: {weekly.headline['preemptions']} preemptions; wrote {html} and {markdown}")

@@ -1,8 +1,12 @@
 -- Per pool and week, the before-and-after figures of a pilot: critical-plus-high queue wait (median, p90) of runs started, completion time (submit to final end) of jobs finished, retries per finished job, and preemptions.
 with
 
-runs as (
-    select * from stg_runs
+waits_ as (
+    select * from pilot_waits
+),
+
+jobs_ as (
+    select * from pilot_jobs
 ),
 
 ledger as (
@@ -12,28 +16,13 @@ ledger as (
 waits as (
     select
         cluster,
-        coalesce(pool, '(none)') as pool,
+        pool,
         date_trunc('week', start_time) as week,
-        quantile_cont(epoch(start_time) - epoch(submit_time), 0.5) as high_wait_p50_s,
-        quantile_cont(epoch(start_time) - epoch(submit_time), 0.9) as high_wait_p90_s,
+        quantile_cont(wait_s, 0.5) as high_wait_p50_s,
+        quantile_cont(wait_s, 0.9) as high_wait_p90_s,
         count(*) as high_runs_started
-    from runs
-    where tier in ('critical', 'high') and submit_time is not null
+    from waits_
     group by all
-),
-
-finished_jobs as (
-    select
-        cluster,
-        job_id,
-        arg_max(coalesce(pool, '(none)'), run) as pool,
-        min(job_submit_time) as submit_time,
-        max(end_time) as finished_at,
-        count(*) as runs,
-        arg_max(state, run) as final_state
-    from runs
-    group by cluster, job_id
-    having arg_max(state, run) in ('completed', 'failed', 'cancelled', 'timeout')
 ),
 
 completion as (
@@ -41,11 +30,12 @@ completion as (
         cluster,
         pool,
         date_trunc('week', finished_at) as week,
-        quantile_cont(epoch(finished_at) - epoch(submit_time), 0.5) as completion_p50_s,
-        quantile_cont(epoch(finished_at) - epoch(submit_time), 0.9) as completion_p90_s,
-        avg(runs - 1) as retries_per_job,
+        quantile_cont(completion_s, 0.5) as completion_p50_s,
+        quantile_cont(completion_s, 0.9) as completion_p90_s,
+        avg(retries) as retries_per_job,
         count(*) as jobs_finished
-    from finished_jobs
+    from jobs_
+    where finished_at is not null
     group by all
 ),
 

@@ -152,22 +152,9 @@ scarcity as (
     group by c.cluster
 ),
 
-first_starts as (
-    -- a job's wait before its first start; a job that never started waited at least until the data's end
-    select
-        j.cluster,
-        j.tier,
-        epoch(coalesce(min(r.start_time), max(d.data_end))) - epoch(j.submit_time) as wait_s
-    from jobs as j
-    inner join span as d on d.cluster = j.cluster
-    left join job_runs as r on r.cluster = j.cluster and r.job_id = j.job_id and r.start_time is not null
-    where j.tier in ('normal', 'low') and j.submit_time is not null
-    group by j.cluster, j.job_id, j.tier, j.submit_time
-),
-
 lower_tier_wait as (
-    select cluster, median(greatest(0, wait_s)) as lower_tier_wait_p50_s
-    from first_starts
+    select cluster, median(wait_s) as lower_tier_wait_p50_s
+    from job_first_waits
     group by cluster
 ),
 

@@ -1,0 +1,26 @@
+"""Fixtures: simulated pilots (with their counterfactual runs) loaded and analysed once per session."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pilot_scenario import HARMFUL, HELPFUL, Scenario
+
+from preemptlens.warehouse import Warehouse
+
+
+def _build(path: Path, sc: Scenario) -> Path:
+    with Warehouse(path) as wh:
+        sc.load_into(wh)
+    return path
+
+
+@pytest.fixture(scope="session")
+def helpful_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _build(tmp_path_factory.mktemp("helpful") / "w.duckdb", HELPFUL)
+
+
+@pytest.fixture(scope="session")
+def harmful_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _build(tmp_path_factory.mktemp("harmful") / "w.duckdb", HARMFUL)

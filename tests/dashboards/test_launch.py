@@ -24,7 +24,7 @@ st.title("TITLE")
 st.metric("file watcher", st.get_option("server.fileWatcherType"))
 st.metric("toolbar", st.get_option("client.toolbarMode"))
 st.metric("address", f"{st.get_option('server.address')}:{st.get_option('server.port')}")
-st.metric("configuration modules imported", str("collectors.kubernetes" in sys.modules))
+st.metric("configuration modules imported", str("preemptlens.collectors.kubernetes" in sys.modules))
 st.metric("snapshots open", len(data._OPEN))
 """
 

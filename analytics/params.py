@@ -2,7 +2,9 @@
 
 Views are plain SQL, so the settings they depend on are written into the
 one-row table `analytics_params` (and `analytics_tier_weights`) by
-`preemptlens analyze` before the views are refreshed.
+`preemptlens analyze` before the views are refreshed. Its columns come from
+the settings themselves (`param_columns`): a new number or yes/no setting is
+a column on the next analyze, with no migration.
 """
 
 from __future__ import annotations
@@ -147,27 +149,9 @@ SETTINGS = Section(
     ),
 )
 
-# Settings copied into analytics_params under the same name.
-_PARAM_KEYS = (
-    "idle_busy_below",
-    "hoarding_window_s",
-    "link_tolerance_s",
-    "near_completion_share",
-    "early_victim_s",
-    "long_runner_factor",
-    "trend_weeks",
-    "scarce_allocation_share",
-    "scarce_queue_share",
-    "scarce_hours_share",
-    "scarce_queue_wait_s",
-    "scarce_high_wait_s",
-    "high_tier_share_max",
-    "high_tier_slope_max",
-    "checkpoint_coverage_min",
-    "loss_to_gain_max",
-    "visibility_min",
-    "reclaim_idle_share",
-)
+# The SQL type of each kind of setting that analytics_params holds; lists and maps
+# (tier_weights has its own table) stay out.
+_SQL_TYPES: dict[type, str] = {float: "DOUBLE", int: "INTEGER", bool: "BOOLEAN"}
 
 
 @dataclass(frozen=True)
@@ -208,8 +192,20 @@ def params_from(config: Config) -> Params:
     return Params(values=values, tier_weights={t: float(w) for t, w in weights.items()})
 
 
+def param_columns() -> list[tuple[str, str]]:
+    """analytics_params's columns and SQL types, in the settings' order: every number or yes/no setting
+    of [analytics] under its own name, and idle_rule as the yes/no `idle_zero_rule` the SQL tests (beside
+    the threshold, where migration 0003 put it)."""
+    columns = [("idle_busy_below", "DOUBLE"), ("idle_zero_rule", "BOOLEAN")]
+    columns += [
+        (s.key, _SQL_TYPES[s.kind])
+        for s in SETTINGS.settings
+        if s.kind in _SQL_TYPES and s.key != "idle_busy_below"
+    ]
+    return columns
+
+
 def param_row(params: Params, sample_step_s: float) -> dict[str, Any]:
-    row: dict[str, Any] = {k: params[k] for k in _PARAM_KEYS}
-    row["idle_zero_rule"] = params.zero_rule
-    row["sample_step_s"] = sample_step_s
-    return row
+    """The one row of analytics_params: the settings in force, with the sampling step resolved."""
+    derived = {"idle_zero_rule": params.zero_rule, "sample_step_s": sample_step_s}
+    return {c: derived[c] if c in derived else params[c] for c, _ in param_columns()}

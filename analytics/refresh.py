@@ -11,9 +11,9 @@ from datetime import UTC, datetime
 import polars as pl
 
 from preemptlens.analytics.hoarding import StretchRefresh, infer_step, refresh_stretches
-from preemptlens.analytics.params import Params, param_row
+from preemptlens.analytics.params import Params, param_columns, param_row
 from preemptlens.analytics.views import apply_views
-from preemptlens.warehouse import Warehouse
+from preemptlens.warehouse import Warehouse, quote
 
 # For the refresh only, then restored. The views carry no ORDER BY, so their
 # tables need not keep the order rows were produced in, which lets large
@@ -72,11 +72,11 @@ def write_params(wh: Warehouse, params: Params, sample_step_s: float) -> None:
         {"tier": list(params.tier_weights), "weight": list(params.tier_weights.values())},
         schema={"tier": pl.String, "weight": pl.Float64},
     )
-    columns = [r[0] for r in wh.con.execute("DESCRIBE analytics_params").fetchall()]
-    placeholders = ", ".join(f"${c}" for c in columns)
+    # Redefined from the settings each time (migration 0003 only creates it for the views to read before the
+    # first analyze): a warehouse of any age gets the columns of the settings in force.
+    select = ", ".join(f"CAST(${c} AS {t}) AS {quote(c)}" for c, t in param_columns())
     with wh.transaction():
-        wh.con.execute("DELETE FROM analytics_params")
-        wh.con.execute(f"INSERT INTO analytics_params VALUES ({placeholders})", {c: row[c] for c in columns})  # noqa: S608 -- placeholders only
+        wh.con.execute(f"CREATE OR REPLACE TABLE analytics_params AS SELECT {select}", row)
         wh.con.execute("DELETE FROM analytics_tier_weights")
         wh.con.register("_weights", weights.to_arrow())
         try:

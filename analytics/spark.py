@@ -46,7 +46,7 @@ from preemptlens.analytics.lake import (
     read_manifest,
     write_manifest,
 )
-from preemptlens.analytics.params import Params, param_row
+from preemptlens.analytics.params import Params, param_columns, param_row
 from preemptlens.analytics.views import VIEWS_DIR, _body
 from preemptlens.config import Config, Section, Setting
 from preemptlens.errors import ConfigError, SchemaError
@@ -211,9 +211,8 @@ def spark_type(duckdb_type: str) -> str:
 
 def warehouse_types(scans: Sequence[Scan] = SCANS) -> dict[str, list[tuple[str, str]]]:
     """The DuckDB columns of analytics_params and of every scan, as the warehouse would store them."""
+    types = {"analytics_params": param_columns()}
     with Warehouse(":memory:") as wh:
-        described = wh.con.execute("DESCRIBE analytics_params").fetchall()
-        types = {"analytics_params": [(str(r[0]), str(r[1])) for r in described]}
         for scan in scans:
             sql = scan.sql
             types[scan.name] = [(str(r[0]), str(r[1])) for r in wh.con.execute(f"DESCRIBE {sql}").fetchall()]

@@ -98,9 +98,8 @@ def warm() -> str:
     import plotly.tools
     import polars as pl
 
-    # What the SQL page imports. dashboards.views_common is left to the first page: Streamlit's cache
-    # decorators in it would warn that they are defined outside a running server.
-    import preemptlens.commands.sql  # noqa: F401
+    # What the pages import (the SQL page: preemptlens.readonly). dashboards.views_common is left to the first
+    # page: Streamlit's cache decorators in it would warn that they are defined outside a running server.
     from preemptlens.config import load_config
     from preemptlens.dashboards import data
     from preemptlens.readonly import Limits

@@ -35,7 +35,7 @@ import polars as pl
 
 from preemptlens.config import Config, Section, Setting
 from preemptlens.errors import PreemptlensError, SchemaError
-from preemptlens.warehouse import copy_database, is_lock_error, snapshot_path
+from preemptlens.warehouse import SQL_DIR, copy_database, is_lock_error, snapshot_path
 
 log = logging.getLogger(__name__)
 
@@ -231,3 +231,17 @@ def query(warehouse: str | Path, sql: str, limits: Limits | None = None) -> Resu
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+# The example queries users run by name (`preemptlens sql -q NAME`, the dashboard's SQL page).
+QUERIES_DIR = SQL_DIR / "queries"
+
+
+def named_queries(directory: Path = QUERIES_DIR) -> dict[str, tuple[str, str]]:
+    """name -> (one-line description from the header comment, SQL text)."""
+    found = {}
+    for path in sorted(directory.glob("*.sql")):
+        text = path.read_text()
+        header = [line[2:].strip() for line in text.splitlines() if line.startswith("--")]
+        found[path.stem] = (header[0] if header else "", text)
+    return found

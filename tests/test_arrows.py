@@ -49,6 +49,7 @@ def _imports(path: Path) -> set[str]:
     [
         ("collectors", ("preemptlens.analytics", "preemptlens.dashboards", "preemptlens.commands", "preemptlens.cli")),
         ("analytics", ("preemptlens.collectors", "preemptlens.dashboards", "preemptlens.commands", "preemptlens.cli")),
+        ("dashboards", ("preemptlens.collectors", "preemptlens.commands", "preemptlens.cli")),
     ],
 )
 def test_plugins_import_only_down_the_arrows(folder: str, forbidden: tuple[str, ...]) -> None:

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from preemptlens.commands.sql import named_queries
 from preemptlens.dashboards.data import adhoc
 from preemptlens.dashboards.views_common import context
-from preemptlens.readonly import QueryError
+from preemptlens.readonly import QueryError, named_queries
 
 DEFAULT = "SELECT * FROM preemption_ledger ORDER BY time DESC LIMIT 100"
 

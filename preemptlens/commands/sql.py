@@ -15,17 +15,14 @@ import io
 import json
 import sys
 from datetime import date, datetime
-from pathlib import Path
 from typing import Any, TextIO
 
 import polars as pl
 
 from preemptlens.config import Config
 from preemptlens.errors import PreemptlensError
-from preemptlens.readonly import Limits, QueryError, Result, query
-from preemptlens.warehouse import SQL_DIR
+from preemptlens.readonly import Limits, QueryError, Result, named_queries, query
 
-QUERIES_DIR = SQL_DIR / "queries"
 FORMATS = ("table", "csv", "json")
 PROMPT = "preemptlens> "
 CONTINUE = "        ...> "
@@ -38,16 +35,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-f", "--format", choices=FORMATS, default="table", help="output format (default: table)")
     parser.add_argument("--max-rows", type=int, help="row cap (default: sql.max_rows)")
     parser.add_argument("--timeout", type=float, help="seconds before the query is stopped (default: sql.timeout_s)")
-
-
-def named_queries(directory: Path = QUERIES_DIR) -> dict[str, tuple[str, str]]:
-    """name -> (one-line description from the header comment, SQL text)."""
-    found = {}
-    for path in sorted(directory.glob("*.sql")):
-        text = path.read_text()
-        header = [line[2:].strip() for line in text.splitlines() if line.startswith("--")]
-        found[path.stem] = (header[0] if header else "", text)
-    return found
 
 
 def _cell(value: Any, null: str) -> str:

@@ -18,53 +18,55 @@ levels as (
     select 'team'
 ),
 
-allocated as (
+items as (
+    -- what each run was allocated, and what each run held idle, side by side
     select
-        l.level, r.cluster, r.team,
-        case when l.level <> 'team' then r.user_name end as user_name,
-        case when l.level = 'job' then r.job_id end as job_id,
-        case when l.level = 'job' then r.tier end as tier,
-        sum(r.gpus * r.effective_s) / 3600.0 as allocated_gpu_hours
-    from runs as r
-    cross join levels as l
-    group by all
+        cluster, team, user_name, job_id, tier,
+        gpus * effective_s as allocated_gpu_s,
+        cast(null as double) as idle_gpu_hours,
+        cast(null as double) as longest_stretch_s,
+        false as held
+    from runs
+    union all
+    select cluster, team, user_name, job_id, tier, null, idle_gpu_hours, longest_stretch_s, true
+    from idle
 ),
 
-held as (
+keyed as (
     select
         l.level, i.cluster, i.team,
         case when l.level <> 'team' then i.user_name end as user_name,
         case when l.level = 'job' then i.job_id end as job_id,
         case when l.level = 'job' then i.tier end as tier,
-        sum(i.idle_gpu_hours) as idle_gpu_hours,
-        max(i.longest_stretch_s) as longest_stretch_s,
-        count(*) as hoarding_runs
-    from idle as i
+        i.allocated_gpu_s, i.idle_gpu_hours, i.longest_stretch_s, i.held
+    from items as i
     cross join levels as l
-    group by all
+    -- a row whose level's key is unknown is in no group of that level
+    where i.team is not null
+        and (l.level = 'team' or i.user_name is not null)
+        and (l.level <> 'job' or (i.job_id is not null and i.tier is not null))
+),
+
+totals as (
+    select
+        level, cluster, team, user_name, job_id, tier,
+        sum(allocated_gpu_s) / 3600.0 as allocated_gpu_hours,
+        sum(idle_gpu_hours) as idle_gpu_hours,
+        max(longest_stretch_s) as longest_stretch_s,
+        count(case when held then 1 end) as hoarding_runs,
+        count(case when not held then 1 end) as allocations
+    from keyed
+    group by level, cluster, team, user_name, job_id, tier
 ),
 
 final as (
     select
-        a.level,
-        a.cluster,
-        a.team,
-        a.user_name,
-        a.job_id,
-        a.tier,
-        a.allocated_gpu_hours,
-        h.idle_gpu_hours,
-        h.longest_stretch_s,
-        h.hoarding_runs,
-        h.idle_gpu_hours / nullif(a.allocated_gpu_hours, 0) as idle_share
-    from held as h
-    -- a key the level leaves out is NULL on both sides; a NULL key the level names matches nothing
-    inner join allocated as a
-        on a.level = h.level
-        and a.cluster = h.cluster
-        and a.team = h.team
-        and (h.level = 'team' or a.user_name = h.user_name)
-        and (h.level <> 'job' or (a.job_id = h.job_id and a.tier = h.tier))
+        level, cluster, team, user_name, job_id, tier,
+        allocated_gpu_hours, idle_gpu_hours, longest_stretch_s, hoarding_runs,
+        idle_gpu_hours / nullif(allocated_gpu_hours, 0) as idle_share
+    from totals
+    -- only what held GPUs idle, and was allocated them
+    where hoarding_runs > 0 and allocations > 0
 )
 
 select * from final

@@ -14,8 +14,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from preemptlens.commands.sql import named_queries
-from preemptlens.readonly import Limits, QueryError, query
+from preemptlens.readonly import Limits, QueryError, named_queries, query
 from preemptlens.warehouse import Warehouse
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -423,7 +423,6 @@ class VictimNotice:
                 "now": now,
                 "since": now - timedelta(seconds=float(section["lookback_s"])),
                 "history": now - timedelta(seconds=float(section["requeue_history_s"])),
-                "tolerance": float(config.get("analytics.link_tolerance_s")),
             },
         )
         alerts = []
@@ -472,35 +471,27 @@ class VictimNotice:
 # the median requeue delay of the same pool over the history window.
 _VICTIM_SQL = """
 WITH preempted AS (
-    SELECT r.cluster, r.job_id, r.run, r.pool, r.gpus, r.end_time AS preempted_at, r.reason,
-           coalesce(r.preemptor_job_id, (
-               SELECT l.preemptor_job_id FROM preemption_links l
-               WHERE l.cluster = r.cluster AND l.victim_job_id = r.job_id
-                 AND abs(epoch(l.time) - epoch(r.end_time)) <= $tolerance
-               ORDER BY abs(epoch(l.time) - epoch(r.end_time)) LIMIT 1)) AS preemptor_job_id
-    FROM job_runs r
-    WHERE r.state = 'preempted' AND r.end_time > $since AND r.end_time <= $now
-),
-requeues AS (
-    SELECT r.pool, epoch(n.start_time) - epoch(r.end_time) AS delay_s
-    FROM job_runs r
-    JOIN job_runs n ON n.cluster = r.cluster AND n.job_id = r.job_id AND n.run = r.run + 1
-    WHERE r.state = 'preempted' AND n.start_time IS NOT NULL
-      AND r.end_time > $history AND r.end_time <= $now
+    -- the ledger's preemptions (docs/figures.md, section 1): a run the scheduler marked preempted or the one
+    -- run a preemption link binds to, never a run that only ended near a link
+    SELECT * FROM preemption_ledger WHERE time > $since AND time <= $now
 ),
 pool_requeue AS (
-    SELECT pool, median(delay_s) AS expected_requeue_s, count(*) AS history_n FROM requeues GROUP BY pool
+    SELECT cluster, pool, median(requeue_delay_s) AS expected_requeue_s, count(*) AS history_n
+    FROM preemption_ledger
+    WHERE NOT requeue_censored AND time > $history AND time <= $now
+    GROUP BY cluster, pool
 ),
 final AS (
-    SELECT p.cluster, p.job_id, p.run, j.name, j.team, j.tier, p.pool, p.gpus, p.preempted_at, p.reason,
-           p.preemptor_job_id, pj.tier AS preemptor_tier, n.start_time AS restarted_at,
+    SELECT p.cluster, p.victim_job_id AS job_id, p.victim_run AS run, j.name, p.victim_team AS team,
+           p.victim_tier AS tier, p.pool, p.victim_gpus AS gpus, p.time AS preempted_at, p.reason,
+           p.preemptor_job_id, coalesce(p.preemptor_tier, pj.tier) AS preemptor_tier, p.restart_time AS restarted_at,
            q.expected_requeue_s, q.history_n
     FROM preempted p
-    JOIN jobs j ON j.cluster = p.cluster AND j.job_id = p.job_id
+    JOIN jobs j ON j.cluster = p.cluster AND j.job_id = p.victim_job_id
+    -- a preemptor whose run is not recorded (yet) still has its job's tier
     LEFT JOIN jobs pj ON pj.cluster = p.cluster AND pj.job_id = p.preemptor_job_id
-    LEFT JOIN job_runs n ON n.cluster = p.cluster AND n.job_id = p.job_id AND n.run = p.run + 1
-    LEFT JOIN pool_requeue q ON q.pool IS NOT DISTINCT FROM p.pool
-    WHERE j.team IS NOT NULL
+    LEFT JOIN pool_requeue q ON q.cluster = p.cluster AND q.pool IS NOT DISTINCT FROM p.pool
+    WHERE p.victim_team IS NOT NULL
 )
 SELECT * FROM final ORDER BY preempted_at, cluster, job_id, run
 """

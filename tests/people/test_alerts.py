@@ -21,6 +21,8 @@ import pytest
 
 from preemptlens.analytics import alerts
 from preemptlens.analytics.alerts import Alert, Target, deliver, evaluate, targets_from_config
+from preemptlens.analytics.params import params_from
+from preemptlens.analytics.refresh import analyze
 from preemptlens.config import Config, Secret, load_config
 from preemptlens.errors import ConfigError
 from preemptlens.warehouse import Warehouse
@@ -278,6 +280,7 @@ def seed_preemptions(wh: Warehouse) -> None:
         ),
         "test",
     )
+    analyze(wh, params_from(load_config(overrides={})))
 
 
 def test_victim_notice_to_team_webhook_slack_format(
@@ -303,6 +306,34 @@ def test_victim_notice_to_team_webhook_slack_format(
     assert "job 101 (tier critical)" in text and "about 10 min" in text
     assert [b["type"] for b in body["blocks"]] == ["header", "section", "context"]
     assert alerts.run(wh, config, NOW + timedelta(minutes=5)).sent == 0
+
+
+def test_victim_notices_follow_the_ledgers_preemptions(
+    tmp_path: Path, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Slurm with PreemptMode=REQUEUE: the victim's run ends `requeued` and only the slurmctld log's link names
+    the preemption; the requeued job's next run ends within the link tolerance. One notice, for the run the
+    link binds to."""
+    config = config_with(tmp_path, receiver, monkeypatch)
+    wh = Warehouse(tmp_path / "w.duckdb")
+    seed_preemptions(wh)
+    at = NOW - timedelta(minutes=30)
+    wh.load("jobs", pl.DataFrame({
+        "cluster": ["c1"], "job_id": ["300"], "name": ["eval"], "team": ["nlp"], "tier": ["low"],
+        "preemptible": [True], "gpus": [4], "submit_time": [at - timedelta(hours=2)],
+    }), "test")
+    wh.load("job_runs", pl.DataFrame({
+        "cluster": ["c1", "c1"], "job_id": ["300", "300"], "run": [1, 2], "pool": ["a100", "a100"], "gpus": [4, 4],
+        "start_time": [at - timedelta(hours=1), at + timedelta(seconds=30)],
+        "end_time": [at, at + timedelta(seconds=90)], "state": ["requeued", "completed"],
+    }), "test")
+    wh.load("preemption_links", pl.DataFrame({
+        "cluster": ["c1"], "victim_job_id": ["300"], "time": [at], "preemptor_job_id": ["101"], "reason": ["prio"],
+    }), "test")
+    analyze(wh, params_from(load_config(overrides={})))
+    alerts.run(wh, config, NOW)
+    keys = wh.query("SELECT dedupe_key FROM alerts ORDER BY dedupe_key")["dedupe_key"].to_list()
+    assert keys == ["victim_notice:c1:100:1", "victim_notice:c1:300:1"]
 
 
 def test_victim_notice_links_to_my_preemptions(

@@ -19,7 +19,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 import websocket
 
@@ -95,7 +95,40 @@ def wait_http(url: str, timeout_s: float) -> None:
         time.sleep(0.2)
 
 
-class Dashboard:
+class Server:
+    """A server process a test starts and stops: its output goes to `log`, and it is up once `ready_url`
+    answers; stopped (and reaped) on close, killed when it does not stop within 10 s."""
+
+    process: subprocess.Popen[bytes]
+
+    def start(self, argv: list[str], log: Path, ready_url: str, timeout_s: float,
+              env: dict[str, str] | None = None) -> None:
+        self._log = log.open("wb")
+        self.process = subprocess.Popen(argv, env=env, stdout=self._log, stderr=subprocess.STDOUT)
+        try:
+            wait_http(ready_url, timeout_s)
+        except TimeoutError:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._log.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Dashboard(Server):
     """`preemptlens dashboard` on a free localhost port, reading `warehouse`."""
 
     def __init__(
@@ -112,28 +145,8 @@ class Dashboard:
     def serve(self, argv: list[str], log: Path, env: dict[str, str] | None = None, host: str = "127.0.0.1") -> None:
         """Start `argv`, a Streamlit server on `host`:self.port, and wait until it answers."""
         self.url = f"http://{host}:{self.port}"
-        self._log = log.open("wb")
-        self.process = subprocess.Popen(argv, env=env, stdout=self._log, stderr=subprocess.STDOUT)
-        try:
-            wait_http(f"{self.url}/_stcore/health", 60)
-        except TimeoutError:
-            self.close()
-            raise
+        self.start(argv, log, f"{self.url}/_stcore/health", 60, env)
 
-    def close(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-        self._log.close()
-
-    def __enter__(self) -> Dashboard:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 @dataclass

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
-from browser import free_port, wait_http
+from browser import Server, free_port
 
 CONF = """
 worker_processes 1;
@@ -47,7 +46,7 @@ http {{
 """
 
 
-class Nginx:
+class Nginx(Server):
     """nginx on a free loopback port in front of 127.0.0.1:`upstream`, with `users` (name -> password)
     and `groups` (name -> comma-separated groups)."""
 
@@ -71,25 +70,4 @@ class Nginx:
             secret=f'proxy_set_header X-Preemptlens-Proxy-Secret "{secret}";' if secret else "",
         ))
         self.log = root / "error.log"
-        self.process = subprocess.Popen([binary, "-p", str(root), "-c", str(conf)],
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-        try:
-            wait_http(f"{self.url}/health", 20)
-        except TimeoutError:
-            self.close()
-            raise
-
-    def close(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
-    def __enter__(self) -> Nginx:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        self.start([binary, "-p", str(root), "-c", str(conf)], root / "stdout.log", f"{self.url}/health", 20)

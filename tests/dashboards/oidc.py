@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from browser import free_port, wait_http
+from browser import Server, free_port
 
 SETUP = """
 import sys
@@ -33,7 +33,7 @@ client.response_types.add(ResponseType.objects.get(value="code"))
 """
 
 
-class Provider:
+class Provider(Server):
     """The provider at `url` (its issuer is `url`/openid), serving `users` (name -> comma-separated groups),
     each with `password`, and one client whose redirect URI is `redirect_uri`."""
 
@@ -61,32 +61,8 @@ class Provider:
             env=self.env, check=True, capture_output=True,
         )
         self.log = root / "provider.log"
-        self._log = self.log.open("wb")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "django", "runserver", f"127.0.0.2:{self.port}", "--noreload"],
-            env=self.env, stdout=self._log, stderr=subprocess.STDOUT,
-        )
-        try:
-            wait_http(self.metadata_url, 60)
-        except TimeoutError:
-            self.close()
-            raise
+        self.start([sys.executable, "-m", "django", "runserver", f"127.0.0.2:{self.port}", "--noreload"],
+                   self.log, self.metadata_url, 60, self.env)
 
     def _manage(self, *argv: str) -> None:
         subprocess.run([sys.executable, "-m", "django", *argv], env=self.env, check=True, capture_output=True)
-
-    def close(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self._log.close()
-
-    def __enter__(self) -> Provider:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

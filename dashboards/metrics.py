@@ -134,14 +134,17 @@ SETTINGS = Section(
     ),
 )
 
-_NET_BENEFIT = """
-with
-windows as (
+# The window every weekly gauge covers.
+_LAST_WEEK = """windows as (
     -- the last complete ISO week of each cluster's data: the week before the one that holds its end
     select cluster, date_trunc('week', max(data_end)) - interval 7 days as week_start
     from stg_runs
     group by cluster
-),
+)"""
+
+_NET_BENEFIT = f"""
+with
+{_LAST_WEEK},
 pools_ as (
     select distinct cluster, coalesce(pool, '(none)') as pool from net_benefit where period = 'week' and team = '(all)'
 ),
@@ -162,7 +165,7 @@ select
 from pools_ as p
 inner join windows as w on w.cluster = p.cluster
 left join week as k on k.cluster = p.cluster and k.pool = p.pool
-"""
+"""  # noqa: S608 -- constants only
 
 _LOST = """
 select
@@ -175,14 +178,9 @@ from preemption_ledger
 group by all
 """
 
-_REQUEUE = """
+_REQUEUE = f"""
 with
-windows as (
-    -- the last complete ISO week of each cluster's data: the week before the one that holds its end
-    select cluster, date_trunc('week', max(data_end)) - interval 7 days as week_start
-    from stg_runs
-    group by cluster
-)
+{_LAST_WEEK}
 select
     l.cluster,
     coalesce(l.pool, '(none)') as pool,
@@ -195,7 +193,7 @@ from preemption_ledger as l
 inner join windows as w on w.cluster = l.cluster
 where l.time >= w.week_start and l.time < w.week_start + interval 7 days
 group by all
-"""
+"""  # noqa: S608 -- constants only
 
 _IDLE = """
 with allocated as (
@@ -220,14 +218,9 @@ from allocated as a
 full outer join idle as i on i.cluster = a.cluster and i.pool = a.pool and i.team = a.team
 """
 
-_HIGH_SHARE = """
+_HIGH_SHARE = f"""
 with
-windows as (
-    -- the last complete ISO week of each cluster's data: the week before the one that holds its end
-    select cluster, date_trunc('week', max(data_end)) - interval 7 days as week_start
-    from stg_runs
-    group by cluster
-),
+{_LAST_WEEK},
 week as (
     select
         s.cluster,
@@ -244,7 +237,7 @@ select
     t.high_gpu_hour_share_slope as slope
 from week as k
 full outer join scope_creep_trend as t on t.cluster = k.cluster and t.pool = k.pool
-"""
+"""  # noqa: S608 -- constants only
 
 _READINESS = """
 select

@@ -367,7 +367,16 @@ def avoidable_text(head: dict[str, Any]) -> str:
     return f"{known:,}" + (f" (+{unknown:,} unknown)" if unknown else "")
 
 
-HOARDED_SQL = """
+# The hoarding stretches the filters select that overlap the window.
+_STRETCHES = """FROM hoarding_stretches
+WHERE (len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster))
+    AND (len(CAST($pools AS VARCHAR[])) = 0 OR list_contains(CAST($pools AS VARCHAR[]), pool))
+    AND (len(CAST($teams AS VARCHAR[])) = 0 OR list_contains(CAST($teams AS VARCHAR[]), team))
+    AND (len(CAST($tiers AS VARCHAR[])) = 0 OR list_contains(CAST($tiers AS VARCHAR[]), tier))
+    AND start_time < $end AND end_time > $start
+"""
+
+HOARDED_SQL = f"""
 SELECT CASE WHEN EXISTS (
         -- hoarding is unknown (null), not 0, when none of the clusters has GPU samples
         SELECT 1 FROM readiness_evidence
@@ -375,13 +384,7 @@ SELECT CASE WHEN EXISTS (
             AND (len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster)))
     THEN coalesce(sum(greatest(0, epoch(least(end_time, $end)) - epoch(greatest(start_time, $start)))), 0) / 3600.0
     END AS hoarded_gpu_hours
-FROM hoarding_stretches
-WHERE (len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster))
-    AND (len(CAST($pools AS VARCHAR[])) = 0 OR list_contains(CAST($pools AS VARCHAR[]), pool))
-    AND (len(CAST($teams AS VARCHAR[])) = 0 OR list_contains(CAST($teams AS VARCHAR[]), team))
-    AND (len(CAST($tiers AS VARCHAR[])) = 0 OR list_contains(CAST($tiers AS VARCHAR[]), tier))
-    AND start_time < $end AND end_time > $start
-"""
+{_STRETCHES}"""  # noqa: S608 -- constants only
 
 
 def hoarded(r: Reader, f: Filters) -> float | None:
@@ -473,13 +476,7 @@ SELECT
     max(idle_s) / 3600.0 AS longest_stretch_hours,
     count(*) AS stretches,
     count(DISTINCT cluster || '/' || job_id || '/' || run) AS runs
-FROM hoarding_stretches
-WHERE (len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster))
-    AND (len(CAST($pools AS VARCHAR[])) = 0 OR list_contains(CAST($pools AS VARCHAR[]), pool))
-    AND (len(CAST($teams AS VARCHAR[])) = 0 OR list_contains(CAST($teams AS VARCHAR[]), team))
-    AND (len(CAST($tiers AS VARCHAR[])) = 0 OR list_contains(CAST($tiers AS VARCHAR[]), tier))
-    AND start_time < $end AND end_time > $start
-GROUP BY {holder}
+""" + _STRETCHES + """GROUP BY {holder}
 ORDER BY idle_gpu_hours DESC, holder
 LIMIT $limit
 """

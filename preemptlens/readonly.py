@@ -55,7 +55,7 @@ import pyarrow as pa
 
 from preemptlens.config import Config, Section, Setting
 from preemptlens.errors import PreemptlensError, SchemaError
-from preemptlens.warehouse import copy_database, is_lock_error, snapshot_path
+from preemptlens.warehouse import copy_database, is_lock_error, remove_stale_publishes, snapshot_path
 
 log = logging.getLogger(__name__)
 
@@ -166,6 +166,7 @@ def _refresh_from_idle_warehouse(warehouse: Path) -> bool:
             if is_lock_error(exc):
                 return False
             raise
+        remove_stale_publishes(warehouse)
         copy_database(con, "source", snapshot_path(warehouse))
         return True
     finally:

@@ -8,6 +8,8 @@ transaction, and report what happened.
 
 from __future__ import annotations
 
+import glob
+import logging
 import os
 import re
 import threading
@@ -25,6 +27,8 @@ import polars as pl
 from preemptlens.collectors.base import Batch, Reject, Watermark
 from preemptlens.contract import RULES
 from preemptlens.errors import ContractError, SchemaError
+
+log = logging.getLogger(__name__)
 
 SQL_DIR = Path(__file__).parent / "sql"
 _MIGRATION = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
@@ -160,9 +164,47 @@ def copy_database(con: duckdb.DuckDBPyConnection, source: str, target: Path) -> 
         with open(temp, "rb") as handle:
             os.fsync(handle.fileno())
         os.replace(temp, target)
+        # The rename itself is only durable once the directory entry is on disk.
+        _fsync_directory(target.parent)
     finally:
         temp.unlink(missing_ok=True)
         Path(f"{temp}.wal").unlink(missing_ok=True)
+
+
+def _fsync_directory(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+_PUBLISH_TEMP = re.compile(r"\.(\d+)\.\d+\.tmp(\.wal)?$")
+
+
+def remove_stale_publishes(warehouse: str | Path) -> list[Path]:
+    """Delete the copies of publishes that were interrupted (the process was killed mid-copy):
+    `<snapshot>.<pid>.<tid>.tmp` and its `.wal`, whose process no longer runs. A live
+    process's copy is left alone; it may be publishing right now."""
+    target = snapshot_path(warehouse)
+    removed = []
+    for path in target.parent.glob(f"{glob.escape(target.name)}.*.tmp*"):
+        match = _PUBLISH_TEMP.search(path.name[len(target.name):])
+        if match is None or _process_runs(int(match.group(1))):
+            continue
+        path.unlink(missing_ok=True)
+        removed.append(path)
+    return removed
+
+
+def _process_runs(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
 
 
 def publish_snapshot(con: duckdb.DuckDBPyConnection, warehouse: str | Path) -> Path:
@@ -197,6 +239,10 @@ class Warehouse:
                 "run a collector, `preemptlens import` or `preemptlens demo` first",
             )
         self.con = self._connect(lock_wait_s)
+        if not read_only and self.path != ":memory:":
+            # The writer's lock is held now: no other writer is publishing this warehouse.
+            for stale in remove_stale_publishes(self.path):
+                log.info("removed %s, left by an interrupted snapshot publish", stale)
         self._dirty = False
         self._published_at = time.monotonic()
         # The data contract is UTC; never let the host's zone leak into results.

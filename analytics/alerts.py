@@ -29,20 +29,18 @@ import hmac
 import http.client
 import json
 import logging
-import os
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any, Protocol
 
 import polars as pl
 
 from preemptlens import __version__
-from preemptlens.config import Config, Secret, Section, Setting
+from preemptlens.config import Config, Secret, Section, Setting, http_url, is_reference, resolve_reference
 from preemptlens.errors import ConfigError
 from preemptlens.warehouse import Warehouse
 
@@ -59,13 +57,17 @@ SETTINGS = Section(
     "Alert rules and their webhooks (docs: analytics/alerts.py). URLs and keys are secrets: give them by reference.",
     (
         Setting("rules", ["victim_notice"], "Names of the alert rules to evaluate.", kind=list),
-        Setting("webhook_url", None, "Webhook of the platform team, which receives the rule alerts.", secret=True),
+        Setting(
+            "webhook_url", None, "Webhook of the platform team, which receives the rule alerts.", secret=True,
+            check=http_url,
+        ),
         Setting(
             "team_webhooks",
             {},
             'Webhook of each victim team for per-victim notices: team = { "$env" = "NAME" } or '
             '{ "$file" = "/path" }; a URL written in clear is refused.',
             kind=dict,
+            check=lambda value: _check_team_webhooks(value),  # defined below, with its helpers
         ),
         Setting("format", "json", "Payload format of every webhook.", choices=FORMATS),
         Setting(
@@ -144,24 +146,28 @@ def team_target(team: str) -> str:
     return f"team:{team}"
 
 
-def _resolve_reference(where: str, value: object) -> str:
+def _team_webhook(team: str, value: object, problems: list[str]) -> str | None:
+    """A team's webhook URL from its reference; a URL written in clear is refused (it is a secret)."""
     if isinstance(value, Secret):
         return value.reveal()
-    if isinstance(value, dict) and len(value) == 1:
-        ((ref, name),) = value.items()
-        if ref == "$env":
-            if name not in os.environ:
-                raise ConfigError(f"{where}: environment variable {name} is not set")
-            return os.environ[name]
-        if ref == "$file":
-            try:
-                return Path(name).read_text().strip()
-            except OSError as exc:
-                raise ConfigError(f"{where}: cannot read secret file {name}: {exc.strerror}") from None
-    raise ConfigError(
-        f"{where}: a webhook URL must be given by reference",
-        'write { "$env" = "NAME" } or { "$file" = "/path" } instead of the URL',
-    )
+    if not is_reference(value):
+        problems.append(
+            f"{team}: a webhook URL must be given by reference, "
+            'write { "$env" = "NAME" } or { "$file" = "/path" } instead of the URL'
+        )
+        return None
+    url = resolve_reference(value, team, problems)
+    if url is not None and (expected := http_url(url)) is not None:
+        problems.append(f"{team}: {expected}")
+        return None
+    return str(url) if url is not None else None
+
+
+def _check_team_webhooks(value: Mapping[str, object]) -> str | None:
+    problems: list[str] = []
+    for team, ref in value.items():
+        _team_webhook(str(team), ref, problems)
+    return "; ".join(problems) or None
 
 
 def targets_from_config(config: Config) -> dict[str, Target]:
@@ -172,7 +178,10 @@ def targets_from_config(config: Config) -> dict[str, Target]:
     if section["webhook_url"] is not None:
         targets[PLATFORM] = Target(PLATFORM, section["webhook_url"], fmt, key)
     for team, ref in dict(section["team_webhooks"]).items():
-        url = _resolve_reference(f"alerts.team_webhooks.{team}", ref)
+        problems: list[str] = []
+        url = _team_webhook(team, ref, problems)
+        if url is None:
+            raise ConfigError(f"alerts.team_webhooks: {'; '.join(problems)}")
         targets[team_target(team)] = Target(team_target(team), Secret(url), fmt, key)
     return targets
 

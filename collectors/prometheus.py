@@ -51,7 +51,7 @@ import polars as pl
 from urllib3.util.retry import Retry
 
 from preemptlens.collectors.base import Batch, Reject, Watermark
-from preemptlens.config import Config, Secret, Section, Setting
+from preemptlens.config import Config, Secret, Section, Setting, http_url
 from preemptlens.errors import ConfigError, SourceError, TransientSourceError
 
 if TYPE_CHECKING:
@@ -80,6 +80,7 @@ SETTINGS = Section(
             "url",
             "http://127.0.0.1:9090",
             "Base URL of the Prometheus HTTP API (Prometheus, Thanos, Mimir...).",
+            check=http_url,
         ),
         Setting(
             "bearer_token",

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from preemptlens.contract import TIERS
+from preemptlens.contract import FUTURE_SLACK_S, TIERS
 from preemptlens.errors import ConfigError
 
 ENV_CONFIG = "PREEMPTLENS_CONFIG"
@@ -111,7 +111,16 @@ SETTINGS = (
     Section(
         "warehouse",
         "Where the DuckDB warehouse lives.",
-        (Setting("path", "preemptlens.duckdb", "Path of the DuckDB warehouse file."),),
+        (
+            Setting("path", "preemptlens.duckdb", "Path of the DuckDB warehouse file."),
+            Setting(
+                "future_slack_s",
+                FUTURE_SLACK_S,
+                "Seconds past the current time that a loaded time may lie (clock skew between hosts); a later "
+                "time is quarantined, not taken as the data's end (docs/import-format.md).",
+                kind=float,
+            ),
+        ),
     ),
     Section(
         "cluster",

@@ -25,7 +25,7 @@ import duckdb
 import polars as pl
 
 from preemptlens.collectors.base import Batch, Reject, Watermark
-from preemptlens.contract import RULES
+from preemptlens.contract import FUTURE_SLACK_S, MAX_EPOCH_S, RULES, value_checks
 from preemptlens.errors import ContractError, SchemaError
 
 log = logging.getLogger(__name__)
@@ -229,8 +229,11 @@ class Warehouse:
         read_only: bool = False,
         publish_every_s: float = 60.0,
         lock_wait_s: float = 15.0,
+        future_slack_s: float = FUTURE_SLACK_S,
     ) -> None:
         self.path = str(path)
+        # How far past now a loaded time may lie (warehouse.future_slack_s).
+        self.future_slack_s = future_slack_s
         self.read_only = read_only
         self.publish_every_s = publish_every_s
         if read_only and self.path != ":memory:" and not Path(self.path).exists():
@@ -471,6 +474,10 @@ class Warehouse:
         for col in columns:
             if not col.nullable:
                 problems.append((col.name, pl.col(col.name).is_null(), "is required"))
+        now = datetime.now(UTC)
+        for col in columns:
+            for check in value_checks(col.name, col.dtype, now, self.future_slack_s):
+                problems.append((check.column, ~check.ok.fill_null(True), check.reason))
         for check in rules.checks:
             problems.append((check.column, ~check.ok.fill_null(True), check.reason))
 
@@ -652,8 +659,11 @@ def _cast(source_type: pl.DataType, col: Column) -> pl.Expr:
 
 
 def _from_epoch(seconds: pl.Expr) -> pl.Expr:
-    """Epoch seconds, as Slurm and Prometheus give them."""
-    return pl.from_epoch((seconds * 1_000_000).round().cast(pl.Int64), time_unit="us").dt.replace_time_zone("UTC")
+    """Epoch seconds, as Slurm and Prometheus give them; NULL (so: cannot be read) for NaN, inf and
+    values beyond year 9999, which would overflow the conversion and fail the whole frame."""
+    readable = seconds.is_finite() & (seconds.abs() <= MAX_EPOCH_S)
+    micros = pl.when(readable).then(seconds * 1_000_000).otherwise(None).round().cast(pl.Int64)
+    return pl.from_epoch(micros, time_unit="us").dt.replace_time_zone("UTC")
 
 
 def _describe(field: str, reason: str, raw: object) -> str:
@@ -665,6 +675,18 @@ def _describe(field: str, reason: str, raw: object) -> str:
     return f"{field} {reason} (got {shown})"
 
 
+# Each value as quarantine keeps it: escaped by repr (control characters, NUL), cut to a readable size
+# (a 10 MB id is evidence enough in its first few hundred characters).
+_RAW_VALUE_CHARS = 500
+
+
 def _raw_text(values: dict[str, object]) -> str:
-    parts = [f"{k}={v!r}" for k, v in values.items() if v is not None]
+    parts = []
+    for k, v in values.items():
+        if v is None:
+            continue
+        shown = repr(v)
+        if len(shown) > _RAW_VALUE_CHARS:
+            shown = f"{shown[:_RAW_VALUE_CHARS]}... ({len(shown):,} characters)"
+        parts.append(f"{k}={shown}")
     return ", ".join(parts)

@@ -62,6 +62,14 @@ def _text(value: Any) -> str | None:
     return json.dumps(value)
 
 
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 class FileImporter:
     name = "import"
     tables = IMPORTABLE
@@ -202,18 +210,27 @@ class FileImporter:
                 continue
             unknown = sorted(set(record) - allowed)
             if unknown:
+                name = unknown[0].encode("utf-8", "backslashreplace").decode("utf-8")
                 rejects.append(
                     Reject(
                         self.table,
                         f"{locator}:{line}",
-                        unknown[0],
-                        f"{unknown[0]} is not a column of {self.table}",
+                        name,
+                        f"{name} is not a column of {self.table}",
                         raw=json.dumps(record, default=str)[:RAW_CHARS],
                     )
                 )
                 continue
-            for column in self.columns:
-                rows[column].append(_text(record.get(column)))
+            values = [_text(record.get(column)) for column in self.columns]
+            broken = next((c for c, v in zip(self.columns, values, strict=True) if v is not None and not _encodable(v)),
+                          None)
+            if broken is not None:
+                # JSON may escape half a surrogate pair (\ud800): no text column can hold it.
+                rejects.append(Reject(self.table, f"{locator}:{line}", broken, f"{broken} is not valid Unicode "
+                                      "(half a surrogate pair)", raw=json.dumps(record, default=str)[:RAW_CHARS]))
+                continue
+            for column, value in zip(self.columns, values, strict=True):
+                rows[column].append(value)
             rows["_record"].append(f"{locator}:{line}")
             if len(rows["_record"]) >= CHUNK_ROWS:
                 yield flush()

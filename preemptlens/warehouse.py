@@ -502,6 +502,7 @@ class Warehouse:
                     separator=" ",
                 ).alias(RECORD_COLUMN)
             )
+        raw_names = [c for c in bad.columns if c.startswith("__raw_")]
         rejects = [
             Reject(
                 table=table,
@@ -510,7 +511,8 @@ class Warehouse:
                 reason=_describe(row["__field"], row["__reason"], row.get(f"__raw_{row['__field']}")),
                 raw=_raw_text({c.name: row.get(f"__raw_{c.name}") for c in columns if f"__raw_{c.name}" in row}),
             )
-            for row in bad.iter_rows(named=True)
+            # Only the text columns: a typed value may not convert to Python (a time in year 0).
+            for row in bad.select(RECORD_COLUMN, "__field", "__reason", *raw_names).iter_rows(named=True)
         ]
         good = typed.filter(pl.col("__field").is_null()).select([c.name for c in columns])
         # Within one batch the last record of a key wins, as a later load would.

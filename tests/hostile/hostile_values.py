@@ -86,6 +86,8 @@ def mutated(draw: st.DrawFn, base: object, most: int = 4) -> object:
             old = parent[path[-1]]  # type: ignore[index]
         except (KeyError, IndexError, TypeError):
             continue  # an earlier replacement took this member's parent away
+        if not isinstance(parent, dict | list):
+            continue  # ... or made it a string, which indexes but cannot be assigned to
         if isinstance(parent, dict) and draw(st.integers(0, 9)) == 0:
             del parent[path[-1]]
             continue

@@ -75,6 +75,7 @@ def lines(draw: st.DrawFn, table: str, types: dict[str, str]) -> list[dict[str, 
 
 
 def write(path: Path, rows: list[dict[str, object] | bytes], columns: list[str]) -> None:
+    # Every CSV field quoted: a bare carriage return in an unquoted field is two records, not one.
     if path.suffix == ".jsonl":
         with path.open("wb") as handle:
             for row in rows:
@@ -83,7 +84,7 @@ def write(path: Path, rows: list[dict[str, object] | bytes], columns: list[str])
         return
     names = sorted({k for r in rows if isinstance(r, dict) for k in r} | set(columns))
     buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
+    writer = csv.writer(buffer, lineterminator="\n", quoting=csv.QUOTE_ALL)
     writer.writerow(names)
     data = [buffer.getvalue().encode("utf-8", "surrogatepass")]
     for row in rows:
@@ -91,7 +92,7 @@ def write(path: Path, rows: list[dict[str, object] | bytes], columns: list[str])
             data.append(row + b"\n")
             continue
         buffer = io.StringIO()
-        writer = csv.writer(buffer, lineterminator="\n")
+        writer = csv.writer(buffer, lineterminator="\n", quoting=csv.QUOTE_ALL)
         writer.writerow(["" if row.get(n) is None else row[n] if isinstance(row[n], str) else json.dumps(row[n])
                          for n in names])
         data.append(buffer.getvalue().encode("utf-8", "surrogatepass"))

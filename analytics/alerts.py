@@ -4,9 +4,11 @@ A rule looks at the warehouse and returns `Alert`s; each alert has a dedupe
 key built from what it is about, so evaluating again finds nothing new. New
 alerts go into the `alerts` table (sql/schema/0004_alerts.sql) as pending;
 delivery posts the due ones to their webhook and marks a row sent only after
-a 2xx answer. A failure (error status, refused connection, timeout) is
-recorded without secrets and retried with exponential backoff, also after a
-restart, because the state lives in the warehouse.
+a 2xx answer. A failure (error status, a redirect, which is never followed,
+refused connection, timeout, a URL that is not http or https) is recorded as
+the exception's class, status code or errno only, never any part of the URL,
+and retried with exponential backoff, also after a restart, because the state
+lives in the warehouse.
 
 Exactly once: no process can make an HTTP call and a database commit one
 atomic step. If the receiver's 2xx is lost (timeout, crash before the
@@ -27,13 +29,12 @@ import hmac
 import http.client
 import json
 import logging
-import os
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any, Protocol
 
 import polars as pl
@@ -41,7 +42,7 @@ import polars as pl
 from preemptlens import __version__
 from preemptlens.analytics.pilot import declared, thresholds_from
 from preemptlens.analytics.pilot import evaluate as evaluate_pilot
-from preemptlens.config import Config, Secret, Section, Setting
+from preemptlens.config import Config, Secret, Section, Setting, http_url, is_reference, resolve_reference
 from preemptlens.errors import ConfigError, PreemptlensError
 from preemptlens.warehouse import Warehouse
 
@@ -58,13 +59,17 @@ SETTINGS = Section(
     "Alert rules and their webhooks (docs: analytics/alerts.py). URLs and keys are secrets: give them by reference.",
     (
         Setting("rules", ["victim_notice"], "Names of the alert rules to evaluate.", kind=list),
-        Setting("webhook_url", None, "Webhook of the platform team, which receives the rule alerts.", secret=True),
+        Setting(
+            "webhook_url", None, "Webhook of the platform team, which receives the rule alerts.", secret=True,
+            check=http_url,
+        ),
         Setting(
             "team_webhooks",
             {},
             'Webhook of each victim team for per-victim notices: team = { "$env" = "NAME" } or '
             '{ "$file" = "/path" }; a URL written in clear is refused.',
             kind=dict,
+            check=lambda value: _check_team_webhooks(value),  # defined below, with its helpers
         ),
         Setting("format", "json", "Payload format of every webhook.", choices=FORMATS),
         Setting(
@@ -144,35 +149,33 @@ class Target:
     format: str = "json"
     signing_key: Secret | None = None
 
-    def secrets(self) -> list[str]:
-        values = [self.url.reveal()]
-        if self.signing_key is not None:
-            values.append(self.signing_key.reveal())
-        return [v for v in values if v]
-
 
 def team_target(team: str) -> str:
     return f"team:{team}"
 
 
-def _resolve_reference(where: str, value: object) -> str:
+def _team_webhook(team: str, value: object, problems: list[str]) -> str | None:
+    """A team's webhook URL from its reference; a URL written in clear is refused (it is a secret)."""
     if isinstance(value, Secret):
         return value.reveal()
-    if isinstance(value, dict) and len(value) == 1:
-        ((ref, name),) = value.items()
-        if ref == "$env":
-            if name not in os.environ:
-                raise ConfigError(f"{where}: environment variable {name} is not set")
-            return os.environ[name]
-        if ref == "$file":
-            try:
-                return Path(name).read_text().strip()
-            except OSError as exc:
-                raise ConfigError(f"{where}: cannot read secret file {name}: {exc.strerror}") from None
-    raise ConfigError(
-        f"{where}: a webhook URL must be given by reference",
-        'write { "$env" = "NAME" } or { "$file" = "/path" } instead of the URL',
-    )
+    if not is_reference(value):
+        problems.append(
+            f"{team}: a webhook URL must be given by reference, "
+            'write { "$env" = "NAME" } or { "$file" = "/path" } instead of the URL'
+        )
+        return None
+    url = resolve_reference(value, team, problems)
+    if url is not None and (expected := http_url(url)) is not None:
+        problems.append(f"{team}: {expected}")
+        return None
+    return str(url) if url is not None else None
+
+
+def _check_team_webhooks(value: Mapping[str, object]) -> str | None:
+    problems: list[str] = []
+    for team, ref in value.items():
+        _team_webhook(str(team), ref, problems)
+    return "; ".join(problems) or None
 
 
 def targets_from_config(config: Config) -> dict[str, Target]:
@@ -183,7 +186,10 @@ def targets_from_config(config: Config) -> dict[str, Target]:
     if section["webhook_url"] is not None:
         targets[PLATFORM] = Target(PLATFORM, section["webhook_url"], fmt, key)
     for team, ref in dict(section["team_webhooks"]).items():
-        url = _resolve_reference(f"alerts.team_webhooks.{team}", ref)
+        problems: list[str] = []
+        url = _team_webhook(team, ref, problems)
+        if url is None:
+            raise ConfigError(f"alerts.team_webhooks: {'; '.join(problems)}")
         targets[team_target(team)] = Target(team_target(team), Secret(url), fmt, key)
     return targets
 
@@ -261,12 +267,17 @@ def render(target: Target, row: Mapping[str, Any]) -> bytes:
     """The request body for one alert in the target's format."""
     payload = json.loads(row["payload"])
     if target.format == "slack":
+        # Slack reads &, < and > in text as markup (<!channel> pings a channel, <url|label> is a link);
+        # the title and text are made of values from the data (job names, reasons), so all are escaped.
         body: dict[str, Any] = {
-            "text": f"{row['title']}\n{payload['text']}",
+            "text": slack_escape(f"{row['title']}\n{payload['text']}"),
             "blocks": [
                 {"type": "header", "text": {"type": "plain_text", "text": row["title"][:150]}},
-                {"type": "section", "text": {"type": "mrkdwn", "text": payload["text"]}},
-                {"type": "context", "elements": [{"type": "mrkdwn", "text": f"preemptlens · {row['rule']}"}]},
+                {"type": "section", "text": {"type": "mrkdwn", "text": slack_escape(payload["text"])}},
+                {
+                    "type": "context",
+                    "elements": [{"type": "mrkdwn", "text": slack_escape(f"preemptlens · {row['rule']}")}],
+                },
             ],
         }
     else:
@@ -281,12 +292,39 @@ def render(target: Target, row: Mapping[str, Any]) -> bytes:
     return json.dumps(body, sort_keys=True).encode()
 
 
+def slack_escape(text: str) -> str:
+    """Text for a Slack mrkdwn or fallback field: the three characters Slack parses as markup, escaped."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def sign(key: str, timestamp: str, body: bytes) -> str:
     digest = hmac.new(key.encode(), timestamp.encode() + b"." + body, hashlib.sha256).hexdigest()
     return f"sha256={digest}"
 
 
+class _NotDelivered(Exception):
+    """A webhook answered but did not take the alert (a redirect), or cannot be posted to at all."""
+
+
+# Only http and https, and no redirect handler: a 3xx reaches the default error handler as an
+# HTTPError, a failed delivery. Following it would post (or GET) the alert, signature headers
+# and all, to wherever the receiver points, and mark it sent though the receiver never took it.
+_OPENER = urllib.request.OpenerDirector()
+for _handler in (
+    urllib.request.ProxyHandler(),
+    urllib.request.HTTPHandler(),
+    urllib.request.HTTPSHandler(),
+    urllib.request.HTTPDefaultErrorHandler(),
+    urllib.request.HTTPErrorProcessor(),
+):
+    _OPENER.add_handler(_handler)
+_SCHEMES = ("http", "https")
+
+
 def _post(target: Target, dedupe_key: str, body: bytes, timeout_s: float, now: datetime) -> None:
+    url = target.url.reveal()
+    if urllib.parse.urlsplit(url).scheme.lower() not in _SCHEMES:
+        raise _NotDelivered("the webhook URL is not http or https")
     timestamp = str(int(now.timestamp()))
     headers = {
         "Content-Type": "application/json",
@@ -296,23 +334,30 @@ def _post(target: Target, dedupe_key: str, body: bytes, timeout_s: float, now: d
     }
     if target.signing_key is not None and target.signing_key.reveal():
         headers[SIGNATURE_HEADER] = sign(target.signing_key.reveal(), timestamp, body)
-    request = urllib.request.Request(target.url.reveal(), data=body, headers=headers, method="POST")
-    with urllib.request.urlopen(request, timeout=timeout_s) as response:
+    request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+    with _OPENER.open(request, timeout=timeout_s) as response:
         response.read()
+        if not 200 <= response.status < 300:
+            # A 1xx or other non-2xx that urllib let through: not a delivery either.
+            raise _NotDelivered(f"HTTP {response.status}")
 
 
-def _describe_failure(exc: Exception, secrets: Iterable[str]) -> str:
+def _describe_failure(exc: Exception) -> str:
+    """What went wrong, from the exception's class, status code or errno only: exception texts
+    quote the URL (http.client.InvalidURL quotes its path), and the URL is a secret."""
     if isinstance(exc, urllib.error.HTTPError):
-        text = f"HTTP {exc.code} {exc.reason}"
-    elif isinstance(exc, urllib.error.URLError):
-        text = f"cannot connect: {exc.reason}"
-    elif isinstance(exc, TimeoutError):
-        text = "timed out"
-    else:
-        text = f"{type(exc).__name__}: {exc}"
-    for secret in secrets:
-        text = text.replace(secret, "***")
-    return text
+        return f"HTTP {exc.code}" + (" (a redirect, not followed)" if 300 <= exc.code < 400 else "")
+    if isinstance(exc, _NotDelivered | LookupError):
+        return str(exc)
+    reason: BaseException = exc.reason if isinstance(exc, urllib.error.URLError) and isinstance(
+        exc.reason, BaseException) else exc
+    errno = getattr(reason, "errno", None)
+    detail = type(reason).__name__ + (f" (errno {errno})" if isinstance(errno, int) else "")
+    if isinstance(reason, TimeoutError):
+        return f"timed out: {detail}"
+    if isinstance(exc, urllib.error.URLError):
+        return f"cannot connect: {detail}"
+    return detail
 
 
 def backoff(attempts: int, base_s: float, max_s: float) -> float:
@@ -344,10 +389,10 @@ def deliver(
             if target is None:
                 raise LookupError(f"no webhook configured for {row['target']}")
             _post(target, key, render(target, row), timeout_s, datetime.now(UTC))
-        except (OSError, http.client.HTTPException, ValueError, LookupError) as exc:
+        except (OSError, http.client.HTTPException, ValueError, LookupError, _NotDelivered) as exc:
             # urllib's HTTPError, URLError and socket timeouts are OSErrors; ValueError is a malformed URL.
             attempts = int(row["attempts"]) + 1
-            error = _describe_failure(exc, target.secrets() if target else [])
+            error = _describe_failure(exc)
             retry_at = now + timedelta(seconds=backoff(attempts, backoff_s, max_backoff_s))
             wh.con.execute(
                 "UPDATE alerts SET state = 'failed', attempts = $a, next_attempt_at = $next, last_error = $e "

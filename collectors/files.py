@@ -16,7 +16,7 @@ import csv
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import polars as pl
 
@@ -24,6 +24,11 @@ from preemptlens.contract import Batch, Reject
 from preemptlens.errors import SourceError
 
 CHUNK_ROWS = 100_000
+# A line longer than this is quarantined unread (CSV fields are further held to the csv module's
+# 128 KiB field_size_limit); both are documented in docs/import-format.md.
+MAX_LINE_BYTES = 1 << 20
+# How much of a rejected line quarantine keeps.
+RAW_CHARS = 500
 # Tables a file may hold; the simulator's truth tables are not importable.
 IMPORTABLE = ("pools", "jobs", "job_runs", "job_aliases", "preemption_links", "checkpoints", "gpu_samples")
 
@@ -57,6 +62,14 @@ def _text(value: Any) -> str | None:
     return json.dumps(value)
 
 
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 class FileImporter:
     name = "import"
     tables = IMPORTABLE
@@ -66,37 +79,115 @@ class FileImporter:
         self.table = table
         self.columns = columns
         self.source = f"import:{path.name}"
+        # Escaped text of the lines that could not be read, by line number, until they are rejected.
+        self._raw: dict[int, str] = {}
+
+    def _lines(self, handle: BinaryIO) -> Iterator[tuple[int, str | None, str]]:
+        """Each physical line: its number, its text (None when it cannot be read) and what is wrong with it.
+
+        Lines are decoded one by one, so a stray byte that is not UTF-8 costs its line and not the
+        file; a line longer than MAX_LINE_BYTES is skipped without being held in memory whole."""
+        number = 0
+        while True:
+            chunk = handle.readline(MAX_LINE_BYTES + 1)
+            if not chunk:
+                return
+            number += 1
+            if len(chunk) > MAX_LINE_BYTES and not chunk.endswith(b"\n"):
+                head = chunk[:200].decode("utf-8", "backslashreplace")
+                while chunk and not chunk.endswith(b"\n"):
+                    chunk = handle.readline(MAX_LINE_BYTES + 1)
+                yield number, None, f"line longer than {MAX_LINE_BYTES:,} bytes"
+                self._raw[number] = head + "..."
+                continue
+            try:
+                # utf-8-sig on the first line: a byte-order mark is not part of the first column's name.
+                yield number, chunk.decode("utf-8-sig" if number == 1 else "utf-8"), ""
+            except UnicodeDecodeError as exc:
+                # The line's bytes are kept, escaped, so that the quarantine shows exactly what was there.
+                self._raw[number] = chunk.decode("utf-8", "backslashreplace").rstrip("\r\n")[:RAW_CHARS]
+                yield number, None, f"not valid UTF-8 (byte 0x{chunk[exc.start]:02x} at offset {exc.start})"
 
     def _records(self) -> Iterator[tuple[int, dict[str, Any] | None, str, str]]:
-        """Each line: its number, the record (or None and what is wrong with it) and its text."""
+        """Each record: its line number, the record (or None and what is wrong with it) and its text."""
         suffix = self.path.suffix.lower()
+        if suffix not in (".csv", ".jsonl", ".ndjson", ".json"):
+            raise SourceError(f"{self.path}: unknown file type {suffix!r}", "use .jsonl (or .ndjson) or .csv")
         try:
-            handle = self.path.open(newline="" if suffix == ".csv" else None, encoding="utf-8")
+            handle = self.path.open("rb")
         except OSError as exc:
             raise SourceError(f"{self.path}: cannot open: {exc.strerror}") from None
         with handle:
             if suffix == ".csv":
-                reader = csv.DictReader(handle)
-                for row in reader:
-                    if None in row:
-                        yield reader.line_num, None, "more fields than the header has", json.dumps(row)
-                    else:
-                        yield reader.line_num, dict(row), "", ""
-            elif suffix in (".jsonl", ".ndjson", ".json"):
-                for line, text in enumerate(handle, start=1):
-                    if not text.strip():
-                        continue
-                    try:
-                        obj = json.loads(text)
-                    except json.JSONDecodeError as exc:
-                        yield line, None, f"not valid JSON: {exc.msg}", text
-                        continue
-                    if isinstance(obj, dict):
-                        yield line, obj, "", text
-                    else:
-                        yield line, None, f"expected a JSON object, got {type(obj).__name__}", text
-            else:
-                raise SourceError(f"{self.path}: unknown file type {suffix!r}", "use .jsonl (or .ndjson) or .csv")
+                yield from self._csv_records(handle)
+                return
+            for line, text, problem in self._lines(handle):
+                if text is None:
+                    yield line, None, problem, self._raw.pop(line, "")
+                    continue
+                if not text.strip():
+                    continue
+                try:
+                    obj = json.loads(text)
+                except json.JSONDecodeError as exc:
+                    yield line, None, f"not valid JSON: {exc.msg}", text
+                    continue
+                except ValueError as exc:
+                    # An integer of more than 4,300 digits (Python's int conversion limit).
+                    yield line, None, f"not valid JSON: {exc}", text
+                    continue
+                except RecursionError:
+                    yield line, None, "not valid JSON: nested too deeply", text
+                    continue
+                if isinstance(obj, dict):
+                    yield line, obj, "", text
+                else:
+                    yield line, None, f"expected a JSON object, got {type(obj).__name__}", text
+
+    def _csv_records(self, handle: BinaryIO) -> Iterator[tuple[int, dict[str, Any] | None, str, str]]:
+        # The csv module counts the lines it was given; the lines it was not given (not UTF-8, too
+        # long) are reported here, and each record is located by the physical line it ended on.
+        fed: list[int] = []
+        unreadable: list[tuple[int, str]] = []
+
+        def readable() -> Iterator[str]:
+            for line, text, problem in self._lines(handle):
+                if text is None:
+                    unreadable.append((line, problem))
+                    continue
+                fed.append(line)
+                yield text
+
+        reader = csv.reader(readable())
+        header: list[str] | None = None
+        while True:
+            try:
+                row = next(reader)
+            except StopIteration:
+                break
+            except csv.Error as exc:
+                # A field over csv.field_size_limit() (128 KiB), a NUL byte, a broken quote: this record only.
+                line = fed[reader.line_num - 1] if reader.line_num else 0
+                yield from self._flush_unreadable(unreadable)
+                yield line, None, f"not valid CSV: {exc}", ""
+                continue
+            yield from self._flush_unreadable(unreadable)
+            line = fed[reader.line_num - 1]
+            if header is None:
+                header = row
+                continue
+            if not row:
+                continue
+            if len(row) > len(header):
+                yield line, None, "more fields than the header has", json.dumps(row)[:RAW_CHARS]
+                continue
+            yield line, dict(zip(header, [*row, *([None] * (len(header) - len(row)))], strict=True)), "", ""
+        yield from self._flush_unreadable(unreadable)
+
+    def _flush_unreadable(self, unreadable: list[tuple[int, str]]) -> Iterator[tuple[int, None, str, str]]:
+        for line, problem in unreadable:
+            yield line, None, problem, self._raw.pop(line, "")
+        unreadable.clear()
 
     def batches(self) -> Iterator[Batch]:
         allowed = set(self.columns)
@@ -114,23 +205,32 @@ class FileImporter:
 
         for line, record, problem, text in self._records():
             if record is None:
-                raw = text.rstrip("\n")[:500]
+                raw = text.rstrip("\r\n")[:RAW_CHARS]
                 rejects.append(Reject(self.table, f"{locator}:{line}", "(line)", problem, raw=raw))
                 continue
             unknown = sorted(set(record) - allowed)
             if unknown:
+                name = unknown[0].encode("utf-8", "backslashreplace").decode("utf-8")
                 rejects.append(
                     Reject(
                         self.table,
                         f"{locator}:{line}",
-                        unknown[0],
-                        f"{unknown[0]} is not a column of {self.table}",
-                        raw=json.dumps(record, default=str)[:500],
+                        name,
+                        f"{name} is not a column of {self.table}",
+                        raw=json.dumps(record, default=str)[:RAW_CHARS],
                     )
                 )
                 continue
-            for column in self.columns:
-                rows[column].append(_text(record.get(column)))
+            values = [_text(record.get(column)) for column in self.columns]
+            broken = next((c for c, v in zip(self.columns, values, strict=True) if v is not None and not _encodable(v)),
+                          None)
+            if broken is not None:
+                # JSON may escape half a surrogate pair (\ud800): no text column can hold it.
+                rejects.append(Reject(self.table, f"{locator}:{line}", broken, f"{broken} is not valid Unicode "
+                                      "(half a surrogate pair)", raw=json.dumps(record, default=str)[:RAW_CHARS]))
+                continue
+            for column, value in zip(self.columns, values, strict=True):
+                rows[column].append(value)
             rows["_record"].append(f"{locator}:{line}")
             if len(rows["_record"]) >= CHUNK_ROWS:
                 yield flush()

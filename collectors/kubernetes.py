@@ -59,7 +59,7 @@ from preemptlens.collectors.kubernetes_pools import (
     parse_kai_queue,
     parse_node,
 )
-from preemptlens.config import Config, Section, Setting
+from preemptlens.config import Config, Section, Setting, http_url
 from preemptlens.contract import Batch, Reject, Watermark
 from preemptlens.errors import ConfigError, SourceError
 
@@ -83,7 +83,9 @@ SETTINGS = Section(
     "kubernetes",
     "The Kubernetes collector (`preemptlens collect kubernetes`).",
     (
-        Setting("api_url", "", "API server URL, e.g. https://10.0.0.1:6443; empty: from the kubeconfig."),
+        Setting(
+            "api_url", "", "API server URL, e.g. https://10.0.0.1:6443; empty: from the kubeconfig.", check=http_url
+        ),
         Setting("kubeconfig", "", "Kubeconfig file; empty: api_url, else the in-cluster service account."),
         Setting("context", "", "Kubeconfig context to use; empty: its current context."),
         Setting("token", None, "Bearer token for the API server (use {\"$env\" = ...} or {\"$file\" = ...}).",

@@ -50,7 +50,7 @@ import polars as pl
 # numpy are imported where they are used: load_config imports this module for every command.
 from urllib3.util.retry import Retry
 
-from preemptlens.config import Config, Secret, Section, Setting
+from preemptlens.config import Config, Secret, Section, Setting, http_url
 from preemptlens.contract import Batch, Reject, Watermark
 from preemptlens.errors import ConfigError, SourceError, TransientSourceError
 from preemptlens.times import TIME_HELP, parse_duration_ms, parse_when
@@ -81,6 +81,7 @@ SETTINGS = Section(
             "url",
             "http://127.0.0.1:9090",
             "Base URL of the Prometheus HTTP API (Prometheus, Thanos, Mimir...).",
+            check=http_url,
         ),
         Setting(
             "bearer_token",
@@ -236,7 +237,10 @@ def normalise(labels: Mapping[str, str]) -> GpuSeries | tuple[str, str]:
     if uuid is None:
         return "UUID", "series has no UUID label"
     index_text = _first(labels, "gpu", "minor_number")
-    index = int(index_text) if index_text and index_text.isdigit() else None
+    # isdigit() alone takes "²" and "١"; and gpu_index is an INTEGER.
+    index = int(index_text) if index_text and index_text.isascii() and index_text.isdigit() else None
+    if index is not None and index > _MAX_GPU_INDEX:
+        index = None
     return GpuSeries(host, uuid, labels.get("GPU_I_ID", ""), index, job_of(labels))
 
 
@@ -620,6 +624,11 @@ class RangeAnswer:
     warnings: list[str]
 
 
+# GPU and time in one integer, so that the per-row joins and groupings are on one column:
+# epoch milliseconds fit in 42 bits until the year 2109.
+_T_BITS = 1 << 42
+_MAX_GPU_INDEX = 2**31 - 1
+
 _VALUES = re.compile(rb'"values"\s*:\s*\[')
 _SAMPLE_SCHEMA = {"t": pl.Float64, "value": pl.Float64}
 
@@ -652,6 +661,20 @@ def _split_values(body: bytes) -> tuple[Any, np.ndarray, pl.DataFrame]:
 
 
 def range_result(body: bytes) -> RangeAnswer:
+    """`read_range_result`, with an answer that is not a query_range result in Prometheus' shape
+    made a SourceError naming what is wrong (the exception's class: the body may be huge)."""
+    try:
+        return read_range_result(body)
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError, OverflowError,
+            pl.exceptions.PolarsError) as exc:
+        raise SourceError(
+            f"prometheus: a query_range answer cannot be read ({type(exc).__name__}: "
+            f"{str(exc).splitlines()[0][:120] if str(exc) else 'malformed'})",
+            "check that prometheus.url points at the Prometheus HTTP API (or a server that speaks it)",
+        ) from None
+
+
+def read_range_result(body: bytes) -> RangeAnswer:
     """Read a query_range answer without a Python object per point.
 
     The `values` arrays (`[[1733000000,"0.25"],...]`, the bulk of the body) are
@@ -681,7 +704,15 @@ def range_result(body: bytes) -> RangeAnswer:
     return RangeAnswer(
         metrics=[one["metric"] for one in answer["data"]["result"]],
         counts=counts,
-        samples=samples.select((pl.col("t") * 1000).round().cast(pl.Int64), "value"),
+        # A time outside what the GPU-and-time key holds (1970 to 2109, see _T_BITS) is NULL here
+        # and quarantined by PageParser.points; casting it would overflow and lose the page.
+        samples=samples.select(
+            pl.when(pl.col("t").is_between(0, (_T_BITS - 1) / 1000))
+            .then((pl.col("t") * 1000).round())
+            .cast(pl.Int64)
+            .alias("t"),
+            "value",
+        ),
         warnings=warnings,
     )
 
@@ -733,8 +764,17 @@ class PageParser:
 
         sids = [self._sid(labels, stream) for labels in answer.metrics]
         sid = np.repeat(np.array([-1 if s is None else s for s in sids], dtype=np.int32), answer.counts)
-        frame = answer.samples.with_columns(pl.Series("sid", sid, dtype=pl.Int32))
-        return frame.filter(pl.col("sid") >= 0).select("sid", "t", "value")
+        frame = answer.samples.with_columns(pl.Series("sid", sid, dtype=pl.Int32)).filter(pl.col("sid") >= 0)
+        untimed = frame.filter(pl.col("t").is_null())
+        if untimed.height:
+            for one, n in untimed.group_by("sid").len().iter_rows():
+                key = series_key(self.labels[one])
+                self.rejects.setdefault(f"{key} time {stream}", Reject(
+                    TABLE, f"series {key}", "time",
+                    f"{n} point(s) with a time that is not epoch seconds from 1970 to 2109 "
+                    f"({stream} query, {self.where})", key))
+            frame = frame.filter(pl.col("t").is_not_null())
+        return frame.select("sid", "t", "value")
 
     def series_frame(self) -> pl.DataFrame:
         return pl.DataFrame(
@@ -747,11 +787,6 @@ class PageParser:
         rows = [(gid, *ident) for ident, gid in self.gpus.items()]
         schema = {"gid": pl.Int32, "host": pl.String, "gpu_uuid": pl.String, "gpu_instance": pl.String}
         return pl.DataFrame(rows, schema=schema, orient="row")
-
-
-# GPU and time in one integer, so that the per-row joins and groupings are on one column:
-# epoch milliseconds fit in 42 bits until the year 2109.
-_T_BITS = 1 << 42
 
 
 def resolve(

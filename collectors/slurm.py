@@ -477,6 +477,9 @@ class SacctRead:
         self.bad_jobs |= other.bad_jobs
 
 
+_UNSTORABLE = (UnicodeEncodeError, pl.exceptions.PolarsError, OverflowError)
+
+
 class _Collected:
     """Records of one document in document order: runs of columns as they
     come, single records gathered until the next run or the end."""
@@ -488,7 +491,14 @@ class _Collected:
 
     def columns(self, first: int, run: RecordColumns) -> None:
         self.flush()
-        frame = pl.DataFrame(run.columns, schema=_RECORD_SCHEMA)
+        try:
+            frame = pl.DataFrame(run.columns, schema=_RECORD_SCHEMA)
+        except _UNSTORABLE:
+            # Some value cannot be held by its column: the records one by one find which.
+            names = list(run.columns)
+            for j in range(run.size):
+                self.record(first + j, SacctRecord(**{n: run.columns[n][j] for n in names}))
+            return
         index = pl.int_range(first, first + run.size, dtype=pl.Int64)
         self.read.frames.append(frame.select(pl.format("{} record {}", pl.lit(self.what), index).alias("loc"),
                                              pl.all()))
@@ -499,7 +509,16 @@ class _Collected:
     def flush(self) -> None:
         if self.pending:
             rows = [(f"{self.what} record {i}", *rec) for i, rec in self.pending]
-            self.read.frames.append(pl.DataFrame(rows, schema=_READ_SCHEMA, orient="row"))
+            try:
+                self.read.frames.append(pl.DataFrame(rows, schema=_READ_SCHEMA, orient="row"))
+            except _UNSTORABLE:
+                for row in rows:
+                    try:
+                        self.read.frames.append(pl.DataFrame([row], schema=_READ_SCHEMA, orient="row"))
+                    except _UNSTORABLE:
+                        # Half a surrogate pair escaped in the JSON (\ud800): no text column holds it.
+                        self.read.rejects.append(Reject("job_runs", row[0], "record",
+                                                        "a text value is not valid Unicode", repr(row)[:2000]))
             self.pending = []
 
 

@@ -88,6 +88,8 @@ OLD_TEXT_FIELDS: tuple[str, ...] = tuple(f for f in TEXT_FIELDS if f != "JobIDRa
 _STATE_AT = TEXT_FIELDS.index("State")
 _UNSET_TIMES = ("", "Unknown", "None", "0")
 _LAST_EPOCH = 32503680000  # year 3000: a later "time" is a garbled value
+_MAX_NUMBER = float(2**63 - 1)  # an Int64 column's range (restart counts, ids)
+_MAX_COUNT = 2**31 - 1  # an INTEGER column's range (GPUs)
 _NO_NODES = ("", "None assigned", "(null)")
 
 
@@ -141,10 +143,14 @@ class SacctRecord(NamedTuple):
 
 
 def _number(value: Any, field: str) -> float | None:
-    """A number in either shape: plain, or {"set", "infinite", "number"}."""
+    """A number in either shape: plain, or {"set", "infinite", "number"}; a value that is not finite
+    or does not fit 64 bits is the record's error, not a crash of the read (int(inf), an Int64 column)."""
     kind = type(value)
     if kind is int or kind is float:  # exact types first: this runs a dozen times a record
-        return float(value)
+        number = float(value)
+        if -_MAX_NUMBER <= number <= _MAX_NUMBER:  # False for NaN too
+            return number
+        raise RecordError(field, f"number out of range: {_short(value)}")
     if value is None:
         return None
     if kind is _Number:
@@ -161,7 +167,7 @@ def _number(value: Any, field: str) -> float | None:
             raise RecordError(field, "number object without a number")
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise RecordError(field, f"expected a number, got {type(value).__name__} {_short(value)}")
-    return float(value)
+    return _number(value, field)
 
 
 def _epoch(value: Any, field: str) -> int | None:
@@ -285,7 +291,13 @@ def _gres_gpus(gres: Iterable[tuple[Any, Any]], field: str) -> int | None:
             typed += count
     if not found:
         return None
-    return int(plain if plain is not None else typed)
+    return _gpu_count(plain if plain is not None else typed, field)
+
+
+def _gpu_count(count: float, field: str) -> int:
+    if count > _MAX_COUNT:
+        raise RecordError(field, f"GPU count out of range: {count:g}")
+    return int(count)
 
 
 def parse_json_record(record: Any) -> SacctRecord:
@@ -803,14 +815,15 @@ def _gpu_column(jobs: list[_Job]) -> list[int]:
     for i, name, count in gres:
         if not isinstance(name, str) or not (name == "gpu" or name.startswith("gpu:")):
             continue
-        number = count if type(count) is int else _number(count, "tres.allocated")
+        number = count if type(count) is int and 0 <= count <= _MAX_COUNT else _number(count, "tres.allocated")
         if number is None or number < 0:
             continue
         if name == "gpu":
             plain[i] = number
         else:
             typed[i] = typed.get(i, 0.0) + number
-    return [int(plain[i]) if i in plain else int(typed[i]) if i in typed else _requested_gpus(job.tres)
+    return [_gpu_count(plain[i], "tres.allocated") if i in plain
+            else _gpu_count(typed[i], "tres.allocated") if i in typed else _requested_gpus(job.tres)
             for i, job in enumerate(jobs)]
 
 
@@ -880,8 +893,8 @@ def record_columns(jobs: list[_Job]) -> RecordColumns:
         "end": _epochs([t.end for t in spans], "time.end"),
         "gpus": _gpu_column(jobs),
         "nodes": [None if n is None or n in _NO_NODES else n for n in [job.nodes for job in jobs]],
-        "restart_cnt": [None if r is None else r if type(r) is int else _optional_int(r, "restart_cnt")
-                        for r in [job.restart_cnt for job in jobs]],
+        "restart_cnt": [None if r is None else r if type(r) is int and abs(r) <= _MAX_NUMBER
+                        else _optional_int(r, "restart_cnt") for r in [job.restart_cnt for job in jobs]],
         "alias": [None if "_" not in job_id and "+" not in job_id else _alias(job_id, _number(job.job_id, "job_id"))
                   for job_id, job in zip(job_ids, jobs, strict=True)],
     }
@@ -1308,9 +1321,10 @@ def _text_gpus(tres: str, field: str) -> int | None:
             raise RecordError(field, f"not name=count: {_short(part)}")
         if name == "gres/gpu" or name.startswith("gres/gpu:"):
             try:
-                value = int(count)
+                number = int(count)
             except ValueError:
                 raise RecordError(field, f"GPU count is not a number: {_short(part)}") from None
+            value = _gpu_count(number, field)
             found = True
             if name == "gres/gpu":
                 plain = value
@@ -1319,6 +1333,14 @@ def _text_gpus(tres: str, field: str) -> int | None:
     if not found:
         return None
     return plain if plain is not None else typed
+
+
+def _text_number(value: str, field: str) -> float | None:
+    try:
+        number = float(value) if value.strip() else None
+    except ValueError:
+        raise RecordError(field, f"not a number: {_short(value)}") from None
+    return None if number is None else _number(number, field)
 
 
 def _text_time(value: str, field: str) -> int | None:
@@ -1390,5 +1412,5 @@ def parse_text_record(line: str) -> SacctRecord:
         gpus=gpus or 0,
         nodes=_nodes(f["NodeList"]),
         restart_cnt=None,
-        alias=_alias(job_id, float(f["JobIDRaw"]) if "JobIDRaw" in f else None),
+        alias=_alias(job_id, _text_number(f["JobIDRaw"], "JobIDRaw") if "JobIDRaw" in f else None),
     )

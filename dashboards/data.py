@@ -204,7 +204,8 @@ def reader(warehouse: str | Path, limits: Limits | None = None) -> Iterator[Read
 
 
 def adhoc(warehouse: str | Path, sql: str, limits: Limits) -> Result:
-    """One guarded ad-hoc query (preemptlens.readonly: read-only, one SELECT, row cap, time limit)."""
+    """One guarded ad-hoc query (preemptlens.readonly: one SELECT-shaped statement, run read-only in a child
+    process killed at the deadline, with caps on memory, rows and bytes)."""
     return query(warehouse, sql, limits)
 
 

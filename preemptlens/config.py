@@ -16,14 +16,16 @@ PREEMPTLENS_<SECTION>__<KEY> (for example PREEMPTLENS_PROMETHEUS__BEARER_TOKEN).
 from __future__ import annotations
 
 import importlib
+import math
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
-from preemptlens.contract import TIERS
+from preemptlens.contract import FUTURE_SLACK_S, TIERS
 from preemptlens.errors import ConfigError
 from preemptlens.registry import SECTIONS
 
@@ -63,6 +65,22 @@ class Setting:
     kind: type = str
     secret: bool = False
     choices: tuple[str, ...] | None = None
+    # What else a value must be, beyond its type: returns what was expected, or None when it fits.
+    check: Callable[[Any], str | None] | None = None
+
+
+def http_url(value: Any) -> str | None:
+    """The check of a URL setting: http(s), a host, and a port that is a number when given."""
+    if value in ("", None):
+        return None
+    parts = urlsplit(str(value))
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "expected an http:// or https:// URL with a host"
+    try:
+        parts.port  # noqa: B018 (urlsplit checks the port only when it is read)
+    except ValueError:
+        return "expected a URL whose port is a number from 0 to 65535"
+    return None
 
 
 @dataclass(frozen=True)
@@ -76,7 +94,16 @@ SETTINGS = (
     Section(
         "warehouse",
         "Where the DuckDB warehouse lives.",
-        (Setting("path", "preemptlens.duckdb", "Path of the DuckDB warehouse file."),),
+        (
+            Setting("path", "preemptlens.duckdb", "Path of the DuckDB warehouse file."),
+            Setting(
+                "future_slack_s",
+                FUTURE_SLACK_S,
+                "Seconds past the current time that a loaded time may lie (clock skew between hosts); a later "
+                "time is quarantined, not taken as the data's end (docs/import-format.md).",
+                kind=float,
+            ),
+        ),
     ),
     Section(
         "cluster",
@@ -143,21 +170,44 @@ class Config:
         return str(self.get("cluster.default_tier"))
 
 
-def _resolve_secret(value: Any, where: str, problems: list[str]) -> Any:
-    if isinstance(value, dict) and len(value) == 1:
-        ((ref, target),) = value.items()
-        if ref == "$env":
-            if target not in os.environ:
-                problems.append(f"{where}: environment variable {target} is not set")
-                return None
-            return os.environ[target]
-        if ref == "$file":
-            try:
-                return Path(target).read_text().strip()
-            except OSError as exc:
-                problems.append(f"{where}: cannot read secret file {target}: {exc.strerror}")
-                return None
-    return value
+REFERENCES = ("$env", "$file")
+
+
+def is_reference(value: Any) -> bool:
+    """A `{ "$env" = ... }` or `{ "$file" = ... }` table, or a table that was meant to be one."""
+    return isinstance(value, dict) and any(isinstance(k, str) and k.startswith("$") for k in value)
+
+
+def resolve_reference(value: Any, where: str, problems: list[str]) -> Any:
+    """The value a `$env`/`$file` reference names (problems appended, None returned when it cannot be
+    read); any other value unchanged. The one place references are resolved."""
+    if not is_reference(value):
+        return value
+    if len(value) != 1:
+        problems.append(f"{where}: expected one of {{ \"$env\" = \"NAME\" }} or {{ \"$file\" = \"/path\" }}, "
+                        f"got a table with keys {', '.join(sorted(map(str, value)))}")
+        return None
+    ((ref, target),) = value.items()
+    if ref not in REFERENCES:
+        problems.append(f"{where}: unknown reference {ref!r}; expected \"$env\" or \"$file\"")
+        return None
+    what = "the name of an environment variable" if ref == "$env" else "the path of a file"
+    if not isinstance(target, str) or not target.strip() or "\0" in target:
+        shown = type(target).__name__ if not isinstance(target, str) else repr(target)
+        problems.append(f"{where}: {ref} expects {what} as a non-empty string, got {shown}")
+        return None
+    if ref == "$env":
+        if target not in os.environ:
+            problems.append(f"{where}: environment variable {target} is not set")
+            return None
+        return os.environ[target]
+    try:
+        return Path(target).read_text().strip()
+    except OSError as exc:
+        problems.append(f"{where}: cannot read secret file {target}: {exc.strerror or type(exc).__name__}")
+    except UnicodeDecodeError:
+        problems.append(f"{where}: secret file {target} is not UTF-8 text")
+    return None
 
 
 def _coerce(setting: Setting, value: Any, where: str, problems: list[str]) -> Any:
@@ -175,12 +225,26 @@ def _coerce(setting: Setting, value: Any, where: str, problems: list[str]) -> An
     if setting.kind is bool and isinstance(value, str) and value.lower() in ("true", "false", "1", "0"):
         value = value.lower() in ("true", "1")
     if not isinstance(value, setting.kind) or (setting.kind is int and isinstance(value, bool)):
-        problems.append(f"{where}: expected {setting.kind.__name__}, got {type(value).__name__}")
+        problems.append(f"{where}: expected {_KIND_NAMES.get(setting.kind, setting.kind.__name__)}, "
+                        f"got {type(value).__name__}")
+        return setting.default
+    if isinstance(value, float) and not math.isfinite(value):
+        problems.append(f"{where}: expected a finite number, got {value!r}")
         return setting.default
     if setting.choices and value not in setting.choices:
         problems.append(f"{where}: {value!r} is not one of {', '.join(setting.choices)}")
         return setting.default
+    if setting.check is not None:
+        expected = setting.check(value)
+        if expected is not None:
+            # The value itself may be a secret (a URL with a token): only what was expected is said.
+            problems.append(f"{where}: {expected}")
+            return setting.default
     return value
+
+
+_KIND_NAMES = {str: "text", int: "a whole number", float: "a number", bool: "true or false", dict: "a table",
+               list: "a list"}
 
 
 def config_path(explicit: str | None) -> Path | None:
@@ -201,6 +265,10 @@ def load_config(explicit: str | None = None, overrides: Mapping[str, Any] | None
             raw = tomllib.loads(path.read_text())
         except FileNotFoundError:
             raise ConfigError(f"config file {path} does not exist", f"create it or unset {ENV_CONFIG}") from None
+        except OSError as exc:
+            raise ConfigError(f"config file {path} cannot be read: {exc.strerror or type(exc).__name__}") from None
+        except UnicodeDecodeError:
+            raise ConfigError(f"config file {path} is not UTF-8 text") from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
     problems: list[str] = []
@@ -227,7 +295,7 @@ def load_config(explicit: str | None = None, overrides: Mapping[str, Any] | None
                 value = os.environ[env_name]
             if overrides and where in overrides:
                 value = overrides[where]
-            value = _resolve_secret(value, where, problems)
+            value = resolve_reference(value, where, problems)
             value = _coerce(setting, value, where, problems)
             if setting.secret and value is not None and not isinstance(value, Secret):
                 value = Secret(str(value))

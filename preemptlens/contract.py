@@ -7,13 +7,18 @@ batch in one transaction, so data and cursor always land together.
 
 Column names, types and NOT NULL come from the schema itself (sql/schema,
 read back from the database catalog); this module adds each table's natural
-key, the allowed values of enumerated columns and value ranges.
+key, the allowed values of enumerated columns and value ranges, and the
+checks every value of a type must pass whatever its table (`value_checks`):
+finite numbers, times between 1970 and now plus a slack, text without control
+characters and within a length. The load API applies all of them, so every
+collector and importer is held to the same contract (docs/import-format.md).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import ClassVar, Protocol
 
 import polars as pl
@@ -159,3 +164,45 @@ RULES: dict[str, TableRules] = {
     "sim_truth_preemptions": TableRules(key=("cluster", "victim_job_id", "victim_run")),
     "sim_truth_hoarding": TableRules(key=("cluster", "job_id", "run", "idle_start")),
 }
+
+
+# -- checks by column type, for every table ------------------------------------
+
+# Ids and names (keys, *_id, cluster, host, pool, team, user, job name, ...): at most this many characters.
+MAX_ID_CHARS = 256
+# Any other text (reasons, node lists): at most this many characters.
+MAX_TEXT_CHARS = 8192
+# Text columns that are not ids or names; every other text column is held to MAX_ID_CHARS.
+FREE_TEXT_COLUMNS: frozenset[str] = frozenset({"reason", "hosts"})
+# Default of warehouse.future_slack_s: a time later than now plus this is quarantined (clocks drift a
+# little; a year-2999 end time would become the data's end and stretch every window to it).
+FUTURE_SLACK_S = 86_400.0
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+# Epoch seconds beyond year 9999 cannot be a time (and 1e20 overflows the conversion).
+MAX_EPOCH_S = 253_402_300_799.0
+
+# C0 controls and DEL; free text may keep tab, newline and carriage return.
+_ID_CONTROL = r"[\x00-\x1f\x7f]"
+_TEXT_CONTROL = r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]"
+
+
+def value_checks(column: str, dtype: pl.DataType, now: datetime, future_slack_s: float) -> tuple[Check, ...]:
+    """The checks every value of `column`'s type must pass, in any table."""
+    col = pl.col(column)
+    if dtype == pl.Float64:
+        return (Check(column, "must be a finite number", col.is_finite()),)
+    if isinstance(dtype, pl.Datetime):
+        latest = now + timedelta(seconds=future_slack_s)
+        return (
+            Check(column, "is before 1970-01-01", col >= EARLIEST),
+            # The reason names the setting, not the moment: loading the file again finds the same reason.
+            Check(column, f"is later than now plus warehouse.future_slack_s ({future_slack_s:g} s)", col <= latest),
+        )
+    if dtype == pl.String:
+        free = column in FREE_TEXT_COLUMNS
+        limit = MAX_TEXT_CHARS if free else MAX_ID_CHARS
+        return (
+            Check(column, f"is longer than {limit:,} characters", col.str.len_chars() <= limit),
+            Check(column, "contains a control character", ~col.str.contains(_TEXT_CONTROL if free else _ID_CONTROL)),
+        )
+    return ()

@@ -14,28 +14,48 @@ When no writer is running and the snapshot is older than the warehouse (a
 writer that did not publish), the reader refreshes the snapshot itself from a
 short read-only connection.
 
-Ad-hoc SQL is guarded by the engine, not by a regex: the snapshot is opened
-read-only with external access (files, network, extensions) off and the
-configuration locked, so COPY, ATTACH, INSTALL/LOAD, read_csv and SET fail in
-DuckDB itself. On top, only one SELECT or EXPLAIN statement is accepted (that
-also keeps temporary tables out), rows are capped and a query that runs past
-its time limit is interrupted.
+Ad-hoc SQL is guarded twice. Before it runs, DuckDB's own parser must find
+exactly one SELECT-shaped statement (SELECT, WITH ... SELECT, VALUES, FROM,
+SUMMARIZE, DESCRIBE, SHOW, or EXPLAIN [ANALYZE] of one of those), and its
+serialized tree is walked at every nesting level for anything that is not a
+query (a node of another kind, or a function such as query() that runs SQL
+text the walk cannot see). Then it runs in a child process that opens the
+snapshot read-only with external access (files, network, extensions) off and
+the configuration locked, so COPY, ATTACH, INSTALL/LOAD, read_csv and SET fail
+in DuckDB itself, with an address-space limit, a private temp directory
+outside every path the database may touch, and caps on rows and bytes. The
+parent kills the child at the deadline: a runaway scalar call that never
+checks for an interrupt cannot hold a server thread or the machine's memory.
 """
 
 from __future__ import annotations
 
+import io
+import json
 import logging
+import math
+import multiprocessing
+import os
+import re
+import resource
+import shutil
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
+from multiprocessing import forkserver, popen_forkserver, reduction, spawn, util
+from multiprocessing.connection import Connection
+from multiprocessing.context import set_spawning_popen
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import polars as pl
+import pyarrow as pa
 
 from preemptlens.config import Config, Section, Setting
 from preemptlens.errors import PreemptlensError, SchemaError
-from preemptlens.warehouse import SQL_DIR, copy_database, is_lock_error, snapshot_path
+from preemptlens.warehouse import SQL_DIR, copy_database, is_lock_error, remove_stale_publishes, snapshot_path
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +64,20 @@ SETTINGS = Section(
     "Limits of ad-hoc SQL (`preemptlens sql`, the dashboard's SQL box) and how readers wait for a writer.",
     (
         Setting("max_rows", 10_000, "Most rows an ad-hoc query returns; more are cut off with a notice.", kind=int),
-        Setting("timeout_s", 30.0, "Seconds after which an ad-hoc query is interrupted.", kind=float),
+        Setting(
+            "max_result_bytes",
+            "64MB",
+            "Largest result (in Arrow memory) an ad-hoc query may return; a larger one is refused with a message.",
+        ),
+        Setting("timeout_s", 30.0, "Seconds after which an ad-hoc query's process is killed.", kind=float),
         Setting("memory_limit", "2GB", "DuckDB memory limit of a reader connection."),
+        Setting(
+            "address_space_limit",
+            "4GB",
+            "Address-space limit (RLIMIT_AS) of the process that runs one ad-hoc query: DuckDB's memory_limit "
+            "does not bound every allocation (a huge string), this does. Leave room above memory_limit for "
+            "the interpreter and DuckDB's threads (about 1.2 GB).",
+        ),
         Setting(
             "wait_s",
             30.0,
@@ -55,11 +87,23 @@ SETTINGS = Section(
     ),
 )
 
-_ALLOWED = {duckdb.StatementType.SELECT: "SELECT", duckdb.StatementType.EXPLAIN: "EXPLAIN"}
-
 
 class QueryError(PreemptlensError):
     """An ad-hoc query was refused, failed or ran out of time."""
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+def size_bytes(text: str, setting: str) -> int:
+    """'64MB', '4GiB', '1000' as bytes; QueryError naming the setting for anything else."""
+    match = _SIZE.match(str(text))
+    if not match:
+        raise QueryError(f"{setting}: expected a size such as 64MB or 4GiB, got {text!r}")
+    number, unit = float(match.group(1)), (match.group(2) or "").lower()
+    return int(number * _UNITS[unit])
 
 
 @dataclass(frozen=True)
@@ -68,6 +112,22 @@ class Limits:
     timeout_s: float = 30.0
     memory_limit: str = "2GB"
     wait_s: float = 30.0
+    max_result_bytes: str = "64MB"
+    address_space_limit: str = "4GB"
+
+    def __post_init__(self) -> None:
+        # A nonsense limit (a negative row cap, an infinite timeout) would switch the guard off.
+        if isinstance(self.max_rows, bool) or not isinstance(self.max_rows, int) or self.max_rows < 1:
+            raise QueryError(f"sql.max_rows must be a whole number of at least 1, got {self.max_rows!r}")
+        for name in ("timeout_s", "wait_s"):
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or not math.isfinite(value) or value < 0 or (
+                name == "timeout_s" and value == 0
+            ):
+                raise QueryError(f"sql.{name} must be a finite number of seconds above 0, got {value!r}")
+        for name in ("memory_limit", "max_result_bytes", "address_space_limit"):
+            if size_bytes(getattr(self, name), f"sql.{name}") < 1:
+                raise QueryError(f"sql.{name} must be above 0")
 
     @classmethod
     def from_config(cls, config: Config) -> Limits:
@@ -77,6 +137,8 @@ class Limits:
             timeout_s=float(section["timeout_s"]),
             memory_limit=str(section["memory_limit"]),
             wait_s=float(section["wait_s"]),
+            max_result_bytes=str(section["max_result_bytes"]),
+            address_space_limit=str(section["address_space_limit"]),
         )
 
 
@@ -104,6 +166,7 @@ def _refresh_from_idle_warehouse(warehouse: Path) -> bool:
             if is_lock_error(exc):
                 return False
             raise
+        remove_stale_publishes(warehouse)
         copy_database(con, "source", snapshot_path(warehouse))
         return True
     finally:
@@ -139,23 +202,38 @@ def current_snapshot(warehouse: str | Path, wait_s: float = 30.0) -> Path:
 
 
 _CONFIGURE = threading.Lock()
+# A reader's spill files go here, never beside the snapshot: `<snapshot>.tmp` is a path
+# the database itself may write, and it is also where a publish leaves its copy.
+_TEMP_ROOT = Path(tempfile.gettempdir())
+
+
+def _reader_config(limits: Limits, temp_directory: str) -> dict[str, Any]:
+    return {
+        "enable_external_access": False,
+        "autoload_known_extensions": False,
+        "autoinstall_known_extensions": False,
+        "memory_limit": limits.memory_limit,
+        "temp_directory": temp_directory,
+    }
+
+
+_PROCESS_TEMP: list[str] = []
+
+
+def _process_temp() -> str:
+    """One private spill directory per process for the in-process readers (the dashboard's charts)."""
+    with _CONFIGURE:
+        if not _PROCESS_TEMP:
+            _PROCESS_TEMP.append(tempfile.mkdtemp(prefix="preemptlens-reader-", dir=_TEMP_ROOT))
+        return _PROCESS_TEMP[0]
 
 
 def open_reader(warehouse: str | Path, limits: Limits | None = None) -> duckdb.DuckDBPyConnection:
-    """A locked-down read-only connection to the current snapshot. Close it soon:
-    a new snapshot is only seen by a new connection."""
+    """A locked-down read-only connection to the current snapshot, for the product's own queries.
+    Close it soon: a new snapshot is only seen by a new connection. Ad-hoc SQL goes through query()."""
     limits = limits or Limits()
     path = current_snapshot(warehouse, limits.wait_s)
-    con = duckdb.connect(
-        str(path),
-        read_only=True,
-        config={
-            "enable_external_access": False,
-            "autoload_known_extensions": False,
-            "autoinstall_known_extensions": False,
-            "memory_limit": limits.memory_limit,
-        },
-    )
+    con = duckdb.connect(str(path), read_only=True, config=_reader_config(limits, _process_temp()))
     # A second reader of the same file in this process shares the database of
     # the first, whose settings are already set and locked; readers opening
     # at the same moment in two threads take turns to find out which they are.
@@ -168,64 +246,237 @@ def open_reader(warehouse: str | Path, limits: Limits | None = None) -> duckdb.D
     return con
 
 
-def check_statement(con: duckdb.DuckDBPyConnection, sql: str) -> str:
-    """The one read statement in `sql`, or QueryError saying why it is refused."""
+# -- the guard -------------------------------------------------------------
+
+_READ_KINDS = ("SELECT", "WITH ... SELECT", "VALUES", "FROM", "SUMMARIZE", "DESCRIBE", "SHOW",
+               "EXPLAIN [ANALYZE] of one of these")
+_REFUSAL_HINT = "ad-hoc SQL is read-only; use the preemptlens commands to change data"
+# Query nodes a SELECT's tree may hold at any depth.
+_QUERY_NODES = {"SELECT_NODE", "SET_OPERATION_NODE", "RECURSIVE_CTE_NODE", "CTE_NODE"}
+# Functions that run SQL text the walk cannot see, or that write: refused by name at any depth.
+# (Files, network and extensions are refused by DuckDB itself: external access is off.)
+_REFUSED_FUNCTIONS = {"query", "query_table", "checkpoint", "force_checkpoint"}
+# The parser never sees data: an empty in-memory database with nothing to reach.
+_PARSER: list[duckdb.DuckDBPyConnection] = []
+_PARSE = threading.Lock()
+
+
+def _parser() -> duckdb.DuckDBPyConnection:
+    if not _PARSER:
+        con = duckdb.connect(config={"enable_external_access": False, "autoload_known_extensions": False})
+        con.execute("SET lock_configuration = true")
+        _PARSER.append(con)
+    return _PARSER[0]
+
+
+def _refuse(what: str) -> QueryError:
+    return QueryError(f"only {', '.join(_READ_KINDS[:-1])} or {_READ_KINDS[-1]} is allowed here, not {what}",
+                      _REFUSAL_HINT)
+
+
+def _explained(sql: str) -> str:
+    """The statement an EXPLAIN wraps: EXPLAIN [ANALYZE] [(options)] statement."""
+    tokens = duckdb.tokenize(sql)
+    words = [(pos, t) for pos, t in tokens if t != duckdb.token_type.comment]
+    ends = [pos for pos, _ in words[1:]] + [len(sql)]
+    i = 1  # words[0] is EXPLAIN
+    if i < len(words) and sql[words[i][0]:ends[i]].strip().upper() == "ANALYZE":
+        i += 1
+    if i < len(words) and sql[words[i][0]:ends[i]].strip() == "(":
+        after = sql[words[i + 1][0]:ends[i + 1]].strip().upper() if i + 1 < len(words) else ""
+        if after not in ("SELECT", "WITH", "FROM", "VALUES", "(", "SUMMARIZE", "DESCRIBE", "SHOW", "PIVOT"):
+            depth = 0
+            while i < len(words):
+                token = sql[words[i][0]:ends[i]].strip()
+                depth += token.count("(") - token.count(")")
+                i += 1
+                if depth <= 0:
+                    break
+    return sql[words[i][0]:] if i < len(words) else ""
+
+
+def _walk(tree: Any, found: set[str]) -> None:
+    """Every function name and node kind below `tree`, refusing a node that is no query."""
+    if isinstance(tree, dict):
+        kind = tree.get("type")
+        if isinstance(kind, str) and kind.endswith("_NODE") and kind not in _QUERY_NODES:
+            raise _refuse(kind.removesuffix("_NODE").replace("_", " "))
+        name = tree.get("function_name")
+        if isinstance(name, str):
+            found.add(name.lower())
+        for value in tree.values():
+            _walk(value, found)
+    elif isinstance(tree, list):
+        for value in tree:
+            _walk(value, found)
+
+
+def _check_select(sql: str) -> None:
+    with _PARSE:
+        text = _parser().execute("SELECT json_serialize_sql($sql)", {"sql": sql}).fetchall()[0][0]
+    tree = json.loads(text)
+    if tree.get("error"):
+        raise QueryError(f"cannot read the query: {tree.get('error_message', 'parse error')}")
+    if len(tree.get("statements", [])) != 1:
+        raise QueryError("one statement at a time", "run them one by one")
+    functions: set[str] = set()
+    _walk(tree["statements"], functions)
+    refused = sorted(functions & _REFUSED_FUNCTIONS)
+    if refused:
+        raise QueryError(
+            f"the function {refused[0]}() is not allowed in ad-hoc SQL (it runs SQL text or writes)",
+            "write the query itself instead",
+        )
+
+
+def check_statement(sql: str, *, _depth: int = 0) -> str:
+    """The one read statement in `sql`, or QueryError saying in one line why it is refused."""
     try:
-        statements = con.extract_statements(sql)
+        statements = duckdb.extract_statements(sql)
     except duckdb.Error as exc:
         raise QueryError(f"cannot parse the query: {_first_line(exc)}") from None
     if not statements:
         raise QueryError("the query is empty")
     if len(statements) > 1:
-        raise QueryError(
-            f"one statement at a time, got {len(statements)}",
-            "run them one by one",
-        )
-    kind = statements[0].type
-    if kind not in _ALLOWED:
-        raise QueryError(
-            f"only SELECT (or WITH ... SELECT, EXPLAIN) is allowed here, not {kind.name}",
-            "ad-hoc SQL is read-only; use the preemptlens commands to change data",
-        )
-    return str(statements[0].query)
-
-
-def run_query(con: duckdb.DuckDBPyConnection, sql: str, limits: Limits | None = None) -> Result:
-    """Run one guarded read statement with a row cap and a time limit."""
-    limits = limits or Limits()
-    statement = check_statement(con, sql)
-    timer = threading.Timer(limits.timeout_s, con.interrupt)
-    timer.start()
+        raise QueryError(f"one statement at a time, got {len(statements)}", "run them one by one")
+    statement = statements[0]
     try:
+        kind = statement.type
+    except ValueError:
+        # A statement kind newer than the Python enum (UPDATE EXTENSIONS): certainly not a read.
+        raise _refuse(_leading_word(sql)) from None
+    if kind == duckdb.StatementType.EXPLAIN and _depth == 0:
+        inner = _explained(str(statement.query))
+        if not inner.strip():
+            raise QueryError("EXPLAIN of what? the statement after EXPLAIN is missing")
+        check_statement(inner, _depth=1)
+    elif kind == duckdb.StatementType.SELECT:
+        _check_select(str(statement.query))
+    else:
+        raise _refuse(f"{kind.name}" + (" inside EXPLAIN" if _depth else ""))
+    return str(statement.query)
+
+
+def _leading_word(sql: str) -> str:
+    words = re.findall(r"[A-Za-z_]+", sql)
+    return " ".join(words[:2]).upper() if words else "this statement"
+
+
+# -- the child process -----------------------------------------------------
+
+# Children are forked from a server that has imported this module and nothing else: cheap to
+# start (no interpreter start-up per query) and free of the parent's threads and open databases.
+_CONTEXT = multiprocessing.get_context("forkserver")
+_CONTEXT.set_forkserver_preload(["preemptlens.readonly"])
+
+
+class _Popen(popen_forkserver.Popen):
+    """The fork server's launch, minus re-running the parent's __main__ in every child.
+
+    multiprocessing re-imports the parent's main script in each child; under `streamlit run`
+    that is Streamlit's command-line module, a second of imports per query. The child needs
+    nothing from it: its target lives in this module, which the fork server has loaded."""
+
+    def _launch(self, process_obj: Any) -> None:
+        prep_data = spawn.get_preparation_data(process_obj._name)
+        prep_data.pop("init_main_from_name", None)
+        prep_data.pop("init_main_from_path", None)
+        buf = io.BytesIO()
+        set_spawning_popen(self)
+        try:
+            reduction.dump(prep_data, buf)
+            reduction.dump(process_obj, buf)
+        finally:
+            set_spawning_popen(None)
+        self.sentinel, w = forkserver.connect_to_new_process(self._fds)  # type: ignore[attr-defined]
+        parent_w = os.dup(w)
+        self.finalizer = util.Finalize(self, util.close_fds, (parent_w, self.sentinel))  # type: ignore[attr-defined]
+        with open(w, "wb", closefd=True) as f:
+            f.write(buf.getbuffer())
+        self.pid = forkserver.read_signed(self.sentinel)
+
+
+class _Process(_CONTEXT.Process):  # type: ignore[name-defined]
+    @staticmethod
+    def _Popen(process_obj: Any) -> _Popen:
+        return _Popen(process_obj)
+
+
+def _child(path: str, statement: str, limits: Limits, temp_directory: str, out: Connection) -> None:
+    """Run one checked statement and send ("ok", Arrow IPC bytes, truncated) or ("error", message, hint)."""
+    space = size_bytes(limits.address_space_limit, "sql.address_space_limit")
+    resource.setrlimit(resource.RLIMIT_AS, (space, space))
+    try:
+        con = duckdb.connect(path, read_only=True, config=_reader_config(limits, temp_directory))
+        con.execute("SET TimeZone = 'UTC'")
+        con.execute("SET lock_configuration = true")
         table = con.sql(statement).limit(limits.max_rows + 1).to_arrow_table()
-    except duckdb.InterruptException:
-        raise QueryError(
-            f"the query ran longer than {limits.timeout_s:g} s and was stopped",
-            "narrow it down (filter by time or cluster) or raise sql.timeout_s",
-        ) from None
+        truncated = table.num_rows > limits.max_rows
+        table = table.slice(0, limits.max_rows)
+        cap = size_bytes(limits.max_result_bytes, "sql.max_result_bytes")
+        if table.nbytes > cap:
+            out.send(("error", f"the result holds {table.nbytes:,} bytes, more than sql.max_result_bytes "
+                      f"({limits.max_result_bytes})", "select fewer columns or rows, or raise sql.max_result_bytes"))
+            return
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, table.schema) as writer:
+            writer.write_table(table)
+        out.send(("ok", sink.getvalue().to_pybytes(), truncated))
     except duckdb.PermissionException as exc:
-        raise QueryError(
-            f"refused: {_first_line(exc)}",
-            "ad-hoc SQL cannot read or write files, attach databases or load extensions",
-        ) from None
+        out.send(("error", f"refused: {_first_line(exc)}",
+                  "ad-hoc SQL cannot read or write files, attach databases or load extensions"))
+    except (duckdb.OutOfMemoryException, MemoryError):
+        out.send(("error", f"the query needs more memory than sql.memory_limit ({limits.memory_limit}) / "
+                  f"sql.address_space_limit ({limits.address_space_limit}) allow",
+                  "narrow it down (filter by time or cluster)"))
     except duckdb.Error as exc:
-        raise QueryError(_first_line(exc)) from None
+        out.send(("error", _first_line(exc), ""))
     finally:
-        timer.cancel()
+        out.close()
+
+
+def _run_in_child(path: Path, statement: str, limits: Limits) -> Result:
+    temp_directory = tempfile.mkdtemp(prefix="preemptlens-sql-", dir=_TEMP_ROOT)
+    receive, send = _CONTEXT.Pipe(duplex=False)
+    child = _Process(target=_child, args=(str(path), statement, limits, temp_directory, send), daemon=True)
+    try:
+        child.start()
+        send.close()
+        if not receive.poll(limits.timeout_s):
+            raise QueryError(
+                f"the query ran longer than {limits.timeout_s:g} s and was stopped",
+                "narrow it down (filter by time or cluster) or raise sql.timeout_s",
+            )
+        try:
+            message = receive.recv()
+        except EOFError:
+            child.join(5)
+            raise QueryError(
+                f"the query's process ended without an answer (exit status {child.exitcode}), most likely out "
+                f"of memory (sql.address_space_limit = {limits.address_space_limit})",
+                "narrow it down (filter by time or cluster)",
+            ) from None
+    finally:
+        if child.is_alive():
+            child.kill()
+        child.join()
+        child.close()
+        receive.close()
+        shutil.rmtree(temp_directory, ignore_errors=True)
+    if message[0] == "error":
+        raise QueryError(message[1], message[2])
+    table = pa.ipc.open_stream(message[1]).read_all()
     frame = pl.from_arrow(table)
     assert isinstance(frame, pl.DataFrame)
-    truncated = frame.height > limits.max_rows
-    return Result(frame.head(limits.max_rows), truncated)
+    return Result(frame, message[2])
 
 
 def query(warehouse: str | Path, sql: str, limits: Limits | None = None) -> Result:
-    """Open the current snapshot, run one guarded query, close."""
+    """Run one guarded ad-hoc query over the current snapshot in a child process killed at the deadline."""
     limits = limits or Limits()
-    con = open_reader(warehouse, limits)
-    try:
-        return run_query(con, sql, limits)
-    finally:
-        con.close()
+    statement = check_statement(sql)
+    path = current_snapshot(warehouse, limits.wait_s)
+    return _run_in_child(path, statement, limits)
 
 
 def _first_line(exc: BaseException) -> str:

@@ -9,6 +9,8 @@ transaction, and report what happened.
 from __future__ import annotations
 
 import functools
+import glob
+import logging
 import os
 import re
 import threading
@@ -23,8 +25,10 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from preemptlens.contract import RULES, Batch, Reject, Watermark
+from preemptlens.contract import FUTURE_SLACK_S, MAX_EPOCH_S, RULES, Batch, Reject, Watermark, value_checks
 from preemptlens.errors import ContractError, SchemaError
+
+log = logging.getLogger(__name__)
 
 SQL_DIR = Path(__file__).parent / "sql"
 # The named functions the shared SQL (sql/scans, sql/views) calls: one definition both engines run, and
@@ -184,9 +188,47 @@ def copy_database(con: duckdb.DuckDBPyConnection, source: str, target: Path) -> 
         with open(temp, "rb") as handle:
             os.fsync(handle.fileno())
         os.replace(temp, target)
+        # The rename itself is only durable once the directory entry is on disk.
+        _fsync_directory(target.parent)
     finally:
         temp.unlink(missing_ok=True)
         Path(f"{temp}.wal").unlink(missing_ok=True)
+
+
+def _fsync_directory(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+_PUBLISH_TEMP = re.compile(r"\.(\d+)\.\d+\.tmp(\.wal)?$")
+
+
+def remove_stale_publishes(warehouse: str | Path) -> list[Path]:
+    """Delete the copies of publishes that were interrupted (the process was killed mid-copy):
+    `<snapshot>.<pid>.<tid>.tmp` and its `.wal`, whose process no longer runs. A live
+    process's copy is left alone; it may be publishing right now."""
+    target = snapshot_path(warehouse)
+    removed = []
+    for path in target.parent.glob(f"{glob.escape(target.name)}.*.tmp*"):
+        match = _PUBLISH_TEMP.search(path.name[len(target.name):])
+        if match is None or _process_runs(int(match.group(1))):
+            continue
+        path.unlink(missing_ok=True)
+        removed.append(path)
+    return removed
+
+
+def _process_runs(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
 
 
 def publish_snapshot(con: duckdb.DuckDBPyConnection, warehouse: str | Path) -> Path:
@@ -211,8 +253,11 @@ class Warehouse:
         read_only: bool = False,
         publish_every_s: float = 60.0,
         lock_wait_s: float = 15.0,
+        future_slack_s: float = FUTURE_SLACK_S,
     ) -> None:
         self.path = str(path)
+        # How far past now a loaded time may lie (warehouse.future_slack_s).
+        self.future_slack_s = future_slack_s
         self.read_only = read_only
         self.publish_every_s = publish_every_s
         if read_only and self.path != ":memory:" and not Path(self.path).exists():
@@ -221,6 +266,10 @@ class Warehouse:
                 "run a collector, `preemptlens import` or `preemptlens demo` first",
             )
         self.con = self._connect(lock_wait_s)
+        if not read_only and self.path != ":memory:":
+            # The writer's lock is held now: no other writer is publishing this warehouse.
+            for stale in remove_stale_publishes(self.path):
+                log.info("removed %s, left by an interrupted snapshot publish", stale)
         self._dirty = False
         self._published_at = time.monotonic()
         # The data contract is UTC; never let the host's zone leak into results.
@@ -450,6 +499,10 @@ class Warehouse:
         for col in columns:
             if not col.nullable:
                 problems.append((col.name, pl.col(col.name).is_null(), "is required"))
+        now = datetime.now(UTC)
+        for col in columns:
+            for check in value_checks(col.name, col.dtype, now, self.future_slack_s):
+                problems.append((check.column, ~check.ok.fill_null(True), check.reason))
         for check in rules.checks:
             problems.append((check.column, ~check.ok.fill_null(True), check.reason))
 
@@ -474,6 +527,7 @@ class Warehouse:
                     separator=" ",
                 ).alias(RECORD_COLUMN)
             )
+        raw_names = [c for c in bad.columns if c.startswith("__raw_")]
         rejects = [
             Reject(
                 table=table,
@@ -482,7 +536,8 @@ class Warehouse:
                 reason=_describe(row["__field"], row["__reason"], row.get(f"__raw_{row['__field']}")),
                 raw=_raw_text({c.name: row.get(f"__raw_{c.name}") for c in columns if f"__raw_{c.name}" in row}),
             )
-            for row in bad.iter_rows(named=True)
+            # Only the text columns: a typed value may not convert to Python (a time in year 0).
+            for row in bad.select(RECORD_COLUMN, "__field", "__reason", *raw_names).iter_rows(named=True)
         ]
         good = typed.filter(pl.col("__field").is_null()).select([c.name for c in columns])
         # Within one batch the last record of a key wins, as a later load would.
@@ -631,8 +686,11 @@ def _cast(source_type: pl.DataType, col: Column) -> pl.Expr:
 
 
 def _from_epoch(seconds: pl.Expr) -> pl.Expr:
-    """Epoch seconds, as Slurm and Prometheus give them."""
-    return pl.from_epoch((seconds * 1_000_000).round().cast(pl.Int64), time_unit="us").dt.replace_time_zone("UTC")
+    """Epoch seconds, as Slurm and Prometheus give them; NULL (so: cannot be read) for NaN, inf and
+    values beyond year 9999, which would overflow the conversion and fail the whole frame."""
+    readable = seconds.is_finite() & (seconds.abs() <= MAX_EPOCH_S)
+    micros = pl.when(readable).then(seconds * 1_000_000).otherwise(None).round().cast(pl.Int64)
+    return pl.from_epoch(micros, time_unit="us").dt.replace_time_zone("UTC")
 
 
 def _describe(field: str, reason: str, raw: object) -> str:
@@ -644,6 +702,18 @@ def _describe(field: str, reason: str, raw: object) -> str:
     return f"{field} {reason} (got {shown})"
 
 
+# Each value as quarantine keeps it: escaped by repr (control characters, NUL), cut to a readable size
+# (a 10 MB id is evidence enough in its first few hundred characters).
+_RAW_VALUE_CHARS = 500
+
+
 def _raw_text(values: dict[str, object]) -> str:
-    parts = [f"{k}={v!r}" for k, v in values.items() if v is not None]
+    parts = []
+    for k, v in values.items():
+        if v is None:
+            continue
+        shown = repr(v)
+        if len(shown) > _RAW_VALUE_CHARS:
+            shown = f"{shown[:_RAW_VALUE_CHARS]}... ({len(shown):,} characters)"
+        parts.append(f"{k}={shown}")
     return ", ".join(parts)

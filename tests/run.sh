@@ -23,4 +23,5 @@ fi
 python3 -m pip install -q -e '.[test,spark]'
 ruff check .
 mypy
+# The hostile property tests (marker `hostile`, tests/hostile/) run with the rest.
 exec python3 -m pytest "$@"

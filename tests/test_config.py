@@ -86,3 +86,65 @@ def test_every_setting_is_documented() -> None:
     for section in sections():
         for setting in section.settings:
             assert setting.help.strip(), f"{section.name}.{setting.key} has no help text"
+
+
+BROKEN_REFERENCES = [
+    ('bearer_token = { "$env" = 123 }', "prometheus.bearer_token: $env expects the name of an environment variable "
+                                        "as a non-empty string, got int"),
+    ('bearer_token = { "$env" = "" }', "prometheus.bearer_token: $env expects"),
+    ('bearer_token = { "$env" = ["A"] }', "got list"),
+    ('bearer_token = { "$file" = 7 }', "prometheus.bearer_token: $file expects the path of a file"),
+    ('bearer_token = { "$file" = { "$env" = "X" } }', "got dict"),
+    ('bearer_token = { "$envv" = "X" }', "prometheus.bearer_token: unknown reference '$envv'"),
+    ('bearer_token = { "$env" = "A", "$file" = "/b" }', "expected one of"),
+    ('bearer_token = { "$file" = "/nonexistent/secret" }', "cannot read secret file /nonexistent/secret"),
+    ('password = { "$env" = "PREEMPTLENS_TEST_UNSET_VARIABLE" }', "environment variable PREEMPTLENS_TEST_UNSET_"),
+    ('url = "http://localhost:abc"', "prometheus.url: expected a URL whose port is a number"),
+    ('url = "http://localhost:99999"', "prometheus.url: expected a URL whose port is a number"),
+    ('url = "localhost:9090"', "prometheus.url: expected an http:// or https:// URL with a host"),
+    ("url = 9090", "prometheus.url: expected text, got int"),
+    ("bearer_token = { \"$file\" = \"{secret}\" }", "is not UTF-8 text"),
+    ('page_points = "lots"', "prometheus.page_points: expected a whole number, got str"),
+]
+
+
+def test_every_broken_reference_and_url_is_one_problem_in_the_list(tmp_path: Path) -> None:
+    """All at once, each with its setting and what was expected; no traceback, no secret."""
+    secret = tmp_path / "not-utf8"
+    secret.write_bytes(b"\xff\xfe")
+    lines = [line for line, _ in BROKEN_REFERENCES]
+    # One TOML table cannot set a key twice: each case goes into a table of its own, checked apart,
+    # and then all the distinct keys together.
+    for line, expected in BROKEN_REFERENCES:
+        path = tmp_path / "c.toml"
+        path.write_text(f"[prometheus]\n{line.replace('{secret}', str(secret))}\n")
+        with pytest.raises(ConfigError) as caught:
+            load_config(str(path))
+        assert expected in str(caught.value), (line, str(caught.value))
+        assert "Traceback" not in str(caught.value)
+    path = tmp_path / "all.toml"
+    path.write_text(
+        '[prometheus]\nbearer_token = { "$env" = 123 }\nurl = "http://h:port"\n'
+        f'[alerts]\nsigning_key = {{ "$file" = "{secret}" }}\nwebhook_url = "file:///etc/passwd"\n'
+        'team_webhooks = { nlp = "https://hooks/t0ken", ops = { "$env" = 5 } }\n'
+        "[sql]\ntimeout_s = nan\n"
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_config(str(path))
+    text = str(caught.value)
+    assert text.startswith("6 configuration problem(s)")  # the two team webhooks share one line
+    for where in ("prometheus.bearer_token:", "prometheus.url:", "alerts.signing_key: secret file",
+                  "alerts.webhook_url: expected an http", "alerts.team_webhooks: nlp: a webhook URL must be given",
+                  "ops: $env expects", "sql.timeout_s: expected a finite number"):
+        assert where in text, where
+    assert "t0ken" not in text and "passwd" not in text
+    assert len(lines) == len(set(lines))
+
+
+def test_unreadable_config_file_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot be read"):
+        load_config(str(tmp_path))
+    binary = tmp_path / "b.toml"
+    binary.write_bytes(b"\xff\xfe[x]")
+    with pytest.raises(ConfigError, match="not UTF-8 text"):
+        load_config(str(binary))

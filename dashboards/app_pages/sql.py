@@ -6,15 +6,17 @@ import streamlit as st
 
 from preemptlens.dashboards.data import adhoc
 from preemptlens.dashboards.views_common import context
-from preemptlens.readonly import QueryError, named_queries
+from preemptlens.errors import PreemptlensError
+from preemptlens.readonly import named_queries
 
 DEFAULT = "SELECT * FROM preemption_ledger ORDER BY time DESC LIMIT 100"
 
 ctx = context()
 st.title("SQL")
 st.caption(
-    f"One SELECT (or WITH … SELECT) over the latest snapshot, read-only; at most {ctx.limits.max_rows:,} rows and "
-    f"{ctx.limits.timeout_s:g} s (sql.max_rows, sql.timeout_s). The sidebar filters do not apply here."
+    f"One SELECT (or WITH … SELECT) over the latest snapshot, read-only, run in a process of its own; at most "
+    f"{ctx.limits.max_rows:,} rows, {ctx.limits.max_result_bytes} and {ctx.limits.timeout_s:g} s (sql.max_rows, "
+    "sql.max_result_bytes, sql.timeout_s). The sidebar filters do not apply here."
 )
 
 examples = named_queries()
@@ -32,7 +34,9 @@ if run or st.session_state.get("sql_ran"):
     st.session_state["sql_ran"] = True
     try:
         result = adhoc(ctx.warehouse, text, ctx.limits)
-    except QueryError as exc:
+    except PreemptlensError as exc:
+        # Refused, failed, killed at the deadline or out of memory: the query's own process ended,
+        # this one (and every other reader of the server) carries on.
         st.error(str(exc))
     else:
         shown = f"{result.frame.height:,} row{'s' if result.frame.height != 1 else ''}"

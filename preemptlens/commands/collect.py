@@ -62,7 +62,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
     module = importlib.import_module(SOURCES[args.source])
     collector = module.build(args, config)
     total = LoadReport(load_id="", source=collector.name)
-    with Warehouse(config.get("warehouse.path")) as wh:
+    with Warehouse(config.get("warehouse.path"), future_slack_s=config.get("warehouse.future_slack_s")) as wh:
         for batch in checked_batches(collector, wh.watermarks(collector.name)):
             total.add(wh.load_batch(batch))
         exported = keep_current(wh, config)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from preemptlens.analytics.lake import keep_current
 from preemptlens.collectors.files import IMPORTABLE, FileImporter, table_for
 from preemptlens.config import Config
+from preemptlens.errors import SourceError
 from preemptlens.warehouse import LoadReport, Warehouse
 
 
@@ -21,13 +23,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
-    with Warehouse(config.get("warehouse.path")) as wh:
+    with Warehouse(config.get("warehouse.path"), future_slack_s=config.get("warehouse.future_slack_s")) as wh:
+        failed = 0
         for path in args.files:
-            table = table_for(path, args.table)
-            importer = FileImporter(path, wh.input_columns(table), table)
-            total = LoadReport(load_id="", source=importer.source)
-            for batch in importer.batches():
-                total.add(wh.load_batch(batch))
+            try:
+                table = table_for(path, args.table)
+                importer = FileImporter(path, wh.input_columns(table), table)
+                total = LoadReport(load_id="", source=importer.source)
+                for batch in importer.batches():
+                    total.add(wh.load_batch(batch))
+            except SourceError as exc:
+                # A file that cannot be read at all does not stop the others; its committed batches stay.
+                print(f"preemptlens import: {exc}", file=sys.stderr)
+                failed += 1
+                continue
             quarantined = total.quarantined
             print(
                 f"{path} -> {table}: {total.loaded} loaded, {total.unchanged} unchanged, {quarantined} quarantined"
@@ -44,4 +53,5 @@ def run(args: argparse.Namespace, config: Config) -> int:
         exported = keep_current(wh, config)
         if exported is not None:
             print(f"lake {exported.folder}: {exported.written} partition(s) rewritten")
-    return 0
+    # As the command line reports any other error (cli.main).
+    return 2 if failed else 0

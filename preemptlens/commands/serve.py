@@ -143,7 +143,7 @@ class Server:
         delay = 0.1
         while True:
             try:
-                wh = Warehouse(self.warehouse)
+                wh = Warehouse(self.warehouse, future_slack_s=self.config.get("warehouse.future_slack_s"))
                 break
             except duckdb.IOException as exc:
                 if "lock" not in str(exc).lower():

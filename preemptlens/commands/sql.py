@@ -13,7 +13,9 @@ import argparse
 import csv
 import io
 import json
+import math
 import sys
+from collections.abc import Callable
 from datetime import date, datetime
 from typing import Any, TextIO
 
@@ -33,8 +35,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-q", "--query", metavar="NAME", help="run the named example query sql/queries/NAME.sql")
     parser.add_argument("--list", action="store_true", help="list the named example queries")
     parser.add_argument("-f", "--format", choices=FORMATS, default="table", help="output format (default: table)")
-    parser.add_argument("--max-rows", type=int, help="row cap (default: sql.max_rows)")
-    parser.add_argument("--timeout", type=float, help="seconds before the query is stopped (default: sql.timeout_s)")
+    parser.add_argument("--max-rows", type=_positive(int), help="row cap, at least 1 (default: sql.max_rows)")
+    parser.add_argument(
+        "--timeout", type=_positive(float), help="seconds before the query is stopped (default: sql.timeout_s)"
+    )
+
+
+def _positive(kind: type[int] | type[float]) -> Callable[[str], int | float]:
+    """An argparse type: a finite number above 0 (a cap of -1 or a timeout of inf would switch the guard off)."""
+
+    def parse(text: str) -> int | float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number above 0, got {text!r}") from None
+        if not math.isfinite(value) or value <= 0:
+            raise argparse.ArgumentTypeError(f"expected a number above 0, got {text!r}")
+        return value
+
+    return parse
 
 
 def _cell(value: Any, null: str) -> str:

@@ -198,6 +198,23 @@ def test_sql_page_runs_read_only_queries(app: AppTest, cluster_warehouse: Path) 
         assert wh.query("SELECT count(*) AS n FROM jobs")["n"][0] > 0
 
 
+def test_sql_page_survives_a_runaway_query(cluster_warehouse: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PREEMPTLENS_WAREHOUSE__PATH", str(cluster_warehouse))
+    monkeypatch.delenv("PREEMPTLENS_CONFIG", raising=False)
+    monkeypatch.setenv("PREEMPTLENS_SQL__TIMEOUT_S", "2")
+    at = switch(open_app(), "sql")
+    # One string past any memory limit, one scan past the deadline, one statement DuckDB's enum does not know.
+    for runaway in ("SELECT length(repeat('x', 2500000000)) AS n",
+                    "SELECT count(*) FROM range(1000000000000) a, range(1000) b", "UPDATE EXTENSIONS"):
+        at.text_area[0].set_value(runaway).run()
+        at.button(key="run").click().run()
+        assert not at.exception, at.exception
+        assert at.error and "\n" not in at.error[0].value.split("\n  hint:")[0]
+    at.text_area[0].set_value("SELECT count(*) AS n FROM jobs").run()
+    at.button(key="run").click().run()
+    assert not at.error and at.dataframe[1].value["n"][0] > 0
+
+
 def test_a_chart_whose_query_fails_says_so_in_its_place(
     cluster_warehouse: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -65,6 +65,12 @@ def receiver() -> Iterator[Receiver]:
                 self.send_response(500)
                 self.end_headers()
                 return
+            if behaviour.startswith("redirect"):
+                # "redirect" points elsewhere on this server; a client that follows it shows up there.
+                self.send_response(int(behaviour.removeprefix("redirect") or 302))
+                self.send_header("Location", f"http://127.0.0.1:{state.port}/elsewhere")
+                self.end_headers()
+                return
             if behaviour == "slow":
                 time.sleep(state.slow_s)
             delivery = self.headers["X-Preemptlens-Delivery"]
@@ -73,6 +79,13 @@ def receiver() -> Iterator[Receiver]:
             self.send_response(200)
             self.end_headers()
             self.wfile.write(b"ok")
+
+        def do_GET(self) -> None:
+            with state.lock:
+                state.requests.append({"path": self.path, "headers": dict(self.headers), "body": b"",
+                                       "behaviour": "GET"})
+            self.send_response(200)
+            self.end_headers()
 
         def log_message(self, format: str, *args: object) -> None:
             del format, args
@@ -145,7 +158,7 @@ def test_failures_timeouts_restart_and_exactly_once(
     assert (report.sent, report.failed) == (1, 2)
     assert states(wh) == {"a1": ("failed", 1), "a2": ("failed", 1), "a3": ("sent", 1)}
     errors = dict(wh.query("SELECT dedupe_key, last_error FROM alerts WHERE state = 'failed'").iter_rows())
-    assert errors["a1"] == "HTTP 500 Internal Server Error"
+    assert errors["a1"] == "HTTP 500"
     assert "timed out" in errors["a2"]
 
     # Not yet due: the backoff (1 s after the first failure) has not passed.
@@ -348,12 +361,12 @@ def test_victim_notice_links_to_my_preemptions(
     assert text.endswith(" Details: https://preemptlens.example.org/mine")
 
 
-def test_clear_url_in_team_webhooks_is_refused(tmp_path: Path) -> None:
+def test_clear_url_in_team_webhooks_is_refused_when_the_config_is_read(tmp_path: Path) -> None:
     path = tmp_path / "c.toml"
     path.write_text(f'[alerts]\nteam_webhooks = {{ nlp = "https://hooks.example/{URL_TOKEN}" }}\n')
-    expected = r"alerts\.team_webhooks\.nlp: a webhook URL must be given by reference"
+    expected = r"alerts\.team_webhooks: nlp: a webhook URL must be given by reference"
     with pytest.raises(ConfigError, match=expected) as info:
-        targets_from_config(load_config(str(path)))
+        load_config(str(path))
     assert URL_TOKEN not in str(info.value)
 
 
@@ -361,3 +374,64 @@ def test_unknown_rule_is_a_config_error(tmp_path: Path) -> None:
     config = load_config(overrides={"alerts.rules": ["victim_notice", "nope"]})
     with Warehouse(tmp_path / "w.duckdb") as wh, pytest.raises(ConfigError, match=r"unknown rule\(s\) \['nope'\]"):
         evaluate(wh, config, {}, NOW)
+
+
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+def test_a_redirect_is_a_failed_delivery_never_followed(
+    tmp_path: Path, receiver: Receiver, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+    status: int,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    config = config_with(tmp_path, receiver, monkeypatch)
+    wh = Warehouse(tmp_path / "w.duckdb")
+    evaluate(wh, config, targets_from_config(config), NOW, [FixedRule(("r1",))])
+    receiver.script = [f"redirect{status}", f"redirect{status}"]
+    assert (send_due(wh, config, NOW).failed, send_due(wh, config, NOW + timedelta(seconds=5)).failed) == (1, 1)
+    assert [r["path"] for r in receiver.requests] == [f"/hooks/{URL_TOKEN}"] * 2, "the Location was never visited"
+    row = wh.query("SELECT state, attempts, last_error FROM alerts").row(0)
+    assert row == ("failed", 2, f"HTTP {status} (a redirect, not followed)")
+    assert "r1" in caplog.text and f"HTTP {status}" in caplog.text
+    # Retried until the receiver takes it.
+    assert send_due(wh, config, NOW + timedelta(seconds=30)).sent == 1
+    assert receiver.processed == {"r1": 1}
+
+
+@pytest.mark.parametrize(
+    ("url", "error"),
+    [
+        (f"file:///tmp/{URL_TOKEN}", "the webhook URL is not http or https"),
+        (f"ftp://127.0.0.1/{URL_TOKEN}", "the webhook URL is not http or https"),
+        (f"data:,{URL_TOKEN}", "the webhook URL is not http or https"),
+        (f"http://127.0.0.1:1/{URL_TOKEN} with space", "InvalidURL"),
+        (f"http://127.0.0.1:port{URL_TOKEN}/x", "InvalidURL"),
+        (f"http://127.0.0.1:9/{URL_TOKEN}", "cannot connect: ConnectionRefusedError (errno 111)"),
+    ],
+)
+def test_bad_webhook_urls_fail_and_no_part_of_the_url_is_kept(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, url: str, error: str
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    wh = Warehouse(tmp_path / "w.duckdb")
+    target = Target("platform", Secret(url))
+    evaluate(wh, load_config(overrides={}), {"platform": target}, NOW, [FixedRule(("u1",))])
+    report = deliver(wh, {"platform": target}, NOW, timeout_s=0.5)
+    assert (report.sent, report.failed) == (0, 1)
+    state, last_error = wh.query("SELECT state, last_error FROM alerts").row(0)
+    assert state == "failed" and last_error.startswith(error)
+    for part in (URL_TOKEN, "127.0.0.1", "tmp", "space"):
+        assert part not in last_error and part not in caplog.text
+
+
+def test_slack_text_escapes_markup_from_the_data() -> None:
+    target = Target("platform", Secret("http://127.0.0.1:9/x"), "slack")
+    row = {"title": "Job <!channel> was preempted", "rule": "victim_notice", "dedupe_key": "k",
+           "payload": json.dumps({"text": "Job a&b <https://evil|click> of team <@U123>", "facts": {}}),
+           "created_at": NOW}
+    body = json.loads(alerts.render(target, row))
+    escaped = "Job a&amp;b &lt;https://evil|click&gt; of team &lt;@U123&gt;"
+    assert body["text"] == "Job &lt;!channel&gt; was preempted\n" + escaped
+    section = body["blocks"][1]["text"]["text"]
+    assert section == escaped
+    assert "<" not in json.dumps([body["text"], section]) and body["blocks"][0]["text"]["type"] == "plain_text"
+    generic = json.loads(alerts.render(Target("platform", Secret("http://127.0.0.1:9/x")), row))
+    assert generic["dedupe_key"] == "k" and generic["title"] == "Job <!channel> was preempted"

@@ -105,8 +105,9 @@ def test_a_team_member_lands_on_their_own_preemptions(proxied: tuple[Nginx, Chro
 def test_a_team_sees_cluster_figures_but_not_other_teams_jobs(proxied: tuple[Nginx, Chromium]) -> None:
     state = open_as(proxied, "vision-user", "preemptions", title="Preemptions")
     browser = proxied[1]
+    # the pilot's evaluation is cluster-level, public like the rules and reasons
     assert nav(browser) == ["My preemptions", "Overview", "Preemptions", "Idle hoarding", "Priority scope creep",
-                            "Tuning"]
+                            "Tuning", "Pilot"]
     # All five preemptions are counted; nlp's finetune-48 and its preemptor batch-48 are not named.
     assert re.search(r"Preemptions\s*\n+\s*5\b", state.text)
     assert fixture_cluster.WORST_W48 not in state.text and fixture_cluster.WORST_W48_PREEMPTOR not in state.text

@@ -60,7 +60,7 @@ from preemptlens.collectors.kubernetes_pools import (
     parse_node,
 )
 from preemptlens.config import Config, Section, Setting, http_url
-from preemptlens.contract import Batch, Reject, Watermark
+from preemptlens.contract import Batch, Reject, Watermark, encodable
 from preemptlens.errors import ConfigError, SourceError
 
 # The Kubernetes client (which kubernetes_watch imports too) is imported where it is used:
@@ -342,6 +342,12 @@ class KubernetesCollector:
         except ParseError as exc:
             reason = f"{exc.field} {exc.reason}"
             pending.rejects.append(Reject(stream.target, record, exc.field, reason, _raw(item.object)))
+            return
+        broken = next((k for rows in found.values() for row in rows for k, v in row.items()
+                       if isinstance(v, str) and not encodable(v)), None)
+        if broken is not None:
+            pending.rejects.append(Reject(stream.target, record, broken, f"{broken} holds text that is not valid "
+                                          "Unicode (half a surrogate pair)", _raw(item.object)))
             return
         for table, rows in found.items():
             for row in rows:

@@ -50,6 +50,7 @@ from preemptlens.collectors.kubernetes_events import (
     required_text,
     text,
 )
+from preemptlens.contract import MAX_EPOCH_S
 
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 # KAI's podgrouper puts every pod it schedules in a PodGroup and names it here.
@@ -236,10 +237,12 @@ def workload_rows(obj: Any, tiering: Tiering, gpu_resource: str) -> Rows:
         n = sum(quantity(e.get("count", 0), f"{evictions_field}[{i}].count") for i, e in enumerate(evictions))
     else:
         n = 1 if evicted is not None or _is_true(conds.get("Requeued")) else 0
-    accumulated = None
+    accumulated, accumulated_field = None, ""
     for key in ACCUMULATED_FIELDS:
         if key in status:
-            accumulated = _number(status[key], f"status.{key}")
+            accumulated, accumulated_field = _number(status[key], f"status.{key}"), f"status.{key}"
+            if accumulated is not None and not 0 <= accumulated <= MAX_EPOCH_S:
+                raise ParseError(accumulated_field, f"must be 0 to {MAX_EPOCH_S:.0f} seconds (got {accumulated!r})")
 
     runs: list[dict[str, Any]] = []
     base = {"job_id": uid, "pool": job["pool"], "hosts": None, "gpus": gpus}
@@ -278,7 +281,12 @@ def workload_rows(obj: Any, tiering: Tiering, gpu_resource: str) -> Rows:
             why = text(preempted.get("reason"), "status.conditions[Preempted].reason") or why
             parsed = parse_kueue_preempted(text(preempted.get("message"), "status.conditions[Preempted].message") or "")
             preemptor = parsed.preemptor_uid if parsed else None
-        start = end - timedelta(seconds=accumulated) if n == 1 and accumulated is not None else None
+        start = None
+        if n == 1 and accumulated is not None:
+            try:
+                start = end - timedelta(seconds=accumulated)
+            except OverflowError:
+                raise ParseError(accumulated_field, "reaches back before year 1 from the eviction") from None
         runs.append({**base, "run": n, "submit_time": created if n == 1 else None, "eligible_time": None,
                      "start_time": start, "end_time": end,
                      "state": "preempted" if evict_reason == "Preempted" else "requeued",

@@ -176,6 +176,15 @@ MAX_TEXT_CHARS = 8192
 FREE_TEXT_COLUMNS: frozenset[str] = frozenset({"reason", "hosts"})
 # Default of warehouse.future_slack_s: a time later than now plus this is quarantined (clocks drift a
 # little; a year-2999 end time would become the data's end and stretch every window to it).
+def encodable(text: str) -> bool:
+    """Whether text can be stored: JSON may escape half a surrogate pair (\\ud800), which no text column holds."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 FUTURE_SLACK_S = 86_400.0
 EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
 # Epoch seconds beyond year 9999 cannot be a time (and 1e20 overflows the conversion).

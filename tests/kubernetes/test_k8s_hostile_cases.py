@@ -1,0 +1,64 @@
+"""Cases the hostile-input property tests found in recorded payload shapes: each costs its object, named by
+the field, and never escapes as an exception."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+from preemptlens.collectors.kubernetes import KubernetesCollector, Stream, _Pending
+from preemptlens.collectors.kubernetes_objects import ACCUMULATED_FIELDS, Tiering, podgroup_rows, workload_rows
+from preemptlens.collectors.kubernetes_watch import Change
+
+CASES = Path(__file__).resolve().parents[1] / "cases" / "kubernetes"
+
+
+def items(name: str) -> list[dict[str, Any]]:
+    return list(json.loads((CASES / f"{name}.json").read_text())["items"])
+
+
+def collect(parse: Any, objects: list[dict[str, Any]]) -> _Pending:
+    kc = KubernetesCollector.__new__(KubernetesCollector)
+    kc.cluster = "c1"
+    kc.tiering = Tiering({"prod": "critical"}, "normal", frozenset({"low", "normal"}))
+    kc.gpu_resource = "nvidia.com/gpu"
+    kc.read_podgroups = True
+    pending = _Pending()
+    where = Stream("objects", print, kc._object_rows(parse), "jobs")
+    for obj in objects:
+        kc._add(where, Change("LISTED", obj, "1"), pending)
+    kc._batch(where, pending, "1")  # the frames build
+    return pending
+
+
+def evicted_once() -> tuple[dict[str, Any], str]:
+    """A recorded Workload evicted once that reports its accumulated execution time."""
+    for name in ("workloads_v1beta2", "workloads_v1beta1"):
+        for obj in items(name):
+            status = obj.get("status", {})
+            key = next((k for k in ACCUMULATED_FIELDS if k in status), None)
+            if key is not None:
+                return copy.deepcopy(obj), key
+    raise AssertionError("no recorded Workload reports its accumulated execution time")
+
+
+def test_an_accumulated_time_reaching_before_year_one_costs_its_workload() -> None:
+    obj, key = evicted_once()
+    for condition in obj["status"].get("conditions", []):
+        condition["lastTransitionTime"] = "0001-01-02T00:00:00Z"
+    obj["status"][key] = 10 * 86400
+    huge, _ = evicted_once()
+    huge["status"][key] = 1e300
+    pending = collect(workload_rows, [obj, huge])
+    assert [r.field for r in pending.rejects] == [f"status.{key}", f"status.{key}"]
+
+
+def test_half_a_surrogate_pair_costs_its_object_and_names_the_field() -> None:
+    groups = items("podgroups")
+    broken = copy.deepcopy(groups[0])
+    broken["metadata"]["name"] = "\ud800"
+    pending = collect(podgroup_rows, [broken, *groups[1:]])
+    assert len(pending.rejects) == 1 and "half a surrogate pair" in pending.rejects[0].reason
+    assert sum(len(rows) for rows in pending.rows.values()) > 0, "the other PodGroups still load"

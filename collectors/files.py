@@ -20,7 +20,7 @@ from typing import Any, BinaryIO
 
 import polars as pl
 
-from preemptlens.contract import Batch, Reject
+from preemptlens.contract import Batch, Reject, encodable
 from preemptlens.errors import SourceError
 
 CHUNK_ROWS = 100_000
@@ -62,14 +62,6 @@ def _text(value: Any) -> str | None:
     return json.dumps(value)
 
 
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 class FileImporter:
     name = "import"
     tables = IMPORTABLE
@@ -83,10 +75,12 @@ class FileImporter:
         self._raw: dict[int, str] = {}
 
     def _lines(self, handle: BinaryIO) -> Iterator[tuple[int, str | None, str]]:
-        """Each physical line: its number, its text (None when it cannot be read) and what is wrong with it.
+        """Each physical line: its number, its text and what is wrong with it ('' when nothing).
 
         Lines are decoded one by one, so a stray byte that is not UTF-8 costs its line and not the
-        file; a line longer than MAX_LINE_BYTES is skipped without being held in memory whole."""
+        file: such a line comes with its bytes escaped (so that a CSV record spanning it keeps its
+        shape) and the problem. A line longer than MAX_LINE_BYTES is skipped without being held in
+        memory whole: its text is None."""
         number = 0
         while True:
             chunk = handle.readline(MAX_LINE_BYTES + 1)
@@ -105,8 +99,9 @@ class FileImporter:
                 yield number, chunk.decode("utf-8-sig" if number == 1 else "utf-8"), ""
             except UnicodeDecodeError as exc:
                 # The line's bytes are kept, escaped, so that the quarantine shows exactly what was there.
-                self._raw[number] = chunk.decode("utf-8", "backslashreplace").rstrip("\r\n")[:RAW_CHARS]
-                yield number, None, f"not valid UTF-8 (byte 0x{chunk[exc.start]:02x} at offset {exc.start})"
+                escaped = chunk.decode("utf-8", "backslashreplace")
+                self._raw[number] = escaped.rstrip("\r\n")[:RAW_CHARS]
+                yield number, escaped, f"not valid UTF-8 (byte 0x{chunk[exc.start]:02x} at offset {exc.start})"
 
     def _records(self) -> Iterator[tuple[int, dict[str, Any] | None, str, str]]:
         """Each record: its line number, the record (or None and what is wrong with it) and its text."""
@@ -122,7 +117,7 @@ class FileImporter:
                 yield from self._csv_records(handle)
                 return
             for line, text, problem in self._lines(handle):
-                if text is None:
+                if text is None or problem:
                     yield line, None, problem, self._raw.pop(line, "")
                     continue
                 if not text.strip():
@@ -145,9 +140,12 @@ class FileImporter:
                     yield line, None, f"expected a JSON object, got {type(obj).__name__}", text
 
     def _csv_records(self, handle: BinaryIO) -> Iterator[tuple[int, dict[str, Any] | None, str, str]]:
-        # The csv module counts the lines it was given; the lines it was not given (not UTF-8, too
-        # long) are reported here, and each record is located by the physical line it ended on.
+        # The csv module counts the lines it was given; a record is located by the physical line it ended
+        # on. A line that is not UTF-8 is still given (escaped), so that a quoted field spanning it keeps
+        # the record's shape; the record it falls in is rejected for it, once. A line too long to read
+        # is not given at all and is reported on its own.
         fed: list[int] = []
+        undecodable: dict[int, str] = {}
         unreadable: list[tuple[int, str]] = []
 
         def readable() -> Iterator[str]:
@@ -155,11 +153,18 @@ class FileImporter:
                 if text is None:
                     unreadable.append((line, problem))
                     continue
+                if problem:
+                    undecodable[line] = problem
                 fed.append(line)
                 yield text
 
+        def spanned(first: int) -> list[tuple[int, str]]:
+            """The undecodable lines (and their problems) of the record that ended at the reader's line."""
+            return [(line, undecodable.pop(line)) for line in fed[first:reader.line_num] if line in undecodable]
+
         reader = csv.reader(readable())
         header: list[str] | None = None
+        first = 0  # where in `fed` the next record starts
         while True:
             try:
                 row = next(reader)
@@ -168,13 +173,23 @@ class FileImporter:
             except csv.Error as exc:
                 # A field over csv.field_size_limit() (128 KiB), a NUL byte, a broken quote: this record only.
                 line = fed[reader.line_num - 1] if reader.line_num else 0
+                for bad, _ in spanned(first):
+                    self._raw.pop(bad, None)
+                first = reader.line_num
                 yield from self._flush_unreadable(unreadable)
                 yield line, None, f"not valid CSV: {exc}", ""
                 continue
             yield from self._flush_unreadable(unreadable)
             line = fed[reader.line_num - 1]
+            broken = spanned(first)
+            first = reader.line_num
             if header is None:
                 header = row
+                continue
+            if broken:
+                (bad, problem), raws = broken[0], [self._raw.pop(b, "") for b, _ in broken]
+                where = f"line {bad}: " if bad != line else ""
+                yield line, None, where + problem, raws[0]
                 continue
             if not row:
                 continue
@@ -222,7 +237,7 @@ class FileImporter:
                 )
                 continue
             values = [_text(record.get(column)) for column in self.columns]
-            broken = next((c for c, v in zip(self.columns, values, strict=True) if v is not None and not _encodable(v)),
+            broken = next((c for c, v in zip(self.columns, values, strict=True) if v is not None and not encodable(v)),
                           None)
             if broken is not None:
                 # JSON may escape half a surrogate pair (\ud800): no text column can hold it.

@@ -174,6 +174,23 @@ def test_a_csv_field_over_128_kib_costs_its_record_only(tmp_path: Path) -> None:
     assert len(q) == 3
 
 
+def test_a_byte_that_is_not_utf8_inside_a_quoted_field_costs_that_record_once(tmp_path: Path) -> None:
+    """A quoted field spanning two lines, the second not UTF-8: one reject for the record (not one for the
+    line and another for a quote left open), and the records after it still load."""
+    header = "cluster,job_id,tier,preemptible,gpus,submit_time,name\n"
+    path = tmp_path / "jobs.csv"
+    path.write_bytes(
+        (header + 'c1,a,low,true,1,2026-11-02T08:00:00Z,"first\n').encode() + b'half \xff"\n'
+        + b"c1,b,low,true,1,2026-11-02T08:00:00Z,ok\n"
+    )
+    wh_path = tmp_path / "w.duckdb"
+    run_import(wh_path, path)
+    with Warehouse(wh_path) as wh:
+        assert wh.query("SELECT job_id FROM jobs")["job_id"].to_list() == ["b"]
+    q = quarantine_of(wh_path)
+    assert q == {"jobs.csv:3": ("(line)", "not valid UTF-8 (byte 0xff at offset 5)", "half \\xff\"")}
+
+
 def test_a_file_that_cannot_be_read_does_not_stop_the_others(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -254,14 +254,20 @@ def declared(config: Config) -> dict[str, Pilot]:
 
 @dataclass(frozen=True)
 class Thresholds:
-    before_days: float = 28.0
-    confidence: float = 0.9
-    bootstrap_samples: int = 1000
-    min_wait_gain_s: float = 60.0
-    max_completion_increase_share: float = 0.10
-    max_retries_increase: float = 0.10
-    max_thrown_away_increase_share: float = 0.01
-    min_days_after: int = 7
+    """The [pilot] settings a verdict reads; their defaults are the settings' own (Thresholds.defaults())."""
+
+    before_days: float
+    confidence: float
+    bootstrap_samples: int
+    min_wait_gain_s: float
+    max_completion_increase_share: float
+    max_retries_increase: float
+    max_thrown_away_increase_share: float
+    min_days_after: int
+
+    @classmethod
+    def defaults(cls) -> Thresholds:
+        return cls(**{s.key: s.default for s in SETTINGS.settings if s.key in cls.__dataclass_fields__})
 
     def __post_init__(self) -> None:
         problems = []
@@ -276,7 +282,9 @@ class Thresholds:
 
 
 def thresholds_from(config: Config) -> Thresholds:
-    section = config.section("pilot") or {s.key: s.default for s in SETTINGS.settings}
+    section = config.section("pilot")
+    if not section:
+        return Thresholds.defaults()
     return Thresholds(**{k: section[k] for k in Thresholds.__dataclass_fields__})
 
 

@@ -21,6 +21,7 @@ can beat. Each line ends with the load average: figures are comparable only at a
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import statistics
 import sys
@@ -89,7 +90,8 @@ def median_time(run: Callable[[], object], repeat: int) -> float:
 
 
 def time_evaluation(warehouse: Path, pilot: Pilot, repeat: int) -> None:
-    full, few = Thresholds(), Thresholds(bootstrap_samples=100)
+    full = Thresholds.defaults()
+    few = dataclasses.replace(full, bootstrap_samples=100)
     with Warehouse(warehouse) as wh:
         ev = evaluate(wh.query, pilot, full)  # untimed: fills DuckDB's caches as a second reader would find them
         print(render(ev))

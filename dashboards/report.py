@@ -180,7 +180,7 @@ def build(
         team_shares=data.team_high_shares(r, trend),
         suggestions=data.suggestions(r, f, top_n),
         scheduler=scheduler or data.scheduler_of(r, f),
-        pilots=_pilots(r, week, pilots, thresholds or Thresholds(), clusters),
+        pilots=_pilots(r, week, pilots, thresholds or Thresholds.defaults(), clusters),
     )
 
 

@@ -11,7 +11,7 @@ from pilot_scenario import BUSIER_MONTH, HARMFUL, HELPFUL, evaluate_both, true_e
 from preemptlens.analytics.pilot import Thresholds, evaluate
 from preemptlens.warehouse import Warehouse
 
-TH = Thresholds()
+TH = Thresholds.defaults()
 
 
 def inside(ev_key: str, actual, counterfactual) -> tuple[float, float, float]:  # type: ignore[no-untyped-def]

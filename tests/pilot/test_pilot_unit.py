@@ -158,7 +158,7 @@ def test_weekly_report_has_a_pilot_section_while_it_runs(harmful_warehouse: Path
     pilot = HARMFUL.pilot()
     week = report.Week(2026, 5)  # the pilot's third week
     with reader(harmful_warehouse) as r:
-        weekly = report.build(r, week, top_n=5, trend_weeks=4, pilots=(pilot,), thresholds=Thresholds())
+        weekly = report.build(r, week, top_n=5, trend_weeks=4, pilots=(pilot,), thresholds=Thresholds.defaults())
         before = report.build(r, report.Week(2026, 2), top_n=5, trend_weeks=4, pilots=(pilot,))
     markdown = report.render_markdown(weekly)
     assert "**Pilot trial** (preemption on;" in markdown and "**roll back**" in markdown

@@ -87,7 +87,12 @@ PAGES = (
 
 
 def build(path: Path, gpus: int, days: float, step: int) -> None:
-    config = SimConfig(cluster=f"bench{gpus}", days=days, pools=cluster_of(gpus, pools=4), sample_step_s=step)
+    simulate_and_analyze(path, SimConfig(cluster=f"bench{gpus}", days=days, pools=cluster_of(gpus, pools=4),
+                                         sample_step_s=step))
+
+
+def simulate_and_analyze(path: Path, config: SimConfig) -> None:
+    """A benchmark's warehouse: `config` simulated into `path`, then analysed with the default settings."""
     began = time.perf_counter()
     with Warehouse(path) as wh:
         summary = simulate_into(wh, config, progress=lambda m: print(f"  {m}", file=sys.stderr, flush=True))

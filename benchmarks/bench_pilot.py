@@ -36,17 +36,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT / "tests" / "dashboards"))
 
-from preemptlens.analytics.params import params_from  # noqa: E402
 from preemptlens.analytics.pilot import Pilot, Thresholds, evaluate, render  # noqa: E402
-from preemptlens.analytics.refresh import analyze  # noqa: E402
 from preemptlens.analytics.simulator import (  # noqa: E402
     PolicyChange,
     PolicyConfig,
     SimConfig,
     cluster_of,
-    simulate_into,
 )
-from preemptlens.config import load_config  # noqa: E402
 from preemptlens.dashboards.data import reader  # noqa: E402
 from preemptlens.warehouse import Warehouse  # noqa: E402
 
@@ -65,15 +61,6 @@ def pilot_of(config: SimConfig) -> Pilot:
     names = tuple(p.name for p in config.pools)
     return Pilot(name="bench", cluster=config.cluster, pools=names[:4], control=names[4:],
                  start=config.start + timedelta(days=CHANGE_DAY), what="preemption on")
-
-
-def build(path: Path, config: SimConfig) -> None:
-    began = time.perf_counter()
-    with Warehouse(path) as wh:
-        summary = simulate_into(wh, config, progress=lambda m: print(f"  {m}", file=sys.stderr, flush=True))
-        print("\n".join(summary.lines()))
-        analyze(wh, params_from(load_config(None)))
-    print(f"built and analysed {path} in {time.perf_counter() - began:.0f} s")
 
 
 def _load() -> str:
@@ -164,7 +151,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-pilot-") as tmp:
         warehouse = args.warehouse or Path(tmp) / "w.duckdb"
         if not warehouse.exists():
-            build(warehouse, config)
+            from bench_dashboard import simulate_and_analyze
+
+            simulate_and_analyze(warehouse, config)
         pilot = pilot_of(config)
         if not args.page_only:
             time_evaluation(warehouse, pilot, max(args.repeat, 1))

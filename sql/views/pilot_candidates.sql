@@ -57,7 +57,8 @@ scarcity as (
         d.cluster,
         d.pool,
         -- GPUs held idle are not scarce GPUs: unknown without GPU samples (hoarding unknown)
-        avg(case when (d.allocated_gpu_hours - d.hoarded_gpu_hours) / d.capacity_gpu_hours >= p.scarce_allocation_share
+        avg(case when d.hoarded_gpu_hours is null then null
+            when (d.allocated_gpu_hours - d.hoarded_gpu_hours) / d.capacity_gpu_hours >= p.scarce_allocation_share
             then 1.0 else 0.0 end) as scarce_days_share
     from pool_days as d
     cross join params as p

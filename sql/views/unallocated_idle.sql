@@ -1,4 +1,4 @@
--- Per pool and day: GPU-hours of capacity, allocated, unallocated (capacity nobody held: idle but free to use) and hoarded (allocated but idle), kept apart because only the first is spare capacity.
+-- Per pool and day: GPU-hours of capacity, allocated, unallocated (capacity nobody held: idle but free to use) and hoarded (allocated but idle; unknown for a cluster without GPU samples), kept apart because only the first is spare capacity.
 with
 
 runs as (
@@ -11,6 +11,11 @@ pools_ as (
 
 stretches as (
     select * from hoarding_stretches
+),
+
+sampled as (
+    -- idle GPUs are known only where GPU samples were collected: elsewhere hoarding is unknown, not zero
+    select cluster from gpu_samples group by cluster
 ),
 
 span as (
@@ -85,10 +90,12 @@ final as (
         c.capacity_gpu_s / 3600.0 as capacity_gpu_hours,
         coalesce(a.allocated_gpu_s, 0) / 3600.0 as allocated_gpu_hours,
         greatest(0, c.capacity_gpu_s - coalesce(a.allocated_gpu_s, 0)) / 3600.0 as unallocated_gpu_hours,
-        coalesce(h.hoarded_gpu_s, 0) / 3600.0 as hoarded_gpu_hours,
+        case when c.cluster in (select cluster from sampled) then coalesce(h.hoarded_gpu_s, 0) / 3600.0 end
+            as hoarded_gpu_hours,
         greatest(0, c.capacity_gpu_s - coalesce(a.allocated_gpu_s, 0)) / nullif(c.capacity_gpu_s, 0)
             as unallocated_share,
-        coalesce(h.hoarded_gpu_s, 0) / nullif(a.allocated_gpu_s, 0) as hoarded_share_of_allocated
+        case when c.cluster in (select cluster from sampled) then coalesce(h.hoarded_gpu_s, 0) end
+            / nullif(a.allocated_gpu_s, 0) as hoarded_share_of_allocated
     from capacity as c
     left join allocated as a on a.cluster = c.cluster and a.pool = c.pool and a.day = c.day
     left join hoarded as h on h.cluster = c.cluster and h.pool = c.pool and h.day = c.day

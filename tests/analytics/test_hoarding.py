@@ -115,6 +115,20 @@ def test_unallocated_is_reported_apart_from_hoarded(built: Scenario) -> None:
     assert day["hoarded_gpu_hours"] == pytest.approx((3 * 7200 + 110 * 60) / 3600)
 
 
+def test_hoarding_without_gpu_samples_is_unknown_not_zero(sc: Scenario) -> None:
+    build(sc)
+    del sc.rows["gpu_samples"]
+    sc.analyze()
+    days = sc.view("unallocated_idle", "pool")
+    # capacity and allocation come from the scheduler and stay known; idle GPUs were never measured
+    assert days["allocated_gpu_hours"].null_count() == 0
+    assert days["hoarded_gpu_hours"].null_count() == days.height > 0
+    assert days["hoarded_share_of_allocated"].null_count() == days.height
+    # allocated minus an unmeasured hoarding is no busy day: the scarce-days share is unknown too
+    candidates = sc.view("pilot_candidates", "pool")
+    assert candidates.height > 0 and candidates["scarce_days_share"].null_count() == candidates.height
+
+
 def test_incremental_refresh_equals_full_rebuild(sc: Scenario) -> None:
     build(sc)
     # hold back the second hour of every sample, analyse, then load it

@@ -55,7 +55,7 @@ SETTINGS = Section(
 
 MANIFEST = "_lake.json"
 _LOCK = ".lake.lock"
-_FILE = "data.parquet"
+PARTITION_FILE = "data.parquet"
 # Partition time column of each raw table (job_runs: start, or submit while pending).
 RAW_TIME: dict[str, str | None] = {
     "pools": "valid_from",
@@ -163,7 +163,18 @@ def partition_relpath(plan: TablePlan, cluster: str | None, day: date | None) ->
         parts.append("cluster=" + (_NULL_PARTITION if cluster is None else urllib.parse.quote(cluster, safe="")))
     if plan.time_expr:
         parts.append("date=" + (_NULL_PARTITION if day is None else day.isoformat()))
-    return "/".join([*parts, _FILE])
+    return "/".join([*parts, PARTITION_FILE])
+
+
+def partition_of(directory: Path) -> tuple[str | None, date | None]:
+    """The cluster and day a Hive-style partition directory (`cluster=.../date=...`, relative to its table)
+    stands for: the inverse of partition_relpath, for files another writer (Spark) laid out."""
+    values = dict(part.split("=", 1) for part in directory.parts)
+    cluster, day = values.get("cluster"), values.get("date")
+    return (
+        None if cluster in (None, _NULL_PARTITION) else urllib.parse.unquote(cluster),
+        None if day in (None, _NULL_PARTITION) else date.fromisoformat(day),
+    )
 
 
 def _fingerprints(wh: Warehouse, plan: TablePlan) -> dict[str, tuple[str, object, object, int]]:
@@ -200,7 +211,7 @@ def _write_partition(wh: Warehouse, plan: TablePlan, target: Path, cluster: obje
     columns = ", ".join(quote(c) for c, _ in plan.columns if not (c == "cluster" and plan.by_cluster))
     where = " AND ".join(conditions) or "true"
     target.parent.mkdir(parents=True, exist_ok=True)
-    temp = target.with_name(f"{_FILE}.{uuid.uuid4().hex}.tmp")
+    temp = target.with_name(f"{PARTITION_FILE}.{uuid.uuid4().hex}.tmp")
     try:
         wh.con.execute(
             f"COPY (SELECT {columns} FROM {quote(plan.name)} WHERE {where}) "  # noqa: S608 -- identifiers quoted

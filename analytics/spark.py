@@ -23,13 +23,11 @@ import os
 import re
 import shutil
 import time
-import urllib.parse
 import uuid
 import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,9 +37,11 @@ from preemptlens.analytics.lake import (
     ANALYTICS_INPUTS,
     DERIVED_TIME,
     MANIFEST,
+    PARTITION_FILE,
     TablePlan,
     create_lake_views,
     exclusive,
+    partition_of,
     partition_relpath,
     read_manifest,
     write_manifest,
@@ -81,8 +81,6 @@ SCANS_DIR = SQL_DIR / "scans"
 # built-ins and of the dialect functions of sql/functions/duckdb.sql.
 FUNCTIONS = (SQL_DIR / "functions" / "shared.sql", SQL_DIR / "functions" / "spark.sql")
 RAW_INPUTS = ("pools", "jobs", "job_runs", "checkpoints", "preemption_links", "gpu_samples")
-_FILE = "data.parquet"
-_NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
 
 @dataclass(frozen=True)
@@ -239,7 +237,7 @@ def plan_of(name: str, columns: list[tuple[str, str]]) -> TablePlan:
 def _read_table(spark: SparkSession, root: Path, name: str, columns: list[tuple[str, str]]) -> DataFrame:
     """A table of the lake (or of a staging folder) with the warehouse's columns, order and types."""
     table_dir = root / name
-    if not any(table_dir.rglob(f"*{_FILE}")):
+    if not any(table_dir.rglob(f"*{PARTITION_FILE}")):
         return _rows(spark, columns, None)
     frame = (
         spark.read.option("basePath", str(table_dir))
@@ -328,14 +326,7 @@ def _stage(frame: DataFrame, plan: TablePlan, staging: Path) -> dict[str, str]:
     run = staging.name
     partitions: dict[str, str] = {}
     for path in sorted(spark_dir.rglob("*.parquet")):
-        values = dict(part.split("=", 1) for part in path.parent.relative_to(spark_dir).parts)
-        cluster = values.get("cluster")
-        day = values.get("date")
-        relpath = partition_relpath(
-            plan,
-            None if cluster in (None, _NULL_PARTITION) else urllib.parse.unquote(cluster),
-            None if day in (None, _NULL_PARTITION) else date.fromisoformat(day),
-        )
+        relpath = partition_relpath(plan, *partition_of(path.parent.relative_to(spark_dir)))
         if relpath in partitions:
             raise SchemaError(f"Spark wrote two files for partition {relpath} of {plan.name}")
         (target / relpath).parent.mkdir(parents=True, exist_ok=True)

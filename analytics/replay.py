@@ -459,13 +459,15 @@ def observed_figures(wh: Warehouse, window: Window) -> Figures:
     wait = wh.query(
         query_sql("replay", "observed_high_wait"),
         params,
-    )["wait"][0]
+    ).row(0, named=True)
     return Figures(
         preemptions=int(ledger["n"]),
         lost_gpu_h=float(ledger["lost"]),
-        high_wait_median_s=None if wait is None else float(wait),
+        high_wait_median_s=None if wait["wait"] is None else float(wait["wait"]),
         victim_jobs=int(ledger["victims"]),
         weeks=window.seconds / _WEEK_S,
+        thrown_away_gpu_h=None if ledger["thrown_away"] is None else float(ledger["thrown_away"]),
+        high_wait_p90_s=None if wait["wait_p90"] is None else float(wait["wait_p90"]),
     )
 
 

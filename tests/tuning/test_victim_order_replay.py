@@ -15,12 +15,16 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from sim_cluster import load_outcome
+from sim_cluster import default_settings, load_outcome
 
+from preemptlens.analytics.replay import PolicyBasis, Variant, Window, Workload, run_variant
 from preemptlens.analytics.sim_engine import Outcome, simulate_jobs
 from preemptlens.analytics.sim_frames import job_runs_frame, jobs_frame, truth_preemptions_frame
 from preemptlens.analytics.sim_model import JobSpec, PolicyConfig, PoolSpec, SimConfig
+from preemptlens.analytics.tuning import context
+from preemptlens.analytics.victim_order import compare
 from preemptlens.cli import main
+from preemptlens.warehouse import Warehouse
 
 SIM = SimConfig(cluster="sim", days=2.0, pools=(PoolSpec("a100", nodes=4),),
                 policy=PolicyConfig(min_run_s=0.0, grace_s=60.0, requeue_hold_s=120.0))
@@ -124,3 +128,27 @@ def test_the_comparison_can_be_turned_off(
     path, _ = past
     out = suggest_output(path, CONFIG + "[victim_order]\ncompare = false\n", capsys)
     assert "(reproduces the past)" in out and "cost-aware" not in out
+
+
+def test_both_columns_equal_the_truth_of_their_order(past: tuple[Path, dict[str, dict[str, float]]]) -> None:
+    path, truths = past
+    settings = default_settings(min_run_s=0.0, grace_s=60.0, requeue_hold_s=120.0,
+                                may_preempt={"critical": ["high", "normal", "low"], "high": ["normal", "low"]})
+    with Warehouse(path) as wh:
+        window = Window("sim", SIM.start, SIM.start + timedelta(seconds=SIM.horizon_s))
+        ctx = context(wh, window, settings)
+    found = compare(ctx.workload, ctx.baseline)
+    for order, figures in (("priority", found.today), ("cost", found.cost)):
+        for key, value in truths[order].items():
+            assert getattr(figures, key) == pytest.approx(value, rel=1e-9), (order, key)
+
+
+def test_work_thrown_away_is_unknown_when_no_warm_up_was_measured() -> None:
+    jobs = seeded_jobs(5)
+    window = Window("sim", SIM.start, SIM.start + timedelta(seconds=SIM.horizon_s))
+    workload = Workload(window, SIM.pools, tuple(jobs), PolicyBasis(SIM.policy, {}), {}, (),
+                        warmup_measured=frozenset())
+    found = compare(workload, run_variant(workload, Variant("today", SIM.policy)))
+    assert found.today.preemptions > 0 and found.today.lost_gpu_h > 0
+    assert found.today.thrown_away_gpu_h is None and found.cost.thrown_away_gpu_h is None
+    assert "work thrown away (GPU-hours)    unknown (no warm-up measured)" in "\n".join(found.lines())

@@ -6,12 +6,15 @@ PolicyConfig: min_run 600 s, grace 60 s (victims here save no final checkpoint, 
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import replace
 
 import pytest
 
 from preemptlens.analytics.sim_engine import Outcome, simulate_jobs
 from preemptlens.analytics.sim_model import JobSpec, PolicyConfig, PoolSpec
+from preemptlens.commands import simulate as simulate_command
+from preemptlens.config import Config
 from preemptlens.errors import ConfigError
 
 HOLD = PolicyConfig().requeue_hold_s
@@ -77,3 +80,12 @@ def test_cost_order_respects_the_same_eligibility_as_today() -> None:
 def test_victim_order_must_be_known() -> None:
     with pytest.raises(ConfigError, match="victim_order"):
         replace(PolicyConfig(), victim_order="random")
+
+
+def test_simulate_command_takes_the_victim_order() -> None:
+    parser = argparse.ArgumentParser()
+    simulate_command.add_arguments(parser)
+    config = Config(values={"cluster": {"name": ""}})
+    assert simulate_command.config_from(parser.parse_args([]), config).policy.victim_order == "priority"
+    assert simulate_command.config_from(parser.parse_args(["--victim-order", "cost"]), config).policy.victim_order \
+        == "cost"

@@ -10,9 +10,11 @@ import argparse
 from dataclasses import replace
 
 import pytest
+import test_simulator as base
 
 from preemptlens.analytics.sim_engine import Outcome, simulate_jobs
-from preemptlens.analytics.sim_model import JobSpec, PolicyConfig, PoolSpec
+from preemptlens.analytics.sim_model import JobSpec, PolicyConfig, PoolSpec, SimConfig
+from preemptlens.analytics.simulator import simulate
 from preemptlens.commands import simulate as simulate_command
 from preemptlens.config import Config
 from preemptlens.errors import ConfigError
@@ -89,3 +91,12 @@ def test_simulate_command_takes_the_victim_order() -> None:
     assert simulate_command.config_from(parser.parse_args([]), config).policy.victim_order == "priority"
     assert simulate_command.config_from(parser.parse_args(["--victim-order", "cost"]), config).policy.victim_order \
         == "cost"
+
+
+def test_the_cost_order_keeps_the_schedulers_invariants(config: SimConfig) -> None:
+    """The session cluster's checks of victims and GPUs, under the cost order (their functions, called here)."""
+    by_cost = replace(config, policy=replace(config.policy, victim_order="cost"))
+    simulation = simulate(by_cost)
+    assert simulation.outcome.preemptions()
+    base.test_victims_are_lower_tier_preemptible_and_ran_min_run_time(simulation, by_cost)
+    base.test_no_gpu_is_ever_double_allocated(simulation)

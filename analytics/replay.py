@@ -39,6 +39,7 @@ policy follows the past exactly and never uses a guess.
 from __future__ import annotations
 
 import hashlib
+import math
 import multiprocessing
 import os
 from collections import Counter
@@ -88,6 +89,11 @@ class Figures:
     high_wait_median_s: float | None
     victim_jobs: int
     weeks: float
+    # Lost progress plus the restarts' warm-up (docs/figures.md, work thrown away); None when unknown.
+    thrown_away_gpu_h: float | None = None
+    high_wait_p90_s: float | None = None
+    # Victims whose warm-up the workload assumed (the median of the measured ones) instead of measuring it.
+    warmup_assumed_victims: int = 0
 
     @property
     def victims_per_week(self) -> float:
@@ -118,6 +124,8 @@ class Workload:
     # preempted checkpointing jobs that saved one.
     saves: Mapping[str, float] = field(default_factory=dict)
     final_share: float = 0.0
+    # Jobs whose warm-up after a restart was measured; None: every job's warm-up is given (a synthetic workload).
+    warmup_measured: frozenset[str] | None = None
 
     @property
     def horizon_s(self) -> float:
@@ -434,6 +442,7 @@ def load_workload(
         notes=tuple(notes),
         saves=MappingProxyType({j: final_save[j] for j in observed_savers}),
         final_share=final_share,
+        warmup_measured=frozenset(str(r["job_id"]) for r in rows if r["warmup_s"] is not None),
     )
 
 
@@ -450,18 +459,24 @@ def observed_figures(wh: Warehouse, window: Window) -> Figures:
     wait = wh.query(
         query_sql("replay", "observed_high_wait"),
         params,
-    )["wait"][0]
+    ).row(0, named=True)
     return Figures(
         preemptions=int(ledger["n"]),
         lost_gpu_h=float(ledger["lost"]),
-        high_wait_median_s=None if wait is None else float(wait),
+        high_wait_median_s=None if wait["wait"] is None else float(wait["wait"]),
         victim_jobs=int(ledger["victims"]),
         weeks=window.seconds / _WEEK_S,
+        thrown_away_gpu_h=None if ledger["thrown_away"] is None else float(ledger["thrown_away"]),
+        high_wait_p90_s=None if wait["wait_p90"] is None else float(wait["wait_p90"]),
     )
 
 
-def outcome_figures(out: Outcome) -> Figures:
-    """The same figures from a replay, measured the way the ledger measures them."""
+def outcome_figures(out: Outcome, warmup_measured: frozenset[str] | None = None) -> Figures:
+    """The same figures from a replay, measured the way the ledger measures them.
+
+    `warmup_measured` (the workload's) tells which victims' warm-up is an assumption: work thrown away is
+    unknown when a victim needed one and no warm-up at all was measured to base it on.
+    """
     found = [p for p in out.preemptions() if p.time_s < out.horizon_s]
     waits = []
     for j, runs in enumerate(out.job_runs):
@@ -470,13 +485,30 @@ def outcome_figures(out: Outcome) -> Figures:
         first = out.runs[runs[0]]
         start = out.horizon_s if first.start_s is None else min(first.start_s, out.horizon_s)
         waits.append(start - out.jobs[j].submit_s)
+    victims = {p.victim for p in found}
+    assumed = 0 if warmup_measured is None else sum(1 for v in victims if out.jobs[v].job_id not in warmup_measured)
     return Figures(
         preemptions=len(found),
         lost_gpu_h=sum(p.lost_gpu_s for p in found) / 3600.0,
         high_wait_median_s=median(waits) if waits else None,
-        victim_jobs=len({p.victim for p in found}),
+        victim_jobs=len(victims),
         weeks=out.horizon_s / _WEEK_S,
+        thrown_away_gpu_h=None if assumed and not warmup_measured
+        else sum(p.lost_gpu_s + p.gpus * p.warmup_s for p in found) / 3600.0,
+        high_wait_p90_s=quantile(waits, 0.9),
+        warmup_assumed_victims=assumed,
     )
+
+
+def quantile(values: Sequence[float], q: float) -> float | None:
+    """The q-quantile with linear interpolation between the closest ranks (DuckDB's quantile_cont)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    at = q * (len(ordered) - 1)
+    below = math.floor(at)
+    above = min(below + 1, len(ordered) - 1)
+    return ordered[below] + (ordered[above] - ordered[below]) * (at - below)
 
 
 # -- replays ----------------------------------------------------------------------------
@@ -495,7 +527,7 @@ class Variant:
 def run_variant(workload: Workload, variant: Variant) -> Figures:
     # The outcome is dropped inside the pause, so the collector never sees it.
     with paused_gc():
-        return outcome_figures(_replay(workload, variant))
+        return outcome_figures(_replay(workload, variant), workload.warmup_measured)
 
 
 def _replay(workload: Workload, variant: Variant) -> Outcome:

@@ -21,8 +21,11 @@ Model, as the raw tables must show it:
   victims on the node(s) that cost the fewest evicted GPUs; on a node the
   lowest-tier, youngest runs go first and only until the job fits. Victims must
   be preemptible, of a tier the policy lets this tier evict, and have run for at
-  least `min_run_s`. The GPUs it needs are reserved for the preemptor at once and
-  it starts when the last victim has let go.
+  least `min_run_s`. Under the policy's victim order "cost" the same eligible
+  runs are candidates, but the node(s) and the set of victims on them are those
+  of the least live cost (`victim_cost_gpu_s`), ties by the order above. The
+  GPUs it needs are reserved for the preemptor at once and it starts when the
+  last victim has let go.
 - Signal at time t: a job with `final_checkpoint` whose `save_s` fits in the
   grace time captures a final checkpoint at t, stops working and exits at
   t + save_s; any other victim keeps running until the kill at t + grace. A
@@ -38,10 +41,11 @@ from __future__ import annotations
 import gc
 import heapq
 import math
-from bisect import insort
+from bisect import bisect_right, insort
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 from preemptlens.analytics.sim_model import JobSpec, PolicyChange, PolicyConfig, PoolSpec
 from preemptlens.contract import TIER_RANK
@@ -83,6 +87,35 @@ class Run:
 
     def last_checkpoint(self) -> tuple[float, float] | None:
         return self.checkpoints[-1] if self.checkpoints else None
+
+    def checkpoint_time_at(self, t: float) -> float | None:
+        """Time of the run's last checkpoint at or before t; a running run's list also holds its planned ones."""
+        k = bisect_right(self.checkpoints, t, key=_TIME)
+        return self.checkpoints[k - 1][0] if k else None
+
+
+_TIME = itemgetter(0)
+
+
+def lost_progress_s(end_s: float, run_start_s: float, last_checkpoint_s: float | None) -> float:
+    """Progress a run loses when it ends at `end_s`: the time since its last checkpoint, else since its start.
+
+    The ledger's rule (docs/figures.md, lost progress of basis measured or assumed): the simulator's truth
+    and the cost-aware victim choice both read it from here.
+    """
+    return end_s - (run_start_s if last_checkpoint_s is None else last_checkpoint_s)
+
+
+def victim_cost_gpu_s(job: JobSpec, run: Run, t: float, requeue_hold_s: float) -> float:
+    """The live cost of preempting `run` of `job` at t, GPU-seconds: GPUs x (the progress it would lose
+    ending now + its warm-up on restart + the requeue hold before it may run again).
+
+    Work thrown away and waiting in one sum, on purpose: the choice weighs both. The warm-up and the hold
+    are those the scheduler applies to the restart (and the truth reports), not estimates.
+    """
+    assert run.start_s is not None
+    lost = lost_progress_s(t, run.start_s, run.checkpoint_time_at(t))
+    return job.gpus * (lost + job.warmup_s + requeue_hold_s)
 
 
 @dataclass(frozen=True)
@@ -170,7 +203,7 @@ class Outcome:
                 assert run.start_s is not None and run.end_s is not None and run.preemptor is not None
                 nxt = self.runs[run_ids[k + 1]] if k + 1 < len(run_ids) else None
                 last = run.last_checkpoint()
-                since = run.start_s if last is None else last[0]
+                last_s = None if last is None else last[0]
                 found.append(
                     PreemptionTruth(
                         victim=j,
@@ -180,8 +213,8 @@ class Outcome:
                         pool=self.jobs[j].pool,
                         gpus=self.jobs[j].gpus,
                         run_start_s=run.start_s,
-                        last_checkpoint_s=None if last is None else last[0],
-                        lost_gpu_s=self.jobs[j].gpus * (run.end_s - since),
+                        last_checkpoint_s=last_s,
+                        lost_gpu_s=self.jobs[j].gpus * lost_progress_s(run.end_s, run.start_s, last_s),
                         restart_s=None if nxt is None else nxt.start_s,
                         warmup_s=self.jobs[j].warmup_s,
                     )
@@ -692,17 +725,104 @@ class _Scheduler:
         chosen.sort()
         return [(c[2], [e[3] for e in node_victims[c[2]]]) for c in chosen + costs[:wanted]]
 
+    def _victim_cost(self, r: int, t: float) -> float:
+        run = self.runs[r]
+        return victim_cost_gpu_s(self.jobs[run.job], run, t, self.pool_policy[self.job_pool[run.job]].requeue_hold_s)
+
+    def _cheapest_node(self, pool: int, need: int, rank: int, t: float) -> tuple[int, list[int]] | None:
+        """The node and the victims on it of the least live cost that free `need` GPUs, ties by (evicted GPUs,
+        highest victim tier, node) as `_best_node`; every node of the pool is visited, as no bound on the cost
+        is known before its victims are.
+
+        On a node (at most one victim per GPU), a 0/1 knapsack over its eligible victims in today's order
+        keeps, per GPUs freed (capped at what is missing), the cheapest set as (cost, victims, their positions):
+        fewer victims and then today's order break ties, and the cheapest covering set is minimal.
+        """
+        gpn = self.gpn[pool]
+        buckets = self.buckets[pool]
+        node_victims = self.node_victims
+        allowed = self.victim_ranks[pool][rank]
+        min_run = self.pool_policy[pool].min_run_s
+        protect = self.pool_protect[pool] is not None
+        best: tuple[float, int, int, int] | None = None
+        best_victims: list[int] = []
+        for free in range(need - 1, -1, -1):
+            short = need - free
+            for n in sorted(buckets[free]):
+                sets: list[tuple[float, int, tuple[int, ...]] | None] = [None] * (short + 1)
+                sets[0] = (0.0, 0, ())
+                entries = node_victims[n]
+                for i, (tier, neg_start, _, r, gpus) in enumerate(entries):
+                    if not allowed[tier] or t + neg_start < min_run or (protect and self._protected(r, t)):
+                        continue
+                    cost = self._victim_cost(r, t)
+                    gain = gpus if gpus < gpn else gpn
+                    # Downwards, so a victim joins each set once (the capped top only feeds itself).
+                    for have in range(short, -1, -1):
+                        found = sets[have]
+                        if found is None:
+                            continue
+                        candidate = (found[0] + cost, found[1] + 1, (*found[2], i))
+                        into = min(short, have + gain)
+                        current = sets[into]
+                        if current is None or candidate < current:
+                            sets[into] = candidate
+                cover = sets[short]
+                if cover is None:
+                    continue
+                chosen = [entries[i] for i in cover[2]]
+                key = (cover[0], sum(e[4] for e in chosen), max(e[0] for e in chosen), n)
+                if best is None or key < best:
+                    best, best_victims = key, [e[3] for e in chosen]
+        return None if best is None else (best[3], best_victims)
+
+    def _cheapest_nodes(self, pool: int, need: int, rank: int, t: float) -> list[tuple[int, list[int]]] | None:
+        """The `need` whole nodes of the least live cost to clear, as `_best_nodes` qualifies them (free, or
+        every run on it may be evicted); a node's cost is the sum of its victims' (a victim spanning nodes
+        counts on each); ties by (evicted GPUs, highest victim tier, node)."""
+        gpn = self.gpn[pool]
+        buckets = self.buckets[pool]
+        node_victims = self.node_victims
+        allowed = self.victim_ranks[pool][rank]
+        min_run = self.pool_policy[pool].min_run_s
+        protect = self.pool_protect[pool] is not None
+        chosen: list[tuple[float, int, int, int]] = [(0.0, 0, -1, n) for n in buckets[gpn]]
+        chosen.sort()
+        wanted = need - len(chosen)
+        if wanted <= 0:
+            return [(c[3], []) for c in chosen[:need]]
+        costs: list[tuple[float, int, int, int]] = []
+        for free in range(gpn - 1, -1, -1):
+            for n in buckets[free]:
+                victims = node_victims[n]
+                if self.node_reserved[n] or len(victims) < len(self.node_runs[n]):
+                    continue
+                cost = 0.0
+                evicted = 0
+                for tier, neg_start, _, r, gpus in victims:
+                    if not allowed[tier] or t + neg_start < min_run or (protect and self._protected(r, t)):
+                        break
+                    cost += self._victim_cost(r, t)
+                    evicted += gpus
+                else:
+                    costs.append((cost, evicted, victims[-1][0], n))
+        if len(costs) < wanted:
+            return None
+        costs.sort()
+        return [(c[3], [e[3] for e in node_victims[c[3]]]) for c in chosen + costs[:wanted]]
+
     def _preempt(self, pool: int, j: int, t: float) -> bool:
         job = self.jobs[j]
         rank = self.job_rank[j]
         gpn = self.gpn[pool]
+        by_cost = self.pool_policy[pool].victim_order == "cost"
         lay = self.layout
         first = lay.node_first_gpu
         gpu_node = self.gpu_node
         owner = self.owner
         reserved = self.reserved
         if job.gpus <= gpn:
-            one = self._best_node(pool, job.gpus, rank, t)
+            one = (self._cheapest_node if by_cost else self._best_node)(pool, job.gpus, rank, t)
             if one is None:
                 return False
             n, victims = one
@@ -711,7 +831,7 @@ class _Scheduler:
             gained = [g for r in victims for g in self.runs[r].gpu_ids if gpu_node[g] == n]
             gpu_ids = (free + gained)[: job.gpus]
         else:
-            several = self._best_nodes(pool, job.gpus // gpn, rank, t)
+            several = (self._cheapest_nodes if by_cost else self._best_nodes)(pool, job.gpus // gpn, rank, t)
             if several is None:
                 return False
             victims = sorted({r for _, vs in several for r in vs}, key=self._victim_order)

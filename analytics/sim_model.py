@@ -26,6 +26,10 @@ PRIORITY_CLASSES: Mapping[str, tuple[str, float]] = MappingProxyType(
 )
 
 
+# How a preemptor's victims are chosen (PolicyConfig.victim_order).
+VICTIM_ORDERS = ("priority", "cost")
+
+
 def _frozen(mapping: Mapping[str, tuple[str, ...]]) -> Mapping[str, tuple[str, ...]]:
     return MappingProxyType(dict(mapping))
 
@@ -51,7 +55,10 @@ class PolicyConfig:
     the time between the preemption signal and the kill (Slurm GraceTime): a job
     that supports it writes a final checkpoint at the signal and exits once it is
     saved. `requeue_hold_s` is the forced wait of a requeued victim before it is
-    eligible again (Slurm's requeue delay).
+    eligible again (Slurm's requeue delay). `victim_order` is how the victims are
+    chosen among the eligible runs: "priority" as schedulers do today (lowest tier,
+    then youngest run), or "cost": the set with the least live cost
+    (`sim_engine.victim_cost_gpu_s`), ties by today's order.
     """
 
     enabled: bool = True
@@ -63,9 +70,12 @@ class PolicyConfig:
     min_run_s: float = 600.0
     grace_s: float = 60.0
     requeue_hold_s: float = 120.0
+    victim_order: str = "priority"
 
     def __post_init__(self) -> None:
         problems = []
+        if self.victim_order not in VICTIM_ORDERS:
+            problems.append(f"victim_order must be one of {', '.join(VICTIM_ORDERS)}, not {self.victim_order!r}")
         for preemptor, victims in self.may_preempt.items():
             if preemptor not in TIER_RANK:
                 problems.append(f"may_preempt: unknown tier {preemptor!r}")

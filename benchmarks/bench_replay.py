@@ -1,4 +1,5 @@
-"""Replay speed: one policy over a simulated month of a large cluster, and a 10-policy sweep.
+"""Replay speed: one policy over a simulated month of a large cluster, the cost-aware victim order beside it, and
+a 10-policy sweep.
 
     python benchmarks/bench_replay.py              # 4,096 GPUs, 30 days (the issue's target)
     python benchmarks/bench_replay.py --gpus 512 --days 7
@@ -45,6 +46,10 @@ def main() -> None:
     started, cpu = time.perf_counter(), time.process_time()
     figures = run_variant(workload, Variant("in force", sim.policy))
     one, one_cpu = time.perf_counter() - started, time.process_time() - cpu
+    # The cost-aware order visits every node with victims where today's stops at the first cheap enough one.
+    started, cpu = time.perf_counter(), time.process_time()
+    by_cost = run_variant(workload, Variant("victim order cost", replace(sim.policy, victim_order="cost")))
+    cost, cost_cpu = time.perf_counter() - started, time.process_time() - cpu
 
     variants = [
         Variant(f"min_run {m:g}", replace(PolicyConfig(), min_run_s=m))
@@ -58,9 +63,17 @@ def main() -> None:
     load = " ".join(Path("/proc/loadavg").read_text().split()[:3]) if Path("/proc/loadavg").exists() else "n/a"
     print(f"cluster            {args.gpus} GPUs, {args.days:g} days, {len(jobs)} jobs (generated in {generated:.1f} s)")
     print(f"one policy         {one:8.1f} s   CPU {one_cpu:.1f} s ({figures.preemptions} preemptions; target < 20 s)")
+    print(f"victim order       today {one:.1f} s (CPU {one_cpu:.1f} s), "
+          f"cost-aware {cost:.1f} s (CPU {cost_cpu:.1f} s); "
+          f"work thrown away {_gpu_h(figures.thrown_away_gpu_h)} -> {_gpu_h(by_cost.thrown_away_gpu_h)} GPU-h, "
+          f"preemptions {figures.preemptions} -> {by_cost.preemptions}")
     print(f"sweep of {len(variants):2d}        {many:8.1f} s   CPU {many_cpu:.1f} s + workers {many_children:.1f} s "
           f"on {os.cpu_count()} cores (target < 120 s)")
     print(f"load average       {load}")
+
+
+def _gpu_h(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:,.0f}"
 
 
 def _children_cpu() -> float:

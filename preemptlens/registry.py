@@ -42,6 +42,7 @@ SECTIONS: tuple[str, ...] = (
     "preemptlens.config",
     "preemptlens.analytics.params",
     "preemptlens.analytics.tuning",
+    "preemptlens.analytics.victim_order",
     "preemptlens.analytics.pilot",
     "preemptlens.collectors.prometheus",
     "preemptlens.collectors.slurm",

@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import sys
 
+from preemptlens.analytics.sim_model import VICTIM_ORDERS
 from preemptlens.analytics.simulator import PolicyConfig, SimConfig, WorkloadConfig, cluster_of, simulate_into
 from preemptlens.config import Config
 from preemptlens.errors import ConfigError
@@ -33,6 +34,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="seconds between the preemption signal and the kill")
     parser.add_argument("--requeue-hold", type=float, default=_DEFAULTS.policy.requeue_hold_s,
                         help="seconds a requeued victim waits before it is eligible")
+    parser.add_argument("--victim-order", choices=VICTIM_ORDERS, default=_DEFAULTS.policy.victim_order,
+                        help="how victims are chosen: priority (lowest tier, then youngest; default) or cost "
+                        "(least live cost, docs/figures.md section 7)")
     parser.add_argument("--step", type=int, default=_DEFAULTS.sample_step_s, help="GPU sample step in seconds")
     parser.add_argument("--gap-share", type=float, default=0.0,
                         help="share of host-hours with no GPU samples (exporter down; default 0)")
@@ -53,6 +57,7 @@ def config_from(args: argparse.Namespace, config: Config) -> SimConfig:
         min_run_s=args.min_run,
         grace_s=args.grace,
         requeue_hold_s=args.requeue_hold,
+        victim_order=args.victim_order,
     )
     return SimConfig(
         cluster=args.cluster or str(config.get("cluster.name") or "") or _DEFAULTS.cluster,

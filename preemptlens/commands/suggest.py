@@ -10,6 +10,7 @@ import argparse
 import json
 from datetime import datetime
 
+from preemptlens.analytics import victim_order
 from preemptlens.analytics.replay import Window, default_window
 from preemptlens.analytics.tuning import GENERATORS, Suggestion, context, settings_from, store, suggest
 from preemptlens.config import Config
@@ -75,6 +76,9 @@ def run(args: argparse.Namespace, config: Config) -> int:
             print(f"   {note}")
         if not ctx.validation.ok:
             print("   the what-ifs below come from a replay that does not reproduce the past: read them as rough")
+        if victim_order.options_from(config).compare:
+            for line in victim_order.compare(ctx.workload, ctx.baseline).lines():
+                print(line)
         found = suggest(ctx, args.only)
         if not args.no_store:
             store(wh, ctx, found)

@@ -15,7 +15,7 @@ from typing import Any
 from preemptlens.analytics.params import SETTINGS, params_from
 from preemptlens.analytics.refresh import analyze
 from preemptlens.analytics.replay import Window
-from preemptlens.analytics.sim_engine import simulate_jobs
+from preemptlens.analytics.sim_engine import Outcome, simulate_jobs
 from preemptlens.analytics.sim_frames import (
     checkpoints_frame,
     gpu_sample_chunks,
@@ -47,7 +47,12 @@ def sim_config(
 def build(path: Path, sim: SimConfig, *, samples: bool = False) -> Warehouse:
     """Simulate `sim`, load it, analyze it; the open warehouse is returned."""
     jobs = generate_jobs(sim)
-    out = simulate_jobs(jobs, sim.pools, sim.policy, sim.horizon_s, sim.sample_step_s)
+    return load_outcome(path, sim, simulate_jobs(jobs, sim.pools, sim.policy, sim.horizon_s, sim.sample_step_s),
+                        samples=samples)
+
+
+def load_outcome(path: Path, sim: SimConfig, out: Outcome, *, samples: bool = False) -> Warehouse:
+    """Load a simulated outcome of `sim`'s cluster (its jobs may be hand-made), analyze it; the open warehouse."""
     wh = Warehouse(path)
     wh.load("pools", pools_frame(sim), "simulator")
     wh.load("jobs", jobs_frame(sim, out), "simulator")

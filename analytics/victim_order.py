@@ -1,0 +1,93 @@
+"""Cost-aware victim choice replayed beside today's order, before anyone enforces it.
+
+Schedulers evict the lowest tier's youngest runs first; none knows what a victim
+loses. `preemptlens suggest` replays the recorded workload (analytics/replay.py)
+once more with the simulator's victim order "cost" (the eligible victims of the
+least live cost, `sim_engine.victim_cost_gpu_s`) and prints its figures next to
+the replay under the policy in force, which is today's order. Both columns come
+from replays of the same jobs, so the replay's own error (printed first by
+`suggest`) affects both alike. docs/tuning.md describes it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from preemptlens.analytics.replay import Figures, Variant, Workload, run_variant
+from preemptlens.config import Config, Section, Setting
+
+SETTINGS = Section(
+    "victim_order",
+    "Cost-aware victim choice replayed beside today's victim order by `preemptlens suggest` (docs/tuning.md).",
+    (
+        Setting(
+            "compare",
+            True,
+            "Replay the recorded workload once more with victims chosen by least live cost and print its work "
+            "thrown away, high-tier wait, victims per week and preemptions beside today's order; false skips "
+            "that replay (it takes as long as the replay under the policy in force).",
+            kind=bool,
+        ),
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Options:
+    compare: bool
+
+
+def options_from(config: Config) -> Options:
+    section = config.section("victim_order") or {s.key: s.default for s in SETTINGS.settings}
+    return Options(compare=bool(section["compare"]))
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The replayed figures under today's victim order and under the cost-aware one."""
+
+    today: Figures
+    cost: Figures
+
+    def rows(self) -> list[tuple[str, str, str]]:
+        """(figure, today, cost-aware), each value formatted or 'unknown (<missing input>)'."""
+        return [
+            (label, _shown(pick(self.today), shape, missing), _shown(pick(self.cost), shape, missing))
+            for label, pick, shape, missing in _ROWS
+        ]
+
+    def lines(self) -> list[str]:
+        width = max(len(r[0]) for r in self.rows())
+        column = max(12, *(len(v) for r in self.rows() for v in r[1:]))
+        out = [
+            "victim order, both replayed over the window: today's (lowest tier, then youngest run) against "
+            "cost-aware (least live cost: GPUs x (lost progress + warm-up + requeue hold))",
+            f"   {'':{width}}  {'today':>{column}}  {'cost-aware':>{column}}",
+        ]
+        out += [f"   {name:{width}}  {a:>{column}}  {b:>{column}}" for name, a, b in self.rows()]
+        for name, figures in (("today", self.today), ("cost-aware", self.cost)):
+            if figures.warmup_assumed_victims:
+                out.append(f"   {name}: {figures.warmup_assumed_victims} victims' warm-up not measured "
+                           "(the median measured warm-up is assumed)")
+        return out
+
+
+def _shown(value: float | None, shape: str, missing: str) -> str:
+    return f"unknown ({missing})" if value is None else shape.format(value)
+
+
+# Figure, how to read it from Figures, its format, and the missing input that makes it unknown.
+_ROWS: tuple[tuple[str, Callable[[Figures], float | None], str, str], ...] = (
+    ("work thrown away (GPU-hours)", lambda f: f.thrown_away_gpu_h, "{:,.1f}", "no warm-up measured"),
+    ("critical+high wait, median (s)", lambda f: f.high_wait_median_s, "{:,.0f}", "no critical or high job"),
+    ("critical+high wait, p90 (s)", lambda f: f.high_wait_p90_s, "{:,.0f}", "no critical or high job"),
+    ("victims per week", lambda f: f.victims_per_week, "{:,.1f}", ""),
+    ("preemptions", lambda f: f.preemptions, "{:,.0f}", ""),
+)
+
+
+def compare(workload: Workload, today: Figures) -> Comparison:
+    """`today`: the replay under the policy in force (today's order); the cost-aware one is replayed here."""
+    policy = replace(workload.actual.policy, victim_order="cost")
+    return Comparison(today, run_variant(workload, Variant("victim order cost", policy)))

@@ -180,3 +180,25 @@ def test_settings_come_from_slurm_actions_and_the_collectors_slurm_section() -> 
     assert settings_from(config) == SlurmActionSettings("keep", "/opt/slurm/bin", "/etc/x.conf", 5.0)
     with pytest.raises(ConfigError, match="protected_qos"):
         settings_from(Config({"slurm_actions": {"protected_qos": "a b"}}))
+
+
+def test_array_tasks_and_het_components_by_their_warehouse_ids(slurm_qos_cluster: SlurmCluster) -> None:
+    c = slurm_qos_cluster
+    out = f"--output={c.root / 'jobs'}/%j.out"
+    common = (f"--qos={QOS_LOW}", "--gres=gpu:1", "-A", "vision")
+    array = c.sbatch("--hold", "--array=1-3", *common, out, script="true")
+    het = c.run("sbatch", "--parsable", "--hold", *common, out, ":", *common, "--wrap", "true").stdout.strip()
+    ids = (f"{array}_2", f"{het}+1")
+    effector = _effector(c)
+    try:
+        for job in ids:
+            assert effector.apply(job, 1) == {"qos": QOS_LOW}
+        assert effector.held() == dict.fromkeys(ids, 1)
+        for job in ids:
+            effector.undo(job, {"qos": QOS_LOW})
+        assert effector.held() == {}
+        # squeue -j of one component lists the whole heterogeneous job.
+        shown = c.run("squeue", "-h", "-j", f"{het}+1", "-o", "%i %q").stdout.split("\n")
+        assert f"{het}+1 {QOS_LOW}" in shown
+    finally:
+        c.run("scancel", array, het)

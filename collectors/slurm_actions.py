@@ -35,7 +35,7 @@ SETTINGS = Section(
     "Commands, SLURM_CONF and time limit are the [slurm] collector's.",
     (
         Setting("protected_qos", "protected", "QOS a protected job is moved into; it must be in no other QOS's "
-                "Preempt list and allowed for the jobs' associations (sacctmgr)."),
+                "Preempt list, and the service's user a Slurm operator (docs/deploy.md)."),
     ),
 )
 
@@ -117,8 +117,7 @@ class SlurmQosEffector:
         if now != self.s.protected_qos:
             raise SourceError(f"slurm: protect job {job_id}: scontrol accepted QOS={self.s.protected_qos} but the "
                               f"job's QOS is {now or 'gone'}",
-                              f"create the QOS (sacctmgr add qos {self.s.protected_qos}) and allow it for the "
-                              "jobs' associations")
+                              f"create the QOS (sacctmgr add qos {self.s.protected_qos}), see docs/deploy.md")
         return {"qos": original}
 
     def undo(self, job_id: str, detail: dict[str, str]) -> None:

@@ -295,8 +295,9 @@ StorageLoc=slurm_acct_db
 
 
     def _add_qos(self) -> None:
-        """The QOS of qos mode, and root allowed to run in each (scontrol
-        refuses to move a job into a QOS its association may not use)."""
+        """The QOS of qos mode. Jobs may be submitted into low and high;
+        protected is left out of the associations, as deploy.md advises: only
+        an operator (root here) moves a job there."""
         known = set(self.run("sacctmgr", "-n", "-P", "show", "qos", "format=name").stdout.split())
         for qos in (QOS_LOW, QOS_PROTECTED, QOS_HIGH):
             if qos not in known:
@@ -305,7 +306,7 @@ StorageLoc=slurm_acct_db
         self.run("sacctmgr", "-i", "modify", "qos", QOS_HIGH, "set", f"Preempt={QOS_LOW}",
                  check=False)
         self.run("sacctmgr", "-i", "modify", "user", "root", "set",
-                 f"qos+={QOS_LOW},{QOS_PROTECTED},{QOS_HIGH}", check=False)
+                 f"qos+={QOS_LOW},{QOS_HIGH}", check=False)
 
 
 def _stop(name: str, pid: int) -> None:

@@ -3,8 +3,9 @@ moving it into a QOS that no other QOS's Preempt list names (preempt/qos), and
 move it back.
 
 What Slurm allows decides what this can do: slurmctld changes a job's QOS only
-while the job is pending (22.05 and every later release answer "Job is no
-longer pending execution" for a running one, even for root). So a job can be
+while the job is pending (for a running one 22.05 answers "Job is no longer
+pending execution", even to root, and so does the current source's
+_update_job). So a job can be
 protected before it starts or while it waits to restart after a requeue (a
 repeat victim), and moved back only then or not at all: a protected job that
 is running keeps its QOS until it is requeued or ends. The errors say so, and

@@ -46,6 +46,7 @@ SECTIONS: tuple[str, ...] = (
     "preemptlens.analytics.pilot",
     "preemptlens.collectors.prometheus",
     "preemptlens.collectors.slurm",
+    "preemptlens.collectors.slurm_actions",
     "preemptlens.collectors.kubernetes",
     "preemptlens.readonly",
     "preemptlens.analytics.alerts",

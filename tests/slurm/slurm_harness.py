@@ -26,6 +26,11 @@ GPUS = 8
 CLUSTER = "plens"
 NODE = "node1"
 ACCOUNTS = ("vision", "speech")
+# How slurmctld picks victims: by partition PriorityTier, or by QOS (Preempt
+# lists kept in slurmdbd). In qos mode, `high` preempts `low` by requeue and
+# `protected` is in nobody's Preempt list, so a job moved there is safe.
+PREEMPT_MODES = ("partition_prio", "qos")
+QOS_LOW, QOS_PROTECTED, QOS_HIGH = "low", "protected", "high"
 
 
 class HarnessError(RuntimeError):
@@ -53,6 +58,7 @@ def _wait(what: str, ok: Callable[[], bool], timeout: float, log: Path | None = 
 @dataclass
 class SlurmCluster:
     root: Path
+    preempt: str = "partition_prio"
     env: dict[str, str] = field(default_factory=dict)
     pids: list[tuple[str, int]] = field(default_factory=list)
     ports: dict[str, int] = field(default_factory=dict)
@@ -93,26 +99,42 @@ class SlurmCluster:
         self._start_slurmctld()
         self._start_slurmd()
         self._add_accounts()
+        if self.preempt == "qos":
+            self._add_qos()
+
+    def use(self, preempt: str) -> None:
+        """Run in another preemption mode: only slurmctld and slurmd restart
+        (PreemptType is read at start), munge, MariaDB and slurmdbd stay."""
+        if preempt not in PREEMPT_MODES:
+            raise HarnessError(f"unknown preemption mode {preempt!r}")
+        if preempt == self.preempt:
+            return
+        self._cancel_all()
+        self.preempt = preempt
+        if preempt == "qos":
+            self._add_qos()
+        for name in ("slurmd", "slurmctld"):
+            for entry in [e for e in self.pids if e[0] == name]:
+                _stop(*entry)
+                self.pids.remove(entry)
+        self._write_configs()
+        self._start_slurmctld()
+        self._start_slurmd()
+
+    def _cancel_all(self) -> None:
+        jobs = self.run("squeue", "-h", "-o", "%A", check=False).stdout.split()
+        if jobs:
+            self.run("scancel", *jobs, check=False)
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline and self.run("squeue", "-h", check=False).stdout.strip():
+                time.sleep(0.5)
 
     def stop(self) -> None:
         # Jobs left running would outlive slurmd as orphaned slurmstepd processes.
         if any(name == "slurmctld" for name, _ in self.pids):
-            jobs = self.run("squeue", "-h", "-o", "%A", check=False).stdout.split()
-            if jobs:
-                self.run("scancel", *jobs, check=False)
-                deadline = time.monotonic() + 15
-                while time.monotonic() < deadline and self.run("squeue", "-h", check=False).stdout.strip():
-                    time.sleep(0.5)
+            self._cancel_all()
         for name, pid in reversed(self.pids):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline and _alive(pid):
-                time.sleep(0.1)
-            if _alive(pid):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-            _reap(pid, name)
+            _stop(name, pid)
         self.pids.clear()
 
     def _spawn(self, name: str, argv: list[str], log: Path) -> int:
@@ -208,7 +230,7 @@ MpiDefault=none
 SchedulerType=sched/backfill
 SchedulerParameters=sched_interval=2,bf_interval=2
 JobRequeue=1
-PreemptType=preempt/partition_prio
+PreemptType=preempt/{self.preempt}
 PreemptMode=REQUEUE
 GresTypes=gpu
 AccountingStorageType=accounting_storage/slurmdbd
@@ -270,6 +292,33 @@ StorageLoc=slurm_acct_db
             self.run("sacctmgr", "-i", "add", "account", account, f"cluster={CLUSTER}", check=False)
             self.run("sacctmgr", "-i", "add", "user", "root", f"account={account}", f"cluster={CLUSTER}",
                      check=False)
+
+
+    def _add_qos(self) -> None:
+        """The QOS of qos mode. Jobs may be submitted into low and high;
+        protected is left out of the associations, as deploy.md advises: only
+        an operator (root here) moves a job there."""
+        known = set(self.run("sacctmgr", "-n", "-P", "show", "qos", "format=name").stdout.split())
+        for qos in (QOS_LOW, QOS_PROTECTED, QOS_HIGH):
+            if qos not in known:
+                self.run("sacctmgr", "-i", "add", "qos", qos)
+        self.run("sacctmgr", "-i", "modify", "qos", QOS_LOW, "set", "PreemptMode=requeue", check=False)
+        self.run("sacctmgr", "-i", "modify", "qos", QOS_HIGH, "set", f"Preempt={QOS_LOW}",
+                 check=False)
+        self.run("sacctmgr", "-i", "modify", "user", "root", "set",
+                 f"qos+={QOS_LOW},{QOS_HIGH}", check=False)
+
+
+def _stop(name: str, pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and _alive(pid):
+        time.sleep(0.1)
+    if _alive(pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    _reap(pid, name)
 
 
 def _port_open(port: int) -> bool:

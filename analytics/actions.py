@@ -571,9 +571,37 @@ def open_enforced(wh: Warehouse) -> set[str]:
     return set(rows["action"].to_list())
 
 
-def protections(wh: Warehouse, cluster: str, job_id: str) -> list[dict[str, Any]]:
-    """The actions rows of a job, oldest first: what the victim's view and notices say about its holds."""
-    return list(wh.query(
-        "SELECT action, scheduler, level, mode, why, cost_gpu_s, applied_at, held_since, undone_at, undo_why "
-        "FROM actions WHERE cluster = $c AND job_id = $j ORDER BY applied_at, id",
-        {"c": cluster, "j": job_id}).iter_rows(named=True))
+# The hold an action last put on a job at or before a moment (a preemption): one definition for the victim
+# notices (analytics/alerts.py) and the victim's view (dashboards/data.py). Column names are constants.
+HOLD_COLUMNS = ("h.action AS hold_action, h.mode AS hold_mode, h.level AS hold_level, h.why AS hold_why, "
+                "h.held_since AS hold_since, h.undone_at AS hold_undone_at, h.undo_why AS hold_undo_why")
+
+
+def hold_join(cluster: str, job_id: str, time: str) -> str:
+    """`ASOF LEFT JOIN` of the latest actions row of (cluster, job_id) applied at or before `time` (column
+    expressions of the outer query) as `h`."""
+    return f"ASOF LEFT JOIN actions AS h ON h.cluster = {cluster} AND h.job_id = {job_id} AND {time} >= h.applied_at"
+
+
+_VERBS = {"kueue_boost": ("boosted", "boost"), "kai_protect": ("protected", "protection"),
+          "slurm_protect": ("protected", "protection")}
+
+
+def hold_text(r: Mapping[str, Any], at: datetime) -> str | None:
+    """What a victim is told about the hold (HOLD_COLUMNS) at the moment `at` it was preempted; None: no hold."""
+    if r.get("hold_action") is None:
+        return None
+    done, noun = _VERBS.get(str(r["hold_action"]), ("held", "hold"))
+    level = f" at level {r['hold_level']}" if r["hold_action"] == "kueue_boost" else ""
+    since = f"{r['hold_since']:%Y-%m-%d %H:%M} UTC"
+    if r["hold_mode"] == "dry-run":
+        head = (f"preemptlens would have {done} it{level} from {since} "
+                f"({r['hold_action']}, dry-run: nothing was changed)")
+    else:
+        head = f"preemptlens {done} it{level} from {since} ({r['hold_action']})"
+    ended = r["hold_undone_at"]
+    if ended is None or ended > at:
+        tail = f"the {noun} was in force when it was preempted" if r["hold_mode"] == "enforce" else ""
+    else:
+        tail = f"the {noun} ended at {ended:%Y-%m-%d %H:%M} UTC, before the preemption: {r['hold_undo_why']}"
+    return f"{head} because {r['hold_why']}" + (f"; {tail}" if tail else "")

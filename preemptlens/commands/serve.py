@@ -235,6 +235,22 @@ class Server:
             report = alerts.run(wh, self.config)
         return f"{report.sent} sent, {report.failed} failed"
 
+    def _open_enforced(self, read: Callable[[Warehouse], set[str]]) -> set[str]:
+        """Actions whose enforced holds are open (all of them when the warehouse is busy and cannot tell):
+        their effectors are needed to release those holds even when the actions are now off."""
+        import duckdb
+
+        from preemptlens.analytics.actions import ACTIONS
+        from preemptlens.warehouse import Warehouse
+
+        try:
+            with Warehouse(self.warehouse, future_slack_s=self.config.get("warehouse.future_slack_s")) as wh:
+                return read(wh)
+        except duckdb.IOException as exc:
+            if "lock" not in str(exc).lower():
+                raise
+            return set(ACTIONS)
+
     def actions(self) -> str:
         from preemptlens.analytics import actions
 
@@ -286,10 +302,7 @@ class Server:
             from preemptlens.commands.act import build_effectors
 
             self.action_settings = settings_from(self.config)
-            leftover: set[str] = set()
-            with self.writer() as wh:
-                if wh is not None:
-                    leftover = open_enforced(wh)
+            leftover = self._open_enforced(open_enforced)
             if leftover or any(s.enabled for s in self.action_settings.values()):
                 # Built once: an enforce action without its scheduler's connection fails the start, not a job.
                 self.effectors = build_effectors(self.config, self.action_settings, leftover)

@@ -264,3 +264,25 @@ cost_low_gpu_s = 200
 max_pool_share = 0
 """)
     assert "cost_low_gpu_s: must not exceed" in str(err.value) and "max_pool_share" in str(err.value)
+
+
+def test_disabling_an_enforcing_action_releases_its_holds(world: World, tmp_path: Path) -> None:
+    scheduler = SchedulerState()
+    world.job("a")
+    world.cost("a", minutes(0), 9 * H)
+    actions.run(world.wh, settings(tmp_path, KUEUE.format(mode="enforce")), {"kueue_boost": ("c1", scheduler)},
+                minutes(0))
+    assert actions.open_enforced(world.wh) == {"kueue_boost"}
+    off = settings(tmp_path, KUEUE.format(mode="enforce").replace("enabled = true", "enabled = false"))
+    actions.run(world.wh, off, {"kueue_boost": ("c1", scheduler)}, minutes(1))
+    assert scheduler.levels == {} and actions.open_enforced(world.wh) == set()
+    assert world.rows()[0]["undo_why"] == "the action was disabled"
+
+
+def test_enforce_without_an_effector_is_refused(tmp_path: Path) -> None:
+    from preemptlens.cli import main
+
+    config = tmp_path / "c.toml"
+    config.write_text(f'[warehouse]\npath = "{tmp_path / "w.duckdb"}"\n[slurm_protect]\nenabled = true\n'
+                      'mode = "enforce"\n')
+    assert main(["--config", str(config), "act"]) == 2

@@ -192,7 +192,7 @@ class Live:
     job_id: str
     pool: str | None
     gpus: int
-    computed_at: datetime
+    computed_at: datetime | None
     cost_gpu_s: float | None
     near_completion_share: float | None
     ended: bool
@@ -239,6 +239,7 @@ class _Cycle:
         self.effector: Effector | None = bound[1] if bound is not None else None
         self.cluster = self.effector_cluster if s.enforce else None
         self.report = ActionReport(s.name, s.mode)
+        self.released: set[tuple[str, str]] = set()
 
     # -- reading ---------------------------------------------------------------
 
@@ -364,6 +365,9 @@ class _Cycle:
             steps = max(1, math.floor(live.cost_gpu_s / s.cost_high_gpu_s))
         return min(s.max_boost, s.boost_step * steps) // s.boost_step * s.boost_step
 
+    def fresh(self, live: Live) -> bool:
+        return live.computed_at is not None and live.computed_at >= self.now - timedelta(seconds=self.s.stale_after_s)
+
     def release_reason(self, row: Held, live: Live | None,
                        checkpoints: Mapping[tuple[str, str], datetime]) -> str | None:
         s = self.s
@@ -371,8 +375,9 @@ class _Cycle:
             return "the job has no live cost: it ended or is not running"
         if live.ended:
             return "the job ended"
-        if live.computed_at < self.now - timedelta(seconds=s.stale_after_s):
-            return f"its live cost is stale (computed {live.computed_at:%Y-%m-%d %H:%M} UTC, stale_after_s)"
+        if not self.fresh(live):
+            when = "at an unknown time" if live.computed_at is None else f"{live.computed_at:%Y-%m-%d %H:%M} UTC"
+            return f"its live cost is stale (computed {when}, stale_after_s)"
         if (self.now - row.held_since).total_seconds() >= s.max_hold_s:
             return f"{MAX_HOLD} ({s.max_hold_s / 3600:g} h)"
         checkpoint = checkpoints.get((row.cluster, row.job_id))
@@ -416,7 +421,8 @@ class _Cycle:
             self.report.reconciled.append(job_id)
         return kept
 
-    def release(self, row: Held, why: str) -> bool:
+    def release(self, row: Held, why: str, *, again: bool = False) -> bool:
+        """Undo a hold and close its row; `again`: the job may be held anew in this cycle."""
         if row.mode == "enforce":
             assert self.effector is not None
             try:
@@ -427,6 +433,9 @@ class _Cycle:
                 return False
         self._close(row.id, why)
         self.report.released.append(row.job_id)
+        if not again:
+            # Not held again in the same cycle, on the figures it was just released on.
+            self.released.add((row.cluster, row.job_id))
         return True
 
     def hold(self, live: Live, level: int, why: str, held_since: datetime,
@@ -462,7 +471,7 @@ class _Cycle:
             if row.mode == "dry-run":
                 self._close(row.id, f"mode changed to {s.mode}")
             elif row.cluster == self.effector_cluster:
-                self.release(row, f"mode changed to {s.mode}")
+                self.release(row, f"mode changed to {s.mode}", again=True)
         rows = [r for r in rows if r.mode == s.mode]
         if s.enforce:
             rows = self.reconcile(rows)
@@ -505,7 +514,7 @@ class _Cycle:
         candidates = [
             (job, why) for job in live.values()
             if (job.cluster, job.job_id) not in held_ids and (job.cluster, job.job_id) not in cooling
-            and not job.ended and job.computed_at >= self.now - timedelta(seconds=s.stale_after_s)
+            and (job.cluster, job.job_id) not in self.released and not job.ended and self.fresh(job)
             and (why := self.reaches_high(job)) is not None
         ]
         candidates.sort(key=lambda c: (-(c[0].cost_gpu_s or 0.0), -(c[0].near_completion_share or 0.0),

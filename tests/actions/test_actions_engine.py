@@ -207,8 +207,11 @@ max_pool_share = 1.0
     actions.run(world.wh, s, {}, minutes(0))
     assert world.open("slurm_protect") == {"123": 1}  # only the Slurm job: the source decides
     world.checkpoint("123", minutes(5))
-    world.cost("123", minutes(6), 0.1 * H)
-    actions.run(world.wh, s, {}, minutes(6))  # within min_hold_s: the checkpoint releases it anyway
+    world.cost("123", minutes(4), 9 * H)  # the live cost has not seen the checkpoint yet
+    actions.run(world.wh, s, {}, minutes(6))  # within min_hold_s: the checkpoint releases it anyway ...
+    assert world.open("slurm_protect") == {}  # ... and the stale figure does not hold it again at once
+    world.cost("123", minutes(7), 0.1 * H)
+    actions.run(world.wh, s, {}, minutes(7))
     assert world.open("slurm_protect") == {}
     assert world.rows()[0]["undo_why"].startswith("it checkpointed at 2026-11-02 12:05")
     world.cost("123", minutes(200), 9 * H)  # costly again long after: protected again

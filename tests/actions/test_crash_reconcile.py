@@ -83,9 +83,24 @@ stale_after_s = 86400
         assert rows[MID]["undone_at"] is None and rows[LOW]["undone_at"] is None
         World(wh).gone(MID)  # it finished while preemptlens was down
 
-    # The next start: the finished job's boost is removed; the other stays held (the server holds it).
+    # The next start of serve: the finished job's boost is removed; the other stays held (the server holds it).
     sent = len(api.patches)
-    assert main(["--config", str(config), "act", "--now", (now + timedelta(minutes=5)).isoformat()]) == 0
+    serve = subprocess.Popen([sys.executable, "-m", "preemptlens.cli", "--config", str(config), "serve",
+                              "--no-dashboard"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while len(api.patches) == sent and serve.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        serve.send_signal(signal.SIGTERM)
+        assert serve.wait(timeout=60) == 0
+    finally:
+        if serve.poll() is None:
+            serve.kill()
+            serve.wait()
+        assert serve.stderr is not None
+        log = serve.stderr.read().decode()
+        serve.stderr.close()
+    assert "kueue_boost (enforce): 1 released" in log, log
     mid_path = "/apis/kueue.x-k8s.io/v1beta1/namespaces/team-a/workloads/job-mid-1"
     removal = {"metadata": {"labels": {"preemptlens.io/action": None},
                             "annotations": {"kueue.x-k8s.io/priority-boost": None}}}

@@ -61,6 +61,8 @@ ACTIONS: dict[str, tuple[str, str]] = {
 }
 # The undo_why of a release at max_hold_s starts so; such a job is not held again for max_hold_s.
 MAX_HOLD = "reached max_hold_s"
+# The undo_why of a hold the scheduler refused; the job is tried again after min_hold_s.
+APPLY_FAILED = "apply failed"
 
 
 def _section(name: str, what: str, *, cost: tuple[float | None, float | None],
@@ -302,11 +304,13 @@ class _Cycle:
         return {(r["cluster"], r["pool"]): int(r["gpus"]) for r in rows.iter_rows(named=True)}
 
     def cooling(self) -> set[tuple[str, str]]:
-        """Jobs released at max_hold_s within the last max_hold_s: not held again yet."""
+        """Jobs not held again yet: released at max_hold_s within the last max_hold_s, or whose apply failed
+        within the last min_hold_s (a refused patch is retried that often, not every cycle)."""
         rows = self.wh.query(
-            "SELECT DISTINCT cluster, job_id FROM actions WHERE action = $a AND undo_why LIKE $why "
-            "AND undone_at > $since",
-            {"a": self.s.name, "why": f"{MAX_HOLD}%", "since": self.now - timedelta(seconds=self.s.max_hold_s)})
+            "SELECT DISTINCT cluster, job_id FROM actions WHERE action = $a AND ("
+            "(undo_why LIKE $max_hold AND undone_at > $since) OR (undo_why LIKE $failed AND undone_at > $retry))",
+            {"a": self.s.name, "max_hold": f"{MAX_HOLD}%", "since": self.now - timedelta(seconds=self.s.max_hold_s),
+             "failed": f"{APPLY_FAILED}%", "retry": self.now - timedelta(seconds=self.s.min_hold_s)})
         return {(r["cluster"], r["job_id"]) for r in rows.iter_rows(named=True)}
 
     # -- writing ---------------------------------------------------------------
@@ -448,7 +452,7 @@ class _Cycle:
             detail = self.effector.apply(live.job_id, level)
         except PreemptlensError as exc:
             log.error("%s: cannot hold %s: %s", self.s.name, live.job_id, exc)
-            self._close(row_id, f"apply failed: {exc.message}")
+            self._close(row_id, f"{APPLY_FAILED}: {exc.message}")
             self.report.failed.append(live.job_id)
             return False
         # A step keeps what the first apply returned: undo restores the state from before the hold.

@@ -156,3 +156,21 @@ max_pool_share = 1.0
                                               "released at reconcile: the hold was not recorded", None]
     stored = api.get(PODGROUPS, "research", "pg-train")
     assert stored is not None and stored["spec"]["preemptibility"] == "non-preemptible"
+
+
+def test_a_refused_patch_is_recorded_and_retried_after_the_minimum_hold(tmp_path: Path, api: FakeApiServer) -> None:
+    config = _setup(tmp_path, api, KUEUE.format(mode="enforce"), {LOW: (9 * H, None)})
+    # RBAC without patch on Workloads: the list and the read answer, the patch is refused.
+    api.refuse_patches = True
+    assert _act(config, 0) == 1
+    [row] = _rows(tmp_path)
+    assert row["undone_at"] == minutes(0)
+    assert row["undo_why"].startswith("apply failed: kubernetes: cannot patch Workload team-a/job-low-4f2a1: "
+                                      "HTTP 403 Forbidden")
+    _set(tmp_path, LOW, 10, 9 * H)
+    assert _act(config, 10) == 0  # within min_hold_s: not tried again
+    assert len(_rows(tmp_path)) == 1 and len(api.patches) == 1
+    api.refuse_patches = False
+    _set(tmp_path, LOW, 31, 9 * H)
+    assert _act(config, 31) == 0
+    assert [r["undone_at"] is None for r in _rows(tmp_path)] == [False, True]

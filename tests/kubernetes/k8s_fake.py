@@ -20,7 +20,8 @@ merge patch (RFC 7386, `application/merge-patch+json`; any other patch type
 gets the 415 the real server gives a CRD), as the actions' effectors send
 them; every PATCH is recorded in `patches`. A list honours a `labelSelector`
 of `key=value` terms. `hold_patches_from` makes the N-th and later PATCHes
-take effect and then never answer (a process killed mid-action).
+take effect and then never answer (a process killed mid-action);
+`refuse_patches` answers every PATCH with RBAC's 403.
 """
 
 from __future__ import annotations
@@ -194,6 +195,7 @@ class FakeApiServer:
         self.forbidden: set[str] = set()
         self.patches: list[Patch] = []
         self.hold_patches_from: int | None = None
+        self.refuse_patches = False  # RBAC that lets get and list through but not patch
         self.released = threading.Event()
         handler = type("Handler", (_Handler,), {"api": self})
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -365,7 +367,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(404 if patch is None else 405, _status(404 if patch is None else 405, "NotFound",
                                                               "the server could not find the requested resource"))
             return
-        if path in self.api.forbidden:
+        if path in self.api.forbidden or (patch is not None and self.api.refuse_patches):
             group = path.split("/")[2] if path.startswith("/apis/") else ""
             verb = "get" if patch is None else "patch"
             self._json(403, _status(403, "Forbidden", (

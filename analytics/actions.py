@@ -87,7 +87,8 @@ def _section(name: str, what: str, *, cost: tuple[float | None, float | None],
             Setting("max_pool_share", pool_share, "At most this share of a pool's GPUs held at once, so critical "
                     "work can still preempt; below 1 a pool of unknown capacity gets no holds.", kind=float),
             Setting("min_hold_s", 1800.0, "A hold (or a boost step) lasts at least this long before the "
-                    "hysteresis may release (or step) it, so victims do not flap.", kind=float),
+                    "hysteresis may release (or step) it, so victims do not flap; a hold the scheduler refused is "
+                    "tried again after as long.", kind=float),
             Setting("max_hold_s", max_hold_s, "A hold ends after this long whatever the cost, and the job is not "
                     "held again by this action for as long.", kind=float),
             Setting("release_after_checkpoint", checkpoint, "Release a held job once it has checkpointed since "

@@ -126,6 +126,8 @@ class KueueBoost:
         held: dict[str, int] = {}
         for obj in self.objects.list(f"{MARK_LABEL}={self.action}"):
             meta = obj.get("metadata") or {}
+            if not meta.get("uid"):
+                continue
             value = (meta.get("annotations") or {}).get(BOOST_ANNOTATION)
             try:
                 held[str(meta["uid"])] = int(value) if value is not None else 0

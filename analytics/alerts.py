@@ -40,6 +40,7 @@ from typing import Any, Protocol
 import polars as pl
 
 from preemptlens import __version__
+from preemptlens.analytics.actions import HOLD_COLUMNS, hold_join, hold_text
 from preemptlens.analytics.pilot import declared, thresholds_from
 from preemptlens.analytics.pilot import evaluate as evaluate_pilot
 from preemptlens.config import Config, Secret, Section, Setting, http_url, is_reference, resolve_reference
@@ -495,6 +496,9 @@ class VictimNotice:
                 f"{r['preempted_at']:%Y-%m-%d %H:%M} UTC in pool {r['pool'] or 'unknown'}. "
                 f"Why: {why}. Requeue: {requeue}."
             )
+            held = hold_text(r, r["preempted_at"])
+            if held is not None:
+                text += f" Actions: {held}."
             if section["dashboard_url"]:
                 # The dashboard page a logged-in victim lands on: the cost, and what would have protected it.
                 text += f" Details: {str(section['dashboard_url']).rstrip('/')}/mine"
@@ -514,7 +518,7 @@ class VictimNotice:
 # Preempted runs of the lookback window with their job, the preemptor (from
 # the run or a nearby preemption_links row), the next run if it started, and
 # the median requeue delay of the same pool over the history window.
-_VICTIM_SQL = """
+_VICTIM_SQL = f"""
 WITH preempted AS (
     -- the ledger's preemptions (docs/figures.md, section 1): a run the scheduler marked preempted or the one
     -- run a preemption link binds to, never a run that only ended near a link
@@ -530,16 +534,18 @@ final AS (
     SELECT p.cluster, p.victim_job_id AS job_id, p.victim_run AS run, j.name, p.victim_team AS team,
            p.victim_tier AS tier, p.pool, p.victim_gpus AS gpus, p.time AS preempted_at, p.reason,
            p.preemptor_job_id, coalesce(p.preemptor_tier, pj.tier) AS preemptor_tier, p.restart_time AS restarted_at,
-           q.expected_requeue_s, q.history_n
+           q.expected_requeue_s, q.history_n, {HOLD_COLUMNS}
     FROM preempted p
     JOIN jobs j ON j.cluster = p.cluster AND j.job_id = p.victim_job_id
     -- a preemptor whose run is not recorded (yet) still has its job's tier
     LEFT JOIN jobs pj ON pj.cluster = p.cluster AND pj.job_id = p.preemptor_job_id
     LEFT JOIN pool_requeue q ON q.cluster = p.cluster AND q.pool IS NOT DISTINCT FROM p.pool
+    -- the hold an action had put on the victim (docs/figures.md, Actions)
+    {hold_join("p.cluster", "p.victim_job_id", "p.time")}
     WHERE p.victim_team IS NOT NULL
 )
 SELECT * FROM final ORDER BY preempted_at, cluster, job_id, run
-"""
+"""  # noqa: S608 -- constants only
 
 register_rule(VictimNotice())
 

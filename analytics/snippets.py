@@ -68,6 +68,13 @@ def min_runtime(seconds: float, qos: tuple[str, ...]) -> dict[str, str]:
     }
 
 
+def action(name: str, **settings: float) -> str:
+    """The preemptlens action that does a change per job from its live cost (docs/figures.md, Actions)."""
+    lines = "".join(f"{key} = {value:g}\n" for key, value in settings.items())
+    return (f"# Or let preemptlens do it per job, from its live cost, capped and audited; start in dry-run:\n"
+            f"[{name}]\nenabled = true\nmode = \"dry-run\"\n{lines}")
+
+
 def near_completion(share: float, min_left_s: float, qos: tuple[str, ...]) -> dict[str, str]:
     pct = round(100 * share)
     return {
@@ -78,11 +85,15 @@ def near_completion(share: float, min_left_s: float, qos: tuple[str, ...]) -> di
             "sacctmgr add qos finishing set Priority=0\n"
             + "".join(f"sacctmgr modify qos {q} set Preempt-=finishing\n" for q in qos)
             + "# and in the job, once it is that far along: scontrol update jobid=$SLURM_JOB_ID qos=finishing\n"
+            + action("slurm_protect", near_completion_high=share)
         ),
         KAI: (
-            "# Mark the PodGroup non-preemptible once the job reports "
+            # KAI's scheduler reads the PodGroup's spec.preemptibility; the kai.scheduler/preemptibility label
+            # counts on a pod or its top owner, from which the podgrouper writes that field.
+            "# Make the PodGroup non-preemptible once the job reports "
             f">= {pct}% progress:\n"
-            "kubectl label podgroup <name> kai.scheduler/preemptibility=non-preemptible --overwrite\n"
+            "kubectl patch podgroup <name> --type merge -p '{\"spec\":{\"preemptibility\":\"non-preemptible\"}}'\n"
+            + action("kai_protect", near_completion_high=share)
         ),
         VOLCANO: (
             f"# Once the job reports >= {pct}% progress, mark its pods as not preemptable:\n"
@@ -92,6 +103,7 @@ def near_completion(share: float, min_left_s: float, qos: tuple[str, ...]) -> di
             f"# Once a Workload reports >= {pct}% progress, raise its priority above the preemptors' "
             "(WorkloadPriorityClass) so that it is no longer a candidate:\n"
             "kubectl patch workload <name> --type merge -p '{\"spec\":{\"priorityClassName\":\"finishing\"}}'\n"
+            + action("kueue_boost", near_completion_high=share)
         ),
         KUBERNETES: (
             f"# Jobs with less than {go_duration(min_left_s)} left: switch to a PriorityClass with "
@@ -184,6 +196,9 @@ def repeat_victims(boost: int, half_life_s: float) -> dict[str, str]:
             "# fair sharing between the ClusterQueues of a cohort, preempting the most over-share first\n"
             "fairSharing:\n  preemptionStrategies: [LessThanOrEqualToFinalShare, LessThanInitialShare]\n"
             "# and per ClusterQueue: spec.fairSharing.weight: \"1\"\n"
+            "# Kueue with the PriorityBoost feature gate adds a Workload's kueue.x-k8s.io/priority-boost annotation\n"
+            "# to its priority: preemptlens boosts a running victim whose preemption would now cost the most.\n"
+            + action("kueue_boost", max_boost=boost)
         ),
         KAI: (
             "# time-based fairshare: usage decays, so queues that were preempted get ahead again\n"

@@ -82,7 +82,7 @@ def _lines(resp: Any) -> Iterator[str]:
         yield buffer.decode("utf-8", errors="replace")
 
 
-def _status_text(exc: ApiException) -> str:
+def status_text(exc: ApiException) -> str:
     """The Status message of an API error, without headers (they may echo credentials)."""
     try:
         body = json.loads(exc.body) if exc.body else {}
@@ -160,13 +160,13 @@ class ListWatch:
             if exc.status == 410:
                 raise _Gone() from None
             if exc.status in (429, 500, 502, 503, 504):
-                raise _Dropped(_status_text(exc)) from None
+                raise _Dropped(status_text(exc)) from None
             hints = {
                 401: "the token was rejected: check kubernetes.token or the kubeconfig's credentials",
                 403: "the credentials may not list/watch this resource: grant it in RBAC or drop the stream",
                 404: "the API server does not serve this resource (is its CRD installed, is the version right?)",
             }
-            raise SourceError(f"{self.what}: {_status_text(exc)}", hints.get(exc.status or 0, "")) from None
+            raise SourceError(f"{self.what}: {status_text(exc)}", hints.get(exc.status or 0, "")) from None
         except (urllib3.exceptions.MaxRetryError, urllib3.exceptions.NewConnectionError,
                 urllib3.exceptions.ProtocolError, urllib3.exceptions.TimeoutError) as exc:
             if not self.answered:

@@ -28,6 +28,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
+from preemptlens.analytics.actions import HOLD_COLUMNS, hold_join
 from preemptlens.analytics.views import registry
 from preemptlens.config import Section, Setting
 from preemptlens.errors import PreemptlensError
@@ -579,7 +580,7 @@ def scope_trend(r: Reader, f: Filters) -> pl.DataFrame:
     return r.frame(TREND_SQL, f.params("clusters", "pools"))
 
 
-MINE_SQL = """
+MINE_SQL = f"""
 WITH typical AS (
     SELECT cluster, pool, victim_tier, median(requeue_delay_s) AS typical_requeue_s
     FROM preemption_ledger WHERE NOT requeue_censored
@@ -597,18 +598,19 @@ SELECT
     t.typical_requeue_s,
     j.checkpoint_interval_s, l.work_done_share, l.near_completion, p.near_completion_share,
     l.avoidable, l.idle_gpus_in_pool, l.repeat_victim, l.prior_job_preemptions,
-    list_contains(CAST($users AS VARCHAR[]), l.victim_user) AS own
+    list_contains(CAST($users AS VARCHAR[]), l.victim_user) AS own, {HOLD_COLUMNS}
 FROM preemption_ledger AS l
 LEFT JOIN jobs AS j ON j.cluster = l.cluster AND j.job_id = l.victim_job_id
 LEFT JOIN typical AS t ON t.cluster = l.cluster AND t.pool IS NOT DISTINCT FROM l.pool
     AND t.victim_tier = l.victim_tier
 CROSS JOIN (SELECT near_completion_share FROM analytics_params LIMIT 1) AS p
+{hold_join("l.cluster", "l.victim_job_id", "l.time")}
 WHERE (list_contains(CAST($users AS VARCHAR[]), l.victim_user)
         OR list_contains(CAST($teams AS VARCHAR[]), l.victim_team))
     AND l.time >= $start AND l.time < $end
 ORDER BY own DESC, l.time DESC, l.cluster, l.victim_job_id, l.victim_run
 LIMIT $limit
-"""
+"""  # noqa: S608 -- constants only
 
 
 def mine(r: Reader, f: Filters, users: tuple[str, ...], teams: tuple[str, ...], limit: int) -> pl.DataFrame:

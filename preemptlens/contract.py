@@ -83,6 +83,30 @@ class Collector(Protocol):
         ...
 
 
+class Effector(Protocol):
+    """What an action changes in a scheduler (analytics/actions.py decides, an effector does).
+
+    `job_id` is the warehouse's jobs.job_id (a Kueue Workload's or KAI PodGroup's UID, a Slurm job id): the
+    effector finds the scheduler's object itself. `held` reads the scheduler, not the audit table, so a
+    restart can compare the two. `undo` must also accept an empty `detail`: the process may have died
+    between the scheduler's change and the audit row recording what apply returned.
+    """
+
+    scheduler: str  # "kueue" | "kai" | "slurm"
+
+    def held(self) -> dict[str, int]:
+        """job_id -> level the scheduler holds now, for every job preemptlens marked (0: marked, no longer held)."""
+        ...
+
+    def apply(self, job_id: str, level: int) -> dict[str, str]:
+        """Make the scheduler hold `level` (> 0) for the job; return what undo needs (stored in the audit row)."""
+        ...
+
+    def undo(self, job_id: str, detail: dict[str, str]) -> None:
+        """Remove what apply did, given the detail apply returned ({} when it was never recorded)."""
+        ...
+
+
 @dataclass(frozen=True)
 class Check:
     column: str

@@ -35,6 +35,15 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "spark": ("preemptlens.commands.spark", "run the idle-hoarding and ledger scans on Apache Spark over the lake"),
     "suggest": ("preemptlens.commands.suggest", "replay the recorded workload under other policies; suggest settings"),
     "pilot": ("preemptlens.commands.pilot", "evaluate a preemption pilot against control pools; list candidate pools"),
+    "act": ("preemptlens.commands.act", "run the enabled actions once: boost or protect costly jobs"),
+}
+
+# Actions' effectors (preemptlens.contract.Effector): each module exposes `build_effector(action, config)`
+# returning (the cluster it acts in, the effector). `preemptlens act` and serve build them only for an
+# action in enforce mode; an action without an entry here can run in dry-run only.
+EFFECTORS: dict[str, str] = {
+    "kueue_boost": "preemptlens.collectors.kubernetes_actions",
+    "kai_protect": "preemptlens.collectors.kubernetes_actions",
 }
 
 # Modules whose `SETTINGS` (a Section or a tuple of them) make up the configuration, in documentation order.
@@ -44,6 +53,7 @@ SECTIONS: tuple[str, ...] = (
     "preemptlens.analytics.tuning",
     "preemptlens.analytics.victim_order",
     "preemptlens.analytics.pilot",
+    "preemptlens.analytics.actions",
     "preemptlens.collectors.prometheus",
     "preemptlens.collectors.slurm",
     "preemptlens.collectors.slurm_actions",

@@ -8,6 +8,7 @@ from typing import Any
 
 import streamlit as st
 
+from preemptlens.analytics.actions import hold_text
 from preemptlens.dashboards.views_common import context, duration, gpu_hours, when, window_caption
 
 
@@ -97,6 +98,8 @@ for p in rows.head(50).iter_rows(named=True):
         f"**{p['victim_name'] or p['victim_job_id']}** ({p['victim_job_id']}, run {p['victim_run']}, {whose}) — "
         f"preempted at {when(p['time'])}, {p['victim_gpus']} GPUs, tier {p['victim_tier']}"
     )
-    box.markdown("\n\n".join((why(p), cost(p), again(p), protection(p))))
+    held = hold_text(p, p["time"])
+    parts = (why(p), cost(p), again(p), protection(p)) + ((f"**Actions:** {held}.",) if held else ())
+    box.markdown("\n\n".join(parts))
 if rows.height > 50:
     st.caption(f"The 50 latest of {rows.height:,}; the Preemptions page lists them all.")

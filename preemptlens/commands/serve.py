@@ -45,12 +45,14 @@ from preemptlens.registry import SOURCES, command_module, source_module
 if TYPE_CHECKING:
     from apscheduler.schedulers.background import BackgroundScheduler
 
+    from preemptlens.analytics.actions import ActionSettings
+    from preemptlens.contract import Effector
     from preemptlens.dashboards.metrics import MetricsServer
     from preemptlens.warehouse import Warehouse
 
 log = logging.getLogger("preemptlens.serve")
 
-JOBS = ("collect", "analyze", "alerts", "report", "dashboard")
+JOBS = ("collect", "analyze", "alerts", "actions", "report", "dashboard")
 
 SETTINGS = Section(
     "serve",
@@ -72,6 +74,13 @@ SETTINGS = Section(
         Setting("collect_interval_s", 300.0, "Seconds between collections.", kind=float),
         Setting("analyze_interval_s", 900.0, "Seconds between analytics refreshes.", kind=float),
         Setting("alerts_interval_s", 300.0, "Seconds between alert evaluations and deliveries.", kind=float),
+        Setting(
+            "actions_interval_s",
+            300.0,
+            "Seconds between cycles of the enabled actions ([kueue_boost], [kai_protect], [slurm_protect]); "
+            "the job is scheduled only when one is enabled.",
+            kind=float,
+        ),
         Setting("report_cron", "0 6 * * 1", "Crontab line of the weekly report (default: Mondays 06:00 UTC)."),
         Setting(
             "dashboard_port", 8501, "Port of the Streamlit dashboard (its address is dashboard.address).", kind=int
@@ -123,6 +132,8 @@ class Server:
         if unknown:
             raise ConfigError(f"serve.jobs: unknown job(s) {unknown}", f"known jobs: {', '.join(JOBS)}")
         self.dashboard_options: list[str] | None = None
+        self.action_settings: dict[str, ActionSettings] = {}
+        self.effectors: dict[str, tuple[str, Effector]] | None = None
         if dashboard and "dashboard" in self.section["jobs"]:
             from preemptlens.commands.dashboard import options
 
@@ -224,6 +235,32 @@ class Server:
             report = alerts.run(wh, self.config)
         return f"{report.sent} sent, {report.failed} failed"
 
+    def _open_enforced(self, read: Callable[[Warehouse], set[str]]) -> set[str]:
+        """Actions whose enforced holds are open (all of them when the warehouse is busy and cannot tell):
+        their effectors are needed to release those holds even when the actions are now off."""
+        import duckdb
+
+        from preemptlens.analytics.actions import ACTIONS
+        from preemptlens.warehouse import Warehouse
+
+        try:
+            with Warehouse(self.warehouse, future_slack_s=self.config.get("warehouse.future_slack_s")) as wh:
+                return read(wh)
+        except duckdb.IOException as exc:
+            if "lock" not in str(exc).lower():
+                raise
+            return set(ACTIONS)
+
+    def actions(self) -> str:
+        from preemptlens.analytics import actions
+
+        assert self.effectors is not None
+        with self.writer() as wh:
+            if wh is None:
+                return "skipped"
+            reports = actions.run(wh, self.action_settings, self.effectors, datetime.now(UTC))
+        return "; ".join(r.summary() for r in reports)
+
     # -- schedule -----------------------------------------------------------
 
     def schedule(self, scheduler: BackgroundScheduler) -> list[str]:
@@ -260,6 +297,18 @@ class Server:
                 every("analyze", interval, functools.partial(self.command, "analyze", analyze))
         if "alerts" in wanted:
             every("alerts", float(self.section["alerts_interval_s"]), self.alerts)
+        if "actions" in wanted:
+            from preemptlens.analytics.actions import open_enforced, settings_from
+            from preemptlens.commands.act import build_effectors
+
+            self.action_settings = settings_from(self.config)
+            leftover = self._open_enforced(open_enforced)
+            if leftover or any(s.enabled for s in self.action_settings.values()):
+                # Built once: an enforce action without its scheduler's connection fails the start, not a job.
+                self.effectors = build_effectors(self.config, self.action_settings, leftover)
+                every("actions", float(self.section["actions_interval_s"]), self.actions)
+            else:
+                log.info("actions: none enabled and no enforced hold open; not scheduled")
         if "report" in wanted:
             report = _command_module("report")
             if report is None:

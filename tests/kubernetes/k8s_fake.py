@@ -14,6 +14,14 @@ global resourceVersion counter, like etcd's revision. Tests change objects
 (`add`, `modify`, `delete`), compact the log, and queue faults for the next
 watch: drop the connection after N events, or answer with an HTTP error.
 A path in `forbidden` answers every request with the 403 Status RBAC gives.
+
+Workloads and PodGroups also take GET of one object and PATCH with a JSON
+merge patch (RFC 7386, `application/merge-patch+json`; any other patch type
+gets the 415 the real server gives a CRD), as the actions' effectors send
+them; every PATCH is recorded in `patches`. A list honours a `labelSelector`
+of `key=value` terms. `hold_patches_from` makes the N-th and later PATCHes
+take effect and then never answer (a process killed mid-action);
+`refuse_patches` answers every PATCH with RBAC's 403.
 """
 
 from __future__ import annotations
@@ -29,6 +37,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+# Resources whose objects may be patched (merge patch only: custom resources take no strategic merge).
+PATCHABLE = ("workloads", "podgroups")
+MERGE_PATCH = "application/merge-patch+json"
 
 CASES = Path(__file__).resolve().parent.parent / "cases" / "kubernetes"
 
@@ -156,6 +168,15 @@ class Fault:
     on_list: bool = False
 
 
+@dataclass(frozen=True)
+class Patch:
+    """One PATCH request as received: the object's path, its Content-Type and body."""
+
+    path: str
+    content_type: str
+    body: Any
+
+
 @dataclass
 class Resource:
     objects: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -172,6 +193,10 @@ class FakeApiServer:
         self.requests: list[tuple[str, dict[str, str], dict[str, str]]] = []
         self.token: str | None = None
         self.forbidden: set[str] = set()
+        self.patches: list[Patch] = []
+        self.hold_patches_from: int | None = None
+        self.refuse_patches = False  # RBAC that lets get and list through but not patch
+        self.released = threading.Event()
         handler = type("Handler", (_Handler,), {"api": self})
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.httpd.daemon_threads = True
@@ -187,6 +212,7 @@ class FakeApiServer:
         return self
 
     def stop(self) -> None:
+        self.released.set()
         self.httpd.shutdown()
         self.httpd.server_close()
 
@@ -230,8 +256,40 @@ class FakeApiServer:
         with self.cond:
             self.resources[path].faults.append(fault)
 
+    def get(self, path: str, namespace: str, name: str) -> dict[str, Any] | None:
+        with self.cond:
+            return next((copy.deepcopy(o) for o in self.resources[path].objects.values()
+                         if o["metadata"].get("namespace") == namespace and o["metadata"].get("name") == name), None)
+
+    def patch(self, path: str, namespace: str, name: str, body: Any) -> dict[str, Any] | None:
+        """Apply a merge patch to a stored object, as one MODIFIED change; None when there is no such object."""
+        current = self.get(path, namespace, name)
+        if current is None:
+            return None
+        return self._change(path, "MODIFIED", merge_patch(current, body))
+
     def watch_requests(self, path: str) -> list[dict[str, str]]:
         return [q for p, q, _ in self.requests if p == path and q.get("watch") == "true"]
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386: an object patch merges key by key, null removes a key, anything else replaces."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+def _selected(obj: Any, selector: str | None) -> bool:
+    if not selector:
+        return True
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return all(labels.get(k) == v for k, _, v in (term.partition("=") for term in selector.split(",")))
 
 
 def _key(obj: Any) -> str:
@@ -256,7 +314,10 @@ class _Handler(BaseHTTPRequestHandler):
         if self.api.token is not None and headers.get("authorization") != f"Bearer {self.api.token}":
             self._json(401, _status(401, "Unauthorized", "Unauthorized"))
             return
-        path, namespace = _route(parts.path)
+        path, namespace, name = _route(parts.path)
+        if name is not None:
+            self._one(path, namespace, name, None)
+            return
         if path in self.api.forbidden:
             resource = path.rsplit("/", 1)[-1]
             group = path.split("/")[2] if path.startswith("/apis/") else ""
@@ -282,6 +343,53 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._list(path, namespace, query)
 
+    def do_PATCH(self) -> None:
+        parts = urlsplit(self.path)
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        data = self.rfile.read(int(headers.get("content-length", "0") or 0))
+        path, namespace, name = _route(parts.path)
+        if self.api.token is not None and headers.get("authorization") != f"Bearer {self.api.token}":
+            self._json(401, _status(401, "Unauthorized", "Unauthorized"))
+            return
+        try:
+            body = json.loads(data)
+        except ValueError:
+            self._json(400, _status(400, "BadRequest", "the body of the request was in an unknown format"))
+            return
+        self.api.patches.append(Patch(parts.path, headers.get("content-type", ""), body))
+        self._one(path, namespace, name, body, headers.get("content-type", ""))
+
+    def _one(self, path: str, namespace: str | None, name: str | None, patch: Any, content_type: str = "") -> None:
+        """GET (patch None) or PATCH of one namespaced object."""
+        resource = path.rsplit("/", 1)[-1]
+        if path not in self.api.resources or namespace is None or name is None or (
+                patch is not None and resource not in PATCHABLE):
+            self._json(404 if patch is None else 405, _status(404 if patch is None else 405, "NotFound",
+                                                              "the server could not find the requested resource"))
+            return
+        if path in self.api.forbidden or (patch is not None and self.api.refuse_patches):
+            group = path.split("/")[2] if path.startswith("/apis/") else ""
+            verb = "get" if patch is None else "patch"
+            self._json(403, _status(403, "Forbidden", (
+                f'{resource}.{group} "{name}" is forbidden: User "system:serviceaccount:monitoring:preemptlens" '
+                f'cannot {verb} resource "{resource}" in API group "{group}" in the namespace "{namespace}"')))
+            return
+        if patch is not None and content_type.split(";")[0].strip() != MERGE_PATCH:
+            self._json(415, _status(415, "UnsupportedMediaType",
+                                    "the body of the request was in an unknown format - accepted media types include: "
+                                    f"application/json-patch+json, {MERGE_PATCH}, application/apply-patch+yaml"))
+            return
+        obj = self.api.get(path, namespace, name) if patch is None else self.api.patch(path, namespace, name, patch)
+        if obj is None:
+            self._json(404, _status(404, "NotFound", f'{resource} "{name}" not found'))
+            return
+        if patch is not None and self.api.hold_patches_from is not None and \
+                len(self.api.patches) >= self.api.hold_patches_from:
+            self.api.released.wait()
+            self.close_connection = True
+            return
+        self._json(200, obj)
+
     def _json(self, code: int, body: Any) -> None:
         data = json.dumps(body).encode()
         self.send_response(code)
@@ -295,7 +403,8 @@ class _Handler(BaseHTTPRequestHandler):
         res = self.api.resources[path]
         with self.api.cond:
             revision = self.api.revision
-            items = [o for k, o in sorted(res.objects.items()) if _in_namespace(o, namespace)]
+            items = [o for k, o in sorted(res.objects.items())
+                     if _in_namespace(o, namespace) and _selected(o, query.get("labelSelector"))]
             compacted = res.compacted
         offset = 0
         if query.get("continue"):
@@ -365,14 +474,16 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
 
 
-def _route(path: str) -> tuple[str, str | None]:
-    """Map a namespaced path (/api/v1/namespaces/ns/events) to its resource and namespace."""
+def _route(path: str) -> tuple[str, str | None, str | None]:
+    """Map a namespaced path (/api/v1/namespaces/ns/events[/name]) to its resource, namespace and object name."""
     parts = path.rstrip("/").split("/")
     if "namespaces" in parts:
         i = parts.index("namespaces")
         if len(parts) == i + 3:
-            return "/".join(parts[:i] + parts[i + 2 :]), parts[i + 1]
-    return path.rstrip("/"), None
+            return "/".join(parts[:i] + parts[i + 2 :]), parts[i + 1], None
+        if len(parts) == i + 4:
+            return "/".join(parts[:i] + parts[i + 2 : i + 3]), parts[i + 1], parts[i + 3]
+    return path.rstrip("/"), None, None
 
 
 def _in_namespace(obj: Any, namespace: str | None) -> bool:

@@ -435,3 +435,25 @@ def test_slack_text_escapes_markup_from_the_data() -> None:
     assert "<" not in json.dumps([body["text"], section]) and body["blocks"][0]["text"]["type"] == "plain_text"
     generic = json.loads(alerts.render(Target("platform", Secret("http://127.0.0.1:9/x")), row))
     assert generic["dedupe_key"] == "k" and generic["title"] == "Job <!channel> was preempted"
+
+
+def test_victim_notice_says_when_an_action_held_the_job_and_why(
+    tmp_path: Path, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = config_with(tmp_path, receiver, monkeypatch)
+    wh = Warehouse(tmp_path / "w.duckdb")
+    seed_preemptions(wh)
+    since = NOW - timedelta(hours=2)
+    # An older hold that ended, then the boost in force when job 100 was preempted (NOW - 1 h).
+    for applied, level, undone, undo_why in ((since - timedelta(hours=5), 100, since - timedelta(hours=4), "x"),
+                                             (since, 200, None, None)):
+        wh.con.execute(
+            "INSERT INTO actions (action, scheduler, cluster, job_id, level, mode, why, cost_gpu_s, applied_at, "
+            "held_since, undone_at, undo_why) VALUES ('kueue_boost', 'kueue', 'c1', '100', $l, 'enforce', "
+            "'live cost 12.0 GPU-h >= kueue_boost.cost_high_gpu_s (8.0 GPU-h)', 43200, $a, $a, $u, $w)",
+            {"l": level, "a": applied, "u": undone, "w": undo_why})
+    assert alerts.run(wh, config, NOW).sent == 1
+    text = json.loads(wh.query("SELECT payload FROM alerts")["payload"][0])["text"]
+    assert text.endswith(
+        " Actions: preemptlens boosted it at level 200 from 2026-11-02 10:00 UTC (kueue_boost) because live cost "
+        "12.0 GPU-h >= kueue_boost.cost_high_gpu_s (8.0 GPU-h); the boost was in force when it was preempted.")

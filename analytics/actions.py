@@ -1,0 +1,621 @@
+"""Actions: hold expensive victims back from preemption, from their live cost (issue 20, part 2).
+
+Three actions, each off by default and each in `dry-run` (audit rows only) or
+`enforce` mode:
+
+- `kueue_boost`: a Kueue Workload gets the `kueue.x-k8s.io/priority-boost`
+  annotation (KEP-7990: effective priority = priority + boost), in steps of
+  `boost_step` up to `max_boost`, one step per change;
+- `kai_protect`: a KAI PodGroup is made non-preemptible;
+- `slurm_protect`: a Slurm job moves to a non-preemptible QOS, and back after
+  its next checkpoint.
+
+Every cycle, per action: the live costs (`live_costs_latest`) name the running
+jobs; a job is held when its cost or near-completion share reaches the high
+mark, and released when both fall below the low mark (hysteresis), never before
+`min_hold_s` so victims do not flap; a job that ended, whose live cost went
+stale, that reached `max_hold_s`, or (Slurm) that checkpointed since its hold
+began is released at once. Caps: at most `max_jobs` jobs, and at most
+`max_pool_share` of a pool's GPUs held at once, so critical work can still
+preempt; the costliest jobs are held first. An unknown cost or share never
+holds a job.
+
+The audit table `actions` is the engine's memory: a row is written (and
+committed) before the scheduler is changed, and closed after the change is
+removed. In enforce mode each cycle first compares the open rows with what the
+scheduler holds (`Effector.held`): a row the scheduler does not hold is closed,
+a hold no open row accounts for (a crash between the change and the audit) is
+undone. So a crash never leaves a job held for good: the next start finds it.
+
+The engine never imports a collector: the shell builds the effectors from the
+registry (preemptlens.registry.EFFECTORS) and hands them in.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+
+from preemptlens.config import Config, Section, Setting
+from preemptlens.contract import Effector
+from preemptlens.errors import ConfigError, PreemptlensError
+
+if TYPE_CHECKING:
+    from preemptlens.warehouse import Warehouse
+
+log = logging.getLogger(__name__)
+
+MODES = ("dry-run", "enforce")
+# Action -> (scheduler, the jobs.source its jobs are loaded from).
+ACTIONS: dict[str, tuple[str, str]] = {
+    "kueue_boost": ("kueue", "kubernetes"),
+    "kai_protect": ("kai", "kubernetes"),
+    "slurm_protect": ("slurm", "slurm"),
+}
+# The undo_why of a release at max_hold_s starts so; such a job is not held again for max_hold_s.
+MAX_HOLD = "reached max_hold_s"
+# The undo_why of a hold the scheduler refused; the job is tried again after min_hold_s.
+APPLY_FAILED = "apply failed"
+
+
+def _section(name: str, what: str, *, cost: tuple[float | None, float | None],
+             near: tuple[float | None, float | None], pool_share: float, max_hold_s: float,
+             checkpoint: bool, extra: tuple[Setting, ...] = ()) -> Section:
+    return Section(
+        name,
+        f"Action `{name}` ({what}); run by `preemptlens act` and serve's `actions` job (docs/figures.md, Actions).",
+        (
+            Setting("enabled", False, "Run this action at all.", kind=bool),
+            Setting("mode", "dry-run", "dry-run: write the audit rows only, change nothing in the scheduler; "
+                    "enforce: change the scheduler too.", choices=MODES),
+            Setting("cost_high_gpu_s", cost[0], "Hold a job whose live cost (GPU-seconds a preemption now would "
+                    "throw away) reaches this; unset: the cost does not hold jobs.", kind=float),
+            Setting("cost_low_gpu_s", cost[1], "Release a held job once its live cost falls below this (and its "
+                    "near-completion share below near_completion_low); unset: cost_high_gpu_s.", kind=float),
+            Setting("near_completion_high", near[0], "Hold a job whose near-completion share (work done / work "
+                    "needed) reaches this; unset: the share does not hold jobs.", kind=float),
+            Setting("near_completion_low", near[1], "Release a held job once its near-completion share falls "
+                    "below this (and its cost below cost_low_gpu_s); unset: near_completion_high.", kind=float),
+            Setting("max_jobs", 20, "At most this many jobs held by this action at once.", kind=int),
+            Setting("max_pool_share", pool_share, "At most this share of a pool's GPUs held at once, so critical "
+                    "work can still preempt; below 1 a pool of unknown capacity gets no holds.", kind=float),
+            Setting("min_hold_s", 1800.0, "A hold (or a boost step) lasts at least this long before the "
+                    "hysteresis may release (or step) it, so victims do not flap; a hold the scheduler refused is "
+                    "tried again after as long.", kind=float),
+            Setting("max_hold_s", max_hold_s, "A hold ends after this long whatever the cost, and the job is not "
+                    "held again by this action for as long.", kind=float),
+            Setting("release_after_checkpoint", checkpoint, "Release a held job once it has checkpointed since "
+                    "its hold began (what it would lose is then small).", kind=bool),
+            Setting("stale_after_s", 1800.0, "A job whose live cost is older than this is taken as no longer "
+                    "running: its hold is released.", kind=float),
+            Setting("clusters", [], "Clusters this action acts in; empty: all (enforce: the effector's cluster).",
+                    kind=list),
+            Setting("pools", [], "Pools this action acts in; empty: all. Name them when Kueue and KAI run in one "
+                    "cluster, since both load their jobs as source kubernetes.", kind=list),
+            *extra,
+        ),
+    )
+
+
+SETTINGS = (
+    _section("kueue_boost", "Kueue: the `kueue.x-k8s.io/priority-boost` annotation on a Workload",
+             cost=(28_800.0, 14_400.0), near=(None, None), pool_share=1.0, max_hold_s=86_400.0, checkpoint=False,
+             extra=(
+                 Setting("boost_step", 100, "The boost moves in steps of this (one step per change): a job gets one "
+                         "step per multiple of cost_high_gpu_s its cost reaches.", kind=int),
+                 Setting("max_boost", 500, "The largest boost ever set (Kueue adds it to the Workload's priority, "
+                         "and it can cross priority classes).", kind=int),
+             )),
+    _section("kai_protect", "KAI-Scheduler: a PodGroup made non-preemptible",
+             cost=(None, None), near=(0.9, 0.85), pool_share=0.25, max_hold_s=21_600.0, checkpoint=False),
+    _section("slurm_protect", "Slurm preempt/qos: the job moved to a non-preemptible QOS",
+             cost=(28_800.0, 14_400.0), near=(None, None), pool_share=0.25, max_hold_s=86_400.0, checkpoint=True),
+)
+
+
+@dataclass(frozen=True)
+class ActionSettings:
+    name: str
+    scheduler: str
+    source: str
+    enabled: bool
+    mode: str
+    cost_high_gpu_s: float | None
+    cost_low_gpu_s: float | None
+    near_completion_high: float | None
+    near_completion_low: float | None
+    max_jobs: int
+    max_pool_share: float
+    min_hold_s: float
+    max_hold_s: float
+    release_after_checkpoint: bool
+    stale_after_s: float
+    clusters: tuple[str, ...] = ()
+    pools: tuple[str, ...] = ()
+    boost_step: int = 1
+    max_boost: int = 1
+
+    @property
+    def enforce(self) -> bool:
+        return self.mode == "enforce"
+
+
+def settings_from(config: Config) -> dict[str, ActionSettings]:
+    """Every action's settings, checked together (the one place they are read)."""
+    found: dict[str, ActionSettings] = {}
+    problems: list[str] = []
+    for name, (scheduler, source) in ACTIONS.items():
+        v = config.section(name)
+        if not v:
+            v = {s.key: s.default for s in next(s for s in SETTINGS if s.name == name).settings}
+        cost_low = v["cost_low_gpu_s"] if v["cost_low_gpu_s"] is not None else v["cost_high_gpu_s"]
+        near_low = v["near_completion_low"] if v["near_completion_low"] is not None else v["near_completion_high"]
+        s = ActionSettings(
+            name=name, scheduler=scheduler, source=source, enabled=bool(v["enabled"]), mode=str(v["mode"]),
+            cost_high_gpu_s=v["cost_high_gpu_s"], cost_low_gpu_s=cost_low,
+            near_completion_high=v["near_completion_high"], near_completion_low=near_low,
+            max_jobs=int(v["max_jobs"]), max_pool_share=float(v["max_pool_share"]),
+            min_hold_s=float(v["min_hold_s"]), max_hold_s=float(v["max_hold_s"]),
+            release_after_checkpoint=bool(v["release_after_checkpoint"]), stale_after_s=float(v["stale_after_s"]),
+            clusters=tuple(map(str, v["clusters"])), pools=tuple(map(str, v["pools"])),
+            boost_step=int(v.get("boost_step", 1)), max_boost=int(v.get("max_boost", 1)),
+        )
+        if s.enabled and s.cost_high_gpu_s is None and s.near_completion_high is None:
+            problems.append(f"{name}: set cost_high_gpu_s or near_completion_high, or nothing is ever held")
+        if s.cost_high_gpu_s is not None and s.cost_low_gpu_s is not None and s.cost_low_gpu_s > s.cost_high_gpu_s:
+            problems.append(f"{name}.cost_low_gpu_s: must not exceed cost_high_gpu_s (the release mark is the lower)")
+        if (s.near_completion_high is not None and s.near_completion_low is not None
+                and s.near_completion_low > s.near_completion_high):
+            problems.append(f"{name}.near_completion_low: must not exceed near_completion_high")
+        if not 0 < s.max_pool_share <= 1:
+            problems.append(f"{name}.max_pool_share: expected a share above 0 and at most 1")
+        if s.boost_step < 1 or s.max_boost < s.boost_step:
+            problems.append(f"{name}: expected boost_step >= 1 and max_boost >= boost_step")
+        if s.max_jobs < 0 or s.min_hold_s < 0 or s.max_hold_s <= 0 or s.stale_after_s <= 0:
+            problems.append(f"{name}: max_jobs and min_hold_s must be >= 0, max_hold_s and stale_after_s > 0")
+        found[name] = s
+    if problems:
+        raise ConfigError("actions: " + "; ".join(problems), "see docs/configuration.md")
+    return found
+
+
+# -- one cycle -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Live:
+    cluster: str
+    job_id: str
+    pool: str | None
+    gpus: int
+    computed_at: datetime | None
+    cost_gpu_s: float | None
+    near_completion_share: float | None
+    ended: bool
+
+
+@dataclass
+class Held:
+    id: int
+    cluster: str
+    job_id: str
+    level: int
+    mode: str
+    applied_at: datetime
+    held_since: datetime
+    detail: dict[str, str] | None
+
+
+@dataclass
+class ActionReport:
+    action: str
+    mode: str
+    applied: list[str] = field(default_factory=list)
+    stepped: list[str] = field(default_factory=list)
+    released: list[str] = field(default_factory=list)
+    reconciled: list[str] = field(default_factory=list)
+    capped: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        parts = [f"{len(getattr(self, k))} {k}" for k in
+                 ("applied", "stepped", "released", "reconciled", "capped", "failed") if getattr(self, k)]
+        return f"{self.action} ({self.mode}): " + (", ".join(parts) if parts else "no change")
+
+
+def _gpu_h(gpu_s: float) -> str:
+    return f"{gpu_s / 3600:.1f} GPU-h"
+
+
+class _Cycle:
+    def __init__(self, wh: Warehouse, s: ActionSettings, bound: tuple[str, Effector] | None, now: datetime) -> None:
+        self.wh, self.s, self.now = wh, s, now
+        # The effector's cluster; in enforce mode the action acts in it alone.
+        self.effector_cluster: str | None = bound[0] if bound is not None else None
+        self.effector: Effector | None = bound[1] if bound is not None else None
+        self.cluster = self.effector_cluster if s.enforce else None
+        self.report = ActionReport(s.name, s.mode)
+        self.released: set[tuple[str, str]] = set()
+
+    # -- reading ---------------------------------------------------------------
+
+    def _in_scope(self, cluster: str, pool: str | None) -> bool:
+        if self.cluster is not None and cluster != self.cluster:
+            return False
+        if self.s.clusters and cluster not in self.s.clusters:
+            return False
+        return not self.s.pools or pool in self.s.pools
+
+    def live(self) -> dict[tuple[str, str], Live]:
+        try:
+            rows = self.wh.query(
+                """
+                SELECT lc.cluster, lc.job_id, coalesce(lc.pool, j.pool) AS pool, coalesce(lc.gpus, j.gpus) AS gpus,
+                       lc.computed_at, lc.cost_gpu_s, lc.near_completion_share,
+                       coalesce((SELECT arg_max(r.end_time IS NOT NULL, r.run) FROM job_runs r
+                                 WHERE r.cluster = lc.cluster AND r.job_id = lc.job_id), false) AS ended
+                FROM live_costs_latest lc
+                JOIN jobs j ON j.cluster = lc.cluster AND j.job_id = lc.job_id
+                WHERE j.source = $source
+                """,
+                {"source": self.s.source},
+            )
+        except duckdb.CatalogException:
+            # No live cost yet: no job is known to be running, so nothing is held and every hold is released.
+            log.warning("%s: no live_costs_latest in the warehouse (run `preemptlens cost`)", self.s.name)
+            return {}
+        return {
+            (r["cluster"], r["job_id"]): Live(r["cluster"], r["job_id"], r["pool"], int(r["gpus"] or 0),
+                                               r["computed_at"], r["cost_gpu_s"], r["near_completion_share"],
+                                               bool(r["ended"]))
+            for r in rows.iter_rows(named=True)
+            if self._in_scope(r["cluster"], r["pool"])
+        }
+
+    def open_rows(self) -> list[Held]:
+        rows = self.wh.query(
+            "SELECT id, cluster, job_id, level, mode, applied_at, held_since, detail FROM actions "
+            "WHERE action = $a AND undone_at IS NULL ORDER BY id",
+            {"a": self.s.name},
+        )
+        return [
+            Held(r["id"], r["cluster"], r["job_id"], r["level"], r["mode"], r["applied_at"], r["held_since"],
+                 json.loads(r["detail"]) if r["detail"] else None)
+            for r in rows.iter_rows(named=True)
+            if self.cluster is None or r["cluster"] == self.cluster
+        ]
+
+    def last_checkpoints(self) -> dict[tuple[str, str], datetime]:
+        rows = self.wh.query(
+            "SELECT cluster, job_id, max(time) AS t FROM checkpoints WHERE kind = 'checkpoint' AND time <= $now "
+            "GROUP BY ALL", {"now": self.now})
+        return {(r["cluster"], r["job_id"]): r["t"] for r in rows.iter_rows(named=True)}
+
+    def capacity(self) -> dict[tuple[str, str], int]:
+        rows = self.wh.query(
+            "SELECT cluster, pool, arg_max(gpus, valid_from) AS gpus FROM pools WHERE valid_from <= $now GROUP BY ALL",
+            {"now": self.now})
+        return {(r["cluster"], r["pool"]): int(r["gpus"]) for r in rows.iter_rows(named=True)}
+
+    def cooling(self) -> set[tuple[str, str]]:
+        """Jobs not held again yet: released at max_hold_s within the last max_hold_s, or whose apply failed
+        within the last min_hold_s (a refused patch is retried that often, not every cycle)."""
+        rows = self.wh.query(
+            "SELECT DISTINCT cluster, job_id FROM actions WHERE action = $a AND ("
+            "(undo_why LIKE $max_hold AND undone_at > $since) OR (undo_why LIKE $failed AND undone_at > $retry))",
+            {"a": self.s.name, "max_hold": f"{MAX_HOLD}%", "since": self.now - timedelta(seconds=self.s.max_hold_s),
+             "failed": f"{APPLY_FAILED}%", "retry": self.now - timedelta(seconds=self.s.min_hold_s)})
+        return {(r["cluster"], r["job_id"]) for r in rows.iter_rows(named=True)}
+
+    # -- writing ---------------------------------------------------------------
+
+    def _insert(self, cluster: str, job_id: str, level: int, why: str, cost: float | None,
+                held_since: datetime, detail: dict[str, str] | None = None, undo_why: str | None = None) -> int:
+        with self.wh.transaction():
+            row = self.wh.con.execute(
+                "INSERT INTO actions (action, scheduler, cluster, job_id, level, mode, why, cost_gpu_s, applied_at, "
+                "held_since, undone_at, undo_why, detail) VALUES ($action, $scheduler, $cluster, $job, $level, "
+                "$mode, $why, $cost, $now, $since, $undone, $undo_why, $detail) RETURNING id",
+                {"action": self.s.name, "scheduler": self.s.scheduler, "cluster": cluster, "job": job_id,
+                 "level": level, "mode": self.s.mode, "why": why, "cost": cost, "now": self.now,
+                 "since": held_since, "undone": self.now if undo_why else None, "undo_why": undo_why,
+                 "detail": json.dumps(detail, sort_keys=True) if detail is not None else None},
+            ).fetchone()
+        self.wh.mark_changed()
+        assert row is not None
+        return int(row[0])
+
+    def _close(self, row_id: int, why: str) -> None:
+        with self.wh.transaction():
+            self.wh.con.execute("UPDATE actions SET undone_at = $now, undo_why = $why WHERE id = $id",
+                                {"now": self.now, "why": why, "id": row_id})
+        self.wh.mark_changed()
+
+    def _set_detail(self, row_id: int, detail: dict[str, str]) -> None:
+        with self.wh.transaction():
+            self.wh.con.execute("UPDATE actions SET detail = $d WHERE id = $id",
+                                {"d": json.dumps(detail, sort_keys=True), "id": row_id})
+
+    # -- the rules ---------------------------------------------------------------
+
+    def reaches_high(self, live: Live) -> str | None:
+        """Why the job is to be held, or None."""
+        s = self.s
+        if s.cost_high_gpu_s is not None and live.cost_gpu_s is not None and live.cost_gpu_s >= s.cost_high_gpu_s:
+            return f"live cost {_gpu_h(live.cost_gpu_s)} >= {s.name}.cost_high_gpu_s ({_gpu_h(s.cost_high_gpu_s)})"
+        share = live.near_completion_share
+        if s.near_completion_high is not None and share is not None and share >= s.near_completion_high:
+            return f"near-completion share {share:.2f} >= {s.name}.near_completion_high ({s.near_completion_high:g})"
+        return None
+
+    def stays_above_low(self, live: Live) -> bool:
+        s = self.s
+        if s.cost_low_gpu_s is not None and live.cost_gpu_s is not None and live.cost_gpu_s >= s.cost_low_gpu_s:
+            return True
+        share = live.near_completion_share
+        return s.near_completion_low is not None and share is not None and share >= s.near_completion_low
+
+    def level_for(self, live: Live) -> int:
+        """The level a job's figures call for: one boost step per multiple of the high mark, up to max_boost."""
+        s = self.s
+        steps = 1
+        if s.cost_high_gpu_s and live.cost_gpu_s is not None:
+            steps = max(1, math.floor(live.cost_gpu_s / s.cost_high_gpu_s))
+        return min(s.max_boost, s.boost_step * steps) // s.boost_step * s.boost_step
+
+    def fresh(self, live: Live) -> bool:
+        return live.computed_at is not None and live.computed_at >= self.now - timedelta(seconds=self.s.stale_after_s)
+
+    def release_reason(self, row: Held, live: Live | None,
+                       checkpoints: Mapping[tuple[str, str], datetime]) -> str | None:
+        s = self.s
+        if live is None:
+            return "the job has no live cost: it ended or is not running"
+        if live.ended:
+            return "the job ended"
+        if not self.fresh(live):
+            when = "at an unknown time" if live.computed_at is None else f"{live.computed_at:%Y-%m-%d %H:%M} UTC"
+            return f"its live cost is stale (computed {when}, stale_after_s)"
+        if (self.now - row.held_since).total_seconds() >= s.max_hold_s:
+            return f"{MAX_HOLD} ({s.max_hold_s / 3600:g} h)"
+        checkpoint = checkpoints.get((row.cluster, row.job_id))
+        if s.release_after_checkpoint and checkpoint is not None and checkpoint > row.held_since:
+            return f"it checkpointed at {checkpoint:%Y-%m-%d %H:%M} UTC"
+        if (self.now - row.applied_at).total_seconds() >= s.min_hold_s and not self.stays_above_low(live):
+            cost = "unknown" if live.cost_gpu_s is None else _gpu_h(live.cost_gpu_s)
+            share = "unknown" if live.near_completion_share is None else f"{live.near_completion_share:.2f}"
+            return f"below the low marks (live cost {cost}, near-completion share {share})"
+        return None
+
+    # -- the steps ---------------------------------------------------------------
+
+    def reconcile(self, rows: list[Held]) -> list[Held]:
+        """Compare the open enforce rows with what the scheduler holds; return the rows still held."""
+        assert self.effector is not None and self.effector_cluster is not None
+        held = self.effector.held()
+        kept: list[Held] = []
+        for row in rows:
+            level = held.get(row.job_id)
+            if level != row.level:
+                shown = "nothing" if not level else f"level {level}"
+                self._close(row.id, f"not held by the scheduler (it holds {shown}); closed at reconcile")
+                self.report.reconciled.append(row.job_id)
+            else:
+                kept.append(row)
+        accounted = {r.job_id for r in kept}
+        for job_id, level in sorted(held.items()):
+            if job_id in accounted:
+                continue
+            # A mark no open row accounts for: the process died between the change and the audit.
+            try:
+                self.effector.undo(job_id, {})
+            except PreemptlensError as exc:
+                log.error("%s: cannot undo the unrecorded hold of %s: %s", self.s.name, job_id, exc)
+                self.report.failed.append(job_id)
+                continue
+            why = f"found marked by preemptlens at level {level} with no open audit row"
+            self._insert(self.effector_cluster, job_id, level, why, None, self.now, {},
+                         "released at reconcile: the hold was not recorded")
+            self.report.reconciled.append(job_id)
+        return kept
+
+    def release(self, row: Held, why: str, *, again: bool = False) -> bool:
+        """Undo a hold and close its row; `again`: the job may be held anew in this cycle."""
+        if row.mode == "enforce":
+            assert self.effector is not None
+            try:
+                self.effector.undo(row.job_id, row.detail or {})
+            except PreemptlensError as exc:
+                log.error("%s: cannot release %s: %s", self.s.name, row.job_id, exc)
+                self.report.failed.append(row.job_id)
+                return False
+        self._close(row.id, why)
+        self.report.released.append(row.job_id)
+        if not again:
+            # Not held again in the same cycle, on the figures it was just released on.
+            self.released.add((row.cluster, row.job_id))
+        return True
+
+    def hold(self, live: Live, level: int, why: str, held_since: datetime,
+             carried: dict[str, str] | None = None) -> bool:
+        row_id = self._insert(live.cluster, live.job_id, level, why, live.cost_gpu_s, held_since, carried)
+        if not self.s.enforce:
+            return True
+        assert self.effector is not None
+        try:
+            detail = self.effector.apply(live.job_id, level)
+        except PreemptlensError as exc:
+            log.error("%s: cannot hold %s: %s", self.s.name, live.job_id, exc)
+            self._close(row_id, f"{APPLY_FAILED}: {exc.message}")
+            self.report.failed.append(live.job_id)
+            return False
+        # A step keeps what the first apply returned: undo restores the state from before the hold.
+        self._set_detail(row_id, {**detail, **(carried or {})})
+        return True
+
+    def run(self) -> ActionReport:
+        s = self.s
+        rows = self.open_rows()
+        if not s.enabled:
+            # Disabled with holds still open (it enforced before): release them all, hold nothing new.
+            for row in rows:
+                if row.mode == "dry-run" or row.cluster == self.effector_cluster:
+                    self.release(row, "the action was disabled")
+            return self.report
+        live = self.live()
+        # Rows of the other mode (the mode was changed): a dry-run row never held anything; an enforce row
+        # is released through the effector, or kept open when there is none to release it with.
+        for row in [r for r in rows if r.mode != s.mode]:
+            if row.mode == "dry-run":
+                self._close(row.id, f"mode changed to {s.mode}")
+            elif row.cluster == self.effector_cluster:
+                self.release(row, f"mode changed to {s.mode}", again=True)
+        rows = [r for r in rows if r.mode == s.mode]
+        if s.enforce:
+            rows = self.reconcile(rows)
+        checkpoints = self.last_checkpoints()
+        kept: list[Held] = []
+        for row in rows:
+            job = live.get((row.cluster, row.job_id))
+            why = self.release_reason(row, job, checkpoints)
+            if why is None:
+                kept.append(row)
+            elif not self.release(row, why):
+                kept.append(row)
+        # Kueue boosts follow the cost one step at a time, no more often than min_hold_s.
+        if s.max_boost > s.boost_step:
+            for row in kept:
+                job = live.get((row.cluster, row.job_id))
+                if job is None:  # its release failed above: it stays as it is
+                    continue
+                target = self.level_for(job)
+                if target == row.level or (self.now - row.applied_at).total_seconds() < s.min_hold_s:
+                    continue
+                new = min(target, row.level + s.boost_step) if target > row.level else max(
+                    target, row.level - s.boost_step)
+                cost = "unknown" if job.cost_gpu_s is None else _gpu_h(job.cost_gpu_s)
+                why = f"boost stepped from {row.level} to {new}: live cost {cost} calls for {target}"
+                self._close(row.id, f"stepped to {new}")
+                if self.hold(job, new, why, row.held_since, row.detail):
+                    row.level = new
+                    self.report.stepped.append(row.job_id)
+        # New holds, costliest first, within the caps.
+        capacity = self.capacity()
+        cooling = self.cooling()
+        held_ids = {(r.cluster, r.job_id) for r in kept}
+        pool_held: dict[tuple[str, str | None], int] = {}
+        for row in kept:
+            job = live.get((row.cluster, row.job_id))
+            if job is not None:
+                pool_held[(job.cluster, job.pool)] = pool_held.get((job.cluster, job.pool), 0) + job.gpus
+        count = len(kept)
+        candidates = [
+            (job, why) for job in live.values()
+            if (job.cluster, job.job_id) not in held_ids and (job.cluster, job.job_id) not in cooling
+            and (job.cluster, job.job_id) not in self.released and not job.ended and self.fresh(job)
+            and (why := self.reaches_high(job)) is not None
+        ]
+        candidates.sort(key=lambda c: (-(c[0].cost_gpu_s or 0.0), -(c[0].near_completion_share or 0.0),
+                                       c[0].cluster, c[0].job_id))
+        for job, why in candidates:
+            if count >= s.max_jobs:
+                self.report.capped.append(job.job_id)
+                log.info("%s: %s not held: max_jobs (%d) are held", s.name, job.job_id, s.max_jobs)
+                continue
+            key = (job.cluster, job.pool)
+            if s.max_pool_share < 1:
+                gpus = capacity.get((job.cluster, job.pool)) if job.pool is not None else None
+                if gpus is None or gpus <= 0:
+                    self.report.capped.append(job.job_id)
+                    log.info("%s: %s not held: the capacity of pool %s is unknown", s.name, job.job_id, job.pool)
+                    continue
+                if pool_held.get(key, 0) + job.gpus > s.max_pool_share * gpus:
+                    self.report.capped.append(job.job_id)
+                    log.info("%s: %s not held: pool %s would have more than %g of its %d GPUs held", s.name,
+                             job.job_id, job.pool, s.max_pool_share, gpus)
+                    continue
+            # A hold starts at the first step and climbs one step per min_hold_s (a protection has one level).
+            level = s.boost_step
+            if s.max_boost > s.boost_step:
+                why += f"; boost {level} (first step; at most {s.max_boost})"
+            if self.hold(job, level, why, self.now):
+                count += 1
+                pool_held[key] = pool_held.get(key, 0) + job.gpus
+                self.report.applied.append(job.job_id)
+        return self.report
+
+
+def run(wh: Warehouse, actions: Mapping[str, ActionSettings], effectors: Mapping[str, tuple[str, Effector]],
+        now: datetime) -> list[ActionReport]:
+    """One cycle of every enabled action. `effectors` maps an action to (its cluster, its effector); an action
+    in enforce mode without one is a configuration error the shell reports before calling this."""
+    reports = []
+    leftover = open_enforced(wh)
+    for name, s in actions.items():
+        if not s.enabled and name not in leftover:
+            continue
+        bound = effectors.get(name)
+        if s.enabled and s.enforce and bound is None:
+            raise ConfigError(f"{name}: mode is enforce but no effector was built for it",
+                              "check the registry's EFFECTORS and the scheduler's connection settings")
+        if bound is None and name in leftover:
+            log.warning("%s: enforced holds are open but no effector could be built to release them", name)
+        # In dry-run (or disabled) the effector only releases holds an earlier enforce mode left open.
+        try:
+            report = _Cycle(wh, s, bound, now).run()
+        except PreemptlensError as exc:
+            # The scheduler could not be read (held): nothing is decided on a partial picture this cycle.
+            log.error("%s: skipped this cycle: %s", name, exc)
+            report = ActionReport(name, s.mode, failed=["(the scheduler could not be read)"])
+        log.info("%s", report.summary())
+        reports.append(report)
+    return reports
+
+
+def open_enforced(wh: Warehouse) -> set[str]:
+    """Actions with enforced holds still open: they need their effector even when disabled or in dry-run."""
+    rows = wh.query("SELECT DISTINCT action FROM actions WHERE mode = 'enforce' AND undone_at IS NULL")
+    return set(rows["action"].to_list())
+
+
+# The hold an action last put on a job at or before a moment (a preemption): one definition for the victim
+# notices (analytics/alerts.py) and the victim's view (dashboards/data.py). Column names are constants.
+HOLD_COLUMNS = ("h.action AS hold_action, h.mode AS hold_mode, h.level AS hold_level, h.why AS hold_why, "
+                "h.held_since AS hold_since, h.undone_at AS hold_undone_at, h.undo_why AS hold_undo_why")
+
+
+def hold_join(cluster: str, job_id: str, time: str) -> str:
+    """`ASOF LEFT JOIN` of the latest actions row of (cluster, job_id) applied at or before `time` (column
+    expressions of the outer query) as `h`."""
+    return f"ASOF LEFT JOIN actions AS h ON h.cluster = {cluster} AND h.job_id = {job_id} AND {time} >= h.applied_at"
+
+
+_VERBS = {"kueue_boost": ("boosted", "boost"), "kai_protect": ("protected", "protection"),
+          "slurm_protect": ("protected", "protection")}
+
+
+def hold_text(r: Mapping[str, Any], at: datetime) -> str | None:
+    """What a victim is told about the hold (HOLD_COLUMNS) at the moment `at` it was preempted; None: no hold."""
+    if r.get("hold_action") is None:
+        return None
+    done, noun = _VERBS.get(str(r["hold_action"]), ("held", "hold"))
+    level = f" at level {r['hold_level']}" if r["hold_action"] == "kueue_boost" else ""
+    since = f"{r['hold_since']:%Y-%m-%d %H:%M} UTC"
+    if r["hold_mode"] == "dry-run":
+        head = (f"preemptlens would have {done} it{level} from {since} "
+                f"({r['hold_action']}, dry-run: nothing was changed)")
+    else:
+        head = f"preemptlens {done} it{level} from {since} ({r['hold_action']})"
+    ended = r["hold_undone_at"]
+    if ended is None or ended > at:
+        tail = f"the {noun} was in force when it was preempted" if r["hold_mode"] == "enforce" else ""
+    else:
+        tail = f"the {noun} ended at {ended:%Y-%m-%d %H:%M} UTC, before the preemption: {r['hold_undo_why']}"
+    return f"{head} because {r['hold_why']}" + (f"; {tail}" if tail else "")

@@ -1,0 +1,73 @@
+"""A hand-made world for the actions engine: jobs, pools, checkpoints and the live costs it reads.
+
+`live_costs_latest` belongs to the live-cost branch; until it lands the tests create it as a table
+with the columns the engine reads, holding rows the test controls.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from preemptlens.analytics.actions import ActionSettings, settings_from
+from preemptlens.config import load_config
+from preemptlens.warehouse import Warehouse
+
+T0 = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
+H = 3600.0
+
+
+def minutes(n: float) -> datetime:
+    return T0 + timedelta(minutes=n)
+
+
+class World:
+    def __init__(self, wh: Warehouse, cluster: str = "c1") -> None:
+        self.wh = wh
+        self.cluster = cluster
+        wh.con.execute(
+            "CREATE TABLE IF NOT EXISTS live_costs_latest (cluster VARCHAR, job_id VARCHAR, run INTEGER, "
+            "pool VARCHAR, tier VARCHAR, team VARCHAR, user_name VARCHAR, gpus INTEGER, computed_at TIMESTAMPTZ, "
+            "cost_gpu_s DOUBLE, near_completion_share DOUBLE)")
+
+    def job(self, job_id: str, *, pool: str = "p1", gpus: int = 8, source: str = "kubernetes") -> None:
+        self.wh.con.execute(
+            "INSERT INTO jobs (cluster, job_id, tier, preemptible, pool, gpus, submit_time, source, _load_id) "
+            "VALUES ($c, $j, 'low', true, $p, $g, $t, $s, 'test')",
+            {"c": self.cluster, "j": job_id, "p": pool, "g": gpus, "t": T0 - timedelta(days=1), "s": source})
+
+    def pool(self, pool: str, gpus: int) -> None:
+        self.wh.con.execute("INSERT INTO pools (cluster, pool, valid_from, gpus, source, _load_id) "
+                            "VALUES ($c, $p, $t, $g, 'test', 'test')",
+                            {"c": self.cluster, "p": pool, "t": T0 - timedelta(days=2), "g": gpus})
+
+    def cost(self, job_id: str, at: datetime, cost_gpu_s: float | None, near: float | None = None, *,
+             pool: str = "p1", gpus: int = 8) -> None:
+        """The job's latest live cost (replacing the one before)."""
+        self.wh.con.execute("DELETE FROM live_costs_latest WHERE cluster = $c AND job_id = $j",
+                            {"c": self.cluster, "j": job_id})
+        self.wh.con.execute(
+            "INSERT INTO live_costs_latest VALUES ($c, $j, 1, $p, 'low', 'team-a', 'ann', $g, $t, $cost, $near)",
+            {"c": self.cluster, "j": job_id, "p": pool, "g": gpus, "t": at, "cost": cost_gpu_s, "near": near})
+
+    def gone(self, job_id: str) -> None:
+        self.wh.con.execute("DELETE FROM live_costs_latest WHERE job_id = $j", {"j": job_id})
+
+    def checkpoint(self, job_id: str, at: datetime) -> None:
+        self.wh.con.execute("INSERT INTO checkpoints (cluster, job_id, kind, time, source, _load_id) "
+                            "VALUES ($c, $j, 'checkpoint', $t, 'test', 'test')",
+                            {"c": self.cluster, "j": job_id, "t": at})
+
+    def rows(self, action: str | None = None) -> list[dict[str, Any]]:
+        return list(self.wh.query(
+            "SELECT * FROM actions WHERE $a IS NULL OR action = $a ORDER BY id", {"a": action}).iter_rows(named=True))
+
+    def open(self, action: str) -> dict[str, int]:
+        """job_id -> level of the open rows."""
+        return {r["job_id"]: r["level"] for r in self.rows(action) if r["undone_at"] is None}
+
+
+def settings(tmp_path: Any, toml: str) -> dict[str, ActionSettings]:
+    path = tmp_path / "preemptlens.toml"
+    path.write_text(toml)
+    return settings_from(load_config(str(path)))

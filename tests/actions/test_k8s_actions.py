@@ -1,0 +1,176 @@
+"""The Kubernetes effectors through `preemptlens act` against the fake API server holding recorded Workloads
+and PodGroups: exactly the merge patches expected in enforce mode, none in dry-run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from actions_world import H, World, minutes
+from k8s_fake import MERGE_PATCH, FakeApiServer, Patch, load_case
+
+from preemptlens.cli import main
+from preemptlens.warehouse import Warehouse
+
+WORKLOADS = "/apis/kueue.x-k8s.io/v1beta1/workloads"
+PODGROUPS = "/apis/scheduling.run.ai/v2alpha2/podgroups"
+LOW = "5a5a0000-bbbb-4ccc-8ddd-000000000001"  # team-a/job-low-4f2a1
+MID = "5a5a0000-bbbb-4ccc-8ddd-000000000002"  # team-a/job-mid-1
+TRAIN = "c0ffee00-1111-4222-8333-000000000001"  # research/pg-train
+INFER = "c0ffee00-1111-4222-8333-000000000002"  # research/pg-infer
+
+
+def _setup(tmp_path: Path, api: FakeApiServer, section: str, costs: dict[str, tuple[float | None, float | None]]
+           ) -> Path:
+    api.add(WORKLOADS, *load_case("workloads_v1beta1.json")["items"])
+    api.add(PODGROUPS, *load_case("podgroups.json")["items"])
+    with Warehouse(tmp_path / "w.duckdb") as wh:
+        world = World(wh)
+        for job, (cost, near) in costs.items():
+            world.job(job)
+            world.cost(job, minutes(0), cost, near)
+    config = tmp_path / "preemptlens.toml"
+    config.write_text(f'[warehouse]\npath = "{tmp_path / "w.duckdb"}"\n[cluster]\nname = "c1"\n'
+                      f'[kubernetes]\napi_url = "{api.url}"\n{section}')
+    return config
+
+
+def _act(config: Path, at: float) -> int:
+    return main(["--config", str(config), "act", "--now", minutes(at).isoformat()])
+
+
+def _rows(tmp_path: Path) -> list[dict[str, Any]]:
+    with Warehouse(tmp_path / "w.duckdb") as wh:
+        return list(wh.query("SELECT * FROM actions ORDER BY id").iter_rows(named=True))
+
+
+def _set(tmp_path: Path, job: str, at: float, cost: float | None, near: float | None = None) -> None:
+    with Warehouse(tmp_path / "w.duckdb") as wh:
+        World(wh).cost(job, minutes(at), cost, near)
+
+
+KUEUE = """
+[kueue_boost]
+enabled = true
+mode = "{mode}"
+cost_high_gpu_s = 28800
+cost_low_gpu_s = 14400
+"""
+
+
+def test_kueue_enforce_sends_exactly_the_boost_and_its_removal(tmp_path: Path, api: FakeApiServer) -> None:
+    config = _setup(tmp_path, api, KUEUE.format(mode="enforce"), {LOW: (9 * H, None), MID: (2 * H, None)})
+    assert _act(config, 0) == 0
+    path = "/apis/kueue.x-k8s.io/v1beta1/namespaces/team-a/workloads/job-low-4f2a1"
+    assert api.patches == [Patch(path, MERGE_PATCH, {"metadata": {
+        "labels": {"preemptlens.io/action": "kueue_boost"},
+        "annotations": {"kueue.x-k8s.io/priority-boost": "100"}}})]
+    stored = api.get(WORKLOADS, "team-a", "job-low-4f2a1")
+    assert stored is not None
+    assert stored["metadata"]["annotations"] == {"kueue.x-k8s.io/priority-boost": "100"}
+    # The recorded label stays beside the mark.
+    assert stored["metadata"]["labels"] == {"kueue.x-k8s.io/job-uid": "0a0a0000-1111-4222-8333-00000000j0b1",
+                                            "preemptlens.io/action": "kueue_boost"}
+    [row] = _rows(tmp_path)
+    assert (row["mode"], row["level"], json.loads(row["detail"])) == ("enforce", 100, {
+        "annotation": "kueue.x-k8s.io/priority-boost"})
+    # A second cycle with the same cost changes nothing.
+    assert _act(config, 5) == 0
+    assert len(api.patches) == 1
+    # Below the low mark after the minimum hold: the boost and the mark are removed, nothing else.
+    _set(tmp_path, LOW, 40, 1 * H)
+    assert _act(config, 40) == 0
+    assert api.patches[1:] == [Patch(path, MERGE_PATCH, {"metadata": {
+        "labels": {"preemptlens.io/action": None}, "annotations": {"kueue.x-k8s.io/priority-boost": None}}})]
+    stored = api.get(WORKLOADS, "team-a", "job-low-4f2a1")
+    assert stored is not None and not stored["metadata"].get("annotations")
+    assert stored["metadata"]["labels"] == {"kueue.x-k8s.io/job-uid": "0a0a0000-1111-4222-8333-00000000j0b1"}
+    [row] = _rows(tmp_path)
+    assert row["undone_at"] == minutes(40) and row["undo_why"].startswith("below the low marks")
+
+
+def test_dry_run_sends_no_patch(tmp_path: Path, api: FakeApiServer) -> None:
+    config = _setup(tmp_path, api, KUEUE.format(mode="dry-run") + """
+[kai_protect]
+enabled = true
+near_completion_high = 0.9
+max_pool_share = 1.0
+""", {LOW: (9 * H, None), TRAIN: (None, 0.95)})
+    assert _act(config, 0) == 0
+    _set(tmp_path, LOW, 40, 1 * H)
+    _set(tmp_path, TRAIN, 40, None, 0.96)
+    assert _act(config, 40) == 0
+    assert api.patches == []
+    assert not [r for r in api.requests if r[0].startswith(("/apis/kueue", "/apis/scheduling"))]
+    rows = _rows(tmp_path)
+    assert [(r["action"], r["job_id"], r["mode"], r["undone_at"] is None) for r in rows] == [
+        ("kueue_boost", LOW, "dry-run", False), ("kai_protect", TRAIN, "dry-run", True)]
+
+
+def test_kai_enforce_makes_the_podgroup_non_preemptible_and_restores_it(tmp_path: Path, api: FakeApiServer) -> None:
+    config = _setup(tmp_path, api, """
+[kai_protect]
+enabled = true
+mode = "enforce"
+near_completion_high = 0.9
+max_pool_share = 1.0
+min_hold_s = 0
+""", {TRAIN: (None, 0.95), INFER: (None, 0.5)})
+    assert _act(config, 0) == 0
+    path = "/apis/scheduling.run.ai/v2alpha2/namespaces/research/podgroups/pg-train"
+    assert api.patches == [Patch(path, MERGE_PATCH, {"metadata": {"labels": {"preemptlens.io/action": "kai_protect"}},
+                                                     "spec": {"preemptibility": "non-preemptible"}})]
+    stored = api.get(PODGROUPS, "research", "pg-train")
+    assert stored is not None and stored["spec"]["preemptibility"] == "non-preemptible"
+    assert json.loads(_rows(tmp_path)[0]["detail"]) == {"preemptibility": ""}
+    # The job finished: the field it did not have is removed again.
+    with Warehouse(tmp_path / "w.duckdb") as wh:
+        World(wh).gone(TRAIN)
+    assert _act(config, 10) == 0
+    assert api.patches[1:] == [Patch(path, MERGE_PATCH, {"metadata": {"labels": {"preemptlens.io/action": None}},
+                                                         "spec": {"preemptibility": None}})]
+    stored = api.get(PODGROUPS, "research", "pg-train")
+    assert stored is not None
+    assert stored["spec"] == {"minMember": 4, "queue": "research-train", "priorityClassName": "train"}
+    assert not stored["metadata"].get("labels")
+
+
+def test_a_podgrouper_rewrite_is_noticed_and_the_protection_applied_again(tmp_path: Path, api: FakeApiServer) -> None:
+    config = _setup(tmp_path, api, """
+[kai_protect]
+enabled = true
+mode = "enforce"
+near_completion_high = 0.9
+max_pool_share = 1.0
+""", {TRAIN: (None, 0.95)})
+    assert _act(config, 0) == 0
+    # KAI's podgrouper recomputes the spec from the pods' owner and drops the field; the label stays.
+    stored = api.get(PODGROUPS, "research", "pg-train")
+    assert stored is not None
+    del stored["spec"]["preemptibility"]
+    api.modify(PODGROUPS, stored)
+    assert _act(config, 5) == 0
+    rows = _rows(tmp_path)
+    assert [r["undo_why"] for r in rows] == ["not held by the scheduler (it holds nothing); closed at reconcile",
+                                              "released at reconcile: the hold was not recorded", None]
+    stored = api.get(PODGROUPS, "research", "pg-train")
+    assert stored is not None and stored["spec"]["preemptibility"] == "non-preemptible"
+
+
+def test_a_refused_patch_is_recorded_and_retried_after_the_minimum_hold(tmp_path: Path, api: FakeApiServer) -> None:
+    config = _setup(tmp_path, api, KUEUE.format(mode="enforce"), {LOW: (9 * H, None)})
+    # RBAC without patch on Workloads: the list and the read answer, the patch is refused.
+    api.refuse_patches = True
+    assert _act(config, 0) == 1
+    [row] = _rows(tmp_path)
+    assert row["undone_at"] == minutes(0)
+    assert row["undo_why"].startswith("apply failed: kubernetes: cannot patch Workload team-a/job-low-4f2a1: "
+                                      "HTTP 403 Forbidden")
+    _set(tmp_path, LOW, 10, 9 * H)
+    assert _act(config, 10) == 0  # within min_hold_s: not tried again
+    assert len(_rows(tmp_path)) == 1 and len(api.patches) == 1
+    api.refuse_patches = False
+    _set(tmp_path, LOW, 31, 9 * H)
+    assert _act(config, 31) == 0
+    assert [r["undone_at"] is None for r in _rows(tmp_path)] == [False, True]

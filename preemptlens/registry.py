@@ -43,6 +43,7 @@ SECTIONS: tuple[str, ...] = (
     "preemptlens.analytics.params",
     "preemptlens.analytics.tuning",
     "preemptlens.analytics.pilot",
+    "preemptlens.analytics.livecost",
     "preemptlens.collectors.prometheus",
     "preemptlens.collectors.slurm",
     "preemptlens.collectors.kubernetes",

@@ -149,3 +149,11 @@ def top(
     )
     assert isinstance(frame, pl.DataFrame)
     return frame
+
+
+def records(frame: pl.DataFrame) -> list[dict[str, object]]:
+    """Rows as JSON-ready dicts: times in ISO 8601 UTC, unknown as null."""
+    out = []
+    for row in frame.iter_rows(named=True):
+        out.append({k: v.isoformat() if isinstance(v, datetime) else v for k, v in row.items()})
+    return out

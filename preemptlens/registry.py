@@ -35,6 +35,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "spark": ("preemptlens.commands.spark", "run the idle-hoarding and ledger scans on Apache Spark over the lake"),
     "suggest": ("preemptlens.commands.suggest", "replay the recorded workload under other policies; suggest settings"),
     "pilot": ("preemptlens.commands.pilot", "evaluate a preemption pilot against control pools; list candidate pools"),
+    "cost": ("preemptlens.commands.cost", "compute and store the live preemption cost of running jobs; print the top"),
 }
 
 # Modules whose `SETTINGS` (a Section or a tuple of them) make up the configuration, in documentation order.

@@ -11,13 +11,16 @@ for its tier. R3 (pool b, 1 GPU) has no checkpoint data at all and runs since 95
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
+from pathlib import Path
 
 import polars as pl
 import pytest
 from analytics_scenario import Scenario, at
 
 from preemptlens.analytics.livecost import LiveCostSettings, compute, top
+from preemptlens.cli import main
 from preemptlens.warehouse import Warehouse
 
 AT = 10_000.0
@@ -177,3 +180,33 @@ def test_the_live_at_risk_is_the_ledgers_lost_progress(wh: Warehouse, sc: Scenar
         assert row["basis"] == {"measured": "checkpoint"}.get(p["basis"], p["basis"])
         expected = p["lost_s"] if p["basis"] == "declared" else p["lost_s"] - 1
         assert row["at_risk_s"] == pytest.approx(expected), p
+
+
+def test_the_command_stores_prints_and_recomputes_the_same(
+    wh: Warehouse, sc: Scenario, capsys: pytest.CaptureFixture[str]
+) -> None:
+    build(sc)
+    sc.analyze()
+    path = wh.path
+    wh.close()
+    when = at(AT).isoformat()
+    argv = ["--warehouse", path, "cost", "--at", when]
+    assert main([*argv, "--json", "--top", "2"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["computed_at"] == when
+    assert [(j["job_id"], j["cost_gpu_s"]) for j in answer["jobs"]] == [("R1", 8 * 1450.0), ("R2", None)]
+    assert answer["jobs"][1]["unknown"].startswith("requeue wait:")
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "3 running job(s), 2 of unknown cost" in out
+    assert "R1" in out and "3.2" in out, "R1's 11 600 GPU-s as GPU-hours"
+    with Warehouse(path) as again:
+        assert again.query("SELECT count(*) AS n FROM live_costs")["n"][0] == 3, "the same instant: the same rows"
+
+
+def test_the_command_before_any_analyze_says_what_to_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--warehouse", str(tmp_path / "w.duckdb"), "cost"]) == 2
+    err = capsys.readouterr().err
+    assert "preemptlens analyze" in err and "Traceback" not in err

@@ -105,15 +105,20 @@ class Computation:
     deleted: int
 
 
-def compute(wh: Warehouse, at: datetime, settings: LiveCostSettings) -> Computation:
-    """Compute and store the live cost of every job running at `at`; computing again at `at` stores the same."""
+def missing_figures(wh: Warehouse) -> list[str]:
+    """The figure tables the live cost reads that no `analyze` has stored yet."""
     present = {
         str(r[0])
         for r in wh.con.execute(
             "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' AND table_type = 'BASE TABLE'"
         ).fetchall()
     }
-    missing = [t for t in _NEEDS if t not in present]
+    return [t for t in _NEEDS if t not in present]
+
+
+def compute(wh: Warehouse, at: datetime, settings: LiveCostSettings) -> Computation:
+    """Compute and store the live cost of every job running at `at`; computing again at `at` stores the same."""
+    missing = missing_figures(wh)
     if missing:
         raise SchemaError(
             f"live cost: the warehouse has no {', '.join(missing)} yet",

@@ -1,7 +1,8 @@
 """`preemptlens serve`: the long-running process.
 
 APScheduler runs the jobs: collect (each configured collector) on an
-interval, analyze on an interval, alerts on an interval, the weekly report
+interval, analyze on an interval, alerts on an interval, the live cost of
+running jobs on an interval (live_cost.interval_s), the weekly report
 on a cron schedule; the Streamlit dashboard runs beside them as a child
 process, and Prometheus's /metrics (dashboards/metrics.py) on a thread. A job
 whose module does not exist yet (analyze, report, the dashboard) is not
@@ -50,7 +51,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("preemptlens.serve")
 
-JOBS = ("collect", "analyze", "alerts", "report", "dashboard")
+JOBS = ("collect", "analyze", "alerts", "cost", "report", "dashboard")
 
 SETTINGS = Section(
     "serve",
@@ -224,6 +225,19 @@ class Server:
             report = alerts.run(wh, self.config)
         return f"{report.sent} sent, {report.failed} failed"
 
+    def cost(self) -> str:
+        from preemptlens.analytics import livecost
+
+        with self.writer() as wh:
+            if wh is None:
+                return "skipped"
+            missing = livecost.missing_figures(wh)
+            if missing:
+                # Not an error: the first analyze has not run yet (it is scheduled before this job).
+                return f"waiting for the first analyze (no {', '.join(missing)} yet)"
+            done = livecost.compute(wh, datetime.now(UTC), livecost.settings_from(self.config))
+        return f"{done.jobs} running job(s), {done.unknown} of unknown cost, {done.deleted} old row(s) deleted"
+
     # -- schedule -----------------------------------------------------------
 
     def schedule(self, scheduler: BackgroundScheduler) -> list[str]:
@@ -260,6 +274,10 @@ class Server:
                 every("analyze", interval, functools.partial(self.command, "analyze", analyze))
         if "alerts" in wanted:
             every("alerts", float(self.section["alerts_interval_s"]), self.alerts)
+        if "cost" in wanted:
+            from preemptlens.analytics.livecost import settings_from
+
+            every("cost", settings_from(self.config).interval_s, self.cost)
         if "report" in wanted:
             report = _command_module("report")
             if report is None:

@@ -294,10 +294,26 @@ def headline(r: Reader, f: Filters) -> dict[str, Any]:
     return {**counts, "hoarded_gpu_hours": hoarded(r, f)}
 
 
+# The victim's live cost at the preemption and whether a cheaper victim was running (preemption_live_costs).
+_LIVE_COST_COLUMNS = """
+    c.victim_cost_gpu_s / 3600.0 AS victim_live_cost_gpu_hours, c.victim_cost_computed_at, c.victim_cost_unknown,
+    c.cheaper_victim_running, c.cheaper_job_id, c.cheaper_team, c.cheaper_gpus,
+    c.cheaper_cost_gpu_s / 3600.0 AS cheaper_live_cost_gpu_hours
+"""
+_LIVE_COST_JOIN = """
+LEFT JOIN preemption_live_costs AS c
+    ON c.cluster = l.cluster AND c.victim_job_id = l.victim_job_id AND c.victim_run = l.victim_run
+"""
+
 LEDGER_PAGE_SQL = f"""
-SELECT {_LEDGER_COLUMNS} FROM preemption_ledger WHERE {_LEDGER_WHERE}
-ORDER BY time DESC, cluster, victim_job_id, victim_run
-LIMIT $limit OFFSET $offset
+SELECT l.*, {_LIVE_COST_COLUMNS}
+FROM (
+    SELECT {_LEDGER_COLUMNS} FROM preemption_ledger WHERE {_LEDGER_WHERE}
+    ORDER BY time DESC, cluster, victim_job_id, victim_run
+    LIMIT $limit OFFSET $offset
+) AS l
+{_LIVE_COST_JOIN}
+ORDER BY l.time DESC, l.cluster, l.victim_job_id, l.victim_run
 """  # noqa: S608 -- constants only
 
 
@@ -458,8 +474,8 @@ def victim_detail(r: Reader, cluster: str, job_id: str) -> VictimDetail:
             key,
         ),
         preemptions=r.frame(
-            f"SELECT {_LEDGER_COLUMNS} FROM preemption_ledger WHERE cluster = $c AND victim_job_id = $j "  # noqa: S608 -- constants only
-            "ORDER BY time",
+            f"SELECT l.*, {_LIVE_COST_COLUMNS} FROM (SELECT {_LEDGER_COLUMNS} FROM preemption_ledger "  # noqa: S608 -- constants only
+            f"WHERE cluster = $c AND victim_job_id = $j) AS l {_LIVE_COST_JOIN} ORDER BY l.time",
             key,
         ),
         checkpoints=r.frame(

@@ -210,3 +210,61 @@ def test_the_command_before_any_analyze_says_what_to_run(
     assert main(["--warehouse", str(tmp_path / "w.duckdb"), "cost"]) == 2
     err = capsys.readouterr().err
     assert "preemptlens analyze" in err and "Traceback" not in err
+
+
+# The Preemptions page's victim costs, from a hand-made live-cost history of pool a:
+# (computed at, job, GPUs, preemptible, cost GPU-s or None)
+HISTORY = [
+    (3000, "V", 4, True, 900.0), (3000, "O1", 4, True, 100.0),
+    (4000, "V", 4, True, 1000.0), (4000, "O1", 4, True, 500.0), (4000, "O2", 2, True, 100.0),
+    (4000, "O3", 8, False, 10.0), (4000, "O4", 4, True, 50.0), (4000, "W", 4, True, 300.0),
+    (4000, "Y", 8, True, 2000.0), (4000, "Z", 8, True, None),
+    (7500, "X", 2, True, 5.0),
+]
+
+
+def build_history(sc: Scenario) -> None:
+    # victims: V at 5000 s, Y at 5200 s, W at 6000 s, X at 7000 s
+    for job_id, gpus, end, state in (("V", 4, 5000, "preempted"), ("Y", 8, 5200, "preempted"),
+                                     ("W", 4, 6000, "preempted"), ("X", 2, 7000, "preempted"),
+                                     ("O1", 4, 8000, "completed"), ("O2", 2, 8000, "completed"),
+                                     ("O3", 8, 8000, "completed"), ("O4", 4, 4500, "completed"),
+                                     ("Z", 8, 5500, "completed")):
+        tier = "high" if job_id == "O3" else "low"
+        sc.job(job_id, tier, gpus, "a", -60)
+        sc.run(job_id, 1, gpus, "a", 0, end, state)
+
+
+def test_victims_live_cost_and_whether_a_cheaper_victim_was_running(wh: Warehouse, sc: Scenario) -> None:
+    build_history(sc)
+    sc.load()
+    for t, job_id, gpus, preemptible, cost in HISTORY:
+        wh.con.execute(
+            "INSERT INTO live_costs (cluster, job_id, run, pool, team, preemptible, gpus, computed_at, cost_gpu_s, "
+            "basis, unknown) VALUES ('c1', $j, 1, 'a', $team, $p, $g, $t, $c, 'checkpoint', $u)",
+            {"j": job_id, "team": "team-" + job_id, "p": preemptible, "g": gpus, "t": at(t), "c": cost,
+             "u": None if cost is not None else "requeue wait: none"},
+        )
+    sc.analyze()
+    rows = {r["victim_job_id"]: r for r in sc.view("preemption_live_costs", "time").iter_rows(named=True)}
+    assert sorted(rows) == ["V", "W", "X", "Y"]
+
+    v = rows["V"]
+    # its latest row at or before 5000 s is 4000 s's; O4 (cheaper) had ended, O2 has fewer GPUs, O3 is protected
+    assert (v["victim_cost_computed_at"], v["victim_cost_gpu_s"]) == (at(4000), 1000.0)
+    assert v["cheaper_victim_running"] is True
+    assert (v["cheaper_job_id"], v["cheaper_team"], v["cheaper_cost_gpu_s"], v["cheaper_gpus"]) == (
+        "W", "team-W", 300.0, 4)
+
+    w = rows["W"]
+    # at 6000 s V had been preempted and Z had ended: O1 (500) and Y (2000) cost more
+    assert (w["victim_cost_gpu_s"], w["cheaper_victim_running"], w["cheaper_job_id"]) == (300.0, False, None)
+
+    x = rows["X"]
+    # its only row is from after its preemption
+    assert x["victim_cost_gpu_s"] is None and x["cheaper_victim_running"] is None
+    assert x["victim_cost_unknown"] == "no live cost computed for this run before the preemption"
+
+    y = rows["Y"]
+    # the only preemptible job as large as Y (Z) had an unknown cost: unknown, not "no"
+    assert (y["victim_cost_gpu_s"], y["cheaper_victim_running"]) == (2000.0, None)

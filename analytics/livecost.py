@@ -127,8 +127,10 @@ def compute(wh: Warehouse, at: datetime, settings: LiveCostSettings) -> Computat
     params = {"at": at, "recent_s": settings.recent_window_s}
     figure = query_sql("live", "live_costs")
     with wh.transaction():
+        # The instant's rows are replaced whole: a job that no longer runs at `at` in the data loses its row.
+        wh.con.execute("DELETE FROM live_costs WHERE computed_at = $at", {"at": at})
         wh.con.execute(
-            f"INSERT OR REPLACE INTO live_costs ({_COLUMNS}) SELECT {_COLUMNS} FROM ({figure})",  # noqa: S608
+            f"INSERT INTO live_costs ({_COLUMNS}) SELECT {_COLUMNS} FROM ({figure})",  # noqa: S608 -- constants only
             params,
         )
         jobs, unknown = wh.con.execute(

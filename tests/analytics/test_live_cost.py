@@ -147,6 +147,17 @@ def test_recomputing_the_same_instant_changes_nothing_and_history_is_bounded(wh:
     assert latest["job_id"].to_list() == ["R1", "L1", "R2", "R3"], "known costs first, costliest first"
 
 
+def test_recomputing_an_instant_after_late_data_drops_a_job_that_had_ended(wh: Warehouse, sc: Scenario) -> None:
+    build(sc)
+    sc.analyze()
+    compute(wh, at(AT), SETTINGS)
+    # the collector learns late that R3 ended before AT
+    sc.run("R3", 1, 1, "b", 9500, 9800, "completed")
+    sc.load()
+    assert compute(wh, at(AT), SETTINGS).jobs == 2
+    assert wh.query("SELECT job_id FROM live_costs ORDER BY job_id")["job_id"].to_list() == ["R1", "R2"]
+
+
 def test_a_computation_with_no_running_job_empties_the_latest(wh: Warehouse, sc: Scenario) -> None:
     build(sc)
     sc.analyze()

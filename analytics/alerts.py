@@ -108,12 +108,6 @@ SETTINGS = Section(
             "idle_hoarding fires when a team's idle-hoarded GPU-hours within the lookback exceed this.",
             kind=float,
         ),
-        Setting(
-            "requeue_history_s",
-            7 * 86400.0,
-            "Window (seconds) of past requeues in the same pool from which a notice estimates the requeue delay.",
-            kind=float,
-        ),
     ),
 )
 
@@ -468,7 +462,6 @@ class VictimNotice:
             {
                 "now": now,
                 "since": now - timedelta(seconds=float(section["lookback_s"])),
-                "history": now - timedelta(seconds=float(section["requeue_history_s"])),
             },
         )
         alerts = []
@@ -487,10 +480,10 @@ class VictimNotice:
             elif r["expected_requeue_s"] is not None:
                 requeue = (
                     f"expect a restart in about {_minutes(r['expected_requeue_s'])} "
-                    f"(median of {r['history_n']} requeue(s) in pool {r['pool']} recently)"
+                    f"(median of {r['history_n']} recent requeue(s) of tier {r['tier']} in pool {r['pool']})"
                 )
             else:
-                requeue = "no recent requeues in this pool to estimate the wait from"
+                requeue = "no recent requeues of this tier in this pool to estimate the wait from"
             text = (
                 f"Job {job} of team {r['team']}, run {r['run']} (tier {r['tier']}), was preempted at "
                 f"{r['preempted_at']:%Y-%m-%d %H:%M} UTC in pool {r['pool'] or 'unknown'}. "
@@ -517,18 +510,12 @@ class VictimNotice:
 
 # Preempted runs of the lookback window with their job, the preemptor (from
 # the run or a nearby preemption_links row), the next run if it started, and
-# the median requeue delay of the same pool over the history window.
+# the expected requeue wait of its pool and tier (expected_requeue, the one definition).
 _VICTIM_SQL = f"""
 WITH preempted AS (
     -- the ledger's preemptions (docs/figures.md, section 1): a run the scheduler marked preempted or the one
     -- run a preemption link binds to, never a run that only ended near a link
     SELECT * FROM preemption_ledger WHERE time > $since AND time <= $now
-),
-pool_requeue AS (
-    SELECT cluster, pool, median(requeue_delay_s) AS expected_requeue_s, count(*) AS history_n
-    FROM preemption_ledger
-    WHERE NOT requeue_censored AND time > $history AND time <= $now
-    GROUP BY cluster, pool
 ),
 final AS (
     SELECT p.cluster, p.victim_job_id AS job_id, p.victim_run AS run, j.name, p.victim_team AS team,
@@ -539,7 +526,8 @@ final AS (
     JOIN jobs j ON j.cluster = p.cluster AND j.job_id = p.victim_job_id
     -- a preemptor whose run is not recorded (yet) still has its job's tier
     LEFT JOIN jobs pj ON pj.cluster = p.cluster AND pj.job_id = p.preemptor_job_id
-    LEFT JOIN pool_requeue q ON q.cluster = p.cluster AND q.pool IS NOT DISTINCT FROM p.pool
+    LEFT JOIN expected_requeue q ON q.cluster = p.cluster AND q.pool IS NOT DISTINCT FROM p.pool
+        AND q.tier = p.victim_tier
     -- the hold an action had put on the victim (docs/figures.md, Actions)
     {hold_join("p.cluster", "p.victim_job_id", "p.time")}
     WHERE p.victim_team IS NOT NULL

@@ -71,6 +71,7 @@ ANALYTICS_INPUTS: dict[str, str | None] = {
     "analytics_params": None,
     "analytics_tier_weights": None,
     "gpu_idle_stretches": "start_time",
+    "live_costs": "computed_at",  # preemption_live_costs reads the live-cost history
 }
 # A derived table is partitioned by the first of these it has.
 DERIVED_TIME = ("time", "window_start", "week", "day", "start_time", "submit_time")

@@ -146,6 +146,14 @@ SETTINGS = Section(
             "comes first.",
             kind=float,
         ),
+        Setting(
+            "requeue_window_s",
+            7 * 86400.0,
+            "Window (seconds, back from each cluster's data end) of restarted preemptions whose median requeue "
+            "delay per pool and tier is the expected requeue wait (expected_requeue: notices, My preemptions, "
+            "live cost).",
+            kind=float,
+        ),
     ),
 )
 

@@ -245,6 +245,7 @@ OWNED_BY = {
     "victim_job_id": "victim_team",
     "victim_user": "victim_team",
     "preemptor_job_id": "preemptor_team",
+    "cheaper_job_id": "cheaper_team",
     "job_id": "team",
     "name": "team",
     "user_name": "team",

@@ -295,10 +295,26 @@ def headline(r: Reader, f: Filters) -> dict[str, Any]:
     return {**counts, "hoarded_gpu_hours": hoarded(r, f)}
 
 
+# The victim's live cost at the preemption and whether a cheaper victim was running (preemption_live_costs).
+_LIVE_COST_COLUMNS = """
+    c.victim_cost_gpu_s / 3600.0 AS victim_live_cost_gpu_hours, c.victim_cost_computed_at, c.victim_cost_unknown,
+    c.cheaper_victim_running, c.cheaper_job_id, c.cheaper_team, c.cheaper_gpus,
+    c.cheaper_cost_gpu_s / 3600.0 AS cheaper_live_cost_gpu_hours
+"""
+_LIVE_COST_JOIN = """
+LEFT JOIN preemption_live_costs AS c
+    ON c.cluster = l.cluster AND c.victim_job_id = l.victim_job_id AND c.victim_run = l.victim_run
+"""
+
 LEDGER_PAGE_SQL = f"""
-SELECT {_LEDGER_COLUMNS} FROM preemption_ledger WHERE {_LEDGER_WHERE}
-ORDER BY time DESC, cluster, victim_job_id, victim_run
-LIMIT $limit OFFSET $offset
+SELECT l.*, {_LIVE_COST_COLUMNS}
+FROM (
+    SELECT {_LEDGER_COLUMNS} FROM preemption_ledger WHERE {_LEDGER_WHERE}
+    ORDER BY time DESC, cluster, victim_job_id, victim_run
+    LIMIT $limit OFFSET $offset
+) AS l
+{_LIVE_COST_JOIN}
+ORDER BY l.time DESC, l.cluster, l.victim_job_id, l.victim_run
 """  # noqa: S608 -- constants only
 
 
@@ -459,8 +475,8 @@ def victim_detail(r: Reader, cluster: str, job_id: str) -> VictimDetail:
             key,
         ),
         preemptions=r.frame(
-            f"SELECT {_LEDGER_COLUMNS} FROM preemption_ledger WHERE cluster = $c AND victim_job_id = $j "  # noqa: S608 -- constants only
-            "ORDER BY time",
+            f"SELECT l.*, {_LIVE_COST_COLUMNS} FROM (SELECT {_LEDGER_COLUMNS} FROM preemption_ledger "  # noqa: S608 -- constants only
+            f"WHERE cluster = $c AND victim_job_id = $j) AS l {_LIVE_COST_JOIN} ORDER BY l.time",
             key,
         ),
         checkpoints=r.frame(
@@ -581,11 +597,6 @@ def scope_trend(r: Reader, f: Filters) -> pl.DataFrame:
 
 
 MINE_SQL = f"""
-WITH typical AS (
-    SELECT cluster, pool, victim_tier, median(requeue_delay_s) AS typical_requeue_s
-    FROM preemption_ledger WHERE NOT requeue_censored
-    GROUP BY cluster, pool, victim_tier
-)
 SELECT
     l.time, l.cluster, l.pool, l.victim_job_id, j.name AS victim_name, l.victim_run, l.victim_user, l.victim_team,
     l.victim_tier, l.victim_gpus, l.preemptor_job_id, l.preemptor_team, l.preemptor_tier, l.preemptor_gpus,
@@ -594,15 +605,15 @@ SELECT
     l.wasted_gpu_s / 3600.0 AS thrown_away_gpu_hours,
     l.requeue_delay_s, l.requeue_censored, l.requeue_gpu_s / 3600.0 AS waiting_gpu_hours,
     l.restart_run, l.restart_time,
-    CASE WHEN l.requeue_censored THEN l.time + to_seconds(t.typical_requeue_s) END AS expected_restart_time,
-    t.typical_requeue_s,
+    CASE WHEN l.requeue_censored THEN l.time + to_seconds(t.expected_requeue_s) END AS expected_restart_time,
+    t.expected_requeue_s AS typical_requeue_s,
     j.checkpoint_interval_s, l.work_done_share, l.near_completion, p.near_completion_share,
     l.avoidable, l.idle_gpus_in_pool, l.repeat_victim, l.prior_job_preemptions,
     list_contains(CAST($users AS VARCHAR[]), l.victim_user) AS own, {HOLD_COLUMNS}
 FROM preemption_ledger AS l
 LEFT JOIN jobs AS j ON j.cluster = l.cluster AND j.job_id = l.victim_job_id
-LEFT JOIN typical AS t ON t.cluster = l.cluster AND t.pool IS NOT DISTINCT FROM l.pool
-    AND t.victim_tier = l.victim_tier
+LEFT JOIN expected_requeue AS t ON t.cluster = l.cluster AND t.pool IS NOT DISTINCT FROM l.pool
+    AND t.tier = l.victim_tier
 CROSS JOIN (SELECT near_completion_share FROM analytics_params LIMIT 1) AS p
 {hold_join("l.cluster", "l.victim_job_id", "l.time")}
 WHERE (list_contains(CAST($users AS VARCHAR[]), l.victim_user)
@@ -618,8 +629,8 @@ def mine(r: Reader, f: Filters, users: tuple[str, ...], teams: tuple[str, ...], 
     newest first, with what each cost the victim in two currencies never summed here:
     work thrown away (lost progress plus warm-up, GPU-hours; unknown while the warm-up is) and waiting
     (the victim's GPUs times its requeue delay, running to the end of the data when it has not restarted);
-    the expected restart of one not restarted yet (preemption time plus the median requeue delay of
-    restarted victims of its cluster, pool and tier); and what would have protected it (its declared
+    the expected restart of one not restarted yet (preemption time plus expected_requeue's wait for its
+    cluster, pool and tier); and what would have protected it (its declared
     checkpoint interval, its share of work done against analytics.near_completion_share)."""
     return r.frame(MINE_SQL, {"users": list(users), "teams": list(teams), "start": f.start, "end": f.end,
                               "limit": limit})

@@ -20,18 +20,26 @@ clusters x pools x (top_teams + 1) series. docs/metrics.md lists every metric.
 
 from __future__ import annotations
 
+import json
 import logging
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs
+from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 import duckdb
 import polars as pl
-from prometheus_client import start_http_server
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client import make_wsgi_app
+from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.exposition import ThreadingWSGIServer
 from prometheus_client.registry import CollectorRegistry
+from prometheus_client.utils import floatToGoString
 
+from preemptlens.analytics.livecost import records, settings_from, top
 from preemptlens.config import Config, Section, Setting
 from preemptlens.warehouse import snapshot_path
 
@@ -40,6 +48,9 @@ log = logging.getLogger(__name__)
 OTHER_TEAMS = "_other"
 # The requeue-delay quantiles, in the order of the columns q0, q1, q2 of _REQUEUE.
 QUANTILES = (0.5, 0.9, 0.99)
+# Upper bounds (GPU-hours) of the live-cost histogram's buckets: fixed, so its series per pool are too.
+LIVE_COST_BUCKETS = (0.1, 0.5, 1.0, 2.0, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0)
+LIVE_COSTS_PATH = "/live-costs"
 
 # Every metric family, with its help text; docs/metrics.md describes each at length.
 METRICS: dict[str, str] = {
@@ -112,6 +123,17 @@ METRICS: dict[str, str] = {
         "1 when the last read of the snapshot gave the figures, 0 when it failed (the serve log says why)."
     ),
     "preemptlens_snapshot_timestamp_seconds": "When the snapshot the figures come from was published.",
+    "preemptlens_live_cost_gpu_hours": (
+        "Live preemption cost (GPU-hours: GPUs x (progress at risk + expected warm-up + expected requeue wait)) of "
+        "the jobs running at the latest live-cost computation whose cost is known, per pool (live_costs_latest)."
+    ),
+    "preemptlens_live_cost_unknown_jobs": (
+        "Jobs running at the latest live-cost computation whose cost is unknown (an input missing), per pool."
+    ),
+    "preemptlens_live_cost_top_gpu_hours": (
+        "Live preemption cost (GPU-hours) of the live_cost.top_jobs costliest running jobs, one series each."
+    ),
+    "preemptlens_live_cost_computed_timestamp_seconds": "When the latest live-cost computation ran (its instant).",
 }
 
 SETTINGS = Section(
@@ -261,6 +283,18 @@ select
 
 _DATA_END = "select cluster, epoch(max(data_end)) as data_end from stg_runs group by cluster"
 
+_LIVE_COST_POOLS = """
+select
+    cluster,
+    coalesce(pool, '(none)') as pool,
+    list(cost_gpu_s / 3600.0) filter (where cost_gpu_s is not null) as costs,
+    count(*) filter (where cost_gpu_s is null) as unknown
+from live_costs_latest
+group by all
+"""
+
+_LIVE_COST_COMPUTED = "select epoch(max(computed_at)) as computed_at from live_cost_computations"
+
 _WATERMARKS = """
 select collector, cluster, epoch(max(updated_at)) as updated from _watermarks group by collector, cluster
 """
@@ -308,7 +342,32 @@ def _scalar(name: str, value: float | None) -> GaugeMetricFamily:
     return family
 
 
-def read_families(con: duckdb.DuckDBPyConnection, top_teams: int) -> list[Metric]:
+def live_cost_families(con: duckdb.DuckDBPyConnection, top_jobs: int) -> list[Metric]:
+    """The live cost: a histogram per pool, the unknown ones per pool, the top_jobs costliest jobs."""
+    histogram = HistogramMetricFamily(
+        "preemptlens_live_cost_gpu_hours", METRICS["preemptlens_live_cost_gpu_hours"], labels=["cluster", "pool"]
+    )
+    pools = _rows(con, _LIVE_COST_POOLS)
+    for row in pools.iter_rows(named=True):
+        costs = row["costs"] or []
+        buckets = [(floatToGoString(le), float(sum(1 for c in costs if c <= le))) for le in LIVE_COST_BUCKETS]
+        buckets.append(("+Inf", float(len(costs))))
+        histogram.add_metric([row["cluster"], row["pool"]], buckets, float(sum(costs)))
+    costliest = top(con, top_jobs).filter(pl.col("cost_gpu_s").is_not_null()).with_columns(
+        pl.col("pool").fill_null("(none)"), (pl.col("cost_gpu_s") / 3600.0).alias("cost")
+    )
+    return [
+        histogram,
+        _gauge("preemptlens_live_cost_unknown_jobs", ("cluster", "pool"), pools, "unknown"),
+        _gauge("preemptlens_live_cost_top_gpu_hours", ("cluster", "pool", "job_id", "team", "tier"), costliest, "cost"),
+        _scalar(
+            "preemptlens_live_cost_computed_timestamp_seconds",
+            _rows(con, _LIVE_COST_COMPUTED).row(0, named=True)["computed_at"],
+        ),
+    ]
+
+
+def read_families(con: duckdb.DuckDBPyConnection, top_teams: int, top_jobs: int = 20) -> list[Metric]:
     """Every figure family from an open connection to an analysed warehouse (or its snapshot)."""
     cp = ("cluster", "pool")
     cpt = ("cluster", "pool", "team")
@@ -359,6 +418,7 @@ def read_families(con: duckdb.DuckDBPyConnection, top_teams: int) -> list[Metric
             _rows(con, _WATERMARKS),
             "updated",
         ),
+        *live_cost_families(con, top_jobs),
     ]
 
 
@@ -371,10 +431,14 @@ class SnapshotCollector:
         *,
         top_teams: int = 20,
         cache_s: float = 5.0,
+        top_jobs: int = 20,
+        endpoint_limit: int = 1000,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.snapshot = snapshot_path(warehouse)
         self.top_teams = top_teams
+        self.top_jobs = top_jobs
+        self.endpoint_limit = endpoint_limit
         self.cache_s = cache_s
         self._clock = clock
         self._lock = threading.Lock()
@@ -387,10 +451,13 @@ class SnapshotCollector:
     @classmethod
     def from_config(cls, config: Config) -> SnapshotCollector:
         section = config.section("metrics")
+        live = settings_from(config)
         return cls(
             str(config.get("warehouse.path")),
             top_teams=int(section["top_teams"]),
             cache_s=float(section["cache_s"]),
+            top_jobs=live.top_jobs,
+            endpoint_limit=live.endpoint_limit,
         )
 
     def close(self) -> None:
@@ -413,6 +480,44 @@ class SnapshotCollector:
                 self.reads += 1
             return list(self._cached)
 
+    def _connect(self) -> duckdb.DuckDBPyConnection:
+        con = duckdb.connect(
+            str(self.snapshot),
+            read_only=True,
+            config={
+                "enable_external_access": False,
+                "autoload_known_extensions": False,
+            },
+        )
+        # The weekly windows are UTC weeks, as in the views.
+        con.execute("SET TimeZone = 'UTC'")
+        return con
+
+    def live_costs(self, limit: int, cluster: str | None = None, pool: str | None = None) -> tuple[int, dict[str, Any]]:
+        """The /live-costs answer (HTTP status, JSON body): the latest computation's `limit` costliest jobs.
+
+        Read from the snapshot under the scrapes' lock, uncached: a scheduler polling it wants the newest rows.
+        """
+        with self._lock:
+            if self._closed:
+                return 503, {"error": "stopping"}
+            if not self.snapshot.exists():
+                return 503, {"error": "no snapshot yet; a writer publishes it after its first commit"}
+            try:
+                con = self._connect()
+                try:
+                    frame = top(con, limit, cluster=cluster, pool=pool)
+                    computed = con.execute("SELECT max(computed_at) FROM live_cost_computations").fetchall()[0][0]
+                finally:
+                    con.close()
+            except duckdb.Error as exc:
+                return 503, {"error": f"cannot read the live costs: {str(exc).splitlines()[0]}"}
+        return 200, {
+            "computed_at": computed.isoformat() if computed is not None else None,
+            "limit": limit,
+            "jobs": records(frame),
+        }
+
     def _read(self) -> list[Metric]:
         readable = GaugeMetricFamily("preemptlens_snapshot_readable", METRICS["preemptlens_snapshot_readable"])
         if not self.snapshot.exists():
@@ -421,18 +526,9 @@ class SnapshotCollector:
             return [readable]
         published = _scalar("preemptlens_snapshot_timestamp_seconds", self.snapshot.stat().st_mtime)
         try:
-            con = duckdb.connect(
-                str(self.snapshot),
-                read_only=True,
-                config={
-                    "enable_external_access": False,
-                    "autoload_known_extensions": False,
-                },
-            )
+            con = self._connect()
             try:
-                # The weekly windows are UTC weeks, as in the views.
-                con.execute("SET TimeZone = 'UTC'")
-                families = read_families(con, self.top_teams)
+                families = read_families(con, self.top_teams, self.top_jobs)
             finally:
                 con.close()
         except duckdb.Error as exc:
@@ -462,12 +558,60 @@ def registry_for(collector: SnapshotCollector) -> CollectorRegistry:
     return registry
 
 
+_REASONS = {200: "200 OK", 400: "400 Bad Request", 405: "405 Method Not Allowed", 503: "503 Service Unavailable"}
+
+
+def _one(query: dict[str, list[str]], name: str) -> str | None:
+    values = query.get(name)
+    return values[0] if values else None
+
+
+def http_app(collector: SnapshotCollector) -> Callable[..., Iterable[bytes]]:
+    """/live-costs as JSON (`limit`, `cluster`, `pool` in the query string); every other path is /metrics."""
+    metrics = make_wsgi_app(registry_for(collector))
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if environ.get("PATH_INFO") != LIVE_COSTS_PATH:
+            return metrics(environ, start_response)
+        if environ.get("REQUEST_METHOD") not in ("GET", "HEAD"):
+            status, body = 405, {"error": "only GET"}
+        else:
+            query = parse_qs(environ.get("QUERY_STRING", ""))
+            asked = _one(query, "limit")
+            try:
+                limit = collector.endpoint_limit if asked is None else int(asked)
+            except ValueError:
+                limit = 0
+            if limit < 1:
+                status, body = 400, {"error": f"limit: {asked!r} is not a whole number >= 1"}
+            else:
+                # Never more than live_cost.endpoint_limit rows, whatever was asked.
+                limit = min(limit, collector.endpoint_limit)
+                status, body = collector.live_costs(limit, _one(query, "cluster"), _one(query, "pool"))
+        data = json.dumps(body).encode()
+        start_response(_REASONS[status], [("Content-Type", "application/json"), ("Content-Length", str(len(data)))])
+        return [data]
+
+    return app
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        # A request line per scrape would flood serve's log; Prometheus's `up` tells whether scrapes work.
+        del format, args
+
+
 class MetricsServer:
-    """/metrics over HTTP on a thread of its own, answered by a SnapshotCollector."""
+    """/metrics and /live-costs over HTTP on a thread of its own, answered by a SnapshotCollector."""
 
     def __init__(self, collector: SnapshotCollector, address: str, port: int) -> None:
+        class Server(ThreadingWSGIServer):
+            address_family = socket.AF_INET6 if ":" in address else socket.AF_INET
+
         self.collector = collector
-        self.server, self.thread = start_http_server(port, address, registry_for(collector))
+        self.server = make_server(address, port, http_app(collector), Server, handler_class=_QuietHandler)
+        self.thread = threading.Thread(target=self.server.serve_forever, name="metrics", daemon=True)
+        self.thread.start()
 
     def stop(self) -> None:
         self.server.shutdown()

@@ -35,6 +35,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "spark": ("preemptlens.commands.spark", "run the idle-hoarding and ledger scans on Apache Spark over the lake"),
     "suggest": ("preemptlens.commands.suggest", "replay the recorded workload under other policies; suggest settings"),
     "pilot": ("preemptlens.commands.pilot", "evaluate a preemption pilot against control pools; list candidate pools"),
+    "cost": ("preemptlens.commands.cost", "compute and store the live preemption cost of running jobs; print the top"),
     "act": ("preemptlens.commands.act", "run the enabled actions once: boost or protect costly jobs"),
 }
 
@@ -53,6 +54,7 @@ SECTIONS: tuple[str, ...] = (
     "preemptlens.analytics.tuning",
     "preemptlens.analytics.victim_order",
     "preemptlens.analytics.pilot",
+    "preemptlens.analytics.livecost",
     "preemptlens.analytics.actions",
     "preemptlens.collectors.prometheus",
     "preemptlens.collectors.slurm",

@@ -47,10 +47,10 @@ def again(p: dict[str, Any]) -> str:
     if not p["requeue_censored"]:
         return f"**Ran again** as run {p['restart_run']} at {when(p['restart_time'])}."
     if p["expected_restart_time"] is None:
-        return ("**Not restarted** by the end of the data; expected restart unknown (no restarted victim of its "
-                "pool and tier to go by).")
+        return ("**Not restarted** by the end of the data; expected restart unknown (no recently restarted victim "
+                "of its pool and tier to go by).")
     return (f"**Not restarted** by the end of the data; expected around {when(p['expected_restart_time'])} "
-            f"(the median requeue delay of its pool and tier, {duration(p['typical_requeue_s'])}).")
+            f"(the median recent requeue delay of its pool and tier, {duration(p['typical_requeue_s'])}).")
 
 
 def protection(p: dict[str, Any]) -> str:

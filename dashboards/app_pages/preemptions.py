@@ -16,7 +16,7 @@ LEDGER_VIEW = (
     "time", "cluster", "pool", "victim_job_id", "victim_run", "victim_team", "victim_tier", "victim_gpus",
     "preemptor_job_id", "preemptor_team", "preemptor_tier", "reason", "basis", "lost_gpu_hours",
     "requeue_delay_s", "requeue_censored", "warmup_s", "wasted_gpu_hours", "waiting_gpu_hours", "gain_gpu_hours",
-    "avoidable",
+    "avoidable", "victim_live_cost_gpu_hours", "cheaper_victim_running",
 )
 # Preemption stories shown for one victim, the latest; its runs table has them all.
 STORIES = 10
@@ -54,6 +54,21 @@ def recovery_story(p: dict[str, Any]) -> str:
     return f"{requeue} {warm.capitalize()}; recovery in all {duration(p['recovery_s'])}."
 
 
+def live_cost_story(p: dict[str, Any]) -> str:
+    """The victim's live cost when it was preempted, and whether a cheaper victim was running then."""
+    if p["victim_live_cost_gpu_hours"] is None:
+        return f"**Live cost at the preemption:** unknown ({p['victim_cost_unknown'] or 'no live cost'})."
+    story = (f"**Live cost at the preemption:** {gpu_hours(p['victim_live_cost_gpu_hours'])} "
+             "(GPUs × progress at risk, expected warm-up and requeue wait; "
+             f"computed {when(p['victim_cost_computed_at'])}). ")
+    if p["cheaper_victim_running"] is None:
+        return story + "Whether a cheaper victim was running: unknown (a job of its pool had an unknown cost)."
+    if not p["cheaper_victim_running"]:
+        return story + "No cheaper preemptible job of at least its GPUs was running in its pool."
+    return story + (f"A cheaper victim was running: **{p['cheaper_job_id']}** (team {p['cheaper_team'] or '–'}, "
+                    f"{p['cheaper_gpus']} GPUs, {gpu_hours(p['cheaper_live_cost_gpu_hours'])}).")
+
+
 def show_victim(detail: VictimDetail, job_id: str, charts: Charts) -> None:
     if detail.job.height:
         job = detail.job.row(0, named=True)
@@ -78,6 +93,7 @@ def show_victim(detail: VictimDetail, job_id: str, charts: Charts) -> None:
             f"Reason given: {p['reason'] or 'none recorded'}.",
             lost_story(p),
             recovery_story(p),
+            live_cost_story(p),
         ]
         flags = [
             label for key, label in (
@@ -141,6 +157,10 @@ st.dataframe(
         "gain_gpu_hours": st.column_config.NumberColumn("gain GPU-h", format="%.1f"),
         "requeue_delay_s": st.column_config.NumberColumn("requeue delay s", format="%.0f"),
         "warmup_s": st.column_config.NumberColumn("warm-up s", format="%.0f"),
+        "victim_live_cost_gpu_hours": st.column_config.NumberColumn(
+            "live cost GPU-h", format="%.1f", help="The victim's live cost at the preemption; empty: unknown."),
+        "cheaper_victim_running": st.column_config.CheckboxColumn(
+            "cheaper victim running", help="Another preemptible job of the pool, as large, cost less then."),
     },
 )
 

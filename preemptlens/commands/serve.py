@@ -1,7 +1,8 @@
 """`preemptlens serve`: the long-running process.
 
 APScheduler runs the jobs: collect (each configured collector) on an
-interval, analyze on an interval, alerts on an interval, the weekly report
+interval, analyze on an interval, alerts on an interval, the live cost of
+running jobs on an interval (live_cost.interval_s), the weekly report
 on a cron schedule; the Streamlit dashboard runs beside them as a child
 process, and Prometheus's /metrics (dashboards/metrics.py) on a thread. A job
 whose module does not exist yet (analyze, report, the dashboard) is not
@@ -52,7 +53,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("preemptlens.serve")
 
-JOBS = ("collect", "analyze", "alerts", "actions", "report", "dashboard")
+JOBS = ("collect", "analyze", "alerts", "cost", "actions", "report", "dashboard")
 
 SETTINGS = Section(
     "serve",
@@ -235,6 +236,18 @@ class Server:
             report = alerts.run(wh, self.config)
         return f"{report.sent} sent, {report.failed} failed"
 
+    def cost(self) -> str:
+        from preemptlens.analytics import livecost
+
+        with self.writer() as wh:
+            if wh is None:
+                return "skipped"
+            missing = livecost.missing_figures(wh)
+            if missing:
+                # Not an error: the first analyze has not run yet (it is scheduled before this job).
+                return f"waiting for the first analyze (no {', '.join(missing)} yet)"
+            done = livecost.compute(wh, datetime.now(UTC), livecost.settings_from(self.config))
+        return f"{done.jobs} running job(s), {done.unknown} of unknown cost, {done.deleted} old row(s) deleted"
     def _open_enforced(self, read: Callable[[Warehouse], set[str]]) -> set[str]:
         """Actions whose enforced holds are open (all of them when the warehouse is busy and cannot tell):
         their effectors are needed to release those holds even when the actions are now off."""
@@ -297,12 +310,16 @@ class Server:
                 every("analyze", interval, functools.partial(self.command, "analyze", analyze))
         if "alerts" in wanted:
             every("alerts", float(self.section["alerts_interval_s"]), self.alerts)
+        if "cost" in wanted:
+            from preemptlens.analytics import livecost
+
+            every("cost", livecost.settings_from(self.config).interval_s, self.cost)
         if "actions" in wanted:
-            from preemptlens.analytics.actions import open_enforced, settings_from
+            from preemptlens.analytics import actions
             from preemptlens.commands.act import build_effectors
 
-            self.action_settings = settings_from(self.config)
-            leftover = self._open_enforced(open_enforced)
+            self.action_settings = actions.settings_from(self.config)
+            leftover = self._open_enforced(actions.open_enforced)
             if leftover or any(s.enabled for s in self.action_settings.values()):
                 # Built once: an enforce action without its scheduler's connection fails the start, not a job.
                 self.effectors = build_effectors(self.config, self.action_settings, leftover)

@@ -36,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="seconds a requeued victim waits before it is eligible")
     parser.add_argument("--victim-order", choices=VICTIM_ORDERS, default=_DEFAULTS.policy.victim_order,
                         help="how victims are chosen: priority (lowest tier, then youngest; default) or cost "
-                        "(least live cost, docs/figures.md section 7)")
+                        "(least live cost, docs/figures.md section 8)")
     parser.add_argument("--step", type=int, default=_DEFAULTS.sample_step_s, help="GPU sample step in seconds")
     parser.add_argument("--gap-share", type=float, default=0.0,
                         help="share of host-hours with no GPU samples (exporter down; default 0)")

@@ -200,11 +200,8 @@ measured as (
         nr.next_start as restart_time,
         w.resumed_epoch,
         epoch(p.preempted_at) - epoch(p.start_time) as run_age_s,
-        case
-            when jc.job_id is not null then 'measured'
-            when p.checkpoint_interval_s is not null then 'declared'
-            else 'assumed'
-        end as basis
+        -- progress_basis and progress_at_risk_s (sql/functions/shared.sql): the one rule the live cost applies too
+        progress_basis(jc.job_id is not null, p.checkpoint_interval_s) as basis
     from preempted as p
     left join job_has_ckpts as jc on jc.cluster = p.cluster and jc.job_id = p.job_id
     left join last_ckpt as lc on lc.cluster = p.cluster and lc.job_id = p.job_id and lc.run = p.run
@@ -216,13 +213,10 @@ measured as (
 costed as (
     select
         m.*,
-        case
-            when basis = 'measured'
-                then epoch(preempted_at) - epoch(coalesce(last_checkpoint_time, start_time))
-            when basis = 'declared' and run_age_s >= checkpoint_interval_s
-                then checkpoint_interval_s / 2
-            else run_age_s
-        end as lost_s,
+        progress_at_risk_s(
+            basis, epoch(preempted_at) - epoch(coalesce(last_checkpoint_time, start_time)), run_age_s,
+            checkpoint_interval_s
+        ) as lost_s,
         restart_time is null as requeue_censored,
         epoch(coalesce(restart_time, data_end)) - epoch(preempted_at) as requeue_delay_s,
         case

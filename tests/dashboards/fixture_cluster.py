@@ -51,6 +51,8 @@ HOARDER_JOB = "notebook-48"
 HOARDER_TEAM = "nlp"
 HOARDED_GPU_HOURS = 32.0
 AVOIDABLE_VICTIM = "train-48b"
+# Its live cost half an hour before its preemption (hand-made: the Preemptions page shows it).
+AVOIDABLE_LIVE_COST_GPU_HOURS = 10.0
 AVOIDABLE_W48 = 2
 SCOPE_TEAM = "infer"
 
@@ -205,5 +207,12 @@ def build(path: Path) -> Path:
     with Warehouse(path) as wh:
         for table in ("pools", "jobs", "job_runs", "preemption_links", "checkpoints", "gpu_samples"):
             wh.load(table, pl.DataFrame(rows.tables[table], infer_schema_length=None), "fixture")
+        wh.con.execute(
+            "INSERT INTO live_costs (cluster, job_id, run, pool, tier, team, preemptible, gpus, computed_at, "
+            "at_risk_gpu_s, warmup_gpu_s, requeue_gpu_s, cost_gpu_s, basis) "
+            "VALUES ($c, $j, 1, 'a100', 'low', 'vision', true, 8, $t, $r, 0.0, $q, $cost, 'checkpoint')",
+            {"c": CLUSTER, "j": AVOIDABLE_VICTIM, "t": at(16 * DAY + 10.5 * HOUR), "r": 8 * 0.5 * HOUR,
+             "q": AVOIDABLE_LIVE_COST_GPU_HOURS * HOUR - 8 * 0.5 * HOUR, "cost": AVOIDABLE_LIVE_COST_GPU_HOURS * HOUR},
+        )
         analyze(wh, params_from(Config(values={"analytics": values})))
     return path

@@ -72,3 +72,10 @@ def test_an_identifier_without_its_team_column_is_masked_whole(tmp_path: Path, c
     frame = pl.DataFrame({column: ["a", "b"], "gpus": [8, 4]})
     assert redact(frame, reader)[column].to_list() == [HIDDEN, HIDDEN]
     assert redact((frame, 2), reader)[1] == 2
+
+
+def test_a_cheaper_victim_of_another_team_is_masked(tmp_path: Path) -> None:
+    reader = resolve(access(tmp_path, 'users = { me = "team:vision" }\n'), "me", None, (), "proxy", False)
+    frame = pl.DataFrame({"cheaper_job_id": ["7", "8", None], "cheaper_team": ["vision", "nlp", None],
+                          "cheaper_cost_gpu_s": [1.0, 2.0, None]})
+    assert redact(frame, reader)["cheaper_job_id"].to_list() == ["7", HIDDEN, None]

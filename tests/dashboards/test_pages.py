@@ -115,6 +115,8 @@ def test_preemptions_ledger_timeline_and_victim_story(app: AppTest) -> None:
     assert "after running 5.0 h" in story
     assert "20.0 GPU-h = 4 GPUs × 5.0 h, the whole run since 2026-11-25 09:00 UTC (assumed" in story
     assert "as run 2 at 2026-11-25 17:00 UTC, 3.0 h after the preemption" in story
+    assert "**Live cost at the preemption:** unknown (no live cost computed for this run before the preemption)" in (
+        story)
     runs = at.dataframe[1].value
     assert list(runs["state"]) == ["preempted", "completed"]
 
@@ -124,6 +126,13 @@ def test_preemptions_ledger_timeline_and_victim_story(app: AppTest) -> None:
     assert "by **serve-48b** (team infer, tier critical, 8 GPUs)" in story
     assert "since its last checkpoint at 2026-11-25 10:00 UTC (measured" in story
     assert "avoidable: 8 idle hoarded GPUs were in the pool" in story
+    assert (f"**Live cost at the preemption:** {fc.AVOIDABLE_LIVE_COST_GPU_HOURS:.1f} GPU-h" in story
+            and "computed 2026-11-25 10:30 UTC" in story)
+    # the other jobs running in a100 then had 2 GPUs, fewer than its 8
+    assert "No cheaper preemptible job of at least its GPUs was running in its pool." in story
+    ledger = at.dataframe[0].value.set_index("victim_job_id")
+    assert ledger.loc[fc.AVOIDABLE_VICTIM, "victim_live_cost_gpu_hours"] == fc.AVOIDABLE_LIVE_COST_GPU_HOURS
+    assert not ledger.loc[fc.AVOIDABLE_VICTIM, "cheaper_victim_running"]
 
 
 def test_hoarding_top_holders_idle_and_avoidable(app: AppTest) -> None:

@@ -172,7 +172,7 @@ def test_both_engines_run_the_same_sql_files() -> None:
     assert all(scan.path.parent.name in ("scans", "views") for scan in SCANS)
     functions = SQL_DIR / "functions"
     assert _defined(functions / "duckdb.sql") - {"explode"} <= _defined(functions / "spark.sql")
-    assert "is_idle" in _defined(functions / "shared.sql")
+    assert {"is_idle", "progress_basis", "progress_at_risk_s"} <= _defined(functions / "shared.sql")
 
 
 HOURS = [
@@ -211,6 +211,23 @@ def test_is_idle_is_one_rule_on_both_engines(spark: Any) -> None:
     assert sorted(tuple(r) for r in spark.sql(sql).collect()) == duck
     # sorted by (busy, zero_rule): 0 is idle under both rules, 0.01 only under the threshold
     assert [idle for _, _, idle in duck] == [True, True, True, False, False, False]
+
+
+def test_progress_at_risk_is_one_rule_on_both_engines(spark: Any) -> None:
+    """The ledger's lost progress and the live cost's time at risk: one function, the same on both engines."""
+    sql = (
+        "SELECT i, progress_basis(saved, interval_s) AS basis, "
+        "progress_at_risk_s(progress_basis(saved, interval_s), since_s, age_s, interval_s) AS at_risk "
+        "FROM (VALUES (0, true, 600.0, 100.0, 3000.0), (1, false, 600.0, 100.0, 3000.0), "
+        "(2, false, 600.0, 100.0, 400.0), (3, false, CAST(NULL AS DOUBLE), 100.0, 3000.0)) "
+        "AS t(i, saved, interval_s, since_s, age_s)"
+    )
+    with Warehouse(":memory:") as wh:
+        duck = sorted(wh.con.execute(sql).fetchall())
+    register_functions(spark)
+    assert sorted(tuple(r) for r in spark.sql(sql).collect()) == duck
+    # measured: since the checkpoint; declared: half the interval once the run is older, else its age; assumed: age
+    assert duck == [(0, "measured", 100.0), (1, "declared", 300.0), (2, "declared", 400.0), (3, "assumed", 3000.0)]
 
 
 def test_missing_pyspark_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:

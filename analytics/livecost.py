@@ -1,0 +1,166 @@
+"""The live preemption cost of every running job (docs/figures.md section 7), stored in `live_costs`.
+
+What stopping a job now would cost: its GPUs x (the progress at risk since its
+last checkpoint, by the ledger's own rule; the warm-up its restart is expected
+to take; the requeue wait its pool and tier expect), each component kept apart,
+with its near-completion share and how often it and its team were preempted
+recently. `preemptlens cost` computes it once, `serve` on an interval; the
+/live-costs endpoint, /metrics and the Preemptions page read the stored rows.
+The figure is one named query (sql/live/live_costs.sql) over the raw tables of
+what runs now and the ledger figures of the last analyze.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import duckdb
+import polars as pl
+
+from preemptlens.config import Config, Section, Setting
+from preemptlens.errors import ConfigError, SchemaError
+from preemptlens.warehouse import Warehouse, query_sql
+
+SETTINGS = Section(
+    "live_cost",
+    "The live preemption cost of running jobs (`preemptlens cost`, serve's `cost` job, /live-costs).",
+    (
+        Setting("interval_s", 300.0, "Seconds between live-cost computations in `preemptlens serve`.", kind=float),
+        Setting(
+            "recent_window_s",
+            7 * 86400.0,
+            "Window (seconds before the computation) in which a job's and its team's preemptions count as recent.",
+            kind=float,
+        ),
+        Setting(
+            "keep_days",
+            14.0,
+            "Days of live-cost history kept; each computation deletes older rows, so live_costs stays bounded.",
+            kind=float,
+        ),
+        Setting(
+            "top_jobs",
+            20,
+            "Jobs with the largest live cost that /metrics exposes one by one (the gauge's series are bounded "
+            "by this); `preemptlens cost` prints as many by default.",
+            kind=int,
+        ),
+        Setting(
+            "endpoint_limit",
+            1000,
+            "Most jobs /live-costs returns in one answer, whatever `limit` the request asks for.",
+            kind=int,
+        ),
+    ),
+)
+
+# The figure tables the live cost reads: without them (no analyze yet) its history inputs do not exist.
+_NEEDS = ("preemption_ledger", "expected_requeue")
+
+_COLUMNS = (
+    "cluster, job_id, run, pool, tier, team, user_name, preemptible, gpus, computed_at, run_start, "
+    "last_checkpoint_time, at_risk_s, at_risk_gpu_s, expected_warmup_s, warmup_basis, warmup_gpu_s, "
+    "expected_requeue_s, requeue_gpu_s, cost_gpu_s, near_completion_share, job_preemptions_recent, "
+    "team_preemptions_recent, basis, unknown"
+)
+
+# The latest computation's jobs, costliest first; an unknown cost after every known one.
+TOP_SQL = """
+SELECT * FROM live_costs_latest
+WHERE coalesce(cluster = CAST($cluster AS VARCHAR), true) AND coalesce(pool = CAST($pool AS VARCHAR), true)
+ORDER BY cost_gpu_s DESC NULLS LAST, cluster, job_id
+LIMIT $limit
+"""
+
+
+@dataclass(frozen=True)
+class LiveCostSettings:
+    interval_s: float
+    recent_window_s: float
+    keep_days: float
+    top_jobs: int
+    endpoint_limit: int
+
+    def __post_init__(self) -> None:
+        problems = [
+            f"live_cost.{name}: must be > 0"
+            for name in ("interval_s", "recent_window_s", "keep_days", "top_jobs", "endpoint_limit")
+            if getattr(self, name) <= 0
+        ]
+        if problems:
+            raise ConfigError("; ".join(problems), "see docs/configuration.md, [live_cost]")
+
+
+def settings_from(config: Config) -> LiveCostSettings:
+    section = config.section("live_cost") or {s.key: s.default for s in SETTINGS.settings}
+    return LiveCostSettings(**{k: section[k] for k in LiveCostSettings.__dataclass_fields__})
+
+
+@dataclass(frozen=True)
+class Computation:
+    computed_at: datetime
+    jobs: int
+    unknown: int
+    deleted: int
+
+
+def missing_figures(wh: Warehouse) -> list[str]:
+    """The figure tables the live cost reads that no `analyze` has stored yet."""
+    present = {
+        str(r[0])
+        for r in wh.con.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' AND table_type = 'BASE TABLE'"
+        ).fetchall()
+    }
+    return [t for t in _NEEDS if t not in present]
+
+
+def compute(wh: Warehouse, at: datetime, settings: LiveCostSettings) -> Computation:
+    """Compute and store the live cost of every job running at `at`; computing again at `at` stores the same."""
+    missing = missing_figures(wh)
+    if missing:
+        raise SchemaError(
+            f"live cost: the warehouse has no {', '.join(missing)} yet",
+            "run `preemptlens analyze` first: the warm-up and requeue history come from its figures",
+        )
+    params = {"at": at, "recent_s": settings.recent_window_s}
+    figure = query_sql("live", "live_costs")
+    with wh.transaction():
+        # The instant's rows are replaced whole: a job that no longer runs at `at` in the data loses its row.
+        wh.con.execute("DELETE FROM live_costs WHERE computed_at = $at", {"at": at})
+        wh.con.execute(
+            f"INSERT INTO live_costs ({_COLUMNS}) SELECT {_COLUMNS} FROM ({figure})",  # noqa: S608 -- constants only
+            params,
+        )
+        jobs, unknown = wh.con.execute(
+            "SELECT count(*), count(*) FILTER (WHERE cost_gpu_s IS NULL) FROM live_costs WHERE computed_at = $at",
+            {"at": at},
+        ).fetchall()[0]
+        wh.con.execute("INSERT OR REPLACE INTO live_cost_computations VALUES ($at, $jobs)", {"at": at, "jobs": jobs})
+        horizon = at - timedelta(days=settings.keep_days)
+        deleted = wh.con.execute(
+            "DELETE FROM live_costs WHERE computed_at < $h", {"h": horizon}
+        ).fetchall()[0][0]
+        wh.con.execute("DELETE FROM live_cost_computations WHERE computed_at < $h", {"h": horizon})
+    wh.mark_changed()
+    return Computation(at, int(jobs), int(unknown), int(deleted))
+
+
+def top(
+    con: duckdb.DuckDBPyConnection, limit: int, *, cluster: str | None = None, pool: str | None = None
+) -> pl.DataFrame:
+    """The latest computation's `limit` costliest jobs (from the warehouse or its snapshot)."""
+    frame = pl.from_arrow(
+        con.sql(TOP_SQL, params={"limit": limit, "cluster": cluster, "pool": pool}).to_arrow_table()
+    )
+    assert isinstance(frame, pl.DataFrame)
+    return frame
+
+
+def records(frame: pl.DataFrame) -> list[dict[str, object]]:
+    """Rows as JSON-ready dicts: times in ISO 8601 UTC, unknown as null."""
+    out = []
+    for row in frame.iter_rows(named=True):
+        out.append({k: v.isoformat() if isinstance(v, datetime) else v for k, v in row.items()})
+    return out

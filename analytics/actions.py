@@ -7,8 +7,10 @@ Three actions, each off by default and each in `dry-run` (audit rows only) or
   annotation (KEP-7990: effective priority = priority + boost), in steps of
   `boost_step` up to `max_boost`, one step per change;
 - `kai_protect`: a KAI PodGroup is made non-preemptible;
-- `slurm_protect`: a Slurm job moves to a non-preemptible QOS, and back after
-  its next checkpoint.
+- `slurm_protect`: a Slurm job waiting to restart after a preemption moves to
+  a non-preemptible QOS, so its next run is not thrown away again; slurmctld
+  changes a job's QOS only while it is pending, so it cannot protect a running
+  job, and a protected job keeps the QOS until it ends or waits again.
 
 Every cycle, per action: the live costs (`live_costs_latest`) name the running
 jobs; a job is held when its cost or near-completion share reaches the high
@@ -63,6 +65,10 @@ ACTIONS: dict[str, tuple[str, str]] = {
 MAX_HOLD = "reached max_hold_s"
 # The undo_why of a hold the scheduler refused; the job is tried again after min_hold_s.
 APPLY_FAILED = "apply failed"
+# Actions whose scheduler changes a job only while it waits (Slurm: a pending job's QOS): they hold requeued
+# victims before their next run, judged by the last live cost they had, and release a job only while it waits
+# or once it ended, never while it runs.
+WHILE_WAITING = frozenset({"slurm_protect"})
 
 
 def _section(name: str, what: str, *, cost: tuple[float | None, float | None],
@@ -115,8 +121,9 @@ SETTINGS = (
              )),
     _section("kai_protect", "KAI-Scheduler: a PodGroup made non-preemptible",
              cost=(None, None), near=(0.9, 0.85), pool_share=0.25, max_hold_s=21_600.0, checkpoint=False),
-    _section("slurm_protect", "Slurm preempt/qos: the job moved to a non-preemptible QOS",
-             cost=(28_800.0, 14_400.0), near=(None, None), pool_share=0.25, max_hold_s=86_400.0, checkpoint=True),
+    _section("slurm_protect", "Slurm preempt/qos: a victim waiting to restart moved to a non-preemptible QOS, "
+             "judged by its live cost when it was preempted",
+             cost=(28_800.0, 14_400.0), near=(None, None), pool_share=0.25, max_hold_s=86_400.0, checkpoint=False),
 )
 
 
@@ -141,6 +148,7 @@ class ActionSettings:
     pools: tuple[str, ...] = ()
     boost_step: int = 1
     max_boost: int = 1
+    while_waiting: bool = False
 
     @property
     def enforce(self) -> bool:
@@ -166,6 +174,7 @@ def settings_from(config: Config) -> dict[str, ActionSettings]:
             release_after_checkpoint=bool(v["release_after_checkpoint"]), stale_after_s=float(v["stale_after_s"]),
             clusters=tuple(map(str, v["clusters"])), pools=tuple(map(str, v["pools"])),
             boost_step=int(v.get("boost_step", 1)), max_boost=int(v.get("max_boost", 1)),
+            while_waiting=name in WHILE_WAITING,
         )
         if s.enabled and s.cost_high_gpu_s is None and s.near_completion_high is None:
             problems.append(f"{name}: set cost_high_gpu_s or near_completion_high, or nothing is ever held")
@@ -199,6 +208,8 @@ class Live:
     cost_gpu_s: float | None
     near_completion_share: float | None
     ended: bool
+    # Waiting to restart after a preemption (WHILE_WAITING actions): the figures are its last live cost.
+    waiting: bool = False
 
 
 @dataclass
@@ -234,6 +245,35 @@ def _gpu_h(gpu_s: float) -> str:
     return f"{gpu_s / 3600:.1f} GPU-h"
 
 
+# The running jobs' live costs, and whether the job's last run ended.
+_LIVE_SQL = """
+SELECT lc.cluster, lc.job_id, coalesce(lc.pool, j.pool) AS pool, coalesce(lc.gpus, j.gpus) AS gpus,
+       lc.computed_at, lc.cost_gpu_s, lc.near_completion_share,
+       coalesce((SELECT arg_max(r.end_time IS NOT NULL, r.run) FROM job_runs r
+                 WHERE r.cluster = lc.cluster AND r.job_id = lc.job_id), false) AS ended,
+       false AS waiting
+FROM live_costs_latest lc
+JOIN jobs j ON j.cluster = lc.cluster AND j.job_id = lc.job_id
+WHERE j.source = $source
+"""
+# Jobs whose last run waits to start after a preempted run, with the last live cost they had (when they were
+# preempted); taken as computed now, since its age says nothing about whether the job still waits.
+_WAITING_SQL = """
+SELECT lc.cluster, lc.job_id, coalesce(lc.pool, j.pool) AS pool, coalesce(lc.gpus, j.gpus) AS gpus,
+       CAST($now AS TIMESTAMPTZ) AS computed_at, lc.cost_gpu_s, lc.near_completion_share,
+       false AS ended, true AS waiting
+FROM (
+    SELECT *, bool_or(state IN ('preempted', 'requeued')) OVER (PARTITION BY cluster, job_id) AS preempted_before
+    FROM job_runs
+    QUALIFY run = max(run) OVER (PARTITION BY cluster, job_id)
+) AS w
+JOIN jobs j ON j.cluster = w.cluster AND j.job_id = w.job_id
+JOIN live_costs lc ON lc.cluster = w.cluster AND lc.job_id = w.job_id
+WHERE j.source = $source AND w.state = 'pending' AND w.start_time IS NULL AND w.preempted_before
+QUALIFY row_number() OVER (PARTITION BY lc.cluster, lc.job_id ORDER BY lc.computed_at DESC) = 1
+"""
+
+
 class _Cycle:
     def __init__(self, wh: Warehouse, s: ActionSettings, bound: tuple[str, Effector] | None, now: datetime) -> None:
         self.wh, self.s, self.now = wh, s, now
@@ -255,18 +295,12 @@ class _Cycle:
 
     def live(self) -> dict[tuple[str, str], Live]:
         try:
-            rows = self.wh.query(
-                """
-                SELECT lc.cluster, lc.job_id, coalesce(lc.pool, j.pool) AS pool, coalesce(lc.gpus, j.gpus) AS gpus,
-                       lc.computed_at, lc.cost_gpu_s, lc.near_completion_share,
-                       coalesce((SELECT arg_max(r.end_time IS NOT NULL, r.run) FROM job_runs r
-                                 WHERE r.cluster = lc.cluster AND r.job_id = lc.job_id), false) AS ended
-                FROM live_costs_latest lc
-                JOIN jobs j ON j.cluster = lc.cluster AND j.job_id = lc.job_id
-                WHERE j.source = $source
-                """,
-                {"source": self.s.source},
-            )
+            # A job that waits again still has its running days' row among the latest: the waiting row wins.
+            if self.s.while_waiting:
+                rows = self.wh.query(f"{_LIVE_SQL} UNION ALL {_WAITING_SQL} ORDER BY waiting",
+                                     {"source": self.s.source, "now": self.now})
+            else:
+                rows = self.wh.query(_LIVE_SQL, {"source": self.s.source})
         except duckdb.CatalogException:
             # No live cost yet: no job is known to be running, so nothing is held and every hold is released.
             log.warning("%s: no live_costs_latest in the warehouse (run `preemptlens cost`)", self.s.name)
@@ -274,7 +308,7 @@ class _Cycle:
         return {
             (r["cluster"], r["job_id"]): Live(r["cluster"], r["job_id"], r["pool"], int(r["gpus"] or 0),
                                                r["computed_at"], r["cost_gpu_s"], r["near_completion_share"],
-                                               bool(r["ended"]))
+                                               bool(r["ended"]), bool(r["waiting"]))
             for r in rows.iter_rows(named=True)
             if self._in_scope(r["cluster"], r["pool"])
         }
@@ -380,6 +414,8 @@ class _Cycle:
             return "the job has no live cost: it ended or is not running"
         if live.ended:
             return "the job ended"
+        if s.while_waiting and not live.waiting:
+            return None  # running: the scheduler cannot change it now (it is released once it waits or ends)
         if not self.fresh(live):
             when = "at an unknown time" if live.computed_at is None else f"{live.computed_at:%Y-%m-%d %H:%M} UTC"
             return f"its live cost is stale (computed {when}, stale_after_s)"
@@ -520,6 +556,7 @@ class _Cycle:
             (job, why) for job in live.values()
             if (job.cluster, job.job_id) not in held_ids and (job.cluster, job.job_id) not in cooling
             and (job.cluster, job.job_id) not in self.released and not job.ended and self.fresh(job)
+            and (job.waiting or not s.while_waiting)
             and (why := self.reaches_high(job)) is not None
         ]
         candidates.sort(key=lambda c: (-(c[0].cost_gpu_s or 0.0), -(c[0].near_completion_share or 0.0),

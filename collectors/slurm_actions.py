@@ -27,6 +27,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from preemptlens.collectors.slurm_policy import cluster_name_from_config
 from preemptlens.config import Config, Section, Setting
 from preemptlens.errors import ConfigError, SourceError
 
@@ -37,6 +38,8 @@ SETTINGS = Section(
     (
         Setting("protected_qos", "protected", "QOS a protected job is moved into; it must be in no other QOS's "
                 "Preempt list, and the service's user a Slurm operator (docs/deploy.md)."),
+        Setting("fallback_qos", "normal", "QOS a job found in protected_qos is returned to when the audit table "
+                "does not say where it came from (the process died between moving it and recording that)."),
     ),
 )
 
@@ -55,18 +58,21 @@ class SlurmActionSettings:
     bin_dir: str
     slurm_conf: str
     timeout_s: float
+    fallback_qos: str
 
 
 def settings_from(config: Config) -> SlurmActionSettings:
     """The one place the action's settings are read ([slurm_actions], and [slurm] for the commands)."""
     own = {s.key: s.default for s in SETTINGS.settings} | config.section("slurm_actions")
     slurm = config.section("slurm")
-    qos = str(own["protected_qos"]).strip()
-    if not qos or not re.fullmatch(r"[A-Za-z0-9_.\-]+", qos):
-        raise ConfigError(f"slurm_actions.protected_qos: {qos!r} is not a QOS name",
-                          "name the QOS created with `sacctmgr add qos`")
+    qos = {key: str(own[key]).strip() for key in ("protected_qos", "fallback_qos")}
+    for key, name in qos.items():
+        if not name or not re.fullmatch(r"[A-Za-z0-9_.\-]+", name):
+            raise ConfigError(f"slurm_actions.{key}: {name!r} is not a QOS name",
+                              "name the QOS created with `sacctmgr add qos`")
     return SlurmActionSettings(
-        protected_qos=qos,
+        protected_qos=qos["protected_qos"],
+        fallback_qos=qos["fallback_qos"],
         bin_dir=str(slurm.get("bin_dir", "")),
         slurm_conf=str(slurm.get("slurm_conf", "")),
         timeout_s=float(slurm.get("timeout_s", 600.0)),
@@ -88,7 +94,7 @@ class SlurmQosEffector:
     # -- the contract -----------------------------------------------------------
 
     def held(self) -> dict[str, int]:
-        out = self._run(["squeue", "-h", "-a", "-t", _LIVE_STATES, "-q", self.s.protected_qos, "-o", "%i"],
+        out = self.command(["squeue", "-h", "-a", "-t", _LIVE_STATES, "-q", self.s.protected_qos, "-o", "%i"],
                         "reading the protected jobs")
         held: dict[str, int] = {}
         for line in (out or "").splitlines():
@@ -123,16 +129,14 @@ class SlurmQosEffector:
 
     def undo(self, job_id: str, detail: dict[str, str]) -> None:
         _check_id(job_id)
-        qos = detail.get("qos", "")
-        if not qos:
-            raise SourceError(f"slurm: cannot return job {job_id}: the action's record names no QOS to return to")
-        self._update(job_id, qos, "return")
+        # An empty detail: the move was never recorded (a crash in between), so where it came from is unknown.
+        self._update(job_id, detail.get("qos") or self.s.fallback_qos, "return")
 
     # -- commands ---------------------------------------------------------------
 
     def _qos_of(self, job_id: str) -> str | None:
         """The job's QOS, or None when Slurm no longer holds it."""
-        out = self._run(["squeue", "-h", "-a", "-t", _LIVE_STATES, "-j", job_id, "-o", "%i|%q"],
+        out = self.command(["squeue", "-h", "-a", "-t", _LIVE_STATES, "-j", job_id, "-o", "%i|%q"],
                         f"reading job {job_id}")
         for line in (out or "").splitlines():
             shown, _, qos = line.strip().partition("|")
@@ -144,9 +148,9 @@ class SlurmQosEffector:
 
     def _update(self, job_id: str, qos: str, what: str) -> str | None:
         """None when the job had ended."""
-        return self._run(["scontrol", "update", f"JobId={job_id}", f"QOS={qos}"], f"{what} job {job_id}")
+        return self.command(["scontrol", "update", f"JobId={job_id}", f"QOS={qos}"], f"{what} job {job_id}")
 
-    def _run(self, argv: list[str], what: str) -> str | None:
+    def command(self, argv: list[str], what: str) -> str | None:
         """The command's output; None when it says the job is gone or ended."""
         exe = str(Path(self.s.bin_dir) / argv[0]) if self.s.bin_dir else argv[0]
         env = dict(os.environ)
@@ -172,6 +176,21 @@ class SlurmQosEffector:
                               f"a job's QOS only while it is pending ({text})",
                               "it can be moved while it waits again (requeued) or is done once it ends")
         raise SourceError(f"slurm: {what}: `{shown}` exited with status {done.returncode}: {text or 'no message'}")
+
+
+def build_effector(action: str, config: Config) -> tuple[str, SlurmQosEffector]:
+    """The effector of `slurm_protect` and its cluster: cluster.name, else the ClusterName Slurm reports."""
+    if action != "slurm_protect":
+        raise ConfigError(f"slurm: no effector for action {action!r}", "slurm_protect")
+    effector = SlurmQosEffector.from_config(config)
+    cluster = str(config.get("cluster.name") or "")
+    if not cluster:
+        shown = effector.command(["scontrol", "show", "config"], "reading ClusterName")
+        cluster = cluster_name_from_config(shown or "")
+    if not cluster:
+        raise ConfigError("slurm_protect: cluster.name is not set and `scontrol show config` names no ClusterName",
+                          "set cluster.name")
+    return cluster, effector
 
 
 def _check_id(job_id: str) -> None:

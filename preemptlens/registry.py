@@ -45,6 +45,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 EFFECTORS: dict[str, str] = {
     "kueue_boost": "preemptlens.collectors.kubernetes_actions",
     "kai_protect": "preemptlens.collectors.kubernetes_actions",
+    "slurm_protect": "preemptlens.collectors.slurm_actions",
 }
 
 # Modules whose `SETTINGS` (a Section or a tuple of them) make up the configuration, in documentation order.

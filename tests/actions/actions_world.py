@@ -1,7 +1,9 @@
-"""A hand-made world for the actions engine: jobs, pools, checkpoints and the live costs it reads.
+"""A hand-made world for the actions engine: jobs, runs, pools, checkpoints and the live costs it reads.
 
-`live_costs_latest` belongs to the live-cost branch; until it lands the tests create it as a table
-with the columns the engine reads, holding rows the test controls.
+The engine's rules are about each job's own figures and their age, so the world replaces the view
+`live_costs_latest` (the latest computation's rows, all of one instant: tests/analytics/test_live_cost.py)
+by a table of one row per job at an instant the test sets; each row also goes into the history `live_costs`,
+where a victim waiting to restart finds the cost it had when it was preempted.
 """
 
 from __future__ import annotations
@@ -25,10 +27,11 @@ class World:
     def __init__(self, wh: Warehouse, cluster: str = "c1") -> None:
         self.wh = wh
         self.cluster = cluster
-        wh.con.execute(
-            "CREATE TABLE IF NOT EXISTS live_costs_latest (cluster VARCHAR, job_id VARCHAR, run INTEGER, "
-            "pool VARCHAR, tier VARCHAR, team VARCHAR, user_name VARCHAR, gpus INTEGER, computed_at TIMESTAMPTZ, "
-            "cost_gpu_s DOUBLE, near_completion_share DOUBLE)")
+        kind = wh.con.execute(
+            "SELECT table_type FROM information_schema.tables WHERE table_name = 'live_costs_latest'").fetchone()
+        if kind is not None and kind[0] == "VIEW":
+            wh.con.execute("DROP VIEW live_costs_latest")
+            wh.con.execute("CREATE TABLE live_costs_latest AS SELECT * FROM live_costs LIMIT 0")
 
     def job(self, job_id: str, *, pool: str = "p1", gpus: int = 8, source: str = "kubernetes") -> None:
         self.wh.con.execute(
@@ -46,9 +49,19 @@ class World:
         """The job's latest live cost (replacing the one before)."""
         self.wh.con.execute("DELETE FROM live_costs_latest WHERE cluster = $c AND job_id = $j",
                             {"c": self.cluster, "j": job_id})
+        for into in ("INTO live_costs_latest", "OR REPLACE INTO live_costs"):
+            self.wh.con.execute(
+                f"INSERT {into} (cluster, job_id, run, pool, tier, team, user_name, gpus, computed_at, "
+                "cost_gpu_s, near_completion_share) VALUES ($c, $j, 1, $p, 'low', 'team-a', 'ann', $g, $t, $cost, "
+                "$near)",
+                {"c": self.cluster, "j": job_id, "p": pool, "g": gpus, "t": at, "cost": cost_gpu_s, "near": near})
+
+    def run(self, job_id: str, run: int, state: str, start: datetime | None, end: datetime | None = None) -> None:
+        """A run of the job as the scheduler reported it (replacing the same run)."""
         self.wh.con.execute(
-            "INSERT INTO live_costs_latest VALUES ($c, $j, 1, $p, 'low', 'team-a', 'ann', $g, $t, $cost, $near)",
-            {"c": self.cluster, "j": job_id, "p": pool, "g": gpus, "t": at, "cost": cost_gpu_s, "near": near})
+            "INSERT OR REPLACE INTO job_runs (cluster, job_id, run, gpus, start_time, end_time, state, source, "
+            "_load_id) VALUES ($c, $j, $r, 8, $s, $e, $state, 'test', 'test')",
+            {"c": self.cluster, "j": job_id, "r": run, "s": start, "e": end, "state": state})
 
     def gone(self, job_id: str) -> None:
         self.wh.con.execute("DELETE FROM live_costs_latest WHERE job_id = $j", {"j": job_id})

@@ -193,30 +193,53 @@ def test_stale_live_cost_releases(world: World, tmp_path: Path) -> None:
     assert world.rows()[0]["undo_why"].startswith("its live cost is stale")
 
 
-def test_slurm_protection_is_released_after_the_next_checkpoint(world: World, tmp_path: Path) -> None:
+def test_slurm_protects_a_costly_victim_while_it_waits_and_never_releases_it_while_it_runs(
+        world: World, tmp_path: Path) -> None:
+    # slurmctld moves a job to another QOS only while it is pending (tests/slurm/test_slurm_actions.py).
     s = settings(tmp_path, """
 [slurm_protect]
 enabled = true
+mode = "enforce"
 max_pool_share = 1.0
 """)
-    world.job("123", source="slurm")
+    scheduler = SchedulerState()
+    bound = {"slurm_protect": ("c1", scheduler)}
+    for job in ("123", "456", "789"):
+        world.job(job, source="slurm")
     world.job("pod", source="kubernetes")
-    world.checkpoint("123", minutes(-30))  # before the hold: does not release it
-    world.cost("123", minutes(0), 9 * H)
+    world.run("123", 1, "running", minutes(-120))
+    world.cost("123", minutes(-1), 9 * H)  # its live cost, the last computation before it was preempted
+    world.run("789", 1, "running", minutes(-120))
+    world.cost("789", minutes(-1), 0.5 * H)  # preempted too, but cheaply
+    world.run("456", 1, "running", minutes(-60))
+    world.cost("456", minutes(0), 9 * H)  # costly but running: Slurm cannot protect it now
     world.cost("pod", minutes(0), 9 * H)
-    actions.run(world.wh, s, {}, minutes(0))
-    assert world.open("slurm_protect") == {"123": 1}  # only the Slurm job: the source decides
-    world.checkpoint("123", minutes(5))
-    world.cost("123", minutes(4), 9 * H)  # the live cost has not seen the checkpoint yet
-    actions.run(world.wh, s, {}, minutes(6))  # within min_hold_s: the checkpoint releases it anyway ...
-    assert world.open("slurm_protect") == {}  # ... and the stale figure does not hold it again at once
-    world.cost("123", minutes(7), 0.1 * H)
-    actions.run(world.wh, s, {}, minutes(7))
-    assert world.open("slurm_protect") == {}
-    assert world.rows()[0]["undo_why"].startswith("it checkpointed at 2026-11-02 12:05")
-    world.cost("123", minutes(200), 9 * H)  # costly again long after: protected again
-    actions.run(world.wh, s, {}, minutes(200))
+    for job in ("123", "789"):
+        world.gone(job)
+        world.run(job, 1, "preempted", minutes(-120), minutes(-1))
+        world.run(job, 2, "pending", None)
+    actions.run(world.wh, s, bound, minutes(0))
     assert world.open("slurm_protect") == {"123": 1}
+    changes = [c for c in scheduler.calls if c[0] != "held"]
+    assert changes == [("apply", "123", 1)]
+    assert "live cost 9.0 GPU-h" in world.rows("slurm_protect")[0]["why"]
+
+    # It restarts in the protected QOS, checkpoints, its cost falls, max_hold_s passes: held all the same,
+    # since undo on a running job is refused; a running job's hold ends when the job does.
+    world.run("123", 2, "running", minutes(2))
+    world.checkpoint("123", minutes(30))
+    world.cost("123", minutes(24 * 60 + 5), 0.1 * H)
+    world.cost("456", minutes(24 * 60 + 5), 9 * H)
+    actions.run(world.wh, s, bound, minutes(24 * 60 + 5))
+    assert world.open("slurm_protect") == {"123": 1}
+    assert [c for c in scheduler.calls if c[0] != "held"] == changes
+
+    world.gone("123")
+    world.run("123", 2, "completed", minutes(2), minutes(24 * 60 + 6))
+    actions.run(world.wh, s, bound, minutes(24 * 60 + 10))
+    assert world.open("slurm_protect") == {}
+    assert scheduler.calls[-1] == ("undo", "123", {"before": "none"})
+    assert world.rows("slurm_protect")[0]["undo_why"].startswith("the job has no live cost")
 
 
 def test_reconcile_closes_rows_the_scheduler_does_not_hold_and_undoes_unrecorded_holds(

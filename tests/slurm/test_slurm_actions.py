@@ -57,7 +57,8 @@ class Played:
 
 def _effector(cluster: SlurmCluster) -> SlurmQosEffector:
     return SlurmQosEffector(SlurmActionSettings(protected_qos=QOS_PROTECTED, bin_dir="",
-                                                slurm_conf=str(cluster.conf), timeout_s=30))
+                                                slurm_conf=str(cluster.conf), timeout_s=30,
+                                                fallback_qos=QOS_LOW))
 
 
 @pytest.fixture(scope="module")
@@ -149,13 +150,13 @@ def test_the_job_returns_to_its_qos_once_it_waits_again(played: Played) -> None:
 
 def test_bad_ids_and_levels_are_refused_before_any_command(tmp_path: Path) -> None:
     # No command exists there: reaching one would say "not found" instead.
-    effector = SlurmQosEffector(SlurmActionSettings(QOS_PROTECTED, str(tmp_path), "", 5.0))
+    effector = SlurmQosEffector(SlurmActionSettings(QOS_PROTECTED, str(tmp_path), "", 5.0, QOS_LOW))
     with pytest.raises(SourceError, match="not a Slurm job id"):
         effector.apply("12; rm -rf /", 1)
     with pytest.raises(ConfigError, match="one level"):
         effector.apply("12", 2)
-    with pytest.raises(SourceError, match="names no QOS"):
-        effector.undo("12", {})
+    with pytest.raises(SourceError, match="not a Slurm job id"):
+        effector.undo("12 QOS=high", {})
     with pytest.raises(SourceError, match="squeue not found"):
         effector.held()
 
@@ -166,7 +167,7 @@ def test_a_qos_slurm_does_not_know_is_an_error_not_a_silent_success(slurm_qos_cl
                    f"--output={c.root / 'jobs'}/%j.out", script="true")
     try:
         effector = SlurmQosEffector(SlurmActionSettings(protected_qos="nosuchqos", bin_dir="",
-                                                        slurm_conf=str(c.conf), timeout_s=30))
+                                                        slurm_conf=str(c.conf), timeout_s=30, fallback_qos=QOS_LOW))
         with pytest.raises(SourceError, match=f"job {job}") as info:
             effector.apply(job, 1)
         assert "nosuchqos" in info.value.message
@@ -177,7 +178,7 @@ def test_a_qos_slurm_does_not_know_is_an_error_not_a_silent_success(slurm_qos_cl
 def test_settings_come_from_slurm_actions_and_the_collectors_slurm_section() -> None:
     config = Config({"slurm_actions": {"protected_qos": "keep"},
                      "slurm": {"bin_dir": "/opt/slurm/bin", "slurm_conf": "/etc/x.conf", "timeout_s": 5.0}})
-    assert settings_from(config) == SlurmActionSettings("keep", "/opt/slurm/bin", "/etc/x.conf", 5.0)
+    assert settings_from(config) == SlurmActionSettings("keep", "/opt/slurm/bin", "/etc/x.conf", 5.0, "normal")
     with pytest.raises(ConfigError, match="protected_qos"):
         settings_from(Config({"slurm_actions": {"protected_qos": "a b"}}))
 

@@ -42,7 +42,7 @@ import polars as pl
 from preemptlens import __version__
 from preemptlens.analytics.pilot import declared, thresholds_from
 from preemptlens.analytics.pilot import evaluate as evaluate_pilot
-from preemptlens.config import Config, Secret, Section, Setting, http_url, is_reference, resolve_reference
+from preemptlens.config import Config, Secret, http_url, is_reference, resolve_reference, section, setting
 from preemptlens.errors import ConfigError, PreemptlensError
 from preemptlens.warehouse import Warehouse
 
@@ -54,67 +54,54 @@ DELIVERY_HEADER = "X-Preemptlens-Delivery"
 TIMESTAMP_HEADER = "X-Preemptlens-Timestamp"
 SIGNATURE_HEADER = "X-Preemptlens-Signature"
 
-SETTINGS = Section(
+
+@section(
     "alerts",
     "Alert rules and their webhooks (docs: analytics/alerts.py). URLs and keys are secrets: give them by reference.",
-    (
-        Setting("rules", ["victim_notice"], "Names of the alert rules to evaluate.", kind=list),
-        Setting(
-            "webhook_url", None, "Webhook of the platform team, which receives the rule alerts.", secret=True,
-            check=http_url,
-        ),
-        Setting(
-            "team_webhooks",
-            {},
-            'Webhook of each victim team for per-victim notices: team = { "$env" = "NAME" } or '
-            '{ "$file" = "/path" }; a URL written in clear is refused.',
-            kind=dict,
-            check=lambda value: _check_team_webhooks(value),  # defined below, with its helpers
-        ),
-        Setting("format", "json", "Payload format of every webhook.", choices=FORMATS),
-        Setting(
-            "dashboard_url",
-            "",
-            "Public URL of the dashboard (e.g. https://preemptlens.example.org); per-victim notices then link to "
-            "its My preemptions page. Empty: no link.",
-        ),
-        Setting(
-            "signing_key",
-            None,
-            "Key for the HMAC-SHA256 signature header; unset sends no signature.",
-            secret=True,
-        ),
-        Setting("timeout_s", 10.0, "Seconds to wait for a webhook to answer.", kind=float),
-        Setting("backoff_s", 30.0, "Wait before the first retry of a failed delivery; doubles each time.", kind=float),
-        Setting(
-            "max_backoff_s", 3600.0, "Longest wait between retries; deliveries are retried until sent.", kind=float
-        ),
-        Setting(
-            "lookback_s",
-            86400.0,
-            "Only events this recent (seconds) raise alerts, so that enabling a webhook does not replay history.",
-            kind=float,
-        ),
-        Setting(
-            "scope_creep_slope",
-            0.02,
-            "scope_creep fires when a pool's high-tier share of GPU-hours grows faster than this per week.",
-            kind=float,
-        ),
-        Setting(
-            "hoarding_gpu_hours",
-            50.0,
-            "idle_hoarding fires when a team's idle-hoarded GPU-hours within the lookback exceed this.",
-            kind=float,
-        ),
-        Setting(
-            "requeue_history_s",
-            7 * 86400.0,
-            "Window (seconds) of past requeues in the same pool from which a notice estimates the requeue delay.",
-            kind=float,
-        ),
-    ),
 )
+@dataclass(frozen=True)
+class AlertsSettings:
+    rules: list[str] = setting(["victim_notice"], "Names of the alert rules to evaluate.")
+    webhook_url: Secret | None = setting(
+        None,
+        "Webhook of the platform team, which receives the rule alerts.",
+        check=http_url,
+    )
+    team_webhooks: dict[str, Any] = setting(
+        {},
+        'Webhook of each victim team for per-victim notices: team = { "$env" = "NAME" } or '
+        '{ "$file" = "/path" }; a URL written in clear is refused.',
+        check=lambda value: _check_team_webhooks(value),  # defined below, with its helpers
+    )
+    format: str = setting("json", "Payload format of every webhook.", choices=FORMATS)
+    dashboard_url: str = setting(
+        "",
+        "Public URL of the dashboard (e.g. https://preemptlens.example.org); per-victim notices then link to "
+        "its My preemptions page. Empty: no link.",
+    )
+    signing_key: Secret | None = setting(None, "Key for the HMAC-SHA256 signature header; unset sends no signature.")
+    timeout_s: float = setting(10.0, "Seconds to wait for a webhook to answer.")
+    backoff_s: float = setting(30.0, "Wait before the first retry of a failed delivery; doubles each time.")
+    max_backoff_s: float = setting(3600.0, "Longest wait between retries; deliveries are retried until sent.")
+    lookback_s: float = setting(
+        86400.0,
+        "Only events this recent (seconds) raise alerts, so that enabling a webhook does not replay history.",
+    )
+    scope_creep_slope: float = setting(
+        0.02,
+        "scope_creep fires when a pool's high-tier share of GPU-hours grows faster than this per week.",
+    )
+    hoarding_gpu_hours: float = setting(
+        50.0,
+        "idle_hoarding fires when a team's idle-hoarded GPU-hours within the lookback exceed this.",
+    )
+    requeue_history_s: float = setting(
+        7 * 86400.0,
+        "Window (seconds) of past requeues in the same pool from which a notice estimates the requeue delay.",
+    )
+
+
+SETTINGS = AlertsSettings
 
 
 @dataclass(frozen=True)

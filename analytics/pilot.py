@@ -36,7 +36,7 @@ import numpy as np
 import polars as pl
 
 from preemptlens.analytics.scorecard import verdict_text
-from preemptlens.config import Config, Section, Setting
+from preemptlens.config import Config, section, section_of, setting
 from preemptlens.contract import TIERS
 from preemptlens.errors import ConfigError
 
@@ -46,66 +46,51 @@ _BINS = 256  # rank resolution of a bootstrapped quantile (1/256 of the observat
 
 VERDICTS = ("widen", "keep piloting", "roll back")
 
-SETTINGS = Section(
-    "pilot",
-    "Pilot evaluation (`preemptlens pilot NAME`, the dashboard's Pilot page; docs/figures.md, Pilot).",
-    (
-        Setting(
-            "pilots",
-            {},
-            "Declared pilots by name, each a table: pools (list, the pools that changed), control (list, pools "
-            "that did not), start (ISO 8601 time of the change), what (what changed), and optionally cluster "
-            "(default cluster.name), tiers (list, the tiers the change concerns) and end (ISO 8601).",
-            kind=dict,
-        ),
-        Setting(
-            "before_days",
-            28.0,
-            "Days before the change that a pilot compares against (fewer when the data starts later).",
-            kind=float,
-        ),
-        Setting("confidence", 0.9, "Confidence level of every pilot interval (bootstrap percentile).", kind=float),
-        Setting(
-            "bootstrap_samples",
-            1000,
-            "Bootstrap replicates per pilot evaluation (days resampled with replacement).",
-            kind=int,
-        ),
-        Setting(
-            "min_wait_gain_s",
-            60.0,
-            "Smallest cut (seconds) of the critical-plus-high median or p90 queue wait that counts as a gain.",
-            kind=float,
-        ),
-        Setting(
-            "max_completion_increase_share",
-            0.10,
-            "Rise of a normal or low tier's median completion time, as a share of its pilot pools' value "
-            "before, that counts as clearly worse once the interval lies above it.",
-            kind=float,
-        ),
-        Setting(
-            "max_retries_increase",
-            0.10,
-            "Rise of retries per job that counts as clearly worse once the interval lies above it.",
-            kind=float,
-        ),
-        Setting(
-            "max_thrown_away_increase_share",
-            0.01,
-            "Rise of GPU-hours of work thrown away (lost progress plus warm-up) per capacity GPU-hour of the "
-            "pools that counts as clearly worse once the interval lies above it.",
-            kind=float,
-        ),
-        Setting(
-            "min_days_after",
-            7,
-            "Fewest days of data after the change before a pilot can be judged other than keep piloting "
-            "(a bootstrap over fewer days understates the spread).",
-            kind=int,
-        ),
-    ),
-)
+
+@section("pilot", "Pilot evaluation (`preemptlens pilot NAME`, the dashboard's Pilot page; docs/figures.md, Pilot).")
+@dataclass(frozen=True)
+class PilotSettings:
+    pilots: dict[str, Any] = setting(
+        {},
+        "Declared pilots by name, each a table: pools (list, the pools that changed), control (list, pools "
+        "that did not), start (ISO 8601 time of the change), what (what changed), and optionally cluster "
+        "(default cluster.name), tiers (list, the tiers the change concerns) and end (ISO 8601).",
+    )
+    before_days: float = setting(
+        28.0,
+        "Days before the change that a pilot compares against (fewer when the data starts later).",
+    )
+    confidence: float = setting(0.9, "Confidence level of every pilot interval (bootstrap percentile).")
+    bootstrap_samples: int = setting(
+        1000,
+        "Bootstrap replicates per pilot evaluation (days resampled with replacement).",
+    )
+    min_wait_gain_s: float = setting(
+        60.0,
+        "Smallest cut (seconds) of the critical-plus-high median or p90 queue wait that counts as a gain.",
+    )
+    max_completion_increase_share: float = setting(
+        0.10,
+        "Rise of a normal or low tier's median completion time, as a share of its pilot pools' value "
+        "before, that counts as clearly worse once the interval lies above it.",
+    )
+    max_retries_increase: float = setting(
+        0.10,
+        "Rise of retries per job that counts as clearly worse once the interval lies above it.",
+    )
+    max_thrown_away_increase_share: float = setting(
+        0.01,
+        "Rise of GPU-hours of work thrown away (lost progress plus warm-up) per capacity GPU-hour of the "
+        "pools that counts as clearly worse once the interval lies above it.",
+    )
+    min_days_after: int = setting(
+        7,
+        "Fewest days of data after the change before a pilot can be judged other than keep piloting "
+        "(a bootstrap over fewer days understates the spread).",
+    )
+
+
+SETTINGS = PilotSettings
 
 # SQL of the observations; every value is a bound parameter.
 _WAITS_SQL = """
@@ -267,7 +252,7 @@ class Thresholds:
 
     @classmethod
     def defaults(cls) -> Thresholds:
-        return cls(**{s.key: s.default for s in SETTINGS.settings if s.key in cls.__dataclass_fields__})
+        return cls(**{s.key: s.default for s in section_of(SETTINGS).settings if s.key in cls.__dataclass_fields__})
 
     def __post_init__(self) -> None:
         problems = []

@@ -48,7 +48,7 @@ from preemptlens.analytics.lake import (
 )
 from preemptlens.analytics.params import Params, param_columns, param_row
 from preemptlens.analytics.views import VIEWS_DIR, _body
-from preemptlens.config import Config, Section, Setting
+from preemptlens.config import Config, section, section_of, setting
 from preemptlens.errors import ConfigError, SchemaError
 from preemptlens.warehouse import SQL_DIR, Warehouse, quote
 
@@ -57,24 +57,22 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SETTINGS = Section(
-    "spark",
-    "Apache Spark for the heavy scans over the Parquet lake (`preemptlens spark`, docs/spark.md).",
-    (
-        Setting("master", "local[2]", "Spark master URL: `local[N]` runs in this process on N cores."),
-        Setting(
-            "driver_memory",
-            "2g",
-            "Memory of the Spark driver JVM (in local mode it does all the work), e.g. `2g`.",
-        ),
-        Setting(
-            "shuffle_partitions",
-            8,
-            "Partitions of each shuffle (spark.sql.shuffle.partitions); a few per core suits local mode.",
-            kind=int,
-        ),
-    ),
-)
+
+@section("spark", "Apache Spark for the heavy scans over the Parquet lake (`preemptlens spark`, docs/spark.md).")
+@dataclass(frozen=True)
+class SparkSettings:
+    master: str = setting("local[2]", "Spark master URL: `local[N]` runs in this process on N cores.")
+    driver_memory: str = setting(
+        "2g",
+        "Memory of the Spark driver JVM (in local mode it does all the work), e.g. `2g`.",
+    )
+    shuffle_partitions: int = setting(
+        8,
+        "Partitions of each shuffle (spark.sql.shuffle.partitions); a few per core suits local mode.",
+    )
+
+
+SETTINGS = SparkSettings
 
 SCANS_DIR = SQL_DIR / "scans"
 # The functions the shared SQL calls: those both engines define alike, then Spark's forms of the DuckDB
@@ -149,7 +147,7 @@ def spark_session(config: Config | None = None, *, master: str | None = None) ->
     if running is not None:
         yield running
         return
-    settings: dict[str, Any] = {s.key: s.default for s in SETTINGS.settings}
+    settings: dict[str, Any] = {s.key: s.default for s in section_of(SETTINGS).settings}
     if config is not None:
         settings.update(config.section("spark"))
     builder = (

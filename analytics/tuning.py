@@ -31,125 +31,91 @@ from preemptlens.analytics.replay import (
     sweep,
     validate,
 )
-from preemptlens.config import Config, Section, Setting
+from preemptlens.config import Config, section, section_of, setting
 from preemptlens.errors import ConfigError, SchemaError
 from preemptlens.warehouse import Warehouse, query_sql
 
-SETTINGS = Section(
-    "tuning",
-    "What-if replay and the suggestions of `preemptlens suggest` (docs/tuning.md).",
-    (
-        Setting(
-            "min_run_s",
-            -1.0,
-            "Minimum run time before preemption in force (Slurm PreemptExemptTime, KAI preemptMinRuntime), "
-            "seconds; negative infers it from the youngest victims.",
-            kind=float,
-        ),
-        Setting(
-            "grace_s",
-            -1.0,
-            "Grace time between the preemption signal and the kill in force (Slurm GraceTime, "
-            "terminationGracePeriodSeconds), seconds; negative infers it from the preemptors' starts.",
-            kind=float,
-        ),
-        Setting(
-            "requeue_hold_s",
-            -1.0,
-            "Forced wait of a requeued victim in force, seconds; negative infers it from the runs' eligible times.",
-            kind=float,
-        ),
-        Setting(
-            "may_preempt",
-            {},
-            "Which tiers each tier may preempt, e.g. { high = [\"normal\", \"low\"] }; empty infers it from the "
-            "ledger's preemptor and victim tiers.",
-            kind=dict,
-        ),
-        Setting(
-            "validation_tolerance",
-            0.10,
-            "Largest relative error of the replay under the actual policy (preemptions, lost GPU-hours, "
-            "high-priority median wait) for it to count as reproducing the past.",
-            kind=float,
-        ),
-        Setting(
-            "min_gain_share",
-            0.10,
-            "Smallest cut in replayed lost GPU-hours, as a share of the actual policy's, for a replayed change "
-            "to be suggested.",
-            kind=float,
-        ),
-        Setting(
-            "max_wait_increase_s",
-            300.0,
-            "Largest rise of the high-priority median queue wait (seconds) a suggested change may cost.",
-            kind=float,
-        ),
-        Setting(
-            "min_run_candidates_s",
-            [300.0, 600.0, 900.0, 1200.0, 1800.0, 3600.0],
-            "Minimum run times (seconds) the sweep replays.",
-            kind=list,
-        ),
-        Setting(
-            "early_victim_share_min",
-            0.2,
-            "Share of victims preempted before analytics.early_victim_s (or within their warm-up) from which "
-            "a minimum run time is considered.",
-            kind=float,
-        ),
-        Setting(
-            "near_completion_lost_share_min",
-            0.1,
-            "Share of lost GPU-hours from near-completion victims from which protecting them is considered.",
-            kind=float,
-        ),
-        Setting(
-            "near_completion_candidates",
-            [0.5, 0.75],
-            "Shares of work done below analytics.near_completion_share from which the sweep also replays "
-            "protecting victims.",
-            kind=list,
-        ),
-        Setting(
-            "grace_candidates_s",
-            [30.0, 60.0, 120.0, 300.0],
-            "Grace times (seconds) the sweep replays.",
-            kind=list,
-        ),
-        Setting(
-            "assumed_final_checkpoint_share",
-            0.5,
-            "When the grace time in force is too short to see any final checkpoint, the share of checkpointing "
-            "jobs assumed able to save one at the signal (stated as an assumption).",
-            kind=float,
-        ),
-        Setting(
-            "checkpoint_cost_s",
-            30.0,
-            "Checkpoint cost (seconds) assumed for a team with no measured final-checkpoint save time.",
-            kind=float,
-        ),
-        Setting(
-            "checkpoint_ratio_min",
-            1.5,
-            "Factor by which a team's checkpoint interval must differ from the Young/Daly optimum to be flagged.",
-            kind=float,
-        ),
-        Setting("min_preemptions", 5, "Fewest preemptions a per-team or per-tier rule needs as evidence.", kind=int),
-        Setting("reclaim_warn_s", 1800.0, "Idle reclaim: warn the owner after this long at zero.", kind=float),
-        Setting("reclaim_release_s", 3600.0, "Idle reclaim: release the GPUs after this long at zero.", kind=float),
-        Setting(
-            "repeat_wait_ratio_min",
-            2.0,
-            "Repeat victims' median queue time over that of unpreempted jobs of the same tiers from which "
-            "compensation is suggested.",
-            kind=float,
-        ),
-        Setting("processes", 0, "Worker processes for replay sweeps; 0 uses every core.", kind=int),
-    ),
-)
+
+@section("tuning", "What-if replay and the suggestions of `preemptlens suggest` (docs/tuning.md).")
+@dataclass(frozen=True)
+class TuningSettings:
+    min_run_s: float = setting(
+        -1.0,
+        "Minimum run time before preemption in force (Slurm PreemptExemptTime, KAI preemptMinRuntime), "
+        "seconds; negative infers it from the youngest victims.",
+    )
+    grace_s: float = setting(
+        -1.0,
+        "Grace time between the preemption signal and the kill in force (Slurm GraceTime, "
+        "terminationGracePeriodSeconds), seconds; negative infers it from the preemptors' starts.",
+    )
+    requeue_hold_s: float = setting(
+        -1.0,
+        "Forced wait of a requeued victim in force, seconds; negative infers it from the runs' eligible times.",
+    )
+    may_preempt: dict[str, Any] = setting(
+        {},
+        "Which tiers each tier may preempt, e.g. { high = [\"normal\", \"low\"] }; empty infers it from the "
+        "ledger's preemptor and victim tiers.",
+    )
+    validation_tolerance: float = setting(
+        0.10,
+        "Largest relative error of the replay under the actual policy (preemptions, lost GPU-hours, "
+        "high-priority median wait) for it to count as reproducing the past.",
+    )
+    min_gain_share: float = setting(
+        0.10,
+        "Smallest cut in replayed lost GPU-hours, as a share of the actual policy's, for a replayed change "
+        "to be suggested.",
+    )
+    max_wait_increase_s: float = setting(
+        300.0,
+        "Largest rise of the high-priority median queue wait (seconds) a suggested change may cost.",
+    )
+    min_run_candidates_s: list[float] = setting(
+        [300.0, 600.0, 900.0, 1200.0, 1800.0, 3600.0],
+        "Minimum run times (seconds) the sweep replays.",
+    )
+    early_victim_share_min: float = setting(
+        0.2,
+        "Share of victims preempted before analytics.early_victim_s (or within their warm-up) from which "
+        "a minimum run time is considered.",
+    )
+    near_completion_lost_share_min: float = setting(
+        0.1,
+        "Share of lost GPU-hours from near-completion victims from which protecting them is considered.",
+    )
+    near_completion_candidates: list[float] = setting(
+        [0.5, 0.75],
+        "Shares of work done below analytics.near_completion_share from which the sweep also replays "
+        "protecting victims.",
+    )
+    grace_candidates_s: list[float] = setting([30.0, 60.0, 120.0, 300.0], "Grace times (seconds) the sweep replays.")
+    assumed_final_checkpoint_share: float = setting(
+        0.5,
+        "When the grace time in force is too short to see any final checkpoint, the share of checkpointing "
+        "jobs assumed able to save one at the signal (stated as an assumption).",
+    )
+    checkpoint_cost_s: float = setting(
+        30.0,
+        "Checkpoint cost (seconds) assumed for a team with no measured final-checkpoint save time.",
+    )
+    checkpoint_ratio_min: float = setting(
+        1.5,
+        "Factor by which a team's checkpoint interval must differ from the Young/Daly optimum to be flagged.",
+    )
+    min_preemptions: int = setting(5, "Fewest preemptions a per-team or per-tier rule needs as evidence.")
+    reclaim_warn_s: float = setting(1800.0, "Idle reclaim: warn the owner after this long at zero.")
+    reclaim_release_s: float = setting(3600.0, "Idle reclaim: release the GPUs after this long at zero.")
+    repeat_wait_ratio_min: float = setting(
+        2.0,
+        "Repeat victims' median queue time over that of unpreempted jobs of the same tiers from which "
+        "compensation is suggested.",
+    )
+    processes: int = setting(0, "Worker processes for replay sweeps; 0 uses every core.")
+
+
+SETTINGS = TuningSettings
 
 KINDS = (
     "not_yet",
@@ -230,7 +196,7 @@ class Context:
 
 
 def settings_from(config: Config) -> dict[str, Any]:
-    values = config.section("tuning") or {s.key: s.default for s in SETTINGS.settings}
+    values = config.section("tuning") or {s.key: s.default for s in section_of(SETTINGS).settings}
     problems = []
     for key in ("min_run_candidates_s", "grace_candidates_s"):
         if not values[key] or not all(isinstance(v, int | float) and v >= 0 for v in values[key]):

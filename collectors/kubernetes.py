@@ -59,7 +59,7 @@ from preemptlens.collectors.kubernetes_pools import (
     parse_kai_queue,
     parse_node,
 )
-from preemptlens.config import Config, Section, Setting, http_url
+from preemptlens.config import Config, Secret, http_url, section, setting
 from preemptlens.contract import Batch, Reject, Watermark, encodable
 from preemptlens.errors import ConfigError, SourceError
 
@@ -79,31 +79,36 @@ POOLED_STREAMS = ("workloads", "pods", "podgroups")
 # Raw JSON of a quarantined record is cut here: enough to find it, not a whole object dump.
 RAW_LIMIT = 2000
 
-SETTINGS = Section(
-    "kubernetes",
-    "The Kubernetes collector (`preemptlens collect kubernetes`).",
-    (
-        Setting(
-            "api_url", "", "API server URL, e.g. https://10.0.0.1:6443; empty: from the kubeconfig.", check=http_url
-        ),
-        Setting("kubeconfig", "", "Kubeconfig file; empty: api_url, else the in-cluster service account."),
-        Setting("context", "", "Kubeconfig context to use; empty: its current context."),
-        Setting("token", None, "Bearer token for the API server (use {\"$env\" = ...} or {\"$file\" = ...}).",
-                secret=True),
-        Setting("ca_file", "", "CA bundle that signed the API server's certificate; empty: system CAs."),
-        Setting("verify_tls", True, "Verify the API server's TLS certificate.", kind=bool),
-        Setting("namespaces", [], "Namespaces to read; empty: all namespaces.", kind=list),
-        Setting("streams", ["events"], f"Resource streams to read, any of: {', '.join(STREAMS)}.", kind=list),
-        Setting("kueue_version", "v1beta1", "Kueue API version of Workloads (v1beta2 from Kueue 0.15).",
-                choices=("v1beta1", "v1beta2")),
-        Setting("gpu_resource", "nvidia.com/gpu", "Extended resource name that counts GPUs."),
-        Setting("watch_seconds", 30.0, "How long one collection watches each stream at most.", kind=float),
-        Setting("idle_seconds", 5.0, "Stop watching a stream after this long without any event.", kind=float),
-        Setting("page_size", 500, "Objects per list page (`limit`).", kind=int),
-        Setting("batch_size", 1000, "Rows per loaded batch while watching.", kind=int),
-        Setting("max_retries", 5, "Retries of a dropped watch or a failing request before giving up.", kind=int),
-    ),
-)
+
+@section("kubernetes", "The Kubernetes collector (`preemptlens collect kubernetes`).")
+@dataclass(frozen=True)
+class KubernetesSettings:
+    api_url: str = setting(
+        "",
+        "API server URL, e.g. https://10.0.0.1:6443; empty: from the kubeconfig.",
+        check=http_url,
+    )
+    kubeconfig: str = setting("", "Kubeconfig file; empty: api_url, else the in-cluster service account.")
+    context: str = setting("", "Kubeconfig context to use; empty: its current context.")
+    token: Secret | None = setting(None, "Bearer token for the API server (use {\"$env\" = ...} or {\"$file\" = ...}).")
+    ca_file: str = setting("", "CA bundle that signed the API server's certificate; empty: system CAs.")
+    verify_tls: bool = setting(True, "Verify the API server's TLS certificate.")
+    namespaces: list[str] = setting([], "Namespaces to read; empty: all namespaces.")
+    streams: list[str] = setting(["events"], f"Resource streams to read, any of: {', '.join(STREAMS)}.")
+    kueue_version: str = setting(
+        "v1beta1",
+        "Kueue API version of Workloads (v1beta2 from Kueue 0.15).",
+        choices=("v1beta1", "v1beta2"),
+    )
+    gpu_resource: str = setting("nvidia.com/gpu", "Extended resource name that counts GPUs.")
+    watch_seconds: float = setting(30.0, "How long one collection watches each stream at most.")
+    idle_seconds: float = setting(5.0, "Stop watching a stream after this long without any event.")
+    page_size: int = setting(500, "Objects per list page (`limit`).")
+    batch_size: int = setting(1000, "Rows per loaded batch while watching.")
+    max_retries: int = setting(5, "Retries of a dropped watch or a failing request before giving up.")
+
+
+SETTINGS = KubernetesSettings
 
 _COLUMNS: dict[str, dict[str, pl.DataType]] = {
     "preemption_links": {

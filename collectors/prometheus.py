@@ -50,7 +50,7 @@ import polars as pl
 # numpy are imported where they are used: load_config imports this module for every command.
 from urllib3.util.retry import Retry
 
-from preemptlens.config import Config, Secret, Section, Setting, http_url
+from preemptlens.config import Config, Secret, http_url, section, setting
 from preemptlens.contract import Batch, Reject, Watermark
 from preemptlens.errors import ConfigError, SourceError, TransientSourceError
 from preemptlens.times import TIME_HELP, parse_duration_ms, parse_when
@@ -73,98 +73,73 @@ STREAMS = ("busy", "mem_used_mib", "power_w")
 # A page's series lookup of the busy fallback metric, beside its queries.
 _FALLBACK_SERIES = "fallback series"
 
-SETTINGS = Section(
-    NAME,
-    "Collect DCGM GPU metrics from anything that serves the Prometheus HTTP API.",
-    (
-        Setting(
-            "url",
-            "http://127.0.0.1:9090",
-            "Base URL of the Prometheus HTTP API (Prometheus, Thanos, Mimir...).",
-            check=http_url,
-        ),
-        Setting(
-            "bearer_token",
-            None,
-            "Bearer token sent as `Authorization: Bearer ...`; give it as "
-            '`{ "$env" = "NAME" }`, `{ "$file" = "/path" }` or PREEMPTLENS_PROMETHEUS__BEARER_TOKEN.',
-            secret=True,
-        ),
-        Setting(
-            "tenant",
-            "",
-            "Tenant sent as the X-Scope-OrgID header (Mimir, Cortex, Thanos receive/query-frontend); "
-            "empty: none.",
-        ),
-        Setting("username", None, "User name for HTTP basic auth."),
-        Setting("password", None, "Password for HTTP basic auth.", secret=True),
-        Setting(
-            "headers",
-            {},
-            "Extra HTTP headers, e.g. X-Scope-OrgID for Mimir (not secret; use bearer_token or password for those). "
-            'Answers are asked for uncompressed (gzip costs the server most of a query\'s CPU); '
-            'add "Accept-Encoding" = "gzip" over a slow link.',
-            kind=dict,
-        ),
-        Setting("verify_tls", True, "Verify the server's TLS certificate.", kind=bool),
-        Setting("ca_file", "", "CA bundle that signs the server's certificate (empty: the system CAs)."),
-        Setting("timeout_s", 120.0, "Seconds to wait for one HTTP response.", kind=float),
-        Setting(
-            "method",
-            "auto",
-            f"HTTP method of queries: auto sends GET unless the URL would exceed {GET_MAX_URL} characters, "
-            "then POST (long expressions); post always POSTs; get always GETs.",
-            choices=("auto", "post", "get"),
-        ),
-        Setting(
-            "concurrency",
-            4,
-            "Most requests in flight at once (the queries of the next pages are sent while one is loaded); "
-            "1 sends them one after another.",
-            kind=int,
-        ),
-        Setting(
-            "retries", 4, "Retries of a request that failed transiently (connection, 429, 502-504).", kind=int
-        ),
-        Setting(
-            "backoff_s", 1.0, "Backoff factor between retries: waits grow 1x, 2x, 4x... this.", kind=float
-        ),
-        Setting(
-            "max_retry_after_s",
-            60.0,
-            "Longest wait honoured from a Retry-After header (429, 503); longer asks are cut to this.",
-            kind=float,
-        ),
-        Setting("step", "1m", "Collection step: one gpu_samples row per GPU and step (Prometheus duration)."),
-        Setting(
-            "safety_lag",
-            "5m",
-            "An incremental run collects up to now minus this, so late samples land first.",
-        ),
-        Setting(
-            "initial_window", "1d", "How far back the first run collects when there is no watermark yet."
-        ),
-        Setting(
-            "page_points", 1440, "Points per series per range query (at most 11000); bounds memory.", kind=int
-        ),
-        Setting("selector", "", 'Label matchers added to every metric, e.g. cluster="a100",job="dcgm".'),
-        Setting("busy_metric", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "Busy signal, a 0-1 ratio."),
-        Setting(
-            "busy_fallback_metric",
-            "DCGM_FI_DEV_GPU_UTIL",
-            "Busy signal where busy_metric is absent (consumer GPUs); empty: no fallback.",
-        ),
-        Setting("busy_fallback_scale", 0.01, "Factor from busy_fallback_metric to a 0-1 ratio.", kind=float),
-        Setting("mem_metric", "DCGM_FI_DEV_FB_USED", "GPU memory used, in MiB."),
-        Setting("mem_aggregation", "max", "How memory is summarised over a step.", choices=("max", "avg")),
-        Setting("power_metric", "DCGM_FI_DEV_POWER_USAGE", "Power draw, in W."),
-        Setting(
-            "busy_query", "", "PromQL replacing the built busy query; `$window` stands for the step window."
-        ),
-        Setting("mem_query", "", "PromQL replacing the built memory query; `$window` as above."),
-        Setting("power_query", "", "PromQL replacing the built power query; `$window` as above."),
-    ),
-)
+
+@section(NAME, "Collect DCGM GPU metrics from anything that serves the Prometheus HTTP API.")
+@dataclass(frozen=True)
+class PrometheusSettings:
+    url: str = setting(
+        "http://127.0.0.1:9090",
+        "Base URL of the Prometheus HTTP API (Prometheus, Thanos, Mimir...).",
+        check=http_url,
+    )
+    bearer_token: Secret | None = setting(
+        None,
+        "Bearer token sent as `Authorization: Bearer ...`; give it as "
+        '`{ "$env" = "NAME" }`, `{ "$file" = "/path" }` or PREEMPTLENS_PROMETHEUS__BEARER_TOKEN.',
+    )
+    tenant: str = setting(
+        "",
+        "Tenant sent as the X-Scope-OrgID header (Mimir, Cortex, Thanos receive/query-frontend); "
+        "empty: none.",
+    )
+    username: str | None = setting(None, "User name for HTTP basic auth.")
+    password: Secret | None = setting(None, "Password for HTTP basic auth.")
+    headers: dict[str, Any] = setting(
+        {},
+        "Extra HTTP headers, e.g. X-Scope-OrgID for Mimir (not secret; use bearer_token or password for those). "
+        'Answers are asked for uncompressed (gzip costs the server most of a query\'s CPU); '
+        'add "Accept-Encoding" = "gzip" over a slow link.',
+    )
+    verify_tls: bool = setting(True, "Verify the server's TLS certificate.")
+    ca_file: str = setting("", "CA bundle that signs the server's certificate (empty: the system CAs).")
+    timeout_s: float = setting(120.0, "Seconds to wait for one HTTP response.")
+    method: str = setting(
+        "auto",
+        f"HTTP method of queries: auto sends GET unless the URL would exceed {GET_MAX_URL} characters, "
+        "then POST (long expressions); post always POSTs; get always GETs.",
+        choices=("auto", "post", "get"),
+    )
+    concurrency: int = setting(
+        4,
+        "Most requests in flight at once (the queries of the next pages are sent while one is loaded); "
+        "1 sends them one after another.",
+    )
+    retries: int = setting(4, "Retries of a request that failed transiently (connection, 429, 502-504).")
+    backoff_s: float = setting(1.0, "Backoff factor between retries: waits grow 1x, 2x, 4x... this.")
+    max_retry_after_s: float = setting(
+        60.0,
+        "Longest wait honoured from a Retry-After header (429, 503); longer asks are cut to this.",
+    )
+    step: str = setting("1m", "Collection step: one gpu_samples row per GPU and step (Prometheus duration).")
+    safety_lag: str = setting("5m", "An incremental run collects up to now minus this, so late samples land first.")
+    initial_window: str = setting("1d", "How far back the first run collects when there is no watermark yet.")
+    page_points: int = setting(1440, "Points per series per range query (at most 11000); bounds memory.")
+    selector: str = setting("", 'Label matchers added to every metric, e.g. cluster="a100",job="dcgm".')
+    busy_metric: str = setting("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "Busy signal, a 0-1 ratio.")
+    busy_fallback_metric: str = setting(
+        "DCGM_FI_DEV_GPU_UTIL",
+        "Busy signal where busy_metric is absent (consumer GPUs); empty: no fallback.",
+    )
+    busy_fallback_scale: float = setting(0.01, "Factor from busy_fallback_metric to a 0-1 ratio.")
+    mem_metric: str = setting("DCGM_FI_DEV_FB_USED", "GPU memory used, in MiB.")
+    mem_aggregation: str = setting("max", "How memory is summarised over a step.", choices=("max", "avg"))
+    power_metric: str = setting("DCGM_FI_DEV_POWER_USAGE", "Power draw, in W.")
+    busy_query: str = setting("", "PromQL replacing the built busy query; `$window` stands for the step window.")
+    mem_query: str = setting("", "PromQL replacing the built memory query; `$window` as above.")
+    power_query: str = setting("", "PromQL replacing the built power query; `$window` as above.")
+
+
+SETTINGS = PrometheusSettings
 
 _METRIC_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 def parse_time(text: str, option: str) -> int:

@@ -34,7 +34,7 @@ from typing import Any
 
 import polars as pl
 
-from preemptlens.config import Section, Setting
+from preemptlens.config import Secret, section, setting
 
 ADMIN = "admin"
 VIEWER = "viewer"
@@ -42,96 +42,77 @@ TEAM_PREFIX = "team:"
 # What a masked identifier of another team's job reads as.
 HIDDEN = "(another team)"
 
-SETTINGS = Section(
-    "access",
-    "Who may read the dashboard and what each reader sees (docs/deploy.md shows both ways to log in).",
-    (
-        Setting(
-            "proxy_headers",
-            False,
-            "Believe the user, email and groups an authenticating proxy in front passes in request headers; "
-            "only when the dashboard listens on loopback or the connection comes from access.proxy_addresses.",
-            kind=bool,
-        ),
-        Setting("proxy_user_header", "X-Forwarded-User", "Header that names the logged-in user."),
-        Setting("proxy_email_header", "X-Forwarded-Email", "Header with the logged-in user's email."),
-        Setting(
-            "proxy_groups_header",
-            "X-Forwarded-Groups",
-            "Header with the logged-in user's groups, separated by commas.",
-        ),
-        Setting(
-            "proxy_addresses",
-            [],
-            "Addresses (or networks, e.g. 10.0.0.0/24) of the proxies allowed to pass the headers when the "
-            "dashboard listens beyond loopback.",
-            kind=list,
-        ),
-        Setting(
-            "proxy_secret",
-            None,
-            "A secret the proxy sends in access.proxy_secret_header with every request; when set, the identity "
-            "headers are believed only with it. Needed wherever others can reach the dashboard's address too "
-            "(every user of a shared login node can connect to its loopback).",
-            secret=True,
-        ),
-        Setting("proxy_secret_header", "X-Preemptlens-Proxy-Secret", "Header that carries access.proxy_secret."),
-        Setting(
-            "oidc",
-            False,
-            "Log readers in with OpenID Connect (Streamlit's st.login), configured by the access.oidc_* settings.",
-            kind=bool,
-        ),
-        Setting(
-            "oidc_metadata_url",
-            "",
-            "The provider's discovery document, https://.../.well-known/openid-configuration.",
-        ),
-        Setting("oidc_client_id", "", "Client id registered with the provider."),
-        Setting("oidc_client_secret", None, "Client secret registered with the provider.", secret=True),
-        Setting(
-            "oidc_redirect_uri",
-            "",
-            "Where the provider sends readers back: the dashboard's public URL followed by /oauth2callback.",
-        ),
-        Setting(
-            "oidc_cookie_secret",
-            None,
-            "Random string (32 bytes or more) that signs the login cookie; keep it stable across restarts.",
-            secret=True,
-        ),
-        Setting(
-            "oidc_prompt",
-            "select_account",
-            "The prompt parameter of the login request (Streamlit's default, select_account); set login for a "
-            "provider that takes select_account as an endless request to log in again (django-oidc-provider).",
-            choices=("select_account", "login", "consent", "none"),
-        ),
-        Setting(
-            "oidc_groups_claim",
-            "groups",
-            "Claim of the ID token that lists the reader's groups (matched against access.groups).",
-        ),
-        Setting(
-            "users",
-            {},
-            "Role of each user (name or email): admin, viewer or team:<name>, e.g. { alice = \"team:vision\" }.",
-            kind=dict,
-        ),
-        Setting(
-            "groups",
-            {},
-            "Role of each group's members, e.g. { ml-platform = \"admin\" }; a user's own entry comes first, "
-            "and a member of several groups gets the strongest role (admin, then every team named).",
-            kind=dict,
-        ),
-        Setting(
-            "default_role",
-            VIEWER,
-            "Role of a logged-in reader that access.users and access.groups do not name: viewer or team:<name>.",
-        ),
-    ),
-)
+
+@section("access", "Who may read the dashboard and what each reader sees (docs/deploy.md shows both ways to log in).")
+@dataclass(frozen=True)
+class AccessSettings:
+    proxy_headers: bool = setting(
+        False,
+        "Believe the user, email and groups an authenticating proxy in front passes in request headers; "
+        "only when the dashboard listens on loopback or the connection comes from access.proxy_addresses.",
+    )
+    proxy_user_header: str = setting("X-Forwarded-User", "Header that names the logged-in user.")
+    proxy_email_header: str = setting("X-Forwarded-Email", "Header with the logged-in user's email.")
+    proxy_groups_header: str = setting(
+        "X-Forwarded-Groups",
+        "Header with the logged-in user's groups, separated by commas.",
+    )
+    proxy_addresses: list[str] = setting(
+        [],
+        "Addresses (or networks, e.g. 10.0.0.0/24) of the proxies allowed to pass the headers when the "
+        "dashboard listens beyond loopback.",
+    )
+    proxy_secret: Secret | None = setting(
+        None,
+        "A secret the proxy sends in access.proxy_secret_header with every request; when set, the identity "
+        "headers are believed only with it. Needed wherever others can reach the dashboard's address too "
+        "(every user of a shared login node can connect to its loopback).",
+    )
+    proxy_secret_header: str = setting("X-Preemptlens-Proxy-Secret", "Header that carries access.proxy_secret.")
+    oidc: bool = setting(
+        False,
+        "Log readers in with OpenID Connect (Streamlit's st.login), configured by the access.oidc_* settings.",
+    )
+    oidc_metadata_url: str = setting(
+        "",
+        "The provider's discovery document, https://.../.well-known/openid-configuration.",
+    )
+    oidc_client_id: str = setting("", "Client id registered with the provider.")
+    oidc_client_secret: Secret | None = setting(None, "Client secret registered with the provider.")
+    oidc_redirect_uri: str = setting(
+        "",
+        "Where the provider sends readers back: the dashboard's public URL followed by /oauth2callback.",
+    )
+    oidc_cookie_secret: Secret | None = setting(
+        None,
+        "Random string (32 bytes or more) that signs the login cookie; keep it stable across restarts.",
+    )
+    oidc_prompt: str = setting(
+        "select_account",
+        "The prompt parameter of the login request (Streamlit's default, select_account); set login for a "
+        "provider that takes select_account as an endless request to log in again (django-oidc-provider).",
+        choices=("select_account", "login", "consent", "none"),
+    )
+    oidc_groups_claim: str = setting(
+        "groups",
+        "Claim of the ID token that lists the reader's groups (matched against access.groups).",
+    )
+    users: dict[str, Any] = setting(
+        {},
+        "Role of each user (name or email): admin, viewer or team:<name>, e.g. { alice = \"team:vision\" }.",
+    )
+    groups: dict[str, Any] = setting(
+        {},
+        "Role of each group's members, e.g. { ml-platform = \"admin\" }; a user's own entry comes first, "
+        "and a member of several groups gets the strongest role (admin, then every team named).",
+    )
+    default_role: str = setting(
+        VIEWER,
+        "Role of a logged-in reader that access.users and access.groups do not name: viewer or team:<name>.",
+    )
+
+
+SETTINGS = AccessSettings
 
 
 def role_problem(role: str) -> str | None:

@@ -24,6 +24,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
@@ -32,7 +33,7 @@ from prometheus_client import start_http_server
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import CollectorRegistry
 
-from preemptlens.config import Config, Section, Setting
+from preemptlens.config import Config, section, setting
 from preemptlens.warehouse import snapshot_path
 
 log = logging.getLogger(__name__)
@@ -114,25 +115,25 @@ METRICS: dict[str, str] = {
     "preemptlens_snapshot_timestamp_seconds": "When the snapshot the figures come from was published.",
 }
 
-SETTINGS = Section(
+
+@section(
     "metrics",
     "What `preemptlens serve` exposes on /metrics (serve.metrics_port); docs/metrics.md lists the metrics.",
-    (
-        Setting(
-            "top_teams",
-            20,
-            "Teams per cluster and pool that keep their own `team` label (those with the largest figure); "
-            "the rest are summed into team=\"_other\", which bounds the series to clusters x pools x (top_teams + 1).",
-            kind=int,
-        ),
-        Setting(
-            "cache_s",
-            5.0,
-            "Seconds a read of the snapshot answers scrapes before the next scrape reads it again.",
-            kind=float,
-        ),
-    ),
 )
+@dataclass(frozen=True)
+class MetricsSettings:
+    top_teams: int = setting(
+        20,
+        "Teams per cluster and pool that keep their own `team` label (those with the largest figure); "
+        "the rest are summed into team=\"_other\", which bounds the series to clusters x pools x (top_teams + 1).",
+    )
+    cache_s: float = setting(
+        5.0,
+        "Seconds a read of the snapshot answers scrapes before the next scrape reads it again.",
+    )
+
+
+SETTINGS = MetricsSettings
 
 # The window every weekly gauge covers.
 _LAST_WEEK = """windows as (

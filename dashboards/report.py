@@ -20,7 +20,7 @@ import polars as pl
 from preemptlens.analytics.pilot import Evaluation, Pilot, Thresholds, evaluate
 from preemptlens.analytics.scorecard import answer_text, verdict_text
 from preemptlens.analytics.snippets import KAI, KUBERNETES, KUEUE, SLURM, VOLCANO
-from preemptlens.config import Section, Setting
+from preemptlens.config import section, setting
 from preemptlens.dashboards import data
 from preemptlens.errors import PreemptlensError
 
@@ -33,28 +33,23 @@ if TYPE_CHECKING:
 
 SCHEDULERS = (SLURM, KUEUE, KAI, VOLCANO, KUBERNETES)
 
-SETTINGS = Section(
-    "report",
-    "The weekly report (`preemptlens report`, scheduled by `preemptlens serve`).",
-    (
-        Setting("folder", "reports", "Folder the weekly report's HTML and Markdown files are written to."),
-        Setting("top_n", 10, "How many preemptions, hoarders and suggestions each list of the report shows.", kind=int),
-        Setting(
-            "trend_weeks",
-            8,
-            "Weeks of tier shares, ending with the report's week, in the scope-creep section.",
-            kind=int,
-        ),
-        Setting(
-            "scheduler",
-            "",
-            "Scheduler whose configuration snippet each suggestion shows (slurm, kueue, kai, volcano, kubernetes); "
-            "empty takes it from the source of the jobs (slurm or kubernetes). The HTML report keeps every "
-            "scheduler's snippet behind a disclosure.",
-            choices=("", *SCHEDULERS),
-        ),
-    ),
-)
+
+@section("report", "The weekly report (`preemptlens report`, scheduled by `preemptlens serve`).")
+@dataclass(frozen=True)
+class ReportSettings:
+    folder: str = setting("reports", "Folder the weekly report's HTML and Markdown files are written to.")
+    top_n: int = setting(10, "How many preemptions, hoarders and suggestions each list of the report shows.")
+    trend_weeks: int = setting(8, "Weeks of tier shares, ending with the report's week, in the scope-creep section.")
+    scheduler: str = setting(
+        "",
+        "Scheduler whose configuration snippet each suggestion shows (slurm, kueue, kai, volcano, kubernetes); "
+        "empty takes it from the source of the jobs (slurm or kubernetes). The HTML report keeps every "
+        "scheduler's snippet behind a disclosure.",
+        choices=("", *SCHEDULERS),
+    )
+
+
+SETTINGS = ReportSettings
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 _WEEK = re.compile(r"^(\d{4})-W(\d{2})$")

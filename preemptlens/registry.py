@@ -37,7 +37,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "pilot": ("preemptlens.commands.pilot", "evaluate a preemption pilot against control pools; list candidate pools"),
 }
 
-# Modules whose `SETTINGS` (a Section or a tuple of them) make up the configuration, in documentation order.
+# Modules whose `SETTINGS` (a section's frozen dataclass or a tuple of them, see preemptlens.config) make up the
+# configuration, in documentation order.
 SECTIONS: tuple[str, ...] = (
     "preemptlens.config",
     "preemptlens.analytics.params",

@@ -32,11 +32,12 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import FrameType, ModuleType
 from typing import TYPE_CHECKING
 
-from preemptlens.config import Config, Section, Setting
+from preemptlens.config import Config, section, setting
 from preemptlens.errors import ConfigError, PreemptlensError
 from preemptlens.registry import SOURCES, command_module, source_module
 
@@ -52,57 +53,45 @@ log = logging.getLogger("preemptlens.serve")
 
 JOBS = ("collect", "analyze", "alerts", "report", "dashboard")
 
-SETTINGS = Section(
-    "serve",
-    "What `preemptlens serve` runs, and when (times in UTC).",
-    (
-        Setting(
-            "jobs",
-            list(JOBS),
-            f"Jobs to run, from: {', '.join(JOBS)}. A job whose module is not installed is skipped with a log line.",
-            kind=list,
-        ),
-        Setting(
-            "collect",
-            [],
-            "Collectors to run, each written as after `preemptlens collect`, e.g. \"slurm --cluster-name a\"; "
-            "a dotted module path exposing add_arguments and build also works.",
-            kind=list,
-        ),
-        Setting("collect_interval_s", 300.0, "Seconds between collections.", kind=float),
-        Setting("analyze_interval_s", 900.0, "Seconds between analytics refreshes.", kind=float),
-        Setting("alerts_interval_s", 300.0, "Seconds between alert evaluations and deliveries.", kind=float),
-        Setting("report_cron", "0 6 * * 1", "Crontab line of the weekly report (default: Mondays 06:00 UTC)."),
-        Setting(
-            "dashboard_port", 8501, "Port of the Streamlit dashboard (its address is dashboard.address).", kind=int
-        ),
-        Setting(
-            "metrics_port",
-            9464,
-            "Port of the Prometheus /metrics endpoint (preemptlens's own figures, docs/metrics.md); 0 turns it off.",
-            kind=int,
-        ),
-        Setting(
-            "metrics_address",
-            "127.0.0.1",
-            "Address the /metrics endpoint listens on; 0.0.0.0 exposes it to the network (docs/deploy.md puts "
-            "it behind the dashboard's auth proxy instead).",
-        ),
-        Setting(
-            "snapshot_interval_s",
-            10.0,
-            "During a long collection, publish the readers' snapshot at most this often (seconds); "
-            "it is always published when a job ends.",
-            kind=float,
-        ),
-        Setting(
-            "lock_wait_s",
-            60.0,
-            "Seconds a job waits while another process writes the warehouse before it skips this run.",
-            kind=float,
-        ),
-    ),
-)
+
+@section("serve", "What `preemptlens serve` runs, and when (times in UTC).")
+@dataclass(frozen=True)
+class ServeSettings:
+    jobs: list[str] = setting(
+        list(JOBS),
+        f"Jobs to run, from: {', '.join(JOBS)}. A job whose module is not installed is skipped with a log line.",
+    )
+    collect: list[str] = setting(
+        [],
+        "Collectors to run, each written as after `preemptlens collect`, e.g. \"slurm --cluster-name a\"; "
+        "a dotted module path exposing add_arguments and build also works.",
+    )
+    collect_interval_s: float = setting(300.0, "Seconds between collections.")
+    analyze_interval_s: float = setting(900.0, "Seconds between analytics refreshes.")
+    alerts_interval_s: float = setting(300.0, "Seconds between alert evaluations and deliveries.")
+    report_cron: str = setting("0 6 * * 1", "Crontab line of the weekly report (default: Mondays 06:00 UTC).")
+    dashboard_port: int = setting(8501, "Port of the Streamlit dashboard (its address is dashboard.address).")
+    metrics_port: int = setting(
+        9464,
+        "Port of the Prometheus /metrics endpoint (preemptlens's own figures, docs/metrics.md); 0 turns it off.",
+    )
+    metrics_address: str = setting(
+        "127.0.0.1",
+        "Address the /metrics endpoint listens on; 0.0.0.0 exposes it to the network (docs/deploy.md puts "
+        "it behind the dashboard's auth proxy instead).",
+    )
+    snapshot_interval_s: float = setting(
+        10.0,
+        "During a long collection, publish the readers' snapshot at most this often (seconds); "
+        "it is always published when a job ends.",
+    )
+    lock_wait_s: float = setting(
+        60.0,
+        "Seconds a job waits while another process writes the warehouse before it skips this run.",
+    )
+
+
+SETTINGS = ServeSettings
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

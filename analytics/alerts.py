@@ -40,7 +40,7 @@ from typing import Any, Protocol
 import polars as pl
 
 from preemptlens import __version__
-from preemptlens.analytics.pilot import declared, thresholds_from
+from preemptlens.analytics.pilot import PilotSettings, declared
 from preemptlens.analytics.pilot import evaluate as evaluate_pilot
 from preemptlens.config import Config, Secret, http_url, is_reference, resolve_reference, section, setting
 from preemptlens.errors import ConfigError, PreemptlensError
@@ -648,7 +648,7 @@ class PilotLoss:
     name: str = "pilot_loss"
 
     def evaluate(self, wh: Warehouse, config: Config, now: datetime) -> list[Alert]:
-        th = thresholds_from(config)
+        th = config.of(PilotSettings)
         week = now.strftime("%G-W%V")
         alerts = []
         for pilot in declared(config).values():

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from preemptlens.config import Config, section, section_of, setting
+from preemptlens.config import section, section_of, setting
 from preemptlens.contract import TIERS
 from preemptlens.errors import ConfigError
 
@@ -56,7 +56,7 @@ class AnalyticsSettings:
         "(unlike critical work).",
     )
     trend_weeks: int = setting(8, "Weeks over which scope-creep trends (slopes) are fitted.")
-    tier_weights: dict[str, Any] = setting(
+    tier_weights: dict[str, float] = setting(
         {"critical": 4.0, "high": 2.0, "normal": 1.0, "low": 0.5},
         "Value of one GPU-second of each tier's work in the net-benefit figures.",
     )
@@ -110,50 +110,38 @@ class AnalyticsSettings:
         "comes first.",
     )
 
+    def __post_init__(self) -> None:
+        problems = []
+        weights = dict(self.tier_weights)
+        for tier, weight in weights.items():
+            if tier not in TIERS:
+                problems.append(f"analytics.tier_weights.{tier}: not a tier ({', '.join(TIERS)})")
+            elif not isinstance(weight, int | float) or isinstance(weight, bool) or weight < 0:
+                problems.append(f"analytics.tier_weights.{tier}: expected a number >= 0, got {weight!r}")
+        missing = [t for t in TIERS if t not in weights]
+        if missing:
+            problems.append(f"analytics.tier_weights: no weight for {', '.join(missing)}")
+        if self.hoarding_window_s <= 0:
+            problems.append("analytics.hoarding_window_s: must be > 0")
+        if self.sample_step_s < 0:
+            problems.append("analytics.sample_step_s: must be >= 0 (0 infers it)")
+        if self.trend_weeks < 2:
+            problems.append("analytics.trend_weeks: a trend needs at least 2 weeks")
+        if problems:
+            raise ConfigError("; ".join(problems), "see docs/configuration.md, section [analytics]")
+        # A weight may be written as a whole number in the file; the figures take it as a number.
+        object.__setattr__(self, "tier_weights", {t: float(w) for t, w in weights.items()})
+
+    @property
+    def zero_rule(self) -> bool:
+        return self.idle_rule == "zero"
+
 
 SETTINGS = AnalyticsSettings
 
 # The SQL type of each kind of setting that analytics_params holds; lists and maps
 # (tier_weights has its own table) stay out.
 _SQL_TYPES: dict[type, str] = {float: "DOUBLE", int: "INTEGER", bool: "BOOLEAN"}
-
-
-@dataclass(frozen=True)
-class Params:
-    values: dict[str, Any]
-    tier_weights: dict[str, float]
-
-    @property
-    def zero_rule(self) -> bool:
-        return bool(self.values["idle_rule"] == "zero")
-
-    def __getitem__(self, key: str) -> Any:
-        return self.values[key]
-
-
-def params_from(config: Config) -> Params:
-    values = config.section("analytics")
-    if not values:
-        values = {s.key: s.default for s in section_of(SETTINGS).settings}
-    problems = []
-    weights = dict(values["tier_weights"])
-    for tier, weight in weights.items():
-        if tier not in TIERS:
-            problems.append(f"analytics.tier_weights.{tier}: not a tier ({', '.join(TIERS)})")
-        elif not isinstance(weight, int | float) or isinstance(weight, bool) or weight < 0:
-            problems.append(f"analytics.tier_weights.{tier}: expected a number >= 0, got {weight!r}")
-    missing = [t for t in TIERS if t not in weights]
-    if missing:
-        problems.append(f"analytics.tier_weights: no weight for {', '.join(missing)}")
-    if values["hoarding_window_s"] <= 0:
-        problems.append("analytics.hoarding_window_s: must be > 0")
-    if values["sample_step_s"] < 0:
-        problems.append("analytics.sample_step_s: must be >= 0 (0 infers it)")
-    if values["trend_weeks"] < 2:
-        problems.append("analytics.trend_weeks: a trend needs at least 2 weeks")
-    if problems:
-        raise ConfigError("; ".join(problems), "see docs/configuration.md, section [analytics]")
-    return Params(values=values, tier_weights={t: float(w) for t, w in weights.items()})
 
 
 def param_columns() -> list[tuple[str, str]]:
@@ -169,7 +157,7 @@ def param_columns() -> list[tuple[str, str]]:
     return columns
 
 
-def param_row(params: Params, sample_step_s: float) -> dict[str, Any]:
+def param_row(params: AnalyticsSettings, sample_step_s: float) -> dict[str, Any]:
     """The one row of analytics_params: the settings in force, with the sampling step resolved."""
     derived = {"idle_zero_rule": params.zero_rule, "sample_step_s": sample_step_s}
-    return {c: derived[c] if c in derived else params[c] for c, _ in param_columns()}
+    return {c: derived[c] if c in derived else getattr(params, c) for c, _ in param_columns()}

@@ -46,7 +46,7 @@ from preemptlens.analytics.lake import (
     read_manifest,
     write_manifest,
 )
-from preemptlens.analytics.params import Params, param_columns, param_row
+from preemptlens.analytics.params import AnalyticsSettings, param_columns, param_row
 from preemptlens.analytics.views import VIEWS_DIR, _body
 from preemptlens.config import Config, section, section_of, setting
 from preemptlens.errors import ConfigError, SchemaError
@@ -360,7 +360,7 @@ def _publish(root: Path, staging: Path, entries: dict[str, dict[str, object]]) -
 def run_spark(
     spark: SparkSession,
     folder: str | Path,
-    params: Params,
+    params: AnalyticsSettings,
     *,
     sample_step_s: float = 0.0,
     scans: Sequence[Scan] = SCANS,
@@ -370,7 +370,7 @@ def run_spark(
     report = SparkRun(root)
     register_lake(spark, root)
     types = warehouse_types(scans)
-    step = sample_step_s or float(params["sample_step_s"]) or infer_step(spark)
+    step = sample_step_s or params.sample_step_s or infer_step(spark)
     row = param_row(params, step)
     param_columns = types["analytics_params"]
     params_frame = _rows(spark, param_columns, row)

@@ -59,7 +59,7 @@ from preemptlens.collectors.kubernetes_pools import (
     parse_kai_queue,
     parse_node,
 )
-from preemptlens.config import Config, Secret, http_url, section, setting
+from preemptlens.config import ClusterSettings, Config, Secret, http_url, section, setting
 from preemptlens.contract import Batch, Reject, Watermark, encodable
 from preemptlens.errors import ConfigError, SourceError
 
@@ -481,7 +481,7 @@ def api_client(settings: Mapping[str, Any], api_url: str | None = None, kubeconf
 
 def cluster_name(config: Config, settings: Mapping[str, Any], kubeconfig: str | None = None) -> str:
     """cluster.name, else the kubeconfig context this collection uses."""
-    named = str(config.get("cluster.name") or "")
+    named = config.of(ClusterSettings).name
     if named:
         return named
     import kubernetes.config

@@ -149,47 +149,49 @@ class Reader:
 OPEN = Reader(user=None, admin=True, via="open")
 
 
-def resolve(access: Mapping[str, Any], user: str | None, email: str | None, groups: tuple[str, ...],
+def resolve(access: AccessSettings, user: str | None, email: str | None, groups: tuple[str, ...],
             via: str, others_jobs: bool) -> Reader:
     """The role of a logged-in reader from access.users, access.groups and access.default_role."""
-    users: Mapping[str, str] = access["users"]
-    by_group: Mapping[str, str] = access["groups"]
+    users: Mapping[str, str] = access.users
+    by_group: Mapping[str, str] = access.groups
     roles = [users[k] for k in (user, email) if k and k in users] or [by_group[g] for g in groups if g in by_group]
-    roles = roles or [str(access["default_role"])]
+    roles = roles or [access.default_role]
     admin = ADMIN in roles
     teams = tuple(dict.fromkeys(r[len(TEAM_PREFIX):] for r in roles if r.startswith(TEAM_PREFIX)))
     reader = Reader(user=user or email, email=email, groups=groups, admin=admin, teams=teams, via=via)
     return replace(reader, others_jobs=admin or others_jobs)
 
 
-def config_problems(access: Mapping[str, Any], address: str) -> list[str]:
+def config_problems(access: AccessSettings, address: str) -> list[str]:
     """What is wrong with `[access]` for a dashboard listening on `address`: every problem, one line each."""
     problems = [
         f"access.{where}.{key}: {problem}"
-        for where in ("users", "groups")
-        for key, role in access[where].items()
+        for where, roles in (("users", access.users), ("groups", access.groups))
+        for key, role in roles.items()
         if (problem := role_problem(str(role)))
     ]
-    default = str(access["default_role"])
+    default = access.default_role
     if default == ADMIN:
         problems.append("access.default_role: admin is given by name only (access.users, access.groups)")
     elif problem := role_problem(default):
         problems.append(f"access.default_role: {problem}")
-    if access["oidc"]:
-        for key in ("oidc_metadata_url", "oidc_client_id", "oidc_client_secret", "oidc_redirect_uri",
-                    "oidc_cookie_secret"):
-            if not access[key]:
+    if access.oidc:
+        needed = {"oidc_metadata_url": access.oidc_metadata_url, "oidc_client_id": access.oidc_client_id,
+                  "oidc_client_secret": access.oidc_client_secret, "oidc_redirect_uri": access.oidc_redirect_uri,
+                  "oidc_cookie_secret": access.oidc_cookie_secret}
+        for key, value in needed.items():
+            if not value:
                 problems.append(f"access.{key}: needed when access.oidc is true")
-        if access["oidc_redirect_uri"] and not str(access["oidc_redirect_uri"]).endswith("/oauth2callback"):
+        if access.oidc_redirect_uri and not access.oidc_redirect_uri.endswith("/oauth2callback"):
             problems.append("access.oidc_redirect_uri: must end with /oauth2callback")
-    for entry in access["proxy_addresses"]:
+    for entry in access.proxy_addresses:
         try:
             ipaddress.ip_network(str(entry), strict=False)
         except ValueError:
             problems.append(f"access.proxy_addresses: {entry!r} is not an address or network")
-    if access["proxy_headers"] and access["oidc"]:
+    if access.proxy_headers and access.oidc:
         problems.append("access.proxy_headers and access.oidc: choose one way to log in")
-    if not (access["proxy_headers"] or access["oidc"]) and not is_loopback(address):
+    if not (access.proxy_headers or access.oidc) and not is_loopback(address):
         problems.append(
             f"dashboard.address {address}: with no login configured the dashboard listens on loopback only; "
             "set access.proxy_headers or access.oidc (docs/deploy.md)"
@@ -206,14 +208,14 @@ def is_loopback(address: str | None) -> bool:
         return False
 
 
-def proxy_trusted(access: Mapping[str, Any], listen_address: str | None, peer: str | None) -> bool:
+def proxy_trusted(access: AccessSettings, listen_address: str | None, peer: str | None) -> bool:
     """Whether the connection's identity headers come from the auth proxy: only the proxy can reach a
     dashboard on loopback (it runs on this host), else the peer must be one of access.proxy_addresses.
     `peer` None is a loopback peer (how Streamlit reports one)."""
     if is_loopback(listen_address):
         return True
     address = ipaddress.ip_address(peer) if peer else ipaddress.ip_address("127.0.0.1")
-    return any(address in ipaddress.ip_network(str(n), strict=False) for n in access["proxy_addresses"])
+    return any(address in ipaddress.ip_network(str(n), strict=False) for n in access.proxy_addresses)
 
 
 def header_groups(value: str | None) -> tuple[str, ...]:

@@ -33,7 +33,7 @@ from prometheus_client import start_http_server
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import CollectorRegistry
 
-from preemptlens.config import Config, section, setting
+from preemptlens.config import Config, WarehouseSettings, section, setting
 from preemptlens.warehouse import snapshot_path
 
 log = logging.getLogger(__name__)
@@ -387,12 +387,8 @@ class SnapshotCollector:
 
     @classmethod
     def from_config(cls, config: Config) -> SnapshotCollector:
-        section = config.section("metrics")
-        return cls(
-            str(config.get("warehouse.path")),
-            top_teams=int(section["top_teams"]),
-            cache_s=float(section["cache_s"]),
-        )
+        metrics = config.of(MetricsSettings)
+        return cls(config.of(WarehouseSettings).path, top_teams=metrics.top_teams, cache_s=metrics.cache_s)
 
     def close(self) -> None:
         """Wait for a read in progress and read no more.

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from preemptlens.analytics.pilot import Evaluation, Pilot, Thresholds, evaluate
+from preemptlens.analytics.pilot import Evaluation, Pilot, PilotSettings, evaluate
 from preemptlens.analytics.scorecard import answer_text, verdict_text
 from preemptlens.analytics.snippets import KAI, KUBERNETES, KUEUE, SLURM, VOLCANO
 from preemptlens.config import section, setting
@@ -156,7 +156,7 @@ def build(
     now: datetime | None = None,
     scheduler: str = "",
     pilots: tuple[Pilot, ...] = (),
-    thresholds: Thresholds | None = None,
+    thresholds: PilotSettings | None = None,
 ) -> WeeklyReport:
     f = data.Filters(start=week.start, end=week.end, clusters=clusters)
     trend = data.Filters(start=week.start - timedelta(days=7 * (trend_weeks - 1)), end=week.end, clusters=clusters)
@@ -175,11 +175,11 @@ def build(
         team_shares=data.team_high_shares(r, trend),
         suggestions=data.suggestions(r, f, top_n),
         scheduler=scheduler or data.scheduler_of(r, f),
-        pilots=_pilots(r, week, pilots, thresholds or Thresholds.defaults(), clusters),
+        pilots=_pilots(r, week, pilots, thresholds or PilotSettings(), clusters),
     )
 
 
-def _pilots(r: data.Reader, week: Week, pilots: tuple[Pilot, ...], th: Thresholds,
+def _pilots(r: data.Reader, week: Week, pilots: tuple[Pilot, ...], th: PilotSettings,
             clusters: tuple[str, ...]) -> tuple[tuple[Pilot, Evaluation | str], ...]:
     found: list[tuple[Pilot, Evaluation | str]] = []
     for pilot in pilots:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 
 from preemptlens.analytics.lake import export_changed
-from preemptlens.config import Config
+from preemptlens.config import Config, WarehouseSettings
 from preemptlens.errors import ConfigError
 from preemptlens.warehouse import Warehouse
 
@@ -26,7 +26,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
             "export parquet: no folder given and lake.folder is not set",
             "pass a folder, e.g. `preemptlens export parquet ./lake`, or set [lake] folder",
         )
-    with Warehouse(config.get("warehouse.path")) as wh:
+    with Warehouse(config.of(WarehouseSettings).path) as wh:
         report = export_changed(wh, folder)
     rate = report.rows / report.seconds if report.seconds else 0.0
     print(

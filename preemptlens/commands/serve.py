@@ -37,7 +37,7 @@ from datetime import UTC, datetime
 from types import FrameType, ModuleType
 from typing import TYPE_CHECKING
 
-from preemptlens.config import Config, section, setting
+from preemptlens.config import Config, WarehouseSettings, section, setting
 from preemptlens.errors import ConfigError, PreemptlensError
 from preemptlens.registry import SOURCES, command_module, source_module
 
@@ -103,20 +103,20 @@ class Server:
 
     def __init__(self, config: Config, *, dashboard: bool = True) -> None:
         self.config = config
-        self.section = config.section("serve")
-        self.warehouse = str(config.get("warehouse.path"))
+        self.settings = config.of(ServeSettings)
+        self.warehouse = config.of(WarehouseSettings).path
         self.stop = threading.Event()
         self.dashboard = dashboard
         self._last_publish = 0.0
-        unknown = [j for j in self.section["jobs"] if j not in JOBS]
+        unknown = [j for j in self.settings.jobs if j not in JOBS]
         if unknown:
             raise ConfigError(f"serve.jobs: unknown job(s) {unknown}", f"known jobs: {', '.join(JOBS)}")
         self.dashboard_options: list[str] | None = None
-        if dashboard and "dashboard" in self.section["jobs"]:
+        if dashboard and "dashboard" in self.settings.jobs:
             from preemptlens.commands.dashboard import options
 
             # `preemptlens dashboard`'s own options, checked before any job starts.
-            self.dashboard_options = options(config, int(self.section["dashboard_port"]))
+            self.dashboard_options = options(config, self.settings.dashboard_port)
 
     # -- the warehouse, one job at a time -----------------------------------
 
@@ -128,11 +128,11 @@ class Server:
         from preemptlens.analytics.lake import keep_current
         from preemptlens.warehouse import Warehouse
 
-        deadline = time.monotonic() + float(self.section["lock_wait_s"])
+        deadline = time.monotonic() + self.settings.lock_wait_s
         delay = 0.1
         while True:
             try:
-                wh = Warehouse(self.warehouse, future_slack_s=self.config.get("warehouse.future_slack_s"))
+                wh = Warehouse(self.warehouse, future_slack_s=self.config.of(WarehouseSettings).future_slack_s)
                 break
             except duckdb.IOException as exc:
                 if "lock" not in str(exc).lower():
@@ -151,7 +151,7 @@ class Server:
             wh.close()
 
     def publish(self, wh: Warehouse, *, force: bool = False) -> None:
-        if not force and time.monotonic() - self._last_publish < float(self.section["snapshot_interval_s"]):
+        if not force and time.monotonic() - self._last_publish < self.settings.snapshot_interval_s:
             return
         wh.publish()
         self._last_publish = time.monotonic()
@@ -220,7 +220,7 @@ class Server:
         from apscheduler.triggers.cron import CronTrigger
         from apscheduler.triggers.interval import IntervalTrigger
 
-        wanted = set(self.section["jobs"])
+        wanted = set(self.settings.jobs)
         now = datetime.now(UTC)
         added: list[str] = []
 
@@ -231,30 +231,30 @@ class Server:
             added.append(job_id)
 
         if "collect" in wanted:
-            missing = [s for s in self.section["collect"] if not _importable(_source_module(s))]
+            missing = [s for s in self.settings.collect if not _importable(_source_module(s))]
             if missing:
                 raise ConfigError(
                     f"serve.collect: no collector module for {missing}",
                     f"sources: {', '.join(SOURCES)}, or a dotted module path exposing add_arguments and build",
                 )
-            for spec in self.section["collect"]:
-                interval = float(self.section["collect_interval_s"])
+            for spec in self.settings.collect:
+                interval = self.settings.collect_interval_s
                 every(f"collect:{shlex.split(spec)[0]}", interval, functools.partial(self.collect, spec))
         if "analyze" in wanted:
             analyze = _command_module("analyze")
             if analyze is None:
                 log.info("analyze: no `preemptlens analyze` in this installation; not scheduled")
             else:
-                interval = float(self.section["analyze_interval_s"])
+                interval = self.settings.analyze_interval_s
                 every("analyze", interval, functools.partial(self.command, "analyze", analyze))
         if "alerts" in wanted:
-            every("alerts", float(self.section["alerts_interval_s"]), self.alerts)
+            every("alerts", self.settings.alerts_interval_s, self.alerts)
         if "report" in wanted:
             report = _command_module("report")
             if report is None:
                 log.info("report: no `preemptlens report` in this installation; not scheduled")
             else:
-                trigger = CronTrigger.from_crontab(str(self.section["report_cron"]), timezone=UTC)
+                trigger = CronTrigger.from_crontab(self.settings.report_cron, timezone=UTC)
                 job = self._guarded("report", functools.partial(self.command, "report", report))
                 scheduler.add_job(job, trigger, id="report")
                 added.append("report")
@@ -262,6 +262,7 @@ class Server:
 
     def start_dashboard(self) -> subprocess.Popen[bytes] | None:
         from preemptlens.commands.dashboard import APP, launch
+        from preemptlens.dashboards.data import DashboardSettings
 
         if self.dashboard_options is None:
             return None
@@ -270,18 +271,18 @@ class Server:
         if self.config.path is not None:
             env["PREEMPTLENS_CONFIG"] = str(self.config.path)
         process = subprocess.Popen(launch(APP, *self.dashboard_options), env=env)
-        address = self.config.get("dashboard.address")
-        log.info("dashboard on http://%s:%s (pid %d)", address, self.section["dashboard_port"], process.pid)
+        address = self.config.of(DashboardSettings).address
+        log.info("dashboard on http://%s:%s (pid %d)", address, self.settings.dashboard_port, process.pid)
         return process
 
     def start_metrics(self) -> MetricsServer | None:
         """Serve /metrics on its own thread; figures are read from the published snapshot only."""
         from preemptlens.dashboards.metrics import MetricsServer, SnapshotCollector
 
-        port = int(self.section["metrics_port"])
+        port = self.settings.metrics_port
         if port == 0:
             return None
-        address = str(self.section["metrics_address"])
+        address = self.settings.metrics_address
         try:
             server = MetricsServer(SnapshotCollector.from_config(self.config), address, port)
         except OSError as exc:

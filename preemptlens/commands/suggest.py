@@ -12,7 +12,7 @@ from datetime import datetime
 
 from preemptlens.analytics.replay import Window, default_window
 from preemptlens.analytics.tuning import GENERATORS, Suggestion, context, settings_from, store, suggest
-from preemptlens.config import Config
+from preemptlens.config import ClusterSettings, Config, WarehouseSettings
 from preemptlens.errors import ConfigError
 from preemptlens.times import TIME_HELP, parse_when
 from preemptlens.warehouse import Warehouse
@@ -60,8 +60,8 @@ def _print(s: Suggestion, position: int, scheduler: str | None) -> None:
 
 def run(args: argparse.Namespace, config: Config) -> int:
     settings = settings_from(config)
-    with Warehouse(config.get("warehouse.path")) as wh:
-        cluster = args.cluster or str(config.get("cluster.name") or "") or _only_cluster(wh)
+    with Warehouse(config.of(WarehouseSettings).path) as wh:
+        cluster = args.cluster or config.of(ClusterSettings).name or _only_cluster(wh)
         window = default_window(wh, cluster)
         window = Window(cluster, args.start or window.start, args.end or window.end)
         if window.end <= window.start:

@@ -25,10 +25,8 @@ from typing import Any
 
 import polars as pl
 
-from preemptlens.analytics.params import SETTINGS as ANALYTICS_SETTINGS
-from preemptlens.analytics.params import params_from
+from preemptlens.analytics.params import AnalyticsSettings
 from preemptlens.analytics.refresh import analyze
-from preemptlens.config import Config
 from preemptlens.warehouse import Warehouse
 
 T0 = datetime(2026, 11, 9, tzinfo=UTC)
@@ -201,9 +199,8 @@ def build(path: Path) -> Path:
     for week in range(3):
         _weekly_preemption(rows, week)
     _week48_extras(rows)
-    values = {s.key: s.default for s in ANALYTICS_SETTINGS.settings}
     with Warehouse(path) as wh:
         for table in ("pools", "jobs", "job_runs", "preemption_links", "checkpoints", "gpu_samples"):
             wh.load(table, pl.DataFrame(rows.tables[table], infer_schema_length=None), "fixture")
-        analyze(wh, params_from(Config(values={"analytics": values})))
+        analyze(wh, AnalyticsSettings())
     return path

@@ -22,11 +22,10 @@ from typing import Any
 import polars as pl
 from k8s_fake import load_case
 
-from preemptlens.analytics.params import SETTINGS, params_from
+from preemptlens.analytics.params import AnalyticsSettings
 from preemptlens.analytics.refresh import analyze
 from preemptlens.collectors.kubernetes_events import preemptions
 from preemptlens.collectors.kubernetes_objects import Tiering, pod_rows, workload_rows
-from preemptlens.config import Config
 from preemptlens.warehouse import Warehouse
 
 TIERING = Tiering(tiers={"batch-low": "low", "inference-critical": "critical"}, default="normal",
@@ -94,7 +93,7 @@ def _ledger(tmp_path: Path, objects: list[tuple[Any, Any]], events: list[dict[st
               "reason": p.reason} for e in events for p in preemptions(e, "v1")]
     if links:
         wh.load("preemption_links", pl.DataFrame(links), "kubernetes")
-    analyze(wh, params_from(Config(values={"analytics": {s.key: s.default for s in SETTINGS.settings}})))
+    analyze(wh, AnalyticsSettings())
     return wh
 
 

@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 from preemptlens.analytics import alerts
-from preemptlens.analytics.params import params_from
+from preemptlens.analytics.params import AnalyticsSettings
 from preemptlens.analytics.refresh import analyze
 from preemptlens.analytics.sim_model import TeamSpec
 from preemptlens.analytics.simulator import DEMO, PoolSpec, SimConfig, simulate_into
@@ -40,7 +40,7 @@ def sim_wh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Warehouse]:
     path = tmp_path_factory.mktemp("rules") / "w.duckdb"
     with Warehouse(path) as wh:
         simulate_into(wh, SIM)
-        analyze(wh, params_from(load_config(overrides={"warehouse.path": str(path)})))
+        analyze(wh, load_config(overrides={"warehouse.path": str(path)}).of(AnalyticsSettings))
         yield wh
 
 

@@ -12,7 +12,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from preemptlens.analytics.params import SETTINGS, params_from
+from preemptlens.analytics.params import AnalyticsSettings
 from preemptlens.analytics.refresh import analyze
 from preemptlens.analytics.replay import Window
 from preemptlens.analytics.sim_engine import simulate_jobs
@@ -27,7 +27,6 @@ from preemptlens.analytics.sim_frames import (
 from preemptlens.analytics.sim_model import PolicyConfig, SimConfig, WorkloadConfig, cluster_of
 from preemptlens.analytics.sim_workload import generate_jobs
 from preemptlens.analytics.tuning import SETTINGS as TUNING_SETTINGS
-from preemptlens.config import Config
 from preemptlens.warehouse import Warehouse
 
 
@@ -57,8 +56,7 @@ def build(path: Path, sim: SimConfig, *, samples: bool = False) -> Warehouse:
     if samples:
         for chunk in gpu_sample_chunks(sim, out):
             wh.load("gpu_samples", chunk, "simulator")
-    values = {s.key: s.default for s in SETTINGS.settings}
-    analyze(wh, params_from(Config(values={"analytics": values})))
+    analyze(wh, AnalyticsSettings())
     return wh
 
 

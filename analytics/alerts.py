@@ -166,13 +166,13 @@ def _check_team_webhooks(value: Mapping[str, object]) -> str | None:
 
 
 def targets_from_config(config: Config) -> dict[str, Target]:
-    section = config.section("alerts")
-    fmt = str(section["format"])
-    key = section["signing_key"]
+    settings = config.of(AlertsSettings)
+    fmt = settings.format
+    key = settings.signing_key
     targets: dict[str, Target] = {}
-    if section["webhook_url"] is not None:
-        targets[PLATFORM] = Target(PLATFORM, section["webhook_url"], fmt, key)
-    for team, ref in dict(section["team_webhooks"]).items():
+    if settings.webhook_url is not None:
+        targets[PLATFORM] = Target(PLATFORM, settings.webhook_url, fmt, key)
+    for team, ref in settings.team_webhooks.items():
         problems: list[str] = []
         url = _team_webhook(team, ref, problems)
         if url is None:
@@ -193,7 +193,7 @@ def evaluate(
 ) -> int:
     """Run the rules and record new alerts as pending; return how many were new."""
     if rules is None:
-        names = list(config.get("alerts.rules"))
+        names = list(config.of(AlertsSettings).rules)
         unknown = [n for n in names if n not in RULES]
         if unknown:
             raise ConfigError(f"alerts.rules: unknown rule(s) {unknown}", f"known rules: {sorted(RULES)}")
@@ -411,14 +411,14 @@ def run(wh: Warehouse, config: Config, now: datetime | None = None) -> DeliveryR
     now = now or datetime.now(UTC)
     targets = targets_from_config(config)
     evaluate(wh, config, targets, now)
-    section = config.section("alerts")
+    settings = config.of(AlertsSettings)
     return deliver(
         wh,
         targets,
         now,
-        timeout_s=float(section["timeout_s"]),
-        backoff_s=float(section["backoff_s"]),
-        max_backoff_s=float(section["max_backoff_s"]),
+        timeout_s=settings.timeout_s,
+        backoff_s=settings.backoff_s,
+        max_backoff_s=settings.max_backoff_s,
     )
 
 
@@ -448,13 +448,13 @@ class VictimNotice:
     name: str = "victim_notice"
 
     def evaluate(self, wh: Warehouse, config: Config, now: datetime) -> list[Alert]:
-        section = config.section("alerts")
+        settings = config.of(AlertsSettings)
         rows = wh.query(
             _VICTIM_SQL,
             {
                 "now": now,
-                "since": now - timedelta(seconds=float(section["lookback_s"])),
-                "history": now - timedelta(seconds=float(section["requeue_history_s"])),
+                "since": now - timedelta(seconds=settings.lookback_s),
+                "history": now - timedelta(seconds=settings.requeue_history_s),
             },
         )
         alerts = []
@@ -482,9 +482,9 @@ class VictimNotice:
                 f"{r['preempted_at']:%Y-%m-%d %H:%M} UTC in pool {r['pool'] or 'unknown'}. "
                 f"Why: {why}. Requeue: {requeue}."
             )
-            if section["dashboard_url"]:
+            if settings.dashboard_url:
                 # The dashboard page a logged-in victim lands on: the cost, and what would have protected it.
-                text += f" Details: {str(section['dashboard_url']).rstrip('/')}/mine"
+                text += f" Details: {settings.dashboard_url.rstrip('/')}/mine"
             alerts.append(
                 Alert(
                     dedupe_key=f"{self.name}:{r['cluster']}:{r['job_id']}:{r['run']}",
@@ -539,7 +539,7 @@ class CostExceedsGain:
     name: str = "cost_exceeds_gain"
 
     def evaluate(self, wh: Warehouse, config: Config, now: datetime) -> list[Alert]:
-        since = now - timedelta(seconds=float(config.section("alerts")["lookback_s"]))
+        since = now - timedelta(seconds=config.of(AlertsSettings).lookback_s)
         rows = wh.query(
             "SELECT * EXCLUDE (period) FROM net_benefit WHERE period = 'day' AND team = '(all)' AND cost_exceeds_gain "
             "AND window_start + INTERVAL 1 DAY <= $now AND window_start + INTERVAL 1 DAY > $since "
@@ -575,7 +575,7 @@ class ScopeCreep:
     name: str = "scope_creep"
 
     def evaluate(self, wh: Warehouse, config: Config, now: datetime) -> list[Alert]:
-        limit = float(config.section("alerts")["scope_creep_slope"])
+        limit = config.of(AlertsSettings).scope_creep_slope
         rows = wh.query(
             "SELECT * FROM scope_creep_trend WHERE high_gpu_hour_share_slope > $limit ORDER BY cluster, pool",
             {"limit": limit},
@@ -611,9 +611,9 @@ class IdleHoarding:
     name: str = "idle_hoarding"
 
     def evaluate(self, wh: Warehouse, config: Config, now: datetime) -> list[Alert]:
-        section = config.section("alerts")
-        since = now - timedelta(seconds=float(section["lookback_s"]))
-        limit = float(section["hoarding_gpu_hours"])
+        settings = config.of(AlertsSettings)
+        since = now - timedelta(seconds=settings.lookback_s)
+        limit = settings.hoarding_gpu_hours
         rows = wh.query(
             "SELECT cluster, team, sum(idle_s) / 3600 AS idle_gpu_hours, count(DISTINCT (job_id, run)) AS runs, "
             "max(idle_s) AS longest_s FROM hoarding_stretches "
@@ -631,7 +631,7 @@ class IdleHoarding:
                 text=(
                     f"Team {r['team']} on {r['cluster']} held {r['idle_gpu_hours']:.1f} GPU-hours allocated but idle "
                     f"(busy below the hoarding threshold for at least the hoarding window) across {r['runs']} run(s) "
-                    f"in the last {_minutes(float(section['lookback_s']))}; the longest stretch lasted "
+                    f"in the last {_minutes(settings.lookback_s)}; the longest stretch lasted "
                     f"{_minutes(r['longest_s'])} (limit {limit:g} GPU-hours)."
                 ),
                 facts=_facts(r),

@@ -289,9 +289,10 @@ def export_changed(wh: Warehouse, folder: str | Path) -> ExportReport:
 
 def keep_current(wh: Warehouse, config: Config) -> ExportReport | None:
     """After a write: bring the lake up to date when `lake.keep_current` asks for it."""
-    if not config.get("lake.keep_current"):
+    settings = config.of(LakeSettings)
+    if not settings.keep_current:
         return None
-    folder = str(config.get("lake.folder"))
+    folder = settings.folder
     if not folder:
         raise ConfigError("lake.keep_current is true but lake.folder is empty", "set lake.folder to the lake's path")
     return export_changed(wh, folder)

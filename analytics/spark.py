@@ -48,7 +48,7 @@ from preemptlens.analytics.lake import (
 )
 from preemptlens.analytics.params import AnalyticsSettings, param_columns, param_row
 from preemptlens.analytics.views import VIEWS_DIR, _body
-from preemptlens.config import Config, section, section_of, setting
+from preemptlens.config import Config, section, setting
 from preemptlens.errors import ConfigError, SchemaError
 from preemptlens.warehouse import SQL_DIR, Warehouse, quote
 
@@ -147,14 +147,12 @@ def spark_session(config: Config | None = None, *, master: str | None = None) ->
     if running is not None:
         yield running
         return
-    settings: dict[str, Any] = {s.key: s.default for s in section_of(SETTINGS).settings}
-    if config is not None:
-        settings.update(config.section("spark"))
+    settings = (config or Config()).of(SparkSettings)
     builder = (
         session_class.builder.appName("preemptlens")
-        .master(master or str(settings["master"]))
-        .config("spark.driver.memory", str(settings["driver_memory"]))
-        .config("spark.sql.shuffle.partitions", str(settings["shuffle_partitions"]))
+        .master(master or settings.master)
+        .config("spark.driver.memory", settings.driver_memory)
+        .config("spark.sql.shuffle.partitions", str(settings.shuffle_partitions))
         # The data contract is UTC: to_date() and timestamp rendering must not follow the host's zone.
         .config("spark.sql.session.timeZone", "UTC")
         # DuckDB returns NULL for x / 0; ANSI mode would raise instead.

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from preemptlens.analytics.lake import export_changed
+from preemptlens.analytics.lake import LakeSettings, export_changed
 from preemptlens.config import Config, WarehouseSettings
 from preemptlens.errors import ConfigError
 from preemptlens.warehouse import Warehouse
@@ -20,7 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
-    folder = args.folder or config.get("lake.folder")
+    folder = args.folder or config.of(LakeSettings).folder
     if not folder:
         raise ConfigError(
             "export parquet: no folder given and lake.folder is not set",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 
+from preemptlens.analytics.lake import LakeSettings
 from preemptlens.analytics.params import AnalyticsSettings
 from preemptlens.analytics.spark import run_spark, spark_session
 from preemptlens.config import Config
@@ -21,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
-    folder = args.lake or config.get("lake.folder")
+    folder = args.lake or config.of(LakeSettings).folder
     if not folder:
         raise ConfigError(
             "spark: no lake given and lake.folder is not set",

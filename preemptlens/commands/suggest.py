@@ -11,7 +11,7 @@ import json
 from datetime import datetime
 
 from preemptlens.analytics.replay import Window, default_window
-from preemptlens.analytics.tuning import GENERATORS, Suggestion, context, settings_from, store, suggest
+from preemptlens.analytics.tuning import GENERATORS, Suggestion, TuningSettings, context, store, suggest
 from preemptlens.config import ClusterSettings, Config, WarehouseSettings
 from preemptlens.errors import ConfigError
 from preemptlens.times import TIME_HELP, parse_when
@@ -59,7 +59,7 @@ def _print(s: Suggestion, position: int, scheduler: str | None) -> None:
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
-    settings = settings_from(config)
+    settings = config.of(TuningSettings)
     with Warehouse(config.of(WarehouseSettings).path) as wh:
         cluster = args.cluster or config.of(ClusterSettings).name or _only_cluster(wh)
         window = default_window(wh, cluster)

@@ -26,7 +26,7 @@ from preemptlens.analytics.sim_frames import (
 )
 from preemptlens.analytics.sim_model import PolicyConfig, SimConfig, WorkloadConfig, cluster_of
 from preemptlens.analytics.sim_workload import generate_jobs
-from preemptlens.analytics.tuning import SETTINGS as TUNING_SETTINGS
+from preemptlens.analytics.tuning import TuningSettings
 from preemptlens.warehouse import Warehouse
 
 
@@ -64,11 +64,8 @@ def build(path: Path, sim: SimConfig, *, samples: bool = False) -> Warehouse:
 CHURN: dict[str, Any] = {"gpus": 64, "load": 1.3, "high_share": 0.3, "work_median_s": 1800.0}
 
 
-def default_settings(**overrides: Any) -> dict[str, Any]:
-    values = {s.key: s.default for s in TUNING_SETTINGS.settings}
-    values["processes"] = 2
-    values.update(overrides)
-    return values
+def default_settings(**overrides: Any) -> TuningSettings:
+    return TuningSettings(**{"processes": 2, **overrides})
 
 
 class Clusters:

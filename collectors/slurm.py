@@ -66,7 +66,7 @@ from preemptlens.collectors.slurm_sacct import (
     version_of,
     whole_record,
 )
-from preemptlens.config import Config, section, setting
+from preemptlens.config import ClusterSettings, Config, section, setting
 from preemptlens.contract import Batch, Reject, Watermark
 from preemptlens.errors import ConfigError, SourceError
 from preemptlens.times import TIME_HELP, parse_when
@@ -728,33 +728,33 @@ def _when(text: str | None, flag: str) -> datetime | None:
 
 
 def build(args: argparse.Namespace, config: Config) -> SlurmCollector:
-    s = config.section("slurm")
-    cluster = config.section("cluster")
+    s = config.of(SlurmSettings)
+    cluster = config.of(ClusterSettings)
     policy = Policy(
-        tiers=dict(cluster.get("tiers", {})),
-        default_tier=str(cluster.get("default_tier", "normal")),
-        preemptible_tiers=tuple(cluster.get("preemptible_tiers", ("low", "normal"))),
-        preemptible_override={k: bool(v) for k, v in dict(s.get("preemptible", {})).items()},
+        tiers=dict(cluster.tiers),
+        default_tier=cluster.default_tier,
+        preemptible_tiers=tuple(cluster.preemptible_tiers),
+        preemptible_override={k: bool(v) for k, v in s.preemptible.items()},
     )
     since, until = _when(getattr(args, "since", None), "--since"), _when(getattr(args, "until", None), "--until")
     if since is not None and until is not None and since > until:
         raise ConfigError(f"--since {args.since} is after --until {args.until}", "swap them")
     return SlurmCollector(Options(
-        cluster=str(cluster.get("name") or ""),
-        bin_dir=str(s.get("bin_dir", "")),
-        slurm_conf=str(s.get("slurm_conf", "")),
-        format=getattr(args, "format", None) or str(s.get("format", "auto")),
-        ctld_log=str(s.get("ctld_log", "")),
-        log_timezone=str(s.get("log_timezone", "UTC")),
-        lookback=timedelta(hours=float(s.get("lookback_hours", 168.0))),
-        lag=timedelta(seconds=float(s.get("lag_seconds", 600.0))),
-        window=timedelta(hours=float(s.get("window_hours", 24.0))),
-        timeout_s=float(s.get("timeout_s", 600.0)),
+        cluster=cluster.name,
+        bin_dir=s.bin_dir,
+        slurm_conf=s.slurm_conf,
+        format=getattr(args, "format", None) or s.format,
+        ctld_log=s.ctld_log,
+        log_timezone=s.log_timezone,
+        lookback=timedelta(hours=s.lookback_hours),
+        lag=timedelta(seconds=s.lag_seconds),
+        window=timedelta(hours=s.window_hours),
+        timeout_s=s.timeout_s,
         since=since,
         until=until,
         sacct_file=getattr(args, "sacct_file", None),
         policy=policy,
-        read_policy=bool(s.get("read_policy", True)),
-        preempt_type=str(s.get("preempt_type", "auto")),
-        pools={str(k): str(v) for k, v in dict(s.get("pools", {})).items()},
+        read_policy=s.read_policy,
+        preempt_type=s.preempt_type,
+        pools={str(k): str(v) for k, v in s.pools.items()},
     ))

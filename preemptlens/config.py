@@ -100,8 +100,6 @@ class Section:
     name: str
     help: str
     settings: tuple[Setting, ...]
-    # The frozen dataclass that declares the section and that `Config.of` builds.
-    declared: type
 
 
 T = TypeVar("T")
@@ -164,7 +162,8 @@ _DERIVED: dict[type, Section] = {}
 
 
 def section_of(declared: type) -> Section:
-    """The section a dataclass declares, as the records the documentation and validation walk."""
+    """The section a dataclass declares, as the records the documentation and validation walk. Its
+    annotations are resolved at run time, so the types they name are imported outside TYPE_CHECKING."""
     if declared in _DERIVED:
         return _DERIVED[declared]
     try:
@@ -181,7 +180,7 @@ def section_of(declared: type) -> Section:
         kind, secret = _kind(hints[f.name], where)
         default = f.default_factory() if callable(f.default_factory) else f.default
         found.append(Setting(f.name, default, about.help, kind, secret, about.choices, about.check))
-    _DERIVED[declared] = Section(name, help, tuple(found), declared)
+    _DERIVED[declared] = Section(name, help, tuple(found))
     return _DERIVED[declared]
 
 
@@ -197,7 +196,6 @@ def http_url(value: Any) -> str | None:
     except ValueError:
         return "expected a URL whose port is a number from 0 to 65535"
     return None
-
 
 
 @section("warehouse", "Where the DuckDB warehouse lives.")
@@ -229,9 +227,12 @@ class ClusterSettings:
         ["low", "normal"], "Tiers whose jobs may be preempted when the source does not say."
     )
 
-    def tier_of(self, priority_class: str | None) -> str:
-        if priority_class is not None and priority_class in self.tiers:
-            return self.tiers[priority_class]
+    def tier_of(self, *classes: str | None) -> str:
+        """The tier `tiers` gives the first of `classes` it names (a source may know a job by several:
+        PriorityClass, then queue), else default_tier."""
+        for name in classes:
+            if name is not None and name in self.tiers:
+                return self.tiers[name]
         return self.default_tier
 
 
@@ -261,17 +262,6 @@ class Config:
         if declared not in self._built:
             self._built[declared] = declared(**self.values.get(section_of(declared).name, {}))
         return cast(T, self._built[declared])
-
-    # The string-key reads, until every reader has moved to `of`.
-    def get(self, dotted: str) -> Any:
-        section, _, key = dotted.partition(".")
-        try:
-            return self.values[section][key]
-        except KeyError:
-            raise ConfigError(f"no setting {dotted!r}", "see docs/configuration.md") from None
-
-    def section(self, name: str) -> dict[str, Any]:
-        return dict(self.values.get(name, {}))
 
 
 REFERENCES = ("$env", "$file")

@@ -55,7 +55,7 @@ def test_cost_exceeds_gain_alerts_the_finished_days_that_lost(sim_wh: Warehouse,
     now = END
     found = alerts.CostExceedsGain().evaluate(sim_wh, cfg, now)
     # Recompute the losing days from the ledger and the tier weights, independently of the view.
-    weights = cfg.get("analytics.tier_weights")
+    weights = cfg.of(AnalyticsSettings).tier_weights
     ledger = sim_wh.query("SELECT * FROM preemption_ledger")
     per_day = (
         ledger.with_columns(pl.col("time").dt.truncate("1d").alias("day"))

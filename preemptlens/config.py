@@ -12,7 +12,7 @@ its settings; the module that declares it names it `SETTINGS` and is listed in
     class PilotSettings:
         before_days: float = setting(28.0, "Days before the change ...")
         pilots: dict[str, Any] = setting({}, "Declared pilots ...")
-        bearer_token: Secret | None = setting(None, "Bearer token ...")
+        webhook: Secret | None = setting(None, "Where ... (a secret)")
 
     SETTINGS = PilotSettings
 
@@ -22,7 +22,9 @@ environment must be, and is converted to); `Secret` makes it a secret;
 from docs/configuration.md) and optionally `choices` or a `check`. A check
 across fields goes in `__post_init__` and raises ConfigError. Code reads a
 section as that object, built once per Config: `config.of(PilotSettings).before_days`;
-`PilotSettings()` holds the defaults. The `Section`/`Setting` records that the
+`PilotSettings()` holds the defaults and `PilotSettings(before_days=7.0)` (or
+`Config(values={"pilot": {...}})`) builds one from plain values, as tests do;
+`dataclasses.replace` overrides a few (command-line flags). The `Section`/`Setting` records that the
 documentation, validation and environment overrides walk are derived from the
 dataclass, so each setting is declared once.
 

@@ -41,11 +41,11 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import duckdb
 
-from preemptlens.config import Config, Section, Setting
+from preemptlens.config import Config, section, setting
 from preemptlens.contract import Effector
 from preemptlens.errors import ConfigError, PreemptlensError
 
@@ -55,12 +55,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MODES = ("dry-run", "enforce")
-# Action -> (scheduler, the jobs.source its jobs are loaded from).
-ACTIONS: dict[str, tuple[str, str]] = {
-    "kueue_boost": ("kueue", "kubernetes"),
-    "kai_protect": ("kai", "kubernetes"),
-    "slurm_protect": ("slurm", "slurm"),
-}
 # The undo_why of a release at max_hold_s starts so; such a job is not held again for max_hold_s.
 MAX_HOLD = "reached max_hold_s"
 # The undo_why of a hold the scheduler refused; the job is tried again after min_hold_s.
@@ -71,128 +65,136 @@ APPLY_FAILED = "apply failed"
 WHILE_WAITING = frozenset({"slurm_protect"})
 
 
-def _section(name: str, what: str, *, cost: tuple[float | None, float | None],
-             near: tuple[float | None, float | None], pool_share: float, max_hold_s: float,
-             checkpoint: bool, extra: tuple[Setting, ...] = ()) -> Section:
-    return Section(
-        name,
-        f"Action `{name}` ({what}); run by `preemptlens act` and serve's `actions` job (docs/figures.md, Actions).",
-        (
-            Setting("enabled", False, "Run this action at all.", kind=bool),
-            Setting("mode", "dry-run", "dry-run: write the audit rows only, change nothing in the scheduler; "
-                    "enforce: change the scheduler too.", choices=MODES),
-            Setting("cost_high_gpu_s", cost[0], "Hold a job whose live cost (GPU-seconds a preemption now would "
-                    "throw away) reaches this; unset: the cost does not hold jobs.", kind=float),
-            Setting("cost_low_gpu_s", cost[1], "Release a held job once its live cost falls below this (and its "
-                    "near-completion share below near_completion_low); unset: cost_high_gpu_s.", kind=float),
-            Setting("near_completion_high", near[0], "Hold a job whose near-completion share (work done / work "
-                    "needed) reaches this; unset: the share does not hold jobs.", kind=float),
-            Setting("near_completion_low", near[1], "Release a held job once its near-completion share falls "
-                    "below this (and its cost below cost_low_gpu_s); unset: near_completion_high.", kind=float),
-            Setting("max_jobs", 20, "At most this many jobs held by this action at once.", kind=int),
-            Setting("max_pool_share", pool_share, "At most this share of a pool's GPUs held at once, so critical "
-                    "work can still preempt; below 1 a pool of unknown capacity gets no holds.", kind=float),
-            Setting("min_hold_s", 1800.0, "A hold (or a boost step) lasts at least this long before the "
-                    "hysteresis may release (or step) it, so victims do not flap; a hold the scheduler refused is "
-                    "tried again after as long.", kind=float),
-            Setting("max_hold_s", max_hold_s, "A hold ends after this long whatever the cost, and the job is not "
-                    "held again by this action for as long.", kind=float),
-            Setting("release_after_checkpoint", checkpoint, "Release a held job once it has checkpointed since "
-                    "its hold began (what it would lose is then small).", kind=bool),
-            Setting("stale_after_s", 1800.0, "A job whose live cost is older than this is taken as no longer "
-                    "running: its hold is released.", kind=float),
-            Setting("clusters", [], "Clusters this action acts in; empty: all (enforce: the effector's cluster).",
-                    kind=list),
-            Setting("pools", [], "Pools this action acts in; empty: all. Name them when Kueue and KAI run in one "
-                    "cluster, since both load their jobs as source kubernetes.", kind=list),
-            *extra,
-        ),
-    )
-
-
-SETTINGS = (
-    _section("kueue_boost", "Kueue: the `kueue.x-k8s.io/priority-boost` annotation on a Workload",
-             cost=(28_800.0, 14_400.0), near=(None, None), pool_share=1.0, max_hold_s=86_400.0, checkpoint=False,
-             extra=(
-                 Setting("boost_step", 100, "The boost moves in steps of this (one step per change): a job gets one "
-                         "step per multiple of cost_high_gpu_s its cost reaches.", kind=int),
-                 Setting("max_boost", 500, "The largest boost ever set (Kueue adds it to the Workload's priority, "
-                         "and it can cross priority classes).", kind=int),
-             )),
-    _section("kai_protect", "KAI-Scheduler: a PodGroup made non-preemptible",
-             cost=(None, None), near=(0.9, 0.85), pool_share=0.25, max_hold_s=21_600.0, checkpoint=False),
-    _section("slurm_protect", "Slurm preempt/qos: a victim waiting to restart moved to a non-preemptible QOS, "
-             "judged by its live cost when it was preempted",
-             cost=(28_800.0, 14_400.0), near=(None, None), pool_share=0.25, max_hold_s=86_400.0, checkpoint=False),
-)
+_HELP = {
+    "cost_high_gpu_s": "Hold a job whose live cost (GPU-seconds a preemption now would throw away) reaches this; "
+                       "unset: the cost does not hold jobs.",
+    "cost_low_gpu_s": "Release a held job once its live cost falls below this (and its near-completion share below "
+                      "near_completion_low); unset: cost_high_gpu_s.",
+    "near_completion_high": "Hold a job whose near-completion share (work done / work needed) reaches this; unset: "
+                            "the share does not hold jobs.",
+    "near_completion_low": "Release a held job once its near-completion share falls below this (and its cost below "
+                           "cost_low_gpu_s); unset: near_completion_high.",
+    "max_pool_share": "At most this share of a pool's GPUs held at once, so critical work can still preempt; below 1 "
+                      "a pool of unknown capacity gets no holds.",
+    "max_hold_s": "A hold ends after this long whatever the cost, and the job is not held again by this action for "
+                  "as long.",
+}
 
 
 @dataclass(frozen=True)
 class ActionSettings:
-    name: str
-    scheduler: str
-    source: str
-    enabled: bool
-    mode: str
-    cost_high_gpu_s: float | None
-    cost_low_gpu_s: float | None
-    near_completion_high: float | None
-    near_completion_low: float | None
-    max_jobs: int
-    max_pool_share: float
-    min_hold_s: float
-    max_hold_s: float
-    release_after_checkpoint: bool
-    stale_after_s: float
-    clusters: tuple[str, ...] = ()
-    pools: tuple[str, ...] = ()
-    boost_step: int = 1
-    max_boost: int = 1
-    while_waiting: bool = False
+    """The settings every action has; each action's section (below) is a subclass that sets its own defaults.
+    A protection has one level; only the Kueue boost has steps."""
+
+    name: ClassVar[str]
+    scheduler: ClassVar[str]
+    source: ClassVar[str]  # the jobs.source its jobs are loaded from
+    enabled: bool = setting(False, "Run this action at all.")
+    mode: str = setting("dry-run", "dry-run: write the audit rows only, change nothing in the scheduler; enforce: "
+                        "change the scheduler too.", choices=MODES)
+    cost_high_gpu_s: float | None = setting(28_800.0, _HELP["cost_high_gpu_s"])
+    cost_low_gpu_s: float | None = setting(14_400.0, _HELP["cost_low_gpu_s"])
+    near_completion_high: float | None = setting(None, _HELP["near_completion_high"])
+    near_completion_low: float | None = setting(None, _HELP["near_completion_low"])
+    max_jobs: int = setting(20, "At most this many jobs held by this action at once.")
+    max_pool_share: float = setting(0.25, _HELP["max_pool_share"])
+    min_hold_s: float = setting(1800.0, "A hold (or a boost step) lasts at least this long before the hysteresis "
+                                "may release (or step) it, so victims do not flap; a hold the scheduler refused is "
+                                "tried again after as long.")
+    max_hold_s: float = setting(86_400.0, _HELP["max_hold_s"])
+    release_after_checkpoint: bool = setting(False, "Release a held job once it has checkpointed since its hold "
+                                             "began (what it would lose is then small).")
+    stale_after_s: float = setting(1800.0, "A job whose live cost is older than this is taken as no longer running: "
+                                   "its hold is released.")
+    clusters: list[str] = setting([], "Clusters this action acts in; empty: all (enforce: the effector's cluster).")
+    pools: list[str] = setting([], "Pools this action acts in; empty: all. Name them when Kueue and KAI run in one "
+                               "cluster, since both load their jobs as source kubernetes.")
+
+    # The scheduler changes a job only while it waits (Slurm: a pending job's QOS): held are victims waiting
+    # to restart, judged by the last live cost they had, and a job is released only while it waits or once
+    # it ended, never while it runs.
+    while_waiting: ClassVar[bool] = False
+    boost_step: ClassVar[int] = 1
+    max_boost: ClassVar[int] = 1
 
     @property
     def enforce(self) -> bool:
         return self.mode == "enforce"
 
+    def __post_init__(self) -> None:
+        # An unset low mark is the high mark (no hysteresis band).
+        if self.cost_low_gpu_s is None:
+            object.__setattr__(self, "cost_low_gpu_s", self.cost_high_gpu_s)
+        if self.near_completion_low is None:
+            object.__setattr__(self, "near_completion_low", self.near_completion_high)
+        name, problems = self.name, []
+        if self.enabled and self.cost_high_gpu_s is None and self.near_completion_high is None:
+            problems.append(f"{name}: set cost_high_gpu_s or near_completion_high, or nothing is ever held")
+        if (self.cost_high_gpu_s is not None and self.cost_low_gpu_s is not None
+                and self.cost_low_gpu_s > self.cost_high_gpu_s):
+            problems.append(f"{name}.cost_low_gpu_s: must not exceed cost_high_gpu_s (the release mark is the lower)")
+        if (self.near_completion_high is not None and self.near_completion_low is not None
+                and self.near_completion_low > self.near_completion_high):
+            problems.append(f"{name}.near_completion_low: must not exceed near_completion_high")
+        if not 0 < self.max_pool_share <= 1:
+            problems.append(f"{name}.max_pool_share: expected a share above 0 and at most 1")
+        if self.boost_step < 1 or self.max_boost < self.boost_step:
+            problems.append(f"{name}: expected boost_step >= 1 and max_boost >= boost_step")
+        if self.max_jobs < 0 or self.min_hold_s < 0 or self.max_hold_s <= 0 or self.stale_after_s <= 0:
+            problems.append(f"{name}: max_jobs and min_hold_s must be >= 0, max_hold_s and stale_after_s > 0")
+        if problems:
+            raise ConfigError("actions: " + "; ".join(problems), "see docs/configuration.md")
+
+
+def _about(name: str, what: str) -> str:
+    return f"Action `{name}` ({what}); run by `preemptlens act` and serve's `actions` job (docs/figures.md, Actions)."
+
+
+@section("kueue_boost", _about("kueue_boost", "Kueue: the `kueue.x-k8s.io/priority-boost` annotation on a Workload"))
+@dataclass(frozen=True)
+class KueueBoostSettings(ActionSettings):
+    name = "kueue_boost"
+    scheduler = "kueue"
+    source = "kubernetes"
+    max_pool_share: float = setting(1.0, _HELP["max_pool_share"])
+    boost_step: int = setting(  # type: ignore[misc]  # a setting here, one level for a protection
+        100, "The boost moves in steps of this (one step per change): a job gets one step per multiple of "
+        "cost_high_gpu_s its cost reaches.")
+    max_boost: int = setting(  # type: ignore[misc]
+        500, "The largest boost ever set (Kueue adds it to the Workload's priority, and it can cross priority "
+        "classes).")
+
+
+@section("kai_protect", _about("kai_protect", "KAI-Scheduler: a PodGroup made non-preemptible"))
+@dataclass(frozen=True)
+class KaiProtectSettings(ActionSettings):
+    name = "kai_protect"
+    scheduler = "kai"
+    source = "kubernetes"
+    cost_high_gpu_s: float | None = setting(None, _HELP["cost_high_gpu_s"])
+    cost_low_gpu_s: float | None = setting(None, _HELP["cost_low_gpu_s"])
+    near_completion_high: float | None = setting(0.9, _HELP["near_completion_high"])
+    near_completion_low: float | None = setting(0.85, _HELP["near_completion_low"])
+    max_hold_s: float = setting(21_600.0, _HELP["max_hold_s"])
+
+
+@section("slurm_protect", _about("slurm_protect", "Slurm preempt/qos: a victim waiting to restart moved to a "
+                                 "non-preemptible QOS, judged by its live cost when it was preempted"))
+@dataclass(frozen=True)
+class SlurmProtectSettings(ActionSettings):
+    name = "slurm_protect"
+    scheduler = "slurm"
+    source = "slurm"
+    while_waiting = True
+
+
+SETTINGS = (KueueBoostSettings, KaiProtectSettings, SlurmProtectSettings)
+ACTIONS = {s.name: s for s in SETTINGS}
+
 
 def settings_from(config: Config) -> dict[str, ActionSettings]:
-    """Every action's settings, checked together (the one place they are read)."""
-    found: dict[str, ActionSettings] = {}
-    problems: list[str] = []
-    for name, (scheduler, source) in ACTIONS.items():
-        v = config.section(name)
-        if not v:
-            v = {s.key: s.default for s in next(s for s in SETTINGS if s.name == name).settings}
-        cost_low = v["cost_low_gpu_s"] if v["cost_low_gpu_s"] is not None else v["cost_high_gpu_s"]
-        near_low = v["near_completion_low"] if v["near_completion_low"] is not None else v["near_completion_high"]
-        s = ActionSettings(
-            name=name, scheduler=scheduler, source=source, enabled=bool(v["enabled"]), mode=str(v["mode"]),
-            cost_high_gpu_s=v["cost_high_gpu_s"], cost_low_gpu_s=cost_low,
-            near_completion_high=v["near_completion_high"], near_completion_low=near_low,
-            max_jobs=int(v["max_jobs"]), max_pool_share=float(v["max_pool_share"]),
-            min_hold_s=float(v["min_hold_s"]), max_hold_s=float(v["max_hold_s"]),
-            release_after_checkpoint=bool(v["release_after_checkpoint"]), stale_after_s=float(v["stale_after_s"]),
-            clusters=tuple(map(str, v["clusters"])), pools=tuple(map(str, v["pools"])),
-            boost_step=int(v.get("boost_step", 1)), max_boost=int(v.get("max_boost", 1)),
-            while_waiting=name in WHILE_WAITING,
-        )
-        if s.enabled and s.cost_high_gpu_s is None and s.near_completion_high is None:
-            problems.append(f"{name}: set cost_high_gpu_s or near_completion_high, or nothing is ever held")
-        if s.cost_high_gpu_s is not None and s.cost_low_gpu_s is not None and s.cost_low_gpu_s > s.cost_high_gpu_s:
-            problems.append(f"{name}.cost_low_gpu_s: must not exceed cost_high_gpu_s (the release mark is the lower)")
-        if (s.near_completion_high is not None and s.near_completion_low is not None
-                and s.near_completion_low > s.near_completion_high):
-            problems.append(f"{name}.near_completion_low: must not exceed near_completion_high")
-        if not 0 < s.max_pool_share <= 1:
-            problems.append(f"{name}.max_pool_share: expected a share above 0 and at most 1")
-        if s.boost_step < 1 or s.max_boost < s.boost_step:
-            problems.append(f"{name}: expected boost_step >= 1 and max_boost >= boost_step")
-        if s.max_jobs < 0 or s.min_hold_s < 0 or s.max_hold_s <= 0 or s.stale_after_s <= 0:
-            problems.append(f"{name}: max_jobs and min_hold_s must be >= 0, max_hold_s and stale_after_s > 0")
-        found[name] = s
-    if problems:
-        raise ConfigError("actions: " + "; ".join(problems), "see docs/configuration.md")
-    return found
+    """Every action's settings, by name."""
+    return {name: config.of(declared) for name, declared in ACTIONS.items()}
 
 
 # -- one cycle -----------------------------------------------------------------

@@ -41,9 +41,9 @@ import polars as pl
 
 from preemptlens import __version__
 from preemptlens.analytics.actions import HOLD_COLUMNS, hold_join, hold_text
-from preemptlens.analytics.pilot import declared, thresholds_from
+from preemptlens.analytics.pilot import PilotSettings, declared
 from preemptlens.analytics.pilot import evaluate as evaluate_pilot
-from preemptlens.config import Config, Secret, Section, Setting, http_url, is_reference, resolve_reference
+from preemptlens.config import Config, Secret, http_url, is_reference, resolve_reference, section, setting
 from preemptlens.errors import ConfigError, PreemptlensError
 from preemptlens.warehouse import Warehouse
 
@@ -55,61 +55,50 @@ DELIVERY_HEADER = "X-Preemptlens-Delivery"
 TIMESTAMP_HEADER = "X-Preemptlens-Timestamp"
 SIGNATURE_HEADER = "X-Preemptlens-Signature"
 
-SETTINGS = Section(
+
+@section(
     "alerts",
     "Alert rules and their webhooks (docs: analytics/alerts.py). URLs and keys are secrets: give them by reference.",
-    (
-        Setting("rules", ["victim_notice"], "Names of the alert rules to evaluate.", kind=list),
-        Setting(
-            "webhook_url", None, "Webhook of the platform team, which receives the rule alerts.", secret=True,
-            check=http_url,
-        ),
-        Setting(
-            "team_webhooks",
-            {},
-            'Webhook of each victim team for per-victim notices: team = { "$env" = "NAME" } or '
-            '{ "$file" = "/path" }; a URL written in clear is refused.',
-            kind=dict,
-            check=lambda value: _check_team_webhooks(value),  # defined below, with its helpers
-        ),
-        Setting("format", "json", "Payload format of every webhook.", choices=FORMATS),
-        Setting(
-            "dashboard_url",
-            "",
-            "Public URL of the dashboard (e.g. https://preemptlens.example.org); per-victim notices then link to "
-            "its My preemptions page. Empty: no link.",
-        ),
-        Setting(
-            "signing_key",
-            None,
-            "Key for the HMAC-SHA256 signature header; unset sends no signature.",
-            secret=True,
-        ),
-        Setting("timeout_s", 10.0, "Seconds to wait for a webhook to answer.", kind=float),
-        Setting("backoff_s", 30.0, "Wait before the first retry of a failed delivery; doubles each time.", kind=float),
-        Setting(
-            "max_backoff_s", 3600.0, "Longest wait between retries; deliveries are retried until sent.", kind=float
-        ),
-        Setting(
-            "lookback_s",
-            86400.0,
-            "Only events this recent (seconds) raise alerts, so that enabling a webhook does not replay history.",
-            kind=float,
-        ),
-        Setting(
-            "scope_creep_slope",
-            0.02,
-            "scope_creep fires when a pool's high-tier share of GPU-hours grows faster than this per week.",
-            kind=float,
-        ),
-        Setting(
-            "hoarding_gpu_hours",
-            50.0,
-            "idle_hoarding fires when a team's idle-hoarded GPU-hours within the lookback exceed this.",
-            kind=float,
-        ),
-    ),
 )
+@dataclass(frozen=True)
+class AlertsSettings:
+    rules: list[str] = setting(["victim_notice"], "Names of the alert rules to evaluate.")
+    webhook_url: Secret | None = setting(
+        None,
+        "Webhook of the platform team, which receives the rule alerts.",
+        check=http_url,
+    )
+    team_webhooks: dict[str, Any] = setting(
+        {},
+        'Webhook of each victim team for per-victim notices: team = { "$env" = "NAME" } or '
+        '{ "$file" = "/path" }; a URL written in clear is refused.',
+        check=lambda value: _check_team_webhooks(value),  # defined below, with its helpers
+    )
+    format: str = setting("json", "Payload format of every webhook.", choices=FORMATS)
+    dashboard_url: str = setting(
+        "",
+        "Public URL of the dashboard (e.g. https://preemptlens.example.org); per-victim notices then link to "
+        "its My preemptions page. Empty: no link.",
+    )
+    signing_key: Secret | None = setting(None, "Key for the HMAC-SHA256 signature header; unset sends no signature.")
+    timeout_s: float = setting(10.0, "Seconds to wait for a webhook to answer.")
+    backoff_s: float = setting(30.0, "Wait before the first retry of a failed delivery; doubles each time.")
+    max_backoff_s: float = setting(3600.0, "Longest wait between retries; deliveries are retried until sent.")
+    lookback_s: float = setting(
+        86400.0,
+        "Only events this recent (seconds) raise alerts, so that enabling a webhook does not replay history.",
+    )
+    scope_creep_slope: float = setting(
+        0.02,
+        "scope_creep fires when a pool's high-tier share of GPU-hours grows faster than this per week.",
+    )
+    hoarding_gpu_hours: float = setting(
+        50.0,
+        "idle_hoarding fires when a team's idle-hoarded GPU-hours within the lookback exceed this.",
+    )
+
+
+SETTINGS = AlertsSettings
 
 
 @dataclass(frozen=True)
@@ -174,13 +163,13 @@ def _check_team_webhooks(value: Mapping[str, object]) -> str | None:
 
 
 def targets_from_config(config: Config) -> dict[str, Target]:
-    section = config.section("alerts")
-    fmt = str(section["format"])
-    key = section["signing_key"]
+    settings = config.of(AlertsSettings)
+    fmt = settings.format
+    key = settings.signing_key
     targets: dict[str, Target] = {}
-    if section["webhook_url"] is not None:
-        targets[PLATFORM] = Target(PLATFORM, section["webhook_url"], fmt, key)
-    for team, ref in dict(section["team_webhooks"]).items():
+    if settings.webhook_url is not None:
+        targets[PLATFORM] = Target(PLATFORM, settings.webhook_url, fmt, key)
+    for team, ref in settings.team_webhooks.items():
         problems: list[str] = []
         url = _team_webhook(team, ref, problems)
         if url is None:
@@ -201,7 +190,7 @@ def evaluate(
 ) -> int:
     """Run the rules and record new alerts as pending; return how many were new."""
     if rules is None:
-        names = list(config.get("alerts.rules"))
+        names = list(config.of(AlertsSettings).rules)
         unknown = [n for n in names if n not in RULES]
         if unknown:
             raise ConfigError(f"alerts.rules: unknown rule(s) {unknown}", f"known rules: {sorted(RULES)}")
@@ -419,14 +408,14 @@ def run(wh: Warehouse, config: Config, now: datetime | None = None) -> DeliveryR
     now = now or datetime.now(UTC)
     targets = targets_from_config(config)
     evaluate(wh, config, targets, now)
-    section = config.section("alerts")
+    settings = config.of(AlertsSettings)
     return deliver(
         wh,
         targets,
         now,
-        timeout_s=float(section["timeout_s"]),
-        backoff_s=float(section["backoff_s"]),
-        max_backoff_s=float(section["max_backoff_s"]),
+        timeout_s=settings.timeout_s,
+        backoff_s=settings.backoff_s,
+        max_backoff_s=settings.max_backoff_s,
     )
 
 
@@ -456,12 +445,12 @@ class VictimNotice:
     name: str = "victim_notice"
 
     def evaluate(self, wh: Warehouse, config: Config, now: datetime) -> list[Alert]:
-        section = config.section("alerts")
+        settings = config.of(AlertsSettings)
         rows = wh.query(
             _VICTIM_SQL,
             {
                 "now": now,
-                "since": now - timedelta(seconds=float(section["lookback_s"])),
+                "since": now - timedelta(seconds=settings.lookback_s),
             },
         )
         alerts = []
@@ -492,9 +481,9 @@ class VictimNotice:
             held = hold_text(r, r["preempted_at"])
             if held is not None:
                 text += f" Actions: {held}."
-            if section["dashboard_url"]:
+            if settings.dashboard_url:
                 # The dashboard page a logged-in victim lands on: the cost, and what would have protected it.
-                text += f" Details: {str(section['dashboard_url']).rstrip('/')}/mine"
+                text += f" Details: {settings.dashboard_url.rstrip('/')}/mine"
             alerts.append(
                 Alert(
                     dedupe_key=f"{self.name}:{r['cluster']}:{r['job_id']}:{r['run']}",
@@ -546,7 +535,7 @@ class CostExceedsGain:
     name: str = "cost_exceeds_gain"
 
     def evaluate(self, wh: Warehouse, config: Config, now: datetime) -> list[Alert]:
-        since = now - timedelta(seconds=float(config.section("alerts")["lookback_s"]))
+        since = now - timedelta(seconds=config.of(AlertsSettings).lookback_s)
         rows = wh.query(
             "SELECT * EXCLUDE (period) FROM net_benefit WHERE period = 'day' AND team = '(all)' AND cost_exceeds_gain "
             "AND window_start + INTERVAL 1 DAY <= $now AND window_start + INTERVAL 1 DAY > $since "
@@ -582,7 +571,7 @@ class ScopeCreep:
     name: str = "scope_creep"
 
     def evaluate(self, wh: Warehouse, config: Config, now: datetime) -> list[Alert]:
-        limit = float(config.section("alerts")["scope_creep_slope"])
+        limit = config.of(AlertsSettings).scope_creep_slope
         rows = wh.query(
             "SELECT * FROM scope_creep_trend WHERE high_gpu_hour_share_slope > $limit ORDER BY cluster, pool",
             {"limit": limit},
@@ -618,9 +607,9 @@ class IdleHoarding:
     name: str = "idle_hoarding"
 
     def evaluate(self, wh: Warehouse, config: Config, now: datetime) -> list[Alert]:
-        section = config.section("alerts")
-        since = now - timedelta(seconds=float(section["lookback_s"]))
-        limit = float(section["hoarding_gpu_hours"])
+        settings = config.of(AlertsSettings)
+        since = now - timedelta(seconds=settings.lookback_s)
+        limit = settings.hoarding_gpu_hours
         rows = wh.query(
             "SELECT cluster, team, sum(idle_s) / 3600 AS idle_gpu_hours, count(DISTINCT (job_id, run)) AS runs, "
             "max(idle_s) AS longest_s FROM hoarding_stretches "
@@ -638,7 +627,7 @@ class IdleHoarding:
                 text=(
                     f"Team {r['team']} on {r['cluster']} held {r['idle_gpu_hours']:.1f} GPU-hours allocated but idle "
                     f"(busy below the hoarding threshold for at least the hoarding window) across {r['runs']} run(s) "
-                    f"in the last {_minutes(float(section['lookback_s']))}; the longest stretch lasted "
+                    f"in the last {_minutes(settings.lookback_s)}; the longest stretch lasted "
                     f"{_minutes(r['longest_s'])} (limit {limit:g} GPU-hours)."
                 ),
                 facts=_facts(r),
@@ -655,7 +644,7 @@ class PilotLoss:
     name: str = "pilot_loss"
 
     def evaluate(self, wh: Warehouse, config: Config, now: datetime) -> list[Alert]:
-        th = thresholds_from(config)
+        th = config.of(PilotSettings)
         week = now.strftime("%G-W%V")
         alerts = []
         for pilot in declared(config).values():

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 
 from preemptlens.analytics.attribution import attributed
 from preemptlens.analytics.attribution import rebuild as rebuild_attribution
-from preemptlens.analytics.params import Params
+from preemptlens.analytics.params import AnalyticsSettings
 from preemptlens.warehouse import Warehouse
 
 log = logging.getLogger(__name__)
@@ -49,19 +49,19 @@ def infer_step(wh: Warehouse) -> float:
     return float(row[0]) if row and row[0] else 60.0
 
 
-def _stretch_params(params: Params, step: float) -> str:
+def _stretch_params(params: AnalyticsSettings, step: float) -> str:
     return json.dumps(
         {
-            "rule": params["idle_rule"],
-            "busy_below": params["idle_busy_below"],
-            "window": params["hoarding_window_s"],
+            "rule": params.idle_rule,
+            "busy_below": params.idle_busy_below,
+            "window": params.hoarding_window_s,
             "step": step,
         },
         sort_keys=True,
     )
 
 
-def refresh_stretches(wh: Warehouse, params: Params, step: float, *, full: bool = False) -> StretchRefresh:
+def refresh_stretches(wh: Warehouse, params: AnalyticsSettings, step: float, *, full: bool = False) -> StretchRefresh:
     """Bring gpu_idle_stretches up to date with gpu_samples, in one transaction."""
     con = wh.con
     wanted = _stretch_params(params, step)
@@ -79,9 +79,9 @@ def refresh_stretches(wh: Warehouse, params: Params, step: float, *, full: bool 
     sql_params: dict[str, object] = {
         "step": step,
         "gap": step * CONTIGUOUS_STEPS,
-        "window": params["hoarding_window_s"],
+        "window": params.hoarding_window_s,
         "zero_rule": params.zero_rule,
-        "busy_below": params["idle_busy_below"],
+        "busy_below": params.idle_busy_below,
     }
     recomputed_from: datetime | None = None
     with wh.transaction():
@@ -106,7 +106,7 @@ def refresh_stretches(wh: Warehouse, params: Params, step: float, *, full: bool 
                 return StretchRefresh("unchanged", len(new_loads), None, _count(wh))
             # Earlier than the new data by one window plus slack: a short idle
             # run that was still open there is not stored and must be rebuilt.
-            lead_in = params["hoarding_window_s"] + 3 * step
+            lead_in = params.hoarding_window_s + 3 * step
             con.execute(
                 "CREATE OR REPLACE TEMP TABLE _from AS SELECT $t::TIMESTAMPTZ - to_microseconds("
                 "CAST($lead * 1e6 AS BIGINT)) AS cut",

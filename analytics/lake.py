@@ -35,23 +35,19 @@ from pathlib import Path
 import duckdb
 
 from preemptlens.analytics.views import registry
-from preemptlens.config import Config, Section, Setting
+from preemptlens.config import Config, section, setting
 from preemptlens.errors import ConfigError, SchemaError
 from preemptlens.warehouse import Warehouse, define_functions, quote
 
-SETTINGS = Section(
-    "lake",
-    "The Parquet lake (`preemptlens export parquet`): raw and derived tables as Hive-partitioned Parquet.",
-    (
-        Setting("folder", "", "Folder of the lake; empty: `preemptlens export parquet` needs a folder argument."),
-        Setting(
-            "keep_current",
-            False,
-            "Re-export the partitions that changed after each collection (needs `folder`).",
-            kind=bool,
-        ),
-    ),
-)
+
+@section("lake", "The Parquet lake (`preemptlens export parquet`): raw and derived tables as Hive-partitioned Parquet.")
+@dataclass(frozen=True)
+class LakeSettings:
+    folder: str = setting("", "Folder of the lake; empty: `preemptlens export parquet` needs a folder argument.")
+    keep_current: bool = setting(False, "Re-export the partitions that changed after each collection (needs `folder`).")
+
+
+SETTINGS = LakeSettings
 
 MANIFEST = "_lake.json"
 _LOCK = ".lake.lock"
@@ -305,9 +301,10 @@ def export_changed(wh: Warehouse, folder: str | Path) -> ExportReport:
 
 def keep_current(wh: Warehouse, config: Config) -> ExportReport | None:
     """After a write: bring the lake up to date when `lake.keep_current` asks for it."""
-    if not config.get("lake.keep_current"):
+    settings = config.of(LakeSettings)
+    if not settings.keep_current:
         return None
-    folder = str(config.get("lake.folder"))
+    folder = settings.folder
     if not folder:
         raise ConfigError("lake.keep_current is true but lake.folder is empty", "set lake.folder to the lake's path")
     return export_changed(wh, folder)

@@ -18,42 +18,47 @@ from datetime import datetime, timedelta
 import duckdb
 import polars as pl
 
-from preemptlens.config import Config, Section, Setting
+from preemptlens.config import section, setting
 from preemptlens.errors import ConfigError, SchemaError
 from preemptlens.warehouse import Warehouse, query_sql
 
-SETTINGS = Section(
+
+@section(
     "live_cost",
     "The live preemption cost of running jobs (`preemptlens cost`, serve's `cost` job, /live-costs).",
-    (
-        Setting("interval_s", 300.0, "Seconds between live-cost computations in `preemptlens serve`.", kind=float),
-        Setting(
-            "recent_window_s",
-            7 * 86400.0,
-            "Window (seconds before the computation) in which a job's and its team's preemptions count as recent.",
-            kind=float,
-        ),
-        Setting(
-            "keep_days",
-            14.0,
-            "Days of live-cost history kept; each computation deletes older rows, so live_costs stays bounded.",
-            kind=float,
-        ),
-        Setting(
-            "top_jobs",
-            20,
-            "Jobs with the largest live cost that /metrics exposes one by one (the gauge's series are bounded "
-            "by this); `preemptlens cost` prints as many by default.",
-            kind=int,
-        ),
-        Setting(
-            "endpoint_limit",
-            1000,
-            "Most jobs /live-costs returns in one answer, whatever `limit` the request asks for.",
-            kind=int,
-        ),
-    ),
 )
+@dataclass(frozen=True)
+class LiveCostSettings:
+    interval_s: float = setting(300.0, "Seconds between live-cost computations in `preemptlens serve`.")
+    recent_window_s: float = setting(
+        7 * 86400.0,
+        "Window (seconds before the computation) in which a job's and its team's preemptions count as recent.",
+    )
+    keep_days: float = setting(
+        14.0,
+        "Days of live-cost history kept; each computation deletes older rows, so live_costs stays bounded.",
+    )
+    top_jobs: int = setting(
+        20,
+        "Jobs with the largest live cost that /metrics exposes one by one (the gauge's series are bounded "
+        "by this); `preemptlens cost` prints as many by default.",
+    )
+    endpoint_limit: int = setting(
+        1000,
+        "Most jobs /live-costs returns in one answer, whatever `limit` the request asks for.",
+    )
+
+    def __post_init__(self) -> None:
+        problems = [
+            f"live_cost.{name}: must be > 0"
+            for name in ("interval_s", "recent_window_s", "keep_days", "top_jobs", "endpoint_limit")
+            if getattr(self, name) <= 0
+        ]
+        if problems:
+            raise ConfigError("; ".join(problems), "see docs/configuration.md, [live_cost]")
+
+
+SETTINGS = LiveCostSettings
 
 # The figure tables the live cost reads: without them (no analyze yet) its history inputs do not exist.
 _NEEDS = ("preemption_ledger", "expected_requeue")
@@ -72,29 +77,6 @@ WHERE coalesce(cluster = CAST($cluster AS VARCHAR), true) AND coalesce(pool = CA
 ORDER BY cost_gpu_s DESC NULLS LAST, cluster, job_id
 LIMIT $limit
 """
-
-
-@dataclass(frozen=True)
-class LiveCostSettings:
-    interval_s: float
-    recent_window_s: float
-    keep_days: float
-    top_jobs: int
-    endpoint_limit: int
-
-    def __post_init__(self) -> None:
-        problems = [
-            f"live_cost.{name}: must be > 0"
-            for name in ("interval_s", "recent_window_s", "keep_days", "top_jobs", "endpoint_limit")
-            if getattr(self, name) <= 0
-        ]
-        if problems:
-            raise ConfigError("; ".join(problems), "see docs/configuration.md, [live_cost]")
-
-
-def settings_from(config: Config) -> LiveCostSettings:
-    section = config.section("live_cost") or {s.key: s.default for s in SETTINGS.settings}
-    return LiveCostSettings(**{k: section[k] for k in LiveCostSettings.__dataclass_fields__})
 
 
 @dataclass(frozen=True)

@@ -12,192 +12,142 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from preemptlens.config import Config, Section, Setting
+from preemptlens.config import section, section_of, setting
 from preemptlens.contract import TIERS
 from preemptlens.errors import ConfigError
 
 IDLE_RULES = ("threshold", "zero")
 
-SETTINGS = Section(
-    "analytics",
-    "How `preemptlens analyze` computes the figures (docs/figures.md).",
-    (
-        Setting(
-            "idle_rule",
-            "threshold",
-            "When a GPU sample counts as idle: `threshold` (busy below idle_busy_below) or `zero` "
-            "(busy exactly 0, the Princeton jobstats rule).",
-            choices=IDLE_RULES,
-        ),
-        Setting("idle_busy_below", 0.05, "Busy ratio below which a sample is idle (threshold rule).", kind=float),
-        Setting(
-            "hoarding_window_s",
-            1800.0,
-            "Seconds an allocated GPU must stay idle, without a gap in its samples, to count as hoarded.",
-            kind=float,
-        ),
-        Setting(
-            "sample_step_s",
-            0.0,
-            "Sampling step of gpu_samples in seconds; 0 infers it from the data (median spacing).",
-            kind=float,
-        ),
-        Setting(
-            "link_tolerance_s",
-            120.0,
-            "How far apart (seconds) a preempted run's end and a preemption_links row may be and still match; "
-            "also how long before a preemption the preemptor's start may lie.",
-            kind=float,
-        ),
-        Setting(
-            "near_completion_share",
-            0.9,
-            "A victim whose work done reached this share of its work is a near-completion victim.",
-            kind=float,
-        ),
-        Setting(
-            "early_victim_s",
-            600.0,
-            "A victim preempted fewer than this many seconds into its run is an early victim.",
-            kind=float,
-        ),
-        Setting(
-            "long_runner_factor",
-            4.0,
-            "A preemptor whose run lasted more than this many times its tier's median run is a long runner "
-            "(unlike critical work).",
-            kind=float,
-        ),
-        Setting("trend_weeks", 8, "Weeks over which scope-creep trends (slopes) are fitted.", kind=int),
-        Setting(
-            "tier_weights",
-            {"critical": 4.0, "high": 2.0, "normal": 1.0, "low": 0.5},
-            "Value of one GPU-second of each tier's work in the net-benefit figures.",
-            kind=dict,
-        ),
-        Setting(
-            "scarce_allocation_share",
-            0.85,
-            "Scorecard Q1: an hour is busy when GPUs allocated and not idle-hoarded reach this share of capacity.",
-            kind=float,
-        ),
-        Setting(
-            "scarce_queue_share",
-            0.25,
-            "Scorecard Q1: an hour is under queue pressure when the GPU-hours waiting in the queue reach this "
-            "share of the GPU-hours of capacity.",
-            kind=float,
-        ),
-        Setting(
-            "scarce_hours_share",
-            0.5,
-            "Scorecard Q1: GPUs are scarce for long stretches when at least this share of the hours is busy "
-            "(and, separately, under queue pressure).",
-            kind=float,
-        ),
-        Setting(
-            "scarce_queue_wait_s",
-            3600.0,
-            "Scorecard Q1: median wait (seconds) before the first start of normal and low jobs, which never "
-            "preempt, at or above which GPUs count as scarce.",
-            kind=float,
-        ),
-        Setting(
-            "scarce_high_wait_s",
-            300.0,
-            "Scorecard Q1: median wait (seconds) critical and high runs would have had without preemption "
-            "(until their counterfactual start) at or above which GPUs count as scarce.",
-            kind=float,
-        ),
-        Setting(
-            "high_tier_share_max",
-            0.25,
-            "Scorecard Q2: largest share of GPU-hours the critical and high tiers may hold to be narrow.",
-            kind=float,
-        ),
-        Setting(
-            "high_tier_slope_max",
-            0.02,
-            "Scorecard Q2: largest weekly change (absolute slope) of that share to be stable.",
-            kind=float,
-        ),
-        Setting(
-            "checkpoint_coverage_min",
-            0.8,
-            "Scorecard Q3: smallest share of victims with checkpoint data or a declared interval.",
-            kind=float,
-        ),
-        Setting(
-            "loss_to_gain_max",
-            0.5,
-            "Scorecard Q3: largest ratio of lost (plus warm-up) GPU-seconds to gained GPU-seconds.",
-            kind=float,
-        ),
-        Setting(
-            "visibility_min",
-            0.9,
-            "Scorecard Q4: smallest share of preemptions that record both a reason and a preemptor.",
-            kind=float,
-        ),
-        Setting(
-            "reclaim_idle_share",
-            0.1,
-            "Scorecard verdict: share of allocated GPU-hours held idle above which reclaiming idle GPUs "
-            "comes first.",
-            kind=float,
-        ),
-        Setting(
-            "requeue_window_s",
-            7 * 86400.0,
-            "Window (seconds, back from each cluster's data end) of restarted preemptions whose median requeue "
-            "delay per pool and tier is the expected requeue wait (expected_requeue: notices, My preemptions, "
-            "live cost).",
-            kind=float,
-        ),
-    ),
-)
+
+@section("analytics", "How `preemptlens analyze` computes the figures (docs/figures.md).")
+@dataclass(frozen=True)
+class AnalyticsSettings:
+    idle_rule: str = setting(
+        "threshold",
+        "When a GPU sample counts as idle: `threshold` (busy below idle_busy_below) or `zero` "
+        "(busy exactly 0, the Princeton jobstats rule).",
+        choices=IDLE_RULES,
+    )
+    idle_busy_below: float = setting(0.05, "Busy ratio below which a sample is idle (threshold rule).")
+    hoarding_window_s: float = setting(
+        1800.0,
+        "Seconds an allocated GPU must stay idle, without a gap in its samples, to count as hoarded.",
+    )
+    sample_step_s: float = setting(
+        0.0,
+        "Sampling step of gpu_samples in seconds; 0 infers it from the data (median spacing).",
+    )
+    link_tolerance_s: float = setting(
+        120.0,
+        "How far apart (seconds) a preempted run's end and a preemption_links row may be and still match; "
+        "also how long before a preemption the preemptor's start may lie.",
+    )
+    near_completion_share: float = setting(
+        0.9,
+        "A victim whose work done reached this share of its work is a near-completion victim.",
+    )
+    early_victim_s: float = setting(
+        600.0,
+        "A victim preempted fewer than this many seconds into its run is an early victim.",
+    )
+    long_runner_factor: float = setting(
+        4.0,
+        "A preemptor whose run lasted more than this many times its tier's median run is a long runner "
+        "(unlike critical work).",
+    )
+    trend_weeks: int = setting(8, "Weeks over which scope-creep trends (slopes) are fitted.")
+    tier_weights: dict[str, float] = setting(
+        {"critical": 4.0, "high": 2.0, "normal": 1.0, "low": 0.5},
+        "Value of one GPU-second of each tier's work in the net-benefit figures.",
+    )
+    scarce_allocation_share: float = setting(
+        0.85,
+        "Scorecard Q1: an hour is busy when GPUs allocated and not idle-hoarded reach this share of capacity.",
+    )
+    scarce_queue_share: float = setting(
+        0.25,
+        "Scorecard Q1: an hour is under queue pressure when the GPU-hours waiting in the queue reach this "
+        "share of the GPU-hours of capacity.",
+    )
+    scarce_hours_share: float = setting(
+        0.5,
+        "Scorecard Q1: GPUs are scarce for long stretches when at least this share of the hours is busy "
+        "(and, separately, under queue pressure).",
+    )
+    scarce_queue_wait_s: float = setting(
+        3600.0,
+        "Scorecard Q1: median wait (seconds) before the first start of normal and low jobs, which never "
+        "preempt, at or above which GPUs count as scarce.",
+    )
+    scarce_high_wait_s: float = setting(
+        300.0,
+        "Scorecard Q1: median wait (seconds) critical and high runs would have had without preemption "
+        "(until their counterfactual start) at or above which GPUs count as scarce.",
+    )
+    high_tier_share_max: float = setting(
+        0.25,
+        "Scorecard Q2: largest share of GPU-hours the critical and high tiers may hold to be narrow.",
+    )
+    high_tier_slope_max: float = setting(
+        0.02,
+        "Scorecard Q2: largest weekly change (absolute slope) of that share to be stable.",
+    )
+    checkpoint_coverage_min: float = setting(
+        0.8,
+        "Scorecard Q3: smallest share of victims with checkpoint data or a declared interval.",
+    )
+    loss_to_gain_max: float = setting(
+        0.5,
+        "Scorecard Q3: largest ratio of lost (plus warm-up) GPU-seconds to gained GPU-seconds.",
+    )
+    visibility_min: float = setting(
+        0.9,
+        "Scorecard Q4: smallest share of preemptions that record both a reason and a preemptor.",
+    )
+    reclaim_idle_share: float = setting(
+        0.1,
+        "Scorecard verdict: share of allocated GPU-hours held idle above which reclaiming idle GPUs "
+        "comes first.",
+    )
+    requeue_window_s: float = setting(
+        7 * 86400.0,
+        "Window (seconds, back from each cluster's data end) of restarted preemptions whose median requeue "
+        "delay per pool and tier is the expected requeue wait (expected_requeue: notices, My preemptions, "
+        "live cost).",
+    )
+
+    def __post_init__(self) -> None:
+        problems = []
+        weights = dict(self.tier_weights)
+        for tier, weight in weights.items():
+            if tier not in TIERS:
+                problems.append(f"analytics.tier_weights.{tier}: not a tier ({', '.join(TIERS)})")
+            elif not isinstance(weight, int | float) or isinstance(weight, bool) or weight < 0:
+                problems.append(f"analytics.tier_weights.{tier}: expected a number >= 0, got {weight!r}")
+        missing = [t for t in TIERS if t not in weights]
+        if missing:
+            problems.append(f"analytics.tier_weights: no weight for {', '.join(missing)}")
+        if self.hoarding_window_s <= 0:
+            problems.append("analytics.hoarding_window_s: must be > 0")
+        if self.sample_step_s < 0:
+            problems.append("analytics.sample_step_s: must be >= 0 (0 infers it)")
+        if self.trend_weeks < 2:
+            problems.append("analytics.trend_weeks: a trend needs at least 2 weeks")
+        if problems:
+            raise ConfigError("; ".join(problems), "see docs/configuration.md, section [analytics]")
+        # A weight may be written as a whole number in the file; the figures take it as a number.
+        object.__setattr__(self, "tier_weights", {t: float(w) for t, w in weights.items()})
+
+    @property
+    def zero_rule(self) -> bool:
+        return self.idle_rule == "zero"
+
+
+SETTINGS = AnalyticsSettings
 
 # The SQL type of each kind of setting that analytics_params holds; lists and maps
 # (tier_weights has its own table) stay out.
 _SQL_TYPES: dict[type, str] = {float: "DOUBLE", int: "INTEGER", bool: "BOOLEAN"}
-
-
-@dataclass(frozen=True)
-class Params:
-    values: dict[str, Any]
-    tier_weights: dict[str, float]
-
-    @property
-    def zero_rule(self) -> bool:
-        return bool(self.values["idle_rule"] == "zero")
-
-    def __getitem__(self, key: str) -> Any:
-        return self.values[key]
-
-
-def params_from(config: Config) -> Params:
-    values = config.section("analytics")
-    if not values:
-        values = {s.key: s.default for s in SETTINGS.settings}
-    problems = []
-    weights = dict(values["tier_weights"])
-    for tier, weight in weights.items():
-        if tier not in TIERS:
-            problems.append(f"analytics.tier_weights.{tier}: not a tier ({', '.join(TIERS)})")
-        elif not isinstance(weight, int | float) or isinstance(weight, bool) or weight < 0:
-            problems.append(f"analytics.tier_weights.{tier}: expected a number >= 0, got {weight!r}")
-    missing = [t for t in TIERS if t not in weights]
-    if missing:
-        problems.append(f"analytics.tier_weights: no weight for {', '.join(missing)}")
-    if values["hoarding_window_s"] <= 0:
-        problems.append("analytics.hoarding_window_s: must be > 0")
-    if values["sample_step_s"] < 0:
-        problems.append("analytics.sample_step_s: must be >= 0 (0 infers it)")
-    if values["trend_weeks"] < 2:
-        problems.append("analytics.trend_weeks: a trend needs at least 2 weeks")
-    if problems:
-        raise ConfigError("; ".join(problems), "see docs/configuration.md, section [analytics]")
-    return Params(values=values, tier_weights={t: float(w) for t, w in weights.items()})
 
 
 def param_columns() -> list[tuple[str, str]]:
@@ -207,13 +157,13 @@ def param_columns() -> list[tuple[str, str]]:
     columns = [("idle_busy_below", "DOUBLE"), ("idle_zero_rule", "BOOLEAN")]
     columns += [
         (s.key, _SQL_TYPES[s.kind])
-        for s in SETTINGS.settings
+        for s in section_of(SETTINGS).settings
         if s.kind in _SQL_TYPES and s.key != "idle_busy_below"
     ]
     return columns
 
 
-def param_row(params: Params, sample_step_s: float) -> dict[str, Any]:
+def param_row(params: AnalyticsSettings, sample_step_s: float) -> dict[str, Any]:
     """The one row of analytics_params: the settings in force, with the sampling step resolved."""
     derived = {"idle_zero_rule": params.zero_rule, "sample_step_s": sample_step_s}
-    return {c: derived[c] if c in derived else params[c] for c, _ in param_columns()}
+    return {c: derived[c] if c in derived else getattr(params, c) for c, _ in param_columns()}

@@ -36,7 +36,7 @@ import numpy as np
 import polars as pl
 
 from preemptlens.analytics.scorecard import verdict_text
-from preemptlens.config import Config, Section, Setting
+from preemptlens.config import ClusterSettings, Config, section, setting
 from preemptlens.contract import TIERS
 from preemptlens.errors import ConfigError
 
@@ -46,66 +46,62 @@ _BINS = 256  # rank resolution of a bootstrapped quantile (1/256 of the observat
 
 VERDICTS = ("widen", "keep piloting", "roll back")
 
-SETTINGS = Section(
-    "pilot",
-    "Pilot evaluation (`preemptlens pilot NAME`, the dashboard's Pilot page; docs/figures.md, Pilot).",
-    (
-        Setting(
-            "pilots",
-            {},
-            "Declared pilots by name, each a table: pools (list, the pools that changed), control (list, pools "
-            "that did not), start (ISO 8601 time of the change), what (what changed), and optionally cluster "
-            "(default cluster.name), tiers (list, the tiers the change concerns) and end (ISO 8601).",
-            kind=dict,
-        ),
-        Setting(
-            "before_days",
-            28.0,
-            "Days before the change that a pilot compares against (fewer when the data starts later).",
-            kind=float,
-        ),
-        Setting("confidence", 0.9, "Confidence level of every pilot interval (bootstrap percentile).", kind=float),
-        Setting(
-            "bootstrap_samples",
-            1000,
-            "Bootstrap replicates per pilot evaluation (days resampled with replacement).",
-            kind=int,
-        ),
-        Setting(
-            "min_wait_gain_s",
-            60.0,
-            "Smallest cut (seconds) of the critical-plus-high median or p90 queue wait that counts as a gain.",
-            kind=float,
-        ),
-        Setting(
-            "max_completion_increase_share",
-            0.10,
-            "Rise of a normal or low tier's median completion time, as a share of its pilot pools' value "
-            "before, that counts as clearly worse once the interval lies above it.",
-            kind=float,
-        ),
-        Setting(
-            "max_retries_increase",
-            0.10,
-            "Rise of retries per job that counts as clearly worse once the interval lies above it.",
-            kind=float,
-        ),
-        Setting(
-            "max_thrown_away_increase_share",
-            0.01,
-            "Rise of GPU-hours of work thrown away (lost progress plus warm-up) per capacity GPU-hour of the "
-            "pools that counts as clearly worse once the interval lies above it.",
-            kind=float,
-        ),
-        Setting(
-            "min_days_after",
-            7,
-            "Fewest days of data after the change before a pilot can be judged other than keep piloting "
-            "(a bootstrap over fewer days understates the spread).",
-            kind=int,
-        ),
-    ),
-)
+
+@section("pilot", "Pilot evaluation (`preemptlens pilot NAME`, the dashboard's Pilot page; docs/figures.md, Pilot).")
+@dataclass(frozen=True)
+class PilotSettings:
+    pilots: dict[str, Any] = setting(
+        {},
+        "Declared pilots by name, each a table: pools (list, the pools that changed), control (list, pools "
+        "that did not), start (ISO 8601 time of the change), what (what changed), and optionally cluster "
+        "(default cluster.name), tiers (list, the tiers the change concerns) and end (ISO 8601).",
+    )
+    before_days: float = setting(
+        28.0,
+        "Days before the change that a pilot compares against (fewer when the data starts later).",
+    )
+    confidence: float = setting(0.9, "Confidence level of every pilot interval (bootstrap percentile).")
+    bootstrap_samples: int = setting(
+        1000,
+        "Bootstrap replicates per pilot evaluation (days resampled with replacement).",
+    )
+    min_wait_gain_s: float = setting(
+        60.0,
+        "Smallest cut (seconds) of the critical-plus-high median or p90 queue wait that counts as a gain.",
+    )
+    max_completion_increase_share: float = setting(
+        0.10,
+        "Rise of a normal or low tier's median completion time, as a share of its pilot pools' value "
+        "before, that counts as clearly worse once the interval lies above it.",
+    )
+    max_retries_increase: float = setting(
+        0.10,
+        "Rise of retries per job that counts as clearly worse once the interval lies above it.",
+    )
+    max_thrown_away_increase_share: float = setting(
+        0.01,
+        "Rise of GPU-hours of work thrown away (lost progress plus warm-up) per capacity GPU-hour of the "
+        "pools that counts as clearly worse once the interval lies above it.",
+    )
+    min_days_after: int = setting(
+        7,
+        "Fewest days of data after the change before a pilot can be judged other than keep piloting "
+        "(a bootstrap over fewer days understates the spread).",
+    )
+
+    def __post_init__(self) -> None:
+        problems = []
+        if not 0.5 <= self.confidence < 1.0:
+            problems.append("confidence must be in [0.5, 1)")
+        if self.bootstrap_samples < 100:
+            problems.append("bootstrap_samples must be >= 100")
+        if self.before_days <= 0:
+            problems.append("before_days must be > 0")
+        if problems:
+            raise ConfigError("pilot: " + "; ".join(problems), "see docs/configuration.md, [pilot]")
+
+
+SETTINGS = PilotSettings
 
 # SQL of the observations; every value is a bound parameter.
 _WAITS_SQL = """
@@ -241,51 +237,13 @@ def pilot_from(name: str, spec: Mapping[str, Any], default_cluster: str) -> Pilo
 
 def declared(config: Config) -> dict[str, Pilot]:
     """Every pilot of the configuration, validated."""
-    section = config.section("pilot")
-    pilots = section.get("pilots", {}) if section else {}
-    default_cluster = str(config.get("cluster.name"))
+    default_cluster = config.of(ClusterSettings).name
     found = {}
-    for name, spec in dict(pilots).items():
+    for name, spec in config.of(PilotSettings).pilots.items():
         if not isinstance(spec, dict):
             raise ConfigError(f"pilot.pilots.{name}: must be a table", "see docs/configuration.md, [pilot]")
         found[name] = pilot_from(name, spec, default_cluster)
     return found
-
-
-@dataclass(frozen=True)
-class Thresholds:
-    """The [pilot] settings a verdict reads; their defaults are the settings' own (Thresholds.defaults())."""
-
-    before_days: float
-    confidence: float
-    bootstrap_samples: int
-    min_wait_gain_s: float
-    max_completion_increase_share: float
-    max_retries_increase: float
-    max_thrown_away_increase_share: float
-    min_days_after: int
-
-    @classmethod
-    def defaults(cls) -> Thresholds:
-        return cls(**{s.key: s.default for s in SETTINGS.settings if s.key in cls.__dataclass_fields__})
-
-    def __post_init__(self) -> None:
-        problems = []
-        if not 0.5 <= self.confidence < 1.0:
-            problems.append("confidence must be in [0.5, 1)")
-        if self.bootstrap_samples < 100:
-            problems.append("bootstrap_samples must be >= 100")
-        if self.before_days <= 0:
-            problems.append("before_days must be > 0")
-        if problems:
-            raise ConfigError("pilot: " + "; ".join(problems), "see docs/configuration.md, [pilot]")
-
-
-def thresholds_from(config: Config) -> Thresholds:
-    section = config.section("pilot")
-    if not section:
-        return Thresholds.defaults()
-    return Thresholds(**{k: section[k] for k in Thresholds.__dataclass_fields__})
 
 
 # -- figures -------------------------------------------------------------------
@@ -453,7 +411,7 @@ def _figure(key: str, label: str, unit: str, role: str, n_of: str,
 @dataclass(frozen=True)
 class Evaluation:
     pilot: Pilot
-    thresholds: Thresholds
+    thresholds: PilotSettings
     before_start: datetime
     after_end: datetime
     days_before: int
@@ -524,7 +482,7 @@ def _bootstrap(days: Mapping[str, int], groups: Mapping[str, Sequence[str]], rep
     return {(g, p): _Draws(day_w[p], pool_w[g]) for g in groups for p in days}
 
 
-def evaluate(query: Query, pilot: Pilot, th: Thresholds, now: datetime | None = None) -> Evaluation:
+def evaluate(query: Query, pilot: Pilot, th: PilotSettings, now: datetime | None = None) -> Evaluation:
     """Every figure of `pilot` with its interval, and the verdict. `query` runs SQL with bound parameters
     (Warehouse.query, or the dashboard's read-only Reader.frame)."""
     span = query(_SPAN_SQL, {"cluster": pilot.cluster}).row(0, named=True)
@@ -643,7 +601,7 @@ def evaluate(query: Query, pilot: Pilot, th: Thresholds, now: datetime | None = 
 # -- verdict -------------------------------------------------------------------
 
 
-def _cost_limit(f: Figure, th: Thresholds) -> float:
+def _cost_limit(f: Figure, th: PilotSettings) -> float:
     if f.key.startswith("completion_p50_s_"):
         return th.max_completion_increase_share * abs(f.pilot_before or 0.0)
     if f.key == "retries_per_job":
@@ -673,7 +631,7 @@ def _weeks_to_clear(f: Figure, boundary: float, days_after: int) -> float | None
     return max(0.0, (days_needed - days_after) / 7.0)
 
 
-def decide(figures: Sequence[Figure], th: Thresholds, days_after: int) -> tuple[str, list[str], float | None]:
+def decide(figures: Sequence[Figure], th: PilotSettings, days_after: int) -> tuple[str, list[str], float | None]:
     """The verdict, its reasons, and (for keep piloting) the weeks of data that would settle it."""
     by_key = {f.key: f for f in figures}
     gains = [by_key[k] for k in ("high_wait_p50_s", "high_wait_p90_s") if by_key[k].known]

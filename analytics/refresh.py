@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 import polars as pl
 
 from preemptlens.analytics.hoarding import StretchRefresh, infer_step, refresh_stretches
-from preemptlens.analytics.params import Params, param_columns, param_row
+from preemptlens.analytics.params import AnalyticsSettings, param_columns, param_row
 from preemptlens.analytics.views import apply_views
 from preemptlens.warehouse import Warehouse, quote
 
@@ -66,7 +66,7 @@ class AnalyzeReport:
     view_seconds: dict[str, float] = field(default_factory=dict)
 
 
-def write_params(wh: Warehouse, params: Params, sample_step_s: float) -> None:
+def write_params(wh: Warehouse, params: AnalyticsSettings, sample_step_s: float) -> None:
     row = param_row(params, sample_step_s)
     weights = pl.DataFrame(
         {"tier": list(params.tier_weights), "weight": list(params.tier_weights.values())},
@@ -85,15 +85,15 @@ def write_params(wh: Warehouse, params: Params, sample_step_s: float) -> None:
             wh.con.unregister("_weights")
 
 
-def analyze(wh: Warehouse, params: Params, *, full: bool = False) -> AnalyzeReport:
+def analyze(wh: Warehouse, params: AnalyticsSettings, *, full: bool = False) -> AnalyzeReport:
     with engine_settings(wh):
         return _analyze(wh, params, full=full)
 
 
-def _analyze(wh: Warehouse, params: Params, *, full: bool) -> AnalyzeReport:
+def _analyze(wh: Warehouse, params: AnalyticsSettings, *, full: bool) -> AnalyzeReport:
     seconds: dict[str, float] = {}
     started = time.perf_counter()
-    step = float(params["sample_step_s"]) or infer_step(wh)
+    step = params.sample_step_s or infer_step(wh)
     write_params(wh, params, step)
     seconds["params"] = time.perf_counter() - started
 

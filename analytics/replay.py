@@ -49,13 +49,17 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from statistics import median
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from preemptlens.analytics.sim_engine import Outcome, _Scheduler, paused_gc, simulate_jobs
 from preemptlens.analytics.sim_model import JobSpec, PolicyConfig, PoolSpec
 from preemptlens.contract import TIER_RANK, TIERS
 from preemptlens.errors import ConfigError, SchemaError
 from preemptlens.warehouse import Warehouse, query_sql
+
+if TYPE_CHECKING:
+    # Only its type: analytics.tuning builds on this module.
+    from preemptlens.analytics.tuning import TuningSettings
 
 HIGH_TIERS = ("critical", "high")
 _WEEK_S = 7 * 86400.0
@@ -174,10 +178,10 @@ def _relative(observed: float | None, replayed: float | None, floor: float) -> f
 # -- policy in force -------------------------------------------------------------
 
 
-def infer_policy(wh: Warehouse, window: Window, configured: Mapping[str, Any]) -> PolicyBasis:
+def infer_policy(wh: Warehouse, window: Window, configured: TuningSettings) -> PolicyBasis:
     """The preemption policy in force: configured values win, the rest is inferred from the ledger.
 
-    `configured` holds min_run_s, grace_s, requeue_hold_s (negative: infer) and
+    Of `configured` it reads min_run_s, grace_s, requeue_hold_s (negative: infer) and
     may_preempt (empty: infer). Inference: the requeue hold is the shortest
     forced wait (eligible - submit) of a requeued run; the grace time is the most
     common gap between a preemptor's eligibility and its start; the minimum run
@@ -191,7 +195,7 @@ def infer_policy(wh: Warehouse, window: Window, configured: Mapping[str, Any]) -
         query_sql("replay", "policy_ledger"),
         params,
     )
-    requeue_hold = float(configured["requeue_hold_s"])
+    requeue_hold = float(configured.requeue_hold_s)
     if requeue_hold >= 0:
         basis["requeue_hold_s"] = "configured"
     else:
@@ -202,7 +206,7 @@ def infer_policy(wh: Warehouse, window: Window, configured: Mapping[str, Any]) -
         requeue_hold = max(0.0, float(holds)) if holds is not None else 0.0
         basis["requeue_hold_s"] = "inferred" if holds is not None else "assumed 0 (no requeued run)"
 
-    grace = float(configured["grace_s"])
+    grace = float(configured.grace_s)
     if grace >= 0:
         basis["grace_s"] = "configured"
     else:
@@ -214,7 +218,7 @@ def infer_policy(wh: Warehouse, window: Window, configured: Mapping[str, Any]) -
         grace = _grace_from(values)
         basis["grace_s"] = "inferred" if values else "assumed 0 (no preemptor with a start)"
 
-    min_run = float(configured["min_run_s"])
+    min_run = float(configured.min_run_s)
     if min_run >= 0:
         basis["min_run_s"] = "configured"
     else:
@@ -231,7 +235,7 @@ def infer_policy(wh: Warehouse, window: Window, configured: Mapping[str, Any]) -
             min_run = 0.0
             basis["min_run_s"] = "assumed 0 (no preemption)"
 
-    given = configured["may_preempt"]
+    given = configured.may_preempt
     if given:
         may_preempt = {t: tuple(given.get(t, ())) for t in TIERS}
         basis["may_preempt"] = "configured"
@@ -297,7 +301,7 @@ def hashed_share(job_id: str, share: float) -> bool:
 
 
 def load_workload(
-    wh: Warehouse, window: Window, configured: Mapping[str, Any], grid_s: float = 60.0
+    wh: Warehouse, window: Window, configured: TuningSettings, grid_s: float = 60.0
 ) -> Workload:
     """JobSpecs of the jobs submitted in `window`, the cluster's pools and the policy in force."""
     _need_views(wh)

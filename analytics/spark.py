@@ -46,9 +46,9 @@ from preemptlens.analytics.lake import (
     read_manifest,
     write_manifest,
 )
-from preemptlens.analytics.params import Params, param_columns, param_row
+from preemptlens.analytics.params import AnalyticsSettings, param_columns, param_row
 from preemptlens.analytics.views import VIEWS_DIR, _body
-from preemptlens.config import Config, Section, Setting
+from preemptlens.config import Config, section, setting
 from preemptlens.errors import ConfigError, SchemaError
 from preemptlens.warehouse import SQL_DIR, Warehouse, quote
 
@@ -57,24 +57,22 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SETTINGS = Section(
-    "spark",
-    "Apache Spark for the heavy scans over the Parquet lake (`preemptlens spark`, docs/spark.md).",
-    (
-        Setting("master", "local[2]", "Spark master URL: `local[N]` runs in this process on N cores."),
-        Setting(
-            "driver_memory",
-            "2g",
-            "Memory of the Spark driver JVM (in local mode it does all the work), e.g. `2g`.",
-        ),
-        Setting(
-            "shuffle_partitions",
-            8,
-            "Partitions of each shuffle (spark.sql.shuffle.partitions); a few per core suits local mode.",
-            kind=int,
-        ),
-    ),
-)
+
+@section("spark", "Apache Spark for the heavy scans over the Parquet lake (`preemptlens spark`, docs/spark.md).")
+@dataclass(frozen=True)
+class SparkSettings:
+    master: str = setting("local[2]", "Spark master URL: `local[N]` runs in this process on N cores.")
+    driver_memory: str = setting(
+        "2g",
+        "Memory of the Spark driver JVM (in local mode it does all the work), e.g. `2g`.",
+    )
+    shuffle_partitions: int = setting(
+        8,
+        "Partitions of each shuffle (spark.sql.shuffle.partitions); a few per core suits local mode.",
+    )
+
+
+SETTINGS = SparkSettings
 
 SCANS_DIR = SQL_DIR / "scans"
 # The functions the shared SQL calls: those both engines define alike, then Spark's forms of the DuckDB
@@ -147,14 +145,12 @@ def spark_session(config: Config | None = None, *, master: str | None = None) ->
     if running is not None:
         yield running
         return
-    settings: dict[str, Any] = {s.key: s.default for s in SETTINGS.settings}
-    if config is not None:
-        settings.update(config.section("spark"))
+    settings = (config or Config()).of(SparkSettings)
     builder = (
         session_class.builder.appName("preemptlens")
-        .master(master or str(settings["master"]))
-        .config("spark.driver.memory", str(settings["driver_memory"]))
-        .config("spark.sql.shuffle.partitions", str(settings["shuffle_partitions"]))
+        .master(master or settings.master)
+        .config("spark.driver.memory", settings.driver_memory)
+        .config("spark.sql.shuffle.partitions", str(settings.shuffle_partitions))
         # The data contract is UTC: to_date() and timestamp rendering must not follow the host's zone.
         .config("spark.sql.session.timeZone", "UTC")
         # DuckDB returns NULL for x / 0; ANSI mode would raise instead.
@@ -353,7 +349,7 @@ def _publish(root: Path, staging: Path, entries: dict[str, dict[str, object]]) -
 def run_spark(
     spark: SparkSession,
     folder: str | Path,
-    params: Params,
+    params: AnalyticsSettings,
     *,
     sample_step_s: float = 0.0,
     scans: Sequence[Scan] = SCANS,
@@ -363,7 +359,7 @@ def run_spark(
     report = SparkRun(root)
     register_lake(spark, root)
     types = warehouse_types(scans)
-    step = sample_step_s or float(params["sample_step_s"]) or infer_step(spark)
+    step = sample_step_s or params.sample_step_s or infer_step(spark)
     row = param_row(params, step)
     param_columns = types["analytics_params"]
     params_frame = _rows(spark, param_columns, row)

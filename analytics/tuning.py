@@ -31,125 +31,111 @@ from preemptlens.analytics.replay import (
     sweep,
     validate,
 )
-from preemptlens.config import Config, Section, Setting
+from preemptlens.config import section, setting
 from preemptlens.errors import ConfigError, SchemaError
 from preemptlens.warehouse import Warehouse, query_sql
 
-SETTINGS = Section(
-    "tuning",
-    "What-if replay and the suggestions of `preemptlens suggest` (docs/tuning.md).",
-    (
-        Setting(
-            "min_run_s",
-            -1.0,
-            "Minimum run time before preemption in force (Slurm PreemptExemptTime, KAI preemptMinRuntime), "
-            "seconds; negative infers it from the youngest victims.",
-            kind=float,
-        ),
-        Setting(
-            "grace_s",
-            -1.0,
-            "Grace time between the preemption signal and the kill in force (Slurm GraceTime, "
-            "terminationGracePeriodSeconds), seconds; negative infers it from the preemptors' starts.",
-            kind=float,
-        ),
-        Setting(
-            "requeue_hold_s",
-            -1.0,
-            "Forced wait of a requeued victim in force, seconds; negative infers it from the runs' eligible times.",
-            kind=float,
-        ),
-        Setting(
-            "may_preempt",
-            {},
-            "Which tiers each tier may preempt, e.g. { high = [\"normal\", \"low\"] }; empty infers it from the "
-            "ledger's preemptor and victim tiers.",
-            kind=dict,
-        ),
-        Setting(
-            "validation_tolerance",
-            0.10,
-            "Largest relative error of the replay under the actual policy (preemptions, lost GPU-hours, "
-            "high-priority median wait) for it to count as reproducing the past.",
-            kind=float,
-        ),
-        Setting(
-            "min_gain_share",
-            0.10,
-            "Smallest cut in replayed lost GPU-hours, as a share of the actual policy's, for a replayed change "
-            "to be suggested.",
-            kind=float,
-        ),
-        Setting(
-            "max_wait_increase_s",
-            300.0,
-            "Largest rise of the high-priority median queue wait (seconds) a suggested change may cost.",
-            kind=float,
-        ),
-        Setting(
-            "min_run_candidates_s",
-            [300.0, 600.0, 900.0, 1200.0, 1800.0, 3600.0],
-            "Minimum run times (seconds) the sweep replays.",
-            kind=list,
-        ),
-        Setting(
-            "early_victim_share_min",
-            0.2,
-            "Share of victims preempted before analytics.early_victim_s (or within their warm-up) from which "
-            "a minimum run time is considered.",
-            kind=float,
-        ),
-        Setting(
-            "near_completion_lost_share_min",
-            0.1,
-            "Share of lost GPU-hours from near-completion victims from which protecting them is considered.",
-            kind=float,
-        ),
-        Setting(
-            "near_completion_candidates",
-            [0.5, 0.75],
-            "Shares of work done below analytics.near_completion_share from which the sweep also replays "
-            "protecting victims.",
-            kind=list,
-        ),
-        Setting(
-            "grace_candidates_s",
-            [30.0, 60.0, 120.0, 300.0],
-            "Grace times (seconds) the sweep replays.",
-            kind=list,
-        ),
-        Setting(
-            "assumed_final_checkpoint_share",
-            0.5,
-            "When the grace time in force is too short to see any final checkpoint, the share of checkpointing "
-            "jobs assumed able to save one at the signal (stated as an assumption).",
-            kind=float,
-        ),
-        Setting(
-            "checkpoint_cost_s",
-            30.0,
-            "Checkpoint cost (seconds) assumed for a team with no measured final-checkpoint save time.",
-            kind=float,
-        ),
-        Setting(
-            "checkpoint_ratio_min",
-            1.5,
-            "Factor by which a team's checkpoint interval must differ from the Young/Daly optimum to be flagged.",
-            kind=float,
-        ),
-        Setting("min_preemptions", 5, "Fewest preemptions a per-team or per-tier rule needs as evidence.", kind=int),
-        Setting("reclaim_warn_s", 1800.0, "Idle reclaim: warn the owner after this long at zero.", kind=float),
-        Setting("reclaim_release_s", 3600.0, "Idle reclaim: release the GPUs after this long at zero.", kind=float),
-        Setting(
-            "repeat_wait_ratio_min",
-            2.0,
-            "Repeat victims' median queue time over that of unpreempted jobs of the same tiers from which "
-            "compensation is suggested.",
-            kind=float,
-        ),
-        Setting("processes", 0, "Worker processes for replay sweeps; 0 uses every core.", kind=int),
-    ),
-)
+
+@section("tuning", "What-if replay and the suggestions of `preemptlens suggest` (docs/tuning.md).")
+@dataclass(frozen=True)
+class TuningSettings:
+    min_run_s: float = setting(
+        -1.0,
+        "Minimum run time before preemption in force (Slurm PreemptExemptTime, KAI preemptMinRuntime), "
+        "seconds; negative infers it from the youngest victims.",
+    )
+    grace_s: float = setting(
+        -1.0,
+        "Grace time between the preemption signal and the kill in force (Slurm GraceTime, "
+        "terminationGracePeriodSeconds), seconds; negative infers it from the preemptors' starts.",
+    )
+    requeue_hold_s: float = setting(
+        -1.0,
+        "Forced wait of a requeued victim in force, seconds; negative infers it from the runs' eligible times.",
+    )
+    may_preempt: dict[str, Any] = setting(
+        {},
+        "Which tiers each tier may preempt, e.g. { high = [\"normal\", \"low\"] }; empty infers it from the "
+        "ledger's preemptor and victim tiers.",
+    )
+    validation_tolerance: float = setting(
+        0.10,
+        "Largest relative error of the replay under the actual policy (preemptions, lost GPU-hours, "
+        "high-priority median wait) for it to count as reproducing the past.",
+    )
+    min_gain_share: float = setting(
+        0.10,
+        "Smallest cut in replayed lost GPU-hours, as a share of the actual policy's, for a replayed change "
+        "to be suggested.",
+    )
+    max_wait_increase_s: float = setting(
+        300.0,
+        "Largest rise of the high-priority median queue wait (seconds) a suggested change may cost.",
+    )
+    min_run_candidates_s: list[float] = setting(
+        [300.0, 600.0, 900.0, 1200.0, 1800.0, 3600.0],
+        "Minimum run times (seconds) the sweep replays.",
+    )
+    early_victim_share_min: float = setting(
+        0.2,
+        "Share of victims preempted before analytics.early_victim_s (or within their warm-up) from which "
+        "a minimum run time is considered.",
+    )
+    near_completion_lost_share_min: float = setting(
+        0.1,
+        "Share of lost GPU-hours from near-completion victims from which protecting them is considered.",
+    )
+    near_completion_candidates: list[float] = setting(
+        [0.5, 0.75],
+        "Shares of work done below analytics.near_completion_share from which the sweep also replays "
+        "protecting victims.",
+    )
+    grace_candidates_s: list[float] = setting([30.0, 60.0, 120.0, 300.0], "Grace times (seconds) the sweep replays.")
+    assumed_final_checkpoint_share: float = setting(
+        0.5,
+        "When the grace time in force is too short to see any final checkpoint, the share of checkpointing "
+        "jobs assumed able to save one at the signal (stated as an assumption).",
+    )
+    checkpoint_cost_s: float = setting(
+        30.0,
+        "Checkpoint cost (seconds) assumed for a team with no measured final-checkpoint save time.",
+    )
+    checkpoint_ratio_min: float = setting(
+        1.5,
+        "Factor by which a team's checkpoint interval must differ from the Young/Daly optimum to be flagged.",
+    )
+    min_preemptions: int = setting(5, "Fewest preemptions a per-team or per-tier rule needs as evidence.")
+    reclaim_warn_s: float = setting(1800.0, "Idle reclaim: warn the owner after this long at zero.")
+    reclaim_release_s: float = setting(3600.0, "Idle reclaim: release the GPUs after this long at zero.")
+    repeat_wait_ratio_min: float = setting(
+        2.0,
+        "Repeat victims' median queue time over that of unpreempted jobs of the same tiers from which "
+        "compensation is suggested.",
+    )
+    processes: int = setting(0, "Worker processes for replay sweeps; 0 uses every core.")
+
+    def __post_init__(self) -> None:
+        problems = []
+        for key, seconds in (("min_run_candidates_s", self.min_run_candidates_s),
+                             ("grace_candidates_s", self.grace_candidates_s)):
+            if not seconds or not all(isinstance(v, int | float) and v >= 0 for v in seconds):
+                problems.append(f"tuning.{key}: expected a non-empty list of seconds >= 0")
+        if not all(isinstance(v, int | float) and 0 < v < 1 for v in self.near_completion_candidates):
+            problems.append("tuning.near_completion_candidates: expected a list of shares between 0 and 1")
+        shares = {"validation_tolerance": self.validation_tolerance, "min_gain_share": self.min_gain_share,
+                  "early_victim_share_min": self.early_victim_share_min,
+                  "assumed_final_checkpoint_share": self.assumed_final_checkpoint_share,
+                  "near_completion_lost_share_min": self.near_completion_lost_share_min}
+        for key, share in shares.items():
+            if not 0 <= share <= 1:
+                problems.append(f"tuning.{key}: must be between 0 and 1")
+        if self.reclaim_release_s < self.reclaim_warn_s:
+            problems.append("tuning.reclaim_release_s: must be at least reclaim_warn_s")
+        if problems:
+            raise ConfigError("; ".join(problems), "see docs/configuration.md, section [tuning]")
+
+
+SETTINGS = TuningSettings
 
 KINDS = (
     "not_yet",
@@ -187,7 +173,7 @@ class Suggestion:
 class Context:
     wh: Warehouse
     workload: Workload
-    settings: dict[str, Any]
+    settings: TuningSettings
     params: dict[str, Any]
     baseline: Figures
     validation: Validation
@@ -205,7 +191,7 @@ class Context:
 
     def acceptable(self, fig: Figures) -> bool:
         """A change may cost the high tiers at most max_wait_increase_s of median wait."""
-        return _wait_delta(self.baseline, fig) <= float(self.settings["max_wait_increase_s"])
+        return _wait_delta(self.baseline, fig) <= self.settings.max_wait_increase_s
 
     def gain(self, fig: Figures) -> float:
         return self.baseline.lost_gpu_h - fig.lost_gpu_h
@@ -223,33 +209,10 @@ class Context:
         if not self.acceptable(fig):
             return False
         base = self.baseline
-        share = float(self.settings["min_gain_share"])
+        share = self.settings.min_gain_share
         lost = self.gain(fig) / base.lost_gpu_h if base.lost_gpu_h else 0.0
         cut = (base.preemptions - fig.preemptions) / base.preemptions if base.preemptions else 0.0
         return (lost >= share and cut >= -share / 2) or (cut >= share and lost >= -share / 2)
-
-
-def settings_from(config: Config) -> dict[str, Any]:
-    values = config.section("tuning") or {s.key: s.default for s in SETTINGS.settings}
-    problems = []
-    for key in ("min_run_candidates_s", "grace_candidates_s"):
-        if not values[key] or not all(isinstance(v, int | float) and v >= 0 for v in values[key]):
-            problems.append(f"tuning.{key}: expected a non-empty list of seconds >= 0")
-    if not all(isinstance(v, int | float) and 0 < v < 1 for v in values["near_completion_candidates"]):
-        problems.append("tuning.near_completion_candidates: expected a list of shares between 0 and 1")
-    for key in ("validation_tolerance", "min_gain_share", "early_victim_share_min", "assumed_final_checkpoint_share",
-                "near_completion_lost_share_min"):
-        if not 0 <= values[key] <= 1:
-            problems.append(f"tuning.{key}: must be between 0 and 1")
-    if values["reclaim_release_s"] < values["reclaim_warn_s"]:
-        problems.append("tuning.reclaim_release_s: must be at least reclaim_warn_s")
-    if problems:
-        raise ConfigError("; ".join(problems), "see docs/configuration.md, section [tuning]")
-    return dict(values)
-
-
-def configured_policy(settings: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: settings[k] for k in ("min_run_s", "grace_s", "requeue_hold_s", "may_preempt")}
 
 
 def _wait_delta(base: Figures, fig: Figures) -> float:
@@ -306,12 +269,12 @@ def min_run_time(ctx: Context) -> list[Suggestion]:
         early=float(ctx.params["early_victim_s"]),
         g=policy.grace_s,
     )[0]
-    if rows["n"] < int(ctx.settings["min_preemptions"]):
+    if rows["n"] < ctx.settings.min_preemptions:
         return []
     share = rows["early"] / rows["n"]
-    if share < float(ctx.settings["early_victim_share_min"]):
+    if share < ctx.settings.early_victim_share_min:
         return []
-    candidates = sorted({float(c) for c in ctx.settings["min_run_candidates_s"] if float(c) > policy.min_run_s})
+    candidates = sorted({float(c) for c in ctx.settings.min_run_candidates_s if float(c) > policy.min_run_s})
     variants = [Variant(f"min_run {c:g}", replace(policy, min_run_s=c)) for c in candidates]
     found = _best(ctx, variants)
     if found is None:
@@ -346,13 +309,13 @@ def near_completion(ctx: Context) -> list[Suggestion]:
     rows = ctx.q(
         query_sql("tuning", "near_completion_victims")
     )[0]
-    if rows["near"] < int(ctx.settings["min_preemptions"]) or rows["lost"] <= 0:
+    if rows["near"] < ctx.settings.min_preemptions or rows["lost"] <= 0:
         return []
     lost_share = rows["near_lost"] / rows["lost"]
-    if lost_share < float(ctx.settings["near_completion_lost_share_min"]):
+    if lost_share < ctx.settings.near_completion_lost_share_min:
         return []
     policy = ctx.workload.actual.policy
-    shares = sorted({share_done, *(float(c) for c in ctx.settings["near_completion_candidates"] if c < share_done)})
+    shares = sorted({share_done, *(float(c) for c in ctx.settings.near_completion_candidates if c < share_done)})
     variants = [Variant(f"protect {c:g}", policy, protect_near_completion=c) for c in shares]
     found = _best(ctx, variants)
     if found is None:
@@ -393,17 +356,15 @@ def grace_time(ctx: Context) -> list[Suggestion]:
         query_sql("tuning", "lost_total")
     )[0]["lost"]
     # A final checkpoint can at most save what checkpointing victims lost since their last one.
-    if rows["n"] < int(ctx.settings["min_preemptions"]) or rows["lost"] < float(
-        ctx.settings["min_gain_share"]
-    ) * total:
+    if rows["n"] < ctx.settings.min_preemptions or rows["lost"] < ctx.settings.min_gain_share * total:
         return []
     workload = ctx.workload
     assumed = ""
     changes: dict[str, dict[str, Any]] = {}
     if not workload.saves:
         # Nobody could save in the grace time in force, so nobody was seen saving: assume a share can.
-        share = float(ctx.settings["assumed_final_checkpoint_share"])
-        cost = float(ctx.settings["checkpoint_cost_s"])
+        share = ctx.settings.assumed_final_checkpoint_share
+        cost = ctx.settings.checkpoint_cost_s
         changes = {
             j.job_id: {"final_checkpoint": True, "save_s": cost}
             for j in workload.jobs
@@ -413,7 +374,7 @@ def grace_time(ctx: Context) -> list[Suggestion]:
             f"; assumes {100 * share:.0f}% of checkpointing jobs save a final checkpoint in {cost:.0f} s at the "
             "signal (none could be seen with the grace time in force)"
         )
-    candidates = sorted({float(c) for c in ctx.settings["grace_candidates_s"] if float(c) > policy.grace_s})
+    candidates = sorted({float(c) for c in ctx.settings.grace_candidates_s if float(c) > policy.grace_s})
     variants = [Variant(f"grace {c:g}", replace(policy, grace_s=c), changes) for c in candidates]
     found = _best(ctx, variants)
     if found is None:
@@ -455,7 +416,7 @@ def checkpoint_interval(ctx: Context) -> list[Suggestion]:
         query_sql("tuning", "checkpoint_exposure")
     )
     found = []
-    ratio_min = float(ctx.settings["checkpoint_ratio_min"])
+    ratio_min = ctx.settings.checkpoint_ratio_min
     workload = ctx.workload
     by_team: dict[str, list[float]] = {}
     saves: dict[str, list[float]] = {}
@@ -468,11 +429,11 @@ def checkpoint_interval(ctx: Context) -> list[Suggestion]:
     policy = workload.actual.policy
     for r in rows:
         team = r["team"]
-        if r["n"] < int(ctx.settings["min_preemptions"]) or team not in by_team:
+        if r["n"] < ctx.settings.min_preemptions or team not in by_team:
             continue
         mtbp = r["run_s"] / r["n"]
         cost_measured = team in saves
-        cost = median(saves[team]) if cost_measured else float(ctx.settings["checkpoint_cost_s"])
+        cost = median(saves[team]) if cost_measured else ctx.settings.checkpoint_cost_s
         optimum = math.sqrt(2 * cost * mtbp)
         current = median(by_team[team])
         ratio = current / optimum
@@ -594,7 +555,7 @@ def tier_limits(ctx: Context) -> list[Suggestion]:
 
 
 def idle_reclaim(ctx: Context) -> list[Suggestion]:
-    warn, release = float(ctx.settings["reclaim_warn_s"]), float(ctx.settings["reclaim_release_s"])
+    warn, release = ctx.settings.reclaim_warn_s, ctx.settings.reclaim_release_s
     row = ctx.q(
         query_sql("tuning", "idle_avoidable")
     )[0]
@@ -602,7 +563,7 @@ def idle_reclaim(ctx: Context) -> list[Suggestion]:
         query_sql("tuning", "idle_reclaimable"),
         r=release,
     )[0]
-    if row["avoidable"] == 0 or row["avoidable_lost"] < float(ctx.settings["min_gain_share"]) * row["lost"]:
+    if row["avoidable"] == 0 or row["avoidable_lost"] < ctx.settings.min_gain_share * row["lost"]:
         return []
     return [
         Suggestion(
@@ -635,7 +596,7 @@ def repeat_victims(ctx: Context) -> list[Suggestion]:
         query_sql("tuning", "repeat_victims")
     )
     repeat = [r for r in rows if r["n"] >= 2]
-    if len(repeat) < int(ctx.settings["min_preemptions"]):
+    if len(repeat) < ctx.settings.min_preemptions:
         return []
     tiers = {r["tier"] for r in repeat}
     others = [r["wait_s"] for r in rows if r["n"] == 0 and r["tier"] in tiers]
@@ -644,7 +605,7 @@ def repeat_victims(ctx: Context) -> list[Suggestion]:
     repeat_wait = median(r["wait_s"] for r in repeat)
     other_wait = max(median(others), 60.0)
     ratio = repeat_wait / other_wait
-    if ratio < float(ctx.settings["repeat_wait_ratio_min"]):
+    if ratio < ctx.settings.repeat_wait_ratio_min:
         return []
     return [
         Suggestion(
@@ -722,15 +683,15 @@ def suggest(ctx: Context, only: Sequence[str] | None = None) -> list[Suggestion]
     return rank(found)
 
 
-def context(wh: Warehouse, window: Window, settings: Mapping[str, Any]) -> Context:
+def context(wh: Warehouse, window: Window, settings: TuningSettings) -> Context:
     """Load the workload, replay it under the actual policy and validate it against the ledger."""
     params = wh.query("select * from analytics_params").to_dicts()
     if not params:
         raise SchemaError(f"warehouse {wh.path} has no analytics settings", "run `preemptlens analyze` first")
-    workload = load_workload(wh, window, configured_policy(settings))
-    validation, baseline = validate(wh, workload, float(settings["validation_tolerance"]))
-    processes = int(settings["processes"]) or None
-    return Context(wh, workload, dict(settings), params[0], baseline, validation, processes)
+    workload = load_workload(wh, window, settings)
+    validation, baseline = validate(wh, workload, settings.validation_tolerance)
+    processes = settings.processes or None
+    return Context(wh, workload, settings, params[0], baseline, validation, processes)
 
 
 def store(wh: Warehouse, ctx: Context, found: Sequence[Suggestion]) -> None:

@@ -15,32 +15,24 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from preemptlens.analytics.replay import Figures, Variant, Workload, run_variant
-from preemptlens.config import Config, Section, Setting
+from preemptlens.config import section, setting
 
-SETTINGS = Section(
+
+@section(
     "victim_order",
     "Cost-aware victim choice replayed beside today's victim order by `preemptlens suggest` (docs/tuning.md).",
-    (
-        Setting(
-            "compare",
-            True,
-            "Replay the recorded workload once more with victims chosen by least live cost and print its work "
-            "thrown away, high-tier wait, victims per week and preemptions beside today's order; false skips "
-            "that replay (it takes as long as the replay under the policy in force).",
-            kind=bool,
-        ),
-    ),
 )
-
-
 @dataclass(frozen=True)
-class Options:
-    compare: bool
+class VictimOrderSettings:
+    compare: bool = setting(
+        True,
+        "Replay the recorded workload once more with victims chosen by least live cost and print its work "
+        "thrown away, high-tier wait, victims per week and preemptions beside today's order; false skips "
+        "that replay (it takes as long as the replay under the policy in force).",
+    )
 
 
-def options_from(config: Config) -> Options:
-    section = config.section("victim_order") or {s.key: s.default for s in SETTINGS.settings}
-    return Options(compare=bool(section["compare"]))
+SETTINGS = VictimOrderSettings
 
 
 @dataclass(frozen=True)

@@ -30,9 +30,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from preemptlens.analytics.params import SETTINGS, params_from
+from preemptlens.analytics.params import AnalyticsSettings
 from preemptlens.analytics.refresh import AnalyzeReport, analyze
-from preemptlens.config import Config
 from preemptlens.warehouse import Warehouse
 
 T0 = datetime(2026, 11, 2, tzinfo=UTC)
@@ -228,7 +227,7 @@ def main() -> None:
 
 
 def run(wh: Warehouse, args: argparse.Namespace) -> None:
-    params = params_from(Config(values={"analytics": {s.key: s.default for s in SETTINGS.settings}}))
+    params = AnalyticsSettings()
     rows = wh.con.execute("SELECT count(*) FROM gpu_samples").fetchone()
     print(f"{rows[0] if rows else 0:,} samples")
 

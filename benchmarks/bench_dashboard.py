@@ -67,7 +67,7 @@ sys.path.insert(0, str(ROOT / "tests" / "dashboards"))
 
 from browser import Chromium, Dashboard, free_port  # noqa: E402 -- the test suite's CDP driver
 
-from preemptlens.analytics.params import params_from  # noqa: E402
+from preemptlens.analytics.params import AnalyticsSettings  # noqa: E402
 from preemptlens.analytics.refresh import analyze  # noqa: E402
 from preemptlens.analytics.simulator import SimConfig, cluster_of, simulate_into  # noqa: E402
 from preemptlens.commands import dashboard as dashboard_command  # noqa: E402
@@ -97,7 +97,7 @@ def simulate_and_analyze(path: Path, config: SimConfig) -> None:
     with Warehouse(path) as wh:
         summary = simulate_into(wh, config, progress=lambda m: print(f"  {m}", file=sys.stderr, flush=True))
         print("\n".join(summary.lines()))
-        analyze(wh, params_from(load_config(None)))
+        analyze(wh, load_config(None).of(AnalyticsSettings))
     print(f"built and analysed {path} in {time.perf_counter() - began:.0f} s")
 
 

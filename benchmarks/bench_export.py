@@ -18,7 +18,7 @@ from pathlib import Path
 import polars as pl
 
 from preemptlens.analytics.lake import ExportReport, export_changed
-from preemptlens.analytics.params import params_from
+from preemptlens.analytics.params import AnalyticsSettings
 from preemptlens.analytics.refresh import analyze
 from preemptlens.analytics.simulator import SimConfig, cluster_of, simulate_into
 from preemptlens.config import load_config
@@ -40,7 +40,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, Warehouse(Path(tmp) / "export.duckdb") as wh:
         simulate_into(wh, SimConfig(cluster="bench", days=args.days, pools=cluster_of(args.gpus)))
-        analyze(wh, params_from(load_config(overrides={"warehouse.path": wh.path})))
+        analyze(wh, load_config(overrides={"warehouse.path": wh.path}).of(AnalyticsSettings))
         lake = Path(tmp) / "lake"
         show("first export", export_changed(wh, lake))
         show("nothing changed", export_changed(wh, lake))

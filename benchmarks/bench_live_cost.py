@@ -28,10 +28,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_dashboard import simulate_and_analyze  # noqa: E402
 
 from preemptlens.analytics.livecost import LiveCostSettings, compute  # noqa: E402
-from preemptlens.analytics.params import params_from  # noqa: E402
+from preemptlens.analytics.params import AnalyticsSettings  # noqa: E402
 from preemptlens.analytics.refresh import analyze  # noqa: E402
 from preemptlens.analytics.simulator import SimConfig, cluster_of  # noqa: E402
-from preemptlens.config import load_config  # noqa: E402
 from preemptlens.dashboards.metrics import live_cost_families  # noqa: E402
 from preemptlens.warehouse import Warehouse  # noqa: E402
 
@@ -70,7 +69,7 @@ def main() -> None:
             reads.append(time.perf_counter() - began)
         print(f"{'read /metrics families':26} {statistics.median(reads):8.3f} s  median of {len(reads)}  ({load()})")
         began = time.perf_counter()
-        report = analyze(wh, params_from(load_config(None)))
+        report = analyze(wh, AnalyticsSettings())
         print(f"{'analyze (peer)':26} {time.perf_counter() - began:8.3f} s  once; of it the view "
               f"preemption_live_costs {report.view_seconds['preemption_live_costs']:.3f} s  ({load()})")
 

@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT / "tests" / "dashboards"))
 
-from preemptlens.analytics.pilot import Pilot, Thresholds, evaluate, render  # noqa: E402
+from preemptlens.analytics.pilot import Pilot, PilotSettings, evaluate, render  # noqa: E402
 from preemptlens.analytics.simulator import (  # noqa: E402
     PolicyChange,
     PolicyConfig,
@@ -77,7 +77,7 @@ def median_time(run: Callable[[], object], repeat: int) -> float:
 
 
 def time_evaluation(warehouse: Path, pilot: Pilot, repeat: int) -> None:
-    full = Thresholds.defaults()
+    full = PilotSettings()
     few = dataclasses.replace(full, bootstrap_samples=100)
     with Warehouse(warehouse) as wh:
         ev = evaluate(wh.query, pilot, full)  # untimed: fills DuckDB's caches as a second reader would find them

@@ -85,7 +85,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from preemptlens.analytics.openmetrics import ExporterStyle, write_openmetrics_chunks  # noqa: E402
-from preemptlens.collectors.prometheus import SETTINGS, PrometheusCollector, PrometheusSource, options_from  # noqa: E402
+from preemptlens.collectors.prometheus import (  # noqa: E402
+    PrometheusCollector,
+    PrometheusSettings,
+    PrometheusSource,
+    options_from,
+)
 from tests.prometheus.conftest import PrometheusServer, backfill  # noqa: E402
 
 GPUS_PER_HOST = 8
@@ -170,8 +175,7 @@ GZIP = {"Accept-Encoding": "gzip"}
 
 
 def options(url: str, **settings: Any) -> Any:
-    values = {s.key: s.default for s in SETTINGS.settings} | {"url": url} | settings
-    return options_from(values, CLUSTER)
+    return options_from(PrometheusSettings(**{"url": url, **settings}), CLUSTER)
 
 
 def record_requests(log: list[tuple[str, list[tuple[str, str]]]]) -> None:

@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_analyze import generate  # a sibling script, not a package
 
 from preemptlens.analytics.lake import MANIFEST, export_changed
-from preemptlens.analytics.params import SETTINGS, params_from
+from preemptlens.analytics.params import AnalyticsSettings
 from preemptlens.analytics.refresh import write_params
 from preemptlens.analytics.spark import SCANS, run_duckdb, run_spark, spark_session
 from preemptlens.config import Config
@@ -45,7 +45,7 @@ def build_lake(folder: Path, gpus: int, days: int) -> None:
     print(f"lake: {report.rows:,} rows in {report.written} partitions, built in {time.perf_counter() - started:.1f} s")
 
 
-PARAMS = params_from(Config(values={"analytics": {s.key: s.default for s in SETTINGS.settings}}))
+PARAMS = AnalyticsSettings()
 
 
 def main() -> None:

@@ -47,7 +47,7 @@ import polars as pl
 
 from preemptlens.collectors.base import capacity_changes, known_pools
 from preemptlens.collectors.kubernetes_events import ParseError, locate, preemptions
-from preemptlens.collectors.kubernetes_objects import Rows, Tiering, pod_rows, podgroup_rows, workload_rows
+from preemptlens.collectors.kubernetes_objects import Rows, pod_rows, podgroup_rows, workload_rows
 from preemptlens.collectors.kubernetes_pools import (
     KAI_QUOTA,
     NODES,
@@ -59,7 +59,7 @@ from preemptlens.collectors.kubernetes_pools import (
     parse_kai_queue,
     parse_node,
 )
-from preemptlens.config import Config, Section, Setting, http_url
+from preemptlens.config import ClusterSettings, Config, Secret, http_url, section, setting
 from preemptlens.contract import Batch, Reject, Watermark, encodable
 from preemptlens.errors import ConfigError, SourceError
 
@@ -79,31 +79,36 @@ POOLED_STREAMS = ("workloads", "pods", "podgroups")
 # Raw JSON of a quarantined record is cut here: enough to find it, not a whole object dump.
 RAW_LIMIT = 2000
 
-SETTINGS = Section(
-    "kubernetes",
-    "The Kubernetes collector (`preemptlens collect kubernetes`).",
-    (
-        Setting(
-            "api_url", "", "API server URL, e.g. https://10.0.0.1:6443; empty: from the kubeconfig.", check=http_url
-        ),
-        Setting("kubeconfig", "", "Kubeconfig file; empty: api_url, else the in-cluster service account."),
-        Setting("context", "", "Kubeconfig context to use; empty: its current context."),
-        Setting("token", None, "Bearer token for the API server (use {\"$env\" = ...} or {\"$file\" = ...}).",
-                secret=True),
-        Setting("ca_file", "", "CA bundle that signed the API server's certificate; empty: system CAs."),
-        Setting("verify_tls", True, "Verify the API server's TLS certificate.", kind=bool),
-        Setting("namespaces", [], "Namespaces to read; empty: all namespaces.", kind=list),
-        Setting("streams", ["events"], f"Resource streams to read, any of: {', '.join(STREAMS)}.", kind=list),
-        Setting("kueue_version", "v1beta1", "Kueue API version of Workloads (v1beta2 from Kueue 0.15).",
-                choices=("v1beta1", "v1beta2")),
-        Setting("gpu_resource", "nvidia.com/gpu", "Extended resource name that counts GPUs."),
-        Setting("watch_seconds", 30.0, "How long one collection watches each stream at most.", kind=float),
-        Setting("idle_seconds", 5.0, "Stop watching a stream after this long without any event.", kind=float),
-        Setting("page_size", 500, "Objects per list page (`limit`).", kind=int),
-        Setting("batch_size", 1000, "Rows per loaded batch while watching.", kind=int),
-        Setting("max_retries", 5, "Retries of a dropped watch or a failing request before giving up.", kind=int),
-    ),
-)
+
+@section("kubernetes", "The Kubernetes collector (`preemptlens collect kubernetes`).")
+@dataclass(frozen=True)
+class KubernetesSettings:
+    api_url: str = setting(
+        "",
+        "API server URL, e.g. https://10.0.0.1:6443; empty: from the kubeconfig.",
+        check=http_url,
+    )
+    kubeconfig: str = setting("", "Kubeconfig file; empty: api_url, else the in-cluster service account.")
+    context: str = setting("", "Kubeconfig context to use; empty: its current context.")
+    token: Secret | None = setting(None, "Bearer token for the API server (use {\"$env\" = ...} or {\"$file\" = ...}).")
+    ca_file: str = setting("", "CA bundle that signed the API server's certificate; empty: system CAs.")
+    verify_tls: bool = setting(True, "Verify the API server's TLS certificate.")
+    namespaces: list[str] = setting([], "Namespaces to read; empty: all namespaces.")
+    streams: list[str] = setting(["events"], f"Resource streams to read, any of: {', '.join(STREAMS)}.")
+    kueue_version: str = setting(
+        "v1beta1",
+        "Kueue API version of Workloads (v1beta2 from Kueue 0.15).",
+        choices=("v1beta1", "v1beta2"),
+    )
+    gpu_resource: str = setting("nvidia.com/gpu", "Extended resource name that counts GPUs.")
+    watch_seconds: float = setting(30.0, "How long one collection watches each stream at most.")
+    idle_seconds: float = setting(5.0, "Stop watching a stream after this long without any event.")
+    page_size: int = setting(500, "Objects per list page (`limit`).")
+    batch_size: int = setting(1000, "Rows per loaded batch while watching.")
+    max_retries: int = setting(5, "Retries of a dropped watch or a failing request before giving up.")
+
+
+SETTINGS = KubernetesSettings
 
 _COLUMNS: dict[str, dict[str, pl.DataType]] = {
     "preemption_links": {
@@ -191,7 +196,7 @@ class KubernetesCollector:
         cluster: str,
         streams: list[str],
         namespaces: list[str],
-        tiering: Tiering,
+        tiering: ClusterSettings,
         kueue_version: str = "v1beta1",
         gpu_resource: str = "nvidia.com/gpu",
         watch_seconds: float = 30.0,
@@ -272,7 +277,7 @@ class KubernetesCollector:
         return rows
 
     def _object_rows(
-        self, parse: Callable[[Any, Tiering, str], Rows]
+        self, parse: Callable[[Any, ClusterSettings, str], Rows]
     ) -> Callable[[Any, str], dict[str, list[dict[str, Any]]]]:
         def rows(obj: Any, change: str) -> dict[str, list[dict[str, Any]]]:
             # A deleted object's last state is its final one: keep it like any update.
@@ -440,19 +445,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--idle-seconds", type=float, help="stop a stream after this long without events")
 
 
-def api_client(settings: Mapping[str, Any], api_url: str | None = None, kubeconfig: str | None = None) -> (
+def api_client(settings: KubernetesSettings, api_url: str | None = None, kubeconfig: str | None = None) -> (
     kubernetes.client.ApiClient
 ):
     import kubernetes.client
     import kubernetes.config
 
     cfg = kubernetes.client.Configuration()
-    url = api_url or settings["api_url"]
-    path = kubeconfig or settings["kubeconfig"]
+    url = api_url or settings.api_url
+    path = kubeconfig or settings.kubeconfig
     try:
         if path:
             kubernetes.config.load_kube_config(
-                config_file=path, context=settings["context"] or None, client_configuration=cfg
+                config_file=path, context=settings.context or None, client_configuration=cfg
             )
         elif not url:
             kubernetes.config.load_incluster_config(client_configuration=cfg)
@@ -464,26 +469,26 @@ def api_client(settings: Mapping[str, Any], api_url: str | None = None, kubeconf
         ) from None
     if url:
         cfg.host = url.rstrip("/")
-    token = settings["token"]
+    token = settings.token
     if token is not None:
         cfg.api_key = {"authorization": token.reveal()}
         cfg.api_key_prefix = {"authorization": "Bearer"}
-    if settings["ca_file"]:
-        cfg.ssl_ca_cert = settings["ca_file"]
-    cfg.verify_ssl = bool(settings["verify_tls"])
+    if settings.ca_file:
+        cfg.ssl_ca_cert = settings.ca_file
+    cfg.verify_ssl = settings.verify_tls
     return kubernetes.client.ApiClient(cfg)
 
 
-def cluster_name(config: Config, settings: Mapping[str, Any], kubeconfig: str | None = None) -> str:
+def cluster_name(config: Config, settings: KubernetesSettings, kubeconfig: str | None = None) -> str:
     """cluster.name, else the kubeconfig context this collection uses."""
-    named = str(config.get("cluster.name") or "")
+    named = config.of(ClusterSettings).name
     if named:
         return named
     import kubernetes.config
 
-    path = kubeconfig or settings["kubeconfig"]
-    if settings["context"]:
-        return str(settings["context"])
+    path = kubeconfig or settings.kubeconfig
+    if settings.context:
+        return settings.context
     if path:
         try:
             _, active = kubernetes.config.list_kube_config_contexts(config_file=path)
@@ -498,26 +503,21 @@ def cluster_name(config: Config, settings: Mapping[str, Any], kubeconfig: str | 
 
 
 def build(args: argparse.Namespace, config: Config) -> KubernetesCollector:
-    settings = config.section("kubernetes")
+    settings = config.of(KubernetesSettings)
     cluster = cluster_name(config, settings, getattr(args, "kubeconfig", None))
     watch_seconds = getattr(args, "watch_seconds", None)
     idle_seconds = getattr(args, "idle_seconds", None)
-    tiering = Tiering(
-        tiers=config.get("cluster.tiers"),
-        default=str(config.get("cluster.default_tier")),
-        preemptible=frozenset(config.get("cluster.preemptible_tiers")),
-    )
     return KubernetesCollector(
         api_client(settings, getattr(args, "api_url", None), getattr(args, "kubeconfig", None)),
         cluster=cluster,
-        streams=getattr(args, "streams", None) or list(settings["streams"]),
-        namespaces=getattr(args, "namespaces", None) or list(settings["namespaces"]),
-        tiering=tiering,
-        kueue_version=settings["kueue_version"],
-        gpu_resource=settings["gpu_resource"],
-        watch_seconds=float(settings["watch_seconds"] if watch_seconds is None else watch_seconds),
-        idle_seconds=float(settings["idle_seconds"] if idle_seconds is None else idle_seconds),
-        page_size=int(settings["page_size"]),
-        batch_size=int(settings["batch_size"]),
-        max_retries=int(settings["max_retries"]),
+        streams=getattr(args, "streams", None) or list(settings.streams),
+        namespaces=getattr(args, "namespaces", None) or list(settings.namespaces),
+        tiering=config.of(ClusterSettings),
+        kueue_version=settings.kueue_version,
+        gpu_resource=settings.gpu_resource,
+        watch_seconds=float(settings.watch_seconds if watch_seconds is None else watch_seconds),
+        idle_seconds=float(settings.idle_seconds if idle_seconds is None else idle_seconds),
+        page_size=settings.page_size,
+        batch_size=settings.batch_size,
+        max_retries=settings.max_retries,
     )

@@ -31,7 +31,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from preemptlens.collectors.kubernetes import api_client, cluster_name
+from preemptlens.collectors.kubernetes import KubernetesSettings, api_client, cluster_name
 from preemptlens.config import Config
 from preemptlens.errors import ConfigError, SourceError
 
@@ -185,11 +185,11 @@ class KaiProtect:
 
 def build_effector(action: str, config: Config) -> tuple[str, KueueBoost | KaiProtect]:
     """The effector of a Kubernetes action and its cluster, from the [kubernetes] settings."""
-    settings = config.section("kubernetes")
+    settings = config.of(KubernetesSettings)
     client = api_client(settings)
     cluster = cluster_name(config, settings)
     if action == "kueue_boost":
-        return cluster, KueueBoost(client, kueue_version=str(settings["kueue_version"]), action=action)
+        return cluster, KueueBoost(client, kueue_version=settings.kueue_version, action=action)
     if action == "kai_protect":
         return cluster, KaiProtect(client, action=action)
     raise ConfigError(f"kubernetes: no effector for action {action!r}", "kueue_boost or kai_protect")

@@ -50,6 +50,7 @@ from preemptlens.collectors.kubernetes_events import (
     required_text,
     text,
 )
+from preemptlens.config import ClusterSettings
 from preemptlens.contract import MAX_EPOCH_S
 
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -72,19 +73,6 @@ _SUFFIXES = {
 # Counts land in INTEGER columns; an exponent beyond this could not be one anyway.
 MAX_COUNT = 2**31 - 1
 _MAX_EXPONENT = 30
-
-
-@dataclass(frozen=True)
-class Tiering:
-    tiers: Mapping[str, str]
-    default: str
-    preemptible: frozenset[str]
-
-    def tier(self, *names: str | None) -> str:
-        for name in names:
-            if name is not None and name in self.tiers:
-                return self.tiers[name]
-        return self.default
 
 
 @dataclass
@@ -184,7 +172,7 @@ def _job_row(
     created: datetime,
     priority_class: str | None,
     tier: str,
-    tiering: Tiering,
+    tiering: ClusterSettings,
     gpus: int,
     pool: str | None,
 ) -> dict[str, Any]:
@@ -197,14 +185,14 @@ def _job_row(
         "priority_class": priority_class,
         "priority_value": _number(spec.get("priority"), "spec.priority"),
         "tier": tier,
-        "preemptible": tier in tiering.preemptible,
+        "preemptible": tier in tiering.preemptible_tiers,
         "pool": pool,
         "gpus": gpus,
         "submit_time": created,
     }
 
 
-def workload_rows(obj: Any, tiering: Tiering, gpu_resource: str) -> Rows:
+def workload_rows(obj: Any, tiering: ClusterSettings, gpu_resource: str) -> Rows:
     meta, uid, created = _meta(obj)
     spec = mapping(obj.get("spec"), "spec")
     status = mapping(obj.get("status"), "status")
@@ -223,7 +211,7 @@ def workload_rows(obj: Any, tiering: Tiering, gpu_resource: str) -> Rows:
                           f"status.admission.podSetAssignments[{i}].flavors")
         pool = pool or text(flavors.get(gpu_resource), f"status.admission.podSetAssignments[{i}].flavors")
     priority_class = text(spec.get("priorityClassName"), "spec.priorityClassName")
-    tier = tiering.tier(priority_class, cluster_queue)
+    tier = tiering.tier_of(priority_class, cluster_queue)
     job = _job_row(meta, spec, uid, created, priority_class, tier, tiering, gpus, pool or cluster_queue)
 
     conds = _conditions(status, "status")
@@ -294,7 +282,7 @@ def workload_rows(obj: Any, tiering: Tiering, gpu_resource: str) -> Rows:
     return Rows([job], runs)
 
 
-def pod_rows(obj: Any, tiering: Tiering, gpu_resource: str, podgroups: bool = False) -> Rows:
+def pod_rows(obj: Any, tiering: ClusterSettings, gpu_resource: str, podgroups: bool = False) -> Rows:
     """A GPU pod not managed by Kueue, nor by KAI when `podgroups` (its PodGroup is the job then): one
     job, one run. Other pods give nothing."""
     meta, uid, created = _meta(obj)
@@ -307,7 +295,7 @@ def pod_rows(obj: Any, tiering: Tiering, gpu_resource: str, podgroups: bool = Fa
         return Rows([], [])
     status = mapping(obj.get("status"), "status")
     priority_class = text(spec.get("priorityClassName"), "spec.priorityClassName")
-    tier = tiering.tier(priority_class)
+    tier = tiering.tier_of(priority_class)
     job = _job_row(meta, spec, uid, created, priority_class, tier, tiering, gpus, CLUSTER_POOL)
     conds = _conditions(status, "status")
     finished: datetime | None = None
@@ -354,7 +342,7 @@ def pod_rows(obj: Any, tiering: Tiering, gpu_resource: str, podgroups: bool = Fa
     return Rows([job], [run])
 
 
-def podgroup_rows(obj: Any, tiering: Tiering, gpu_resource: str) -> Rows:
+def podgroup_rows(obj: Any, tiering: ClusterSettings, gpu_resource: str) -> Rows:
     meta, uid, created = _meta(obj)
     spec = mapping(obj.get("spec"), "spec")
     status = mapping(obj.get("status"), "status")
@@ -364,7 +352,7 @@ def podgroup_rows(obj: Any, tiering: Tiering, gpu_resource: str) -> Rows:
         if gpu_resource in allocated else 0
     priority_class = text(spec.get("priorityClassName"), "spec.priorityClassName")
     queue = text(spec.get("queue"), "spec.queue")
-    tier = tiering.tier(priority_class, queue)
+    tier = tiering.tier_of(priority_class, queue)
     job = {
         "job_id": uid,
         "name": text(meta.get("name"), "metadata.name"),
@@ -373,7 +361,7 @@ def podgroup_rows(obj: Any, tiering: Tiering, gpu_resource: str) -> Rows:
         "priority_class": priority_class,
         "priority_value": None,
         "tier": tier,
-        "preemptible": tier in tiering.preemptible,
+        "preemptible": tier in tiering.preemptible_tiers,
         "pool": queue,
         "gpus": gpus,
         "submit_time": created,

@@ -38,7 +38,7 @@ import time as clock
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, Self
 from urllib.parse import unquote, urlencode, urlsplit, urlunsplit
@@ -50,7 +50,7 @@ import polars as pl
 # numpy are imported where they are used: load_config imports this module for every command.
 from urllib3.util.retry import Retry
 
-from preemptlens.config import Config, Secret, Section, Setting, http_url
+from preemptlens.config import ClusterSettings, Config, Secret, http_url, section, setting
 from preemptlens.contract import Batch, Reject, Watermark
 from preemptlens.errors import ConfigError, SourceError, TransientSourceError
 from preemptlens.times import TIME_HELP, parse_duration_ms, parse_when
@@ -73,98 +73,73 @@ STREAMS = ("busy", "mem_used_mib", "power_w")
 # A page's series lookup of the busy fallback metric, beside its queries.
 _FALLBACK_SERIES = "fallback series"
 
-SETTINGS = Section(
-    NAME,
-    "Collect DCGM GPU metrics from anything that serves the Prometheus HTTP API.",
-    (
-        Setting(
-            "url",
-            "http://127.0.0.1:9090",
-            "Base URL of the Prometheus HTTP API (Prometheus, Thanos, Mimir...).",
-            check=http_url,
-        ),
-        Setting(
-            "bearer_token",
-            None,
-            "Bearer token sent as `Authorization: Bearer ...`; give it as "
-            '`{ "$env" = "NAME" }`, `{ "$file" = "/path" }` or PREEMPTLENS_PROMETHEUS__BEARER_TOKEN.',
-            secret=True,
-        ),
-        Setting(
-            "tenant",
-            "",
-            "Tenant sent as the X-Scope-OrgID header (Mimir, Cortex, Thanos receive/query-frontend); "
-            "empty: none.",
-        ),
-        Setting("username", None, "User name for HTTP basic auth."),
-        Setting("password", None, "Password for HTTP basic auth.", secret=True),
-        Setting(
-            "headers",
-            {},
-            "Extra HTTP headers, e.g. X-Scope-OrgID for Mimir (not secret; use bearer_token or password for those). "
-            'Answers are asked for uncompressed (gzip costs the server most of a query\'s CPU); '
-            'add "Accept-Encoding" = "gzip" over a slow link.',
-            kind=dict,
-        ),
-        Setting("verify_tls", True, "Verify the server's TLS certificate.", kind=bool),
-        Setting("ca_file", "", "CA bundle that signs the server's certificate (empty: the system CAs)."),
-        Setting("timeout_s", 120.0, "Seconds to wait for one HTTP response.", kind=float),
-        Setting(
-            "method",
-            "auto",
-            f"HTTP method of queries: auto sends GET unless the URL would exceed {GET_MAX_URL} characters, "
-            "then POST (long expressions); post always POSTs; get always GETs.",
-            choices=("auto", "post", "get"),
-        ),
-        Setting(
-            "concurrency",
-            4,
-            "Most requests in flight at once (the queries of the next pages are sent while one is loaded); "
-            "1 sends them one after another.",
-            kind=int,
-        ),
-        Setting(
-            "retries", 4, "Retries of a request that failed transiently (connection, 429, 502-504).", kind=int
-        ),
-        Setting(
-            "backoff_s", 1.0, "Backoff factor between retries: waits grow 1x, 2x, 4x... this.", kind=float
-        ),
-        Setting(
-            "max_retry_after_s",
-            60.0,
-            "Longest wait honoured from a Retry-After header (429, 503); longer asks are cut to this.",
-            kind=float,
-        ),
-        Setting("step", "1m", "Collection step: one gpu_samples row per GPU and step (Prometheus duration)."),
-        Setting(
-            "safety_lag",
-            "5m",
-            "An incremental run collects up to now minus this, so late samples land first.",
-        ),
-        Setting(
-            "initial_window", "1d", "How far back the first run collects when there is no watermark yet."
-        ),
-        Setting(
-            "page_points", 1440, "Points per series per range query (at most 11000); bounds memory.", kind=int
-        ),
-        Setting("selector", "", 'Label matchers added to every metric, e.g. cluster="a100",job="dcgm".'),
-        Setting("busy_metric", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "Busy signal, a 0-1 ratio."),
-        Setting(
-            "busy_fallback_metric",
-            "DCGM_FI_DEV_GPU_UTIL",
-            "Busy signal where busy_metric is absent (consumer GPUs); empty: no fallback.",
-        ),
-        Setting("busy_fallback_scale", 0.01, "Factor from busy_fallback_metric to a 0-1 ratio.", kind=float),
-        Setting("mem_metric", "DCGM_FI_DEV_FB_USED", "GPU memory used, in MiB."),
-        Setting("mem_aggregation", "max", "How memory is summarised over a step.", choices=("max", "avg")),
-        Setting("power_metric", "DCGM_FI_DEV_POWER_USAGE", "Power draw, in W."),
-        Setting(
-            "busy_query", "", "PromQL replacing the built busy query; `$window` stands for the step window."
-        ),
-        Setting("mem_query", "", "PromQL replacing the built memory query; `$window` as above."),
-        Setting("power_query", "", "PromQL replacing the built power query; `$window` as above."),
-    ),
-)
+
+@section(NAME, "Collect DCGM GPU metrics from anything that serves the Prometheus HTTP API.")
+@dataclass(frozen=True)
+class PrometheusSettings:
+    url: str = setting(
+        "http://127.0.0.1:9090",
+        "Base URL of the Prometheus HTTP API (Prometheus, Thanos, Mimir...).",
+        check=http_url,
+    )
+    bearer_token: Secret | None = setting(
+        None,
+        "Bearer token sent as `Authorization: Bearer ...`; give it as "
+        '`{ "$env" = "NAME" }`, `{ "$file" = "/path" }` or PREEMPTLENS_PROMETHEUS__BEARER_TOKEN.',
+    )
+    tenant: str = setting(
+        "",
+        "Tenant sent as the X-Scope-OrgID header (Mimir, Cortex, Thanos receive/query-frontend); "
+        "empty: none.",
+    )
+    username: str | None = setting(None, "User name for HTTP basic auth.")
+    password: Secret | None = setting(None, "Password for HTTP basic auth.")
+    headers: dict[str, Any] = setting(
+        {},
+        "Extra HTTP headers, e.g. X-Scope-OrgID for Mimir (not secret; use bearer_token or password for those). "
+        'Answers are asked for uncompressed (gzip costs the server most of a query\'s CPU); '
+        'add "Accept-Encoding" = "gzip" over a slow link.',
+    )
+    verify_tls: bool = setting(True, "Verify the server's TLS certificate.")
+    ca_file: str = setting("", "CA bundle that signs the server's certificate (empty: the system CAs).")
+    timeout_s: float = setting(120.0, "Seconds to wait for one HTTP response.")
+    method: str = setting(
+        "auto",
+        f"HTTP method of queries: auto sends GET unless the URL would exceed {GET_MAX_URL} characters, "
+        "then POST (long expressions); post always POSTs; get always GETs.",
+        choices=("auto", "post", "get"),
+    )
+    concurrency: int = setting(
+        4,
+        "Most requests in flight at once (the queries of the next pages are sent while one is loaded); "
+        "1 sends them one after another.",
+    )
+    retries: int = setting(4, "Retries of a request that failed transiently (connection, 429, 502-504).")
+    backoff_s: float = setting(1.0, "Backoff factor between retries: waits grow 1x, 2x, 4x... this.")
+    max_retry_after_s: float = setting(
+        60.0,
+        "Longest wait honoured from a Retry-After header (429, 503); longer asks are cut to this.",
+    )
+    step: str = setting("1m", "Collection step: one gpu_samples row per GPU and step (Prometheus duration).")
+    safety_lag: str = setting("5m", "An incremental run collects up to now minus this, so late samples land first.")
+    initial_window: str = setting("1d", "How far back the first run collects when there is no watermark yet.")
+    page_points: int = setting(1440, "Points per series per range query (at most 11000); bounds memory.")
+    selector: str = setting("", 'Label matchers added to every metric, e.g. cluster="a100",job="dcgm".')
+    busy_metric: str = setting("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "Busy signal, a 0-1 ratio.")
+    busy_fallback_metric: str = setting(
+        "DCGM_FI_DEV_GPU_UTIL",
+        "Busy signal where busy_metric is absent (consumer GPUs); empty: no fallback.",
+    )
+    busy_fallback_scale: float = setting(0.01, "Factor from busy_fallback_metric to a 0-1 ratio.")
+    mem_metric: str = setting("DCGM_FI_DEV_FB_USED", "GPU memory used, in MiB.")
+    mem_aggregation: str = setting("max", "How memory is summarised over a step.", choices=("max", "avg"))
+    power_metric: str = setting("DCGM_FI_DEV_POWER_USAGE", "Power draw, in W.")
+    busy_query: str = setting("", "PromQL replacing the built busy query; `$window` stands for the step window.")
+    mem_query: str = setting("", "PromQL replacing the built memory query; `$window` as above.")
+    power_query: str = setting("", "PromQL replacing the built power query; `$window` as above.")
+
+
+SETTINGS = PrometheusSettings
 
 _METRIC_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 def parse_time(text: str, option: str) -> int:
@@ -330,8 +305,7 @@ class Options:
     mem_aggregation: str = "max"
 
 
-def _metric(values: Mapping[str, Any], key: str) -> str:
-    name = str(values[key])
+def _metric(name: str, key: str) -> str:
     if not _METRIC_NAME.match(name):
         raise ConfigError(
             f"prometheus.{key}: {name!r} is not a metric name", "use the exporter's metric name"
@@ -339,19 +313,19 @@ def _metric(values: Mapping[str, Any], key: str) -> str:
     return name
 
 
-def options_from(values: Mapping[str, Any], cluster: str) -> Options:
-    step_ms = parse_duration_ms(str(values["step"]), "prometheus.step")
+def options_from(settings: PrometheusSettings, cluster: str) -> Options:
+    step_ms = parse_duration_ms(settings.step, "prometheus.step")
     if step_ms < 1000:
         raise ConfigError(
-            f"prometheus.step: {values['step']!r} is under a second", "use 1m (the default) or 30s"
+            f"prometheus.step: {settings.step!r} is under a second", "use 1m (the default) or 30s"
         )
-    points = int(values["page_points"])
+    points = settings.page_points
     if not 1 <= points <= MAX_POINTS:
         raise ConfigError(
             f"prometheus.page_points: {points} is not between 1 and {MAX_POINTS}",
             f"Prometheus refuses range queries of more than {MAX_POINTS} points per series",
         )
-    selector = str(values["selector"]).strip()
+    selector = settings.selector.strip()
     if "{" in selector or "}" in selector:
         raise ConfigError(
             f"prometheus.selector: {selector!r} has braces", 'give only the matchers: cluster="a100"'
@@ -361,59 +335,58 @@ def options_from(values: Mapping[str, Any], cluster: str) -> Options:
     def sel(metric: str) -> str:
         return f"{metric}{{{selector}}}[{window}]"
 
-    busy, fallback = _metric(values, "busy_metric"), str(values["busy_fallback_metric"] or "")
+    busy, fallback = _metric(settings.busy_metric, "busy_metric"), settings.busy_fallback_metric or ""
     if fallback:
-        fallback = _metric(values, "busy_fallback_metric")
-    mem, power = _metric(values, "mem_metric"), _metric(values, "power_metric")
-    scale = float(values["busy_fallback_scale"])
-    staged = Staged(busy, fallback, scale, selector, window)
+        fallback = _metric(fallback, "busy_fallback_metric")
+    mem, power = _metric(settings.mem_metric, "mem_metric"), _metric(settings.power_metric, "power_metric")
+    staged = Staged(busy, fallback, settings.busy_fallback_scale, selector, window)
     built = {
         "busy": f"avg_over_time({sel(busy)})",
-        "mem_used_mib": f"{values['mem_aggregation']}_over_time({sel(mem)})",
+        "mem_used_mib": f"{settings.mem_aggregation}_over_time({sel(mem)})",
         "power_w": f"avg_over_time({sel(power)})",
     }
-    custom = {"busy": "busy_query", "mem_used_mib": "mem_query", "power_w": "power_query"}
+    custom = {"busy": settings.busy_query, "mem_used_mib": settings.mem_query, "power_w": settings.power_query}
     queries = {
-        stream: str(values[key]).replace("$window", window) if values[key] else built[stream]
-        for stream, key in custom.items()
+        stream: query.replace("$window", window) if query else built[stream]
+        for stream, query in custom.items()
     }
-    headers = {str(k): str(v) for k, v in dict(values["headers"]).items()}
-    tenant = str(values["tenant"] or "").strip()
+    headers = {str(k): str(v) for k, v in settings.headers.items()}
+    tenant = (settings.tenant or "").strip()
     given = {k.lower(): v for k, v in headers.items()}.get("x-scope-orgid")
     if tenant and given is not None and given != tenant:
         raise ConfigError(
             f"prometheus.tenant {tenant!r} and prometheus.headers X-Scope-OrgID {given!r} differ",
             "set the tenant in one place: prometheus.tenant",
         )
-    concurrency = int(values["concurrency"])
+    concurrency = settings.concurrency
     if concurrency < 1:
         raise ConfigError(f"prometheus.concurrency: {concurrency} is under 1", "use 1 (serial) or more")
     return Options(
-        url=str(values["url"]).rstrip("/"),
+        url=settings.url.rstrip("/"),
         cluster=cluster,
         step_ms=step_ms,
-        safety_lag_ms=parse_duration_ms(str(values["safety_lag"]), "prometheus.safety_lag"),
-        initial_window_ms=parse_duration_ms(str(values["initial_window"]), "prometheus.initial_window"),
+        safety_lag_ms=parse_duration_ms(settings.safety_lag, "prometheus.safety_lag"),
+        initial_window_ms=parse_duration_ms(settings.initial_window, "prometheus.initial_window"),
         page_points=points,
         queries=queries,
         weight_query=staged.weight_query([""]),
-        known_metrics=tuple(m for m in (busy, fallback) if m) if not values["busy_query"] else (),
-        staged=None if values["busy_query"] else staged,
+        known_metrics=tuple(m for m in (busy, fallback) if m) if not settings.busy_query else (),
+        staged=None if settings.busy_query else staged,
         selector=selector,
-        timeout_s=float(values["timeout_s"]),
-        retries=int(values["retries"]),
-        backoff_s=float(values["backoff_s"]),
+        timeout_s=settings.timeout_s,
+        retries=settings.retries,
+        backoff_s=settings.backoff_s,
         headers=headers,
         tenant=tenant,
-        method=str(values["method"]),
+        method=settings.method,
         concurrency=concurrency,
-        max_retry_after_s=float(values["max_retry_after_s"]),
-        bearer_token=values["bearer_token"],
-        username=values["username"],
-        password=values["password"],
-        verify_tls=bool(values["verify_tls"]),
-        ca_file=str(values["ca_file"] or ""),
-        mem_aggregation=str(values["mem_aggregation"]),
+        max_retry_after_s=settings.max_retry_after_s,
+        bearer_token=settings.bearer_token,
+        username=settings.username,
+        password=settings.password,
+        verify_tls=settings.verify_tls,
+        ca_file=settings.ca_file or "",
+        mem_aggregation=settings.mem_aggregation,
     )
 
 
@@ -1195,11 +1168,9 @@ def pinned_cluster(selector: str) -> str:
 
 
 def build(args: argparse.Namespace, config: Config) -> PrometheusCollector:
-    values = config.section(NAME)
-    for option, key in (("url", "url"), ("step", "step"), ("page_points", "page_points")):
-        if getattr(args, option, None) is not None:
-            values[key] = getattr(args, option)
-    opts = options_from(values, str(config.get("cluster.name") or "") or pinned_cluster(str(values["selector"])))
+    given = {key: getattr(args, key) for key in ("url", "step", "page_points") if getattr(args, key, None) is not None}
+    settings = replace(config.of(PrometheusSettings), **given)
+    opts = options_from(settings, config.of(ClusterSettings).name or pinned_cluster(settings.selector))
     since = parse_time(args.since, "--since") if args.since else None
     until = parse_time(args.until, "--until") if args.until else None
     if since is not None and until is not None and since > until:

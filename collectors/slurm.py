@@ -66,41 +66,70 @@ from preemptlens.collectors.slurm_sacct import (
     version_of,
     whole_record,
 )
-from preemptlens.config import Config, Section, Setting
+from preemptlens.config import ClusterSettings, Config, section, setting
 from preemptlens.contract import Batch, Reject, Watermark
 from preemptlens.errors import ConfigError, SourceError
 from preemptlens.times import TIME_HELP, parse_when
 
 log = logging.getLogger(__name__)
 
-SETTINGS = Section(
-    "slurm",
-    "The Slurm collector (`preemptlens collect slurm`).",
-    (
-        Setting("bin_dir", "", "Directory holding sacct, scontrol and sacctmgr; empty means $PATH."),
-        Setting("slurm_conf", "", "SLURM_CONF for the client commands; empty means the environment's."),
-        Setting("format", "auto", "sacct output to read: json, parsable2, or auto (JSON, else text).",
-                choices=("auto", "json", "parsable2")),
-        Setting("ctld_log", "", "Path of SlurmctldLogFile, read for victim-to-preemptor links; "
-                "empty skips the links."),
-        Setting("log_timezone", "UTC", "Time zone of the slurmctld log's timestamps when they carry "
-                "no offset (the default LogTimeFormat prints local time)."),
-        Setting("lookback_hours", 168.0, "How far back the first collection reads.", kind=float),
-        Setting("lag_seconds", 600.0, "How far before the last cursor each collection starts again, "
-                "to pick up records that changed or reached the database late.", kind=float),
-        Setting("window_hours", 24.0, "Length of one sacct window; each is loaded and "
-                "committed as one batch.", kind=float),
-        Setting("timeout_s", 600.0, "Time limit of one sacct, scontrol or sacctmgr run.", kind=float),
-        Setting("preempt_type", "auto", "How preemption is decided: partition_prio, qos, none, or "
-                "auto (read PreemptType from `scontrol show config`).", choices=PREEMPT_TYPES),
-        Setting("read_policy", True, "Read partitions and QOS from scontrol and sacctmgr to derive tiers "
-                "and preemptibility.", kind=bool),
-        Setting("preemptible", {}, "Map from partition or QOS to true/false: may its jobs be preempted; "
-                "overrides what Slurm says.", kind=dict),
-        Setting("pools", {}, "Map from partition to GPU pool name; by default partitions that share a "
-                "node are one pool, named after them (e.g. `high+low`).", kind=dict),
-    ),
-)
+
+@section("slurm", "The Slurm collector (`preemptlens collect slurm`).")
+@dataclass(frozen=True)
+class SlurmSettings:
+    bin_dir: str = setting("", "Directory holding sacct, scontrol and sacctmgr; empty means $PATH.")
+    slurm_conf: str = setting("", "SLURM_CONF for the client commands; empty means the environment's.")
+    format: str = setting(
+        "auto",
+        "sacct output to read: json, parsable2, or auto (JSON, else text).",
+        choices=("auto", "json", "parsable2"),
+    )
+    ctld_log: str = setting(
+        "",
+        "Path of SlurmctldLogFile, read for victim-to-preemptor links; "
+        "empty skips the links.",
+    )
+    log_timezone: str = setting(
+        "UTC",
+        "Time zone of the slurmctld log's timestamps when they carry "
+        "no offset (the default LogTimeFormat prints local time).",
+    )
+    lookback_hours: float = setting(168.0, "How far back the first collection reads.")
+    lag_seconds: float = setting(
+        600.0,
+        "How far before the last cursor each collection starts again, "
+        "to pick up records that changed or reached the database late.",
+    )
+    window_hours: float = setting(
+        24.0,
+        "Length of one sacct window; each is loaded and "
+        "committed as one batch.",
+    )
+    timeout_s: float = setting(600.0, "Time limit of one sacct, scontrol or sacctmgr run.")
+    preempt_type: str = setting(
+        "auto",
+        "How preemption is decided: partition_prio, qos, none, or "
+        "auto (read PreemptType from `scontrol show config`).",
+        choices=PREEMPT_TYPES,
+    )
+    read_policy: bool = setting(
+        True,
+        "Read partitions and QOS from scontrol and sacctmgr to derive tiers "
+        "and preemptibility.",
+    )
+    preemptible: dict[str, Any] = setting(
+        {},
+        "Map from partition or QOS to true/false: may its jobs be preempted; "
+        "overrides what Slurm says.",
+    )
+    pools: dict[str, Any] = setting(
+        {},
+        "Map from partition to GPU pool name; by default partitions that share a "
+        "node are one pool, named after them (e.g. `high+low`).",
+    )
+
+
+SETTINGS = SlurmSettings
 
 NAME = "slurm"
 # Many ids per `sacct -j` keeps the argument list short and the calls few.
@@ -699,33 +728,33 @@ def _when(text: str | None, flag: str) -> datetime | None:
 
 
 def build(args: argparse.Namespace, config: Config) -> SlurmCollector:
-    s = config.section("slurm")
-    cluster = config.section("cluster")
+    s = config.of(SlurmSettings)
+    cluster = config.of(ClusterSettings)
     policy = Policy(
-        tiers=dict(cluster.get("tiers", {})),
-        default_tier=str(cluster.get("default_tier", "normal")),
-        preemptible_tiers=tuple(cluster.get("preemptible_tiers", ("low", "normal"))),
-        preemptible_override={k: bool(v) for k, v in dict(s.get("preemptible", {})).items()},
+        tiers=dict(cluster.tiers),
+        default_tier=cluster.default_tier,
+        preemptible_tiers=tuple(cluster.preemptible_tiers),
+        preemptible_override={k: bool(v) for k, v in s.preemptible.items()},
     )
     since, until = _when(getattr(args, "since", None), "--since"), _when(getattr(args, "until", None), "--until")
     if since is not None and until is not None and since > until:
         raise ConfigError(f"--since {args.since} is after --until {args.until}", "swap them")
     return SlurmCollector(Options(
-        cluster=str(cluster.get("name") or ""),
-        bin_dir=str(s.get("bin_dir", "")),
-        slurm_conf=str(s.get("slurm_conf", "")),
-        format=getattr(args, "format", None) or str(s.get("format", "auto")),
-        ctld_log=str(s.get("ctld_log", "")),
-        log_timezone=str(s.get("log_timezone", "UTC")),
-        lookback=timedelta(hours=float(s.get("lookback_hours", 168.0))),
-        lag=timedelta(seconds=float(s.get("lag_seconds", 600.0))),
-        window=timedelta(hours=float(s.get("window_hours", 24.0))),
-        timeout_s=float(s.get("timeout_s", 600.0)),
+        cluster=cluster.name,
+        bin_dir=s.bin_dir,
+        slurm_conf=s.slurm_conf,
+        format=getattr(args, "format", None) or s.format,
+        ctld_log=s.ctld_log,
+        log_timezone=s.log_timezone,
+        lookback=timedelta(hours=s.lookback_hours),
+        lag=timedelta(seconds=s.lag_seconds),
+        window=timedelta(hours=s.window_hours),
+        timeout_s=s.timeout_s,
         since=since,
         until=until,
         sacct_file=getattr(args, "sacct_file", None),
         policy=policy,
-        read_policy=bool(s.get("read_policy", True)),
-        preempt_type=str(s.get("preempt_type", "auto")),
-        pools={str(k): str(v) for k, v in dict(s.get("pools", {})).items()},
+        read_policy=s.read_policy,
+        preempt_type=s.preempt_type,
+        pools={str(k): str(v) for k, v in s.pools.items()},
     ))

@@ -27,21 +27,41 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from preemptlens.collectors.slurm import SlurmSettings
 from preemptlens.collectors.slurm_policy import cluster_name_from_config
-from preemptlens.config import Config, Section, Setting
+from preemptlens.config import ClusterSettings, Config, section, setting
 from preemptlens.errors import ConfigError, SourceError
 
-SETTINGS = Section(
+_QOS_NAME = re.compile(r"[A-Za-z0-9_.\-]+")
+
+
+@section(
     "slurm_actions",
     "The Slurm action (preempt/qos): protect a costly job by moving it into a QOS that no QOS may preempt. "
     "Commands, SLURM_CONF and time limit are the [slurm] collector's.",
-    (
-        Setting("protected_qos", "protected", "QOS a protected job is moved into; it must be in no other QOS's "
-                "Preempt list, and the service's user a Slurm operator (docs/deploy.md)."),
-        Setting("fallback_qos", "normal", "QOS a job found in protected_qos is returned to when the audit table "
-                "does not say where it came from (the process died between moving it and recording that)."),
-    ),
 )
+@dataclass(frozen=True)
+class SlurmActionsSettings:
+    protected_qos: str = setting(
+        "protected",
+        "QOS a protected job is moved into; it must be in no other QOS's Preempt list, and the service's user a "
+        "Slurm operator (docs/deploy.md).",
+    )
+    fallback_qos: str = setting(
+        "normal",
+        "QOS a job found in protected_qos is returned to when the audit table does not say where it came from "
+        "(the process died between moving it and recording that).",
+    )
+
+    def __post_init__(self) -> None:
+        for key in ("protected_qos", "fallback_qos"):
+            name = getattr(self, key)
+            if not _QOS_NAME.fullmatch(name):
+                raise ConfigError(f"slurm_actions.{key}: {name!r} is not a QOS name",
+                                  "name the QOS created with `sacctmgr add qos`")
+
+
+SETTINGS = SlurmActionsSettings
 
 # One id as the warehouse names it; anything else is refused before a command runs.
 _JOB_ID = re.compile(r"\d+(?:_\d+|_\[[0-9,\-%]+\]|\+\d+)?")
@@ -62,21 +82,10 @@ class SlurmActionSettings:
 
 
 def settings_from(config: Config) -> SlurmActionSettings:
-    """The one place the action's settings are read ([slurm_actions], and [slurm] for the commands)."""
-    own = {s.key: s.default for s in SETTINGS.settings} | config.section("slurm_actions")
-    slurm = config.section("slurm")
-    qos = {key: str(own[key]).strip() for key in ("protected_qos", "fallback_qos")}
-    for key, name in qos.items():
-        if not name or not re.fullmatch(r"[A-Za-z0-9_.\-]+", name):
-            raise ConfigError(f"slurm_actions.{key}: {name!r} is not a QOS name",
-                              "name the QOS created with `sacctmgr add qos`")
-    return SlurmActionSettings(
-        protected_qos=qos["protected_qos"],
-        fallback_qos=qos["fallback_qos"],
-        bin_dir=str(slurm.get("bin_dir", "")),
-        slurm_conf=str(slurm.get("slurm_conf", "")),
-        timeout_s=float(slurm.get("timeout_s", 600.0)),
-    )
+    """What the effector runs with: [slurm_actions], and [slurm] for the commands."""
+    own, slurm = config.of(SlurmActionsSettings), config.of(SlurmSettings)
+    return SlurmActionSettings(protected_qos=own.protected_qos, bin_dir=slurm.bin_dir, slurm_conf=slurm.slurm_conf,
+                               timeout_s=slurm.timeout_s, fallback_qos=own.fallback_qos)
 
 
 class SlurmQosEffector:
@@ -183,7 +192,7 @@ def build_effector(action: str, config: Config) -> tuple[str, SlurmQosEffector]:
     if action != "slurm_protect":
         raise ConfigError(f"slurm: no effector for action {action!r}", "slurm_protect")
     effector = SlurmQosEffector.from_config(config)
-    cluster = str(config.get("cluster.name") or "")
+    cluster = config.of(ClusterSettings).name
     if not cluster:
         shown = effector.command(["scontrol", "show", "config"], "reading ClusterName")
         cluster = cluster_name_from_config(shown or "")

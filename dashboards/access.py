@@ -34,7 +34,7 @@ from typing import Any
 
 import polars as pl
 
-from preemptlens.config import Section, Setting
+from preemptlens.config import Secret, section, setting
 
 ADMIN = "admin"
 VIEWER = "viewer"
@@ -42,96 +42,77 @@ TEAM_PREFIX = "team:"
 # What a masked identifier of another team's job reads as.
 HIDDEN = "(another team)"
 
-SETTINGS = Section(
-    "access",
-    "Who may read the dashboard and what each reader sees (docs/deploy.md shows both ways to log in).",
-    (
-        Setting(
-            "proxy_headers",
-            False,
-            "Believe the user, email and groups an authenticating proxy in front passes in request headers; "
-            "only when the dashboard listens on loopback or the connection comes from access.proxy_addresses.",
-            kind=bool,
-        ),
-        Setting("proxy_user_header", "X-Forwarded-User", "Header that names the logged-in user."),
-        Setting("proxy_email_header", "X-Forwarded-Email", "Header with the logged-in user's email."),
-        Setting(
-            "proxy_groups_header",
-            "X-Forwarded-Groups",
-            "Header with the logged-in user's groups, separated by commas.",
-        ),
-        Setting(
-            "proxy_addresses",
-            [],
-            "Addresses (or networks, e.g. 10.0.0.0/24) of the proxies allowed to pass the headers when the "
-            "dashboard listens beyond loopback.",
-            kind=list,
-        ),
-        Setting(
-            "proxy_secret",
-            None,
-            "A secret the proxy sends in access.proxy_secret_header with every request; when set, the identity "
-            "headers are believed only with it. Needed wherever others can reach the dashboard's address too "
-            "(every user of a shared login node can connect to its loopback).",
-            secret=True,
-        ),
-        Setting("proxy_secret_header", "X-Preemptlens-Proxy-Secret", "Header that carries access.proxy_secret."),
-        Setting(
-            "oidc",
-            False,
-            "Log readers in with OpenID Connect (Streamlit's st.login), configured by the access.oidc_* settings.",
-            kind=bool,
-        ),
-        Setting(
-            "oidc_metadata_url",
-            "",
-            "The provider's discovery document, https://.../.well-known/openid-configuration.",
-        ),
-        Setting("oidc_client_id", "", "Client id registered with the provider."),
-        Setting("oidc_client_secret", None, "Client secret registered with the provider.", secret=True),
-        Setting(
-            "oidc_redirect_uri",
-            "",
-            "Where the provider sends readers back: the dashboard's public URL followed by /oauth2callback.",
-        ),
-        Setting(
-            "oidc_cookie_secret",
-            None,
-            "Random string (32 bytes or more) that signs the login cookie; keep it stable across restarts.",
-            secret=True,
-        ),
-        Setting(
-            "oidc_prompt",
-            "select_account",
-            "The prompt parameter of the login request (Streamlit's default, select_account); set login for a "
-            "provider that takes select_account as an endless request to log in again (django-oidc-provider).",
-            choices=("select_account", "login", "consent", "none"),
-        ),
-        Setting(
-            "oidc_groups_claim",
-            "groups",
-            "Claim of the ID token that lists the reader's groups (matched against access.groups).",
-        ),
-        Setting(
-            "users",
-            {},
-            "Role of each user (name or email): admin, viewer or team:<name>, e.g. { alice = \"team:vision\" }.",
-            kind=dict,
-        ),
-        Setting(
-            "groups",
-            {},
-            "Role of each group's members, e.g. { ml-platform = \"admin\" }; a user's own entry comes first, "
-            "and a member of several groups gets the strongest role (admin, then every team named).",
-            kind=dict,
-        ),
-        Setting(
-            "default_role",
-            VIEWER,
-            "Role of a logged-in reader that access.users and access.groups do not name: viewer or team:<name>.",
-        ),
-    ),
-)
+
+@section("access", "Who may read the dashboard and what each reader sees (docs/deploy.md shows both ways to log in).")
+@dataclass(frozen=True)
+class AccessSettings:
+    proxy_headers: bool = setting(
+        False,
+        "Believe the user, email and groups an authenticating proxy in front passes in request headers; "
+        "only when the dashboard listens on loopback or the connection comes from access.proxy_addresses.",
+    )
+    proxy_user_header: str = setting("X-Forwarded-User", "Header that names the logged-in user.")
+    proxy_email_header: str = setting("X-Forwarded-Email", "Header with the logged-in user's email.")
+    proxy_groups_header: str = setting(
+        "X-Forwarded-Groups",
+        "Header with the logged-in user's groups, separated by commas.",
+    )
+    proxy_addresses: list[str] = setting(
+        [],
+        "Addresses (or networks, e.g. 10.0.0.0/24) of the proxies allowed to pass the headers when the "
+        "dashboard listens beyond loopback.",
+    )
+    proxy_secret: Secret | None = setting(
+        None,
+        "A secret the proxy sends in access.proxy_secret_header with every request; when set, the identity "
+        "headers are believed only with it. Needed wherever others can reach the dashboard's address too "
+        "(every user of a shared login node can connect to its loopback).",
+    )
+    proxy_secret_header: str = setting("X-Preemptlens-Proxy-Secret", "Header that carries access.proxy_secret.")
+    oidc: bool = setting(
+        False,
+        "Log readers in with OpenID Connect (Streamlit's st.login), configured by the access.oidc_* settings.",
+    )
+    oidc_metadata_url: str = setting(
+        "",
+        "The provider's discovery document, https://.../.well-known/openid-configuration.",
+    )
+    oidc_client_id: str = setting("", "Client id registered with the provider.")
+    oidc_client_secret: Secret | None = setting(None, "Client secret registered with the provider.")
+    oidc_redirect_uri: str = setting(
+        "",
+        "Where the provider sends readers back: the dashboard's public URL followed by /oauth2callback.",
+    )
+    oidc_cookie_secret: Secret | None = setting(
+        None,
+        "Random string (32 bytes or more) that signs the login cookie; keep it stable across restarts.",
+    )
+    oidc_prompt: str = setting(
+        "select_account",
+        "The prompt parameter of the login request (Streamlit's default, select_account); set login for a "
+        "provider that takes select_account as an endless request to log in again (django-oidc-provider).",
+        choices=("select_account", "login", "consent", "none"),
+    )
+    oidc_groups_claim: str = setting(
+        "groups",
+        "Claim of the ID token that lists the reader's groups (matched against access.groups).",
+    )
+    users: dict[str, Any] = setting(
+        {},
+        "Role of each user (name or email): admin, viewer or team:<name>, e.g. { alice = \"team:vision\" }.",
+    )
+    groups: dict[str, Any] = setting(
+        {},
+        "Role of each group's members, e.g. { ml-platform = \"admin\" }; a user's own entry comes first, "
+        "and a member of several groups gets the strongest role (admin, then every team named).",
+    )
+    default_role: str = setting(
+        VIEWER,
+        "Role of a logged-in reader that access.users and access.groups do not name: viewer or team:<name>.",
+    )
+
+
+SETTINGS = AccessSettings
 
 
 def role_problem(role: str) -> str | None:
@@ -168,47 +149,49 @@ class Reader:
 OPEN = Reader(user=None, admin=True, via="open")
 
 
-def resolve(access: Mapping[str, Any], user: str | None, email: str | None, groups: tuple[str, ...],
+def resolve(access: AccessSettings, user: str | None, email: str | None, groups: tuple[str, ...],
             via: str, others_jobs: bool) -> Reader:
     """The role of a logged-in reader from access.users, access.groups and access.default_role."""
-    users: Mapping[str, str] = access["users"]
-    by_group: Mapping[str, str] = access["groups"]
+    users: Mapping[str, str] = access.users
+    by_group: Mapping[str, str] = access.groups
     roles = [users[k] for k in (user, email) if k and k in users] or [by_group[g] for g in groups if g in by_group]
-    roles = roles or [str(access["default_role"])]
+    roles = roles or [access.default_role]
     admin = ADMIN in roles
     teams = tuple(dict.fromkeys(r[len(TEAM_PREFIX):] for r in roles if r.startswith(TEAM_PREFIX)))
     reader = Reader(user=user or email, email=email, groups=groups, admin=admin, teams=teams, via=via)
     return replace(reader, others_jobs=admin or others_jobs)
 
 
-def config_problems(access: Mapping[str, Any], address: str) -> list[str]:
+def config_problems(access: AccessSettings, address: str) -> list[str]:
     """What is wrong with `[access]` for a dashboard listening on `address`: every problem, one line each."""
     problems = [
         f"access.{where}.{key}: {problem}"
-        for where in ("users", "groups")
-        for key, role in access[where].items()
+        for where, roles in (("users", access.users), ("groups", access.groups))
+        for key, role in roles.items()
         if (problem := role_problem(str(role)))
     ]
-    default = str(access["default_role"])
+    default = access.default_role
     if default == ADMIN:
         problems.append("access.default_role: admin is given by name only (access.users, access.groups)")
     elif problem := role_problem(default):
         problems.append(f"access.default_role: {problem}")
-    if access["oidc"]:
-        for key in ("oidc_metadata_url", "oidc_client_id", "oidc_client_secret", "oidc_redirect_uri",
-                    "oidc_cookie_secret"):
-            if not access[key]:
+    if access.oidc:
+        needed = {"oidc_metadata_url": access.oidc_metadata_url, "oidc_client_id": access.oidc_client_id,
+                  "oidc_client_secret": access.oidc_client_secret, "oidc_redirect_uri": access.oidc_redirect_uri,
+                  "oidc_cookie_secret": access.oidc_cookie_secret}
+        for key, value in needed.items():
+            if not value:
                 problems.append(f"access.{key}: needed when access.oidc is true")
-        if access["oidc_redirect_uri"] and not str(access["oidc_redirect_uri"]).endswith("/oauth2callback"):
+        if access.oidc_redirect_uri and not access.oidc_redirect_uri.endswith("/oauth2callback"):
             problems.append("access.oidc_redirect_uri: must end with /oauth2callback")
-    for entry in access["proxy_addresses"]:
+    for entry in access.proxy_addresses:
         try:
             ipaddress.ip_network(str(entry), strict=False)
         except ValueError:
             problems.append(f"access.proxy_addresses: {entry!r} is not an address or network")
-    if access["proxy_headers"] and access["oidc"]:
+    if access.proxy_headers and access.oidc:
         problems.append("access.proxy_headers and access.oidc: choose one way to log in")
-    if not (access["proxy_headers"] or access["oidc"]) and not is_loopback(address):
+    if not (access.proxy_headers or access.oidc) and not is_loopback(address):
         problems.append(
             f"dashboard.address {address}: with no login configured the dashboard listens on loopback only; "
             "set access.proxy_headers or access.oidc (docs/deploy.md)"
@@ -225,14 +208,14 @@ def is_loopback(address: str | None) -> bool:
         return False
 
 
-def proxy_trusted(access: Mapping[str, Any], listen_address: str | None, peer: str | None) -> bool:
+def proxy_trusted(access: AccessSettings, listen_address: str | None, peer: str | None) -> bool:
     """Whether the connection's identity headers come from the auth proxy: only the proxy can reach a
     dashboard on loopback (it runs on this host), else the peer must be one of access.proxy_addresses.
     `peer` None is a loopback peer (how Streamlit reports one)."""
     if is_loopback(listen_address):
         return True
     address = ipaddress.ip_address(peer) if peer else ipaddress.ip_address("127.0.0.1")
-    return any(address in ipaddress.ip_network(str(n), strict=False) for n in access["proxy_addresses"])
+    return any(address in ipaddress.ip_network(str(n), strict=False) for n in access.proxy_addresses)
 
 
 def header_groups(value: str | None) -> tuple[str, ...]:

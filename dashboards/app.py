@@ -19,9 +19,9 @@ from typing import Any
 
 import streamlit as st
 
-from preemptlens.config import Config, load_config
-from preemptlens.dashboards.access import OPEN, Reader, header_groups, proxy_trusted, resolve
-from preemptlens.dashboards.data import Filters, Options, page_queries, snapshot_version
+from preemptlens.config import Config, WarehouseSettings, load_config
+from preemptlens.dashboards.access import OPEN, AccessSettings, Reader, header_groups, proxy_trusted, resolve
+from preemptlens.dashboards.data import DashboardSettings, Filters, Options, page_queries, snapshot_version
 from preemptlens.dashboards.figures import TIMELINE_MARKERS
 from preemptlens.dashboards.views_common import CONTEXT_KEY, Context, cached
 from preemptlens.errors import PreemptlensError
@@ -73,7 +73,7 @@ def pages_for(reader: Reader) -> list[Any]:
 
 def _warm(ctx: Context) -> None:
     try:
-        rows, top_n = int(ctx.settings["table_rows"]), int(ctx.settings["top_n"])
+        rows, top_n = ctx.settings.table_rows, ctx.settings.top_n
         for name, *args in page_queries(ctx.filters, rows=rows, top_n=top_n, markers=TIMELINE_MARKERS):
             cached(name, ctx.warehouse, ctx.limits, ctx.version, *args)
         # The Preemptions page opens on the story of its worst victim (most work thrown away).
@@ -105,25 +105,25 @@ def _text(claim: object) -> str | None:
 
 def _reader(config: Config) -> Reader | None:
     """Who is reading, by the configured login; None when nobody is logged in (the caller says why)."""
-    access = config.section("access")
-    others = bool(config.get("dashboard.show_other_teams_jobs"))
-    if access["proxy_headers"]:
+    access = config.of(AccessSettings)
+    others = config.of(DashboardSettings).show_other_teams_jobs
+    if access.proxy_headers:
         if not proxy_trusted(access, st.get_option("server.address"), st.context.ip_address):
             st.error("This connection does not come through the configured auth proxy (access.proxy_addresses).")
             st.stop()
-        secret = access["proxy_secret"]
-        sent = _header(access["proxy_secret_header"])
+        secret = access.proxy_secret
+        sent = _header(access.proxy_secret_header)
         if secret is not None and not (sent and hmac.compare_digest(sent.encode(), secret.reveal().encode())):
             st.error("This connection does not come through the configured auth proxy (access.proxy_secret).")
             st.stop()
-        user, email = _header(access["proxy_user_header"]), _header(access["proxy_email_header"])
+        user, email = _header(access.proxy_user_header), _header(access.proxy_email_header)
         if user is None and email is None:
             return None
-        return resolve(access, user, email, header_groups(_header(access["proxy_groups_header"])), "proxy", others)
-    if access["oidc"]:
+        return resolve(access, user, email, header_groups(_header(access.proxy_groups_header)), "proxy", others)
+    if access.oidc:
         if not st.user.is_logged_in:
             return None
-        claim = st.user.get(access["oidc_groups_claim"])
+        claim = st.user.get(access.oidc_groups_claim)
         groups = tuple(str(g) for g in claim) if isinstance(claim, list) else header_groups(_text(claim))
         name = _text(st.user.get("preferred_username")) or _text(st.user.get("sub"))
         return resolve(access, name, _text(st.user.get("email")), groups, "oidc", others)
@@ -132,7 +132,7 @@ def _reader(config: Config) -> Reader | None:
 
 def _login(config: Config) -> None:
     st.title("preemptlens")
-    if config.section("access")["oidc"]:
+    if config.of(AccessSettings).oidc:
         st.info("Log in to see your preemptions and the cluster's figures.")
         if st.button("Log in", type="primary", key="login"):
             st.login()
@@ -154,14 +154,14 @@ def main() -> None:
     st.set_page_config(page_title="preemptlens", page_icon=":material/timer:", layout="wide")
     try:
         config = load_config()
-        warehouse = str(config.get("warehouse.path"))
-        limits = Limits.from_config(config)
+        warehouse = config.of(WarehouseSettings).path
+        limits = config.of(Limits)
         version = snapshot_version(warehouse, limits)
         options: Options = cached("options", warehouse, limits, version)
     except PreemptlensError as exc:
         st.error(f"preemptlens dashboard: {exc}")
         st.stop()
-    settings = config.section("dashboard")
+    settings = config.of(DashboardSettings)
     who = _reader(config)
     if who is None:
         _login(config)
@@ -169,7 +169,7 @@ def main() -> None:
     _identity(who)
 
     st.sidebar.markdown("### Filters")
-    start, end = _window(options, int(settings["default_days"]))
+    start, end = _window(options, settings.default_days)
     filters = Filters(
         start=start,
         end=end,

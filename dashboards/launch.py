@@ -35,7 +35,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from preemptlens.errors import PreemptlensError
+from preemptlens.errors import ConfigError, PreemptlensError
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -100,7 +100,7 @@ def warm() -> str:
 
     # What the pages import (the SQL page: preemptlens.readonly). dashboards.views_common is left to the first
     # page: Streamlit's cache decorators in it would warn that they are defined outside a running server.
-    from preemptlens.config import load_config
+    from preemptlens.config import WarehouseSettings, load_config
     from preemptlens.dashboards import data
     from preemptlens.readonly import Limits
 
@@ -111,9 +111,9 @@ def warm() -> str:
     pl.DataFrame({"text": ["a"], "number": [1.0], "time": [datetime(2026, 1, 5, tzinfo=UTC)]}).to_pandas()
     try:
         config = load_config()
-        warehouse = str(config.get("warehouse.path"))
+        warehouse = config.of(WarehouseSettings).path
         # data.reader keeps this connection open for the pages, which read with the same limits.
-        with data.reader(warehouse, Limits.from_config(config)) as r:
+        with data.reader(warehouse, config.of(Limits)) as r:
             objects = r.frame("SELECT count(*) AS n FROM information_schema.tables")["n"][0]
         opened = f"snapshot of {warehouse} open ({objects} tables and views)"
     except (PreemptlensError, duckdb.Error) as exc:
@@ -146,20 +146,24 @@ def oidc_secrets(folder: Path) -> list[str]:
     """When access.oidc is on: Streamlit's `[auth]` settings, resolved from preemptlens's configuration
     (secrets by reference), in a secrets file only this user can read, and the option that points to it."""
     from preemptlens.config import load_config
+    from preemptlens.dashboards.access import AccessSettings
 
-    access = load_config().section("access")
-    if not access["oidc"]:
+    access = load_config().of(AccessSettings)
+    if not access.oidc:
         return []
+    # `preemptlens dashboard` does not start without them (access.config_problems); said again for a direct start.
+    if access.oidc_cookie_secret is None or access.oidc_client_secret is None:
+        raise ConfigError("access.oidc_cookie_secret and access.oidc_client_secret: needed when access.oidc is true")
     auth = {
-        "redirect_uri": access["oidc_redirect_uri"],
-        "cookie_secret": access["oidc_cookie_secret"].reveal(),
-        "client_id": access["oidc_client_id"],
-        "client_secret": access["oidc_client_secret"].reveal(),
-        "server_metadata_url": access["oidc_metadata_url"],
+        "redirect_uri": access.oidc_redirect_uri,
+        "cookie_secret": access.oidc_cookie_secret.reveal(),
+        "client_id": access.oidc_client_id,
+        "client_secret": access.oidc_client_secret.reveal(),
+        "server_metadata_url": access.oidc_metadata_url,
     }
     lines = [
         "[auth]", *(f"{k} = {json.dumps(v)}" for k, v in auth.items()), "",
-        "[auth.client_kwargs]", 'scope = "openid profile email"', f"prompt = {json.dumps(access['oidc_prompt'])}", "",
+        "[auth.client_kwargs]", 'scope = "openid profile email"', f"prompt = {json.dumps(access.oidc_prompt)}", "",
     ]
     path = folder / "secrets.toml"
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

@@ -26,6 +26,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
@@ -39,8 +40,8 @@ from prometheus_client.exposition import ThreadingWSGIServer
 from prometheus_client.registry import CollectorRegistry
 from prometheus_client.utils import floatToGoString
 
-from preemptlens.analytics.livecost import records, settings_from, top
-from preemptlens.config import Config, Section, Setting
+from preemptlens.analytics.livecost import LiveCostSettings, records, top
+from preemptlens.config import Config, WarehouseSettings, section, setting
 from preemptlens.warehouse import snapshot_path
 
 log = logging.getLogger(__name__)
@@ -136,25 +137,25 @@ METRICS: dict[str, str] = {
     "preemptlens_live_cost_computed_timestamp_seconds": "When the latest live-cost computation ran (its instant).",
 }
 
-SETTINGS = Section(
+
+@section(
     "metrics",
     "What `preemptlens serve` exposes on /metrics (serve.metrics_port); docs/metrics.md lists the metrics.",
-    (
-        Setting(
-            "top_teams",
-            20,
-            "Teams per cluster and pool that keep their own `team` label (those with the largest figure); "
-            "the rest are summed into team=\"_other\", which bounds the series to clusters x pools x (top_teams + 1).",
-            kind=int,
-        ),
-        Setting(
-            "cache_s",
-            5.0,
-            "Seconds a read of the snapshot answers scrapes before the next scrape reads it again.",
-            kind=float,
-        ),
-    ),
 )
+@dataclass(frozen=True)
+class MetricsSettings:
+    top_teams: int = setting(
+        20,
+        "Teams per cluster and pool that keep their own `team` label (those with the largest figure); "
+        "the rest are summed into team=\"_other\", which bounds the series to clusters x pools x (top_teams + 1).",
+    )
+    cache_s: float = setting(
+        5.0,
+        "Seconds a read of the snapshot answers scrapes before the next scrape reads it again.",
+    )
+
+
+SETTINGS = MetricsSettings
 
 # The window every weekly gauge covers.
 _LAST_WEEK = """windows as (
@@ -450,15 +451,10 @@ class SnapshotCollector:
 
     @classmethod
     def from_config(cls, config: Config) -> SnapshotCollector:
-        section = config.section("metrics")
-        live = settings_from(config)
-        return cls(
-            str(config.get("warehouse.path")),
-            top_teams=int(section["top_teams"]),
-            cache_s=float(section["cache_s"]),
-            top_jobs=live.top_jobs,
-            endpoint_limit=live.endpoint_limit,
-        )
+        metrics = config.of(MetricsSettings)
+        live = config.of(LiveCostSettings)
+        return cls(config.of(WarehouseSettings).path, top_teams=metrics.top_teams, cache_s=metrics.cache_s,
+                   top_jobs=live.top_jobs, endpoint_limit=live.endpoint_limit)
 
     def close(self) -> None:
         """Wait for a read in progress and read no more.

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from preemptlens.analytics.pilot import Evaluation, Pilot, Thresholds, evaluate
+from preemptlens.analytics.pilot import Evaluation, Pilot, PilotSettings, evaluate
 from preemptlens.analytics.scorecard import answer_text, verdict_text
 from preemptlens.analytics.snippets import KAI, KUBERNETES, KUEUE, SLURM, VOLCANO
-from preemptlens.config import Section, Setting
+from preemptlens.config import section, setting
 from preemptlens.dashboards import data
 from preemptlens.errors import PreemptlensError
 
@@ -33,28 +33,23 @@ if TYPE_CHECKING:
 
 SCHEDULERS = (SLURM, KUEUE, KAI, VOLCANO, KUBERNETES)
 
-SETTINGS = Section(
-    "report",
-    "The weekly report (`preemptlens report`, scheduled by `preemptlens serve`).",
-    (
-        Setting("folder", "reports", "Folder the weekly report's HTML and Markdown files are written to."),
-        Setting("top_n", 10, "How many preemptions, hoarders and suggestions each list of the report shows.", kind=int),
-        Setting(
-            "trend_weeks",
-            8,
-            "Weeks of tier shares, ending with the report's week, in the scope-creep section.",
-            kind=int,
-        ),
-        Setting(
-            "scheduler",
-            "",
-            "Scheduler whose configuration snippet each suggestion shows (slurm, kueue, kai, volcano, kubernetes); "
-            "empty takes it from the source of the jobs (slurm or kubernetes). The HTML report keeps every "
-            "scheduler's snippet behind a disclosure.",
-            choices=("", *SCHEDULERS),
-        ),
-    ),
-)
+
+@section("report", "The weekly report (`preemptlens report`, scheduled by `preemptlens serve`).")
+@dataclass(frozen=True)
+class ReportSettings:
+    folder: str = setting("reports", "Folder the weekly report's HTML and Markdown files are written to.")
+    top_n: int = setting(10, "How many preemptions, hoarders and suggestions each list of the report shows.")
+    trend_weeks: int = setting(8, "Weeks of tier shares, ending with the report's week, in the scope-creep section.")
+    scheduler: str = setting(
+        "",
+        "Scheduler whose configuration snippet each suggestion shows (slurm, kueue, kai, volcano, kubernetes); "
+        "empty takes it from the source of the jobs (slurm or kubernetes). The HTML report keeps every "
+        "scheduler's snippet behind a disclosure.",
+        choices=("", *SCHEDULERS),
+    )
+
+
+SETTINGS = ReportSettings
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 _WEEK = re.compile(r"^(\d{4})-W(\d{2})$")
@@ -161,7 +156,7 @@ def build(
     now: datetime | None = None,
     scheduler: str = "",
     pilots: tuple[Pilot, ...] = (),
-    thresholds: Thresholds | None = None,
+    thresholds: PilotSettings | None = None,
 ) -> WeeklyReport:
     f = data.Filters(start=week.start, end=week.end, clusters=clusters)
     trend = data.Filters(start=week.start - timedelta(days=7 * (trend_weeks - 1)), end=week.end, clusters=clusters)
@@ -180,11 +175,11 @@ def build(
         team_shares=data.team_high_shares(r, trend),
         suggestions=data.suggestions(r, f, top_n),
         scheduler=scheduler or data.scheduler_of(r, f),
-        pilots=_pilots(r, week, pilots, thresholds or Thresholds.defaults(), clusters),
+        pilots=_pilots(r, week, pilots, thresholds or PilotSettings(), clusters),
     )
 
 
-def _pilots(r: data.Reader, week: Week, pilots: tuple[Pilot, ...], th: Thresholds,
+def _pilots(r: data.Reader, week: Week, pilots: tuple[Pilot, ...], th: PilotSettings,
             clusters: tuple[str, ...]) -> tuple[tuple[Pilot, Evaluation | str], ...]:
     found: list[tuple[Pilot, Evaluation | str]] = []
     for pilot in pilots:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import streamlit as st
 
 from preemptlens.dashboards.access import Reader, redact
-from preemptlens.dashboards.data import QUERIES, Filters, Options, reader
+from preemptlens.dashboards.data import QUERIES, DashboardSettings, Filters, Options, reader
 from preemptlens.errors import PreemptlensError
 from preemptlens.readonly import Limits
 
@@ -50,7 +50,7 @@ class Context:
     version: float
     filters: Filters
     options: Options
-    settings: dict[str, Any]
+    settings: DashboardSettings
     reader: Reader
 
     def q(self, query: str, *args: Any) -> Any:
@@ -98,7 +98,7 @@ class Charts:
             _building_chart.reset(token)
         if figures and not st.session_state.get(CHARTS_SENT_KEY):
             # Building the figures counts towards the wait.
-            time.sleep(max(0.0, float(context().settings["first_charts_wait_s"]) - (time.monotonic() - began)))
+            time.sleep(max(0.0, context().settings.first_charts_wait_s - (time.monotonic() - began)))
             st.session_state[CHARTS_SENT_KEY] = True
         for slot, figure, key in figures:
             if isinstance(figure, PreemptlensError):

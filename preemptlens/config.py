@@ -3,9 +3,30 @@
 Where the file is: `--config`, else $PREEMPTLENS_CONFIG, else ./preemptlens.toml
 when it exists; no file at all is fine (every setting has a default).
 
-Each module that needs settings declares a `Section` named after its TOML
-table and is listed in `preemptlens.registry.SECTIONS`; every setting carries help text, and
-a test fails when one is missing from docs/configuration.md.
+A section is one frozen dataclass, named after its TOML table, whose fields are
+its settings; the module that declares it names it `SETTINGS` and is listed in
+`preemptlens.registry.SECTIONS`:
+
+    @section("pilot", "Pilot evaluation ...")
+    @dataclass(frozen=True)
+    class PilotSettings:
+        before_days: float = setting(28.0, "Days before the change ...")
+        pilots: dict[str, Any] = setting({}, "Declared pilots ...")
+        webhook: Secret | None = setting(None, "Where ... (a secret)")
+
+    SETTINGS = PilotSettings
+
+The annotation is the setting's kind (what a value from the file or the
+environment must be, and is converted to); `Secret` makes it a secret;
+`setting()` adds the default, the help text (a test fails when one is missing
+from docs/configuration.md) and optionally `choices` or a `check`. A check
+across fields goes in `__post_init__` and raises ConfigError. Code reads a
+section as that object, built once per Config: `config.of(PilotSettings).before_days`;
+`PilotSettings()` holds the defaults and `PilotSettings(before_days=7.0)` (or
+`Config(values={"pilot": {...}})`) builds one from plain values, as tests do;
+`dataclasses.replace` overrides a few (command-line flags). The `Section`/`Setting` records that the
+documentation, validation and environment overrides walk are derived from the
+dataclass, so each setting is declared once.
 
 A secret is never written into the file in clear if it can be helped: give
 `{ "$env" = "NAME" }` or `{ "$file" = "/path" }` and it is resolved when read.
@@ -15,14 +36,18 @@ PREEMPTLENS_<SECTION>__<KEY> (for example PREEMPTLENS_PROMETHEUS__BEARER_TOKEN).
 
 from __future__ import annotations
 
+import copy
+import functools
 import importlib
 import math
 import os
 import tomllib
+import types
+import typing
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 from urllib.parse import urlsplit
 
 from preemptlens.contract import FUTURE_SLACK_S, TIERS
@@ -59,6 +84,9 @@ class Secret:
 
 @dataclass(frozen=True)
 class Setting:
+    """One setting as the documentation, validation and environment overrides see it (derived from a field
+    of its section's dataclass by `section_of`)."""
+
     key: str
     default: Any
     help: str
@@ -67,6 +95,95 @@ class Setting:
     choices: tuple[str, ...] | None = None
     # What else a value must be, beyond its type: returns what was expected, or None when it fits.
     check: Callable[[Any], str | None] | None = None
+
+
+@dataclass(frozen=True)
+class Section:
+    name: str
+    help: str
+    settings: tuple[Setting, ...]
+
+
+T = TypeVar("T")
+
+_META = "preemptlens.setting"
+
+
+@dataclass(frozen=True)
+class _About:
+    help: str
+    choices: tuple[str, ...] | None
+    check: Callable[[Any], str | None] | None
+
+
+def setting(
+    default: Any,
+    help: str,
+    *,
+    choices: tuple[str, ...] | None = None,
+    check: Callable[[Any], str | None] | None = None,
+) -> Any:
+    """A field of a section's dataclass: its default (a table or list is copied for each object) and what
+    the documentation says of it. The kind, and whether it is a secret, come from the field's annotation."""
+    about = {_META: _About(help, choices, check)}
+    if isinstance(default, dict | list):
+        return field(default_factory=functools.partial(copy.deepcopy, default), metadata=about)
+    return field(default=default, metadata=about)
+
+
+def section(name: str, help: str) -> Callable[[type[T]], type[T]]:
+    """Declare a frozen dataclass of `setting()` fields as the settings section `[name]`."""
+
+    def declare(declared: type[T]) -> type[T]:
+        params = getattr(declared, "__dataclass_params__", None)
+        if not is_dataclass(declared) or params is None or not params.frozen:
+            raise TypeError(f"section [{name}]: {declared.__name__} must be a frozen dataclass (@section above it)")
+        declared.__section__ = (name, help)  # type: ignore[attr-defined]
+        return declared
+
+    return declare
+
+
+def _kind(hint: Any, where: str) -> tuple[type, bool]:
+    """The type a setting's values must have, and whether it is a secret, from its annotation."""
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        members = [a for a in typing.get_args(hint) if a is not type(None)]
+        if len(members) != 1:
+            raise TypeError(f"{where}: a setting has one kind (optionally `| None`), not {hint}")
+        hint = members[0]
+    kind = typing.get_origin(hint) or hint
+    if kind is Secret:
+        return str, True
+    if kind not in _KIND_NAMES:
+        raise TypeError(f"{where}: a setting's kind is one of {', '.join(k.__name__ for k in _KIND_NAMES)}, "
+                        f"not {hint}")
+    return cast(type, kind), False
+
+
+_DERIVED: dict[type, Section] = {}
+
+
+def section_of(declared: type) -> Section:
+    """The section a dataclass declares, as the records the documentation and validation walk. Its
+    annotations are resolved at run time, so the types they name are imported outside TYPE_CHECKING."""
+    if declared in _DERIVED:
+        return _DERIVED[declared]
+    try:
+        name, help = declared.__section__  # type: ignore[attr-defined]
+    except AttributeError:
+        raise TypeError(f"{declared.__name__} is not a settings section (see preemptlens.config)") from None
+    hints = typing.get_type_hints(declared)
+    found = []
+    for f in fields(declared):
+        where = f"{name}.{f.name}"
+        about = f.metadata.get(_META)
+        if about is None:
+            raise TypeError(f"{where}: every field of a section is a setting() with help text")
+        kind, secret = _kind(hints[f.name], where)
+        default = f.default_factory() if callable(f.default_factory) else f.default
+        found.append(Setting(f.name, default, about.help, kind, secret, about.choices, about.check))
+    _DERIVED[declared] = Section(name, help, tuple(found))
+    return _DERIVED[declared]
 
 
 def http_url(value: Any) -> str | None:
@@ -83,91 +200,70 @@ def http_url(value: Any) -> str | None:
     return None
 
 
+@section("warehouse", "Where the DuckDB warehouse lives.")
 @dataclass(frozen=True)
-class Section:
-    name: str
-    help: str
-    settings: tuple[Setting, ...]
+class WarehouseSettings:
+    path: str = setting("preemptlens.duckdb", "Path of the DuckDB warehouse file.")
+    future_slack_s: float = setting(
+        FUTURE_SLACK_S,
+        "Seconds past the current time that a loaded time may lie (clock skew between hosts); a later "
+        "time is quarantined, not taken as the data's end (docs/import-format.md).",
+    )
 
 
-SETTINGS = (
-    Section(
-        "warehouse",
-        "Where the DuckDB warehouse lives.",
-        (
-            Setting("path", "preemptlens.duckdb", "Path of the DuckDB warehouse file."),
-            Setting(
-                "future_slack_s",
-                FUTURE_SLACK_S,
-                "Seconds past the current time that a loaded time may lie (clock skew between hosts); a later "
-                "time is quarantined, not taken as the data's end (docs/import-format.md).",
-                kind=float,
-            ),
-        ),
-    ),
-    Section(
-        "cluster",
-        "The cluster this configuration describes.",
-        (
-            Setting(
-                "name",
-                "",
-                "Cluster name stored in every row's `cluster` column; empty: the source names it "
-                "(Slurm's ClusterName, the `cluster` label the Prometheus selector pins, the kubeconfig context).",
-            ),
-            Setting(
-                "tiers",
-                {},
-                "Map from the source's priority class (partition, QOS, PriorityClass, "
-                "ClusterQueue) to a tier: critical, high, normal or low.",
-                kind=dict,
-            ),
-            Setting(
-                "default_tier",
-                "normal",
-                "Tier of a priority class that `tiers` does not name.",
-                choices=TIERS,
-            ),
-            Setting(
-                "preemptible_tiers",
-                ["low", "normal"],
-                "Tiers whose jobs may be preempted when the source does not say.",
-                kind=list,
-            ),
-        ),
-    ),
-)
+@section("cluster", "The cluster this configuration describes.")
+@dataclass(frozen=True)
+class ClusterSettings:
+    name: str = setting(
+        "",
+        "Cluster name stored in every row's `cluster` column; empty: the source names it "
+        "(Slurm's ClusterName, the `cluster` label the Prometheus selector pins, the kubeconfig context).",
+    )
+    tiers: dict[str, str] = setting(
+        {},
+        "Map from the source's priority class (partition, QOS, PriorityClass, "
+        "ClusterQueue) to a tier: critical, high, normal or low.",
+    )
+    default_tier: str = setting("normal", "Tier of a priority class that `tiers` does not name.", choices=TIERS)
+    preemptible_tiers: list[str] = setting(
+        ["low", "normal"], "Tiers whose jobs may be preempted when the source does not say."
+    )
+
+    def tier_of(self, *classes: str | None) -> str:
+        """The tier `tiers` gives the first of `classes` it names (a source may know a job by several:
+        PriorityClass, then queue), else default_tier."""
+        for name in classes:
+            if name is not None and name in self.tiers:
+                return self.tiers[name]
+        return self.default_tier
+
+
+SETTINGS = (WarehouseSettings, ClusterSettings)
 
 
 def sections() -> list[Section]:
     found: list[Section] = []
     for module_name in SECTIONS:
         declared = importlib.import_module(module_name).SETTINGS
-        found.extend(declared if isinstance(declared, tuple) else (declared,))
+        found.extend(section_of(d) for d in (declared if isinstance(declared, tuple) else (declared,)))
     return found
 
 
 @dataclass
 class Config:
-    values: dict[str, dict[str, Any]]
+    """The settings in force: `values` holds each section's validated values by name (a section or setting
+    left out takes its default), and `of` hands out a section as its frozen dataclass."""
+
+    values: dict[str, dict[str, Any]] = field(default_factory=dict)
     path: Path | None = None
-    problems: list[str] = field(default_factory=list)
+    _built: dict[type, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
-    def get(self, dotted: str) -> Any:
-        section, _, key = dotted.partition(".")
-        try:
-            return self.values[section][key]
-        except KeyError:
-            raise ConfigError(f"no setting {dotted!r}", "see docs/configuration.md") from None
-
-    def section(self, name: str) -> dict[str, Any]:
-        return dict(self.values.get(name, {}))
-
-    def tier_of(self, priority_class: str | None) -> str:
-        tiers: Mapping[str, str] = self.get("cluster.tiers")
-        if priority_class is not None and priority_class in tiers:
-            return tiers[priority_class]
-        return str(self.get("cluster.default_tier"))
+    def of(self, declared: type[T]) -> T:
+        """The section `declared` declares, built on first use; a check across its fields
+        (`__post_init__`) raises ConfigError then."""
+        if declared not in self._built:
+            self._built[declared] = declared(**self.values.get(section_of(declared).name, {}))
+        return cast(T, self._built[declared])
 
 
 REFERENCES = ("$env", "$file")
@@ -301,7 +397,8 @@ def load_config(explicit: str | None = None, overrides: Mapping[str, Any] | None
                 value = Secret(str(value))
             resolved[setting.key] = value
         values[section.name] = resolved
-    for klass, tier in values["cluster"]["tiers"].items():
+    config = Config(values=values, path=path)
+    for klass, tier in config.of(ClusterSettings).tiers.items():
         if tier not in TIERS:
             problems.append(f"cluster.tiers.{klass}: {tier!r} is not one of {', '.join(TIERS)}")
     if problems:
@@ -310,7 +407,7 @@ def load_config(explicit: str | None = None, overrides: Mapping[str, Any] | None
             f"{len(problems)} configuration problem(s){where}:\n  - " + "\n  - ".join(problems),
             "see docs/configuration.md for every setting",
         )
-    return Config(values=values, path=path)
+    return config
 
 
 def render_docs() -> str:
@@ -338,4 +435,7 @@ def render_docs() -> str:
 
 
 if __name__ == "__main__":
-    print(render_docs(), end="")
+    # Run as a script this file is `__main__`, a second copy whose `Secret` the sections do not annotate with.
+    from preemptlens import config
+
+    print(config.render_docs(), end="")

@@ -53,39 +53,11 @@ import duckdb
 import polars as pl
 import pyarrow as pa
 
-from preemptlens.config import Config, Section, Setting
+from preemptlens.config import section, setting
 from preemptlens.errors import PreemptlensError, SchemaError
 from preemptlens.warehouse import SQL_DIR, copy_database, is_lock_error, remove_stale_publishes, snapshot_path
 
 log = logging.getLogger(__name__)
-
-SETTINGS = Section(
-    "sql",
-    "Limits of ad-hoc SQL (`preemptlens sql`, the dashboard's SQL box) and how readers wait for a writer.",
-    (
-        Setting("max_rows", 10_000, "Most rows an ad-hoc query returns; more are cut off with a notice.", kind=int),
-        Setting(
-            "max_result_bytes",
-            "64MB",
-            "Largest result (in Arrow memory) an ad-hoc query may return; a larger one is refused with a message.",
-        ),
-        Setting("timeout_s", 30.0, "Seconds after which an ad-hoc query's process is killed.", kind=float),
-        Setting("memory_limit", "2GB", "DuckDB memory limit of a reader connection."),
-        Setting(
-            "address_space_limit",
-            "4GB",
-            "Address-space limit (RLIMIT_AS) of the process that runs one ad-hoc query: DuckDB's memory_limit "
-            "does not bound every allocation (a huge string), this does. Leave room above memory_limit for "
-            "the interpreter and DuckDB's threads (about 1.2 GB).",
-        ),
-        Setting(
-            "wait_s",
-            30.0,
-            "Seconds a reader waits for a writer to publish the first snapshot before it gives up.",
-            kind=float,
-        ),
-    ),
-)
 
 
 class QueryError(PreemptlensError):
@@ -106,14 +78,26 @@ def size_bytes(text: str, setting: str) -> int:
     return int(number * _UNITS[unit])
 
 
+@section("sql", "Limits of ad-hoc SQL (`preemptlens sql`, the dashboard's SQL box) and how readers wait for a writer.")
 @dataclass(frozen=True)
 class Limits:
-    max_rows: int = 10_000
-    timeout_s: float = 30.0
-    memory_limit: str = "2GB"
-    wait_s: float = 30.0
-    max_result_bytes: str = "64MB"
-    address_space_limit: str = "4GB"
+    max_rows: int = setting(10_000, "Most rows an ad-hoc query returns; more are cut off with a notice.")
+    max_result_bytes: str = setting(
+        "64MB",
+        "Largest result (in Arrow memory) an ad-hoc query may return; a larger one is refused with a message.",
+    )
+    timeout_s: float = setting(30.0, "Seconds after which an ad-hoc query's process is killed.")
+    memory_limit: str = setting("2GB", "DuckDB memory limit of a reader connection.")
+    address_space_limit: str = setting(
+        "4GB",
+        "Address-space limit (RLIMIT_AS) of the process that runs one ad-hoc query: DuckDB's memory_limit "
+        "does not bound every allocation (a huge string), this does. Leave room above memory_limit for "
+        "the interpreter and DuckDB's threads (about 1.2 GB).",
+    )
+    wait_s: float = setting(
+        30.0,
+        "Seconds a reader waits for a writer to publish the first snapshot before it gives up.",
+    )
 
     def __post_init__(self) -> None:
         # A nonsense limit (a negative row cap, an infinite timeout) would switch the guard off.
@@ -129,17 +113,8 @@ class Limits:
             if size_bytes(getattr(self, name), f"sql.{name}") < 1:
                 raise QueryError(f"sql.{name} must be above 0")
 
-    @classmethod
-    def from_config(cls, config: Config) -> Limits:
-        section = config.section("sql")
-        return cls(
-            max_rows=int(section["max_rows"]),
-            timeout_s=float(section["timeout_s"]),
-            memory_limit=str(section["memory_limit"]),
-            wait_s=float(section["wait_s"]),
-            max_result_bytes=str(section["max_result_bytes"]),
-            address_space_limit=str(section["address_space_limit"]),
-        )
+
+SETTINGS = Limits
 
 
 @dataclass(frozen=True)

@@ -48,7 +48,8 @@ EFFECTORS: dict[str, str] = {
     "slurm_protect": "preemptlens.collectors.slurm_actions",
 }
 
-# Modules whose `SETTINGS` (a Section or a tuple of them) make up the configuration, in documentation order.
+# Modules whose `SETTINGS` (a section's frozen dataclass or a tuple of them, see preemptlens.config) make up the
+# configuration, in documentation order.
 SECTIONS: tuple[str, ...] = (
     "preemptlens.config",
     "preemptlens.analytics.params",

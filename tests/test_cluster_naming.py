@@ -7,6 +7,7 @@ Slurm's ClusterName from `scontrol show config` is checked on the real Slurm
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ import pytest
 from preemptlens.collectors import kubernetes, prometheus, slurm
 from preemptlens.collectors.slurm_policy import cluster_name_from_config
 from preemptlens.commands import simulate
-from preemptlens.config import Config, load_config
+from preemptlens.config import ClusterSettings, Config, load_config
 from preemptlens.errors import ConfigError
 
 KUBECONFIG = """apiVersion: v1
@@ -47,7 +48,7 @@ def _args(module: object, argv: list[str]) -> argparse.Namespace:
 
 
 def test_nothing_defaults_to_demo(tmp_path: Path) -> None:
-    assert _config(tmp_path).get("cluster.name") == ""
+    assert _config(tmp_path).of(ClusterSettings).name == ""
     assert simulate.config_from(_args(simulate, []), _config(tmp_path)).cluster == "sim"
 
 
@@ -80,14 +81,14 @@ def test_cluster_name_wins_over_the_source(tmp_path: Path) -> None:
 def test_kubernetes_takes_the_kubeconfig_context(tmp_path: Path) -> None:
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(KUBECONFIG)
-    settings = _config(tmp_path).section("kubernetes")
+    settings = _config(tmp_path).of(kubernetes.KubernetesSettings)
     assert kubernetes.cluster_name(_config(tmp_path), settings, str(kubeconfig)) == "gpu-east"
-    chosen = {**settings, "context": "gpu-west"}
+    chosen = replace(settings, context="gpu-west")
     assert kubernetes.cluster_name(_config(tmp_path), chosen, str(kubeconfig)) == "gpu-west"
 
 
 def test_kubernetes_in_cluster_without_a_name_asks_for_one(tmp_path: Path) -> None:
-    settings = {**_config(tmp_path).section("kubernetes"), "api_url": "https://127.0.0.1:6443"}
+    settings = replace(_config(tmp_path).of(kubernetes.KubernetesSettings), api_url="https://127.0.0.1:6443")
     with pytest.raises(ConfigError, match=r"cluster\.name is not set"):
         kubernetes.cluster_name(_config(tmp_path), settings)
 

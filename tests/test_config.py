@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from preemptlens.config import Secret, Setting, load_config, render_docs, sections
+from preemptlens.config import (
+    ClusterSettings,
+    Config,
+    Secret,
+    WarehouseSettings,
+    load_config,
+    render_docs,
+    section,
+    section_of,
+    sections,
+    setting,
+)
 from preemptlens.errors import ConfigError
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
@@ -17,8 +30,8 @@ def test_no_file_needed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None
     monkeypatch.delenv("PREEMPTLENS_CONFIG", raising=False)
     config = load_config()
     assert config.path is None
-    assert config.get("warehouse.path") == "preemptlens.duckdb"
-    assert config.tier_of("anything") == "normal"
+    assert config.of(WarehouseSettings).path == "preemptlens.duckdb"
+    assert config.of(ClusterSettings).tier_of("anything") == "normal"
 
 
 def test_file_env_var_and_override_precedence(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -28,11 +41,11 @@ def test_file_env_var_and_override_precedence(monkeypatch: pytest.MonkeyPatch, t
     )
     monkeypatch.setenv("PREEMPTLENS_CONFIG", str(path))
     config = load_config()
-    assert config.get("cluster.name") == "gpu-east"
-    assert config.tier_of("prod") == "critical"
+    assert config.of(ClusterSettings).name == "gpu-east"
+    assert config.of(ClusterSettings).tier_of("prod") == "critical"
     monkeypatch.setenv("PREEMPTLENS_WAREHOUSE__PATH", "from-env.duckdb")
-    assert load_config().get("warehouse.path") == "from-env.duckdb"
-    assert load_config(overrides={"warehouse.path": "flag.duckdb"}).get("warehouse.path") == "flag.duckdb"
+    assert load_config().of(WarehouseSettings).path == "from-env.duckdb"
+    assert load_config(overrides={"warehouse.path": "flag.duckdb"}).of(WarehouseSettings).path == "flag.duckdb"
 
 
 def test_every_problem_reported_at_once(tmp_path: Path) -> None:
@@ -53,25 +66,28 @@ def test_every_problem_reported_at_once(tmp_path: Path) -> None:
     assert str(path) in text
 
 
+@section("probe", "test-only")
+@dataclass(frozen=True)
+class ProbeSettings:
+    token: Secret | None = setting(None, "a secret")
+    file_token: Secret | None = setting(None, "another")
+
+
 def test_secret_references_resolve_and_never_print(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from preemptlens import config as config_module
 
-    section = config_module.Section(
-        "probe",
-        "test-only",
-        (Setting("token", None, "a secret", secret=True), Setting("file_token", None, "another", secret=True)),
-    )
-    monkeypatch.setattr(config_module, "SETTINGS", (*config_module.SETTINGS, section))
+    monkeypatch.setattr(config_module, "SETTINGS", (*config_module.SETTINGS, ProbeSettings))
     secret_file = tmp_path / "token"
     secret_file.write_text("from-file-s3cr3t\n")
     path = tmp_path / "c.toml"
     path.write_text(f'[probe]\ntoken = {{ "$env" = "PROBE_TOKEN" }}\nfile_token = {{ "$file" = "{secret_file}" }}\n')
     monkeypatch.setenv("PROBE_TOKEN", "env-s3cr3t")
     config = load_config(str(path))
-    token = config.get("probe.token")
-    assert isinstance(token, Secret) and token.reveal() == "env-s3cr3t"
-    assert config.get("probe.file_token").reveal() == "from-file-s3cr3t"
+    probe = config.of(ProbeSettings)
+    assert isinstance(probe.token, Secret) and probe.token.reveal() == "env-s3cr3t"
+    assert isinstance(probe.file_token, Secret) and probe.file_token.reveal() == "from-file-s3cr3t"
     assert "s3cr3t" not in repr(config.values) and "s3cr3t" not in str(config.values)
+    assert "s3cr3t" not in repr(probe) and "s3cr3t" not in repr(config)
 
     monkeypatch.delenv("PROBE_TOKEN")
     with pytest.raises(ConfigError, match="PROBE_TOKEN is not set") as info:
@@ -83,9 +99,9 @@ def test_every_setting_is_documented() -> None:
     assert DOCS.read_text() == render_docs(), (
         "docs/configuration.md is stale: python -m preemptlens.config > docs/configuration.md"
     )
-    for section in sections():
-        for setting in section.settings:
-            assert setting.help.strip(), f"{section.name}.{setting.key} has no help text"
+    for declared in sections():
+        for one in declared.settings:
+            assert one.help.strip(), f"{declared.name}.{one.key} has no help text"
 
 
 BROKEN_REFERENCES = [
@@ -148,3 +164,75 @@ def test_unreadable_config_file_is_one_line(tmp_path: Path) -> None:
     binary.write_bytes(b"\xff\xfe[x]")
     with pytest.raises(ConfigError, match="not UTF-8 text"):
         load_config(str(binary))
+
+
+@section("typed", "test-only: one setting of every kind")
+@dataclass(frozen=True)
+class TypedSettings:
+    ratio: float = setting(0.5, "a number")
+    count: int = setting(3, "a whole number")
+    flag: bool = setting(True, "true or false")
+    mode: str = setting("a", "one of two", choices=("a", "b"))
+    table: dict[str, Any] = setting({"k": [1]}, "a table")
+    items: list[str] = setting(["x"], "a list")
+    user: str | None = setting(None, "text or unset")
+    key: Secret | None = setting(None, "a secret")
+
+
+def test_a_section_is_derived_from_its_dataclass() -> None:
+    """The records docs, validation and the environment use come from the annotations and setting()."""
+    derived = {s.key: (s.kind, s.secret, s.default, s.choices) for s in section_of(TypedSettings).settings}
+    assert derived == {
+        "ratio": (float, False, 0.5, None),
+        "count": (int, False, 3, None),
+        "flag": (bool, False, True, None),
+        "mode": (str, False, "a", ("a", "b")),
+        "table": (dict, False, {"k": [1]}, None),
+        "items": (list, False, ["x"], None),
+        "user": (str, False, None, None),
+        "key": (str, True, None, None),
+    }
+    assert section_of(TypedSettings).name == "typed"
+    # A mutable default is the object's own: changing one object's table leaves the next one's alone.
+    TypedSettings().table["k"].append(2)
+    assert TypedSettings().table == {"k": [1]}
+
+
+def test_values_from_the_environment_are_converted_to_the_annotated_kind(monkeypatch: pytest.MonkeyPatch) -> None:
+    from preemptlens import config as config_module
+
+    monkeypatch.setattr(config_module, "SETTINGS", (*config_module.SETTINGS, TypedSettings))
+    monkeypatch.setenv("PREEMPTLENS_TYPED__RATIO", "0.25")
+    monkeypatch.setenv("PREEMPTLENS_TYPED__COUNT", "7")
+    monkeypatch.setenv("PREEMPTLENS_TYPED__FLAG", "false")
+    monkeypatch.setenv("PREEMPTLENS_TYPED__KEY", "k3y")
+    typed = load_config(overrides={"typed.mode": "b"}).of(TypedSettings)
+    assert (typed.ratio, typed.count, typed.flag, typed.mode) == (0.25, 7, False, "b")
+    assert typed.key == Secret("k3y")
+
+
+def test_a_section_object_is_built_once_frozen_and_defaults_what_is_left_out() -> None:
+    config = Config(values={"warehouse": {"path": "w.duckdb"}})
+    built = config.of(WarehouseSettings)
+    assert config.of(WarehouseSettings) is built
+    assert (built.path, built.future_slack_s) == ("w.duckdb", WarehouseSettings().future_slack_s)
+    with pytest.raises(AttributeError):
+        built.path = "other.duckdb"  # type: ignore[misc]
+    assert Config().of(ClusterSettings) == ClusterSettings()
+
+
+def test_a_section_must_be_a_frozen_dataclass_of_settings() -> None:
+    with pytest.raises(TypeError, match="frozen dataclass"):
+
+        @section("loose", "not frozen")
+        @dataclass
+        class Loose:
+            value: int = setting(1, "a number")
+
+    @section("bare", "a field without help")
+    @dataclass(frozen=True)
+    class Bare:
+        value: int = 1
+
+    with pytest.raises(TypeError, match=r"bare\.value: every field of a section is a setting"):
+        section_of(Bare)

@@ -9,12 +9,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from preemptlens.analytics.params import SETTINGS, params_from
+from preemptlens.analytics.params import AnalyticsSettings
 from preemptlens.analytics.refresh import analyze
 from preemptlens.cli import main
 from preemptlens.commands.collect import checked_batches
 from preemptlens.commands.rename_cluster import rename
-from preemptlens.config import Config
 from preemptlens.contract import Batch, Watermark
 from preemptlens.errors import ConfigError
 from preemptlens.warehouse import Warehouse
@@ -52,7 +51,7 @@ def wh(tmp_path: Path) -> Warehouse:
     warehouse = Warehouse(tmp_path / "w.duckdb")
     _load(warehouse, "demo", ["1", "2"], "node1")  # Slurm rows landed as `demo`
     _load(warehouse, "gpu-east", ["9"], "node2")  # what was loaded under the right name
-    analyze(warehouse, params_from(Config(values={"analytics": {s.key: s.default for s in SETTINGS.settings}})))
+    analyze(warehouse, AnalyticsSettings())
     return warehouse
 
 

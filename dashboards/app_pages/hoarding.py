@@ -12,7 +12,7 @@ from preemptlens.dashboards.views_common import Charts, context, window_caption
 ctx = context()
 f = ctx.filters
 charts = Charts()
-top_n = int(ctx.settings["top_n"])
+top_n = ctx.settings.top_n
 st.title("Idle hoarding")
 st.caption(window_caption(f))
 
@@ -48,7 +48,7 @@ st.caption(
     "filters do not apply to this chart."
 )
 
-limit = int(ctx.settings["table_rows"])
+limit = ctx.settings.table_rows
 avoidable, total = ctx.q("avoidable_rows", f, limit)
 st.subheader(f"Avoidable preemptions ({total:,})")
 st.caption(

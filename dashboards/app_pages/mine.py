@@ -79,7 +79,7 @@ me = ctx.reader
 st.title("My preemptions")
 teams = ", ".join(me.teams) or "no team"
 st.caption(f"{me.user} ({teams}) · {window_caption(ctx.filters)} · your own jobs first, then your team's")
-rows = ctx.q("mine", ctx.filters, names(me.user, me.email), me.teams, int(ctx.settings["table_rows"]))
+rows = ctx.q("mine", ctx.filters, names(me.user, me.email), me.teams, ctx.settings.table_rows)
 own = int(rows["own"].sum()) if rows.height else 0
 cols = st.columns(4)
 cols[0].metric("Your preemptions", f"{own:,}")

@@ -7,7 +7,7 @@ import streamlit as st
 from preemptlens.dashboards.views_common import context
 
 ctx = context()
-rows = int(ctx.settings["table_rows"])
+rows = ctx.settings.table_rows
 st.title("Operations")
 st.caption("Shown to admins only: raw records may hold anything a source sent, and receivers' errors name their "
            "endpoints.")

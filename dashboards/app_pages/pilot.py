@@ -12,12 +12,11 @@ import streamlit as st
 from preemptlens.analytics.pilot import (
     Evaluation,
     Pilot,
-    Thresholds,
+    PilotSettings,
     candidates,
     declared,
     evaluate,
     readiness,
-    thresholds_from,
 )
 from preemptlens.config import load_config
 from preemptlens.dashboards.data import reader
@@ -27,7 +26,7 @@ from preemptlens.readonly import Limits
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
-def _evaluation(warehouse: str, limits: Limits, version: float, pilot: Pilot, th: Thresholds) -> Evaluation:
+def _evaluation(warehouse: str, limits: Limits, version: float, pilot: Pilot, th: PilotSettings) -> Evaluation:
     del version  # only part of the cache key
     with reader(warehouse, limits) as r:
         return evaluate(r.frame, pilot, th)
@@ -46,7 +45,7 @@ st.title("Pilot evaluation")
 try:
     config = load_config()
     pilots = declared(config)
-    th = thresholds_from(config)
+    th = config.of(PilotSettings)
 except PreemptlensError as exc:
     st.error(str(exc))
     st.stop()

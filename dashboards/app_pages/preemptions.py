@@ -115,7 +115,7 @@ def show_victim(detail: VictimDetail, job_id: str, charts: Charts) -> None:
 ctx = context()
 f = ctx.filters
 charts = Charts()
-limit = int(ctx.settings["table_rows"])
+limit = ctx.settings.table_rows
 st.title("Preemptions")
 st.caption(window_caption(f) + " · team and tier match the victim or the preemptor")
 

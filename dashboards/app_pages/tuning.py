@@ -11,7 +11,7 @@ from preemptlens.dashboards.views_common import context, duration
 
 ctx = context()
 st.title("Tuning suggestions")
-table: pl.DataFrame | None = ctx.q("suggestions", ctx.filters, int(ctx.settings["top_n"]))
+table: pl.DataFrame | None = ctx.q("suggestions", ctx.filters, ctx.settings.top_n)
 if table is None:
     st.info("No tuning suggestions yet: this warehouse has no `suggestions` table. Run `preemptlens suggest`.")
 elif table.height == 0:

@@ -57,12 +57,14 @@ def build_effectors(config: Config, actions: Mapping[str, ActionSettings],
 
 def run(args: argparse.Namespace, config: Config) -> int:
     from preemptlens.analytics import actions
+    from preemptlens.config import WarehouseSettings
     from preemptlens.times import parse_when
     from preemptlens.warehouse import Warehouse
 
     settings = actions.settings_from(config)
     now = parse_when(args.now, "--now") if args.now else datetime.now(UTC)
-    with Warehouse(config.get("warehouse.path"), future_slack_s=config.get("warehouse.future_slack_s")) as wh:
+    warehouse = config.of(WarehouseSettings)
+    with Warehouse(warehouse.path, future_slack_s=warehouse.future_slack_s) as wh:
         leftover = actions.open_enforced(wh)
         if not leftover and not any(s.enabled for s in settings.values()):
             print("no action is enabled (set enabled = true in [kueue_boost], [kai_protect] or [slurm_protect])")

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import argparse
 
-from preemptlens.analytics.params import params_from
+from preemptlens.analytics.params import AnalyticsSettings
 from preemptlens.analytics.refresh import analyze
 from preemptlens.analytics.scorecard import render
-from preemptlens.config import Config
+from preemptlens.config import Config, WarehouseSettings
 from preemptlens.warehouse import Warehouse
 
 
@@ -21,8 +21,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
-    params = params_from(config)
-    with Warehouse(config.get("warehouse.path")) as wh:
+    params = config.of(AnalyticsSettings)
+    with Warehouse(config.of(WarehouseSettings).path) as wh:
         report = analyze(wh, params, full=args.full)
         timings = ", ".join(f"{k} {v:.2f} s" for k, v in report.seconds.items())
         print(

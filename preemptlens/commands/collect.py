@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from preemptlens.analytics.lake import keep_current
-from preemptlens.config import Config
+from preemptlens.config import Config, WarehouseSettings
 from preemptlens.contract import Batch
 from preemptlens.errors import ConfigError
 from preemptlens.registry import SOURCES
@@ -62,7 +62,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
     module = importlib.import_module(SOURCES[args.source])
     collector = module.build(args, config)
     total = LoadReport(load_id="", source=collector.name)
-    with Warehouse(config.get("warehouse.path"), future_slack_s=config.get("warehouse.future_slack_s")) as wh:
+    with Warehouse(config.of(WarehouseSettings).path, future_slack_s=config.of(WarehouseSettings).future_slack_s) as wh:
         for batch in checked_batches(collector, wh.watermarks(collector.name)):
             total.add(wh.load_batch(batch))
         exported = keep_current(wh, config)

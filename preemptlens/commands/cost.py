@@ -11,8 +11,8 @@ from datetime import UTC, datetime
 
 import polars as pl
 
-from preemptlens.analytics.livecost import compute, records, settings_from, top
-from preemptlens.config import Config
+from preemptlens.analytics.livecost import LiveCostSettings, compute, records, top
+from preemptlens.config import Config, WarehouseSettings
 from preemptlens.times import TIME_HELP, parse_when
 from preemptlens.warehouse import Warehouse
 
@@ -46,10 +46,10 @@ def render(frame: pl.DataFrame) -> str:
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
-    settings = settings_from(config)
+    settings = config.of(LiveCostSettings)
     at = parse_when(args.at, "--at", datetime.now(UTC))
     limit = args.top if args.top is not None else settings.top_jobs
-    with Warehouse(config.get("warehouse.path")) as wh:
+    with Warehouse(config.of(WarehouseSettings).path) as wh:
         done = compute(wh, at, settings)
         frame = top(wh.con, max(limit, 0), cluster=args.cluster, pool=args.pool)
     if args.json:

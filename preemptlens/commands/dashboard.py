@@ -53,12 +53,13 @@ def options(config: Config, port: int, address: str | None = None) -> list[str]:
     listening address or dashboard.public_host is refused (a page on a foreign name that resolves here,
     DNS rebinding, cannot open a session), and only that public name is a cross-origin exception.
     Errors reach the reader as a generic message; the details go to the server log."""
-    from preemptlens.dashboards.access import config_problems, is_loopback
+    from preemptlens.dashboards.access import AccessSettings, config_problems, is_loopback
+    from preemptlens.dashboards.data import DashboardSettings
 
-    settings = config.section("dashboard")
-    address = str(address or settings["address"])
-    public = str(settings["public_host"]).strip()
-    problems = config_problems(config.section("access"), address)
+    settings = config.of(DashboardSettings)
+    address = address or settings.address
+    public = settings.public_host.strip()
+    problems = config_problems(config.of(AccessSettings), address)
     if not is_loopback(address) and not public:
         problems.append(f"dashboard.public_host: needed when the dashboard listens on {address or 'every address'}")
     if problems:
@@ -81,16 +82,20 @@ def options(config: Config, port: int, address: str | None = None) -> list[str]:
 
 
 def command(args: argparse.Namespace, config: Config) -> list[str]:
-    settings = config.section("dashboard")
-    return launch(APP, *options(config, int(args.port or settings["port"]), args.address))
+    from preemptlens.dashboards.data import DashboardSettings
+
+    return launch(APP, *options(config, int(args.port or config.of(DashboardSettings).port), args.address))
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
-    env = {**os.environ, "PREEMPTLENS_WAREHOUSE__PATH": str(config.get("warehouse.path"))}
+    from preemptlens.config import WarehouseSettings
+    from preemptlens.dashboards.data import DashboardSettings
+
+    env = {**os.environ, "PREEMPTLENS_WAREHOUSE__PATH": config.of(WarehouseSettings).path}
     if config.path is not None:
         env["PREEMPTLENS_CONFIG"] = str(config.path.resolve())
-    settings = config.section("dashboard")
-    address, port = args.address or settings["address"], args.port or settings["port"]
+    settings = config.of(DashboardSettings)
+    address, port = args.address or settings.address, args.port or settings.port
     # Built (and [access] checked) before anything is printed.
     argv = command(args, config)
     print(f"dashboard on http://{address}:{port} (Ctrl-C stops it)", flush=True)

@@ -15,13 +15,13 @@ import sys
 import time
 from datetime import UTC, datetime, timedelta
 
-from preemptlens.analytics.params import params_from
+from preemptlens.analytics.params import AnalyticsSettings
 from preemptlens.analytics.refresh import analyze
 from preemptlens.analytics.scorecard import render
 from preemptlens.analytics.simulator import DEMO, PoolSpec, SimConfig, simulate_into
 from preemptlens.cli import command_args
 from preemptlens.commands import dashboard, report, suggest
-from preemptlens.config import Config
+from preemptlens.config import Config, WarehouseSettings
 from preemptlens.warehouse import Warehouse
 
 
@@ -46,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
-    path = config.get("warehouse.path")
+    path = config.of(WarehouseSettings).path
     sim = demo_config(args.days, args.gpus, args.seed)
     began = time.perf_counter()
 
@@ -59,7 +59,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
         for line in summary.lines():
             print(line)
         print("== analyze", flush=True)
-        analyzed = analyze(wh, params_from(config))
+        analyzed = analyze(wh, config.of(AnalyticsSettings))
         print(f"{len(analyzed.views)} views refreshed, {analyzed.stretches.stretches} idle stretches")
         print(render(wh))
     print("== suggest", flush=True)

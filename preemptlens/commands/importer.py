@@ -8,7 +8,7 @@ from pathlib import Path
 
 from preemptlens.analytics.lake import keep_current
 from preemptlens.collectors.files import IMPORTABLE, FileImporter, table_for
-from preemptlens.config import Config
+from preemptlens.config import Config, WarehouseSettings
 from preemptlens.errors import SourceError
 from preemptlens.warehouse import LoadReport, Warehouse
 
@@ -23,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
-    with Warehouse(config.get("warehouse.path"), future_slack_s=config.get("warehouse.future_slack_s")) as wh:
+    with Warehouse(config.of(WarehouseSettings).path, future_slack_s=config.of(WarehouseSettings).future_slack_s) as wh:
         failed = 0
         for path in args.files:
             try:

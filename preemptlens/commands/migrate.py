@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import argparse
 
-from preemptlens.config import Config
+from preemptlens.config import Config, WarehouseSettings
 from preemptlens.warehouse import Warehouse
 
 
@@ -11,11 +11,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
-    with Warehouse(config.get("warehouse.path")) as wh:
+    with Warehouse(config.of(WarehouseSettings).path) as wh:
         applied = wh.migrate()
         version = wh.schema_version()
     print(
-        f"warehouse {config.get('warehouse.path')}: schema version {version}"
+        f"warehouse {config.of(WarehouseSettings).path}: schema version {version}"
         + (f" (applied {', '.join(map(str, applied))})" if applied else " (up to date)")
     )
     return 0

@@ -29,6 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _from_args(args: argparse.Namespace, config: Config) -> Pilot:
     from preemptlens.analytics.pilot import declared, pilot_from
+    from preemptlens.config import ClusterSettings
 
     spec: dict[str, object] = {}
     known = declared(config)
@@ -41,23 +42,24 @@ def _from_args(args: argparse.Namespace, config: Config) -> Pilot:
     for key in ("cluster", "pools", "control", "tiers", "start", "end", "what"):
         if getattr(args, key):
             spec[key] = getattr(args, key)
-    return pilot_from(args.name, spec, str(config.get("cluster.name")))
+    return pilot_from(args.name, spec, config.of(ClusterSettings).name)
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
     from preemptlens.analytics.pilot import (
+        PilotSettings,
         candidates,
         declared,
         evaluate,
         readiness,
         render,
         render_candidates,
-        thresholds_from,
     )
+    from preemptlens.config import WarehouseSettings
     from preemptlens.warehouse import Warehouse
 
-    th = thresholds_from(config)
-    with Warehouse(config.get("warehouse.path")) as wh:
+    th = config.of(PilotSettings)
+    with Warehouse(config.of(WarehouseSettings).path) as wh:
         if args.name is None:
             pilots = declared(config)
             if pilots:

@@ -18,7 +18,7 @@ import argparse
 import uuid
 from datetime import UTC, datetime
 
-from preemptlens.config import Config
+from preemptlens.config import Config, WarehouseSettings
 from preemptlens.contract import RULES
 from preemptlens.errors import ConfigError
 from preemptlens.warehouse import Warehouse, quote
@@ -110,7 +110,7 @@ def rename(wh: Warehouse, old: str, new: str) -> dict[str, int]:
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
-    with Warehouse(config.get("warehouse.path")) as wh:
+    with Warehouse(config.of(WarehouseSettings).path) as wh:
         moved = rename(wh, args.old, args.new)
     for table, n in sorted(moved.items()):
         print(f"{table}: {n} rows moved from {args.old} to {args.new}")

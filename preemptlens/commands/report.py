@@ -24,19 +24,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
-    from preemptlens.analytics.pilot import declared, thresholds_from
+    from preemptlens.analytics.pilot import PilotSettings, declared
+    from preemptlens.config import WarehouseSettings
     from preemptlens.dashboards import report
     from preemptlens.dashboards.data import reader
     from preemptlens.readonly import Limits
 
     week = report.Week.parse(args.week) if args.week else report.Week.last_complete(datetime.now(UTC))
-    settings = config.section("report")
-    folder = Path(args.out or settings["folder"])
-    with reader(config.get("warehouse.path"), Limits.from_config(config)) as r:
+    settings = config.of(report.ReportSettings)
+    folder = Path(args.out or settings.folder)
+    with reader(config.of(WarehouseSettings).path, config.of(Limits)) as r:
         weekly = report.build(
-            r, week, top_n=int(settings["top_n"]), trend_weeks=int(settings["trend_weeks"]),
-            clusters=tuple(args.cluster), scheduler=str(settings["scheduler"] or ""),
-            pilots=tuple(declared(config).values()), thresholds=thresholds_from(config),
+            r, week, top_n=settings.top_n, trend_weeks=settings.trend_weeks,
+            clusters=tuple(args.cluster), scheduler=settings.scheduler,
+            pilots=tuple(declared(config).values()), thresholds=config.of(PilotSettings),
         )
     html, markdown = report.write(weekly, folder)
     print(f"weekly report {week.label}: {weekly.headline['preemptions']} preemptions; wrote {html} and {markdown}")

@@ -33,11 +33,12 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import FrameType, ModuleType
 from typing import TYPE_CHECKING
 
-from preemptlens.config import Config, Section, Setting
+from preemptlens.config import Config, WarehouseSettings, section, setting
 from preemptlens.errors import ConfigError, PreemptlensError
 from preemptlens.registry import SOURCES, command_module, source_module
 
@@ -55,64 +56,50 @@ log = logging.getLogger("preemptlens.serve")
 
 JOBS = ("collect", "analyze", "alerts", "cost", "actions", "report", "dashboard")
 
-SETTINGS = Section(
-    "serve",
-    "What `preemptlens serve` runs, and when (times in UTC).",
-    (
-        Setting(
-            "jobs",
-            list(JOBS),
-            f"Jobs to run, from: {', '.join(JOBS)}. A job whose module is not installed is skipped with a log line.",
-            kind=list,
-        ),
-        Setting(
-            "collect",
-            [],
-            "Collectors to run, each written as after `preemptlens collect`, e.g. \"slurm --cluster-name a\"; "
-            "a dotted module path exposing add_arguments and build also works.",
-            kind=list,
-        ),
-        Setting("collect_interval_s", 300.0, "Seconds between collections.", kind=float),
-        Setting("analyze_interval_s", 900.0, "Seconds between analytics refreshes.", kind=float),
-        Setting("alerts_interval_s", 300.0, "Seconds between alert evaluations and deliveries.", kind=float),
-        Setting(
-            "actions_interval_s",
-            300.0,
-            "Seconds between cycles of the enabled actions ([kueue_boost], [kai_protect], [slurm_protect]); "
-            "the job is scheduled only when one is enabled.",
-            kind=float,
-        ),
-        Setting("report_cron", "0 6 * * 1", "Crontab line of the weekly report (default: Mondays 06:00 UTC)."),
-        Setting(
-            "dashboard_port", 8501, "Port of the Streamlit dashboard (its address is dashboard.address).", kind=int
-        ),
-        Setting(
-            "metrics_port",
-            9464,
-            "Port of the Prometheus /metrics endpoint (preemptlens's own figures, docs/metrics.md); 0 turns it off.",
-            kind=int,
-        ),
-        Setting(
-            "metrics_address",
-            "127.0.0.1",
-            "Address the /metrics endpoint listens on; 0.0.0.0 exposes it to the network (docs/deploy.md puts "
-            "it behind the dashboard's auth proxy instead).",
-        ),
-        Setting(
-            "snapshot_interval_s",
-            10.0,
-            "During a long collection, publish the readers' snapshot at most this often (seconds); "
-            "it is always published when a job ends.",
-            kind=float,
-        ),
-        Setting(
-            "lock_wait_s",
-            60.0,
-            "Seconds a job waits while another process writes the warehouse before it skips this run.",
-            kind=float,
-        ),
-    ),
-)
+
+@section("serve", "What `preemptlens serve` runs, and when (times in UTC).")
+@dataclass(frozen=True)
+class ServeSettings:
+    jobs: list[str] = setting(
+        list(JOBS),
+        f"Jobs to run, from: {', '.join(JOBS)}. A job whose module is not installed is skipped with a log line.",
+    )
+    collect: list[str] = setting(
+        [],
+        "Collectors to run, each written as after `preemptlens collect`, e.g. \"slurm --cluster-name a\"; "
+        "a dotted module path exposing add_arguments and build also works.",
+    )
+    collect_interval_s: float = setting(300.0, "Seconds between collections.")
+    analyze_interval_s: float = setting(900.0, "Seconds between analytics refreshes.")
+    alerts_interval_s: float = setting(300.0, "Seconds between alert evaluations and deliveries.")
+    actions_interval_s: float = setting(
+        300.0,
+        "Seconds between cycles of the enabled actions ([kueue_boost], [kai_protect], [slurm_protect]); "
+        "the job is scheduled only when one is enabled.",
+    )
+    report_cron: str = setting("0 6 * * 1", "Crontab line of the weekly report (default: Mondays 06:00 UTC).")
+    dashboard_port: int = setting(8501, "Port of the Streamlit dashboard (its address is dashboard.address).")
+    metrics_port: int = setting(
+        9464,
+        "Port of the Prometheus /metrics endpoint (preemptlens's own figures, docs/metrics.md); 0 turns it off.",
+    )
+    metrics_address: str = setting(
+        "127.0.0.1",
+        "Address the /metrics endpoint listens on; 0.0.0.0 exposes it to the network (docs/deploy.md puts "
+        "it behind the dashboard's auth proxy instead).",
+    )
+    snapshot_interval_s: float = setting(
+        10.0,
+        "During a long collection, publish the readers' snapshot at most this often (seconds); "
+        "it is always published when a job ends.",
+    )
+    lock_wait_s: float = setting(
+        60.0,
+        "Seconds a job waits while another process writes the warehouse before it skips this run.",
+    )
+
+
+SETTINGS = ServeSettings
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -124,22 +111,22 @@ class Server:
 
     def __init__(self, config: Config, *, dashboard: bool = True) -> None:
         self.config = config
-        self.section = config.section("serve")
-        self.warehouse = str(config.get("warehouse.path"))
+        self.settings = config.of(ServeSettings)
+        self.warehouse = config.of(WarehouseSettings).path
         self.stop = threading.Event()
         self.dashboard = dashboard
         self._last_publish = 0.0
-        unknown = [j for j in self.section["jobs"] if j not in JOBS]
+        unknown = [j for j in self.settings.jobs if j not in JOBS]
         if unknown:
             raise ConfigError(f"serve.jobs: unknown job(s) {unknown}", f"known jobs: {', '.join(JOBS)}")
         self.dashboard_options: list[str] | None = None
         self.action_settings: dict[str, ActionSettings] = {}
         self.effectors: dict[str, tuple[str, Effector]] | None = None
-        if dashboard and "dashboard" in self.section["jobs"]:
+        if dashboard and "dashboard" in self.settings.jobs:
             from preemptlens.commands.dashboard import options
 
             # `preemptlens dashboard`'s own options, checked before any job starts.
-            self.dashboard_options = options(config, int(self.section["dashboard_port"]))
+            self.dashboard_options = options(config, self.settings.dashboard_port)
 
     # -- the warehouse, one job at a time -----------------------------------
 
@@ -151,11 +138,11 @@ class Server:
         from preemptlens.analytics.lake import keep_current
         from preemptlens.warehouse import Warehouse
 
-        deadline = time.monotonic() + float(self.section["lock_wait_s"])
+        deadline = time.monotonic() + self.settings.lock_wait_s
         delay = 0.1
         while True:
             try:
-                wh = Warehouse(self.warehouse, future_slack_s=self.config.get("warehouse.future_slack_s"))
+                wh = Warehouse(self.warehouse, future_slack_s=self.config.of(WarehouseSettings).future_slack_s)
                 break
             except duckdb.IOException as exc:
                 if "lock" not in str(exc).lower():
@@ -174,7 +161,7 @@ class Server:
             wh.close()
 
     def publish(self, wh: Warehouse, *, force: bool = False) -> None:
-        if not force and time.monotonic() - self._last_publish < float(self.section["snapshot_interval_s"]):
+        if not force and time.monotonic() - self._last_publish < self.settings.snapshot_interval_s:
             return
         wh.publish()
         self._last_publish = time.monotonic()
@@ -246,7 +233,7 @@ class Server:
             if missing:
                 # Not an error: the first analyze has not run yet (it is scheduled before this job).
                 return f"waiting for the first analyze (no {', '.join(missing)} yet)"
-            done = livecost.compute(wh, datetime.now(UTC), livecost.settings_from(self.config))
+            done = livecost.compute(wh, datetime.now(UTC), self.config.of(livecost.LiveCostSettings))
         return f"{done.jobs} running job(s), {done.unknown} of unknown cost, {done.deleted} old row(s) deleted"
     def _open_enforced(self, read: Callable[[Warehouse], set[str]]) -> set[str]:
         """Actions whose enforced holds are open (all of them when the warehouse is busy and cannot tell):
@@ -257,7 +244,7 @@ class Server:
         from preemptlens.warehouse import Warehouse
 
         try:
-            with Warehouse(self.warehouse, future_slack_s=self.config.get("warehouse.future_slack_s")) as wh:
+            with Warehouse(self.warehouse, future_slack_s=self.config.of(WarehouseSettings).future_slack_s) as wh:
                 return read(wh)
         except duckdb.IOException as exc:
             if "lock" not in str(exc).lower():
@@ -281,7 +268,7 @@ class Server:
         from apscheduler.triggers.cron import CronTrigger
         from apscheduler.triggers.interval import IntervalTrigger
 
-        wanted = set(self.section["jobs"])
+        wanted = set(self.settings.jobs)
         now = datetime.now(UTC)
         added: list[str] = []
 
@@ -292,28 +279,28 @@ class Server:
             added.append(job_id)
 
         if "collect" in wanted:
-            missing = [s for s in self.section["collect"] if not _importable(_source_module(s))]
+            missing = [s for s in self.settings.collect if not _importable(_source_module(s))]
             if missing:
                 raise ConfigError(
                     f"serve.collect: no collector module for {missing}",
                     f"sources: {', '.join(SOURCES)}, or a dotted module path exposing add_arguments and build",
                 )
-            for spec in self.section["collect"]:
-                interval = float(self.section["collect_interval_s"])
+            for spec in self.settings.collect:
+                interval = self.settings.collect_interval_s
                 every(f"collect:{shlex.split(spec)[0]}", interval, functools.partial(self.collect, spec))
         if "analyze" in wanted:
             analyze = _command_module("analyze")
             if analyze is None:
                 log.info("analyze: no `preemptlens analyze` in this installation; not scheduled")
             else:
-                interval = float(self.section["analyze_interval_s"])
+                interval = self.settings.analyze_interval_s
                 every("analyze", interval, functools.partial(self.command, "analyze", analyze))
         if "alerts" in wanted:
-            every("alerts", float(self.section["alerts_interval_s"]), self.alerts)
+            every("alerts", self.settings.alerts_interval_s, self.alerts)
         if "cost" in wanted:
             from preemptlens.analytics import livecost
 
-            every("cost", livecost.settings_from(self.config).interval_s, self.cost)
+            every("cost", self.config.of(livecost.LiveCostSettings).interval_s, self.cost)
         if "actions" in wanted:
             from preemptlens.analytics import actions
             from preemptlens.commands.act import build_effectors
@@ -321,9 +308,9 @@ class Server:
             self.action_settings = actions.settings_from(self.config)
             leftover = self._open_enforced(actions.open_enforced)
             if leftover or any(s.enabled for s in self.action_settings.values()):
-                # Built once: an enforce action without its scheduler's connection fails the start, not a job.
+                # Built once: an enforce action without its scheduler connection fails the start, not a job.
                 self.effectors = build_effectors(self.config, self.action_settings, leftover)
-                every("actions", float(self.section["actions_interval_s"]), self.actions)
+                every("actions", self.settings.actions_interval_s, self.actions)
             else:
                 log.info("actions: none enabled and no enforced hold open; not scheduled")
         if "report" in wanted:
@@ -331,7 +318,7 @@ class Server:
             if report is None:
                 log.info("report: no `preemptlens report` in this installation; not scheduled")
             else:
-                trigger = CronTrigger.from_crontab(str(self.section["report_cron"]), timezone=UTC)
+                trigger = CronTrigger.from_crontab(self.settings.report_cron, timezone=UTC)
                 job = self._guarded("report", functools.partial(self.command, "report", report))
                 scheduler.add_job(job, trigger, id="report")
                 added.append("report")
@@ -339,6 +326,7 @@ class Server:
 
     def start_dashboard(self) -> subprocess.Popen[bytes] | None:
         from preemptlens.commands.dashboard import APP, launch
+        from preemptlens.dashboards.data import DashboardSettings
 
         if self.dashboard_options is None:
             return None
@@ -347,18 +335,18 @@ class Server:
         if self.config.path is not None:
             env["PREEMPTLENS_CONFIG"] = str(self.config.path)
         process = subprocess.Popen(launch(APP, *self.dashboard_options), env=env)
-        address = self.config.get("dashboard.address")
-        log.info("dashboard on http://%s:%s (pid %d)", address, self.section["dashboard_port"], process.pid)
+        address = self.config.of(DashboardSettings).address
+        log.info("dashboard on http://%s:%s (pid %d)", address, self.settings.dashboard_port, process.pid)
         return process
 
     def start_metrics(self) -> MetricsServer | None:
         """Serve /metrics on its own thread; figures are read from the published snapshot only."""
         from preemptlens.dashboards.metrics import MetricsServer, SnapshotCollector
 
-        port = int(self.section["metrics_port"])
+        port = self.settings.metrics_port
         if port == 0:
             return None
-        address = str(self.section["metrics_address"])
+        address = self.settings.metrics_address
         try:
             server = MetricsServer(SnapshotCollector.from_config(self.config), address, port)
         except OSError as exc:

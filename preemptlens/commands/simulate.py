@@ -8,7 +8,7 @@ import sys
 
 from preemptlens.analytics.sim_model import VICTIM_ORDERS
 from preemptlens.analytics.simulator import PolicyConfig, SimConfig, WorkloadConfig, cluster_of, simulate_into
-from preemptlens.config import Config
+from preemptlens.config import ClusterSettings, Config, WarehouseSettings
 from preemptlens.errors import ConfigError
 from preemptlens.warehouse import Warehouse
 
@@ -60,7 +60,7 @@ def config_from(args: argparse.Namespace, config: Config) -> SimConfig:
         victim_order=args.victim_order,
     )
     return SimConfig(
-        cluster=args.cluster or str(config.get("cluster.name") or "") or _DEFAULTS.cluster,
+        cluster=args.cluster or config.of(ClusterSettings).name or _DEFAULTS.cluster,
         days=args.days,
         pools=cluster_of(args.gpus, pools=args.pools),
         workload=workload,
@@ -72,7 +72,7 @@ def config_from(args: argparse.Namespace, config: Config) -> SimConfig:
 
 def run(args: argparse.Namespace, config: Config) -> int:
     sim = config_from(args, config)
-    with Warehouse(config.get("warehouse.path")) as wh:
+    with Warehouse(config.of(WarehouseSettings).path) as wh:
         summary = simulate_into(wh, sim, progress=lambda message: print(message, file=sys.stderr, flush=True))
     for line in summary.lines():
         print(line)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import argparse
 
-from preemptlens.analytics.params import params_from
+from preemptlens.analytics.lake import LakeSettings
+from preemptlens.analytics.params import AnalyticsSettings
 from preemptlens.analytics.spark import run_spark, spark_session
 from preemptlens.config import Config
 from preemptlens.errors import ConfigError
@@ -21,13 +22,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
-    folder = args.lake or config.get("lake.folder")
+    folder = args.lake or config.of(LakeSettings).folder
     if not folder:
         raise ConfigError(
             "spark: no lake given and lake.folder is not set",
             "pass --lake DIR (a folder `preemptlens export parquet DIR` wrote) or set [lake] folder",
         )
-    params = params_from(config)
+    params = config.of(AnalyticsSettings)
     with spark_session(config, master=args.master) as spark:
         report = run_spark(spark, folder, params)
     timings = ", ".join(f"{k} {v:.1f} s" for k, v in report.seconds.items())

@@ -21,7 +21,7 @@ from typing import Any, TextIO
 
 import polars as pl
 
-from preemptlens.config import Config
+from preemptlens.config import Config, WarehouseSettings
 from preemptlens.errors import PreemptlensError
 from preemptlens.readonly import Limits, QueryError, Result, named_queries, query
 
@@ -112,7 +112,7 @@ def _print(result: Result, fmt: str, limits: Limits, out: TextIO) -> None:
 
 
 def _limits(args: argparse.Namespace, config: Config) -> Limits:
-    base = Limits.from_config(config)
+    base = config.of(Limits)
     return Limits(
         max_rows=args.max_rows if args.max_rows is not None else base.max_rows,
         timeout_s=args.timeout if args.timeout is not None else base.timeout_s,
@@ -123,7 +123,7 @@ def _limits(args: argparse.Namespace, config: Config) -> Limits:
 
 def run(args: argparse.Namespace, config: Config) -> int:
     limits = _limits(args, config)
-    warehouse = config.get("warehouse.path")
+    warehouse = config.of(WarehouseSettings).path
     if args.list:
         for name, (description, _) in named_queries().items():
             print(f"{name:28} {description}")

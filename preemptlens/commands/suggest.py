@@ -12,8 +12,8 @@ from datetime import datetime
 
 from preemptlens.analytics import victim_order
 from preemptlens.analytics.replay import Window, default_window
-from preemptlens.analytics.tuning import GENERATORS, Suggestion, context, settings_from, store, suggest
-from preemptlens.config import Config
+from preemptlens.analytics.tuning import GENERATORS, Suggestion, TuningSettings, context, store, suggest
+from preemptlens.config import ClusterSettings, Config, WarehouseSettings
 from preemptlens.errors import ConfigError
 from preemptlens.times import TIME_HELP, parse_when
 from preemptlens.warehouse import Warehouse
@@ -60,9 +60,9 @@ def _print(s: Suggestion, position: int, scheduler: str | None) -> None:
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
-    settings = settings_from(config)
-    with Warehouse(config.get("warehouse.path")) as wh:
-        cluster = args.cluster or str(config.get("cluster.name") or "") or _only_cluster(wh)
+    settings = config.of(TuningSettings)
+    with Warehouse(config.of(WarehouseSettings).path) as wh:
+        cluster = args.cluster or config.of(ClusterSettings).name or _only_cluster(wh)
         window = default_window(wh, cluster)
         window = Window(cluster, args.start or window.start, args.end or window.end)
         if window.end <= window.start:
@@ -76,7 +76,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
             print(f"   {note}")
         if not ctx.validation.ok:
             print("   the what-ifs below come from a replay that does not reproduce the past: read them as rough")
-        if victim_order.options_from(config).compare:
+        if config.of(victim_order.VictimOrderSettings).compare:
             for line in victim_order.compare(ctx.workload, ctx.baseline).lines():
                 print(line)
         found = suggest(ctx, args.only)

@@ -10,9 +10,8 @@ from typing import Any
 
 import polars as pl
 
-from preemptlens.analytics.params import SETTINGS, Params, params_from
+from preemptlens.analytics.params import AnalyticsSettings
 from preemptlens.analytics.refresh import AnalyzeReport, analyze
-from preemptlens.config import Config
 from preemptlens.warehouse import Warehouse
 
 T0 = datetime(2026, 11, 2, 8, 0, tzinfo=UTC)
@@ -22,10 +21,8 @@ def at(seconds: float) -> datetime:
     return T0 + timedelta(seconds=seconds)
 
 
-def default_params(**overrides: Any) -> Params:
-    values = {s.key: s.default for s in SETTINGS.settings}
-    values.update(overrides)
-    return params_from(Config(values={"analytics": values}))
+def default_params(**overrides: Any) -> AnalyticsSettings:
+    return AnalyticsSettings(**overrides)
 
 
 class Scenario:

@@ -14,7 +14,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from preemptlens.analytics.params import params_from
+from preemptlens.analytics.params import AnalyticsSettings
 from preemptlens.analytics.refresh import analyze
 from preemptlens.analytics.simulator import DEMO, PolicyConfig, PoolSpec, SimConfig, simulate_into
 from preemptlens.config import load_config
@@ -34,7 +34,7 @@ def truth_wh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Warehouse]:
     path: Path = tmp_path_factory.mktemp("truth") / "w.duckdb"
     with Warehouse(path) as wh:
         simulate_into(wh, SIM)
-        analyze(wh, params_from(load_config(overrides={"warehouse.path": str(path)})))
+        analyze(wh, load_config(overrides={"warehouse.path": str(path)}).of(AnalyticsSettings))
         yield wh
 
 
@@ -109,7 +109,7 @@ def test_no_minimum_run_time_shows_in_early_victims(tmp_path: Path) -> None:
         )
         with Warehouse(tmp_path / f"{int(min_run)}.duckdb") as wh:
             simulate_into(wh, sim)
-            analyze(wh, params_from(load_config(overrides={"warehouse.path": str(tmp_path)})))
+            analyze(wh, load_config(overrides={"warehouse.path": str(tmp_path)}).of(AnalyticsSettings))
             counts[min_run] = wh.query(
                 "SELECT count(*) FILTER (WHERE run_age_s < 1800) AS young, count(*) AS n FROM preemption_ledger"
             ).row(0)

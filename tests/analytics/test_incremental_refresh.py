@@ -20,7 +20,7 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from preemptlens.analytics.params import params_from
+from preemptlens.analytics.params import AnalyticsSettings
 from preemptlens.analytics.refresh import analyze
 from preemptlens.analytics.simulator import DEMO, PoolSpec, SimConfig, simulate_into
 from preemptlens.analytics.views import registry
@@ -108,7 +108,7 @@ class Refreshed(NamedTuple):
 @pytest.fixture(scope="module")
 def refreshed(tmp_path_factory: pytest.TempPathFactory) -> Refreshed:
     path: Path = tmp_path_factory.mktemp("incremental") / "w.duckdb"
-    params = params_from(load_config(overrides={"warehouse.path": str(path)}))
+    params = load_config(overrides={"warehouse.path": str(path)}).of(AnalyticsSettings)
     with Warehouse(path) as wh:
         simulate_into(wh, SIM)
         # Latest cut-off first, so that each part holds only its own rows.

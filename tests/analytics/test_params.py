@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import dataclasses
+from dataclasses import dataclass
 
 import pytest
-from analytics_scenario import Scenario, default_params
+from analytics_scenario import Scenario
 
 from preemptlens.analytics import params as params_module
-from preemptlens.analytics.params import param_columns
+from preemptlens.analytics.params import AnalyticsSettings, param_columns
 from preemptlens.analytics.refresh import write_params
 from preemptlens.analytics.views import apply_views
-from preemptlens.config import Setting
+from preemptlens.config import section, setting
 
 
 def test_analyze_writes_every_number_setting_under_its_name(sc: Scenario) -> None:
@@ -26,12 +26,15 @@ def test_analyze_writes_every_number_setting_under_its_name(sc: Scenario) -> Non
     assert row[0]["sample_step_s"] == 60.0  # inferred: no samples
 
 
+@section("analytics", "[analytics] with a setting added after the warehouse was created.")
+@dataclass(frozen=True)
+class _Extended(AnalyticsSettings):
+    new_share_max: float = setting(0.3, "A setting added after the warehouse was created.")
+
+
 def test_a_new_setting_is_a_column_without_a_migration(sc: Scenario, monkeypatch: pytest.MonkeyPatch) -> None:
-    extra = Setting("new_share_max", 0.3, "A setting added after the warehouse was created.", kind=float)
-    section = params_module.SETTINGS
-    monkeypatch.setattr(params_module, "SETTINGS", dataclasses.replace(section, settings=(*section.settings, extra)))
-    write_params(sc.wh, dataclasses.replace(default_params(), values={**default_params().values, "new_share_max": 0.3}),
-                 60.0)
+    monkeypatch.setattr(params_module, "SETTINGS", _Extended)
+    write_params(sc.wh, _Extended(), 60.0)
     assert sc.wh.query("SELECT new_share_max FROM analytics_params")["new_share_max"].to_list() == [0.3]
     # The views still run on the redefined table.
     assert "preemption_ledger" in apply_views(sc.wh)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from preemptlens.analytics.params import params_from
+from preemptlens.analytics.params import AnalyticsSettings
 from preemptlens.analytics.refresh import analyze
 from preemptlens.analytics.sim_model import cluster_of
 from preemptlens.analytics.simulator import SimConfig, WorkloadConfig, simulate_into
@@ -78,7 +78,7 @@ def test_jobs_only_import_leaves_q1_and_hoarding_unknown_and_says_what_to_collec
     with Warehouse(path) as wh:
         wh.con.execute("DELETE FROM pools")
         wh.con.execute("DELETE FROM gpu_samples")
-        analyze(wh, params_from(load_config(overrides={"warehouse.path": str(path)})), full=True)
+        analyze(wh, load_config(overrides={"warehouse.path": str(path)}).of(AnalyticsSettings), full=True)
     evidence, card = scorecard(path)
     assert evidence["hoarded_share_of_allocated"]["value"] is None
     assert evidence["hoarded_share_of_allocated"]["missing"] == "no GPU samples: hoarding unknown"
@@ -126,7 +126,7 @@ def answers(folder: Path, sim: SimConfig) -> list[bool | None]:
     path = folder / "w.duckdb"
     with Warehouse(path) as wh:
         simulate_into(wh, sim)
-        analyze(wh, params_from(load_config(overrides={"warehouse.path": str(path)})))
+        analyze(wh, load_config(overrides={"warehouse.path": str(path)}).of(AnalyticsSettings))
         return wh.query("SELECT answer FROM readiness_scorecard ORDER BY question_no")["answer"].to_list()
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import fixture_cluster
 import pytest
 
-from preemptlens.analytics.params import params_from
+from preemptlens.analytics.params import AnalyticsSettings
 from preemptlens.analytics.refresh import analyze
 from preemptlens.analytics.simulator import DEMO, simulate_into
 from preemptlens.config import load_config
@@ -26,7 +26,7 @@ def sim_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("sim") / "w.duckdb"
     with Warehouse(path) as wh:
         simulate_into(wh, DEMO)
-        analyze(wh, params_from(load_config(None)))
+        analyze(wh, load_config(None).of(AnalyticsSettings))
     return path
 
 

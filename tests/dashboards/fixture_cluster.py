@@ -25,10 +25,8 @@ from typing import Any
 
 import polars as pl
 
-from preemptlens.analytics.params import SETTINGS as ANALYTICS_SETTINGS
-from preemptlens.analytics.params import params_from
+from preemptlens.analytics.params import AnalyticsSettings
 from preemptlens.analytics.refresh import analyze
-from preemptlens.config import Config
 from preemptlens.warehouse import Warehouse
 
 T0 = datetime(2026, 11, 9, tzinfo=UTC)
@@ -203,7 +201,6 @@ def build(path: Path) -> Path:
     for week in range(3):
         _weekly_preemption(rows, week)
     _week48_extras(rows)
-    values = {s.key: s.default for s in ANALYTICS_SETTINGS.settings}
     with Warehouse(path) as wh:
         for table in ("pools", "jobs", "job_runs", "preemption_links", "checkpoints", "gpu_samples"):
             wh.load(table, pl.DataFrame(rows.tables[table], infer_schema_length=None), "fixture")
@@ -214,5 +211,5 @@ def build(path: Path) -> Path:
             {"c": CLUSTER, "j": AVOIDABLE_VICTIM, "t": at(16 * DAY + 10.5 * HOUR), "r": 8 * 0.5 * HOUR,
              "q": AVOIDABLE_LIVE_COST_GPU_HOURS * HOUR - 8 * 0.5 * HOUR, "cost": AVOIDABLE_LIVE_COST_GPU_HOURS * HOUR},
         )
-        analyze(wh, params_from(Config(values={"analytics": values})))
+        analyze(wh, AnalyticsSettings())
     return path

@@ -4,19 +4,18 @@ what [access] refuses, and how query results are masked for a role."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import polars as pl
 import pytest
 
 from preemptlens.config import load_config
-from preemptlens.dashboards.access import HIDDEN, config_problems, proxy_trusted, redact, resolve
+from preemptlens.dashboards.access import HIDDEN, AccessSettings, config_problems, proxy_trusted, redact, resolve
 
 
-def access(tmp_path: Path, text: str) -> dict[str, Any]:
+def access(tmp_path: Path, text: str) -> AccessSettings:
     path = tmp_path / "c.toml"
     path.write_text("[access]\n" + text)
-    return load_config(str(path)).section("access")
+    return load_config(str(path)).of(AccessSettings)
 
 
 def test_roles_come_from_the_user_first_then_the_strongest_groups(tmp_path: Path) -> None:

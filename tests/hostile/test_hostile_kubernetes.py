@@ -16,8 +16,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from preemptlens.collectors.kubernetes import KubernetesCollector, Stream, _Pending
-from preemptlens.collectors.kubernetes_objects import Tiering, pod_rows, podgroup_rows, workload_rows
+from preemptlens.collectors.kubernetes_objects import pod_rows, podgroup_rows, workload_rows
 from preemptlens.collectors.kubernetes_watch import Change
+from preemptlens.config import ClusterSettings
 from preemptlens.warehouse import Warehouse
 
 pytestmark = pytest.mark.hostile
@@ -34,7 +35,7 @@ def collector() -> KubernetesCollector:
     # Only what the per-object path reads; the API client and the streams are not needed here.
     kc = KubernetesCollector.__new__(KubernetesCollector)
     kc.cluster = "c1"
-    kc.tiering = Tiering({"prod": "critical"}, "normal", frozenset({"low", "normal"}))
+    kc.tiering = ClusterSettings(tiers={"prod": "critical"})
     kc.gpu_resource = "nvidia.com/gpu"
     kc.read_podgroups = True
     return kc

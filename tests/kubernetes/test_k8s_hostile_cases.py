@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from preemptlens.collectors.kubernetes import KubernetesCollector, Stream, _Pending
-from preemptlens.collectors.kubernetes_objects import ACCUMULATED_FIELDS, Tiering, podgroup_rows, workload_rows
+from preemptlens.collectors.kubernetes_objects import ACCUMULATED_FIELDS, podgroup_rows, workload_rows
 from preemptlens.collectors.kubernetes_watch import Change
+from preemptlens.config import ClusterSettings
 
 CASES = Path(__file__).resolve().parents[1] / "cases" / "kubernetes"
 
@@ -22,7 +23,7 @@ def items(name: str) -> list[dict[str, Any]]:
 def collect(parse: Any, objects: list[dict[str, Any]]) -> _Pending:
     kc = KubernetesCollector.__new__(KubernetesCollector)
     kc.cluster = "c1"
-    kc.tiering = Tiering({"prod": "critical"}, "normal", frozenset({"low", "normal"}))
+    kc.tiering = ClusterSettings(tiers={"prod": "critical"})
     kc.gpu_resource = "nvidia.com/gpu"
     kc.read_podgroups = True
     pending = _Pending()

@@ -22,15 +22,15 @@ from typing import Any
 import polars as pl
 from k8s_fake import load_case
 
-from preemptlens.analytics.params import SETTINGS, params_from
+from preemptlens.analytics.params import AnalyticsSettings
 from preemptlens.analytics.refresh import analyze
 from preemptlens.collectors.kubernetes_events import preemptions
-from preemptlens.collectors.kubernetes_objects import Tiering, pod_rows, workload_rows
-from preemptlens.config import Config
+from preemptlens.collectors.kubernetes_objects import pod_rows, workload_rows
+from preemptlens.config import ClusterSettings
 from preemptlens.warehouse import Warehouse
 
-TIERING = Tiering(tiers={"batch-low": "low", "inference-critical": "critical"}, default="normal",
-                  preemptible=frozenset({"low", "normal"}))
+TIERING = ClusterSettings(tiers={"batch-low": "low", "inference-critical": "critical"}, default_tier="normal",
+                           preemptible_tiers=["low", "normal"])
 GPU = "nvidia.com/gpu"
 T1 = datetime(2026, 11, 2, 11, 0, tzinfo=UTC)
 X1 = "9d1e0000-aaaa-4bbb-8ccc-000000000001"
@@ -94,7 +94,7 @@ def _ledger(tmp_path: Path, objects: list[tuple[Any, Any]], events: list[dict[st
               "reason": p.reason} for e in events for p in preemptions(e, "v1")]
     if links:
         wh.load("preemption_links", pl.DataFrame(links), "kubernetes")
-    analyze(wh, params_from(Config(values={"analytics": {s.key: s.default for s in SETTINGS.settings}})))
+    analyze(wh, AnalyticsSettings())
     return wh
 
 

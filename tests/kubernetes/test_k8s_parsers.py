@@ -25,7 +25,6 @@ from preemptlens.collectors.kubernetes_events import (
 )
 from preemptlens.collectors.kubernetes_objects import (
     CLUSTER_POOL,
-    Tiering,
     pod_rows,
     podgroup_rows,
     quantity,
@@ -38,12 +37,13 @@ from preemptlens.collectors.kubernetes_pools import (
     parse_flavor,
     parse_node,
 )
+from preemptlens.config import ClusterSettings
 from preemptlens.warehouse import Warehouse
 
-TIERING = Tiering(
+TIERING = ClusterSettings(
     tiers={"batch-low": "low", "inference-critical": "critical", "cq-prod": "high", "research-serve": "critical"},
-    default="normal",
-    preemptible=frozenset({"low", "normal"}),
+    default_tier="normal",
+    preemptible_tiers=["low", "normal"],
 )
 
 

@@ -14,7 +14,7 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from preemptlens.analytics.lake import MANIFEST, export_changed, lake_connection, read_manifest
-from preemptlens.analytics.params import params_from
+from preemptlens.analytics.params import AnalyticsSettings
 from preemptlens.analytics.refresh import analyze
 from preemptlens.analytics.simulator import DEMO, PoolSpec, SimConfig, simulate_into
 from preemptlens.analytics.views import _body, registry
@@ -36,7 +36,7 @@ def sim_wh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Warehouse]:
     path: Path = tmp_path_factory.mktemp("lake") / "w.duckdb"
     with Warehouse(path) as wh:
         simulate_into(wh, SIM)
-        analyze(wh, params_from(load_config(overrides={"warehouse.path": str(path)})))
+        analyze(wh, load_config(overrides={"warehouse.path": str(path)}).of(AnalyticsSettings))
         yield wh
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import requests
 
-from preemptlens.analytics.params import params_from
+from preemptlens.analytics.params import AnalyticsSettings
 from preemptlens.analytics.refresh import analyze
 from preemptlens.analytics.sim_model import PoolSpec, SimConfig, TeamSpec, WorkloadConfig
 from preemptlens.analytics.simulator import simulate_into
@@ -45,7 +45,7 @@ def analysed_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     with Warehouse(path) as wh:
         simulate_into(wh, config)
-        analyze(wh, params_from(load_config(None)))
+        analyze(wh, load_config(None).of(AnalyticsSettings))
         wh.load_batch(Batch(source="probe", watermarks=[Watermark("probe", CLUSTER, "jobs", "42")]))
         wh.publish()
     return path

@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 import requests
 
-from preemptlens.analytics.params import params_from
+from preemptlens.analytics.params import AnalyticsSettings
 from preemptlens.analytics.refresh import analyze
 from preemptlens.commands.serve import Server
 from preemptlens.config import load_config
@@ -45,7 +45,7 @@ def live_row(job: str, pool: str, team: str, tier: str, hours: float | None, whe
 
 def seed(path: Path) -> None:
     with Warehouse(path) as wh:
-        analyze(wh, params_from(load_config(None)))
+        analyze(wh, AnalyticsSettings())
         rows = [live_row("old", "a", "x", "low", 9999.0, EARLIER)]
         rows += [live_row(*job, LATEST) for job in JOBS]
         for row in rows:
@@ -145,7 +145,7 @@ def test_serve_cost_job_waits_for_analyze_then_stores_and_publishes(tmp_path: Pa
     server = Server(load_config(str(config)), dashboard=False)
     assert server.cost().startswith("waiting for the first analyze")
     with Warehouse(path) as wh:
-        analyze(wh, params_from(load_config(None)))
+        analyze(wh, AnalyticsSettings())
         started = datetime.now(UTC) - timedelta(hours=1)
         wh.load("jobs", pl.DataFrame({"cluster": ["c1"], "job_id": ["r1"], "tier": ["low"], "preemptible": [True],
                                       "pool": ["a"], "gpus": [2], "submit_time": [started]}), "test")

@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 from preemptlens.analytics import alerts
-from preemptlens.analytics.params import params_from
+from preemptlens.analytics.params import AnalyticsSettings
 from preemptlens.analytics.refresh import analyze
 from preemptlens.analytics.sim_model import TeamSpec
 from preemptlens.analytics.simulator import DEMO, PoolSpec, SimConfig, simulate_into
@@ -40,7 +40,7 @@ def sim_wh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Warehouse]:
     path = tmp_path_factory.mktemp("rules") / "w.duckdb"
     with Warehouse(path) as wh:
         simulate_into(wh, SIM)
-        analyze(wh, params_from(load_config(overrides={"warehouse.path": str(path)})))
+        analyze(wh, load_config(overrides={"warehouse.path": str(path)}).of(AnalyticsSettings))
         yield wh
 
 
@@ -55,7 +55,7 @@ def test_cost_exceeds_gain_alerts_the_finished_days_that_lost(sim_wh: Warehouse,
     now = END
     found = alerts.CostExceedsGain().evaluate(sim_wh, cfg, now)
     # Recompute the losing days from the ledger and the tier weights, independently of the view.
-    weights = cfg.get("analytics.tier_weights")
+    weights = cfg.of(AnalyticsSettings).tier_weights
     ledger = sim_wh.query("SELECT * FROM preemption_ledger")
     per_day = (
         ledger.with_columns(pl.col("time").dt.truncate("1d").alias("day"))

@@ -21,7 +21,7 @@ import pytest
 
 from preemptlens.analytics import alerts
 from preemptlens.analytics.alerts import Alert, Target, deliver, evaluate, targets_from_config
-from preemptlens.analytics.params import params_from
+from preemptlens.analytics.params import AnalyticsSettings
 from preemptlens.analytics.refresh import analyze
 from preemptlens.config import Config, Secret, load_config
 from preemptlens.errors import ConfigError
@@ -293,7 +293,7 @@ def seed_preemptions(wh: Warehouse) -> None:
         ),
         "test",
     )
-    analyze(wh, params_from(load_config(overrides={})))
+    analyze(wh, load_config(overrides={}).of(AnalyticsSettings))
 
 
 def test_victim_notice_to_team_webhook_slack_format(
@@ -343,7 +343,7 @@ def test_victim_notices_follow_the_ledgers_preemptions(
     wh.load("preemption_links", pl.DataFrame({
         "cluster": ["c1"], "victim_job_id": ["300"], "time": [at], "preemptor_job_id": ["101"], "reason": ["prio"],
     }), "test")
-    analyze(wh, params_from(load_config(overrides={})))
+    analyze(wh, load_config(overrides={}).of(AnalyticsSettings))
     alerts.run(wh, config, NOW)
     keys = wh.query("SELECT dedupe_key FROM alerts ORDER BY dedupe_key")["dedupe_key"].to_list()
     assert keys == ["victim_notice:c1:100:1", "victim_notice:c1:300:1"]

@@ -14,9 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
 
-from preemptlens.analytics.params import SETTINGS as ANALYTICS
-from preemptlens.analytics.params import Params
-from preemptlens.analytics.pilot import Evaluation, Pilot, Thresholds, evaluate
+from preemptlens.analytics.params import AnalyticsSettings
+from preemptlens.analytics.pilot import Evaluation, Pilot, PilotSettings, evaluate
 from preemptlens.analytics.refresh import analyze
 from preemptlens.analytics.sim_engine import simulate_jobs
 from preemptlens.analytics.sim_model import JobSpec
@@ -42,9 +41,8 @@ POOLS = tuple(PoolSpec(name, 2) for name in PILOT_POOLS + CONTROL_POOLS)
 LOW_VICTIMS = PolicyConfig(may_preempt={"critical": ("low",), "high": ("low",), "normal": (), "low": ()})
 
 
-def params() -> Params:
-    return Params(values={s.key: s.default for s in ANALYTICS.settings},
-                  tier_weights=dict(ANALYTICS.settings[9].default))
+def params() -> AnalyticsSettings:
+    return AnalyticsSettings()
 
 
 @dataclass(frozen=True)
@@ -102,7 +100,7 @@ class Scenario:
                      what="preemption on")
 
 
-def evaluate_both(wh: Warehouse, sc: Scenario, th: Thresholds,
+def evaluate_both(wh: Warehouse, sc: Scenario, th: PilotSettings,
                   cluster: str = "pilot") -> tuple[Evaluation, Evaluation]:
     pilot = sc.pilot(cluster)
     actual = evaluate(wh.query, pilot, th)

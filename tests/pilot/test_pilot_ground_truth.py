@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from pilot_scenario import BUSIER_MONTH, HARMFUL, HELPFUL, evaluate_both, true_effect
 
-from preemptlens.analytics.pilot import Thresholds, evaluate
+from preemptlens.analytics.pilot import PilotSettings, evaluate
 from preemptlens.warehouse import Warehouse
 
-TH = Thresholds.defaults()
+TH = PilotSettings()
 
 
 def inside(ev_key: str, actual, counterfactual) -> tuple[float, float, float]:  # type: ignore[no-untyped-def]

@@ -12,7 +12,7 @@ import pytest
 from pilot_scenario import HARMFUL
 
 from preemptlens.analytics import alerts
-from preemptlens.analytics.pilot import Pilot, Thresholds, _Cell, _Draws, _quantile_reps, _ratio_reps, declared
+from preemptlens.analytics.pilot import Pilot, PilotSettings, _Cell, _Draws, _quantile_reps, _ratio_reps, declared
 from preemptlens.analytics.scorecard import verdict_text
 from preemptlens.analytics.simulator import PolicyChange, PolicyConfig, PoolSpec, SimConfig, simulate
 from preemptlens.cli import main
@@ -89,6 +89,13 @@ def test_declared_pilots_are_read_and_checked(tmp_path: Path) -> None:
         declared(load_config(str(_config(tmp_path, PILOT_TOML.replace("2026-01-19T00:00:00Z", "monday")))))
 
 
+def test_pilot_settings_across_fields_are_checked_when_read(tmp_path: Path) -> None:
+    config = load_config(str(_config(tmp_path, "[pilot]\nconfidence = 1.5\nbootstrap_samples = 10\n")))
+    with pytest.raises(ConfigError, match=r"confidence must be in \[0.5, 1\); bootstrap_samples must be >= 100"):
+        config.of(PilotSettings)
+    assert PilotSettings(before_days=7.0).before_days == 7.0
+
+
 def test_bootstrap_replicates_are_the_weighted_figures_of_the_drawn_days_and_pools() -> None:
     rng = np.random.default_rng(1)
     values = rng.exponential(100.0, size=500)
@@ -158,7 +165,7 @@ def test_weekly_report_has_a_pilot_section_while_it_runs(harmful_warehouse: Path
     pilot = HARMFUL.pilot()
     week = report.Week(2026, 5)  # the pilot's third week
     with reader(harmful_warehouse) as r:
-        weekly = report.build(r, week, top_n=5, trend_weeks=4, pilots=(pilot,), thresholds=Thresholds.defaults())
+        weekly = report.build(r, week, top_n=5, trend_weeks=4, pilots=(pilot,), thresholds=PilotSettings())
         before = report.build(r, report.Week(2026, 2), top_n=5, trend_weeks=4, pilots=(pilot,))
     markdown = report.render_markdown(weekly)
     assert "**Pilot trial** (preemption on;" in markdown and "**roll back**" in markdown

@@ -8,7 +8,7 @@ from typing import Any
 
 import polars as pl
 
-from preemptlens.collectors.prometheus import SETTINGS, PrometheusCollector, options_from
+from preemptlens.collectors.prometheus import PrometheusCollector, PrometheusSettings, options_from
 from preemptlens.warehouse import Warehouse
 from tests.prometheus.groundtruth import CLUSTER
 
@@ -23,9 +23,8 @@ def ms(t: datetime) -> int:
 def collector(
     url: str, since: datetime | None, until: datetime | None, **settings: Any
 ) -> PrometheusCollector:
-    values = {s.key: s.default for s in SETTINGS.settings} | {"url": url, "retries": 0} | settings
     return PrometheusCollector(
-        options_from(values, CLUSTER),
+        options_from(PrometheusSettings(**{"url": url, "retries": 0, **settings}), CLUSTER),
         None if since is None else ms(since),
         None if until is None else ms(until),
         progress=False,

@@ -21,7 +21,7 @@ import requests
 from preemptlens.analytics.openmetrics import ExporterStyle, write_openmetrics
 from preemptlens.collectors.prometheus import (
     MAX_POINTS,
-    SETTINGS,
+    PrometheusSettings,
     normalise,
     options_from,
     plan_pages,
@@ -161,7 +161,7 @@ def test_pages_cover_the_window_once_and_stay_under_the_point_limit() -> None:
         assert evaluated == list(range(start, end + 1, step))
         assert all((last - first) // step + 1 <= points for first, last in pages)
     with pytest.raises(ConfigError, match="11000"):
-        options_from({s.key: s.default for s in SETTINGS.settings} | {"page_points": MAX_POINTS + 1}, CLUSTER)
+        options_from(PrometheusSettings(page_points=MAX_POINTS + 1), CLUSTER)
 
 
 @pytest.mark.parametrize(

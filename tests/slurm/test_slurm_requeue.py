@@ -23,11 +23,10 @@ from typing import Any
 import pytest
 from slurm_harness import CLUSTER, SlurmCluster
 
-from preemptlens.analytics.params import SETTINGS, params_from
+from preemptlens.analytics.params import AnalyticsSettings
 from preemptlens.analytics.refresh import analyze
 from preemptlens.collectors.slurm import Options, SlurmCollector
 from preemptlens.collectors.slurm_policy import Policy
-from preemptlens.config import Config
 from preemptlens.warehouse import Warehouse
 
 pytestmark = pytest.mark.slow
@@ -121,7 +120,7 @@ def requeued(slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFacto
         since=began, lag=timedelta(seconds=30), window=timedelta(hours=1), timeout_s=60, policy=Policy()))
     for batch in collector.batches(wh.watermarks(collector.name)):
         wh.load_batch(batch)
-    analyze(wh, params_from(Config(values={"analytics": {s.key: s.default for s in SETTINGS.settings}})))
+    analyze(wh, AnalyticsSettings())
     ledger = wh.query("SELECT * FROM preemption_ledger ORDER BY victim_job_id, victim_run")
     yield {"a": a, "b": b, "c": c, "d": d, "h": h}, jobs.sacct(ids), ledger, wh
     wh.close()

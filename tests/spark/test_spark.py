@@ -19,7 +19,7 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from preemptlens.analytics.lake import export_changed, lake_connection, read_manifest
-from preemptlens.analytics.params import params_from
+from preemptlens.analytics.params import AnalyticsSettings
 from preemptlens.analytics.refresh import analyze
 from preemptlens.analytics.simulator import DEMO, PoolSpec, SimConfig, simulate_into
 from preemptlens.analytics.spark import SCANS, Scan, register_functions, run_duckdb, run_spark, spark_session
@@ -42,7 +42,7 @@ def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Wareho
     root = tmp_path_factory.mktemp("spark")
     with Warehouse(root / "w.duckdb") as wh:
         simulate_into(wh, SIM)
-        analyze(wh, params_from(load_config(overrides={"warehouse.path": str(root / "w.duckdb")})), full=True)
+        analyze(wh, load_config(overrides={"warehouse.path": str(root / "w.duckdb")}).of(AnalyticsSettings), full=True)
         export_changed(wh, root / "lake")
         yield wh, root / "lake"
 
@@ -139,7 +139,7 @@ def test_a_failed_run_leaves_the_lake_as_it_was(spark_lake: Path, spark: Any, tm
     listing = sorted((p.as_posix(), p.stat().st_mtime_ns) for p in spark_lake.rglob("*"))
     manifest = (spark_lake / "_lake.json").read_text()
     with pytest.raises(Exception, match="no_such_column"):
-        run_spark(spark, spark_lake, params_from(load_config(overrides={})), scans=scans)
+        run_spark(spark, spark_lake, load_config(overrides={}).of(AnalyticsSettings), scans=scans)
     assert sorted((p.as_posix(), p.stat().st_mtime_ns) for p in spark_lake.rglob("*")) == listing
     assert (spark_lake / "_lake.json").read_text() == manifest
 
@@ -154,7 +154,7 @@ def test_the_command_prints_rows_and_rerunning_changes_nothing(
     assert spark.getActiveSession() is not None, "the command must not stop a session it did not start"
     # The first two scans again (all of them would double the test's time): same rows, same partitions.
     before = read_manifest(spark_lake)
-    run_spark(spark, spark_lake, params_from(load_config(overrides={})), scans=SCANS[:2])
+    run_spark(spark, spark_lake, load_config(overrides={}).of(AnalyticsSettings), scans=SCANS[:2])
     after = read_manifest(spark_lake)
     lake = lake_connection(spark_lake)
     for scan in SCANS[:2]:

@@ -12,7 +12,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from preemptlens.analytics.params import SETTINGS, params_from
+from preemptlens.analytics.params import AnalyticsSettings
 from preemptlens.analytics.refresh import analyze
 from preemptlens.analytics.replay import Window
 from preemptlens.analytics.sim_engine import Outcome, simulate_jobs
@@ -26,8 +26,7 @@ from preemptlens.analytics.sim_frames import (
 )
 from preemptlens.analytics.sim_model import PolicyConfig, SimConfig, WorkloadConfig, cluster_of
 from preemptlens.analytics.sim_workload import generate_jobs
-from preemptlens.analytics.tuning import SETTINGS as TUNING_SETTINGS
-from preemptlens.config import Config
+from preemptlens.analytics.tuning import TuningSettings
 from preemptlens.warehouse import Warehouse
 
 
@@ -62,8 +61,7 @@ def load_outcome(path: Path, sim: SimConfig, out: Outcome, *, samples: bool = Fa
     if samples:
         for chunk in gpu_sample_chunks(sim, out):
             wh.load("gpu_samples", chunk, "simulator")
-    values = {s.key: s.default for s in SETTINGS.settings}
-    analyze(wh, params_from(Config(values={"analytics": values})))
+    analyze(wh, AnalyticsSettings())
     return wh
 
 
@@ -71,11 +69,8 @@ def load_outcome(path: Path, sim: SimConfig, out: Outcome, *, samples: bool = Fa
 CHURN: dict[str, Any] = {"gpus": 64, "load": 1.3, "high_share": 0.3, "work_median_s": 1800.0}
 
 
-def default_settings(**overrides: Any) -> dict[str, Any]:
-    values = {s.key: s.default for s in TUNING_SETTINGS.settings}
-    values["processes"] = 2
-    values.update(overrides)
-    return values
+def default_settings(**overrides: Any) -> TuningSettings:
+    return TuningSettings(**{"processes": 2, **overrides})
 
 
 class Clusters:

@@ -9,7 +9,6 @@ import pytest
 from sim_cluster import CHURN, Clusters, default_settings
 
 from preemptlens.analytics.replay import Window, load_workload, observed_figures, validate
-from preemptlens.analytics.tuning import configured_policy
 from preemptlens.cli import main
 from preemptlens.errors import SchemaError
 from preemptlens.warehouse import Warehouse
@@ -18,7 +17,7 @@ from preemptlens.warehouse import Warehouse
 @pytest.mark.parametrize("seed", [1, 2, 3, 4])
 def test_replay_reproduces_the_simulated_past_within_ten_percent(clusters: Clusters, seed: int) -> None:
     wh, window = clusters.get(f"validation{seed}", samples=True, gpus=256, days=3.0, seed=seed, hoarding_share=0.06)
-    workload = load_workload(wh, window, configured_policy(default_settings()))
+    workload = load_workload(wh, window, default_settings())
     validation, _ = validate(wh, workload, 0.10)
     truth = wh.query("select count(*) as n, sum(lost_gpu_s) / 3600 as lost from sim_truth_preemptions").row(0)
     # The observed side is the ledger, which matches the simulator's truth exactly on this data.
@@ -36,7 +35,7 @@ def test_replay_reproduces_the_simulated_past_within_ten_percent(clusters: Clust
 
 def test_policy_in_force_is_inferred_from_the_ledger(clusters: Clusters) -> None:
     wh, window = clusters.get("inferred", **CHURN, policy={"min_run_s": 900, "grace_s": 60, "requeue_hold_s": 300})
-    policy = load_workload(wh, window, configured_policy(default_settings())).actual.policy
+    policy = load_workload(wh, window, default_settings()).actual.policy
     assert (policy.min_run_s, policy.grace_s, policy.requeue_hold_s) == (900, 60, 300)
     assert set(policy.may_preempt["high"]) == {"normal", "low"}
     assert policy.may_preempt["low"] == ()
@@ -45,7 +44,7 @@ def test_policy_in_force_is_inferred_from_the_ledger(clusters: Clusters) -> None
 def test_configured_policy_wins_over_inference(clusters: Clusters) -> None:
     wh, window = clusters.get("inferred", **CHURN, policy={"min_run_s": 900, "grace_s": 60, "requeue_hold_s": 300})
     settings = default_settings(min_run_s=120.0, grace_s=30.0, may_preempt={"critical": ["low"]})
-    actual = load_workload(wh, window, configured_policy(settings)).actual
+    actual = load_workload(wh, window, settings).actual
     assert (actual.policy.min_run_s, actual.policy.grace_s) == (120, 30)
     assert actual.policy.may_preempt["critical"] == ("low",)
     assert actual.basis["min_run_s"] == "configured" and actual.basis["requeue_hold_s"] == "inferred"
@@ -59,12 +58,12 @@ def test_observed_figures_count_only_jobs_of_the_window(clusters: Clusters) -> N
 
 def test_a_pool_that_holds_no_gpus_leaves_its_jobs_out(clusters: Clusters) -> None:
     wh, window = clusters.get("emptied", **CHURN)
-    before = load_workload(wh, window, configured_policy(default_settings()))
+    before = load_workload(wh, window, default_settings())
     pool = before.pools[0].name
     in_pool = sum(1 for j in before.jobs if j.pool == pool)
     wh.con.execute("insert into pools values (?, ?, ?, 0, null, 'test', 'test')",
                    [window.cluster, pool, window.end - timedelta(seconds=1)])
-    after = load_workload(wh, window, configured_policy(default_settings()))
+    after = load_workload(wh, window, default_settings())
     assert pool not in {p.name for p in after.pools}
     assert after.skipped["pool without GPUs"] == in_pool > 0
     assert len(after.jobs) == len(before.jobs) - in_pool
@@ -74,7 +73,7 @@ def test_replay_without_analyze_names_what_is_missing(tmp_path: Path) -> None:
     with Warehouse(tmp_path / "empty.duckdb") as wh:
         window = Window("c1", datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 2, tzinfo=UTC))
         with pytest.raises(SchemaError, match="preemptlens analyze"):
-            load_workload(wh, window, configured_policy(default_settings()))
+            load_workload(wh, window, default_settings())
 
 
 def test_suggest_command_prints_the_error_and_stores_idempotently(

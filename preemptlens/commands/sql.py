@@ -16,6 +16,7 @@ import json
 import math
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import date, datetime
 from typing import Any, TextIO
 
@@ -112,12 +113,12 @@ def _print(result: Result, fmt: str, limits: Limits, out: TextIO) -> None:
 
 
 def _limits(args: argparse.Namespace, config: Config) -> Limits:
+    # Only what the flags give is replaced: every other [sql] limit stays as configured.
     base = config.of(Limits)
-    return Limits(
+    return replace(
+        base,
         max_rows=args.max_rows if args.max_rows is not None else base.max_rows,
         timeout_s=args.timeout if args.timeout is not None else base.timeout_s,
-        memory_limit=base.memory_limit,
-        wait_s=base.wait_s,
     )
 
 

@@ -201,3 +201,15 @@ def test_the_command_refuses_a_negative_row_cap(warehouse: Path) -> None:
     )
     assert result.returncode == 2 and "--max-rows" in result.stderr and "Traceback" not in result.stderr
     assert result.stdout == ""
+
+
+def test_the_command_keeps_every_configured_limit_its_flags_do_not_replace(warehouse: Path) -> None:
+    # A flag replaces its own limit only: the configured result-size cap still holds beside --max-rows.
+    result = subprocess.run(
+        [sys.executable, "-m", "preemptlens.cli", "--warehouse", str(warehouse), "sql", "--max-rows", "5000",
+         "SELECT repeat('x', 1000) AS s FROM range(1000)"],
+        capture_output=True, text=True, cwd=ROOT, timeout=60,
+        env={**os.environ, "PREEMPTLENS_CONFIG": "", "PREEMPTLENS_SQL__MAX_RESULT_BYTES": "100KB"},
+    )
+    assert result.returncode != 0 and "sql.max_result_bytes" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr

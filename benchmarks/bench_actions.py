@@ -17,15 +17,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import tempfile
-import time
-from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import polars as pl
+from timing import median_s
 
 from preemptlens.analytics import actions
 from preemptlens.config import load_config
@@ -51,16 +49,9 @@ def build(path: Path, jobs: int) -> None:
             "near_completion_share": None,
         }, schema_overrides={"near_completion_share": pl.Float64})
         wh.con.register("frame", frame.to_arrow())
-        wh.con.execute("CREATE TABLE live_costs_latest AS SELECT * FROM frame")
-
-
-def median_s(run: Callable[[], object], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        began = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - began)
-    return statistics.median(times)
+        # One live-cost computation, as `preemptlens cost` stores it: live_costs_latest shows its rows.
+        wh.con.execute("INSERT INTO live_costs BY NAME SELECT * FROM frame")
+        wh.con.execute("INSERT INTO live_cost_computations VALUES ($t, $n)", {"t": NOW, "n": jobs})
 
 
 def main() -> None:

@@ -26,8 +26,6 @@ import os
 import statistics
 import sys
 import tempfile
-import time
-from collections.abc import Callable
 from datetime import timedelta
 from functools import partial
 from pathlib import Path
@@ -35,6 +33,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT / "tests" / "dashboards"))
+
+from timing import median_s  # noqa: E402
 
 from preemptlens.analytics.pilot import Pilot, PilotSettings, evaluate, render  # noqa: E402
 from preemptlens.analytics.simulator import (  # noqa: E402
@@ -67,26 +67,17 @@ def _load() -> str:
     return "load average " + " ".join(f"{v:.2f}" for v in os.getloadavg())
 
 
-def median_time(run: Callable[[], object], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        began = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - began)
-    return statistics.median(times)
-
-
 def time_evaluation(warehouse: Path, pilot: Pilot, repeat: int) -> None:
     full = PilotSettings()
     few = dataclasses.replace(full, bootstrap_samples=100)
     with Warehouse(warehouse) as wh:
         ev = evaluate(wh.query, pilot, full)  # untimed: fills DuckDB's caches as a second reader would find them
         print(render(ev))
-        cli = median_time(lambda: evaluate(wh.query, pilot, full), repeat)
-        cli_few = median_time(lambda: evaluate(wh.query, pilot, few), repeat)
+        cli = median_s(lambda: evaluate(wh.query, pilot, full), repeat)
+        cli_few = median_s(lambda: evaluate(wh.query, pilot, few), repeat)
     with reader(warehouse) as r:
         evaluate(r.frame, pilot, full)
-        dash = median_time(lambda: evaluate(r.frame, pilot, full), repeat)
+        dash = median_s(lambda: evaluate(r.frame, pilot, full), repeat)
     jobs = ev.figure("retries_per_job").n
     print(f"\nobservations: {sum(jobs):,} jobs, {sum(ev.figure('high_wait_p50_s').n):,} critical+high runs, "
           f"{sum(ev.figure('allocated_share').n):,} pool-days")

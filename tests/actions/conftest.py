@@ -14,19 +14,10 @@ from preemptlens.warehouse import Warehouse
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "kubernetes"))
 
-from k8s_fake import FakeApiServer  # found through the path above
+from k8s_fake import api  # noqa: F401 (the fixture; found through the path above)
 
 
 @pytest.fixture
 def world(tmp_path: Path) -> Iterator[World]:
     with Warehouse(tmp_path / "w.duckdb") as wh:
         yield World(wh)
-
-
-@pytest.fixture
-def api() -> Iterator[FakeApiServer]:
-    server = FakeApiServer().start()
-    try:
-        yield server
-    finally:
-        server.stop()

@@ -32,11 +32,14 @@ import json
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+import pytest
 
 # Resources whose objects may be patched (merge patch only: custom resources take no strategic merge).
 PATCHABLE = ("workloads", "podgroups")
@@ -491,3 +494,13 @@ def _in_namespace(obj: Any, namespace: str | None) -> bool:
         return True
     meta = obj.get("metadata") if isinstance(obj, dict) else None
     return isinstance(meta, dict) and meta.get("namespace") == namespace
+
+
+@pytest.fixture
+def api() -> Iterator[FakeApiServer]:
+    """A fresh fake API server per test (a conftest that imports this name offers the fixture)."""
+    server = FakeApiServer().start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -98,7 +98,9 @@ final as (
         p.recovery_s,
         p.work_done_s,
         p.work_needed_s,
-        least(1.0, p.work_done_s / nullif(p.work_needed_s, 0)) as work_done_share,
+        -- least() skips a NULL: an unknown share must stay unknown, not read as all done
+        case when p.work_done_s / nullif(p.work_needed_s, 0) is not null
+            then least(1.0, p.work_done_s / p.work_needed_s) end as work_done_share,
         coalesce(p.work_done_s / nullif(p.work_needed_s, 0) >= prm.near_completion_share, false) as near_completion,
         p.prior_job_preemptions,
         p.prior_team_preemptions,

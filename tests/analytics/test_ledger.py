@@ -136,6 +136,9 @@ def test_work_done_share(ledger: pl.DataFrame) -> None:
     assert v1["work_done_share"] == pytest.approx(0.5)
     v3 = row(ledger, "V3", 1)
     assert v3["work_done_share"] == pytest.approx(1000 / 5000)
+    # V2 declared no work and never completed: how much of it was done is unknown, not all of it
+    v2 = row(ledger, "V2", 1)
+    assert v2["work_needed_s"] is None and v2["work_done_share"] is None
 
 
 def test_gain_waits_for_natural_ends(ledger: pl.DataFrame) -> None:

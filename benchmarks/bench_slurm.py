@@ -39,8 +39,6 @@ from preemptlens.collectors.slurm_policy import Partition, Policy
 from preemptlens.collectors.slurm_sacct import default_workers
 from preemptlens.warehouse import Warehouse, snapshot_path
 
-T0 = 1796000000
-
 
 def _cpu() -> float:
     """CPU seconds of this process and of its exited children (the parsing workers)."""
@@ -52,8 +50,8 @@ def _num(n: int, unset: bool = False) -> dict[str, Any]:
     return {"set": not unset, "infinite": False, "number": 0 if unset else n}
 
 
-def _job(i: int, job_id: int, run: int) -> dict[str, Any]:
-    submit = T0 + i * 3
+def _job(i: int, job_id: int, run: int, t0: int) -> dict[str, Any]:
+    submit = t0 + i * 3
     start = submit + 30
     end = start + 600
     preempted = run == 1 and i % 5 == 0
@@ -88,8 +86,16 @@ def _job(i: int, job_id: int, run: int) -> dict[str, Any]:
     }
 
 
-def generate(path: Path, jobs: int) -> int:
+def first_submit(jobs: int) -> int:
+    """Where a document's submissions start: far enough back that the last
+    (3 s apart, at most 1.2 records a job) is not in the future, which the
+    warehouse quarantines; on a day boundary, so a day's documents are alike."""
+    return (int(time.time()) - 4 * jobs - 86400) // 86400 * 86400
+
+
+def generate(path: Path, jobs: int, t0: int | None = None) -> int:
     """Write the document one record at a time; return the number of records."""
+    t0 = first_submit(jobs) if t0 is None else t0
     meta = {"plugin": {"type": "", "name": "", "data_parser": "data_parser/v0.0.40",
                        "accounting_storage": "accounting_storage/slurmdbd"},
             "slurm": {"version": {"major": "23", "micro": "4", "minor": "11"}, "release": "23.11.4",
@@ -104,7 +110,7 @@ def generate(path: Path, jobs: int) -> int:
             for run in range(1, runs + 1):
                 if records:
                     out.write(",\n")
-                out.write(json.dumps(_job(i + run - 1, job_id, run), indent=2))
+                out.write(json.dumps(_job(i + run - 1, job_id, run, t0), indent=2))
                 records += 1
             job_id += 1
             i += runs

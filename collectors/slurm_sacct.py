@@ -643,19 +643,6 @@ class _Reader:
         """The next job record, decoded as a `Job` (or as the other value it
         is), and its bytes."""
         self.peek()
-        indent = self._indent() if self.buf[self.pos : self.pos + 1] == b"{" else None
-        if indent is not None:
-            close = self.buf.find(b"\n" + indent + b"}", self.pos, self.pos + _MAX_VALUE)
-            if close >= 0:
-                end = close + len(indent) + 2
-                raw = bytes(self.buf[self.pos : end])
-                try:
-                    value = _RECORD.decode(raw)
-                except msgspec.DecodeError:
-                    pass  # not the object's end after all (or broken): find it the general way
-                else:
-                    self.pos = end
-                    return value, raw
         span = self._span()
         if span is not None:
             raw = bytes(self.buf[self.pos : span])

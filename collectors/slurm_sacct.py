@@ -223,12 +223,25 @@ def _as_job(record: Any) -> Job:
         tres = fields["tres"] = dict(tres)
         requested = tres.pop("requested")
     try:
-        job = msgspec.convert(fields, Job)
+        try:
+            job = msgspec.convert(fields, Job)
+        except UnicodeEncodeError:
+            job = msgspec.convert(_unicode_names(fields), Job)
     except msgspec.ValidationError as exc:  # not expected: every member takes any value
         raise RecordError("job", str(exc)) from None
     if requested is not None and type(job.tres) is _Tres:
         job.tres.requested = requested
     return job
+
+
+def _unicode_names(value: Any) -> Any:
+    """`value` with member names that hold half a surrogate pair (Python's
+    json reads "\\ud800") made valid Unicode, as msgspec needs them: no
+    member read has such a name."""
+    if isinstance(value, dict):
+        return {k.encode("utf-8", "surrogatepass").decode("utf-8", "replace"): _unicode_names(v)
+                for k, v in value.items()}
+    return [_unicode_names(v) for v in value] if isinstance(value, list) else value
 
 
 def _requested(value: Any) -> Any:

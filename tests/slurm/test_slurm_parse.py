@@ -364,6 +364,17 @@ def test_a_record_reads_alike_in_a_run_and_alone() -> None:
         assert read.count() == len(doc["jobs"]) - 1
 
 
+def test_a_member_name_that_is_not_unicode_costs_nothing() -> None:
+    """NaN sends a record to Python's json, which reads "\\ud800" as half a
+    surrogate pair; msgspec refuses such a name when it builds the record."""
+    doc = json.loads((CASES / "mixed_23_11.json").read_text())
+    doc["jobs"][0]["comment"] = {"job": float("nan")}
+    doc["jobs"][0]["\ud800"] = {"\udc00": 1}
+    doc["jobs"][0]["state"]["\ud800"] = 1
+    read = read_document(io.BytesIO(json.dumps(doc).encode()), "json", "d")
+    assert not read.rejects and read.count() == len(doc["jobs"])
+
+
 def test_text_and_json_count_gpus_alike() -> None:
     """One GPU count for both formats: negative counts are no GPUs, the
     untyped count wins over typed ones, a sum past an INTEGER is refused."""

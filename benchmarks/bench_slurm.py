@@ -4,13 +4,12 @@ Writes a sacct --json document of N jobs in the 23.11 shape (data_parser
 v0.0.40: state lists, number objects; about one record in five a requeued
 run of the job before it), then reads it with the collector's streaming
 parser and loads jobs and job_runs into a fresh DuckDB warehouse, timing each
-stage in wall and CPU time (this process's and the parsing workers').
-Targets: at least 50,000 jobs/s for parse + rows + load_batch, peak RSS under
-1 GiB (the workers' included). Opening the warehouse and publishing its
+stage in wall and CPU time. Targets: at least 50,000 jobs/s for parse + rows +
+load_batch, peak RSS under 1 GiB. Opening the warehouse and publishing its
 snapshot on close are reported apart: they are the warehouse's costs,
 whatever the source.
 
-    python benchmarks/bench_slurm.py [--jobs 200000] [--keep DIR] [--document FILE] [--workers N]
+    python benchmarks/bench_slurm.py [--jobs 200000] [--keep DIR] [--document FILE]
 
 The document is read as the collector reads a file or sacct's pipe: as
 bytes, streamed in 1 MiB chunks.
@@ -36,24 +35,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from preemptlens.collectors.slurm import build_batch, read_document
 from preemptlens.collectors.slurm_policy import Partition, Policy
-from preemptlens.collectors.slurm_sacct import default_workers
 from preemptlens.warehouse import Warehouse, snapshot_path
-
-T0 = 1796000000
-
-
-def _cpu() -> float:
-    """CPU seconds of this process and of its exited children (the parsing workers)."""
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return time.process_time() + children.ru_utime + children.ru_stime
 
 
 def _num(n: int, unset: bool = False) -> dict[str, Any]:
     return {"set": not unset, "infinite": False, "number": 0 if unset else n}
 
 
-def _job(i: int, job_id: int, run: int) -> dict[str, Any]:
-    submit = T0 + i * 3
+def _job(i: int, job_id: int, run: int, t0: int) -> dict[str, Any]:
+    submit = t0 + i * 3
     start = submit + 30
     end = start + 600
     preempted = run == 1 and i % 5 == 0
@@ -88,8 +78,16 @@ def _job(i: int, job_id: int, run: int) -> dict[str, Any]:
     }
 
 
-def generate(path: Path, jobs: int) -> int:
+def first_submit(jobs: int) -> int:
+    """Where a document's submissions start: far enough back that the last
+    (3 s apart, at most 1.2 records a job) is not in the future, which the
+    warehouse quarantines; on a day boundary, so a day's documents are alike."""
+    return (int(time.time()) - 4 * jobs - 86400) // 86400 * 86400
+
+
+def generate(path: Path, jobs: int, t0: int | None = None) -> int:
     """Write the document one record at a time; return the number of records."""
+    t0 = first_submit(jobs) if t0 is None else t0
     meta = {"plugin": {"type": "", "name": "", "data_parser": "data_parser/v0.0.40",
                        "accounting_storage": "accounting_storage/slurmdbd"},
             "slurm": {"version": {"major": "23", "micro": "4", "minor": "11"}, "release": "23.11.4",
@@ -104,7 +102,7 @@ def generate(path: Path, jobs: int) -> int:
             for run in range(1, runs + 1):
                 if records:
                     out.write(",\n")
-                out.write(json.dumps(_job(i + run - 1, job_id, run), indent=2))
+                out.write(json.dumps(_job(i + run - 1, job_id, run, t0), indent=2))
                 records += 1
             job_id += 1
             i += runs
@@ -119,8 +117,6 @@ def main() -> None:
     parser.add_argument("--keep", help="directory to keep the document and warehouse in")
     parser.add_argument("--document", help="read this document (one an earlier run kept, made with the "
                         "same --jobs) instead of writing a new one")
-    parser.add_argument("--workers", type=int, help="parsing worker processes besides this one (see "
-                        "collectors.slurm_sacct.RunPool; default: the collector's, one per CPU but one); 0: none")
     args = parser.parse_args()
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench-slurm-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -141,19 +137,18 @@ def main() -> None:
     snapshot_path(warehouse).unlink(missing_ok=True)
 
     load_before = os.getloadavg()[0]
-    # Wall time and CPU time (all threads of this process and of the parsing
-    # workers, counted once they exit) per stage: on a shared machine the CPU
-    # time is what the code costs, the wall time what it got.
-    clock = [(time.perf_counter(), _cpu())]
+    # Wall time and CPU time (all threads) per stage: on a shared machine the
+    # CPU time is what the code costs, the wall time what it got.
+    clock = [(time.perf_counter(), time.process_time())]
     stages: dict[str, tuple[float, float]] = {}
 
     def stage(name: str) -> None:
-        clock.append((time.perf_counter(), _cpu()))
+        clock.append((time.perf_counter(), time.process_time()))
         (w0, c0), (w1, c1) = clock[-2], clock[-1]
         stages[name] = (w1 - w0, c1 - c0)
 
     with doc.open("rb") as stream:
-        read = read_document(stream, "json", doc.name, args.workers)
+        read = read_document(stream, "json", doc.name)
     stage("parse")
     batch = build_batch("bench", read, policy)
     stage("rows")
@@ -164,8 +159,6 @@ def main() -> None:
     wh.close()  # publishes the snapshot readers open
     stage("close (publish)")
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    worker_mib = children.ru_maxrss / 1024
     load_after = os.getloadavg()[0]
     assert report.quarantined == 0, "the generated document is valid: nothing may be quarantined"
     jobs = args.jobs
@@ -181,13 +174,7 @@ def main() -> None:
     core = [stages[n] for n in ("parse", "rows", "load_batch")]
     line("parse + load", sum(w for w, _ in core), sum(c for _, c in core), "   (target >= 50,000)")
     line("all stages", sum(w for w, _ in stages.values()), sum(c for _, c in stages.values()))
-    # ru_maxrss of the children is the largest one's: the sum below bounds
-    # what the processes held at once.
-    workers = default_workers() if args.workers is None else args.workers
-    print(f"peak RSS        {peak_mib:10.0f} MiB (before reading: {rss_before / 1024:.0f} MiB), largest worker "
-          f"{worker_mib:.0f} MiB; at most {peak_mib + workers * worker_mib:.0f} MiB with {workers} workers "
-          "(target < 1024)")
-    print(f"workers' CPU    {children.ru_utime + children.ru_stime:10.2f} s (in the cpu s above)")
+    print(f"peak RSS        {peak_mib:10.0f} MiB (before reading: {rss_before / 1024:.0f} MiB) (target < 1024)")
     print(f"loaded          {report.loaded} rows, quarantined {report.quarantined}")
     # On a shared machine the wall figures mean little without it.
     print(f"load average    {load_before:.2f} before reading, {load_after:.2f} after closing ({os.cpu_count()} CPUs)")

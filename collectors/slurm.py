@@ -30,7 +30,7 @@ import logging
 import os
 import subprocess
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -53,12 +53,11 @@ from preemptlens.collectors.slurm_policy import (
 from preemptlens.collectors.slurm_pools import Node, capacity, parse_nodes, pool_map
 from preemptlens.collectors.slurm_sacct import (
     DocumentError,
-    RecordColumns,
     RecordError,
-    RunPool,
     SacctRecord,
+    decode_run,
     is_text_header,
-    iter_json_batches,
+    iter_json_records,
     json_job_id,
     parse_json_record,
     parse_text_record,
@@ -507,73 +506,88 @@ class SacctRead:
 
 
 _UNSTORABLE = (UnicodeEncodeError, pl.exceptions.PolarsError, OverflowError)
+# Records per frame: a frame's columns hold a run of records far more
+# compactly than the records themselves.
+_FRAME_ROWS = 8192
 
 
 class _Collected:
-    """Records of one document in document order: runs of columns as they
-    come, single records gathered until the next run or the end."""
+    """Records of one document in document order: runs as columns as they
+    come, single records gathered until the next run or `_FRAME_ROWS`."""
 
     def __init__(self, read: SacctRead, what: str) -> None:
         self.read = read
         self.what = what
         self.pending: list[tuple[int, SacctRecord]] = []
 
-    def columns(self, first: int, run: RecordColumns) -> None:
+    def columns(self, first: int, columns: dict[str, list[Any]]) -> None:
         self.flush()
+        size = len(columns["job_id"])
         try:
-            frame = pl.DataFrame(run.columns, schema=_RECORD_SCHEMA)
+            frame = pl.DataFrame(columns, schema=_RECORD_SCHEMA)
         except _UNSTORABLE:
             # Some value cannot be held by its column: the records one by one find which.
-            names = list(run.columns)
-            for j in range(run.size):
-                self.record(first + j, SacctRecord(**{n: run.columns[n][j] for n in names}))
+            for j in range(size):
+                self.record(first + j, SacctRecord(*(column[j] for column in columns.values())))
             return
-        index = pl.int_range(first, first + run.size, dtype=pl.Int64)
+        index = pl.int_range(first, first + size, dtype=pl.Int64)
         self.read.frames.append(frame.select(pl.format("{} record {}", pl.lit(self.what), index).alias("loc"),
                                              pl.all()))
 
     def record(self, index: int, rec: SacctRecord) -> None:
         self.pending.append((index, rec))
+        if len(self.pending) >= _FRAME_ROWS:
+            self.flush()
+
+    def reject(self, index: int, exc: RecordError, shown: Any) -> None:
+        """Record `index` quarantined naming the field, with `shown` (a text
+        line, or a JSON record whole, not only the members the parser read)."""
+        job = _job_of(shown)
+        if job:
+            self.read.bad_jobs.add(job)
+        where = f"{self.what} record {index}" + (f" (JobId={job})" if job else "")
+        self.read.rejects.append(Reject("job_runs", where, exc.field, exc.reason, _raw(shown)))
 
     def flush(self) -> None:
-        if self.pending:
-            rows = [(f"{self.what} record {i}", *rec) for i, rec in self.pending]
+        if not self.pending:
+            return
+        rows = [(f"{self.what} record {i}", *rec) for i, rec in self.pending]
+        self.pending = []
+        try:
+            self.read.frames.append(pl.DataFrame(rows, schema=_READ_SCHEMA, orient="row"))
+            return
+        except _UNSTORABLE:
+            pass
+        for row in rows:
             try:
-                self.read.frames.append(pl.DataFrame(rows, schema=_READ_SCHEMA, orient="row"))
+                self.read.frames.append(pl.DataFrame([row], schema=_READ_SCHEMA, orient="row"))
             except _UNSTORABLE:
-                for row in rows:
-                    try:
-                        self.read.frames.append(pl.DataFrame([row], schema=_READ_SCHEMA, orient="row"))
-                    except _UNSTORABLE:
-                        # Half a surrogate pair escaped in the JSON (\ud800): no text column holds it.
-                        self.read.rejects.append(Reject("job_runs", row[0], "record",
-                                                        "a text value is not valid Unicode", repr(row)[:2000]))
-            self.pending = []
+                # Half a surrogate pair escaped in the JSON (\ud800): no text column holds it.
+                self.read.rejects.append(Reject("job_runs", row[0], "record",
+                                                "a text value is not valid Unicode", repr(row)[:2000]))
 
 
-def read_document(stream: IO[Any], fmt: str, what: str, workers: int | None = None) -> SacctRead:
-    """Records of one document: JSON from a binary or text stream, --parsable2 text from a text one.
-
-    Runs of records of a large JSON document are also read by `workers`
-    processes (default: one per CPU but one; 0: none), see RunPool."""
+def read_document(stream: IO[Any], fmt: str, what: str) -> SacctRead:
+    """Records of one document: JSON from a binary or text stream, --parsable2 text from a text one."""
     read = SacctRead()
     out = _Collected(read, what)
+    index = 0
     if fmt == "json":
         meta: dict[str, Any] = {}
-        index = 0
         try:
-            with RunPool(workers) as pool:
-                for item in iter_json_batches(stream, meta, pool=pool):
-                    if isinstance(item, RecordColumns):
-                        out.columns(index + 1, item)
-                        index += item.size
-                        continue
+            for run, bytes_of in iter_json_records(stream, meta):
+                try:
+                    out.columns(index + 1, decode_run(run))
+                    index += len(run)
+                    continue
+                except RecordError:
+                    pass  # read again a record at a time, to name each that fails
+                for k, record in enumerate(run):
                     index += 1
                     try:
-                        out.record(index, parse_json_record(item[0]))
-                    except RecordError:
-                        # Quarantine shows the whole record, not only the members the parser read.
-                        _add(read, out, whole_record(item[1]), index, what, parse_json_record)
+                        out.record(index, parse_json_record(record))
+                    except RecordError as exc:
+                        out.reject(index, exc, whole_record(bytes_of(k)))
         except DocumentError as exc:
             read.rejects.append(Reject("job_runs", f"{what}: jobs after record {index}", "document",
                                        f"{what} ({version_of(meta) or 'unknown format'}): {exc}"))
@@ -584,10 +598,12 @@ def read_document(stream: IO[Any], fmt: str, what: str, workers: int | None = No
     else:
         for index, line in enumerate(stream, start=1):
             if line.strip() and not is_text_header(line):
-                _add(read, out, line, index, what, parse_text_record)
+                try:
+                    out.record(index, parse_text_record(line))
+                except RecordError as exc:
+                    out.reject(index, exc, line)
         out.flush()
     return read
-
 
 def _nothing_found(error: Any) -> bool:
     """22.05 reports an empty result as error 9003 "Nothing found"."""
@@ -595,28 +611,11 @@ def _nothing_found(error: Any) -> bool:
                                            or str(error.get("description", "")).startswith("Nothing found"))
 
 
-def _add(read: SacctRead, out: _Collected, item: Any, index: int, what: str,
-         parse: Callable[[Any], SacctRecord]) -> None:
-    try:
-        out.record(index, parse(item))
-    except RecordError as exc:
-        job = _job_of(item)
-        if job:
-            read.bad_jobs.add(job)
-        where = f"{what} record {index}" + (f" (JobId={job})" if job else "")
-        read.rejects.append(Reject("job_runs", where, exc.field, exc.reason, _raw(item)))
-
-
 def _job_of(item: Any) -> str | None:
     """The id of a record that failed, where it can still be told."""
-    if isinstance(item, Mapping):
-        try:
-            return json_job_id(item)
-        except RecordError:
-            return None
-    if isinstance(item, str) and "|" in item:
-        return item.split("|", 1)[0].strip() or None
-    return None
+    if isinstance(item, str):
+        return item.split("|", 1)[0].strip() or None if "|" in item else None
+    return json_job_id(item)
 
 
 def _raw(item: Any) -> str:

@@ -14,35 +14,19 @@ an int to the object form in a later version is read either way.
 
 `iter_json_records` streams the `jobs` array of a document from bytes: a
 200,000-job document is never held whole, nor as a list of parsed objects.
-msgspec finds where each record ends and decodes only the members the parser
-reads; Python's json takes over for what msgspec refuses (NaN, broken input).
-
-`iter_json_batches` is the fast road for the usual pretty-printed document:
-a run of records (about 8 MiB) is decoded by msgspec in one call into typed
-structs holding only those members, and `record_columns` turns it into
-columns with a list comprehension per field instead of a function call per
-record. Whatever that road cannot take (another layout, a value of an
-unexpected type, a record the parser would refuse) goes record by record
-through `parse_json_record`, so both roads give the same records and the
-same errors.
+msgspec finds where each record ends and decodes it into a `Job`, the one
+record type, holding only the members the parser reads (steps, exit codes,
+comments... are skipped at C speed); Python's json takes over for what
+msgspec refuses (NaN, broken input), and its record becomes a `Job` too.
 """
 
 from __future__ import annotations
 
 import gc
 import json
-import mmap
-import multiprocessing
-import os
-import pickle
 import re
-from collections import deque
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
-from dataclasses import dataclass
-from multiprocessing.connection import Connection
-from multiprocessing.process import BaseProcess
-from typing import IO, Any, NamedTuple, TypedDict
+from collections.abc import Callable, Iterator, Mapping
+from typing import IO, Any, NamedTuple
 
 import msgspec
 
@@ -90,6 +74,7 @@ _UNSET_TIMES = ("", "Unknown", "None", "0")
 _LAST_EPOCH = 32503680000  # year 3000: a later "time" is a garbled value
 _MAX_NUMBER = float(2**63 - 1)  # an Int64 column's range (restart counts, ids)
 _MAX_COUNT = 2**31 - 1  # an INTEGER column's range (GPUs)
+_EXACT = 2**53  # ints a float holds exactly
 _NO_NODES = ("", "None assigned", "(null)")
 
 
@@ -139,6 +124,130 @@ class SacctRecord(NamedTuple):
     alias: str | None = None
 
 
+# -- the record type ----------------------------------------------------------
+
+# What a member holds when it is not the object the parser expects: any other
+# JSON value, so that decoding never fails on a member's type and the parser
+# names the field (a member typed as a struct alone would fail the whole record).
+_Other = list[Any] | str | int | float | bool | None
+
+
+class _Number(msgspec.Struct, gc=False):
+    """23.02+'s {"set", "infinite", "number"}; `_number` reads it like the dict."""
+
+    set: Any = True
+    infinite: Any = False
+    number: Any = None
+
+
+# A number as any version writes it (or any other value, for `_number` to name).
+_Num = _Number | _Other
+
+
+class _Ids(msgspec.Struct, gc=False):
+    """`array` or `het`."""
+
+    job_id: _Num = None
+    task_id: _Num = None
+    task: Any = None
+    job_offset: _Num = None
+
+
+class _State(msgspec.Struct, gc=False):
+    current: Any = None
+    reason: Any = None
+
+
+class _Times(msgspec.Struct, gc=False):
+    submission: _Num = None
+    eligible: _Num = None
+    start: _Num = None
+    end: _Num = None
+
+
+class _TresItem(msgspec.Struct, gc=False):
+    type: Any = None
+    name: Any = None
+    count: _Num = None
+
+
+_TresList = list[_TresItem | _Other] | dict[str, Any] | str | int | float | bool | None
+
+
+class _Tres(msgspec.Struct, gc=False):
+    allocated: _TresList = None
+    # Read only where nothing is allocated (a pending job): left as bytes
+    # until then, it costs the decode no objects (see `_requested`).
+    requested: msgspec.Raw = msgspec.Raw(b"null")
+
+
+class Job(msgspec.Struct, gc=False):
+    """The members of a job record that `parse_json_record` reads, whatever
+    the version; msgspec skips the others."""
+
+    job_id: _Num = None
+    array: _Ids | _Other = None
+    het: _Ids | _Other = None
+    name: Any = None
+    account: Any = None
+    user: Any = None
+    partition: Any = None
+    qos: Any = None
+    priority: _Num = None
+    state: _State | _Other = None
+    time: _Times | _Other = None
+    tres: _Tres | _Other = None
+    nodes: Any = None
+    restart_cnt: _Num = None
+
+
+_ANY = msgspec.json.Decoder()
+# A record that is not an object decodes too: the parser names it.
+_RECORD = msgspec.json.Decoder(Job | _Other)
+_RUN = msgspec.json.Decoder(list[Job | _Other])
+_RAWS = msgspec.json.Decoder(list[msgspec.Raw])
+_TRES_LIST = msgspec.json.Decoder(_TresList)
+_SKIP = msgspec.json.Decoder(msgspec.Raw)
+
+
+def _as_job(record: Any) -> Job:
+    if type(record) is Job:
+        return record
+    if type(record) is not dict and not isinstance(record, Mapping):
+        raise RecordError("job", f"expected an object, got {_short(record)}")
+    fields = dict(record)
+    tres = fields.get("tres")
+    requested = None
+    if type(tres) is dict and "requested" in tres:
+        # Held as it is (only bytes become msgspec.Raw): `_requested` reads either.
+        tres = fields["tres"] = dict(tres)
+        requested = tres.pop("requested")
+    try:
+        try:
+            job = msgspec.convert(fields, Job)
+        except UnicodeEncodeError:
+            job = msgspec.convert(_unicode_names(fields), Job)
+    except msgspec.ValidationError as exc:  # not expected: every member takes any value
+        raise RecordError("job", str(exc)) from None
+    if requested is not None and type(job.tres) is _Tres:
+        job.tres.requested = requested
+    return job
+
+
+def _unicode_names(value: Any) -> Any:
+    """`value` with member names that hold half a surrogate pair (Python's
+    json reads "\\ud800") made valid Unicode, as msgspec needs them: no
+    member read has such a name."""
+    if isinstance(value, dict):
+        return {k.encode("utf-8", "surrogatepass").decode("utf-8", "replace"): _unicode_names(v)
+                for k, v in value.items()}
+    return [_unicode_names(v) for v in value] if isinstance(value, list) else value
+
+
+def _requested(value: Any) -> Any:
+    return _TRES_LIST.decode(value) if type(value) is msgspec.Raw else msgspec.convert(value, _TresList)
+
+
 # -- JSON -------------------------------------------------------------------
 
 
@@ -146,28 +255,24 @@ def _number(value: Any, field: str) -> float | None:
     """A number in either shape: plain, or {"set", "infinite", "number"}; a value that is not finite
     or does not fit 64 bits is the record's error, not a crash of the read (int(inf), an Int64 column)."""
     kind = type(value)
-    if kind is int or kind is float:  # exact types first: this runs a dozen times a record
-        number = float(value)
-        if -_MAX_NUMBER <= number <= _MAX_NUMBER:  # False for NaN too
-            return number
-        raise RecordError(field, f"number out of range: {_short(value)}")
-    if value is None:
-        return None
-    if kind is _Number:
-        if not value.set or value.infinite:
-            return None
-        if value.number is None:
-            raise RecordError(field, "number object without a number")
-        return float(value.number)
-    if kind is dict or isinstance(value, Mapping):
-        if not value.get("set", True) or value.get("infinite", False):
-            return None
-        value = value.get("number")
+    if kind is not int and kind is not float:  # exact types first: this runs a dozen times a record
         if value is None:
-            raise RecordError(field, "number object without a number")
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise RecordError(field, f"expected a number, got {type(value).__name__} {_short(value)}")
-    return _number(value, field)
+            return None
+        if kind is _Number or kind is dict or isinstance(value, Mapping):
+            if kind is _Number:
+                given, infinite, value = value.set, value.infinite, value.number
+            else:
+                given, infinite, value = value.get("set", True), value.get("infinite", False), value.get("number")
+            if not given or infinite:
+                return None
+            if value is None:
+                raise RecordError(field, "number object without a number")
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise RecordError(field, f"expected a number, got {type(value).__name__} {_short(value)}")
+    number = float(value)
+    if -_MAX_NUMBER <= number <= _MAX_NUMBER:  # False for NaN too
+        return number
+    raise RecordError(field, f"number out of range: {_short(value)}")
 
 
 def _epoch(value: Any, field: str) -> int | None:
@@ -196,9 +301,9 @@ def _short(value: Any) -> str:
     return shown if len(shown) <= 60 else shown[:57] + "..."
 
 
-def _map(record: Mapping[str, Any], key: str, field: str) -> Mapping[str, Any]:
-    value = record.get(key)
-    if type(value) is not dict and not isinstance(value, Mapping):
+def _member(value: Any, kind: type, field: str) -> Any:
+    """A member that must be an object: as decoded, or RecordError."""
+    if type(value) is not kind:
         raise RecordError(field, "missing" if value is None else f"expected an object, got {_short(value)}")
     return value
 
@@ -226,29 +331,43 @@ def run_state(tokens: list[str], field: str = "state.current") -> str:
     raise RecordError(field, f"unknown state {','.join(unknown or states)}")
 
 
-def json_job_id(record: Mapping[str, Any]) -> str:
-    raw = _number(record.get("job_id"), "job_id")
+def _job_id(job: Job) -> tuple[str, float]:
+    """The record's job id as sacct's text prints it, and its own numeric id."""
+    raw, array, het = job.job_id, job.array, job.het
+    if (type(raw) is int and -_EXACT < raw < _EXACT
+            and (type(array) is not _Ids or (type(array.job_id) is int and array.job_id == 0))
+            and (type(het) is not _Ids or (type(het.job_id) is int and het.job_id == 0))):
+        return str(raw), raw  # the common case: a job of its own, neither array task nor component
+    raw = _number(job.job_id, "job_id")
     if raw is None:
         raise RecordError("job_id", "missing")
-    array = record.get("array")
-    if type(array) is dict or isinstance(array, Mapping):
-        array_job = _number(array.get("job_id"), "array.job_id")
+    array = job.array
+    if type(array) is _Ids:
+        array_job = _number(array.job_id, "array.job_id")
         if array_job:
-            task = _number(array.get("task_id"), "array.task_id")
+            task = _number(array.task_id, "array.task_id")
             if task is not None:
-                return f"{int(array_job)}_{int(task)}"
-            pending = array.get("task")
-            if isinstance(pending, str) and pending:
+                return f"{int(array_job)}_{int(task)}", raw
+            if isinstance(array.task, str) and array.task:
                 # The not yet split part of a pending array, as sacct's text prints it.
-                return f"{int(array_job)}_[{pending}]"
-    het = record.get("het")
-    if type(het) is dict or isinstance(het, Mapping):
-        het_job = _number(het.get("job_id"), "het.job_id")
+                return f"{int(array_job)}_[{array.task}]", raw
+    het = job.het
+    if type(het) is _Ids:
+        het_job = _number(het.job_id, "het.job_id")
         if het_job:
-            offset = _number(het.get("job_offset"), "het.job_offset")
+            offset = _number(het.job_offset, "het.job_offset")
             if offset is not None:
-                return f"{int(het_job)}+{int(offset)}"
-    return str(int(raw))
+                return f"{int(het_job)}+{int(offset)}", raw
+    return str(int(raw)), raw
+
+
+def json_job_id(record: Any) -> str | None:
+    """The job id of a record that may not read (to keep its job whole or not
+    at all), or None where even that cannot be told."""
+    try:
+        return _job_id(_as_job(record))[0]
+    except RecordError:
+        return None
 
 
 def _alias(job_id: str, raw: float | None) -> str | None:
@@ -261,29 +380,26 @@ def _alias(job_id: str, raw: float | None) -> str | None:
     return str(int(raw))
 
 
-def _json_gpus(items: Any, field: str) -> int | None:
-    """GPUs in a TRES list: the untyped gres/gpu count, else the sum of typed ones."""
+def _gpus(items: Any, field: str) -> int | None:
+    """GPUs in a TRES list: the untyped gres/gpu count, else the sum of typed
+    ones ("gpu:a100"); None where the list names no GPU."""
     if items is None:
         return None
-    if not isinstance(items, list):
+    if type(items) is not list:
         raise RecordError(field, f"expected a list, got {_short(items)}")
-    return _gres_gpus(
-        ((item.get("name"), item.get("count")) for item in items
-         if (type(item) is dict or isinstance(item, Mapping)) and item.get("type") == "gres"),
-        field,
-    )
-
-
-def _gres_gpus(gres: Iterable[tuple[Any, Any]], field: str) -> int | None:
     plain: float | None = None
     typed = 0.0
     found = False
-    for name, raw in gres:
+    for item in items:
+        if type(item) is not _TresItem or item.type != "gres":
+            continue
+        name, count = item.name, item.count
         if not isinstance(name, str) or not (name == "gpu" or name.startswith("gpu:")):
             continue
-        count = _number(raw, field)
-        if count is None or count < 0:
-            continue
+        if type(count) is not int or not 0 <= count <= _MAX_COUNT:
+            count = _number(count, field)
+            if count is None or count < 0:
+                continue
         found = True
         if name == "gpu":
             plain = count
@@ -291,59 +407,77 @@ def _gres_gpus(gres: Iterable[tuple[Any, Any]], field: str) -> int | None:
             typed += count
     if not found:
         return None
-    return _gpu_count(plain if plain is not None else typed, field)
-
-
-def _gpu_count(count: float, field: str) -> int:
+    count = plain if plain is not None else typed
     if count > _MAX_COUNT:
         raise RecordError(field, f"GPU count out of range: {count:g}")
     return int(count)
 
 
-def parse_json_record(record: Any) -> SacctRecord:
-    if type(record) is not dict and not isinstance(record, Mapping):
-        raise RecordError("job", f"expected an object, got {_short(record)}")
-    job_id = json_job_id(record)
-    state_obj = _map(record, "state", "state")
-    current = state_obj.get("current")
+def _tokens(current: Any) -> list[str]:
+    """The base state and flags of `state.current`."""
     if type(current) is list and len(current) == 1 and type(current[0]) is str:
-        tokens = current
-    elif isinstance(current, str):
-        tokens = current.split(",")
-    elif isinstance(current, list) and all(isinstance(t, str) for t in current):
-        tokens = list(current)
-    else:
-        raise RecordError("state.current", f"expected text or a list of text, got {_short(current)}")
-    state = run_state(tokens)
-    times = _map(record, "time", "time")
-    tres = record.get("tres")
-    if tres is not None and type(tres) is not dict and not isinstance(tres, Mapping):
-        raise RecordError("tres", f"expected an object, got {_short(tres)}")
-    tres = tres or {}
-    gpus = _json_gpus(tres.get("allocated"), "tres.allocated")
-    if gpus is None:
-        gpus = _json_gpus(tres.get("requested"), "tres.requested")
-    restarts = _number(record.get("restart_cnt"), "restart_cnt")
-    return SacctRecord(
-        job_id=job_id,
-        name=_text(record.get("name"), "name"),
-        account=_text(record.get("account"), "account"),
-        user=_text(record.get("user"), "user"),
-        partition=_text(record.get("partition"), "partition"),
-        qos=_text(record.get("qos"), "qos"),
-        priority=_number(record.get("priority"), "priority"),
-        state=state,
-        raw_state=",".join(tokens),
-        reason=_reason(_text(state_obj.get("reason"), "state.reason")),
-        submit=_epoch(times.get("submission"), "time.submission"),
-        eligible=_epoch(times.get("eligible"), "time.eligible"),
-        start=_epoch(times.get("start"), "time.start"),
-        end=_epoch(times.get("end"), "time.end"),
-        gpus=gpus or 0,
-        nodes=_nodes(_text(record.get("nodes"), "nodes")),
-        restart_cnt=None if restarts is None else int(restarts),
-        alias=_alias(job_id, _number(record.get("job_id"), "job_id")),
-    )
+        return current
+    if isinstance(current, str):
+        return current.split(",")
+    if isinstance(current, list) and all(isinstance(t, str) for t in current):
+        return list(current)
+    raise RecordError("state.current", f"expected text or a list of text, got {_short(current)}")
+
+
+def _texts(values: list[Any], field: str) -> list[str | None]:
+    return [(v or None) if type(v) is str else _text(v, field) for v in values]
+
+
+def _epochs(values: list[Any], field: str) -> list[int | None]:
+    return [v if type(v) is int and 0 < v <= _LAST_EPOCH else _epoch(v, field) for v in values]
+
+
+def decode_run(records: list[Any]) -> dict[str, list[Any]]:
+    """The `SacctRecord` fields of a run of records (as `iter_json_records`
+    yields them, or dicts), column by column: the one reading of a JSON
+    record, whether of a run or of one record alone.
+
+    RecordError names the field of a record that cannot be read. The checks
+    run in the same order for each column, so for a run of one record the
+    error is that record's first (a run that fails is read again a record
+    at a time, to name each one)."""
+    jobs = [r if type(r) is Job else _as_job(r) for r in records]
+    ids = [_job_id(job) for job in jobs]
+    states = [s if type(s) is _State else _member(s, _State, "state") for s in [job.state for job in jobs]]
+    tokens = [_tokens(state.current) for state in states]
+    decided = [BASE_STATES[t[0]] if len(t) == 1 and t[0] in BASE_STATES else run_state(t) for t in tokens]
+    times = [t if type(t) is _Times else _member(t, _Times, "time") for t in [job.time for job in jobs]]
+    tres = [t if type(t) is _Tres else _Tres() if t is None else _member(t, _Tres, "tres")
+            for t in [job.tres for job in jobs]]
+    gpus = [_gpus(t.allocated, "tres.allocated") for t in tres]
+    gpus = [_gpus(_requested(t.requested), "tres.requested") if g is None else g
+            for g, t in zip(gpus, tres, strict=True)]
+    restarts = [None if r is None else _number(r, "restart_cnt") for r in [job.restart_cnt for job in jobs]]
+    return {
+        "job_id": [job_id for job_id, _ in ids],
+        "name": _texts([job.name for job in jobs], "name"),
+        "account": _texts([job.account for job in jobs], "account"),
+        "user": _texts([job.user for job in jobs], "user"),
+        "partition": _texts([job.partition for job in jobs], "partition"),
+        "qos": _texts([job.qos for job in jobs], "qos"),
+        "priority": [_number(job.priority, "priority") for job in jobs],
+        "state": decided,
+        "raw_state": [t[0] if len(t) == 1 else ",".join(t) for t in tokens],
+        "reason": [None if r == "None" else r for r in _texts([state.reason for state in states], "state.reason")],
+        "submit": _epochs([t.submission for t in times], "time.submission"),
+        "eligible": _epochs([t.eligible for t in times], "time.eligible"),
+        "start": _epochs([t.start for t in times], "time.start"),
+        "end": _epochs([t.end for t in times], "time.end"),
+        "gpus": [g or 0 for g in gpus],
+        "nodes": [None if n in _NO_NODES else n for n in _texts([job.nodes for job in jobs], "nodes")],
+        "restart_cnt": [None if r is None else int(r) for r in restarts],
+        "alias": [None if "_" not in job_id and "+" not in job_id else _alias(job_id, raw) for job_id, raw in ids],
+    }
+
+
+def parse_json_record(record: Any) -> SacctRecord:
+    """One record (as `iter_json_records` yields it, or a dict) as a run of one."""
+    return SacctRecord(*(column[0] for column in decode_run([record]).values()))
 
 
 def _reason(reason: str | None) -> str | None:
@@ -361,85 +495,33 @@ _MAX_VALUE = 1 << 20
 _TRAILING = re.compile(r"trailing characters \(byte (\d+)\)")
 
 
-# The members of a job record that `parse_json_record` reads. Decoding only
-# these lets msgspec skip the rest (steps, exit codes, comments...) at C speed
-# instead of building Python objects for them. A record of another shape
-# fails this typing and is decoded whole, for the parser to name the field.
-class _Ids(TypedDict, total=False):
-    job_id: Any
-    task_id: Any
-    task: Any
-    job_offset: Any
-
-
-class _State(TypedDict, total=False):
-    current: Any
-    reason: Any
-
-
-class _Times(TypedDict, total=False):
-    submission: Any
-    eligible: Any
-    start: Any
-    end: Any
-
-
-class _Tres(TypedDict, total=False):
-    type: Any
-    name: Any
-    count: Any
-
-
-class _TresLists(TypedDict, total=False):
-    allocated: list[_Tres] | None
-    requested: list[_Tres] | None
-
-
-class _Wanted(TypedDict, total=False):
-    job_id: Any
-    array: _Ids | None
-    het: _Ids | None
-    name: Any
-    account: Any
-    user: Any
-    partition: Any
-    qos: Any
-    priority: Any
-    state: _State | None
-    time: _Times | None
-    tres: _TresLists | None
-    nodes: Any
-    restart_cnt: Any
-
-
-_ANY = msgspec.json.Decoder()
-_RECORD = msgspec.json.Decoder(_Wanted)
-_SKIP = msgspec.json.Decoder(msgspec.Raw)
+# Bytes of records decoded per msgspec call: large enough that the per-call
+# work is spread over thousands of records, small enough to stay a fraction
+# of the 1 GiB budget.
+_RUN_BYTES = 8 << 20
+# Ends tried per run before reading it record by record.
+_RUN_TRIES = 4
 
 
 class _Reader:
     """Incremental reading of one JSON document of bytes.
 
-    The buffer holds the byte before pos, the unread tail and at most one
-    chunk (one run of records, when `batch` reads); a value that straddles
-    the end of the buffer is retried after the next chunk arrives. Each
-    value's end is found by msgspec at C speed; values msgspec refuses but
-    Python's json accepts (NaN, Infinity) go through `json` instead.
+    The buffer holds the byte before pos (or the start of its line), the
+    unread tail and at most one chunk (one run of records, when `run`
+    reads); a value that straddles the end of the buffer is retried after
+    the next chunk arrives. Each value's end is found by msgspec at C speed;
+    values msgspec refuses but Python's json accepts (NaN, Infinity) go
+    through `json` instead.
     """
 
     def __init__(self, stream: IO[str] | IO[bytes], chunk: int) -> None:
         self.stream = stream
         self.chunk = chunk
-        # A bytearray once `fill` has built it, so that `batch` can frame a run
-        # in place. Replaced, never resized: a run's structs may hold views
-        # of it (msgspec.Raw members).
+        # A bytearray once `fill` has built it, so that `run` can frame a run
+        # in place. Replaced, never resized.
         self.buf: bytes | bytearray = b""
         self.pos = 0
         self.consumed = 0  # bytes dropped from the front of buf
-        # Offset before which the buffer may drop bytes (None: pos decides):
-        # the end of the last run sent to a worker, for the bytes between it
-        # and the next run that a rewind to it needs (see _InFlight).
-        self.mark: int | None = None
         self.eof = False
         self.decoder = json.JSONDecoder()
 
@@ -449,12 +531,10 @@ class _Reader:
     def _keep(self) -> int:
         """Where the buffer may start: the byte before pos, or the line
         start before it when near (a record's indent is read from its
-        line, see `_indent`), or the mark."""
+        line, see `_indent`)."""
         keep = max(self.pos - 1, 0)
         line = self.buf.rfind(b"\n", max(keep - 256, 0), keep + 1)
-        if line >= 0:
-            keep = line
-        return keep if self.mark is None else max(min(keep, self.mark - self.consumed), 0)
+        return keep if line < 0 else line
 
     def _more(self) -> bool:
         if self.eof:
@@ -492,66 +572,57 @@ class _Reader:
             self.buf = bytearray().join(parts)
             self.pos -= keep
 
-    def frame(self, longest: int | None = None) -> tuple[int, bytes] | None:
-        """Where the run of whole records that starts at pos may end (the
-        first end `batch` tries, found without decoding, so that a worker can
-        decode it), and the closing line of its records. None where no run
-        starts here.
+    def run(self) -> tuple[list[Any] | None, Callable[[int], bytes], int]:
+        """The run of whole records that starts at pos, decoded in one call.
+
+        Returns the records, how to get the bytes of the k-th (for a
+        quarantine message: found again only then) and where the run ends;
+        or None and the end of the span that must be read record by record
+        (no run starts here, or its end could not be found).
 
         A record that starts a line ends at a line holding only its indent
         and "}": JSON strings hold no raw line breaks, and a span that
-        decodes as a list of objects ends at a record boundary whatever the
-        layout, so the layout only decides how fast, never what is read.
+        decodes as a list ends at a record boundary whatever the layout, so
+        the layout only decides how fast, never what is read.
         """
         self.peek()
         indent = self._indent() if self.buf[self.pos : self.pos + 1] == b"{" else None
         if indent is None:
-            return None
-        self.fill(_BATCH)
-        if self.pos < 1 or not isinstance(self.buf, bytearray):
-            return None  # only at the document's first byte, where no record starts
-        # The byte after a run's end is overwritten by `batch`: it must be in the buffer.
-        limit = len(self.buf) - 1 if longest is None else min(len(self.buf) - 1, self.pos + longest)
+            return None, _no_bytes, self.pos
+        self.fill(_RUN_BYTES)
+        buf, start = self.buf, self.pos - 1
+        if start < 0 or not isinstance(buf, bytearray):
+            return None, _no_bytes, self.pos  # only at the document's first byte, where no record starts
         closing = b"\n" + indent + b"}"
-        close = self.buf.rfind(closing, self.pos, limit)
-        return None if close < 0 else (close + len(closing), closing)
-
-    def batch(self) -> tuple[RecordColumns | None, int]:
-        """The run of whole records that starts at pos, as `decode_run` reads it.
-
-        Returns the columns and where the run ends, or None and the end of
-        the span that must be read record by record (it failed the typing,
-        holds a record `record_columns` refuses, or its end could not be
-        found).
-        """
-        span = self.frame()
-        if span is None:
-            return None, self.pos
-        (end, closing), buf, start = span, self.buf, self.pos - 1
-        assert isinstance(buf, bytearray)
-        for tries in range(_BATCH_TRIES):
-            if tries:
-                close = buf.rfind(closing, self.pos, end - len(closing))
-                if close < 0:
-                    return None, self.pos
-                end = close + len(closing)
+        limit = len(buf) - 1  # the byte after a run's end is overwritten below: it must be in the buffer
+        for _ in range(_RUN_TRIES):
+            close = buf.rfind(closing, self.pos, limit)
+            if close < 0:
+                return None, _no_bytes, self.pos
+            end = close + len(closing)
             # The run framed as a JSON array in place, by the byte before it
             # and the one after it (space, comma or bracket), put back after
             # the decode: no copy of the run.
             before, after = buf[start], buf[end]
             buf[start], buf[end] = ord("["), ord("]")
+            # Cyclic collections, triggered by the count of objects a run
+            # makes (none in a cycle), would cost a fifth of the decode.
+            collecting = gc.isenabled()
+            gc.disable()
             try:
-                return decode_run(memoryview(buf)[start : end + 1]), end
-            except (msgspec.ValidationError, RecordError):
-                return None, end
+                records = _RUN.decode(memoryview(buf)[start : end + 1])
             except msgspec.DecodeError:
                 # The closing line of something after the array (meta holds
                 # objects at a record's indent), or a broken record: try an
                 # earlier end, then leave it to the record-by-record reader.
-                pass
+                limit = close
+                continue
             finally:
                 buf[start], buf[end] = before, after
-        return None, end - len(closing)
+                if collecting:
+                    gc.enable()
+            return records, _bytes_in(memoryview(buf)[self.pos : end]), end
+        return None, _no_bytes, limit
 
     def peek(self) -> str:
         while True:
@@ -582,26 +653,14 @@ class _Reader:
         return indent if not indent.strip() else None
 
     def record(self) -> tuple[Any, bytes]:
-        """The next job record, decoded as far as the parser reads it, and its bytes."""
+        """The next job record, decoded as a `Job` (or as the other value it
+        is), and its bytes."""
         self.peek()
-        indent = self._indent() if self.buf[self.pos : self.pos + 1] == b"{" else None
-        if indent is not None:
-            close = self.buf.find(b"\n" + indent + b"}", self.pos, self.pos + _MAX_VALUE)
-            if close >= 0:
-                end = close + len(indent) + 2
-                raw = bytes(self.buf[self.pos : end])
-                try:
-                    value = _RECORD.decode(raw)
-                except msgspec.DecodeError:
-                    pass  # not the object's end after all (or broken): find it the general way
-                else:
-                    self.pos = end
-                    return value, raw
         span = self._span()
         if span is not None:
             raw = bytes(self.buf[self.pos : span])
             try:
-                value = _decode_record(raw)
+                value = _RECORD.decode(raw)
             except msgspec.DecodeError:
                 pass  # msgspec's end was not the value's end: Python's json finds it
             else:
@@ -682,514 +741,18 @@ class _Reader:
             return self.decoder.decode(self.buf[start : self.pos].decode("utf-8", "replace"))
 
 
-def _decode_record(raw: bytes) -> Any:
-    try:
-        return _RECORD.decode(raw)
-    except msgspec.ValidationError:
-        return _ANY.decode(raw)  # another shape: decoded whole, for the parser to name the field
-
-
-# -- runs of records in one decode ---------------------------------------------
-
-# Bytes of records decoded per msgspec call: large enough that the per-call
-# work (and the polars frame built from each run) is spread over thousands
-# of records, small enough to stay a fraction of the 1 GiB budget.
-_BATCH = 8 << 20
-# Ends tried per run before reading it record by record.
-_BATCH_TRIES = 4
-
-
-class _Number(msgspec.Struct, gc=False):
-    """23.02+'s {"set", "infinite", "number"}; `_number` reads it like the dict."""
-
-    set: bool = True
-    infinite: bool = False
-    number: int | float | None = None
-
-
-# Every number the parser reads, in the shape of any version. Unknown
-# members are skipped by msgspec; a value of another type fails the run's
-# typing and sends it to the record-by-record reader, which names the field.
-_Num = int | float | _Number | None
-
-
-class _JobIds(msgspec.Struct, gc=False):
-    job_id: _Num = None
-    task_id: _Num = None
-    task: Any = None
-    job_offset: _Num = None
-
-
-class _JobState(msgspec.Struct, gc=False):
-    current: str | list[str] | None = None
-    reason: str | None = None
-
-
-class _JobTimes(msgspec.Struct, gc=False):
-    submission: _Num = None
-    eligible: _Num = None
-    start: _Num = None
-    end: _Num = None
-
-
-class _TresItem(msgspec.Struct, gc=False):
-    type: Any = None
-    name: Any = None
-    count: Any = None  # read (by `_number`) only for GPUs, as `_json_gpus` does
-
-
-class _JobTres(msgspec.Struct, gc=False):
-    allocated: list[_TresItem] | None = None
-    # Read only where nothing is allocated (a pending job): left as bytes
-    # until then, it costs the decode no objects.
-    requested: msgspec.Raw = msgspec.Raw(b"null")
-
-
-class _Job(msgspec.Struct, gc=False):
-    job_id: _Num = None
-    array: _JobIds | None = None
-    het: _JobIds | None = None
-    name: str | None = None
-    account: str | None = None
-    user: str | None = None
-    partition: str | None = None
-    qos: str | None = None
-    priority: _Num = None
-    state: _JobState | None = None
-    time: _JobTimes | None = None
-    tres: _JobTres | None = None
-    nodes: str | None = None
-    restart_cnt: _Num = None
-
-
-_BATCH_DECODER = msgspec.json.Decoder(list[_Job])
-_TRES_DECODER = msgspec.json.Decoder(list[_TresItem] | None)
-
-
-@dataclass(frozen=True, slots=True)
-class RecordColumns:
-    """A run of records as columns named after the `SacctRecord` fields."""
-
-    columns: dict[str, list[Any]]
-    size: int
-
-
-def _struct_job_id(job: _Job) -> str:
-    raw = _number(job.job_id, "job_id")
-    if raw is None:
-        raise RecordError("job_id", "missing")
-    array = job.array
-    if array is not None:
-        array_job = _number(array.job_id, "array.job_id")
-        if array_job:
-            task = _number(array.task_id, "array.task_id")
-            if task is not None:
-                return f"{int(array_job)}_{int(task)}"
-            if isinstance(array.task, str) and array.task:
-                return f"{int(array_job)}_[{array.task}]"
-    het = job.het
-    if het is not None:
-        het_job = _number(het.job_id, "het.job_id")
-        if het_job:
-            offset = _number(het.job_offset, "het.job_offset")
-            if offset is not None:
-                return f"{int(het_job)}+{int(offset)}"
-    return str(int(raw))
-
-
-def _struct_gpus(items: list[_TresItem] | None, field: str) -> int | None:
-    """`_json_gpus` over typed TRES items."""
-    if items is None:
-        return None
-    return _gres_gpus(((item.name, item.count) for item in items if item.type == "gres"), field)
-
-
-def _gpu_column(jobs: list[_Job]) -> list[int]:
-    """The GPUs of each record as `parse_json_record` counts them, visiting
-    only the gres items of the allocated TRES in Python."""
-    plain: dict[int, float | int] = {}
-    typed: dict[int, float | int] = {}
-    gres = [(i, item.name, item.count) for i, job in enumerate(jobs)
-            if job.tres is not None and job.tres.allocated
-            for item in job.tres.allocated if item.type == "gres"]
-    for i, name, count in gres:
-        if not isinstance(name, str) or not (name == "gpu" or name.startswith("gpu:")):
-            continue
-        number = count if type(count) is int and 0 <= count <= _MAX_COUNT else _number(count, "tres.allocated")
-        if number is None or number < 0:
-            continue
-        if name == "gpu":
-            plain[i] = number
-        else:
-            typed[i] = typed.get(i, 0.0) + number
-    return [_gpu_count(plain[i], "tres.allocated") if i in plain
-            else _gpu_count(typed[i], "tres.allocated") if i in typed else _requested_gpus(job.tres)
-            for i, job in enumerate(jobs)]
-
-
-def _requested_gpus(tres: _JobTres | None) -> int:
-    """GPUs of a record with none allocated (a pending job): those it asks for."""
-    if tres is None:
-        return 0
-    try:
-        requested = _TRES_DECODER.decode(tres.requested)
-    except msgspec.DecodeError:
-        raise RecordError("tres.requested", "not a list of TRES") from None
-    return _struct_gpus(requested, "tres.requested") or 0
-
-
-def _raw_state(current: str | list[str] | None) -> str:
-    if isinstance(current, str):
-        return current
-    if current is None or any("," in token for token in current):
-        # Missing, or tokens that joined would split apart: the record-by-record reader decides.
-        raise RecordError("state.current", "not a plain state")
-    return ",".join(current)
-
-
-def _optional_int(value: Any, field: str) -> int | None:
-    number = _number(value, field)
-    return None if number is None else int(number)
-
-
-def _epochs(values: list[Any], field: str) -> list[int | None]:
-    return [v if type(v) is int and 0 < v <= _LAST_EPOCH else _epoch(v, field) for v in values]
-
-
-def record_columns(jobs: list[_Job]) -> RecordColumns:
-    """The `SacctRecord` fields of a run of records, column by column, with
-    the results `parse_json_record` gives each record. RecordError means some
-    record needs the record-by-record reader (which then names it)."""
-    states = [job.state for job in jobs]
-    times = [job.time for job in jobs]
-    if None in states or None in times:
-        raise RecordError("state", "missing")
-    raw_states = [c[0] if type(c) is list and len(c) == 1 else _raw_state(c)
-                  for c in [state.current for state in states if state is not None]]
-    decided = {raw: run_state(raw.split(",")) for raw in set(raw_states)}
-    reasons = [state.reason for state in states if state is not None]
-    spans = [t for t in times if t is not None]
-    job_ids = [
-        str(job.job_id)
-        if type(job.job_id) is int and (job.array is None or job.array.job_id == 0)
-        and (job.het is None or job.het.job_id == 0)
-        else _struct_job_id(job)
-        for job in jobs
-    ]
-    columns: dict[str, list[Any]] = {
-        "job_id": job_ids,
-        "name": [job.name or None for job in jobs],
-        "account": [job.account or None for job in jobs],
-        "user": [job.user or None for job in jobs],
-        "partition": [job.partition or None for job in jobs],
-        "qos": [job.qos or None for job in jobs],
-        "priority": [float(p) if type(p := job.priority) is int else _number(p, "priority") for job in jobs],
-        "state": [decided[raw] for raw in raw_states],
-        "raw_state": raw_states,
-        "reason": [None if not r or r == "None" else r for r in reasons],
-        "submit": _epochs([t.submission for t in spans], "time.submission"),
-        "eligible": _epochs([t.eligible for t in spans], "time.eligible"),
-        "start": _epochs([t.start for t in spans], "time.start"),
-        "end": _epochs([t.end for t in spans], "time.end"),
-        "gpus": _gpu_column(jobs),
-        "nodes": [None if n is None or n in _NO_NODES else n for n in [job.nodes for job in jobs]],
-        "restart_cnt": [None if r is None else r if type(r) is int and abs(r) <= _MAX_NUMBER
-                        else _optional_int(r, "restart_cnt") for r in [job.restart_cnt for job in jobs]],
-        "alias": [None if "_" not in job_id and "+" not in job_id else _alias(job_id, _number(job.job_id, "job_id"))
-                  for job_id, job in zip(job_ids, jobs, strict=True)],
-    }
-    return RecordColumns(columns, len(jobs))
-
-
-@contextmanager
-def _no_cycle_collection() -> Iterator[None]:
-    """Pause the cyclic garbage collector: a run of records makes tens of
-    thousands of objects that hold no cycles, and collections triggered by
-    their count alone cost a tenth of the time of reading them."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
-def decode_run(data: bytes | bytearray | memoryview) -> RecordColumns:
-    """A run of records framed as a JSON array, as columns: the one reading
-    of a run, whether `_Reader.batch` calls it in place or a worker of a
-    `RunPool` on a copy.
-
-    msgspec.ValidationError or RecordError: some record of the run needs the
-    record-by-record reader; msgspec.DecodeError: the span is not a list of
-    objects (not a run's end after all, or broken JSON)."""
-    with _no_cycle_collection():
-        return record_columns(_BATCH_DECODER.decode(data))
-
-
-def _read(run: memoryview) -> RecordColumns | None:
-    """A run sent to a `RunPool`, read; None for a run to be read again
-    record by record, which then names the record that failed."""
-    try:
-        return decode_run(run)
-    except (msgspec.DecodeError, RecordError):
-        return None
-
-
-def _serve(conn: Connection, shared: mmap.mmap, slot: int) -> None:
-    """A worker of a RunPool: reads the runs it is told of, in order, until
-    told to stop. Each answer is pickled into the rest of the run's slot
-    and its length sent (-1: read it in the reading process), so that the
-    worker goes on with the next run without waiting for the answer to be
-    read."""
-    try:
-        while (task := conn.recv()) is not None:
-            start, size = task
-            columns = _read(memoryview(shared)[start : start + size])
-            answer = -1 if columns is None else pickle.dumps(columns, pickle.HIGHEST_PROTOCOL)
-            if isinstance(answer, bytes) and size + len(answer) <= slot:
-                shared[start + size : start + size + len(answer)] = answer
-                answer = len(answer)
-            conn.send(answer)  # the bytes themselves if the slot is too short
-    except (EOFError, OSError):
-        pass  # the reading process is gone
-
-
-# A document this far read in one process (about 3,500 jobs of sacct's
-# 23.11 JSON) starts the workers of a `RunPool`: smaller ones, the common
-# incremental window, never pay for process start-up.
-_PARALLEL_AFTER = 16 << 20
-
-
-def default_workers() -> int:
-    """Workers of a RunPool by default: one per CPU but the one this process reads on."""
-    return max((os.cpu_count() or 1) - 1, 0)
-
-
-class RunPool:
-    """Worker processes that read runs of records while this process frames
-    the next ones, reads one itself whenever every worker is busy, and takes
-    the results in document order.
-
-    A run reaches a worker through memory shared with it, one slot per run
-    in flight: a copy per run, and a message of two numbers on a pipe of
-    its own, sent and answered by this thread (an executor's helper threads
-    would wait for the GIL while this thread decodes). The workers start
-    once a document has been read past `after` bytes (default
-    `_PARALLEL_AFTER`).
-    """
-
-    def __init__(self, workers: int | None = None, after: int | None = None) -> None:
-        self.workers = default_workers() if workers is None else workers
-        self.after = _PARALLEL_AFTER if after is None else after
-        # Two runs for each worker (one read, one waiting), one read here
-        # and one answered: no worker waits for this process.
-        self.depth = 2 * self.workers + 2
-        # A run `frame` gives (at most `longest`), with room after it for
-        # its answer: columns are a fraction of the JSON they come from.
-        self.longest = _BATCH + (_BATCH >> 3)
-        self.slot = self.longest + (_BATCH >> 2)
-        self.shared: mmap.mmap | None = None
-        self.next_slot = 0
-        self.conns: list[Connection] = []
-        self.procs: list[BaseProcess] = []
-        self.waiting: list[int] = []  # runs sent to each worker and not yet answered
-        self.answers: list[deque[int | bytes]] = []  # answers read, not yet taken
-        self.broken = False
-
-    def ready(self, offset: int) -> bool:
-        if self.broken or self.workers < 1 or offset < self.after:
-            return False
-        if self.shared is None:
-            # Populated at once (Linux): faulting its pages in run by run costs more than the copies.
-            self.shared = mmap.mmap(-1, self.depth * self.slot,
-                                    flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0))
-            # Forked: a worker starts at once, inherits the shared memory, and
-            # neither imports nor runs the main script again as a spawned one
-            # would. A fork copies no thread, so a lock held by one (polars',
-            # DuckDB's) stays held in the child: workers run msgspec and
-            # Python only, never those.
-            context = multiprocessing.get_context("fork")
-            for _ in range(self.workers):
-                here, there = context.Pipe()
-                proc = context.Process(target=_serve, args=(there, self.shared, self.slot), daemon=True)
-                proc.start()
-                there.close()
-                self.conns.append(here)
-                self.procs.append(proc)
-                self.waiting.append(0)
-                self.answers.append(deque())
-        return True
-
-    def submit(self, run: memoryview) -> tuple[int, int | None, RecordColumns | None]:
-        """Read a run (at most `longest` bytes) in an idle worker, or here
-        when none is idle. Returns where the run lies in the shared memory,
-        the worker (None: read here) and what was read here. A slot is
-        reused `depth` runs later: by then the run it held has been taken
-        (see _InFlight)."""
-        assert self.shared is not None
-        start = self.next_slot * self.slot
-        self.next_slot = (self.next_slot + 1) % self.depth
-        size = len(run) + 2
-        self.shared[start] = ord("[")
-        self.shared[start + 1 : start + size - 1] = run
-        self.shared[start + size - 1] = ord("]")
-        for worker in range(self.workers):
-            while self.waiting[worker] and self.conns[worker].poll():
-                self._answer(worker)
-        idle = min(range(self.workers), key=self.waiting.__getitem__)
-        if self.waiting[idle] >= 2 or self.broken:
-            return start, None, _read(memoryview(self.shared)[start : start + size])
-        try:
-            self.conns[idle].send((start, size))
-        except OSError:
-            self.broken = True  # a worker died: its run is read here
-            return start, None, None
-        self.waiting[idle] += 1
-        return start, idle, None
-
-    def _answer(self, worker: int) -> None:
-        self.waiting[worker] -= 1
-        try:
-            self.answers[worker].append(self.conns[worker].recv())
-        except (EOFError, OSError):
-            self.broken = True
-            self.answers[worker].append(-1)
-
-    def receive(self, worker: int, start: int, size: int) -> RecordColumns | None:
-        """A worker's answer for the run at `start`, its oldest; None if it
-        could not read it, or died (this process then reads the rest)."""
-        assert self.shared is not None
-        if not self.answers[worker]:
-            self._answer(worker)
-        answer = self.answers[worker].popleft()
-        if answer == -1:
-            return None
-        columns: RecordColumns = pickle.loads(answer if isinstance(answer, bytes) else
-                                              memoryview(self.shared)[start + size : start + size + answer])
-        return columns
-
-    def run(self, start: int, size: int) -> memoryview:
-        """The records of a run in flight, without its brackets."""
-        assert self.shared is not None
-        return memoryview(self.shared)[start + 1 : start + size - 1]
-
-    def close(self) -> None:
-        for conn in self.conns:
-            try:
-                conn.send(None)
-            except OSError:
-                pass  # already gone
-            conn.close()
-        for proc in self.procs:
-            proc.join(timeout=5)
-            if proc.is_alive():
-                proc.terminate()  # stuck answering a run nobody takes
-                proc.join()
-        self.conns, self.procs, self.waiting, self.answers = [], [], [], []
-
-    def __enter__(self) -> RunPool:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-class _Sent(NamedTuple):
-    """A run in a worker (or read here), and where to read it again in this process."""
-
-    gap_start: int  # document offset of `gap`
-    gap: bytes  # from the previous run's end (or the line start) to the run
-    start: int  # where the run lies in the pool's shared memory
-    size: int
-    end: int  # document offset after the run
-    worker: int | None  # None: read here, into `value`
-    value: RecordColumns | None
-
-
-class _InFlight:
-    """Runs sent to a pool's workers, oldest first.
-
-    A run a worker cannot read (a record of another shape, a bad value, an
-    end that was not a run's end) is read again by this process: the reader
-    is rewound to its start, rebuilt from the bytes of the runs in flight,
-    and the later runs' results are dropped, so records, their order and
-    their errors are those of reading in one process."""
-
-    def __init__(self, reader: _Reader, pool: RunPool) -> None:
-        self.reader = reader
-        self.pool = pool
-        self.sent: deque[_Sent] = deque()
-
-    def send(self, end: int) -> None:
-        """The run from pos to `end` to a worker, or read here if all are busy."""
-        r = self.reader
-        start = r.pos
-        gap_start = self.sent[-1].end - r.consumed if self.sent else max(r.buf.rfind(b"\n", 0, start), 0)
-        with memoryview(r.buf) as view:
-            at, worker, value = self.pool.submit(view[start:end])
-            gap = bytes(view[gap_start:start])
-        self.sent.append(_Sent(r.consumed + gap_start, gap, at, end - start + 2, r.consumed + end, worker, value))
-        r.pos = end
-        r.mark = r.consumed + end
-
-    def take(self) -> RecordColumns | None:
-        """The oldest run's columns, or None after rewinding the reader to it."""
-        sent = self.sent.popleft()
-        value = sent.value if sent.worker is None else self.pool.receive(sent.worker, sent.start, sent.size)
-        if value is None:
-            self._rewind(sent)
-        elif not self.sent:
-            self.reader.mark = None
-        return value
-
-    def _rewind(self, sent: _Sent) -> None:
-        r = self.reader
-        runs = [sent, *self.sent]
-        self.sent.clear()
-        for run in runs[1:]:
-            if run.worker is not None:
-                # Dropped; taken, so that no worker reads a slot sent again.
-                self.pool.receive(run.worker, run.start, run.size)
-        parts: list[bytes | memoryview] = []
-        for run in runs:
-            parts += [run.gap, self.pool.run(run.start, run.size)]
-        parts.append(memoryview(r.buf)[runs[-1].end - r.consumed :])
-        r.buf = bytearray().join(parts)
-        r.consumed = sent.gap_start
-        r.pos = len(sent.gap)
-        r.mark = None
-
-
 def iter_json_records(stream: IO[str] | IO[bytes], meta: dict[str, Any] | None = None,
-                      chunk: int = 1 << 20) -> Iterator[tuple[Any, bytes]]:
-    """Yield each element of the document's top-level `jobs` array with its bytes.
+                      chunk: int = 1 << 20) -> Iterator[tuple[list[Any], Callable[[int], bytes]]]:
+    """Yield the elements of the document's top-level `jobs` array, in runs
+    decoded together, each run with how to get the bytes of its k-th element.
 
-    An element that is an object holds only the members `parse_json_record`
-    reads; the bytes are for a quarantine message that shows it all. Other
-    top-level members (meta, errors, warnings) are small and stored in `meta`
-    when given; a broken document raises DocumentError after every element
-    before the break was yielded.
+    An element that is an object comes as a `Job`, holding only the members
+    `parse_json_record` reads (as a dict where only Python's json reads it);
+    the bytes are for a quarantine message that shows it all (ask for them
+    before the next run). Other top-level members (meta, errors, warnings)
+    are small and stored in `meta` when given; a broken document raises
+    DocumentError after every element before the break was yielded.
     """
-    for item in _iter_jobs(stream, meta, chunk, batches=False, pool=None):
-        if not isinstance(item, RecordColumns):  # never one, without batches
-            yield item
-
-
-def iter_json_batches(stream: IO[str] | IO[bytes], meta: dict[str, Any] | None = None,
-                      chunk: int = 1 << 20,
-                      pool: RunPool | None = None) -> Iterator[RecordColumns | tuple[Any, bytes]]:
-    """The `jobs` array as `iter_json_records` reads it, but runs of records
-    that read cleanly come as one `RecordColumns` each: decoded by msgspec in
-    one call and turned into columns without a Python object per record.
-    Anything else (another shape, a bad value, a compact layout) comes record
-    by record as from `iter_json_records`, in document order. With a pool,
-    runs of a large document are read by its workers."""
-    return _iter_jobs(stream, meta, chunk, batches=True, pool=pool)
-
-
-def _iter_jobs(stream: IO[str] | IO[bytes], meta: dict[str, Any] | None, chunk: int,
-               batches: bool, pool: RunPool | None) -> Iterator[RecordColumns | tuple[Any, bytes]]:
     reader = _Reader(stream, chunk)
     reader.expect("{")
     if reader.peek() == "}":
@@ -1204,7 +767,7 @@ def _iter_jobs(stream: IO[str] | IO[bytes], meta: dict[str, Any] | None, chunk: 
             if reader.peek() == "]":
                 reader.pos += 1
             else:
-                yield from _iter_array(reader, batches, _InFlight(reader, pool) if pool and batches else None)
+                yield from _iter_array(reader)
         else:
             value = reader.value()
             if meta is not None:
@@ -1215,68 +778,45 @@ def _iter_jobs(stream: IO[str] | IO[bytes], meta: dict[str, Any] | None, chunk: 
         reader.expect(",")
 
 
-def _iter_array(reader: _Reader, batches: bool,
-                runs: _InFlight | None) -> Iterator[RecordColumns | tuple[Any, bytes]]:
+def _iter_array(reader: _Reader) -> Iterator[tuple[list[Any], Callable[[int], bytes]]]:
     slow_until = 0  # offset up to which records are read one by one
-    here = False  # the record at pos is read in this process: no run can be sent from it
     while True:
-        if runs is not None and not here and reader.offset() >= slow_until and runs.pool.ready(reader.offset()):
-            span = reader.frame(runs.pool.longest - 2)
-            if span is None:
-                here = True
-                while runs.sent:
-                    if (columns := runs.take()) is None:
-                        break
-                    yield columns
-                continue
-            runs.send(span[0])
-            if len(runs.sent) >= runs.pool.depth:
-                if (columns := runs.take()) is None:
-                    here = True
-                    continue
-                yield columns
-        else:
-            assert runs is None or not runs.sent
-            here = False
-            columns = None
-            if batches and reader.offset() >= slow_until:
-                columns, end = reader.batch()
-                if columns is not None:
-                    reader.pos = end
-                slow_until = reader.consumed + end
-            if columns is not None:
-                yield columns
-            else:
-                yield reader.record()
-        try:
-            sep = reader.peek()
-            if sep != "]":
-                reader.expect(",")
-                continue
-        except DocumentError:
-            if runs is None or not runs.sent:
-                raise
-        # The array ends or breaks here: the runs before come first.
-        rewound = False
-        while runs is not None and runs.sent:
-            if (columns := runs.take()) is None:
-                rewound = True
-                break
-            yield columns
-        if rewound:
-            here = True
-            continue
-        if reader.peek() != "]":
-            reader.expect(",")  # raises the DocumentError again, now that every run before it is out
-        reader.pos += 1
-        return
+        records = None
+        if reader.offset() >= slow_until:
+            records, bytes_of, end = reader.run()
+            slow_until = reader.consumed + end
+            if records is not None:
+                reader.pos = end
+        if records is None:
+            value, raw = reader.record()
+            records, bytes_of = [value], _given(raw)
+        yield records, bytes_of
+        if reader.peek() == "]":
+            reader.pos += 1
+            return
+        reader.expect(",")
+
+
+def _no_bytes(k: int) -> bytes:
+    raise IndexError(k)
+
+
+def _given(raw: bytes) -> Callable[[int], bytes]:
+    return lambda _: raw
+
+
+def _bytes_in(run: memoryview) -> Callable[[int], bytes]:
+    """The bytes of a run's k-th record, found when asked for (a record
+    failed): the run is not copied or split for the records that read."""
+    return lambda k: bytes(_RAWS.decode(b"[" + bytes(run) + b"]")[k])
 
 
 def iter_json_jobs(stream: IO[str] | IO[bytes], meta: dict[str, Any] | None = None,
                    chunk: int = 1 << 20) -> Iterator[Any]:
     """Each element of the `jobs` array whole (`iter_json_records` without the trimming)."""
-    for _, raw in iter_json_records(stream, meta, chunk):
-        yield whole_record(raw)
+    for records, bytes_of in iter_json_records(stream, meta, chunk):
+        for k in range(len(records)):
+            yield whole_record(bytes_of(k))
 
 
 def whole_record(raw: bytes) -> Any:
@@ -1309,10 +849,9 @@ def text_format_arg() -> str:
     return "--format=" + ",".join(TEXT_FIELDS)
 
 
-def _text_gpus(tres: str, field: str) -> int | None:
-    plain: int | None = None
-    typed = 0
-    found = False
+def _text_tres(tres: str, field: str) -> list[_TresItem]:
+    """The GPU items of an AllocTRES or ReqTRES value ("gres/gpu:a100=2,...")."""
+    items = []
     for part in tres.split(","):
         if not part:
             continue
@@ -1321,18 +860,10 @@ def _text_gpus(tres: str, field: str) -> int | None:
             raise RecordError(field, f"not name=count: {_short(part)}")
         if name == "gres/gpu" or name.startswith("gres/gpu:"):
             try:
-                number = int(count)
+                items.append(_TresItem("gres", name[5:], int(count)))
             except ValueError:
                 raise RecordError(field, f"GPU count is not a number: {_short(part)}") from None
-            value = _gpu_count(number, field)
-            found = True
-            if name == "gres/gpu":
-                plain = value
-            else:
-                typed += value
-    if not found:
-        return None
-    return plain if plain is not None else typed
+    return items
 
 
 def _text_number(value: str, field: str) -> float | None:
@@ -1391,9 +922,9 @@ def parse_text_record(line: str) -> SacctRecord:
             priority = float(f["Priority"])
         except ValueError:
             raise RecordError("Priority", f"not a number: {_short(f['Priority'])}") from None
-    gpus = _text_gpus(f["AllocTRES"], "AllocTRES")
+    gpus = _gpus(_text_tres(f["AllocTRES"], "AllocTRES"), "AllocTRES")
     if gpus is None:
-        gpus = _text_gpus(f["ReqTRES"], "ReqTRES")
+        gpus = _gpus(_text_tres(f["ReqTRES"], "ReqTRES"), "ReqTRES")
     return SacctRecord(
         job_id=job_id,
         name=f["JobName"] or None,

@@ -56,7 +56,7 @@ def test_sacct_json(warehouse: Warehouse, name: str, data: st.DataObject) -> Non
     doc = {**document, "jobs": [data.draw(mutated(job)) for job in jobs]}
     body = json.dumps(doc, allow_nan=True).encode("utf-8", "surrogatepass")
     try:
-        read = read_document(io.BytesIO(body), "json", name, workers=0)
+        read = read_document(io.BytesIO(body), "json", name)
     except SourceError:
         return
     documentwide = [r for r in read.rejects if r.field == "document"]

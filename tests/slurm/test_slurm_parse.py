@@ -304,10 +304,9 @@ def test_runs_of_records_read_exactly_like_one_record_at_a_time(monkeypatch: pyt
     parse_json_record gives each record decoded alone, across run ends."""
     records = _variants()
     text = json.dumps({"jobs": records, "meta": {"plugin": {"data_parser": "x"}}}, indent=2)
-    monkeypatch.setattr(slurm_sacct, "_BATCH", 20_000)  # many runs, ending anywhere
-    runs = [item for item in slurm_sacct.iter_json_batches(io.BytesIO(text.encode()), chunk=4096)
-            if isinstance(item, slurm_sacct.RecordColumns)]
-    assert len(runs) > 10 and sum(r.size for r in runs) == len(records)
+    monkeypatch.setattr(slurm_sacct, "_RUN_BYTES", 20_000)  # many runs, ending anywhere
+    runs = [run for run, _ in slurm_sacct.iter_json_records(io.BytesIO(text.encode()), chunk=4096)]
+    assert len([run for run in runs if len(run) > 1]) > 10 and sum(map(len, runs)) == len(records)
     read = read_document(io.BytesIO(text.encode()), "json", "d")
     assert not read.rejects
     assert [rec for _, rec in read.records] == [parse_json_record(r) for r in records]
@@ -318,11 +317,13 @@ def test_a_bad_record_inside_a_run_is_named_and_its_neighbours_read(monkeypatch:
     records = _variants()
     bad = 137
     records[bad]["time"]["start"] = "soon"
+    records[bad]["comment"] = {"job": "shown whole"}
     text = json.dumps({"jobs": records}, indent=4)
-    monkeypatch.setattr(slurm_sacct, "_BATCH", 50_000)
+    monkeypatch.setattr(slurm_sacct, "_RUN_BYTES", 50_000)
     read = read_document(io.BytesIO(text.encode()), "json", "d")
     job = str(5000 + bad)
     assert [(r.record, r.field) for r in read.rejects] == [(f"d record {bad + 1} (JobId={job})", "time.start")]
+    assert json.loads(read.rejects[0].raw) == records[bad]
     assert read.bad_jobs == {job}
     expected = [parse_json_record(r) for i, r in enumerate(records) if i != bad]
     assert [rec for _, rec in read.records] == expected
@@ -331,29 +332,68 @@ def test_a_bad_record_inside_a_run_is_named_and_its_neighbours_read(monkeypatch:
 def test_runs_read_alike_from_text_or_bytes_in_chunks_of_any_size(monkeypatch: pytest.MonkeyPatch) -> None:
     """A run is framed as an array in the reader's own buffer, by the bytes
     around it: whatever the stream and chunk size, every record is read
-    once, in order, and a bad one between runs is read from its own text."""
+    once, in order, with its own bytes."""
     records = _variants()
-    bad = 101
-    records[bad]["time"]["start"] = "soon"
     text = json.dumps({"jobs": records}, indent=2)
     expected = [slurm_sacct.json_job_id(r) for r in records]
-    monkeypatch.setattr(slurm_sacct, "_BATCH", 30_000)
+    monkeypatch.setattr(slurm_sacct, "_RUN_BYTES", 30_000)
     for stream in (io.StringIO(text), io.BytesIO(text.encode())):
         for chunk in (4096, 1 << 20):
             stream.seek(0)
-            job_ids: list[str] = []
-            single = []
-            for item in slurm_sacct.iter_json_batches(stream, chunk=chunk):
-                if isinstance(item, slurm_sacct.RecordColumns):
-                    job_ids += item.columns["job_id"]
-                else:
-                    job_ids.append(slurm_sacct.json_job_id(item[0]))
-                    single.append(item[1])
+            job_ids: list[str | None] = []
+            in_runs = 0
+            for run, bytes_of in slurm_sacct.iter_json_records(stream, chunk=chunk):
+                job_ids += [slurm_sacct.json_job_id(r) for r in run]
+                in_runs += len(run) if len(run) > 1 else 0
+                assert [json.loads(bytes_of(k)) for k in range(len(run))] == records[len(job_ids) - len(run):
+                                                                                     len(job_ids)]
             assert job_ids == expected, (type(stream), chunk)
-            assert records[bad] in [json.loads(raw) for raw in single]
-            if chunk < slurm_sacct._BATCH:
-                # A run spans what the buffer holds: read whole, the document is one run.
-                assert len(single) < len(records) // 2
+            # A run spans what the buffer holds: most records are read in runs.
+            assert in_runs > len(records) // 2
+
+
+def test_a_record_reads_alike_in_a_run_and_alone() -> None:
+    """The layout decides whether a record is decoded in a run or alone, never
+    what is read: a number object out of range was loaded from a run (the run
+    reader did not check it) and refused alone."""
+    doc = json.loads((CASES / "mixed_23_11.json").read_text())
+    doc["jobs"][1]["priority"] = {"set": True, "infinite": False, "number": 1e300}
+    for indent in (None, 2):
+        read = read_document(io.BytesIO(json.dumps(doc, indent=indent).encode()), "json", "d")
+        assert [(r.field, r.reason) for r in read.rejects] == [("priority", "number out of range: 1e+300")], indent
+        assert read.count() == len(doc["jobs"]) - 1
+
+
+def test_a_member_name_that_is_not_unicode_costs_nothing() -> None:
+    """NaN sends a record to Python's json, which reads "\\ud800" as half a
+    surrogate pair; msgspec refuses such a name when it builds the record."""
+    doc = json.loads((CASES / "mixed_23_11.json").read_text())
+    doc["jobs"][0]["comment"] = {"job": float("nan")}
+    doc["jobs"][0]["\ud800"] = {"\udc00": 1}
+    doc["jobs"][0]["state"]["\ud800"] = 1
+    read = read_document(io.BytesIO(json.dumps(doc).encode()), "json", "d")
+    assert not read.rejects and read.count() == len(doc["jobs"])
+
+
+def test_text_and_json_count_gpus_alike() -> None:
+    """One GPU count for both formats: negative counts are no GPUs, the
+    untyped count wins over typed ones, a sum past an INTEGER is refused."""
+    fields = ["1234", "1234", "low", "normal", "acct", "alice", "RUNNING", "None", "10", "1796243261",
+              "1796243261", "1796243265", "0", "", "gres/gpu=2", "node1", "n"]
+    record = json.loads((CASES / "mixed_23_11.json").read_text())["jobs"][1]
+    for tres, gpus in (("gres/gpu=-2", 2), ("gres/gpu:a=-1,gres/gpu:b=3", 3), ("gres/gpu:a=3000000000,gres/gpu=1", 1),
+                       ("gres/gpu:a=2147483647,gres/gpu:b=1", None)):
+        fields[13] = tres
+        items = [{"type": "gres", "name": part.split("=")[0][5:], "count": int(part.split("=")[1])}
+                 for part in tres.split(",")]
+        record["tres"] = {"allocated": items, "requested": [{"type": "gres", "name": "gpu", "count": 2}]}
+        if gpus is None:
+            with pytest.raises(slurm_sacct.RecordError, match="GPU count out of range"):
+                slurm_sacct.parse_text_record("|".join(fields))
+            with pytest.raises(slurm_sacct.RecordError, match="GPU count out of range"):
+                parse_json_record(record)
+        else:
+            assert slurm_sacct.parse_text_record("|".join(fields)).gpus == parse_json_record(record).gpus == gpus
 
 
 def test_quarantine_shows_the_whole_record_not_only_what_the_parser_reads() -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import copy
 import io
 import json
-from collections.abc import Iterator
 from datetime import UTC
 from pathlib import Path
 from typing import Any
@@ -19,17 +18,7 @@ from preemptlens.collectors import slurm_sacct
 from preemptlens.collectors.slurm import SacctRead, build_batch, read_document
 from preemptlens.collectors.slurm_log import parse_line
 from preemptlens.collectors.slurm_policy import Policy
-from preemptlens.collectors.slurm_sacct import (
-    TEXT_FIELDS,
-    DocumentError,
-    RecordColumns,
-    RecordError,
-    RunPool,
-    SacctRecord,
-    iter_json_batches,
-    parse_json_record,
-    parse_text_record,
-)
+from preemptlens.collectors.slurm_sacct import TEXT_FIELDS, RecordError, parse_json_record, parse_text_record
 from preemptlens.warehouse import Warehouse
 
 CASES = Path(__file__).resolve().parent.parent / "cases" / "sacct"
@@ -145,47 +134,22 @@ def test_no_partial_jobs_reach_the_warehouse(bad: list[dict[str, Any]]) -> None:
         assert report.quarantined >= len(batch.rejects)
 
 
-@pytest.fixture(scope="module")
-def pool() -> Iterator[RunPool]:
-    """Workers that take runs from a document's first byte on."""
-    with RunPool(workers=2, after=0) as started:
-        assert started.ready(0)
-        yield started
-
-
-def _items(text: str, pool: RunPool | None) -> list[Any]:
-    """The records the reader yields (where runs end may differ), the
-    failures, and where it stops on a broken document."""
-    out: list[Any] = []
-    try:
-        for item in iter_json_batches(io.BytesIO(text.encode()), chunk=4096, pool=pool):
-            if isinstance(item, RecordColumns):
-                out += [SacctRecord(*row) for row in zip(*item.columns.values(), strict=True)]
-                continue
-            try:
-                out.append(parse_json_record(item[0]))
-            except RecordError as exc:
-                out.append((exc.field, exc.reason, item[1]))
-    except DocumentError as exc:
-        out.append((exc.offset, exc.reason))
-    return out
-
-
 @settings(max_examples=40, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(st.lists(st.tuples(st.integers(0, 80), mutated()), max_size=3), st.sampled_from([2, 4]), st.data())
-def test_runs_read_by_workers_come_as_read_in_one_process(
-    pool: RunPool, monkeypatch: pytest.MonkeyPatch, bad: list[tuple[int, dict[str, Any]]], indent: int,
-    data: st.DataObject,
+@given(st.lists(st.tuples(st.integers(0, 80), mutated()), max_size=3), st.sampled_from([2, 4]))
+def test_records_read_alike_in_runs_and_alone(
+    monkeypatch: pytest.MonkeyPatch, bad: list[tuple[int, dict[str, Any]]], indent: int,
 ) -> None:
-    """Whatever a worker cannot read (another shape, a bad value, a broken
-    or cut document, the end of the array) is read again in this process:
-    the same records, in the same order, the same stop on a broken document."""
-    monkeypatch.setattr(slurm_sacct, "_BATCH", 12_000)  # many runs in flight at once
+    """Pretty-printed, records are decoded in runs; compact, one at a time:
+    the same records and the same failures either way, whatever is wrong
+    with a record (another shape, a bad value, NaN that only Python reads)."""
+    monkeypatch.setattr(slurm_sacct, "_RUN_BYTES", 12_000)  # many runs
     jobs = [RECORDS[i % len(RECORDS)] for i in range(80)]
     for at, record in bad:
         jobs.insert(at, record)
-    text = json.dumps({"jobs": jobs, "meta": {"plugin": {"data_parser": "x"}}, "errors": [{"a": 1}]},
-                      indent=indent)
-    cut = data.draw(st.one_of(st.just(len(text)), st.integers(len(text) // 2, len(text))))
-    assert _items(text[:cut], pool) == _items(text[:cut], None)
+
+    def read(layout: int | None) -> tuple[Any, ...]:
+        got = read_document(io.BytesIO(json.dumps({"jobs": jobs}, indent=layout).encode()), "json", "d")
+        return got.records, got.rejects, got.bad_jobs
+
+    assert read(indent) == read(None)

@@ -258,8 +258,8 @@ FROM live_costs_latest lc
 JOIN jobs j ON j.cluster = lc.cluster AND j.job_id = lc.job_id
 WHERE j.source = $source
 """
-# Jobs whose last run waits to start after a preempted run, with the last live cost they had (when they were
-# preempted); taken as computed now, since its age says nothing about whether the job still waits.
+# Jobs waiting to restart after a preemption (within max_hold_s of it), with the last live cost they had (when
+# they were preempted); taken as computed now, since its age says nothing about whether the job still waits.
 _WAITING_SQL = """
 SELECT lc.cluster, lc.job_id, coalesce(lc.pool, j.pool) AS pool, coalesce(lc.gpus, j.gpus) AS gpus,
        CAST($now AS TIMESTAMPTZ) AS computed_at, lc.cost_gpu_s, lc.near_completion_share,
@@ -271,7 +271,10 @@ FROM (
 ) AS w
 JOIN jobs j ON j.cluster = w.cluster AND j.job_id = w.job_id
 JOIN live_costs lc ON lc.cluster = w.cluster AND lc.job_id = w.job_id
-WHERE j.source = $source AND w.state = 'pending' AND w.start_time IS NULL AND w.preempted_before
+WHERE j.source = $source AND (
+    -- Slurm's accounting shows no run for the attempt that waits: the last run is the preempted one
+    (w.state IN ('preempted', 'requeued') AND w.end_time > CAST($since AS TIMESTAMPTZ))
+    OR (w.state = 'pending' AND w.start_time IS NULL AND w.preempted_before))
 QUALIFY row_number() OVER (PARTITION BY lc.cluster, lc.job_id ORDER BY lc.computed_at DESC) = 1
 """
 
@@ -300,7 +303,8 @@ class _Cycle:
             # A job that waits again still has its running days' row among the latest: the waiting row wins.
             if self.s.while_waiting:
                 rows = self.wh.query(f"{_LIVE_SQL} UNION ALL {_WAITING_SQL} ORDER BY waiting",
-                                     {"source": self.s.source, "now": self.now})
+                                     {"source": self.s.source, "now": self.now,
+                                      "since": self.now - timedelta(seconds=self.s.max_hold_s)})
             else:
                 rows = self.wh.query(_LIVE_SQL, {"source": self.s.source})
         except duckdb.CatalogException:

@@ -43,16 +43,23 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _wait(what: str, ok: Callable[[], bool], timeout: float, log: Path | None = None) -> None:
+def wait_until(what: str, ok: Callable[[], bool], timeout: float = 60, detail: Callable[[], str] = str) -> None:
+    """Poll `ok` until it holds; else fail naming `what`, with `detail()` (what was seen) appended."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if ok():
             return
         time.sleep(0.2)
-    tail = ""
-    if log is not None and log.exists():
-        tail = "\n" + "\n".join(log.read_text(errors="replace").splitlines()[-30:])
-    raise HarnessError(f"{what} did not come up within {timeout:.0f}s{tail}")
+    raise HarnessError(f"{what}: not within {timeout:.0f}s{detail()}")
+
+
+def _wait(what: str, ok: Callable[[], bool], timeout: float, log: Path | None = None) -> None:
+    def tail() -> str:
+        if log is None or not log.exists():
+            return ""
+        return "\n" + "\n".join(log.read_text(errors="replace").splitlines()[-30:])
+
+    wait_until(f"{what} coming up", ok, timeout, tail)
 
 
 @dataclass

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from slurm_harness import CLUSTER, SlurmCluster
+from slurm_harness import CLUSTER, SlurmCluster, wait_until
 
 # The job scripts. A requeued run finds SLURM_RESTART_COUNT set; the run
 # number the contract uses is that count + 1.
@@ -96,12 +96,7 @@ class Scenario:
         return [json.loads(line) for line in self.events.read_text().splitlines() if line.strip()]
 
     def wait_for(self, what: str, ok: Callable[[], bool], timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if ok():
-                return
-            time.sleep(0.25)
-        raise AssertionError(f"scenario: {what} not seen within {timeout:.0f}s; events: {self.read()}")
+        wait_until(f"scenario: {what}", ok, timeout, lambda: f"; events: {self.read()}")
 
     def running(self, job_id: str, run: int = 1) -> bool:
         return any(e["job_id"] == job_id and e["run"] == run and e["event"] == "start" for e in self.read())

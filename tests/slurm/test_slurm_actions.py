@@ -11,29 +11,24 @@ requeued by the admin, is returned to QOS low.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from slurm_harness import QOS_HIGH, QOS_LOW, QOS_PROTECTED, SlurmCluster
+from slurm_harness import CLUSTER, QOS_HIGH, QOS_LOW, QOS_PROTECTED, SlurmCluster, wait_until
 
+from preemptlens.analytics import actions
+from preemptlens.analytics.actions import SlurmProtectSettings
+from preemptlens.collectors.slurm import Options, SlurmCollector
 from preemptlens.collectors.slurm_actions import SlurmActionSettings, SlurmQosEffector, settings_from
+from preemptlens.collectors.slurm_policy import Policy
 from preemptlens.config import Config
 from preemptlens.errors import ConfigError, SourceError
+from preemptlens.warehouse import Warehouse
 
 pytestmark = pytest.mark.slow
-
-
-def _wait(what: str, ok: Callable[[], bool], timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if ok():
-            return
-        time.sleep(0.3)
-    raise AssertionError(f"{what}: not within {timeout:.0f}s")
 
 
 @dataclass
@@ -72,9 +67,9 @@ def played(slurm_qos_cluster: SlurmCluster) -> Played:
                         f"--output={out}/%j.out", script="sleep 600")
 
     first, second = submit("a", QOS_LOW), submit("b", QOS_LOW)
-    _wait("both low jobs running", lambda: p.state(first) == p.state(second) == "RUNNING")
+    wait_until("both low jobs running", lambda: p.state(first) == p.state(second) == "RUNNING")
     h1 = submit("h1", QOS_HIGH)
-    _wait("H1 running", lambda: p.state(h1) == "RUNNING")
+    wait_until("H1 running", lambda: p.state(h1) == "RUNNING")
     pending = [j for j in (first, second) if p.state(j) == "PENDING"]
     assert len(pending) == 1, {j: p.state(j) for j in (first, second)}
     p.victim = pending[0]
@@ -90,24 +85,24 @@ def played(slurm_qos_cluster: SlurmCluster) -> Played:
 
     c.run("scancel", h1)
     # A requeued job waits about cred_expire (10 s) before it may start again.
-    _wait("the protected victim restarts", lambda: p.state(p.victim) == "RUNNING")
+    wait_until("the protected victim restarts", lambda: p.state(p.victim) == "RUNNING")
     p.seen["held"] = p.effector.held()
 
     h2 = submit("h2", QOS_HIGH)
-    _wait("H2 running", lambda: p.state(h2) == "RUNNING")
+    wait_until("H2 running", lambda: p.state(h2) == "RUNNING")
     p.seen["after_h2"] = {j: (p.state(j), p.show(j)["Restarts"], p.qos(j)) for j in (p.victim, p.other)}
 
     with pytest.raises(SourceError) as running:
         p.effector.undo(p.victim, p.seen["detail"])
     p.seen["undo_running"] = running.value
     c.run("scontrol", "requeue", p.victim)
-    _wait("the victim requeued", lambda: p.state(p.victim) == "PENDING")
+    wait_until("the victim requeued", lambda: p.state(p.victim) == "PENDING")
     p.effector.undo(p.victim, p.seen["detail"])
     p.seen["victim_qos_undone"] = p.qos(p.victim)
     p.seen["held_after_undo"] = p.effector.held()
 
     c.run("scancel", p.other)
-    _wait("O ended", lambda: p.state(p.other) not in ("PENDING", "RUNNING", "COMPLETING"))
+    wait_until("O ended", lambda: p.state(p.other) not in ("PENDING", "RUNNING", "COMPLETING"))
     p.effector.undo(p.other, {"qos": QOS_LOW})  # ended: nothing to do, no error
     p.effector.undo("999999", {"qos": QOS_LOW})  # never existed
     with pytest.raises(SourceError, match="no longer holds it"):
@@ -203,3 +198,85 @@ def test_array_tasks_and_het_components_by_their_warehouse_ids(slurm_qos_cluster
         assert f"{het}+1 {QOS_LOW}" in shown
     finally:
         c.run("scancel", array, het)
+
+
+def test_the_engine_protects_a_costly_requeued_victim_collected_from_the_real_slurm(
+        slurm_qos_cluster: SlurmCluster, tmp_path: Path) -> None:
+    """The whole loop on what the real Slurm reports: the collector's runs, a live cost the test sets (the figure
+    itself is tests/analytics/test_live_cost.py's), and the engine in enforce mode with the real effector."""
+    c = slurm_qos_cluster
+    p = Played(c, _effector(c))
+    out = c.root / "jobs"
+    began = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=1)
+
+    def submit(name: str, qos: str) -> str:
+        return c.sbatch("-J", name, f"--qos={qos}", "--gres=gpu:4", "-A", "vision", "-c", "1",
+                        f"--output={out}/%j.out", script="sleep 600")
+
+    def collect(wh: Warehouse) -> None:
+        collector = SlurmCollector(Options(
+            cluster="", slurm_conf=str(c.conf), since=began, lag=timedelta(0), window=timedelta(hours=1),
+            timeout_s=60, policy=Policy()))
+        for batch in collector.batches(wh.watermarks(collector.name)):
+            wh.load_batch(batch)
+
+    enforce = {"slurm_protect": SlurmProtectSettings(enabled=True, mode="enforce", max_pool_share=1.0)}
+    bound = {"slurm_protect": (CLUSTER, p.effector)}
+    first, second = submit("a", QOS_LOW), submit("b", QOS_LOW)
+    jobs = [first, second]
+    try:
+        wait_until("both low jobs running", lambda: p.state(first) == p.state(second) == "RUNNING")
+        with Warehouse(tmp_path / "w.duckdb") as wh:
+            collect(wh)
+            # The last live cost computed while both ran: each would throw 2.5 GPU-hours away.
+            costed = datetime.now(UTC)
+            for job in jobs:
+                wh.con.execute("INSERT INTO live_costs (cluster, job_id, run, pool, gpus, computed_at, cost_gpu_s) "
+                               "VALUES ($c, $j, 1, 'gpu', 4, $t, 36000.0)", {"c": CLUSTER, "j": job, "t": costed})
+            wh.con.execute("INSERT INTO live_cost_computations VALUES ($t, 2)", {"t": costed})
+            h1 = submit("h1", QOS_HIGH)
+            jobs.append(h1)
+            wait_until("H1 running", lambda: p.state(h1) == "RUNNING")
+            victim = next(j for j in (first, second) if p.state(j) == "PENDING")
+            other = second if victim == first else first
+            collect(wh)
+            # Slurm's accounting shows the preempted run and no row for the attempt that waits.
+            runs = wh.query("SELECT state, end_time FROM job_runs WHERE job_id = $j ORDER BY run", {"j": victim})
+            assert runs.rows()[-1][0] in ("preempted", "requeued") and runs.rows()[-1][1] is not None
+
+            report = actions.run(wh, enforce, bound, datetime.now(UTC))[0]
+            # The waiting victim is protected; the running job, as costly, is not (Slurm could not move it).
+            assert report.applied == [victim] and not report.failed
+            assert p.qos(victim) == QOS_PROTECTED and p.qos(other) == QOS_LOW
+            c.run("scancel", h1)
+            wait_until("the protected victim restarts", lambda: p.state(victim) == "RUNNING")
+            h2 = submit("h2", QOS_HIGH)
+            jobs.append(h2)
+            wait_until("H2 running", lambda: p.state(h2) == "RUNNING")
+            assert (p.state(victim), p.state(other)) == ("RUNNING", "PENDING")
+
+            def accounted(job: str) -> bool:
+                shown = c.run("sacct", "-n", "-X", "-D", "-j", job, "-o", "state%20").stdout
+                return "PREEMPTED" in shown or "REQUEUED" in shown
+
+            wait_until("O's preempted run in the accounting", lambda: accounted(other))
+
+            # Running, it stays held (undo would be refused); once it has ended, the next cycle closes the hold.
+            # O, requeued by H2 and as costly when it last ran, now waits: it is protected in turn.
+            collect(wh)
+            report = actions.run(wh, enforce, bound, datetime.now(UTC))[0]
+            assert report.applied == [other] and p.qos(other) == QOS_PROTECTED
+            assert not report.released and not report.failed
+            c.run("scancel", victim)
+            wait_until("V ended", lambda: p.state(victim) not in ("PENDING", "RUNNING", "COMPLETING"))
+            collect(wh)
+            report = actions.run(wh, enforce, bound, datetime.now(UTC))[0]
+            # V, gone from Slurm's queue, has its row closed by the reconcile that opens every enforce cycle.
+            assert report.reconciled + report.released == [victim] and not report.failed
+            audit = wh.query("SELECT job_id, mode, undone_at, detail FROM actions ORDER BY id").rows()
+            assert [(job, mode, closed is not None, detail) for job, mode, closed, detail in audit] == [
+                (victim, "enforce", True, f'{{"qos": "{QOS_LOW}"}}'),
+                (other, "enforce", False, f'{{"qos": "{QOS_LOW}"}}'),
+            ]
+    finally:
+        c.run("scancel", *jobs)

@@ -21,7 +21,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from slurm_harness import CLUSTER, SlurmCluster
+from slurm_harness import CLUSTER, SlurmCluster, wait_until
 
 from preemptlens.analytics.params import AnalyticsSettings
 from preemptlens.analytics.refresh import analyze
@@ -67,12 +67,7 @@ class Jobs:
                    for e in map(json.loads, self.events.read_text().splitlines()))
 
     def wait(self, what: str, ok: Any, timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if ok():
-                return
-            time.sleep(0.25)
-        raise AssertionError(f"{what} not seen within {timeout:.0f}s: {self.events.read_text()}")
+        wait_until(what, ok, timeout, lambda: f": {self.events.read_text()}")
 
     def sacct(self, ids: list[str]) -> list[dict[str, Any]]:
         """Every run of these jobs as sacct prints it, times in epoch seconds."""

@@ -79,12 +79,14 @@ def near_completion(share: float, min_left_s: float, qos: tuple[str, ...]) -> di
     pct = round(100 * share)
     return {
         SLURM: (
-            "# Slurm cannot see a job's progress. Let jobs that are nearly done ask for protection:\n"
-            "# a job that reports >= "
-            f"{pct}% of its work moves itself to a QOS that is not preemptible, e.g.\n"
+            # slurmctld changes a job's QOS only while it is pending (tests/slurm/test_slurm_actions.py).
+            "# Slurm moves a job to another QOS only while it is pending, never while it runs. So submit\n"
+            f"# the last {100 - pct}% of a job's work (from its checkpoint) as a job of its own in a QOS\n"
+            "# that nothing preempts:\n"
             "sacctmgr add qos finishing set Priority=0\n"
             + "".join(f"sacctmgr modify qos {q} set Preempt-=finishing\n" for q in qos)
-            + "# and in the job, once it is that far along: scontrol update jobid=$SLURM_JOB_ID qos=finishing\n"
+            + "# sbatch --dependency=afterok:<first part's job id> --qos=finishing <the job, from its checkpoint>\n"
+            + "# and let preemptlens protect a victim that was that far along while it waits to restart:\n"
             + action("slurm_protect", near_completion_high=share)
         ),
         KAI: (

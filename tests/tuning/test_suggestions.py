@@ -76,7 +76,9 @@ def test_near_completion_on_top_when_victims_are_preempted_late_in_their_work(su
     assert top.victims_per_week_change is not None and top.victims_per_week_change < 0
     share = float(top.proposed.split("%")[0].split()[-1])
     assert 0 < share < 100 and f"{near['near']} of {near['n']} victims" in top.evidence
-    assert f"{share:.0f}% of its work" in top.snippets["slurm"]
+    assert f"the last {100 - share:.0f}% of a job's work" in top.snippets["slurm"]
+    # never the advice Slurm refuses: moving a running job to another QOS
+    assert "scontrol update jobid=$SLURM_JOB_ID" not in top.snippets["slurm"]
     assert "non-preemptible" in top.snippets["kai"] and "volcano.sh/preemptable=false" in top.snippets["volcano"]
 
 

@@ -193,6 +193,8 @@ def repeat_victims(boost: int, half_life_s: float) -> dict[str, str]:
             f"# e.g. in a job_submit/priority plugin or by hand: scontrol update jobid=<id> nice=-{boost}\n"
             "# and count fair-share usage with a half-life so one heavy week does not starve a team:\n"
             f"PriorityDecayHalfLife={slurm_time(half_life_s)}\n"
+            "# preemptlens can move a costly victim, while it waits to restart, to a QOS nothing preempts:\n"
+            + action("slurm_protect")
         ),
         KUEUE: (
             "# fair sharing between the ClusterQueues of a cohort, preempting the most over-share first\n"

@@ -146,6 +146,8 @@ def test_repeat_victims_on_top_where_the_same_jobs_keep_waiting(suggestions_for:
     ratio = float(top.evidence.split("x the ")[0].split()[-1])
     assert ratio >= 2.0
     assert "halfLifePeriod" in top.snippets["kai"]
+    # and the actions that do it per job, where the scheduler has one
+    assert "[kueue_boost]" in top.snippets["kueue"] and "[slurm_protect]" in top.snippets["slurm"]
 
 
 def test_no_repeat_victims_on_a_quiet_cluster(suggestions_for: Suggest) -> None:

@@ -34,6 +34,11 @@ class LiveCostSettings:
         7 * 86400.0,
         "Window (seconds before the computation) in which a job's and its team's preemptions count as recent.",
     )
+    max_data_age_s: float = setting(
+        3600.0,
+        "Seconds after a scheduler source's last load (a collection, changed or not) beyond which its running jobs' "
+        "progress at risk, near-completion share and cost are unknown: a stalled collection must not grow costs.",
+    )
     keep_days: float = setting(
         14.0,
         "Days of live-cost history kept; each computation deletes older rows, so live_costs stays bounded.",
@@ -51,7 +56,7 @@ class LiveCostSettings:
     def __post_init__(self) -> None:
         problems = [
             f"live_cost.{name}: must be > 0"
-            for name in ("interval_s", "recent_window_s", "keep_days", "top_jobs", "endpoint_limit")
+            for name in ("interval_s", "recent_window_s", "max_data_age_s", "keep_days", "top_jobs", "endpoint_limit")
             if getattr(self, name) <= 0
         ]
         if problems:
@@ -106,7 +111,7 @@ def compute(wh: Warehouse, at: datetime, settings: LiveCostSettings) -> Computat
             f"live cost: the warehouse has no {', '.join(missing)} yet",
             "run `preemptlens analyze` first: the warm-up and requeue history come from its figures",
         )
-    params = {"at": at, "recent_s": settings.recent_window_s}
+    params = {"at": at, "recent_s": settings.recent_window_s, "max_age_s": settings.max_data_age_s}
     figure = query_sql("live", "live_costs")
     with wh.transaction():
         # The instant's rows are replaced whole: a job that no longer runs at `at` in the data loses its row.

@@ -23,6 +23,11 @@ requeue as (
     select * from expected_requeue
 ),
 
+loaded as (
+    -- when each source last loaded: a collection reads the scheduler's present state whether or not it changed
+    select source, max(finished_at) as loaded_at from _loads group by source
+),
+
 running as (
     -- one run per job (the latest, should bad data leave two open)
     select
@@ -38,9 +43,13 @@ running as (
         r.start_time,
         j.checkpoint_interval_s,
         j.work_s,
+        l.loaded_at,
+        -- a stalled collection leaves a job "running" in the data: what it risks now is not known
+        coalesce(epoch(cast($at as timestamptz)) - epoch(l.loaded_at) > $max_age_s, true) as stale,
         row_number() over (partition by r.cluster, r.job_id order by r.run desc) as latest
     from runs as r
     inner join jobs_ as j on j.cluster = r.cluster and j.job_id = r.job_id
+    left join loaded as l on l.source = j.source
     where r.start_time <= $at and (r.end_time is null or r.end_time > $at)
 ),
 
@@ -65,12 +74,12 @@ at_risk as (
         r.*,
         lc.last_checkpoint_time,
         progress_basis(jc.job_id is not null, r.checkpoint_interval_s) as progress_basis,
-        progress_at_risk_s(
+        case when not r.stale then progress_at_risk_s(
             progress_basis(jc.job_id is not null, r.checkpoint_interval_s),
             epoch(cast($at as timestamptz)) - epoch(coalesce(lc.last_checkpoint_time, r.start_time)),
             epoch(cast($at as timestamptz)) - epoch(r.start_time),
             r.checkpoint_interval_s
-        ) as at_risk_s
+        ) end as at_risk_s
     from running as r
     left join job_has_ckpts as jc on jc.cluster = r.cluster and jc.job_id = r.job_id
     left join last_ckpt as lc on lc.cluster = r.cluster and lc.job_id = r.job_id
@@ -129,7 +138,7 @@ costed as (
         coalesce(jw.warmup_s, tw.warmup_s, pw.warmup_s) as expected_warmup_s,
         q.expected_requeue_s,
         -- least() skips a NULL: the share is unknown (NULL) without work_s, never 1
-        case when a.work_s > 0 then least(1.0, (rt.run_s - coalesce(w.waste_s, 0)) / a.work_s) end
+        case when a.work_s > 0 and not a.stale then least(1.0, (rt.run_s - coalesce(w.waste_s, 0)) / a.work_s) end
             as near_completion_share,
         coalesce(jr.n, 0) as job_preemptions_recent,
         coalesce(tr.n, 0) as team_preemptions_recent
@@ -173,6 +182,8 @@ final as (
         case progress_basis when 'measured' then 'checkpoint' else progress_basis end as basis,
         nullif(concat_ws(
             '; ',
+            case when stale then 'progress at risk: no load from the scheduler since '
+                || coalesce(strftime(loaded_at, '%Y-%m-%d %H:%M UTC'), 'ever') || ' (live_cost.max_data_age_s)' end,
             case when expected_warmup_s is null
                 then 'warm-up: no measured warm-up of the job, its team or its pool' end,
             case when expected_requeue_s is null

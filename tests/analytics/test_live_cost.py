@@ -171,6 +171,26 @@ def test_a_computation_with_no_running_job_empties_the_latest(wh: Warehouse, sc:
     assert wh.query("SELECT count(*) AS n FROM live_costs")["n"][0] == 3, "their history stays"
 
 
+def test_a_stalled_collection_makes_costs_unknown_instead_of_ever_larger(wh: Warehouse, sc: Scenario) -> None:
+    build(sc)
+    sc.analyze()
+    loaded = wh.query("SELECT max(finished_at) AS t FROM _loads")["t"][0]
+
+    def costs(seconds_after_load: float) -> pl.DataFrame:
+        moment = loaded + timedelta(seconds=seconds_after_load)
+        compute(wh, moment, SETTINGS)
+        return wh.query("SELECT * FROM live_costs WHERE computed_at = $t AND job_id = 'R1'", {"t": moment})
+
+    fresh = costs(SETTINGS.max_data_age_s - 60).row(0, named=True)
+    assert fresh["at_risk_s"] is not None and fresh["cost_gpu_s"] is not None and fresh["unknown"] is None
+    stale = costs(SETTINGS.max_data_age_s + 60).row(0, named=True)
+    assert stale["at_risk_s"] is None and stale["cost_gpu_s"] is None and stale["near_completion_share"] is None
+    assert "no load from the scheduler since" in stale["unknown"]
+    # what the job's history says stays known
+    assert (stale["expected_warmup_s"], stale["expected_requeue_s"]) == (fresh["expected_warmup_s"],
+                                                                         fresh["expected_requeue_s"])
+
+
 def test_the_live_at_risk_is_the_ledgers_lost_progress(wh: Warehouse, sc: Scenario) -> None:
     """One rule: a second before each preemption of the ledger's ground-truth scenario, the live cost's
     time at risk is the ledger's lost progress less that second (measured, assumed) or the same (declared)."""

@@ -50,6 +50,16 @@ def cycle(world: World, s: dict[str, actions.ActionSettings], at: float, cost_gp
     return actions.run(world.wh, s, bound or {}, minutes(at))
 
 
+def held_from_minute_zero(world: World, tmp_path: Path, **values: bool | int | float | str
+                          ) -> dict[str, actions.ActionSettings]:
+    """Dry-run settings (kueue() with `values`) and job "j" held since minute 0 for a live cost of 9 GPU-h,
+    above the high mark: where the tests of what releases a hold start."""
+    s = settings(tmp_path, kueue("dry-run", **values))
+    world.job("j")
+    cycle(world, s, 0, 9 * H)
+    return s
+
+
 def test_dry_run_writes_audit_rows_above_the_high_mark_and_calls_no_effector(world: World, tmp_path: Path) -> None:
     s = settings(tmp_path, kueue("dry-run"))
     for job in ("costly", "cheap", "unknown"):
@@ -68,9 +78,7 @@ def test_dry_run_writes_audit_rows_above_the_high_mark_and_calls_no_effector(wor
 
 
 def test_hysteresis_and_minimum_hold(world: World, tmp_path: Path) -> None:
-    s = settings(tmp_path, kueue("dry-run"))
-    world.job("j")
-    cycle(world, s, 0, 9 * H)
+    s = held_from_minute_zero(world, tmp_path)
     # Between the marks: held.
     cycle(world, s, 40, 6 * H)
     assert world.open("kueue_boost") == {"j": 100}
@@ -84,9 +92,7 @@ def test_hysteresis_and_minimum_hold(world: World, tmp_path: Path) -> None:
 
 
 def test_a_new_hold_is_kept_for_the_minimum_hold_even_when_the_cost_drops(world: World, tmp_path: Path) -> None:
-    s = settings(tmp_path, kueue("dry-run"))
-    world.job("j")
-    cycle(world, s, 0, 9 * H)
+    s = held_from_minute_zero(world, tmp_path)
     cycle(world, s, 10, 1 * H)
     assert world.open("kueue_boost") == {"j": 100}
     actions.run(world.wh, s, {}, minutes(30))
@@ -175,9 +181,7 @@ max_pool_share = 1.0
 
 
 def test_stale_live_cost_releases(world: World, tmp_path: Path) -> None:
-    s = settings(tmp_path, kueue("dry-run", stale_after_s=600))
-    world.job("j")
-    cycle(world, s, 0, 9 * H)
+    s = held_from_minute_zero(world, tmp_path, stale_after_s=600)
     actions.run(world.wh, s, {}, minutes(11))
     assert world.open("kueue_boost") == {}
     assert world.rows()[0]["undo_why"].startswith("its live cost is stale")

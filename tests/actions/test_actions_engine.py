@@ -261,12 +261,18 @@ def test_reconcile_closes_rows_the_scheduler_does_not_hold_and_undoes_unrecorded
     assert rows["c"]["level"] == 200 and rows["c"]["undone_at"] == minutes(1)
 
 
-def test_switching_to_dry_run_releases_enforced_holds(world: World, tmp_path: Path) -> None:
+def enforced_hold(world: World, tmp_path: Path) -> SchedulerState:
+    """Job "a" held in enforce mode since minute 0 for a live cost of 9 GPU-h; the scheduler holding it is
+    returned. Where the tests of what releases an enforced hold start."""
     scheduler = SchedulerState()
     world.job("a")
     world.cost("a", minutes(0), 9 * H)
-    actions.run(world.wh, settings(tmp_path, kueue("enforce")), {"kueue_boost": ("c1", scheduler)},
-                minutes(0))
+    actions.run(world.wh, settings(tmp_path, kueue("enforce")), {"kueue_boost": ("c1", scheduler)}, minutes(0))
+    return scheduler
+
+
+def test_switching_to_dry_run_releases_enforced_holds(world: World, tmp_path: Path) -> None:
+    scheduler = enforced_hold(world, tmp_path)
     actions.run(world.wh, settings(tmp_path, kueue("dry-run")), {"kueue_boost": ("c1", scheduler)},
                 minutes(1))
     assert scheduler.levels == {}
@@ -287,11 +293,7 @@ max_pool_share = 0
 
 
 def test_disabling_an_enforcing_action_releases_its_holds(world: World, tmp_path: Path) -> None:
-    scheduler = SchedulerState()
-    world.job("a")
-    world.cost("a", minutes(0), 9 * H)
-    actions.run(world.wh, settings(tmp_path, kueue("enforce")), {"kueue_boost": ("c1", scheduler)},
-                minutes(0))
+    scheduler = enforced_hold(world, tmp_path)
     assert actions.open_enforced(world.wh) == {"kueue_boost"}
     off = settings(tmp_path, kueue("enforce", enabled=False))
     actions.run(world.wh, off, {"kueue_boost": ("c1", scheduler)}, minutes(1))

@@ -80,6 +80,24 @@ class World:
         return {r["job_id"]: r["level"] for r in self.rows(action) if r["undone_at"] is None}
 
 
+def section(name: str, **values: bool | int | float | str) -> str:
+    """One settings section as TOML text, keys in the order given. The action tests each write a few sections
+    that differ in one or two keys; spelling those as keywords keeps the difference visible and the rest
+    written once."""
+    def toml(value: bool | int | float | str) -> str:
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        return f'"{value}"' if isinstance(value, str) else str(value)
+    return f"\n[{name}]\n" + "".join(f"{key} = {toml(value)}\n" for key, value in values.items())
+
+
+def kueue_boost(mode: str, **values: bool | int | float | str) -> str:
+    """The [kueue_boost] section both action test files start from: enabled, marks at 8 and 4 GPU-h (a job at
+    9 GPU-h is held, one at 2 GPU-h is not); `values` add keys or replace these."""
+    return section("kueue_boost", **{"enabled": True, "mode": mode, "cost_high_gpu_s": 28800,
+                                     "cost_low_gpu_s": 14400, **values})
+
+
 def settings(tmp_path: Any, toml: str) -> dict[str, ActionSettings]:
     path = tmp_path / "preemptlens.toml"
     path.write_text(toml)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from actions_world import H, World, minutes, settings
+from actions_world import H, World, kueue_boost, minutes, settings
 
 from preemptlens.analytics import actions
 from preemptlens.errors import ConfigError
@@ -36,21 +36,32 @@ class SchedulerState:
         self.levels.pop(job_id, None)
 
 
-KUEUE = """
-[kueue_boost]
-enabled = true
-mode = "{mode}"
-cost_high_gpu_s = 28800
-cost_low_gpu_s = 14400
-boost_step = 100
-max_boost = 300
-min_hold_s = 1800
-max_hold_s = 36000
-"""
+def kueue(mode: str, **values: bool | int | float | str) -> str:
+    """[kueue_boost] with the step, cap and holds these rules are tested on: steps of 100 up to 300, a
+    minimum hold of 30 min and a maximum of 10 h."""
+    return kueue_boost(mode, boost_step=100, max_boost=300, min_hold_s=1800, max_hold_s=36000, **values)
+
+
+def cycle(world: World, s: dict[str, actions.ActionSettings], at: float, cost_gpu_s: float | None,
+          bound: dict[str, tuple[str, SchedulerState]] | None = None) -> list[actions.ActionReport]:
+    """One engine cycle at minute `at`, just after job "j"'s live cost became `cost_gpu_s`: the step most
+    rule tests here take, often several times."""
+    world.cost("j", minutes(at), cost_gpu_s)
+    return actions.run(world.wh, s, bound or {}, minutes(at))
+
+
+def held_from_minute_zero(world: World, tmp_path: Path, **values: bool | int | float | str
+                          ) -> dict[str, actions.ActionSettings]:
+    """Dry-run settings (kueue() with `values`) and job "j" held since minute 0 for a live cost of 9 GPU-h,
+    above the high mark: where the tests of what releases a hold start."""
+    s = settings(tmp_path, kueue("dry-run", **values))
+    world.job("j")
+    cycle(world, s, 0, 9 * H)
+    return s
 
 
 def test_dry_run_writes_audit_rows_above_the_high_mark_and_calls_no_effector(world: World, tmp_path: Path) -> None:
-    s = settings(tmp_path, KUEUE.format(mode="dry-run"))
+    s = settings(tmp_path, kueue("dry-run"))
     for job in ("costly", "cheap", "unknown"):
         world.job(job)
     world.cost("costly", minutes(0), 9 * H)
@@ -67,51 +78,38 @@ def test_dry_run_writes_audit_rows_above_the_high_mark_and_calls_no_effector(wor
 
 
 def test_hysteresis_and_minimum_hold(world: World, tmp_path: Path) -> None:
-    s = settings(tmp_path, KUEUE.format(mode="dry-run"))
-    world.job("j")
-    world.cost("j", minutes(0), 9 * H)
-    actions.run(world.wh, s, {}, minutes(0))
+    s = held_from_minute_zero(world, tmp_path)
     # Between the marks: held.
-    world.cost("j", minutes(40), 6 * H)
-    actions.run(world.wh, s, {}, minutes(40))
+    cycle(world, s, 40, 6 * H)
     assert world.open("kueue_boost") == {"j": 100}
     # Below the low mark, but a step changed nothing and the hold is 45 min old: released.
-    world.cost("j", minutes(45), 3 * H)
-    actions.run(world.wh, s, {}, minutes(45))
+    cycle(world, s, 45, 3 * H)
     assert world.open("kueue_boost") == {}
     assert "below the low marks (live cost 3.0 GPU-h" in world.rows()[-1]["undo_why"]
     # Between the marks again: not held (only the high mark holds).
-    world.cost("j", minutes(50), 7 * H)
-    actions.run(world.wh, s, {}, minutes(50))
+    cycle(world, s, 50, 7 * H)
     assert world.open("kueue_boost") == {}
 
 
 def test_a_new_hold_is_kept_for_the_minimum_hold_even_when_the_cost_drops(world: World, tmp_path: Path) -> None:
-    s = settings(tmp_path, KUEUE.format(mode="dry-run"))
-    world.job("j")
-    world.cost("j", minutes(0), 9 * H)
-    actions.run(world.wh, s, {}, minutes(0))
-    world.cost("j", minutes(10), 1 * H)
-    actions.run(world.wh, s, {}, minutes(10))
+    s = held_from_minute_zero(world, tmp_path)
+    cycle(world, s, 10, 1 * H)
     assert world.open("kueue_boost") == {"j": 100}
     actions.run(world.wh, s, {}, minutes(30))
     assert world.open("kueue_boost") == {}
 
 
 def test_boost_moves_one_step_per_minimum_hold_up_to_max_boost(world: World, tmp_path: Path) -> None:
-    s = settings(tmp_path, KUEUE.format(mode="enforce"))
+    s = settings(tmp_path, kueue("enforce"))
     scheduler = SchedulerState()
     bound = {"kueue_boost": ("c1", scheduler)}
     world.job("j")
-    world.cost("j", minutes(0), 8 * H)
-    actions.run(world.wh, s, bound, minutes(0))
+    cycle(world, s, 0, 8 * H, bound)
     assert scheduler.levels == {"j": 100}
-    world.cost("j", minutes(10), 50 * H)  # calls for 600, capped at max_boost 300
-    actions.run(world.wh, s, bound, minutes(10))
+    cycle(world, s, 10, 50 * H, bound)  # calls for 600, capped at max_boost 300
     assert scheduler.levels == {"j": 100}  # within the minimum hold
     for at, expected in ((31, 200), (45, 200), (62, 300), (100, 300)):
-        world.cost("j", minutes(at), 50 * H)
-        actions.run(world.wh, s, bound, minutes(at))
+        cycle(world, s, at, 50 * H, bound)
         assert scheduler.levels == {"j": expected}, at
     rows = world.rows()
     assert [r["level"] for r in rows] == [100, 200, 300]
@@ -120,8 +118,7 @@ def test_boost_moves_one_step_per_minimum_hold_up_to_max_boost(world: World, tmp
     # The first apply's detail is carried: undo restores the state from before the hold.
     assert all(r["detail"] == '{"before": "none"}' for r in rows)
     # Cost falls between the marks: one step down per minimum hold, not straight to the target.
-    world.cost("j", minutes(100), 4.5 * H)
-    actions.run(world.wh, s, bound, minutes(100))
+    cycle(world, s, 100, 4.5 * H, bound)
     assert scheduler.levels == {"j": 200}
 
 
@@ -146,7 +143,7 @@ max_pool_share = 0.25
 
 
 def test_max_jobs_caps_across_pools(world: World, tmp_path: Path) -> None:
-    s = settings(tmp_path, KUEUE.format(mode="dry-run") + "max_jobs = 1\n")
+    s = settings(tmp_path, kueue("dry-run", max_jobs=1))
     for job, cost in (("a", 10 * H), ("b", 20 * H)):
         world.job(job)
         world.cost(job, minutes(0), cost)
@@ -184,10 +181,7 @@ max_pool_share = 1.0
 
 
 def test_stale_live_cost_releases(world: World, tmp_path: Path) -> None:
-    s = settings(tmp_path, KUEUE.format(mode="dry-run") + "stale_after_s = 600\n")
-    world.job("j")
-    world.cost("j", minutes(0), 9 * H)
-    actions.run(world.wh, s, {}, minutes(0))
+    s = held_from_minute_zero(world, tmp_path, stale_after_s=600)
     actions.run(world.wh, s, {}, minutes(11))
     assert world.open("kueue_boost") == {}
     assert world.rows()[0]["undo_why"].startswith("its live cost is stale")
@@ -244,7 +238,7 @@ max_pool_share = 1.0
 
 def test_reconcile_closes_rows_the_scheduler_does_not_hold_and_undoes_unrecorded_holds(
         world: World, tmp_path: Path) -> None:
-    s = settings(tmp_path, KUEUE.format(mode="enforce"))
+    s = settings(tmp_path, kueue("enforce"))
     scheduler = SchedulerState()
     bound = {"kueue_boost": ("c1", scheduler)}
     for job in ("a", "b"):
@@ -267,13 +261,19 @@ def test_reconcile_closes_rows_the_scheduler_does_not_hold_and_undoes_unrecorded
     assert rows["c"]["level"] == 200 and rows["c"]["undone_at"] == minutes(1)
 
 
-def test_switching_to_dry_run_releases_enforced_holds(world: World, tmp_path: Path) -> None:
+def enforced_hold(world: World, tmp_path: Path) -> SchedulerState:
+    """Job "a" held in enforce mode since minute 0 for a live cost of 9 GPU-h; the scheduler holding it is
+    returned. Where the tests of what releases an enforced hold start."""
     scheduler = SchedulerState()
     world.job("a")
     world.cost("a", minutes(0), 9 * H)
-    actions.run(world.wh, settings(tmp_path, KUEUE.format(mode="enforce")), {"kueue_boost": ("c1", scheduler)},
-                minutes(0))
-    actions.run(world.wh, settings(tmp_path, KUEUE.format(mode="dry-run")), {"kueue_boost": ("c1", scheduler)},
+    actions.run(world.wh, settings(tmp_path, kueue("enforce")), {"kueue_boost": ("c1", scheduler)}, minutes(0))
+    return scheduler
+
+
+def test_switching_to_dry_run_releases_enforced_holds(world: World, tmp_path: Path) -> None:
+    scheduler = enforced_hold(world, tmp_path)
+    actions.run(world.wh, settings(tmp_path, kueue("dry-run")), {"kueue_boost": ("c1", scheduler)},
                 minutes(1))
     assert scheduler.levels == {}
     assert [(r["mode"], r["undo_why"]) for r in world.rows()] == [("enforce", "mode changed to dry-run"),
@@ -293,13 +293,9 @@ max_pool_share = 0
 
 
 def test_disabling_an_enforcing_action_releases_its_holds(world: World, tmp_path: Path) -> None:
-    scheduler = SchedulerState()
-    world.job("a")
-    world.cost("a", minutes(0), 9 * H)
-    actions.run(world.wh, settings(tmp_path, KUEUE.format(mode="enforce")), {"kueue_boost": ("c1", scheduler)},
-                minutes(0))
+    scheduler = enforced_hold(world, tmp_path)
     assert actions.open_enforced(world.wh) == {"kueue_boost"}
-    off = settings(tmp_path, KUEUE.format(mode="enforce").replace("enabled = true", "enabled = false"))
+    off = settings(tmp_path, kueue("enforce", enabled=False))
     actions.run(world.wh, off, {"kueue_boost": ("c1", scheduler)}, minutes(1))
     assert scheduler.levels == {} and actions.open_enforced(world.wh) == set()
     assert world.rows()[0]["undo_why"] == "the action was disabled"

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from actions_world import H, World, minutes
+from actions_world import H, World, kueue_boost, minutes, section
 from k8s_fake import MERGE_PATCH, FakeApiServer, Patch, load_case
 
 from preemptlens.cli import main
@@ -36,6 +36,13 @@ def _setup(tmp_path: Path, api: FakeApiServer, section: str, costs: dict[str, tu
     return config
 
 
+def kai_protect(**values: bool | int | float | str) -> str:
+    """[kai_protect] in enforce mode protecting a job 90% done, with no pool-share cap so the one recorded
+    PodGroup can be protected; `values` add keys."""
+    return section("kai_protect", enabled=True, mode="enforce", near_completion_high=0.9, max_pool_share=1.0,
+                   **values)
+
+
 def _act(config: Path, at: float) -> int:
     return main(["--config", str(config), "act", "--now", minutes(at).isoformat()])
 
@@ -50,17 +57,8 @@ def _set(tmp_path: Path, job: str, at: float, cost: float | None, near: float | 
         World(wh).cost(job, minutes(at), cost, near)
 
 
-KUEUE = """
-[kueue_boost]
-enabled = true
-mode = "{mode}"
-cost_high_gpu_s = 28800
-cost_low_gpu_s = 14400
-"""
-
-
 def test_kueue_enforce_sends_exactly_the_boost_and_its_removal(tmp_path: Path, api: FakeApiServer) -> None:
-    config = _setup(tmp_path, api, KUEUE.format(mode="enforce"), {LOW: (9 * H, None), MID: (2 * H, None)})
+    config = _setup(tmp_path, api, kueue_boost("enforce"), {LOW: (9 * H, None), MID: (2 * H, None)})
     assert _act(config, 0) == 0
     path = "/apis/kueue.x-k8s.io/v1beta1/namespaces/team-a/workloads/job-low-4f2a1"
     assert api.patches == [Patch(path, MERGE_PATCH, {"metadata": {
@@ -91,7 +89,7 @@ def test_kueue_enforce_sends_exactly_the_boost_and_its_removal(tmp_path: Path, a
 
 
 def test_dry_run_sends_no_patch(tmp_path: Path, api: FakeApiServer) -> None:
-    config = _setup(tmp_path, api, KUEUE.format(mode="dry-run") + """
+    config = _setup(tmp_path, api, kueue_boost("dry-run") + """
 [kai_protect]
 enabled = true
 near_completion_high = 0.9
@@ -109,14 +107,7 @@ max_pool_share = 1.0
 
 
 def test_kai_enforce_makes_the_podgroup_non_preemptible_and_restores_it(tmp_path: Path, api: FakeApiServer) -> None:
-    config = _setup(tmp_path, api, """
-[kai_protect]
-enabled = true
-mode = "enforce"
-near_completion_high = 0.9
-max_pool_share = 1.0
-min_hold_s = 0
-""", {TRAIN: (None, 0.95), INFER: (None, 0.5)})
+    config = _setup(tmp_path, api, kai_protect(min_hold_s=0), {TRAIN: (None, 0.95), INFER: (None, 0.5)})
     assert _act(config, 0) == 0
     path = "/apis/scheduling.run.ai/v2alpha2/namespaces/research/podgroups/pg-train"
     assert api.patches == [Patch(path, MERGE_PATCH, {"metadata": {"labels": {"preemptlens.io/action": "kai_protect"}},
@@ -137,13 +128,7 @@ min_hold_s = 0
 
 
 def test_a_podgrouper_rewrite_is_noticed_and_the_protection_applied_again(tmp_path: Path, api: FakeApiServer) -> None:
-    config = _setup(tmp_path, api, """
-[kai_protect]
-enabled = true
-mode = "enforce"
-near_completion_high = 0.9
-max_pool_share = 1.0
-""", {TRAIN: (None, 0.95)})
+    config = _setup(tmp_path, api, kai_protect(), {TRAIN: (None, 0.95)})
     assert _act(config, 0) == 0
     # KAI's podgrouper recomputes the spec from the pods' owner and drops the field; the label stays.
     stored = api.get(PODGROUPS, "research", "pg-train")
@@ -159,7 +144,7 @@ max_pool_share = 1.0
 
 
 def test_a_refused_patch_is_recorded_and_retried_after_the_minimum_hold(tmp_path: Path, api: FakeApiServer) -> None:
-    config = _setup(tmp_path, api, KUEUE.format(mode="enforce"), {LOW: (9 * H, None)})
+    config = _setup(tmp_path, api, kueue_boost("enforce"), {LOW: (9 * H, None)})
     # RBAC without patch on Workloads: the list and the read answer, the patch is refused.
     api.refuse_patches = True
     assert _act(config, 0) == 1

@@ -26,6 +26,7 @@ from preemptlens.analytics.refresh import analyze
 from preemptlens.config import Config, Secret, load_config
 from preemptlens.errors import ConfigError
 from preemptlens.warehouse import Warehouse
+from tests.people.people_seed import load_rows
 
 NOW = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
 URL_TOKEN = "hook-t0ken-5ecret"
@@ -238,21 +239,17 @@ def test_unreachable_webhook_is_retried_with_backoff(tmp_path: Path) -> None:
 
 def seed_preemptions(wh: Warehouse) -> None:
     t = NOW - timedelta(hours=3)
-    wh.load(
+    load_rows(
+        wh,
         "jobs",
-        pl.DataFrame(
-            {
-                "cluster": ["c1"] * 4,
-                "job_id": ["100", "101", "200", "201"],
-                "name": ["pretrain", "serve-prod", "old-victim", "finetune"],
-                "team": ["nlp", "infer", "nlp", "vision"],
-                "tier": ["low", "critical", "low", "normal"],
-                "preemptible": [True, False, True, True],
-                "gpus": [16, 8, 4, 2],
-                "submit_time": [t - timedelta(days=5)] * 4,
-            }
-        ),
-        "test",
+        cluster=["c1"] * 4,
+        job_id=["100", "101", "200", "201"],
+        name=["pretrain", "serve-prod", "old-victim", "finetune"],
+        team=["nlp", "infer", "nlp", "vision"],
+        tier=["low", "critical", "low", "normal"],
+        preemptible=[True, False, True, True],
+        gpus=[16, 8, 4, 2],
+        submit_time=[t - timedelta(days=5)] * 4,
     )
     runs = [
         # Job 200 was preempted 3 days ago and restarted 10 min later: the history of pool a100.
@@ -263,35 +260,27 @@ def seed_preemptions(wh: Warehouse) -> None:
         # Job 201's team has no webhook: no notice is recorded.
         ("201", 1, "a100", t, NOW - timedelta(hours=2), "preempted", "101"),
     ]
-    wh.load(
+    load_rows(
+        wh,
         "job_runs",
-        pl.DataFrame(
-            {
-                "cluster": ["c1"] * len(runs),
-                "job_id": [r[0] for r in runs],
-                "run": [r[1] for r in runs],
-                "pool": [r[2] for r in runs],
-                "gpus": [16, 16, 16, 2],
-                "start_time": [r[3] for r in runs],
-                "end_time": [r[4] for r in runs],
-                "state": [r[5] for r in runs],
-                "preemptor_job_id": [r[6] for r in runs],
-            }
-        ),
-        "test",
+        cluster=["c1"] * len(runs),
+        job_id=[r[0] for r in runs],
+        run=[r[1] for r in runs],
+        pool=[r[2] for r in runs],
+        gpus=[16, 16, 16, 2],
+        start_time=[r[3] for r in runs],
+        end_time=[r[4] for r in runs],
+        state=[r[5] for r in runs],
+        preemptor_job_id=[r[6] for r in runs],
     )
-    wh.load(
+    load_rows(
+        wh,
         "preemption_links",
-        pl.DataFrame(
-            {
-                "cluster": ["c1"],
-                "victim_job_id": ["100"],
-                "time": [NOW - timedelta(hours=1) + timedelta(seconds=20)],
-                "preemptor_job_id": ["101"],
-                "reason": ["preempted by higher partition priority"],
-            }
-        ),
-        "test",
+        cluster=["c1"],
+        victim_job_id=["100"],
+        time=[NOW - timedelta(hours=1) + timedelta(seconds=20)],
+        preemptor_job_id=["101"],
+        reason=["preempted by higher partition priority"],
     )
     analyze(wh, load_config(overrides={}).of(AnalyticsSettings))
 

@@ -8,67 +8,43 @@ import json
 import os
 import subprocess
 import sys
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
-import polars as pl
 import pytest
 
 from preemptlens.readonly import Limits, QueryError, named_queries, query
 from preemptlens.warehouse import Warehouse
+from tests.people.people_seed import T0, jobs_warehouse, load_rows
 
 ROOT = Path(__file__).resolve().parents[2]
-T0 = datetime(2026, 11, 2, 8, 0, tzinfo=UTC)
 
 
 @pytest.fixture(scope="module")
 def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("sql") / "w.duckdb"
+    path = jobs_warehouse(tmp_path_factory.mktemp("sql"))
     with Warehouse(path) as wh:
-        wh.load(
-            "jobs",
-            pl.DataFrame(
-                {
-                    "cluster": ["c1"] * 3,
-                    "job_id": ["1", "2", "3"],
-                    "team": ["nlp", "vision", "nlp"],
-                    "tier": ["low", "high", "low"],
-                    "preemptible": [True, False, True],
-                    "gpus": [8, 4, 2],
-                    "submit_time": [T0] * 3,
-                }
-            ),
-            "test",
-        )
-        wh.load(
+        load_rows(
+            wh,
             "job_runs",
-            pl.DataFrame(
-                {
-                    "cluster": ["c1"] * 4,
-                    "job_id": ["1", "1", "3", "2"],
-                    "run": [1, 2, 1, 1],
-                    "pool": ["a100"] * 4,
-                    "gpus": [8, 8, 2, 4],
-                    "start_time": [T0, T0 + timedelta(hours=2), T0, T0 + timedelta(hours=1)],
-                    "end_time": [T0 + timedelta(hours=1), None, T0 + timedelta(days=1), T0 + timedelta(hours=3)],
-                    "state": ["preempted", "running", "preempted", "completed"],
-                    "preemptor_job_id": ["2", None, "2", None],
-                }
-            ),
-            "test",
+            cluster=["c1"] * 4,
+            job_id=["1", "1", "3", "2"],
+            run=[1, 2, 1, 1],
+            pool=["a100"] * 4,
+            gpus=[8, 8, 2, 4],
+            start_time=[T0, T0 + timedelta(hours=2), T0, T0 + timedelta(hours=1)],
+            end_time=[T0 + timedelta(hours=1), None, T0 + timedelta(days=1), T0 + timedelta(hours=3)],
+            state=["preempted", "running", "preempted", "completed"],
+            preemptor_job_id=["2", None, "2", None],
         )
-        wh.load(
+        load_rows(
+            wh,
             "gpu_samples",
-            pl.DataFrame(
-                {
-                    "cluster": ["c1"] * 4,
-                    "host": ["n1", "n1", "n2", "n2"],
-                    "gpu_uuid": ["G0", "G0", "G1", "G1"],
-                    "time": [T0, T0 + timedelta(minutes=1)] * 2,
-                    "busy": [0.5, 1.0, 0.0, 0.0],
-                }
-            ),
-            "test",
+            cluster=["c1"] * 4,
+            host=["n1", "n1", "n2", "n2"],
+            gpu_uuid=["G0", "G0", "G1", "G1"],
+            time=[T0, T0 + timedelta(minutes=1)] * 2,
+            busy=[0.5, 1.0, 0.0, 0.0],
         )
     return path
 

@@ -7,14 +7,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 
-import polars as pl
 import pytest
 
 from preemptlens.readonly import Limits, QueryError, check_statement, query
-from preemptlens.warehouse import Warehouse, snapshot_path
+from preemptlens.warehouse import snapshot_path
+from tests.people.people_seed import jobs_warehouse
 
 ROOT = Path(__file__).resolve().parents[2]
 READ_ONLY = "only SELECT"
@@ -22,16 +21,7 @@ READ_ONLY = "only SELECT"
 
 @pytest.fixture(scope="module")
 def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("hostile") / "w.duckdb"
-    with Warehouse(path) as wh:
-        wh.load(
-            "jobs",
-            pl.DataFrame({"cluster": ["c1"] * 3, "job_id": ["1", "2", "3"], "tier": ["low", "high", "low"],
-                          "preemptible": [True, False, True], "gpus": [8, 4, 2],
-                          "submit_time": [datetime(2026, 11, 2, tzinfo=UTC)] * 3}),
-            "test",
-        )
-    return path
+    return jobs_warehouse(tmp_path_factory.mktemp("hostile"))
 
 
 # One statement per class DuckDB's grammar knows, and each wrapper around a write or a setting

@@ -13,11 +13,19 @@ import logging
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
 
-from preemptlens.collectors.prometheus import GET_MAX_URL, add_arguments, build, iso, plan_pages
+from preemptlens.collectors.prometheus import (
+    GET_MAX_URL,
+    PrometheusCollector,
+    add_arguments,
+    build,
+    iso,
+    plan_pages,
+)
 from preemptlens.config import Secret, load_config
 from preemptlens.errors import ConfigError, SourceError
 from preemptlens.warehouse import Warehouse
@@ -47,6 +55,14 @@ def utc(epoch_ms: int) -> datetime:
     return datetime.fromtimestamp(epoch_ms / 1000, UTC)
 
 
+def through(
+    gateway: TenantGateway, since: datetime | None, until: datetime | None, **settings: Any
+) -> PrometheusCollector:
+    """A collector reaching the gateway as its tenant with its token, as every test here does; `settings` add
+    to those or replace them."""
+    return collector(gateway.url, since, until, **{"tenant": TENANT, "bearer_token": Secret(TOKEN), **settings})
+
+
 def everything_stored(path: Path) -> str:
     """Every value of every table of the warehouse, as text."""
     with Warehouse(path) as wh:
@@ -64,13 +80,11 @@ def test_through_the_gateway_equals_the_direct_collection(
     gateway.throttle_every, gateway.unavailable_every, gateway.delay_s = 9, 13, 0.02
     caplog.set_level(logging.DEBUG)
     path = tmp_path / "w.duckdb"
-    col = collector(
-        gateway.url,
+    col = through(
+        gateway,
         history.first,
         history.last,
         page_points=PAGE,
-        tenant=TENANT,
-        bearer_token=Secret(TOKEN),
         concurrency=3,
         retries=4,
         backoff_s=0.01,
@@ -105,16 +119,7 @@ def test_concurrency_one_sends_one_request_at_a_time(
 ) -> None:
     gateway.delay_s = 0.01
     path = tmp_path / "w.duckdb"
-    col = collector(
-        gateway.url,
-        history.first,
-        history.last,
-        page_points=PAGE,
-        tenant=TENANT,
-        bearer_token=Secret(TOKEN),
-        concurrency=1,
-        method="post",
-    )
+    col = through(gateway, history.first, history.last, page_points=PAGE, concurrency=1, method="post")
     run(path, col)
     assert table(path).equals(table(reference))
     assert gateway.max_in_flight == 1 and {s.method for s in gateway.seen} == {"POST"}
@@ -131,7 +136,7 @@ def test_wrong_or_missing_tenant_fails_with_a_hint_and_stores_nothing(
 ) -> None:
     caplog.set_level(logging.DEBUG)
     path = tmp_path / "w.duckdb"
-    col = collector(gateway.url, history.first, history.last, tenant=tenant, bearer_token=Secret(TOKEN))
+    col = through(gateway, history.first, history.last, tenant=tenant)
     with pytest.raises(SourceError) as err:
         run(path, col)
     text = str(err.value)
@@ -153,8 +158,7 @@ def test_partial_answer_is_loaded_marked_and_collected_again(
     first, last = pages[partial_page]
     gateway.warn_starts_ms = {first}
     path = tmp_path / "w.duckdb"
-    settings = {"page_points": PAGE, "tenant": TENANT, "bearer_token": Secret(TOKEN)}
-    col = collector(gateway.url, history.first, history.last, **settings)
+    col = through(gateway, history.first, history.last, page_points=PAGE)
     run(path, col)
 
     # Surfaced: in the log with its window, and on the collector.
@@ -171,7 +175,7 @@ def test_partial_answer_is_loaded_marked_and_collected_again(
 
     # The next run (the store is back) starts at that window and ends in the direct collection.
     gateway.warn_starts_ms = set()
-    again = collector(gateway.url, None, history.last, **settings)
+    again = through(gateway, None, history.last, page_points=PAGE)
     reports = run(path, again)
     assert len(reports) == len(pages) - partial_page and again.partial == []
     assert table(path).equals(want)
@@ -210,9 +214,7 @@ def test_token_and_tenant_from_the_environment(
 def test_a_long_retry_after_is_cut_to_the_setting(history: History, gateway: TenantGateway, tmp_path: Path) -> None:
     gateway.throttle_every, gateway.retry_after_s = 3, 600
     until = history.first + timedelta(hours=1)
-    col = collector(
-        gateway.url, history.first, until, tenant=TENANT, bearer_token=Secret(TOKEN), retries=3, max_retry_after_s=0.5
-    )
+    col = through(gateway, history.first, until, retries=3, max_retry_after_s=0.5)
     run(tmp_path / "w.duckdb", col)
     refused = [s for s in gateway.seen if s.status == 429]
     assert refused
@@ -237,11 +239,10 @@ def test_answers_are_asked_for_uncompressed_unless_the_headers_say_otherwise(
     history: History, gateway: TenantGateway, tmp_path: Path
 ) -> None:
     window = (history.first, history.first + timedelta(hours=1))
-    auth = Secret(TOKEN)
-    run(tmp_path / "plain.duckdb", collector(gateway.url, *window, tenant=TENANT, bearer_token=auth))
+    run(tmp_path / "plain.duckdb", through(gateway, *window))
     assert {s.headers.get("accept-encoding") for s in gateway.seen} == {"identity"}
     gateway.seen.clear()
-    gzip = collector(gateway.url, *window, tenant=TENANT, bearer_token=auth, headers={"accept-encoding": "gzip"})
+    gzip = through(gateway, *window, headers={"accept-encoding": "gzip"})
     run(tmp_path / "gzip.duckdb", gzip)
     assert {s.headers.get("accept-encoding") for s in gateway.seen} == {"gzip"}
     assert table(tmp_path / "gzip.duckdb").equals(table(tmp_path / "plain.duckdb"))

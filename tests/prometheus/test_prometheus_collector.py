@@ -164,6 +164,19 @@ def test_pages_cover_the_window_once_and_stay_under_the_point_limit() -> None:
         options_from(PrometheusSettings(page_points=MAX_POINTS + 1), CLUSTER)
 
 
+# dcgm-exporter scraped through the GPU operator's ServiceMonitor: pod and namespace name the exporter itself,
+# so the workload is known only from the exported_* labels, when the exporter adds them. Written once because
+# the two cases below differ only in those labels.
+OPERATOR_SCRAPE = {
+    "Hostname": "n1",
+    "UUID": "U",
+    "pod": "dcgm-x",
+    "namespace": "gpu-operator",
+    "service": "s",
+    "endpoint": "e",
+}
+
+
 @pytest.mark.parametrize(
     ("labels", "host", "instance", "job"),
     [
@@ -179,34 +192,8 @@ def test_pages_cover_the_window_once_and_stay_under_the_point_limit() -> None:
             "",
             "ns/p",
         ),
-        (
-            {
-                "Hostname": "n1",
-                "UUID": "U",
-                "pod": "dcgm-x",
-                "namespace": "gpu-operator",
-                "service": "s",
-                "endpoint": "e",
-                "exported_pod": "p",
-                "exported_namespace": "ns",
-            },
-            "n1",
-            "",
-            "ns/p",
-        ),
-        (
-            {
-                "Hostname": "n1",
-                "UUID": "U",
-                "pod": "dcgm-x",
-                "namespace": "gpu-operator",
-                "service": "s",
-                "endpoint": "e",
-            },
-            "n1",
-            "",
-            None,
-        ),
+        ({**OPERATOR_SCRAPE, "exported_pod": "p", "exported_namespace": "ns"}, "n1", "", "ns/p"),
+        (OPERATOR_SCRAPE, "n1", "", None),
         (
             {"Hostname": "n1", "UUID": "U", "hpc_job": "123_4", "GPU_I_ID": "3", "GPU_I_PROFILE": "1g.10gb"},
             "n1",

@@ -1,17 +1,23 @@
-"""Hand-built clusters loaded through the real load API, analysed for real.
+"""Hand-built and simulated clusters loaded through the real load API, analysed for real.
 
 Imported by the tests of this folder as `analytics_scenario` (pytest puts the
-folder on sys.path; a package here would shadow the real `analytics`)."""
+folder on sys.path; a package here would shadow the real `analytics`); tests/lake
+and tests/spark put this folder on sys.path in their conftest to use `simulated_and_analysed`."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from preemptlens.analytics.params import AnalyticsSettings
 from preemptlens.analytics.refresh import AnalyzeReport, analyze
+from preemptlens.analytics.simulator import SimConfig, simulate_into
+from preemptlens.config import load_config
 from preemptlens.warehouse import Warehouse
 
 T0 = datetime(2026, 11, 2, 8, 0, tzinfo=UTC)
@@ -98,3 +104,14 @@ class Scenario:
 
     def view(self, name: str, order: str) -> pl.DataFrame:
         return self.wh.query(f"SELECT * FROM {name} ORDER BY {order}")
+
+
+@contextmanager
+def simulated_and_analysed(path: Path, sim: SimConfig, *, full: bool = False) -> Iterator[Warehouse]:
+    """A warehouse at `path` holding `sim` simulated (raw tables and ground truth) and analysed with the
+    settings a fresh installation reads: the ground-truth, lake and Spark tests compare figures on one
+    cluster built the same way, so a change to how a simulated cluster is analysed reaches them all."""
+    with Warehouse(path) as wh:
+        simulate_into(wh, sim)
+        analyze(wh, load_config(overrides={"warehouse.path": str(path)}).of(AnalyticsSettings), full=full)
+        yield wh

@@ -16,12 +16,12 @@ from typing import Any
 import duckdb
 import polars as pl
 import pytest
+from analytics_scenario import simulated_and_analysed
 from polars.testing import assert_frame_equal
 
 from preemptlens.analytics.lake import export_changed, lake_connection, read_manifest
 from preemptlens.analytics.params import AnalyticsSettings
-from preemptlens.analytics.refresh import analyze
-from preemptlens.analytics.simulator import DEMO, PoolSpec, SimConfig, simulate_into
+from preemptlens.analytics.simulator import DEMO, PoolSpec, SimConfig
 from preemptlens.analytics.spark import SCANS, Scan, register_functions, run_duckdb, run_spark, spark_session
 from preemptlens.cli import main
 from preemptlens.config import load_config
@@ -40,9 +40,7 @@ SIM = SimConfig(
 @pytest.fixture(scope="module")
 def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Warehouse, Path]]:
     root = tmp_path_factory.mktemp("spark")
-    with Warehouse(root / "w.duckdb") as wh:
-        simulate_into(wh, SIM)
-        analyze(wh, load_config(overrides={"warehouse.path": str(root / "w.duckdb")}).of(AnalyticsSettings), full=True)
+    with simulated_and_analysed(root / "w.duckdb", SIM, full=True) as wh:
         export_changed(wh, root / "lake")
         yield wh, root / "lake"
 

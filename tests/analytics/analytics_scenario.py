@@ -6,7 +6,7 @@ and tests/spark put this folder on sys.path in their conftest to use `simulated_
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -104,6 +104,18 @@ class Scenario:
 
     def view(self, name: str, order: str) -> pl.DataFrame:
         return self.wh.query(f"SELECT * FROM {name} ORDER BY {order}")
+
+
+@contextmanager
+def analysed(folder: Path, build: Callable[[Scenario], None]) -> Iterator[Scenario]:
+    """A new warehouse in `folder` holding the scenario `build` writes, loaded and analysed with the default
+    settings, open for reading: the ledger and live-cost tests each set up their hand-made cluster this way,
+    so that they read their figures off one and the same set-up."""
+    with Warehouse(folder / "w.duckdb") as wh:
+        sc = Scenario(wh)
+        build(sc)
+        sc.analyze()
+        yield sc
 
 
 @contextmanager

@@ -173,6 +173,16 @@ def test_both_engines_run_the_same_sql_files() -> None:
     assert {"is_idle", "progress_basis", "progress_at_risk_s"} <= _defined(functions / "shared.sql")
 
 
+def same_on_both_engines(spark: Any, sql: str) -> list[tuple[Any, ...]]:
+    """The rows `sql` gives on DuckDB, sorted, once Spark has given the same rows: each dialect function
+    must be one rule on both engines, and every test of one checks that the same way."""
+    with Warehouse(":memory:") as wh:
+        duck = sorted(wh.con.execute(sql).fetchall())
+    register_functions(spark)
+    assert sorted(tuple(r) for r in spark.sql(sql).collect()) == duck
+    return duck
+
+
 HOURS = [
     ("2026-10-05 10:30:00", "2026-10-05 12:10:00"),  # three hours, the first and last partial
     ("2026-10-05 10:30:00", "2026-10-05 10:40:00"),  # within one hour
@@ -190,10 +200,7 @@ def test_hour_series_gives_the_same_hours_on_both_engines(spark: Any) -> None:
         "SELECT i, explode(hours) AS hour FROM "
         f"(SELECT i, hour_series(a, b) AS hours FROM (VALUES {values}) AS t(i, a, b)) AS spans"
     )
-    with Warehouse(":memory:") as wh:
-        duck = sorted(wh.con.execute(sql).fetchall())
-    register_functions(spark)
-    assert sorted(tuple(r) for r in spark.sql(sql).collect()) == duck
+    duck = same_on_both_engines(spark, sql)
     assert [i for i, _ in duck] == [0, 0, 0, 1]
     assert [h.hour for _, h in duck] == [10, 11, 12, 10]
 
@@ -203,10 +210,7 @@ def test_is_idle_is_one_rule_on_both_engines(spark: Any) -> None:
         "SELECT busy, zero_rule, is_idle(busy, zero_rule, 0.05) AS idle FROM (VALUES (0.0, true), (0.0, false), "
         "(0.01, true), (0.01, false), (0.05, false), (0.5, false)) AS t(busy, zero_rule)"
     )
-    with Warehouse(":memory:") as wh:
-        duck = sorted(wh.con.execute(sql).fetchall())
-    register_functions(spark)
-    assert sorted(tuple(r) for r in spark.sql(sql).collect()) == duck
+    duck = same_on_both_engines(spark, sql)
     # sorted by (busy, zero_rule): 0 is idle under both rules, 0.01 only under the threshold
     assert [idle for _, _, idle in duck] == [True, True, True, False, False, False]
 
@@ -220,10 +224,7 @@ def test_progress_at_risk_is_one_rule_on_both_engines(spark: Any) -> None:
         "(2, false, 600.0, 100.0, 400.0), (3, false, CAST(NULL AS DOUBLE), 100.0, 3000.0)) "
         "AS t(i, saved, interval_s, since_s, age_s)"
     )
-    with Warehouse(":memory:") as wh:
-        duck = sorted(wh.con.execute(sql).fetchall())
-    register_functions(spark)
-    assert sorted(tuple(r) for r in spark.sql(sql).collect()) == duck
+    duck = same_on_both_engines(spark, sql)
     # measured: since the checkpoint; declared: half the interval once the run is older, else its age; assumed: age
     assert duck == [(0, "measured", 100.0), (1, "declared", 300.0), (2, "declared", 400.0), (3, "assumed", 3000.0)]
 

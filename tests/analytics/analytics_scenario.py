@@ -2,10 +2,12 @@
 
 Imported by the tests of this folder as `analytics_scenario` (pytest puts the
 folder on sys.path; a package here would shadow the real `analytics`); tests/lake
-and tests/spark put this folder on sys.path in their conftest to use `simulated_and_analysed`."""
+and tests/spark put this folder on sys.path in their conftest to use `small_hoarding_cluster` and
+`simulated_and_analysed`."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -16,7 +18,7 @@ import polars as pl
 
 from preemptlens.analytics.params import AnalyticsSettings
 from preemptlens.analytics.refresh import AnalyzeReport, analyze
-from preemptlens.analytics.simulator import SimConfig, simulate_into
+from preemptlens.analytics.simulator import DEMO, PoolSpec, SimConfig, simulate_into
 from preemptlens.config import load_config
 from preemptlens.warehouse import Warehouse
 
@@ -116,6 +118,19 @@ def analysed(folder: Path, build: Callable[[Scenario], None]) -> Iterator[Scenar
         build(sc)
         sc.analyze()
         yield sc
+
+
+def small_hoarding_cluster(cluster: str, days: float) -> SimConfig:
+    """Four A100 nodes, a fifth of the jobs hoarding, from 20:00 UTC so that even one day's rows fall on
+    two UTC dates (two date partitions): the lake and Spark tests compare storages and engines row for row
+    on this one cluster shape, so it is defined once."""
+    return SimConfig(
+        cluster=cluster,
+        start=datetime(2026, 10, 5, 20, tzinfo=UTC),
+        days=days,
+        pools=(PoolSpec("a100", nodes=4),),
+        workload=dataclasses.replace(DEMO.workload, seed=3, hoarding_share=0.2),
+    )
 
 
 @contextmanager

@@ -1,5 +1,6 @@
-"""The lake tests build their simulated cluster with tests/analytics' `simulated_and_analysed`, as the
-ground-truth and Spark tests do; its folder goes on sys.path (appended: nothing here is shadowed)."""
+"""The lake tests build their simulated cluster with tests/analytics' `small_hoarding_cluster` and
+`simulated_and_analysed`, as the Spark and ground-truth tests do; that folder goes on sys.path
+(appended, so nothing is shadowed)."""
 
 from __future__ import annotations
 

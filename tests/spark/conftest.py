@@ -14,8 +14,8 @@ import pytest
 
 from preemptlens.analytics.spark import spark_session
 
-# The Spark tests build their simulated cluster with tests/analytics' `simulated_and_analysed`, as the lake and
-# ground-truth tests do (appended: nothing here is shadowed).
+# The Spark tests build their simulated cluster with tests/analytics' `small_hoarding_cluster` and
+# `simulated_and_analysed`, as the lake and ground-truth tests do (appended, so nothing is shadowed).
 sys.path.append(str(Path(__file__).resolve().parent.parent / "analytics"))
 
 

@@ -3,38 +3,29 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import io
 import re
 import shutil
 import sys
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import polars as pl
 import pytest
-from analytics_scenario import simulated_and_analysed
+from analytics_scenario import simulated_and_analysed, small_hoarding_cluster
 from polars.testing import assert_frame_equal
 
 from preemptlens.analytics.lake import export_changed, lake_connection, read_manifest
 from preemptlens.analytics.params import AnalyticsSettings
-from preemptlens.analytics.simulator import DEMO, PoolSpec, SimConfig
 from preemptlens.analytics.spark import SCANS, Scan, register_functions, run_duckdb, run_spark, spark_session
 from preemptlens.cli import main
 from preemptlens.config import load_config
 from preemptlens.errors import ConfigError
 from preemptlens.warehouse import SQL_DIR, Warehouse
 
-SIM = SimConfig(
-    cluster="spark",
-    start=datetime(2026, 10, 5, 20, tzinfo=UTC),
-    days=1.0,
-    pools=(PoolSpec("a100", nodes=4),),
-    workload=dataclasses.replace(DEMO.workload, seed=3, hoarding_share=0.2),
-)
+SIM = small_hoarding_cluster("spark", days=1.0)
 
 
 @pytest.fixture(scope="module")

@@ -299,6 +299,20 @@ def export_changed(wh: Warehouse, folder: str | Path) -> ExportReport:
     return report
 
 
+def lake_folder(given: str | None, config: Config, *, command: str, argument: str, how: str) -> str:
+    """The lake a command works on: the folder it was given, else `lake.folder`.
+
+    One definition so that `export parquet` and `spark` find the lake the same way and say the same
+    when neither names one; `argument` is what the command calls its folder, `how` shows how to pass it.
+    """
+    folder = given or config.of(LakeSettings).folder
+    if not folder:
+        raise ConfigError(
+            f"{command}: no {argument} given and lake.folder is not set", f"pass {how} or set [lake] folder"
+        )
+    return folder
+
+
 def keep_current(wh: Warehouse, config: Config) -> ExportReport | None:
     """After a write: bring the lake up to date when `lake.keep_current` asks for it."""
     settings = config.of(LakeSettings)

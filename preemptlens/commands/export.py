@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import argparse
 
-from preemptlens.analytics.lake import LakeSettings, export_changed
+from preemptlens.analytics.lake import export_changed, lake_folder
 from preemptlens.config import Config, WarehouseSettings
-from preemptlens.errors import ConfigError
 from preemptlens.warehouse import Warehouse
 
 
@@ -20,12 +19,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
-    folder = args.folder or config.of(LakeSettings).folder
-    if not folder:
-        raise ConfigError(
-            "export parquet: no folder given and lake.folder is not set",
-            "pass a folder, e.g. `preemptlens export parquet ./lake`, or set [lake] folder",
-        )
+    how = "a folder (e.g. `preemptlens export parquet ./lake`)"
+    folder = lake_folder(args.folder, config, command="export parquet", argument="folder", how=how)
     with Warehouse(config.of(WarehouseSettings).path) as wh:
         report = export_changed(wh, folder)
     rate = report.rows / report.seconds if report.seconds else 0.0

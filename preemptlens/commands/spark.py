@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import argparse
 
-from preemptlens.analytics.lake import LakeSettings
+from preemptlens.analytics.lake import lake_folder
 from preemptlens.analytics.params import AnalyticsSettings
 from preemptlens.analytics.spark import run_spark, spark_session
 from preemptlens.config import Config
-from preemptlens.errors import ConfigError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -22,12 +21,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
-    folder = args.lake or config.of(LakeSettings).folder
-    if not folder:
-        raise ConfigError(
-            "spark: no lake given and lake.folder is not set",
-            "pass --lake DIR (a folder `preemptlens export parquet DIR` wrote) or set [lake] folder",
-        )
+    how = "--lake DIR (a folder `preemptlens export parquet DIR` wrote)"
+    folder = lake_folder(args.lake, config, command="spark", argument="lake", how=how)
     params = config.of(AnalyticsSettings)
     with spark_session(config, master=args.master) as spark:
         report = run_spark(spark, folder, params)

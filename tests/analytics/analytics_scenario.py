@@ -1,17 +1,25 @@
-"""Hand-built clusters loaded through the real load API, analysed for real.
+"""Hand-built and simulated clusters loaded through the real load API, analysed for real.
 
 Imported by the tests of this folder as `analytics_scenario` (pytest puts the
-folder on sys.path; a package here would shadow the real `analytics`)."""
+folder on sys.path; a package here would shadow the real `analytics`); tests/lake
+and tests/spark put this folder on sys.path in their conftest to use `small_hoarding_cluster` and
+`simulated_and_analysed`."""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from preemptlens.analytics.params import AnalyticsSettings
 from preemptlens.analytics.refresh import AnalyzeReport, analyze
+from preemptlens.analytics.simulator import DEMO, PoolSpec, SimConfig, simulate_into
+from preemptlens.config import load_config
 from preemptlens.warehouse import Warehouse
 
 T0 = datetime(2026, 11, 2, 8, 0, tzinfo=UTC)
@@ -98,3 +106,39 @@ class Scenario:
 
     def view(self, name: str, order: str) -> pl.DataFrame:
         return self.wh.query(f"SELECT * FROM {name} ORDER BY {order}")
+
+
+@contextmanager
+def analysed(folder: Path, build: Callable[[Scenario], None]) -> Iterator[Scenario]:
+    """A new warehouse in `folder` holding the scenario `build` writes, loaded and analysed with the default
+    settings, open for reading: the ledger and live-cost tests each set up their hand-made cluster this way,
+    so that they read their figures off one and the same set-up."""
+    with Warehouse(folder / "w.duckdb") as wh:
+        sc = Scenario(wh)
+        build(sc)
+        sc.analyze()
+        yield sc
+
+
+def small_hoarding_cluster(cluster: str, days: float) -> SimConfig:
+    """Four A100 nodes, a fifth of the jobs hoarding, from 20:00 UTC so that even one day's rows fall on
+    two UTC dates (two date partitions): the lake and Spark tests compare storages and engines row for row
+    on this one cluster shape, so it is defined once."""
+    return SimConfig(
+        cluster=cluster,
+        start=datetime(2026, 10, 5, 20, tzinfo=UTC),
+        days=days,
+        pools=(PoolSpec("a100", nodes=4),),
+        workload=dataclasses.replace(DEMO.workload, seed=3, hoarding_share=0.2),
+    )
+
+
+@contextmanager
+def simulated_and_analysed(path: Path, sim: SimConfig, *, full: bool = False) -> Iterator[Warehouse]:
+    """A warehouse at `path` holding `sim` simulated (raw tables and ground truth) and analysed with the
+    settings a fresh installation reads: the ground-truth, lake and Spark tests compare figures on one
+    cluster built the same way, so a change to how a simulated cluster is analysed reaches them all."""
+    with Warehouse(path) as wh:
+        simulate_into(wh, sim)
+        analyze(wh, load_config(overrides={"warehouse.path": str(path)}).of(AnalyticsSettings), full=full)
+        yield wh

@@ -13,11 +13,9 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from analytics_scenario import simulated_and_analysed
 
-from preemptlens.analytics.params import AnalyticsSettings
-from preemptlens.analytics.refresh import analyze
-from preemptlens.analytics.simulator import DEMO, PolicyConfig, PoolSpec, SimConfig, simulate_into
-from preemptlens.config import load_config
+from preemptlens.analytics.simulator import DEMO, PolicyConfig, PoolSpec, SimConfig
 from preemptlens.warehouse import Warehouse
 
 SIM = SimConfig(
@@ -31,10 +29,7 @@ SIM = SimConfig(
 
 @pytest.fixture(scope="module")
 def truth_wh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Warehouse]:
-    path: Path = tmp_path_factory.mktemp("truth") / "w.duckdb"
-    with Warehouse(path) as wh:
-        simulate_into(wh, SIM)
-        analyze(wh, load_config(overrides={"warehouse.path": str(path)}).of(AnalyticsSettings))
+    with simulated_and_analysed(tmp_path_factory.mktemp("truth") / "w.duckdb", SIM) as wh:
         yield wh
 
 
@@ -107,9 +102,7 @@ def test_no_minimum_run_time_shows_in_early_victims(tmp_path: Path) -> None:
         sim = dataclasses.replace(
             SIM, days=3.0, cluster=f"minrun{int(min_run)}", policy=PolicyConfig(min_run_s=min_run)
         )
-        with Warehouse(tmp_path / f"{int(min_run)}.duckdb") as wh:
-            simulate_into(wh, sim)
-            analyze(wh, load_config(overrides={"warehouse.path": str(tmp_path)}).of(AnalyticsSettings))
+        with simulated_and_analysed(tmp_path / f"{int(min_run)}.duckdb", sim) as wh:
             counts[min_run] = wh.query(
                 "SELECT count(*) FILTER (WHERE run_age_s < 1800) AS young, count(*) AS n FROM preemption_ledger"
             ).row(0)

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
-from analytics_scenario import Scenario, at
-
-from preemptlens.warehouse import Warehouse
+from analytics_scenario import Scenario, analysed, at
 
 WARMUP = 120.0
 RESTART = 3600 + 600
@@ -55,10 +53,7 @@ def build(sc: Scenario) -> None:
 
 @pytest.fixture(scope="module")
 def ledger(tmp_path_factory: pytest.TempPathFactory) -> pl.DataFrame:
-    with Warehouse(tmp_path_factory.mktemp("ledger") / "w.duckdb") as wh:
-        sc = Scenario(wh)
-        build(sc)
-        sc.analyze()
+    with analysed(tmp_path_factory.mktemp("ledger"), build) as sc:
         return sc.view("preemption_ledger", "victim_job_id, victim_run")
 
 

@@ -54,22 +54,25 @@ def test_requeued_run_that_then_ends_within_the_tolerance_is_no_preemption(sc: S
     assert ledger["repeat_victim"].to_list() == [False]
 
 
-def test_link_binds_the_run_running_at_its_time_not_a_later_one_ending_nearer(sc: Scenario) -> None:
-    """The victim's end was recorded 100 s before the link (a slow kill); the
-    next run started after the link and ended only 10 s from it."""
+@pytest.mark.parametrize(
+    ("first_end", "second_start", "second_end", "second_state"),
+    [
+        # The victim's end was recorded 100 s before the link (a slow kill); the
+        # next run started after the link and ended only 10 s from it.
+        pytest.param(900, 1005, 1010, "failed", id="running_at_its_time_not_a_later_one_ending_nearer"),
+        # Both runs had started by the link time; the completed one ends nearer, but
+        # the scheduler says the requeued one was stopped.
+        pytest.param(980, 985, 995, "completed", id="scheduler_marked_run_not_a_completed_one"),
+    ],
+)
+def test_link_binds_the_requeued_run_not_the_next_one_ending_nearer(
+    sc: Scenario, first_end: float, second_start: float, second_end: float, second_state: str
+) -> None:
+    """A link at 1000 s with the requeued run 1 and the next run 2 both within the tolerance: run 1 is the
+    preemption, whichever of the two ends nearer the link."""
     _victim(sc)
-    sc.run("V", 1, 4, "a", 0, 900, "requeued")
-    sc.run("V", 2, 4, "a", 1005, 1010, "failed")
-    sc.link("V", 1000, "P", "requeued")
-    assert _ledger(sc).select("victim_run", "preemptor_job_id").rows() == [(1, "P")]
-
-
-def test_scheduler_marked_run_takes_the_link_from_a_completed_one(sc: Scenario) -> None:
-    """Both runs had started by the link time; the completed one ends nearer, but
-    the scheduler says the requeued one was stopped."""
-    _victim(sc)
-    sc.run("V", 1, 4, "a", 0, 980, "requeued")
-    sc.run("V", 2, 4, "a", 985, 995, "completed")
+    sc.run("V", 1, 4, "a", 0, first_end, "requeued")
+    sc.run("V", 2, 4, "a", second_start, second_end, second_state)
     sc.link("V", 1000, "P", "requeued")
     assert _ledger(sc).select("victim_run", "preemptor_job_id").rows() == [(1, "P")]
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from analytics_scenario import Scenario, at
+from analytics_scenario import Scenario, analysed, at
 
 from preemptlens.analytics.livecost import LiveCostSettings, compute, top
 from preemptlens.cli import main
@@ -60,13 +60,10 @@ def build(sc: Scenario) -> None:
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> pl.DataFrame:
-    with Warehouse(tmp_path_factory.mktemp("live") / "w.duckdb") as wh:
-        sc = Scenario(wh)
-        build(sc)
-        sc.analyze()
-        done = compute(wh, at(AT), SETTINGS)
+    with analysed(tmp_path_factory.mktemp("live"), build) as sc:
+        done = compute(sc.wh, at(AT), SETTINGS)
         assert (done.jobs, done.unknown) == (3, 2)
-        return wh.query("SELECT * FROM live_costs ORDER BY job_id")
+        return sc.wh.query("SELECT * FROM live_costs ORDER BY job_id")
 
 
 def job(live: pl.DataFrame, job_id: str) -> dict[str, object]:
@@ -78,10 +75,7 @@ def job(live: pl.DataFrame, job_id: str) -> dict[str, object]:
 def test_expected_requeue_is_the_median_restarted_delay_per_pool_and_tier(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    with Warehouse(tmp_path_factory.mktemp("requeue") / "w.duckdb") as wh:
-        sc = Scenario(wh)
-        build(sc)
-        sc.analyze()
+    with analysed(tmp_path_factory.mktemp("requeue"), build) as sc:
         rows = sc.view("expected_requeue", "pool, tier").select("pool", "tier", "expected_requeue_s", "history_n")
         assert rows.rows() == [("a", "low", 400.0, 2)]
         # data end 10 001 s: a window of 8 500 s keeps H2's preemption (2 000 s), not R1's (1 000 s)

@@ -16,11 +16,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from analytics_scenario import simulated_and_analysed
 
 from preemptlens.analytics.params import AnalyticsSettings
 from preemptlens.analytics.refresh import analyze
 from preemptlens.analytics.sim_model import cluster_of
-from preemptlens.analytics.simulator import SimConfig, WorkloadConfig, simulate_into
+from preemptlens.analytics.simulator import SimConfig, WorkloadConfig
 from preemptlens.cli import main
 from preemptlens.config import load_config
 from preemptlens.warehouse import Warehouse
@@ -123,10 +124,7 @@ FLIPS = {
 
 
 def answers(folder: Path, sim: SimConfig) -> list[bool | None]:
-    path = folder / "w.duckdb"
-    with Warehouse(path) as wh:
-        simulate_into(wh, sim)
-        analyze(wh, load_config(overrides={"warehouse.path": str(path)}).of(AnalyticsSettings))
+    with simulated_and_analysed(folder / "w.duckdb", sim) as wh:
         return wh.query("SELECT answer FROM readiness_scorecard ORDER BY question_no")["answer"].to_list()
 
 

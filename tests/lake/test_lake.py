@@ -11,32 +11,21 @@ from pathlib import Path
 import duckdb
 import polars as pl
 import pytest
+from analytics_scenario import simulated_and_analysed, small_hoarding_cluster
 from polars.testing import assert_frame_equal
 
 from preemptlens.analytics.lake import MANIFEST, export_changed, lake_connection, read_manifest
-from preemptlens.analytics.params import AnalyticsSettings
-from preemptlens.analytics.refresh import analyze
-from preemptlens.analytics.simulator import DEMO, PoolSpec, SimConfig, simulate_into
+from preemptlens.analytics.simulator import simulate_into
 from preemptlens.analytics.views import _body, registry
 from preemptlens.cli import main
-from preemptlens.config import load_config
 from preemptlens.warehouse import Warehouse
 
-SIM = SimConfig(
-    cluster="lake",
-    start=datetime(2026, 10, 5, 20, tzinfo=UTC),
-    days=2.0,
-    pools=(PoolSpec("a100", nodes=4),),
-    workload=dataclasses.replace(DEMO.workload, seed=3, hoarding_share=0.2),
-)
+SIM = small_hoarding_cluster("lake", days=2.0)
 
 
 @pytest.fixture(scope="module")
 def sim_wh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Warehouse]:
-    path: Path = tmp_path_factory.mktemp("lake") / "w.duckdb"
-    with Warehouse(path) as wh:
-        simulate_into(wh, SIM)
-        analyze(wh, load_config(overrides={"warehouse.path": str(path)}).of(AnalyticsSettings))
+    with simulated_and_analysed(tmp_path_factory.mktemp("lake") / "w.duckdb", SIM) as wh:
         yield wh
 
 

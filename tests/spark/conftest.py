@@ -5,12 +5,18 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from preemptlens.analytics.spark import spark_session
+
+# The Spark tests build their simulated cluster with tests/analytics' `small_hoarding_cluster` and
+# `simulated_and_analysed`, as the lake and ground-truth tests do (appended, so nothing is shadowed).
+sys.path.append(str(Path(__file__).resolve().parent.parent / "analytics"))
 
 
 @pytest.fixture(scope="session")

@@ -3,46 +3,35 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import io
 import re
 import shutil
 import sys
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import polars as pl
 import pytest
+from analytics_scenario import simulated_and_analysed, small_hoarding_cluster
 from polars.testing import assert_frame_equal
 
 from preemptlens.analytics.lake import export_changed, lake_connection, read_manifest
 from preemptlens.analytics.params import AnalyticsSettings
-from preemptlens.analytics.refresh import analyze
-from preemptlens.analytics.simulator import DEMO, PoolSpec, SimConfig, simulate_into
 from preemptlens.analytics.spark import SCANS, Scan, register_functions, run_duckdb, run_spark, spark_session
 from preemptlens.cli import main
 from preemptlens.config import load_config
 from preemptlens.errors import ConfigError
 from preemptlens.warehouse import SQL_DIR, Warehouse
 
-SIM = SimConfig(
-    cluster="spark",
-    start=datetime(2026, 10, 5, 20, tzinfo=UTC),
-    days=1.0,
-    pools=(PoolSpec("a100", nodes=4),),
-    workload=dataclasses.replace(DEMO.workload, seed=3, hoarding_share=0.2),
-)
+SIM = small_hoarding_cluster("spark", days=1.0)
 
 
 @pytest.fixture(scope="module")
 def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Warehouse, Path]]:
     root = tmp_path_factory.mktemp("spark")
-    with Warehouse(root / "w.duckdb") as wh:
-        simulate_into(wh, SIM)
-        analyze(wh, load_config(overrides={"warehouse.path": str(root / "w.duckdb")}).of(AnalyticsSettings), full=True)
+    with simulated_and_analysed(root / "w.duckdb", SIM, full=True) as wh:
         export_changed(wh, root / "lake")
         yield wh, root / "lake"
 
@@ -175,6 +164,16 @@ def test_both_engines_run_the_same_sql_files() -> None:
     assert {"is_idle", "progress_basis", "progress_at_risk_s"} <= _defined(functions / "shared.sql")
 
 
+def same_on_both_engines(spark: Any, sql: str) -> list[tuple[Any, ...]]:
+    """The rows `sql` gives on DuckDB, sorted, once Spark has given the same rows: each dialect function
+    must be one rule on both engines, and every test of one checks that the same way."""
+    with Warehouse(":memory:") as wh:
+        duck = sorted(wh.con.execute(sql).fetchall())
+    register_functions(spark)
+    assert sorted(tuple(r) for r in spark.sql(sql).collect()) == duck
+    return duck
+
+
 HOURS = [
     ("2026-10-05 10:30:00", "2026-10-05 12:10:00"),  # three hours, the first and last partial
     ("2026-10-05 10:30:00", "2026-10-05 10:40:00"),  # within one hour
@@ -192,10 +191,7 @@ def test_hour_series_gives_the_same_hours_on_both_engines(spark: Any) -> None:
         "SELECT i, explode(hours) AS hour FROM "
         f"(SELECT i, hour_series(a, b) AS hours FROM (VALUES {values}) AS t(i, a, b)) AS spans"
     )
-    with Warehouse(":memory:") as wh:
-        duck = sorted(wh.con.execute(sql).fetchall())
-    register_functions(spark)
-    assert sorted(tuple(r) for r in spark.sql(sql).collect()) == duck
+    duck = same_on_both_engines(spark, sql)
     assert [i for i, _ in duck] == [0, 0, 0, 1]
     assert [h.hour for _, h in duck] == [10, 11, 12, 10]
 
@@ -205,10 +201,7 @@ def test_is_idle_is_one_rule_on_both_engines(spark: Any) -> None:
         "SELECT busy, zero_rule, is_idle(busy, zero_rule, 0.05) AS idle FROM (VALUES (0.0, true), (0.0, false), "
         "(0.01, true), (0.01, false), (0.05, false), (0.5, false)) AS t(busy, zero_rule)"
     )
-    with Warehouse(":memory:") as wh:
-        duck = sorted(wh.con.execute(sql).fetchall())
-    register_functions(spark)
-    assert sorted(tuple(r) for r in spark.sql(sql).collect()) == duck
+    duck = same_on_both_engines(spark, sql)
     # sorted by (busy, zero_rule): 0 is idle under both rules, 0.01 only under the threshold
     assert [idle for _, _, idle in duck] == [True, True, True, False, False, False]
 
@@ -222,10 +215,7 @@ def test_progress_at_risk_is_one_rule_on_both_engines(spark: Any) -> None:
         "(2, false, 600.0, 100.0, 400.0), (3, false, CAST(NULL AS DOUBLE), 100.0, 3000.0)) "
         "AS t(i, saved, interval_s, since_s, age_s)"
     )
-    with Warehouse(":memory:") as wh:
-        duck = sorted(wh.con.execute(sql).fetchall())
-    register_functions(spark)
-    assert sorted(tuple(r) for r in spark.sql(sql).collect()) == duck
+    duck = same_on_both_engines(spark, sql)
     # measured: since the checkpoint; declared: half the interval once the run is older, else its age; assumed: age
     assert duck == [(0, "measured", 100.0), (1, "declared", 300.0), (2, "declared", 400.0), (3, "assumed", 3000.0)]
 

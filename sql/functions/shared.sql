@@ -23,3 +23,11 @@ CREATE OR REPLACE TEMPORARY FUNCTION progress_at_risk_s(
         WHEN basis = 'declared' AND run_age_s >= checkpoint_interval_s THEN checkpoint_interval_s / 2
         ELSE run_age_s
     END;
+
+-- Whether a checkpoint saved a run's progress by time t: written by that run (or by a job that does not say which
+-- run), after the run started and not after t. The ledger's last checkpoint before a preemption and the live cost's
+-- last checkpoint before now are this one rule.
+CREATE OR REPLACE TEMPORARY FUNCTION saves_run(
+    checkpoint_run INT, checkpoint_time TIMESTAMP, run INT, run_start TIMESTAMP, t TIMESTAMP
+) RETURNS BOOLEAN RETURN
+    (checkpoint_run = run OR checkpoint_run IS NULL) AND checkpoint_time >= run_start AND checkpoint_time <= t;

@@ -63,8 +63,7 @@ last_ckpt as (
     inner join ckpts as c
         on c.cluster = r.cluster
         and c.job_id = r.job_id
-        and (c.run = r.run or c.run is null)
-        and c.time >= r.start_time
+        and saves_run(c.run, c.time, r.run, r.start_time, cast($at as timestamptz))
     where r.latest = 1
     group by r.cluster, r.job_id
 ),

@@ -98,9 +98,7 @@ last_ckpt as (
     inner join ckpts as c
         on c.cluster = p.cluster
         and c.job_id = p.job_id
-        and (c.run = p.run or c.run is null)
-        and c.time >= p.start_time
-        and c.time <= p.preempted_at
+        and saves_run(c.run, c.time, p.run, p.start_time, p.preempted_at)
     group by p.cluster, p.job_id, p.run
 ),
 

@@ -1,3 +1,6 @@
+-- The expected requeue wait (sql/views/expected_requeue.sql) reads its window from analytics.requeue_window_s.
+ALTER TABLE analytics_params ADD COLUMN requeue_window_s DOUBLE;
+
 -- The live preemption cost of every running job (analytics/livecost.py, docs/figures.md section 7), one row per
 -- job per computation. Keyed by the computation's instant: computing again at the same instant replaces the
 -- same rows with the same figures, and history older than live_cost.keep_days is deleted by the next computation.

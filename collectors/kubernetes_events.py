@@ -123,7 +123,9 @@ def locate(obj: Any, stream: str) -> str:
     meta = obj.get("metadata") if isinstance(obj, Mapping) else None
     if isinstance(meta, Mapping) and isinstance(meta.get("name"), str):
         ns = meta.get("namespace")
-        return f"{stream} {ns}/{meta['name']}" if isinstance(ns, str) and ns else f"{stream} {meta['name']}"
+        found = f"{stream} {ns}/{meta['name']}" if isinstance(ns, str) and ns else f"{stream} {meta['name']}"
+        # JSON may carry half a surrogate pair (\ud800), which no text column stores: escaped, it still names it
+        return found.encode("utf-8", "backslashreplace").decode("utf-8")
     shown = json.dumps(obj, default=str)
     return f"{stream} {shown[:120]}"
 

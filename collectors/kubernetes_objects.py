@@ -116,6 +116,13 @@ def quantity(value: Any, field: str) -> int:
     return int(amount)
 
 
+def bounded(total: int, field: str) -> int:
+    """A count made of several (a sum, pods x GPUs per pod) as an INTEGER column holds it."""
+    if total > MAX_COUNT:
+        raise ParseError(field, f"add up to {total:,}, out of range")
+    return total
+
+
 def sequence(value: Any, field: str) -> Sequence[Any]:
     if value is None:
         return []
@@ -136,7 +143,7 @@ def pod_gpus(spec: Mapping[str, Any], resource: str, field: str) -> int:
             total += quantity(requests[resource], f"{where}.requests.{resource}")
         elif resource in limits:
             total += quantity(limits[resource], f"{where}.limits.{resource}")
-    return total
+    return bounded(total, f"{field}.containers")
 
 
 def _conditions(status: Mapping[str, Any], field: str) -> dict[str, Mapping[str, Any]]:
@@ -202,7 +209,8 @@ def workload_rows(obj: Any, tiering: ClusterSettings, gpu_resource: str) -> Rows
         count = quantity(pod_set.get("count", 1), f"spec.podSets[{i}].count")
         template = mapping(pod_set.get("template"), f"spec.podSets[{i}].template")
         pod_spec = mapping(template.get("spec"), f"spec.podSets[{i}].template.spec")
-        gpus += count * pod_gpus(pod_spec, gpu_resource, f"spec.podSets[{i}].template.spec")
+        gpus = bounded(gpus + count * pod_gpus(pod_spec, gpu_resource, f"spec.podSets[{i}].template.spec"),
+                       f"spec.podSets[{i}].count")
     admission = mapping(status.get("admission"), "status.admission")
     cluster_queue = text(admission.get("clusterQueue"), "status.admission.clusterQueue")
     pool = None
@@ -222,7 +230,9 @@ def workload_rows(obj: Any, tiering: ClusterSettings, gpu_resource: str) -> Rows
     ]
     evicted = conds.get("Evicted")
     if evictions:
-        n = sum(quantity(e.get("count", 0), f"{evictions_field}[{i}].count") for i, e in enumerate(evictions))
+        # the run after the last eviction is numbered n + 1: that too must fit
+        n = bounded(sum(quantity(e.get("count", 0), f"{evictions_field}[{i}].count")
+                        for i, e in enumerate(evictions)) + 1, evictions_field) - 1
     else:
         n = 1 if evicted is not None or _is_true(conds.get("Requeued")) else 0
     accumulated, accumulated_field = None, ""

@@ -245,7 +245,12 @@ def _unicode_names(value: Any) -> Any:
 
 
 def _requested(value: Any) -> Any:
-    return _TRES_LIST.decode(value) if type(value) is msgspec.Raw else msgspec.convert(value, _TresList)
+    if type(value) is msgspec.Raw:
+        return _TRES_LIST.decode(value)
+    try:
+        return msgspec.convert(value, _TresList)
+    except UnicodeEncodeError:
+        return msgspec.convert(_unicode_names(value), _TresList)
 
 
 # -- JSON -------------------------------------------------------------------

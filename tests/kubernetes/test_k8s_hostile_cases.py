@@ -20,14 +20,15 @@ def items(name: str) -> list[dict[str, Any]]:
     return list(json.loads((CASES / f"{name}.json").read_text())["items"])
 
 
-def collect(parse: Any, objects: list[dict[str, Any]]) -> _Pending:
+def collect(parse: Any, objects: list[dict[str, Any]], events: bool = False) -> _Pending:
     kc = KubernetesCollector.__new__(KubernetesCollector)
     kc.cluster = "c1"
     kc.tiering = ClusterSettings(tiers={"prod": "critical"})
     kc.gpu_resource = "nvidia.com/gpu"
     kc.read_podgroups = True
     pending = _Pending()
-    where = Stream("objects", print, kc._object_rows(parse), "jobs")
+    rows = kc._event_rows("v1") if events else kc._object_rows(parse)
+    where = Stream("objects", print, rows, "preemption_links" if events else "jobs")
     for obj in objects:
         kc._add(where, Change("LISTED", obj, "1"), pending)
     kc._batch(where, pending, "1")  # the frames build
@@ -63,3 +64,22 @@ def test_half_a_surrogate_pair_costs_its_object_and_names_the_field() -> None:
     pending = collect(podgroup_rows, [broken, *groups[1:]])
     assert len(pending.rejects) == 1 and "half a surrogate pair" in pending.rejects[0].reason
     assert sum(len(rows) for rows in pending.rows.values()) > 0, "the other PodGroups still load"
+
+
+def test_gpus_that_add_up_past_an_integer_cost_their_workload() -> None:
+    workloads = items("workloads_v1beta2") + items("workloads_v1beta1")
+    huge = copy.deepcopy(workloads[0])
+    huge["spec"]["podSets"][0]["count"] = 1_793_606_400  # x 4 GPUs a pod: past 2**31 - 1
+    pending = collect(workload_rows, [huge, *workloads[1:]])
+    assert [r.field for r in pending.rejects] == ["spec.podSets[0].count"]
+    assert "out of range" in pending.rejects[0].reason
+    assert len(pending.rows["jobs"]) == len(workloads) - 1 > 0
+
+
+def test_an_event_named_with_half_a_surrogate_pair_still_builds_its_batch() -> None:
+    events = items("events_core_v1")
+    broken = copy.deepcopy(events[0])
+    broken["metadata"] = {"name": "\ud800", "resourceVersion": "1", "creationTimestamp": "2026-11-02T10:00:01Z"}
+    pending = collect(None, [*events, broken], events=True)
+    records = [row["_record"] for rows in pending.rows.values() for row in rows]
+    assert records and all(isinstance(r, str) and r.encode("utf-8") for r in records)

@@ -371,6 +371,10 @@ def test_a_member_name_that_is_not_unicode_costs_nothing() -> None:
     doc["jobs"][0]["comment"] = {"job": float("nan")}
     doc["jobs"][0]["\ud800"] = {"\udc00": 1}
     doc["jobs"][0]["state"]["\ud800"] = 1
+    # the requested TRES list is read apart from the rest of the record (the GPUs asked for, when none is held)
+    doc["jobs"][1]["comment"] = {"job": float("nan")}
+    asked = [{"type": "gres", "name": "gpu", "count": 2}, {"\ud800": None}]
+    doc["jobs"][1]["tres"] = {"allocated": [], "requested": asked}
     read = read_document(io.BytesIO(json.dumps(doc).encode()), "json", "d")
     assert not read.rejects and read.count() == len(doc["jobs"])
 

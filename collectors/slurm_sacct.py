@@ -72,7 +72,8 @@ OLD_TEXT_FIELDS: tuple[str, ...] = tuple(f for f in TEXT_FIELDS if f != "JobIDRa
 _STATE_AT = TEXT_FIELDS.index("State")
 _UNSET_TIMES = ("", "Unknown", "None", "0")
 _LAST_EPOCH = 32503680000  # year 3000: a later "time" is a garbled value
-_MAX_NUMBER = float(2**63 - 1)  # an Int64 column's range (restart counts, ids)
+# An Int64 column's range (restart counts, ids): below 2**63, a float held exactly (float(2**63 - 1) is 2**63).
+_INT64_END = float(2**63)
 _MAX_COUNT = 2**31 - 1  # an INTEGER column's range (GPUs)
 _EXACT = 2**53  # ints a float holds exactly
 _NO_NODES = ("", "None assigned", "(null)")
@@ -275,7 +276,7 @@ def _number(value: Any, field: str) -> float | None:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise RecordError(field, f"expected a number, got {type(value).__name__} {_short(value)}")
     number = float(value)
-    if -_MAX_NUMBER <= number <= _MAX_NUMBER:  # False for NaN too
+    if -_INT64_END <= number < _INT64_END:  # False for NaN too
         return number
     raise RecordError(field, f"number out of range: {_short(value)}")
 

@@ -364,6 +364,17 @@ def test_a_record_reads_alike_in_a_run_and_alone() -> None:
         assert read.count() == len(doc["jobs"]) - 1
 
 
+def test_a_count_past_int64_costs_its_record_not_the_read() -> None:
+    """2**63 passed a check against float(2**63 - 1), which rounds to 2**63, and then failed the Int64 column."""
+    doc = json.loads((CASES / "mixed_24_11.json").read_text())
+    doc["jobs"][0]["restart_cnt"] = 2**63
+    doc["jobs"][0]["comment"] = {"job": float("nan")}  # read alone, through Python's json, as the property test did
+    doc["jobs"][1]["restart_cnt"] = 2**63 - 1024  # still an Int64
+    read = read_document(io.BytesIO(json.dumps(doc).encode()), "json", "d")
+    assert [r.field for r in read.rejects] == ["restart_cnt"]
+    assert read.count() == len(doc["jobs"]) - 1
+
+
 def test_a_member_name_that_is_not_unicode_costs_nothing() -> None:
     """NaN sends a record to Python's json, which reads "\\ud800" as half a
     surrogate pair; msgspec refuses such a name when it builds the record."""

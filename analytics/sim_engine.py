@@ -638,6 +638,19 @@ class _Scheduler:
         assert run.start_s is not None
         return (self.job_rank[run.job], -run.start_s, -run.job)
 
+    def _evictable(self, pool: int, rank: int, t: float) -> Callable[[int, float, int], bool]:
+        """Whether a victim entry (its tier, -start and run, as node_victims holds them) may be evicted at t
+        for a preemptor of `rank` in `pool`: a tier the policy lets it evict, run at least min_run_s, and not
+        protected. One rule for every victim search, by fewest GPUs or by least cost."""
+        allowed = self.victim_ranks[pool][rank]
+        min_run = self.pool_policy[pool].min_run_s
+        protected = self._protected if self.pool_protect[pool] is not None else None
+
+        def evictable(tier: int, neg_start: float, r: int) -> bool:
+            return bool(allowed[tier]) and t + neg_start >= min_run and not (protected and protected(r, t))
+
+        return evictable
+
     def _best_node(self, pool: int, need: int, rank: int, t: float) -> tuple[int, list[int]] | None:
         """The node whose eviction costs least, (evicted GPUs, highest victim tier, node), and its victims.
 
@@ -648,10 +661,8 @@ class _Scheduler:
         gpn = self.gpn[pool]
         buckets = self.buckets[pool]
         node_victims = self.node_victims
-        allowed = self.victim_ranks[pool][rank]
         floor = self.victim_floor[pool][rank]
-        min_run = self.pool_policy[pool].min_run_s
-        protect = self.pool_protect[pool] is not None
+        evictable = self._evictable(pool, rank, t)
         best: tuple[int, int, int] | None = None
         best_victims: list[int] = []
         # The pass only preempts for a job that fits no node as it is, so every node has < need free.
@@ -666,7 +677,7 @@ class _Scheduler:
                 cost = 0
                 victims: list[int] = []
                 for tier, neg_start, _, r, gpus in node_victims[n]:
-                    if not allowed[tier] or t + neg_start < min_run or (protect and self._protected(r, t)):
+                    if not evictable(tier, neg_start, r):
                         continue
                     victims.append(r)
                     cost += gpus
@@ -692,10 +703,8 @@ class _Scheduler:
         gpn = self.gpn[pool]
         buckets = self.buckets[pool]
         node_victims = self.node_victims
-        allowed = self.victim_ranks[pool][rank]
         floor = self.victim_floor[pool][rank]
-        min_run = self.pool_policy[pool].min_run_s
-        protect = self.pool_protect[pool] is not None
+        evictable = self._evictable(pool, rank, t)
         chosen: list[tuple[int, int, int]] = [(0, -1, n) for n in buckets[gpn]]
         costs: list[tuple[int, int, int]] = []
         wanted = need - len(chosen)
@@ -715,7 +724,7 @@ class _Scheduler:
                     continue
                 cost = 0
                 for tier, neg_start, _, r, gpus in victims:
-                    if not allowed[tier] or t + neg_start < min_run or (protect and self._protected(r, t)):
+                    if not evictable(tier, neg_start, r):
                         break
                     cost += gpus
                 else:
@@ -741,9 +750,7 @@ class _Scheduler:
         gpn = self.gpn[pool]
         buckets = self.buckets[pool]
         node_victims = self.node_victims
-        allowed = self.victim_ranks[pool][rank]
-        min_run = self.pool_policy[pool].min_run_s
-        protect = self.pool_protect[pool] is not None
+        evictable = self._evictable(pool, rank, t)
         best: tuple[float, int, int, int] | None = None
         best_victims: list[int] = []
         for free in range(need - 1, -1, -1):
@@ -753,7 +760,7 @@ class _Scheduler:
                 sets[0] = (0.0, 0, ())
                 entries = node_victims[n]
                 for i, (tier, neg_start, _, r, gpus) in enumerate(entries):
-                    if not allowed[tier] or t + neg_start < min_run or (protect and self._protected(r, t)):
+                    if not evictable(tier, neg_start, r):
                         continue
                     cost = self._victim_cost(r, t)
                     gain = gpus if gpus < gpn else gpn
@@ -783,9 +790,7 @@ class _Scheduler:
         gpn = self.gpn[pool]
         buckets = self.buckets[pool]
         node_victims = self.node_victims
-        allowed = self.victim_ranks[pool][rank]
-        min_run = self.pool_policy[pool].min_run_s
-        protect = self.pool_protect[pool] is not None
+        evictable = self._evictable(pool, rank, t)
         chosen: list[tuple[float, int, int, int]] = [(0.0, 0, -1, n) for n in buckets[gpn]]
         chosen.sort()
         wanted = need - len(chosen)
@@ -800,7 +805,7 @@ class _Scheduler:
                 cost = 0.0
                 evicted = 0
                 for tier, neg_start, _, r, gpus in victims:
-                    if not allowed[tier] or t + neg_start < min_run or (protect and self._protected(r, t)):
+                    if not evictable(tier, neg_start, r):
                         break
                     cost += self._victim_cost(r, t)
                     evicted += gpus

@@ -224,10 +224,7 @@ def _as_job(record: Any) -> Job:
         tres = fields["tres"] = dict(tres)
         requested = tres.pop("requested")
     try:
-        try:
-            job = msgspec.convert(fields, Job)
-        except UnicodeEncodeError:
-            job = msgspec.convert(_unicode_names(fields), Job)
+        job = _convert(fields, Job)
     except msgspec.ValidationError as exc:  # not expected: every member takes any value
         raise RecordError("job", str(exc)) from None
     if requested is not None and type(job.tres) is _Tres:
@@ -235,10 +232,16 @@ def _as_job(record: Any) -> Job:
     return job
 
 
+def _convert(value: Any, into: Any) -> Any:
+    """msgspec.convert of what Python's json read: a member name holding half a surrogate pair (json reads
+    "\\ud800") is made valid Unicode first, as msgspec needs it; no member read has such a name."""
+    try:
+        return msgspec.convert(value, into)
+    except UnicodeEncodeError:
+        return msgspec.convert(_unicode_names(value), into)
+
+
 def _unicode_names(value: Any) -> Any:
-    """`value` with member names that hold half a surrogate pair (Python's
-    json reads "\\ud800") made valid Unicode, as msgspec needs them: no
-    member read has such a name."""
     if isinstance(value, dict):
         return {k.encode("utf-8", "surrogatepass").decode("utf-8", "replace"): _unicode_names(v)
                 for k, v in value.items()}
@@ -246,12 +249,7 @@ def _unicode_names(value: Any) -> Any:
 
 
 def _requested(value: Any) -> Any:
-    if type(value) is msgspec.Raw:
-        return _TRES_LIST.decode(value)
-    try:
-        return msgspec.convert(value, _TresList)
-    except UnicodeEncodeError:
-        return msgspec.convert(_unicode_names(value), _TresList)
+    return _TRES_LIST.decode(value) if type(value) is msgspec.Raw else _convert(value, _TresList)
 
 
 # -- JSON -------------------------------------------------------------------

@@ -73,7 +73,9 @@ _NOT_PENDING = "no longer pending"
 
 
 @dataclass(frozen=True)
-class SlurmActionSettings:
+class QosEffectorOptions:
+    """What the effector runs with: its [slurm_actions] section and the [slurm] collector's command settings."""
+
     protected_qos: str
     bin_dir: str
     slurm_conf: str
@@ -81,10 +83,10 @@ class SlurmActionSettings:
     fallback_qos: str
 
 
-def settings_from(config: Config) -> SlurmActionSettings:
+def settings_from(config: Config) -> QosEffectorOptions:
     """What the effector runs with: [slurm_actions], and [slurm] for the commands."""
     own, slurm = config.of(SlurmActionsSettings), config.of(SlurmSettings)
-    return SlurmActionSettings(protected_qos=own.protected_qos, bin_dir=slurm.bin_dir, slurm_conf=slurm.slurm_conf,
+    return QosEffectorOptions(protected_qos=own.protected_qos, bin_dir=slurm.bin_dir, slurm_conf=slurm.slurm_conf,
                                timeout_s=slurm.timeout_s, fallback_qos=own.fallback_qos)
 
 
@@ -93,7 +95,7 @@ class SlurmQosEffector:
 
     scheduler = "slurm"
 
-    def __init__(self, settings: SlurmActionSettings) -> None:
+    def __init__(self, settings: QosEffectorOptions) -> None:
         self.s = settings
 
     @classmethod

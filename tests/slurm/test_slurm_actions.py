@@ -22,7 +22,7 @@ from slurm_harness import CLUSTER, QOS_HIGH, QOS_LOW, QOS_PROTECTED, SlurmCluste
 from preemptlens.analytics import actions
 from preemptlens.analytics.actions import SlurmProtectSettings
 from preemptlens.collectors.slurm import Options, SlurmCollector
-from preemptlens.collectors.slurm_actions import SlurmActionSettings, SlurmQosEffector, settings_from
+from preemptlens.collectors.slurm_actions import QosEffectorOptions, SlurmQosEffector, settings_from
 from preemptlens.collectors.slurm_policy import Policy
 from preemptlens.config import Config
 from preemptlens.errors import ConfigError, SourceError
@@ -51,7 +51,7 @@ class Played:
 
 
 def _effector(cluster: SlurmCluster) -> SlurmQosEffector:
-    return SlurmQosEffector(SlurmActionSettings(protected_qos=QOS_PROTECTED, bin_dir="",
+    return SlurmQosEffector(QosEffectorOptions(protected_qos=QOS_PROTECTED, bin_dir="",
                                                 slurm_conf=str(cluster.conf), timeout_s=30,
                                                 fallback_qos=QOS_LOW))
 
@@ -145,7 +145,7 @@ def test_the_job_returns_to_its_qos_once_it_waits_again(played: Played) -> None:
 
 def test_bad_ids_and_levels_are_refused_before_any_command(tmp_path: Path) -> None:
     # No command exists there: reaching one would say "not found" instead.
-    effector = SlurmQosEffector(SlurmActionSettings(QOS_PROTECTED, str(tmp_path), "", 5.0, QOS_LOW))
+    effector = SlurmQosEffector(QosEffectorOptions(QOS_PROTECTED, str(tmp_path), "", 5.0, QOS_LOW))
     with pytest.raises(SourceError, match="not a Slurm job id"):
         effector.apply("12; rm -rf /", 1)
     with pytest.raises(ConfigError, match="one level"):
@@ -161,7 +161,7 @@ def test_a_qos_slurm_does_not_know_is_an_error_not_a_silent_success(slurm_qos_cl
     job = c.sbatch("--hold", f"--qos={QOS_LOW}", "--gres=gpu:1", "-A", "vision",
                    f"--output={c.root / 'jobs'}/%j.out", script="true")
     try:
-        effector = SlurmQosEffector(SlurmActionSettings(protected_qos="nosuchqos", bin_dir="",
+        effector = SlurmQosEffector(QosEffectorOptions(protected_qos="nosuchqos", bin_dir="",
                                                         slurm_conf=str(c.conf), timeout_s=30, fallback_qos=QOS_LOW))
         with pytest.raises(SourceError, match=f"job {job}") as info:
             effector.apply(job, 1)
@@ -173,7 +173,7 @@ def test_a_qos_slurm_does_not_know_is_an_error_not_a_silent_success(slurm_qos_cl
 def test_settings_come_from_slurm_actions_and_the_collectors_slurm_section() -> None:
     config = Config({"slurm_actions": {"protected_qos": "keep"},
                      "slurm": {"bin_dir": "/opt/slurm/bin", "slurm_conf": "/etc/x.conf", "timeout_s": 5.0}})
-    assert settings_from(config) == SlurmActionSettings("keep", "/opt/slurm/bin", "/etc/x.conf", 5.0, "normal")
+    assert settings_from(config) == QosEffectorOptions("keep", "/opt/slurm/bin", "/etc/x.conf", 5.0, "normal")
     with pytest.raises(ConfigError, match="protected_qos"):
         settings_from(Config({"slurm_actions": {"protected_qos": "a b"}}))
 

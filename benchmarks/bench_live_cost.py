@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_dashboard import simulate_and_analyze  # noqa: E402
+from timing import median_s  # noqa: E402
 
 from preemptlens.analytics.livecost import LiveCostSettings, compute  # noqa: E402
 from preemptlens.analytics.params import AnalyticsSettings  # noqa: E402
@@ -49,8 +50,7 @@ def main() -> None:
     path = args.warehouse or Path(tempfile.mkdtemp()) / "w.duckdb"
     if not path.exists():
         simulate_and_analyze(path, SimConfig(cluster=f"live{args.gpus}", days=args.days, pools=cluster_of(args.gpus)))
-    settings = LiveCostSettings(interval_s=300.0, recent_window_s=7 * 86400.0, keep_days=14.0, top_jobs=20,
-                                endpoint_limit=1000)
+    settings = LiveCostSettings()
     with Warehouse(path) as wh:
         (end,) = wh.con.execute("SELECT max(end_time) FROM job_runs").fetchall()[0]
         instants = [end - timedelta(hours=2 * (i + 1)) for i in range(args.repeat)]
@@ -62,12 +62,8 @@ def main() -> None:
             jobs.append(done.jobs)
         print(f"{'compute':26} {statistics.median(seconds):8.3f} s  median of {len(seconds)}, "
               f"{statistics.median(jobs):.0f} running jobs each  ({load()})")
-        reads = []
-        for _ in range(args.repeat):
-            began = time.perf_counter()
-            live_cost_families(wh.con, settings.top_jobs)
-            reads.append(time.perf_counter() - began)
-        print(f"{'read /metrics families':26} {statistics.median(reads):8.3f} s  median of {len(reads)}  ({load()})")
+        read = median_s(lambda: live_cost_families(wh.con, settings.top_jobs), args.repeat)
+        print(f"{'read /metrics families':26} {read:8.3f} s  median of {args.repeat}  ({load()})")
         began = time.perf_counter()
         report = analyze(wh, AnalyticsSettings())
         print(f"{'analyze (peer)':26} {time.perf_counter() - began:8.3f} s  once; of it the view "

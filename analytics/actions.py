@@ -247,15 +247,23 @@ def _gpu_h(gpu_s: float) -> str:
     return f"{gpu_s / 3600:.1f} GPU-h"
 
 
+# Each job's last run, as both queries below read it (the one definition of whether it ended or waits).
+_LAST_RUNS = """
+WITH last_run AS (
+    SELECT cluster, job_id, state, start_time, end_time,
+           bool_or(state IN ('preempted', 'requeued')) OVER (PARTITION BY cluster, job_id) AS preempted_before
+    FROM job_runs
+    QUALIFY run = max(run) OVER (PARTITION BY cluster, job_id)
+)
+"""
 # The running jobs' live costs, and whether the job's last run ended.
 _LIVE_SQL = """
 SELECT lc.cluster, lc.job_id, coalesce(lc.pool, j.pool) AS pool, coalesce(lc.gpus, j.gpus) AS gpus,
        lc.computed_at, lc.cost_gpu_s, lc.near_completion_share,
-       coalesce((SELECT arg_max(r.end_time IS NOT NULL, r.run) FROM job_runs r
-                 WHERE r.cluster = lc.cluster AND r.job_id = lc.job_id), false) AS ended,
-       false AS waiting
+       coalesce(w.end_time IS NOT NULL, false) AS ended, false AS waiting
 FROM live_costs_latest lc
 JOIN jobs j ON j.cluster = lc.cluster AND j.job_id = lc.job_id
+LEFT JOIN last_run w ON w.cluster = lc.cluster AND w.job_id = lc.job_id
 WHERE j.source = $source
 """
 # Jobs waiting to restart after a preemption (within max_hold_s of it), with the last live cost they had (when
@@ -264,11 +272,7 @@ _WAITING_SQL = """
 SELECT lc.cluster, lc.job_id, coalesce(lc.pool, j.pool) AS pool, coalesce(lc.gpus, j.gpus) AS gpus,
        CAST($now AS TIMESTAMPTZ) AS computed_at, lc.cost_gpu_s, lc.near_completion_share,
        false AS ended, true AS waiting
-FROM (
-    SELECT *, bool_or(state IN ('preempted', 'requeued')) OVER (PARTITION BY cluster, job_id) AS preempted_before
-    FROM job_runs
-    QUALIFY run = max(run) OVER (PARTITION BY cluster, job_id)
-) AS w
+FROM last_run w
 JOIN jobs j ON j.cluster = w.cluster AND j.job_id = w.job_id
 JOIN live_costs lc ON lc.cluster = w.cluster AND lc.job_id = w.job_id
 WHERE j.source = $source AND (
@@ -302,11 +306,11 @@ class _Cycle:
         try:
             # A job that waits again still has its running days' row among the latest: the waiting row wins.
             if self.s.while_waiting:
-                rows = self.wh.query(f"{_LIVE_SQL} UNION ALL {_WAITING_SQL} ORDER BY waiting",
+                rows = self.wh.query(f"{_LAST_RUNS} {_LIVE_SQL} UNION ALL {_WAITING_SQL} ORDER BY waiting",
                                      {"source": self.s.source, "now": self.now,
                                       "since": self.now - timedelta(seconds=self.s.max_hold_s)})
             else:
-                rows = self.wh.query(_LIVE_SQL, {"source": self.s.source})
+                rows = self.wh.query(f"{_LAST_RUNS} {_LIVE_SQL}", {"source": self.s.source})
         except duckdb.CatalogException:
             # No live cost yet: no job is known to be running, so nothing is held and every hold is released.
             log.warning("%s: no live_costs_latest in the warehouse (run `preemptlens cost`)", self.s.name)

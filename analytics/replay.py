@@ -51,8 +51,8 @@ from statistics import median
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from preemptlens.analytics.sim_engine import Outcome, _Scheduler, paused_gc, simulate_jobs
-from preemptlens.analytics.sim_model import JobSpec, PolicyConfig, PoolSpec
+from preemptlens.analytics.simulator.engine import Outcome, _Scheduler, paused_gc, simulate_jobs
+from preemptlens.analytics.simulator.model import JobSpec, PolicyConfig, PoolSpec
 from preemptlens.contract import TIER_RANK, TIERS
 from preemptlens.errors import ConfigError, SchemaError
 from preemptlens.warehouse import Warehouse, query_sql

@@ -20,8 +20,8 @@ from datetime import timedelta
 from pathlib import Path
 
 from preemptlens.analytics.replay import PolicyBasis, Variant, Window, Workload, run_variant, sweep
-from preemptlens.analytics.sim_model import PolicyConfig, SimConfig, cluster_of
-from preemptlens.analytics.sim_workload import generate_jobs
+from preemptlens.analytics.simulator.model import PolicyConfig, SimConfig, cluster_of
+from preemptlens.analytics.simulator.workload import generate_jobs
 
 
 def main() -> None:

@@ -34,7 +34,7 @@ import pyarrow  # noqa: F401
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from preemptlens.collectors.slurm import build_batch, read_document
-from preemptlens.collectors.slurm_policy import Partition, Policy
+from preemptlens.collectors.slurm.policy import Partition, Policy
 from preemptlens.warehouse import Warehouse, snapshot_path
 
 

@@ -43,9 +43,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
 # returning (the cluster it acts in, the effector). `preemptlens act` and serve build them only for an
 # action in enforce mode; an action without an entry here can run in dry-run only.
 EFFECTORS: dict[str, str] = {
-    "kueue_boost": "preemptlens.collectors.kubernetes_actions",
-    "kai_protect": "preemptlens.collectors.kubernetes_actions",
-    "slurm_protect": "preemptlens.collectors.slurm_actions",
+    "kueue_boost": "preemptlens.collectors.kubernetes.actions",
+    "kai_protect": "preemptlens.collectors.kubernetes.actions",
+    "slurm_protect": "preemptlens.collectors.slurm.actions",
 }
 
 # Modules whose `SETTINGS` (a section's frozen dataclass or a tuple of them, see preemptlens.config) make up the
@@ -60,7 +60,7 @@ SECTIONS: tuple[str, ...] = (
     "preemptlens.analytics.actions",
     "preemptlens.collectors.prometheus",
     "preemptlens.collectors.slurm",
-    "preemptlens.collectors.slurm_actions",
+    "preemptlens.collectors.slurm.actions",
     "preemptlens.collectors.kubernetes",
     "preemptlens.readonly",
     "preemptlens.analytics.alerts",

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from preemptlens.collectors import kubernetes, prometheus, slurm
-from preemptlens.collectors.slurm_policy import cluster_name_from_config
+from preemptlens.collectors.slurm.policy import cluster_name_from_config
 from preemptlens.commands import simulate
 from preemptlens.config import ClusterSettings, Config, load_config
 from preemptlens.errors import ConfigError

@@ -6,8 +6,8 @@ import argparse
 import dataclasses
 import sys
 
-from preemptlens.analytics.sim_model import VICTIM_ORDERS
 from preemptlens.analytics.simulator import PolicyConfig, SimConfig, WorkloadConfig, cluster_of, simulate_into
+from preemptlens.analytics.simulator.model import VICTIM_ORDERS
 from preemptlens.config import ClusterSettings, Config, WarehouseSettings
 from preemptlens.errors import ConfigError
 from preemptlens.warehouse import Warehouse

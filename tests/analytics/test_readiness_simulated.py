@@ -20,8 +20,8 @@ from analytics_scenario import simulated_and_analysed
 
 from preemptlens.analytics.params import AnalyticsSettings
 from preemptlens.analytics.refresh import analyze
-from preemptlens.analytics.sim_model import cluster_of
 from preemptlens.analytics.simulator import SimConfig, WorkloadConfig
+from preemptlens.analytics.simulator.model import cluster_of
 from preemptlens.cli import main
 from preemptlens.config import load_config
 from preemptlens.warehouse import Warehouse

@@ -16,8 +16,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from preemptlens.collectors.kubernetes import KubernetesCollector, Stream, _Pending
-from preemptlens.collectors.kubernetes_objects import pod_rows, podgroup_rows, workload_rows
-from preemptlens.collectors.kubernetes_watch import Change
+from preemptlens.collectors.kubernetes.objects import pod_rows, podgroup_rows, workload_rows
+from preemptlens.collectors.kubernetes.watch import Change
 from preemptlens.config import ClusterSettings
 from preemptlens.warehouse import Warehouse
 

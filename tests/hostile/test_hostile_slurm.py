@@ -17,8 +17,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from preemptlens.collectors.slurm import build_batch, read_document
-from preemptlens.collectors.slurm_log import read_log
-from preemptlens.collectors.slurm_policy import Partition, Policy
+from preemptlens.collectors.slurm.log import read_log
+from preemptlens.collectors.slurm.policy import Partition, Policy
 from preemptlens.errors import SourceError
 from preemptlens.warehouse import Warehouse
 

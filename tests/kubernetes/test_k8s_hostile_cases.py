@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from preemptlens.collectors.kubernetes import KubernetesCollector, Stream, _Pending
-from preemptlens.collectors.kubernetes_objects import ACCUMULATED_FIELDS, podgroup_rows, workload_rows
-from preemptlens.collectors.kubernetes_watch import Change
+from preemptlens.collectors.kubernetes.objects import ACCUMULATED_FIELDS, podgroup_rows, workload_rows
+from preemptlens.collectors.kubernetes.watch import Change
 from preemptlens.config import ClusterSettings
 
 CASES = Path(__file__).resolve().parents[1] / "cases" / "kubernetes"

@@ -24,8 +24,8 @@ from k8s_fake import load_case
 
 from preemptlens.analytics.params import AnalyticsSettings
 from preemptlens.analytics.refresh import analyze
-from preemptlens.collectors.kubernetes_events import preemptions
-from preemptlens.collectors.kubernetes_objects import pod_rows, workload_rows
+from preemptlens.collectors.kubernetes.events import preemptions
+from preemptlens.collectors.kubernetes.objects import pod_rows, workload_rows
 from preemptlens.config import ClusterSettings
 from preemptlens.warehouse import Warehouse
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from k8s_fake import cluster_queue, load_case, node, resource_flavor
 
 from preemptlens.collectors.base import capacity_changes
-from preemptlens.collectors.kubernetes_events import (
+from preemptlens.collectors.kubernetes.events import (
     ParseError,
     parse_kueue_preempted,
     parse_kueue_preempted_workload,
@@ -23,14 +23,14 @@ from preemptlens.collectors.kubernetes_events import (
     parse_scheduler_message,
     preemptions,
 )
-from preemptlens.collectors.kubernetes_objects import (
+from preemptlens.collectors.kubernetes.objects import (
     CLUSTER_POOL,
     pod_rows,
     podgroup_rows,
     quantity,
     workload_rows,
 )
-from preemptlens.collectors.kubernetes_pools import (
+from preemptlens.collectors.kubernetes.pools import (
     Capacity,
     capacity,
     parse_cluster_queue,

@@ -11,8 +11,8 @@ from k8s_fake import FakeApiServer, cluster_queue, kai_queue, load_case, node, r
 from test_k8s_collector import TOKEN, _collect, _config, _rows
 from test_k8s_pools import ACCELERATOR, NODES, PODS, _kueue, _pools
 
-from preemptlens.collectors.kubernetes_events import ParseError
-from preemptlens.collectors.kubernetes_pools import KaiQueue, Node, capacity, parse_kai_queue
+from preemptlens.collectors.kubernetes.events import ParseError
+from preemptlens.collectors.kubernetes.pools import KaiQueue, Node, capacity, parse_kai_queue
 
 PODGROUPS = "/apis/scheduling.run.ai/v2alpha2/podgroups"
 QUEUES = "/apis/scheduling.run.ai/v2/queues"
@@ -130,7 +130,7 @@ def test_guarantees_beyond_the_nodes_leave_the_cluster_pool_empty_and_say_so(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     kai = [KaiQueue("a", None, 6), KaiQueue("b", None, 6)]
-    with caplog.at_level(logging.WARNING, logger="preemptlens.collectors.kubernetes_pools"):
+    with caplog.at_level(logging.WARNING, logger="preemptlens.collectors.kubernetes.pools"):
         found = capacity([Node("gpu-1", {}, 8)], [], [], (), kai)
     assert {pool: c.gpus for pool, c in found.items()} == {"cluster": 0, "a": 6, "b": 6}
     (line,) = [r.getMessage() for r in caplog.records]

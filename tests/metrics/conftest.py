@@ -23,8 +23,8 @@ import requests
 
 from preemptlens.analytics.params import AnalyticsSettings
 from preemptlens.analytics.refresh import analyze
-from preemptlens.analytics.sim_model import PoolSpec, SimConfig, TeamSpec, WorkloadConfig
 from preemptlens.analytics.simulator import simulate_into
+from preemptlens.analytics.simulator.model import PoolSpec, SimConfig, TeamSpec, WorkloadConfig
 from preemptlens.config import load_config
 from preemptlens.contract import Batch, Watermark
 from preemptlens.warehouse import Warehouse

@@ -13,8 +13,8 @@ import pytest
 from preemptlens.analytics import alerts
 from preemptlens.analytics.params import AnalyticsSettings
 from preemptlens.analytics.refresh import analyze
-from preemptlens.analytics.sim_model import TeamSpec
 from preemptlens.analytics.simulator import DEMO, PoolSpec, SimConfig, simulate_into
+from preemptlens.analytics.simulator.model import TeamSpec
 from preemptlens.config import Config, load_config
 from preemptlens.warehouse import Warehouse
 

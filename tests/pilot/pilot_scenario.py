@@ -17,9 +17,6 @@ from datetime import timedelta
 from preemptlens.analytics.params import AnalyticsSettings
 from preemptlens.analytics.pilot import Evaluation, Pilot, PilotSettings, evaluate
 from preemptlens.analytics.refresh import analyze
-from preemptlens.analytics.sim_engine import simulate_jobs
-from preemptlens.analytics.sim_model import JobSpec
-from preemptlens.analytics.sim_workload import generate_jobs
 from preemptlens.analytics.simulator import (
     SOURCE,
     PolicyChange,
@@ -29,6 +26,9 @@ from preemptlens.analytics.simulator import (
     Simulation,
     WorkloadConfig,
 )
+from preemptlens.analytics.simulator.engine import simulate_jobs
+from preemptlens.analytics.simulator.model import JobSpec
+from preemptlens.analytics.simulator.workload import generate_jobs
 from preemptlens.contract import Batch
 from preemptlens.warehouse import Warehouse
 

@@ -11,10 +11,10 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from preemptlens.analytics.sim_engine import simulate_jobs
-from preemptlens.analytics.sim_model import JobSpec
-from preemptlens.analytics.sim_workload import generate_jobs
 from preemptlens.analytics.simulator import PolicyConfig, PoolSpec, SimConfig, SimSummary, Simulation, simulate
+from preemptlens.analytics.simulator.engine import simulate_jobs
+from preemptlens.analytics.simulator.model import JobSpec
+from preemptlens.analytics.simulator.workload import generate_jobs
 from preemptlens.contract import TIER_RANK
 from preemptlens.errors import ConfigError
 from preemptlens.warehouse import RECORD_COLUMN, Warehouse

@@ -12,9 +12,9 @@ from dataclasses import replace
 import pytest
 import test_simulator as base
 
-from preemptlens.analytics.sim_engine import Outcome, simulate_jobs
-from preemptlens.analytics.sim_model import JobSpec, PolicyConfig, PoolSpec, SimConfig
 from preemptlens.analytics.simulator import simulate
+from preemptlens.analytics.simulator.engine import Outcome, simulate_jobs
+from preemptlens.analytics.simulator.model import JobSpec, PolicyConfig, PoolSpec, SimConfig
 from preemptlens.commands import simulate as simulate_command
 from preemptlens.config import Config
 from preemptlens.errors import ConfigError

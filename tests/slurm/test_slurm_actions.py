@@ -22,8 +22,8 @@ from slurm_harness import CLUSTER, QOS_HIGH, QOS_LOW, QOS_PROTECTED, SlurmCluste
 from preemptlens.analytics import actions
 from preemptlens.analytics.actions import SlurmProtectSettings
 from preemptlens.collectors.slurm import Options, SlurmCollector
-from preemptlens.collectors.slurm_actions import QosEffectorOptions, SlurmQosEffector, settings_from
-from preemptlens.collectors.slurm_policy import Policy
+from preemptlens.collectors.slurm.actions import QosEffectorOptions, SlurmQosEffector, settings_from
+from preemptlens.collectors.slurm.policy import Policy
 from preemptlens.config import Config
 from preemptlens.errors import ConfigError, SourceError
 from preemptlens.warehouse import Warehouse

@@ -22,10 +22,10 @@ import polars as pl
 import pytest
 
 from preemptlens.analytics.attribution import attributed, rebuild
-from preemptlens.collectors import slurm_sacct
 from preemptlens.collectors.slurm import Options, SlurmCollector, build_batch, read_document
-from preemptlens.collectors.slurm_log import LogCursor, read_log, zone_of
-from preemptlens.collectors.slurm_policy import (
+from preemptlens.collectors.slurm import sacct as slurm_sacct
+from preemptlens.collectors.slurm.log import LogCursor, read_log, zone_of
+from preemptlens.collectors.slurm.policy import (
     Partition,
     Policy,
     Qos,
@@ -33,7 +33,7 @@ from preemptlens.collectors.slurm_policy import (
     parse_qos,
     preempt_type_from_config,
 )
-from preemptlens.collectors.slurm_sacct import DocumentError, iter_json_jobs, parse_json_record, run_state
+from preemptlens.collectors.slurm.sacct import DocumentError, iter_json_jobs, parse_json_record, run_state
 from preemptlens.errors import SourceError
 from preemptlens.warehouse import Warehouse
 

@@ -6,7 +6,7 @@ import json
 from datetime import UTC, datetime
 
 from preemptlens.collectors.base import capacity_changes
-from preemptlens.collectors.slurm_pools import Node, capacity, parse_nodes, pool_map
+from preemptlens.collectors.slurm.pools import Node, capacity, parse_nodes, pool_map
 
 # Slurm 22.05's own line for the test cluster's node (OS= holds spaces).
 NODE_LINE = (

@@ -14,11 +14,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from preemptlens.collectors import slurm_sacct
 from preemptlens.collectors.slurm import SacctRead, build_batch, read_document
-from preemptlens.collectors.slurm_log import parse_line
-from preemptlens.collectors.slurm_policy import Policy
-from preemptlens.collectors.slurm_sacct import TEXT_FIELDS, RecordError, parse_json_record, parse_text_record
+from preemptlens.collectors.slurm import sacct as slurm_sacct
+from preemptlens.collectors.slurm.log import parse_line
+from preemptlens.collectors.slurm.policy import Policy
+from preemptlens.collectors.slurm.sacct import TEXT_FIELDS, RecordError, parse_json_record, parse_text_record
 from preemptlens.warehouse import Warehouse
 
 CASES = Path(__file__).resolve().parent.parent / "cases" / "sacct"

@@ -19,7 +19,7 @@ from slurm_harness import CLUSTER, GPUS, SlurmCluster
 from slurm_scenario import Observed, Scenario
 
 from preemptlens.collectors.slurm import Options, SlurmCollector
-from preemptlens.collectors.slurm_policy import Policy
+from preemptlens.collectors.slurm.policy import Policy
 from preemptlens.errors import SourceError
 from preemptlens.warehouse import LoadReport, Warehouse
 

@@ -26,7 +26,7 @@ from slurm_harness import CLUSTER, SlurmCluster, wait_until
 from preemptlens.analytics.params import AnalyticsSettings
 from preemptlens.analytics.refresh import analyze
 from preemptlens.collectors.slurm import Options, SlurmCollector
-from preemptlens.collectors.slurm_policy import Policy
+from preemptlens.collectors.slurm.policy import Policy
 from preemptlens.warehouse import Warehouse
 
 pytestmark = pytest.mark.slow

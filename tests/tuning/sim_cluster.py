@@ -15,8 +15,8 @@ from typing import Any
 from preemptlens.analytics.params import AnalyticsSettings
 from preemptlens.analytics.refresh import analyze
 from preemptlens.analytics.replay import Window
-from preemptlens.analytics.sim_engine import Outcome, simulate_jobs
-from preemptlens.analytics.sim_frames import (
+from preemptlens.analytics.simulator.engine import Outcome, simulate_jobs
+from preemptlens.analytics.simulator.frames import (
     checkpoints_frame,
     gpu_sample_chunks,
     job_runs_frame,
@@ -24,8 +24,8 @@ from preemptlens.analytics.sim_frames import (
     pools_frame,
     truth_preemptions_frame,
 )
-from preemptlens.analytics.sim_model import PolicyConfig, SimConfig, WorkloadConfig, cluster_of
-from preemptlens.analytics.sim_workload import generate_jobs
+from preemptlens.analytics.simulator.model import PolicyConfig, SimConfig, WorkloadConfig, cluster_of
+from preemptlens.analytics.simulator.workload import generate_jobs
 from preemptlens.analytics.tuning import TuningSettings
 from preemptlens.warehouse import Warehouse
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from sim_cluster import CHURN
 
-from preemptlens.analytics.sim_model import TeamSpec
+from preemptlens.analytics.simulator.model import TeamSpec
 from preemptlens.analytics.tuning import Suggestion
 
 Suggest = Callable[..., tuple[Any, list[Suggestion]]]

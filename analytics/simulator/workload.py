@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from preemptlens.analytics.sim_model import PRIORITY_CLASSES, JobSpec, SimConfig, WorkloadConfig
+from preemptlens.analytics.simulator.model import PRIORITY_CLASSES, JobSpec, SimConfig, WorkloadConfig
 
 _WEEK_S = 7 * 86400.0
 

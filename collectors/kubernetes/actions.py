@@ -1,6 +1,6 @@
 """Effectors for Kubernetes (preemptlens.contract.Effector): Kueue priority boost, KAI non-preemptible PodGroups.
 
-Both find a job by its warehouse id, the object's UID (kubernetes_objects),
+Both find a job by its warehouse id, the object's UID (objects),
 by listing the objects, and change it with a JSON merge patch
 (`application/merge-patch+json`), which touches only the keys it names. Each
 marks what it changed with the label `preemptlens.io/action` (its action's
@@ -60,7 +60,7 @@ class _Objects:
         self._where: dict[str, tuple[str, str]] = {}
 
     def list(self, label_selector: str | None = None) -> list[dict[str, Any]]:
-        from preemptlens.collectors.kubernetes_watch import Change, ListWatch
+        from preemptlens.collectors.kubernetes.watch import Change, ListWatch
 
         call: Callable[..., Any] = functools.partial(self.api.list_cluster_custom_object, self.group, self.version,
                                                      self.plural)
@@ -98,7 +98,7 @@ class _Objects:
         import urllib3
         from kubernetes.client.exceptions import ApiException
 
-        from preemptlens.collectors.kubernetes_watch import status_text
+        from preemptlens.collectors.kubernetes.watch import status_text
 
         where = f"kubernetes: cannot {verb} {self.what} {namespace}/{name}"
         try:

@@ -1,18 +1,18 @@
 """Kubernetes: preemption events, Kueue Workloads, GPU pods and KAI PodGroups.
 
 Reads through the official `kubernetes` client, list-then-watch per resource
-stream (kubernetes_watch), and turns what it reads into contract rows:
+stream (watch), and turns what it reads into contract rows:
 
 - streams `events` (core/v1) and `events.k8s.io` (events.k8s.io/v1) give
-  `preemption_links` (kubernetes_events: kube-scheduler, Kueue, KAI, Volcano);
+  `preemption_links` (events: kube-scheduler, Kueue, KAI, Volcano);
 - `workloads` (Kueue, `kueue.x-k8s.io/<kueue_version>`), `pods` and
   `podgroups` (KAI, `scheduling.run.ai/v2alpha2`) give `jobs` and `job_runs`
-  (kubernetes_objects).
+  (objects).
 
 A collection that reads jobs (streams `workloads`, `pods` or `podgroups`)
 also lists nodes, ResourceFlavors and ClusterQueues once, and KAI Queues when
 it reads PodGroups, for the GPU capacity of the pools those jobs are in
-(kubernetes_pools). These reads are optional: one refused (RBAC 403) or
+(pools). These reads are optional: one refused (RBAC 403) or
 absent (Kueue or KAI not installed) narrows what the capacity is read from,
 as a log line says, and fails nothing.
 
@@ -46,9 +46,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 import polars as pl
 
 from preemptlens.collectors.base import capacity_changes, known_pools
-from preemptlens.collectors.kubernetes_events import ParseError, locate, preemptions
-from preemptlens.collectors.kubernetes_objects import Rows, pod_rows, podgroup_rows, workload_rows
-from preemptlens.collectors.kubernetes_pools import (
+from preemptlens.collectors.kubernetes.events import ParseError, locate, preemptions
+from preemptlens.collectors.kubernetes.objects import Rows, pod_rows, podgroup_rows, workload_rows
+from preemptlens.collectors.kubernetes.pools import (
     KAI_QUOTA,
     NODES,
     QUOTA,
@@ -63,12 +63,12 @@ from preemptlens.config import ClusterSettings, Config, Secret, http_url, sectio
 from preemptlens.contract import Batch, Reject, Watermark, encodable
 from preemptlens.errors import ConfigError, SourceError
 
-# The Kubernetes client (which kubernetes_watch imports too) is imported where it is used:
+# The Kubernetes client (which .watch imports too) is imported where it is used:
 # load_config imports this module for every command, and only `collect kubernetes` needs the client.
 if TYPE_CHECKING:
     import kubernetes.client
 
-    from preemptlens.collectors.kubernetes_watch import Change, ListWatch
+    from preemptlens.collectors.kubernetes.watch import Change, ListWatch
 
 log = logging.getLogger(__name__)
 
@@ -289,7 +289,7 @@ class KubernetesCollector:
     # -- batches -------------------------------------------------------------
 
     def batches(self, watermarks: Mapping[tuple[str, str], str]) -> Iterator[Batch]:
-        from preemptlens.collectors.kubernetes_watch import ListWatch
+        from preemptlens.collectors.kubernetes.watch import ListWatch
 
         failures: list[str] = []
         answered = 0
@@ -319,7 +319,7 @@ class KubernetesCollector:
             yield self._pools_batch(watermarks.get((self.cluster, "pools")), seen)
 
     def _collect(self, stream: Stream, watcher: ListWatch, since: str | None) -> Iterator[Batch]:
-        from preemptlens.collectors.kubernetes_watch import BadLine, Change, Mark
+        from preemptlens.collectors.kubernetes.watch import BadLine, Change, Mark
 
         pending = _Pending()
         cursor = since
@@ -363,7 +363,7 @@ class KubernetesCollector:
     def _list_once(self, what: str, call: Callable[..., Any], parse: Callable[[Any], _T],
                    rejects: list[Reject]) -> tuple[list[_T] | None, str]:
         """Every object of a list, parsed (None and why when the list cannot be read)."""
-        from preemptlens.collectors.kubernetes_watch import Change, ListWatch
+        from preemptlens.collectors.kubernetes.watch import Change, ListWatch
 
         watcher = ListWatch(f"{SOURCE} {what}", call, page_size=self.page_size, watch_seconds=0.0,
                             idle_seconds=self.idle_seconds, max_retries=self.max_retries)

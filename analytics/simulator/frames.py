@@ -23,8 +23,8 @@ from datetime import datetime, timedelta
 import numpy as np
 import polars as pl
 
-from preemptlens.analytics.sim_engine import Outcome, Run
-from preemptlens.analytics.sim_model import SimConfig
+from preemptlens.analytics.simulator.engine import Outcome, Run
+from preemptlens.analytics.simulator.model import SimConfig
 from preemptlens.warehouse import RECORD_COLUMN
 
 PROGRESS_EVERY_S = 600.0

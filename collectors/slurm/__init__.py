@@ -7,7 +7,7 @@ Two streams, each with its own watermark:
   the next window starts `lag_seconds` earlier, so a record that changed after
   it was first seen (a running job that ended, a row slurmdbd wrote late) is
   read again and replaces its row on the natural key.
-- `log`: the byte offset in SlurmctldLogFile (`ctld_log`), see slurm_log.
+- `log`: the byte offset in SlurmctldLogFile (`ctld_log`), see .log.
 
 Besides jobs and job_runs, each started array task ("1230_4") and each
 heterogeneous job component ("1233+1") gets a `job_aliases` row with its own
@@ -40,8 +40,8 @@ from typing import IO, Any, ClassVar
 import polars as pl
 
 from preemptlens.collectors.base import capacity_changes
-from preemptlens.collectors.slurm_log import LogCursor, read_log, zone_of
-from preemptlens.collectors.slurm_policy import (
+from preemptlens.collectors.slurm.log import LogCursor, read_log, zone_of
+from preemptlens.collectors.slurm.policy import (
     PREEMPT_TYPES,
     QOS_FORMAT,
     Policy,
@@ -50,8 +50,8 @@ from preemptlens.collectors.slurm_policy import (
     parse_qos,
     preempt_type_from_config,
 )
-from preemptlens.collectors.slurm_pools import Node, capacity, parse_nodes, pool_map
-from preemptlens.collectors.slurm_sacct import (
+from preemptlens.collectors.slurm.pools import Node, capacity, parse_nodes, pool_map
+from preemptlens.collectors.slurm.sacct import (
     DocumentError,
     RecordError,
     SacctRecord,

@@ -1,7 +1,7 @@
 """Jobs and runs from Kueue Workloads, GPU pods and KAI PodGroups.
 
 Pure functions over the API's JSON. Objects give jobs and runs; the
-victim-to-preemptor links come from events (kubernetes_events).
+victim-to-preemptor links come from events (events).
 
 - Kueue Workload: one job (job_id = the Workload's UID, stable over all its
   admissions). The run number is the eviction count + 1 (the counts of
@@ -41,7 +41,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from preemptlens.collectors.kubernetes_events import (
+from preemptlens.collectors.kubernetes.events import (
     ParseError,
     mapping,
     optional_time,
@@ -58,7 +58,7 @@ KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 KAI_PODGROUP_ANNOTATION = "pod-group-name"
 ACCUMULATED_FIELDS = ("accumulatedPastExexcutionTimeSeconds", "accumulatedPastExecutionTimeSeconds")
 # The pool of GPU pods that Kueue does not manage: no flavor was chosen for them, so their capacity
-# is the GPUs of the nodes that no GPU ResourceFlavor selects (kubernetes_pools).
+# is the GPUs of the nodes that no GPU ResourceFlavor selects (pools).
 CLUSTER_POOL = "cluster"
 
 # The quantity grammar of k8s.io/apimachinery: a signed decimal, then a binary-SI, decimal-exponent

@@ -11,11 +11,11 @@ repeat victim), and moved back only then or not at all: a protected job that
 is running keeps its QOS until it is requeued or ends. The errors say so, and
 undo of a job that ended is done.
 
-Job ids are the warehouse's (see slurm_sacct.json_job_id): "123", an array task
+Job ids are the warehouse's (see sacct.json_job_id): "123", an array task
 "123_4", the unsplit pending part of an array "123_[5-9]", a heterogeneous
 job's component "123+1". scontrol and squeue take and print them as they are.
 
-Commands run like the collector's (collectors/slurm.py): the same bin_dir,
+Commands run like the collector's (collectors/slurm/__init__.py): the same bin_dir,
 SLURM_CONF and time limit from the [slurm] settings, no shell.
 """
 
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from preemptlens.collectors.slurm import SlurmSettings
-from preemptlens.collectors.slurm_policy import cluster_name_from_config
+from preemptlens.collectors.slurm.policy import cluster_name_from_config
 from preemptlens.config import ClusterSettings, Config, section, setting
 from preemptlens.errors import ConfigError, SourceError
 

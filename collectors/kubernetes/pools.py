@@ -1,6 +1,6 @@
 """GPU capacity of the pools the Kubernetes collector puts jobs in.
 
-The pools are those kubernetes_objects names: a Kueue Workload's is the
+The pools are those objects names: a Kueue Workload's is the
 ResourceFlavor of its GPUs (else its ClusterQueue), a KAI PodGroup's is its
 queue, a GPU pod that Kueue does not manage is in `cluster`. Pure functions
 over the API's JSON; the collector lists the objects.
@@ -47,8 +47,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from preemptlens.collectors.kubernetes_events import ParseError, mapping, required_text, text
-from preemptlens.collectors.kubernetes_objects import CLUSTER_POOL, MAX_COUNT, quantity, sequence
+from preemptlens.collectors.kubernetes.events import ParseError, mapping, required_text, text
+from preemptlens.collectors.kubernetes.objects import CLUSTER_POOL, MAX_COUNT, quantity, sequence
 
 log = logging.getLogger(__name__)
 

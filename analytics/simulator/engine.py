@@ -47,7 +47,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from operator import itemgetter
 
-from preemptlens.analytics.sim_model import JobSpec, PolicyChange, PolicyConfig, PoolSpec
+from preemptlens.analytics.simulator.model import JobSpec, PolicyChange, PolicyConfig, PoolSpec
 from preemptlens.contract import TIER_RANK
 
 _END, _ELIGIBLE, _MINRUN, _CHANGE = 0, 1, 2, 3

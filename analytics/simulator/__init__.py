@@ -1,10 +1,10 @@
 """The cluster simulator with ground truth.
 
 Three parts, usable apart:
-- `analytics.sim_workload.generate_jobs(SimConfig)`: job specs from a seed;
-- `analytics.sim_engine.simulate_jobs(jobs, pools, policy, horizon_s)`: the pure
+- `analytics.simulator.workload.generate_jobs(SimConfig)`: job specs from a seed;
+- `analytics.simulator.engine.simulate_jobs(jobs, pools, policy, horizon_s)`: the pure
   scheduler core (also the engine threshold tuning replays recorded jobs on);
-- `analytics.sim_frames`: the outcome as raw-contract frames, GPU samples per day.
+- `analytics.simulator.frames`: the outcome as raw-contract frames, GPU samples per day.
 
 `simulate(config)` runs the first two; `simulate_into(warehouse, config)` also
 loads everything through the load API (source "simulator"): first one batch
@@ -23,9 +23,9 @@ from functools import cached_property
 
 import polars as pl
 
-from preemptlens.analytics import sim_frames
-from preemptlens.analytics.sim_engine import Outcome, simulate_jobs
-from preemptlens.analytics.sim_model import (
+from preemptlens.analytics.simulator import frames as sim_frames
+from preemptlens.analytics.simulator.engine import Outcome, simulate_jobs
+from preemptlens.analytics.simulator.model import (
     JobSpec,
     PolicyChange,
     PolicyConfig,
@@ -34,7 +34,7 @@ from preemptlens.analytics.sim_model import (
     WorkloadConfig,
     cluster_of,
 )
-from preemptlens.analytics.sim_workload import generate_jobs
+from preemptlens.analytics.simulator.workload import generate_jobs
 from preemptlens.contract import Batch
 from preemptlens.warehouse import Warehouse
 

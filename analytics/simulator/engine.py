@@ -100,7 +100,7 @@ _TIME = itemgetter(0)
 def lost_progress_s(end_s: float, run_start_s: float, last_checkpoint_s: float | None) -> float:
     """Progress a run loses when it ends at `end_s`: the time since its last checkpoint, else since its start.
 
-    The ledger's rule (docs/figures.md, lost progress of basis measured or assumed): the simulator's truth
+    The ledger's rule (docs/figures.md, lost progress of basis checkpoint or assumed): the simulator's truth
     and the cost-aware victim choice both read it from here.
     """
     return end_s - (run_start_s if last_checkpoint_s is None else last_checkpoint_s)

@@ -21,16 +21,16 @@ LEDGER_VIEW = (
 # Preemption stories shown for one victim, the latest; its runs table has them all.
 STORIES = 10
 BASIS = {
-    "measured": "from the job's own checkpoints",
+    "checkpoint": "from the job's own checkpoints",
     "declared": "from the checkpoint interval the job declared (half an interval lost on average)",
     "assumed": "no checkpoint known: the whole run is counted as lost",
 }
 
 
 def lost_story(p: dict[str, Any]) -> str:
-    if p["basis"] == "measured" and p["last_checkpoint_time"] is not None:
+    if p["basis"] == "checkpoint" and p["last_checkpoint_time"] is not None:
         since = f"since its last checkpoint at {when(p['last_checkpoint_time'])}"
-    elif p["basis"] == "measured":
+    elif p["basis"] == "checkpoint":
         since = f"since the run started at {when(p['run_start'])}, with no checkpoint in this run"
     elif p["basis"] == "declared":
         since = "half its declared checkpoint interval"

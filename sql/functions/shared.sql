@@ -6,10 +6,10 @@
 CREATE OR REPLACE TEMPORARY FUNCTION is_idle(busy DOUBLE, zero_rule BOOLEAN, busy_below DOUBLE) RETURNS BOOLEAN RETURN
     CASE WHEN zero_rule THEN busy = 0 ELSE busy < busy_below END;
 
--- The basis of a run's lost progress (docs/figures.md): 'measured' when its job wrote checkpoints, else 'declared'
+-- The basis of a run's lost progress (docs/figures.md): 'checkpoint' when its job wrote checkpoints, else 'declared'
 -- when the job declared a checkpoint interval, else 'assumed' (nothing saved since the run started).
 CREATE OR REPLACE TEMPORARY FUNCTION progress_basis(has_checkpoints BOOLEAN, checkpoint_interval_s DOUBLE) RETURNS STRING RETURN
-    CASE WHEN has_checkpoints THEN 'measured' WHEN checkpoint_interval_s IS NOT NULL THEN 'declared' ELSE 'assumed' END;
+    CASE WHEN has_checkpoints THEN 'checkpoint' WHEN checkpoint_interval_s IS NOT NULL THEN 'declared' ELSE 'assumed' END;
 
 -- The progress (seconds of one GPU's work) a run loses if stopped run_age_s after its start: the time since its
 -- last checkpoint in this run (since_checkpoint_s, from the run's start when it saved none) when measured; half the
@@ -19,7 +19,7 @@ CREATE OR REPLACE TEMPORARY FUNCTION progress_at_risk_s(
     basis STRING, since_checkpoint_s DOUBLE, run_age_s DOUBLE, checkpoint_interval_s DOUBLE
 ) RETURNS DOUBLE RETURN
     CASE
-        WHEN basis = 'measured' THEN since_checkpoint_s
+        WHEN basis = 'checkpoint' THEN since_checkpoint_s
         WHEN basis = 'declared' AND run_age_s >= checkpoint_interval_s THEN checkpoint_interval_s / 2
         ELSE run_age_s
     END;

@@ -177,8 +177,7 @@ final as (
         near_completion_share,
         cast(job_preemptions_recent as integer) as job_preemptions_recent,
         cast(team_preemptions_recent as integer) as team_preemptions_recent,
-        -- the contract's name for the ledger's 'measured': the time since the run's last checkpoint
-        case progress_basis when 'measured' then 'checkpoint' else progress_basis end as basis,
+        progress_basis as basis,
         nullif(concat_ws(
             '; ',
             case when stale then 'progress at risk: no load from the scheduler since '

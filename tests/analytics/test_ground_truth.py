@@ -58,7 +58,7 @@ def test_every_preemption_is_in_the_ledger_once(truth_wh: Warehouse) -> None:
 
 def test_lost_gpu_seconds_exact_where_checkpoints_are_recorded(truth_wh: Warehouse) -> None:
     rows = ledger_vs_truth(truth_wh)
-    measured = rows.filter(pl.col("basis") == "measured")
+    measured = rows.filter(pl.col("basis") == "checkpoint")
     assert measured.height > 10
     assert (measured["lost"] - measured["true_lost"]).abs().max() < 1e-6
     # Without checkpoint data everything since the run started is lost: the truth agrees.

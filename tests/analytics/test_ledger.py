@@ -69,7 +69,7 @@ def test_one_row_per_preemption(ledger: pl.DataFrame) -> None:
 
 def test_lost_progress_measured_from_last_checkpoint(ledger: pl.DataFrame) -> None:
     v1 = row(ledger, "V1", 1)
-    assert v1["basis"] == "measured"
+    assert v1["basis"] == "checkpoint"
     assert v1["last_checkpoint_time"] == at(2400)
     assert v1["lost_gpu_s"] == 8 * (3600 - 2400)
 

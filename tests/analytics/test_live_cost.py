@@ -193,7 +193,7 @@ def test_the_live_at_risk_is_the_ledgers_lost_progress(wh: Warehouse, sc: Scenar
     build_ledger(sc)
     sc.analyze()
     ledger = wh.query("SELECT victim_job_id, victim_run, time, basis, lost_s FROM preemption_ledger")
-    assert sorted(ledger["basis"].unique().to_list()) == ["assumed", "declared", "measured"]
+    assert sorted(ledger["basis"].unique().to_list()) == ["assumed", "checkpoint", "declared"]
     for p in ledger.iter_rows(named=True):
         moment = p["time"] - timedelta(seconds=1)
         compute(wh, moment, SETTINGS)
@@ -202,7 +202,7 @@ def test_the_live_at_risk_is_the_ledgers_lost_progress(wh: Warehouse, sc: Scenar
             {"j": p["victim_job_id"], "t": moment},
         ).row(0, named=True)
         assert row["run"] == p["victim_run"]
-        assert row["basis"] == {"measured": "checkpoint"}.get(p["basis"], p["basis"])
+        assert row["basis"] == p["basis"]
         expected = p["lost_s"] if p["basis"] == "declared" else p["lost_s"] - 1
         assert row["at_risk_s"] == pytest.approx(expected), p
 

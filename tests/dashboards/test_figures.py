@@ -27,7 +27,7 @@ def test_timeline_keeps_the_worst_preemptions() -> None:
             "wasted_gpu_hours": [float(i) for i in range(n)],
             "waiting_gpu_hours": [float(n - i) for i in range(n)],
             "lost_gpu_hours": [1.0] * n,
-            "basis": ["measured"] * n,
+            "basis": ["checkpoint"] * n,
         }
     )
     fig = figures.preemption_timeline(ledger)

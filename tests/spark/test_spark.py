@@ -217,7 +217,7 @@ def test_progress_at_risk_is_one_rule_on_both_engines(spark: Any) -> None:
     )
     duck = same_on_both_engines(spark, sql)
     # measured: since the checkpoint; declared: half the interval once the run is older, else its age; assumed: age
-    assert duck == [(0, "measured", 100.0), (1, "declared", 300.0), (2, "declared", 400.0), (3, "assumed", 3000.0)]
+    assert duck == [(0, "checkpoint", 100.0), (1, "declared", 300.0), (2, "declared", 400.0), (3, "assumed", 3000.0)]
 
 
 def test_missing_pyspark_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -848,7 +848,15 @@ def catalog(r: Reader) -> pl.DataFrame:
     ).sort(pl.col("kind") != "view", "name")
 
 
+def analysis_params(r: Reader) -> dict[str, Any]:
+    """The [analytics] settings the last `analyze` computed with (analytics_params), for the pages' words."""
+    rows = r.frame("SELECT * FROM analytics_params LIMIT 1")
+    return rows.row(0, named=True) if rows.height else {}
+
+
 QUERIES: dict[str, Callable[..., Any]] = {
+    "analysis_params": analysis_params,
+    "scheduler_of": scheduler_of,
     "options": options,
     "headline": headline,
     "ledger_page": ledger_page,

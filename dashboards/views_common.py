@@ -131,14 +131,19 @@ def window_caption(f: Filters) -> str:
 
 def show_table(frame: pl.DataFrame, columns: Mapping[str, tuple[str, str]], key: str, **kwargs: Any) -> None:
     """`frame`'s columns named in `columns` (column -> (label, kind)), in that order, each with its human label,
-    unit and rounding: GPU-hours with one decimal, durations as durations, times in UTC, shares in percent.
+    unit and rounding: GPU-hours with one decimal, durations (seconds, or "hours") as durations, times in UTC,
+    shares in percent.
     A column of `columns` the frame lacks is left out; one the frame has but `columns` does not name is not shown."""
     present = {c: spec for c, spec in columns.items() if c in frame.columns}
     shown = frame.select(list(present))
     config: dict[str, Any] = {}
     for column, (label, kind) in present.items():
-        if kind == "duration":
-            shown = shown.with_columns(pl.col(column).map_elements(formats.duration, return_dtype=pl.String))
+        if kind in ("duration", "hours"):
+            seconds = pl.col(column) * (3600 if kind == "hours" else 1)
+            shown = shown.with_columns(seconds.map_elements(formats.duration, return_dtype=pl.String).alias(column))
+            config[column] = st.column_config.TextColumn(label)
+        elif kind == "week":
+            shown = shown.with_columns(pl.col(column).map_elements(formats.iso_week, return_dtype=pl.String))
             config[column] = st.column_config.TextColumn(label)
         elif kind == "time":
             config[column] = st.column_config.DatetimeColumn(f"{label} (UTC)", format="YYYY-MM-DD HH:mm")

@@ -121,7 +121,7 @@ def job_card(rows: pl.DataFrame) -> None:
     latest = rows.row(0, named=True)
     whose = "yours" if latest["own"] else f"team {latest['victim_team']}, {latest['victim_user'] or 'unknown user'}"
     name = latest["victim_name"] if latest["victim_name"] not in (None, latest["victim_job_id"]) else None
-    thrown = rows["thrown_away_gpu_hours"].sum()
+    thrown = float(rows["thrown_away_gpu_hours"].sum())
     avoidable = int(rows["avoidable"].sum())
     box = st.container(border=True)
     box.markdown(
@@ -129,7 +129,7 @@ def job_card(rows: pl.DataFrame) -> None:
         f"{'Job ' + latest['victim_job_id'] + ', ' if name else ''}{whose} · {latest['cluster']}/"
         f"{latest['pool'] or 'unknown pool'} · tier {latest['victim_tier']} · {latest['victim_gpus']} GPUs · "
         f"**{plural(rows.height, 'preemption')}**: {gpu_hours(thrown)} thrown away, "
-        f"{gpu_hours(rows['waiting_gpu_hours'].sum())} waiting"
+        f"{gpu_hours(float(rows['waiting_gpu_hours'].sum()))} waiting"
         + (f" · {avoidable} avoidable" if avoidable else "")
         + (" · repeat victim" if rows["repeat_victim"].any() else "")
     )

@@ -131,16 +131,12 @@ def evidence_of(cluster: str, question: int) -> str:
 
 for cluster in card["cluster"].unique(maintain_order=True).to_list():
     rows = card.filter(pl.col("cluster") == cluster)
-    st.markdown(f"**{cluster}:** {verdict_text(rows.row(0, named=True))}.")
-    show_table(
-        pl.DataFrame({
-            "question": rows["question"],
-            "answer": [answer_text(r["answer"], r["missing"]) for r in rows.iter_rows(named=True)],
-            "evidence": [evidence_of(cluster, q) for q in rows["question_no"]],
-        }),
-        {"question": ("Question", "text"), "answer": ("Answer", "text"), "evidence": ("Evidence", "text")},
-        key=f"scorecard_{cluster}",
-    )
+    # Words, not a table: each answer's evidence is a sentence that a table cell would cut off.
+    st.markdown(f"**{cluster}:** {verdict_text(rows.row(0, named=True))}.\n\n" + "\n".join(
+        f"{r['question_no']}. **{r['question']}** {answer_text(r['answer'], r['missing'])}. "
+        f"{evidence_of(cluster, r['question_no'])}."
+        for r in rows.iter_rows(named=True)
+    ))
 with st.expander("Every measure behind the scorecard"):
     show_table(
         evidence.with_columns(

@@ -133,7 +133,7 @@ for cluster in card["cluster"].unique(maintain_order=True).to_list():
     rows = card.filter(pl.col("cluster") == cluster)
     # Words, not a table: each answer's evidence is a sentence that a table cell would cut off.
     st.markdown(f"**{cluster}:** {verdict_text(rows.row(0, named=True))}.\n\n" + "\n".join(
-        f"{r['question_no']}. **{r['question']}** {answer_text(r['answer'], r['missing'])}. "
+        f"{r['question_no']}. **{r['question']}** {answer_text(r['answer'], r['missing'])}: "
         f"{evidence_of(cluster, r['question_no'])}."
         for r in rows.iter_rows(named=True)
     ))

@@ -149,3 +149,15 @@ def measure_text(row: dict[str, object]) -> str:
         return f"{measure_label(name)}: unknown ({row['missing'] or 'not measured'})"
     needs = f"{COMPARISONS.get(str(row['comparison']), row['comparison'])} {measure_value(name, row['threshold'])}"  # type: ignore[arg-type]
     return f"{measure_label(name)}: {measure_value(name, value)} (needs {needs})"  # type: ignore[arg-type]
+
+
+def pilot_value(value: float | None, unit: str, sign: bool = False) -> str:
+    """A pilot figure in its unit: seconds as a duration, shares in percent, counts with their noun."""
+    if value is None:
+        return "unknown"
+    plus = "+" if sign and value > 0 else ""
+    if unit == "s":
+        return plus + duration(value)
+    if unit == "share":
+        return f"{value * 100:+.2f}%" if sign else pct(value, 2)
+    return f"{plus}{number(value, 2 if abs(value) < 10 else None)} {unit}"

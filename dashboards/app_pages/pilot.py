@@ -20,22 +20,10 @@ from preemptlens.analytics.pilot import (
 )
 from preemptlens.config import load_config
 from preemptlens.dashboards.data import reader
-from preemptlens.dashboards.formats import duration, number, pct
+from preemptlens.dashboards.formats import pilot_value
 from preemptlens.dashboards.views_common import context, show_table
 from preemptlens.errors import PreemptlensError
 from preemptlens.readonly import Limits
-
-
-def pilot_value(value: float | None, unit: str, sign: bool = False) -> str:
-    """A pilot figure in its unit: seconds as a duration, shares in percent, counts with their noun."""
-    if value is None:
-        return "unknown"
-    plus = "+" if sign and value > 0 else ""
-    if unit == "s":
-        return plus + duration(value)
-    if unit == "share":
-        return f"{value * 100:+.2f}%" if sign else pct(value, 2)
-    return f"{plus}{number(value, 2 if abs(value) < 10 else None)} {unit}"
 
 
 def figures_table(ev: Evaluation) -> pl.DataFrame:

@@ -76,8 +76,10 @@ class Net:
     preemptions: int
 
     @classmethod
-    def of(cls, head: Mapping[str, Any], net_daily: pl.DataFrame) -> Net:
-        weighted = float(net_daily["net_value"].sum()) if net_daily.height else None
+    def of(cls, head: Mapping[str, Any], net_daily: pl.DataFrame | None) -> Net:
+        """From `data.headline` and `data.net_benefit` (None when it could not be read: the weighted net is then
+        unknown; 0 in a window without preemptions)."""
+        weighted = None if net_daily is None else float(net_daily["net_value"].sum())
         return cls(float(head["gain_gpu_hours"]), float(head["waiting_gpu_hours"]),
                    float(head["wasted_gpu_hours"]), weighted, int(head["preemptions"]))
 

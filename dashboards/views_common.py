@@ -68,6 +68,16 @@ class Context:
             st.stop()
 
 
+    def q_or_error(self, query: str, *args: Any) -> Any:
+        """Like `q`, but a failure is shown here, in the place of what would have shown it, and the rest of the
+        page goes on: None then."""
+        try:
+            return redact(cached(query, self.warehouse, self.limits, self.version, *args), self.reader)
+        except PreemptlensError as exc:
+            st.error(str(exc))
+            return None
+
+
 @dataclass
 class Charts:
     """A page's plotly charts, each in its place on the page but sent to the browser after the rest.

@@ -11,7 +11,8 @@ from preemptlens.dashboards import figures
 from preemptlens.dashboards.data import NO_SAMPLES, avoidable_text
 from preemptlens.dashboards.formats import duration, measure_label, measure_text, money, number, plural
 from preemptlens.dashboards.headline import Net, answers
-from preemptlens.dashboards.views_common import Charts, context, show_table, window_caption
+from preemptlens.dashboards.views_common import Charts, cached, context, show_table, window_caption
+from preemptlens.errors import PreemptlensError
 
 ctx = context()
 f = ctx.filters
@@ -21,7 +22,12 @@ st.title("Preemption overview")
 st.caption(window_caption(f))
 
 head = ctx.q("headline", f)
-net = Net.of(head, ctx.q("net_benefit", f))
+# Without the net benefit (its query failed: the chart says why) the weighted net is unknown.
+try:
+    net_daily = cached("net_benefit", ctx.warehouse, ctx.limits, ctx.version, f)
+except PreemptlensError:
+    net_daily = None
+net = Net.of(head, net_daily)
 card: pl.DataFrame = ctx.q("scorecard", f)
 for a in answers(card, ctx.q("suggestions", f, ctx.settings.top_n)):
     box = st.container(border=True)
@@ -89,8 +95,10 @@ st.caption(
 )
 
 st.header("Gain, cost and net per team")
-teams: pl.DataFrame = ctx.q("team_net", f)
-if teams.height == 0:
+teams: pl.DataFrame | None = ctx.q_or_error("team_net", f)
+if teams is None:
+    pass
+elif teams.height == 0:
     st.info("No preemptions in this window.")
 else:
     total = teams.select(pl.lit("Total").alias("team"), pl.exclude("team").sum())

@@ -49,7 +49,7 @@ def _weekly_axis(fig: go.Figure, weeks: list[datetime]) -> None:
     ticks fall on Sundays, which strftime's %V gives the week before."""
     weeks = sorted(set(weeks))
     fig.update_xaxes(tickmode="array", tickvals=weeks, ticktext=[iso_week(w) for w in weeks],
-                     hoverformat="%Y-%m-%d")
+                     hoverformat="%Y-%m-%d", ticklabeloverflow="allow")
 
 
 def _empty(title: str, message: str) -> go.Figure:
@@ -352,7 +352,8 @@ def tier_shares(shares: pl.DataFrame, title: str = "Tier shares of GPU-hours per
             )
     fig.update_yaxes(tickformat=".0%", range=[0, 1])
     _weekly_axis(fig, shares["week"].to_list())
-    return _layout(fig, title, "share of GPU-hours")
+    # Room for the last week's label, centred on the right edge.
+    return _layout(fig, title, "share of GPU-hours").update_layout(margin={"r": 40})
 
 
 def team_high_shares(shares: pl.DataFrame, title: str = "Critical + high share per team") -> go.Figure:

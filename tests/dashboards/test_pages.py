@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from datetime import date
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import fixture_cluster as fc
@@ -141,6 +141,8 @@ def test_relative_ranges_end_at_the_newest_data(cluster_warehouse: Path, monkeyp
     assert open_app(range="Last 90 days").caption[0].value.startswith("2026-11-09 to 2026-11-30 UTC")
     # and the sidebar says how old the newest record is
     assert any("The newest record is from 2026-11-29" in w.value for w in at.sidebar.warning)
+    # auto-refresh watches for a new snapshot in a fragment of its own; the page runs as before
+    assert metrics(open_app(range="Last 7 days", refresh="Every minute"))["Preemptions"] == str(fc.PREEMPTIONS_W48)
 
 
 def test_preemptions_ledger_timeline_and_victim_story(app: AppTest) -> None:
@@ -311,3 +313,38 @@ def test_missing_or_unanalysed_warehouse_is_explained(tmp_path: Path, monkeypatc
     monkeypatch.setenv("PREEMPTLENS_WAREHOUSE__PATH", str(fresh))
     at = open_app()
     assert "run `preemptlens analyze`" in at.error[0].value
+
+
+def test_operations_says_how_fresh_each_source_is(
+    cluster_warehouse: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Per source: its newest record and its last load. The fixture's rows loaded now but end in November 2026
+    (lagging, once that is more than dashboard.stale_after_s ago); a Slurm load that started three hours ago and
+    never finished is failing; Prometheus, last loaded two days ago with samples as old, is stale."""
+    path = tmp_path / "w.duckdb"
+    shutil.copyfile(cluster_warehouse, path)
+    now = datetime.now(UTC)
+    with Warehouse(path) as wh:
+        wh.con.execute("INSERT INTO _loads (load_id, source, started_at, finished_at) VALUES "
+                       "('l1', 'slurm', $a, NULL), ('l2', 'prometheus', $b, $b)",
+                       {"a": now - timedelta(hours=3), "b": now - timedelta(days=2)})
+        wh.con.execute("UPDATE gpu_samples SET source = 'prometheus', time = $t "
+                       "WHERE rowid = (SELECT min(rowid) FROM gpu_samples)", {"t": now - timedelta(days=2, hours=1)})
+        truth = wh.query(
+            "SELECT max(t) AS t FROM (SELECT max(greatest(submit_time, start_time, end_time)) AS t FROM job_runs "
+            "WHERE source = 'fixture' UNION ALL SELECT max(time) FROM gpu_samples WHERE source = 'fixture' "
+            "UNION ALL SELECT max(time) FROM checkpoints UNION ALL SELECT max(submit_time) FROM jobs)")["t"][0]
+        wh.mark_changed()
+    monkeypatch.setenv("PREEMPTLENS_WAREHOUSE__PATH", str(path))
+    monkeypatch.delenv("PREEMPTLENS_CONFIG", raising=False)
+    at = switch(open_app(), "operations")
+    fresh = at.dataframe[0].value.set_index("name")
+    newest = datetime.fromisoformat(str(fresh.loc["fixture", "newest_record"]))
+    assert newest == truth and newest.date().isoformat() == "2026-11-29"
+    lagging = (now - newest).total_seconds() > 3600
+    assert fresh.loc["fixture", "state"] == ("lagging" if lagging else "fresh")
+    assert fresh.loc["Slurm (sacct and slurmctld log)", "state"] == "failing"
+    assert "did not finish" in fresh.loc["Slurm (sacct and slurmctld log)", "why"]
+    assert fresh.loc["Prometheus (GPU samples)", "state"] == "stale"
+    assert fresh.loc["Prometheus (GPU samples)", "load_age_s"] == "2.0 days"
+    assert "failing" in at.warning[0].value and "stale" in at.warning[0].value

@@ -26,10 +26,10 @@ preemption reported by two events is not counted twice):
   pod of a gang: the collector keeps one link per gang eviction. A stale
   gang's eviction (`stalegangeviction`: fewer pods left than the gang needs)
   is no preemption.
-- Volcano `Evict` on a Pod ("Pod is evicted, because of preempt" or
-  "reclaim"): victim = the pod's UID; Volcano never records the preemptor.
-  "shuffle" (a rebalancing) is no preemption; Volcano's PodGroup `Evict`
-  repeats its pods' events and gives no link.
+- Volcano `Evict` on a Pod ("Pod is evicted, because of preempt", "reclaim"
+  or "shuffle", a rebalancing eviction, counted like KAI's consolidation):
+  victim = the pod's UID; Volcano never records the preemptor. Volcano's
+  PodGroup `Evict` repeats its pods' events and gives no link.
 
 A message that no known version writes costs the preemptor's name (NULL, the
 reason says the message was not recognised), never the preemption.
@@ -95,6 +95,7 @@ _KUEUE_PREEMPTED = re.compile(
 )
 _KUEUE_ANONYMOUS = re.compile(r"^Preempted by another workload in the (?P<origin>ClusterQueue|cohort)")
 _KUEUE_RULE = re.compile(r"^Preempted by rule '(?P<rule>[^']*)' in PreemptionConfig '(?P<config>[^']*)'")
+_KUEUE_RULE_BY = re.compile(r" to accommodate workload (?P<ns>[^/\s]+)/(?P<name>[^\s;]+)")
 _KUEUE_PREEMPTED_WORKLOAD = re.compile(
     r"^Preempted workload (?P<ns>[^/\s]+)/(?P<name>\S+) \(UID: (?P<uid>[^)\s]+)\)(?: in ClusterQueue (?P<cq>[^;\s]+))?"
 )
@@ -107,7 +108,6 @@ KAI_ACTION = "evictor-action-type"
 KAI_EVICTOR_NAME, KAI_EVICTOR_NAMESPACE = "evictor-pod-group-name", "evictor-pod-group-namespace"
 KAI_GANG_SIZE = "num-evicted-pods"
 KAI_NOT_PREEMPTION = frozenset({"stalegangeviction"})
-VOLCANO_NOT_PREEMPTION = frozenset({"shuffle"})
 
 KAI_API_GROUP = "scheduling.run.ai"
 VOLCANO_API_GROUP = "scheduling.volcano.sh"
@@ -301,6 +301,14 @@ def relevant(raw: Any) -> bool:
     return isinstance(raw, Mapping) and raw.get("reason") in ("Preempted", "Evict")
 
 
+def _earlier(message: str) -> str:
+    """A Kueue condition message without its "Previously: " prefixes (releases before 0.14 stack one per
+    re-admission, kubernetes-sigs/kueue#6819)."""
+    while message.startswith(PREVIOUSLY):
+        message = message[len(PREVIOUSLY):]
+    return message
+
+
 def _kueue_code(why: str) -> str | None:
     return next((code for phrase, code in KUEUE_REASONS if why.strip().startswith(phrase)), None)
 
@@ -308,7 +316,7 @@ def _kueue_code(why: str) -> str | None:
 def parse_kueue_preempted(message: str) -> KueuePreemption | None:
     """A Kueue preemption message of any release (event or condition, with or without "Previously: "),
     or None when it is not one."""
-    message = message.removeprefix(PREVIOUSLY)
+    message = _earlier(message)
     match = _KUEUE_PREEMPTED.match(message)
     if match:
         uid = match.group("uid") or None
@@ -325,8 +333,14 @@ def parse_kueue_preempted(message: str) -> KueuePreemption | None:
 def kueue_reason_text(message: str) -> str | None:
     """A reason for a Kueue preemption message no release before 0.20 writes, where it says one: the
     preemption rule of a PreemptionConfig (Kueue 0.20, configurable preemption)."""
-    match = _KUEUE_RULE.match(message.removeprefix(PREVIOUSLY))
+    match = _KUEUE_RULE.match(_earlier(message))
     return f"rule {match.group('rule')!r} in PreemptionConfig {match.group('config')!r}" if match else None
+
+
+def kueue_rule_preemptor(message: str) -> str | None:
+    """The preemptor a Kueue 0.20 rule message names, "<namespace>/<name>" of its Workload."""
+    match = _KUEUE_RULE_BY.search(_earlier(message))
+    return f"{match.group('ns')}/{match.group('name')}" if match else None
 
 
 def parse_kueue_preempted_workload(message: str) -> tuple[str, str, str | None] | None:
@@ -439,11 +453,6 @@ def preemptions(
     if kind is None:
         return []
     regarding_field = "involvedObject" if api == "v1" else "regarding"
-    if kind == VOLCANO:
-        match = _VOLCANO_EVICT.match(event.message)
-        action = match.group("action") if match else None
-        if action in VOLCANO_NOT_PREEMPTION:
-            return []
     trusted = (reporters if reporters is not None else DEFAULT_REPORTERS).get(kind, ())
     reporter = writer(event, kind, api, trusted)
     if kind == KUBE_SCHEDULER:
@@ -460,7 +469,7 @@ def preemptions(
             why = f"kueue {parsed.reason or 'unknown reason'}"
         else:
             why = f"kueue {kueue_reason_text(event.message) or UNRECOGNISED}"
-        preemptor = parsed.preemptor_uid if parsed else None
+        preemptor = parsed.preemptor_uid if parsed else kueue_rule_preemptor(event.message)
         found = Preemption(victim, event.first_time, preemptor,
                            why if preemptor else why + "; preemptor not recorded", reporter, kind)
     elif kind == KAI:
@@ -473,7 +482,8 @@ def preemptions(
                            why if preemptor else why + "; preemptor not recorded", reporter, kind)
     else:
         victim = _victim(event, regarding_field)
-        why = f"volcano {action}" if action else f"volcano evict; {UNRECOGNISED}"
+        match = _VOLCANO_EVICT.match(event.message)
+        why = f"volcano {match.group('action')}" if match else f"volcano evict; {UNRECOGNISED}"
         found = Preemption(victim, event.first_time, None, why + "; preemptor not recorded", reporter, kind)
     links = [found]
     if event.last_time is not None:

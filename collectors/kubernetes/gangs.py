@@ -99,14 +99,21 @@ class _Group:
     def attempts(self) -> list[list[_Pod]]:
         runs: list[list[_Pod]] = []
         for pod in sorted(self.pods.values(), key=lambda p: (p.created, p.alias)):
-            if runs and all(p.over for p in runs[-1]) and all(
-                    p.stop is None or p.stop <= pod.created for p in runs[-1]):
+            if not runs or _begins(runs[-1], pod):
                 runs.append([pod])
-            elif runs:
-                runs[-1].append(pod)
             else:
-                runs.append([pod])
+                runs[-1].append(pod)
         return runs
+
+
+def _begins(run: list[_Pod], pod: _Pod) -> bool:
+    """Whether a pod begins a new run after `run`: created later than its pods, once they were all over, after
+    each was told to stop. A pod gone unseen after pods gone unseen may as well have been evicted with them."""
+    if pod.created <= max(p.created for p in run) or not all(p.over for p in run):
+        return False
+    if pod.gone and pod.stop is None and any(p.stop is None for p in run):
+        return False
+    return all(p.stop is None or p.stop <= pod.created for p in run)
 
 
 def _run_row(group_id: str, number: int, pods: list[_Pod], pool: str | None) -> dict[str, Any]:

@@ -49,6 +49,7 @@ from preemptlens.collectors.kubernetes.events import (
     ParseError,
     kai_victim,
     kueue_reason_text,
+    kueue_rule_preemptor,
     mapping,
     optional_time,
     parse_kueue_preempted,
@@ -382,10 +383,11 @@ def _evicted_run(
         if said is None or not (_is_true(preempted) or said.startswith(PREVIOUSLY)):
             said = message
         parsed = parse_kueue_preempted(said)
-        preemptor = parsed.preemptor_uid if parsed else None
+        preemptor = parsed.preemptor_uid if parsed else kueue_rule_preemptor(said)
         code = text(preempted.get("reason"), "status.conditions[Preempted].reason") if (
             preempted is not None and _is_true(preempted)) else None
-        why = code or (parsed.reason if parsed else None) or kueue_reason_text(said) or cause
+        # the state says preempted already: a reason is only what Kueue says beyond that (else a link's)
+        why = code or (parsed.reason if parsed else None) or kueue_reason_text(said)
     return {"start_time": start, "end_time": end, "state": "preempted" if cause == "Preempted" else "requeued",
             "preemptor_job_id": preemptor, "reason": why}
 
@@ -393,6 +395,8 @@ def _evicted_run(
 # DisruptionTarget reasons of a pod the scheduler preempted: 1.25 and 1.26 wrote the first, 1.27 on the second
 # (kubernetes/kubernetes#114623); Volcano and KAI (--update-pod-eviction-condition) write the second.
 PREEMPTION_REASONS = frozenset({"PreemptionByKubeScheduler", "PreemptionByScheduler"})
+# 1.26.0 named the preemptor in the condition's message ("...: <namespace>/<name>"); later releases do not.
+_DISRUPTION_BY = re.compile(r"higher priority pod: (?P<ns>[a-z0-9][-a-z0-9.]*)/(?P<name>[^\s/]+)$")
 
 
 def _pod_run(obj: Any, gpu_resource: str) -> tuple[Mapping[str, Any], str, datetime, Mapping[str, Any], dict[str, Any]]:
@@ -412,13 +416,16 @@ def _pod_run(obj: Any, gpu_resource: str) -> tuple[Mapping[str, Any], str, datet
     phase = text(status.get("phase"), "status.phase")
     deleted = optional_time(meta, "deletionTimestamp", "metadata.deletionTimestamp")
     disruption = conds.get("DisruptionTarget")
-    reason = None
+    reason, preemptor = None, None
     if _is_true(disruption) and disruption is not None:
         why = text(disruption.get("reason"), "status.conditions[DisruptionTarget].reason") or ""
         message = text(disruption.get("message"), "status.conditions[DisruptionTarget].message") or ""
         state = "preempted" if why in PREEMPTION_REASONS else "failed"
         reason = f"{why}: {message}" if message else why
         finished = finished or _cond_time(disruption, "DisruptionTarget")
+        named = _DISRUPTION_BY.search(message) if state == "preempted" else None
+        if named:
+            preemptor = f"{named.group('ns')}/{named.group('name')}"
     elif phase == "Succeeded":
         state = "completed"
     elif deleted is not None and phase in ("Running", "Failed") and (
@@ -441,7 +448,7 @@ def _pod_run(obj: Any, gpu_resource: str) -> tuple[Mapping[str, Any], str, datet
     run = {
         "run": 1, "hosts": text(spec.get("nodeName"), "spec.nodeName"),
         "gpus": pod_gpus(spec, gpu_resource, "spec"), "submit_time": created, "eligible_time": created,
-        "start_time": start, "end_time": finished, "state": state, "preemptor_job_id": None, "reason": reason,
+        "start_time": start, "end_time": finished, "state": state, "preemptor_job_id": preemptor, "reason": reason,
     }
     return meta, uid, created, spec, run
 

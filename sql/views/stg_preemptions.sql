@@ -97,7 +97,10 @@ preempted as (
         r.*,
         r.end_time as preempted_at,
         coalesce(r.preemptor_job_id, lm.preemptor_job_id) as preemptor_id,
-        coalesce(r.reason, lm.reason) as preempt_reason
+        -- a run the scheduler did not mark preempted (a pod deleted, a gang cancelled) is one by its link,
+        -- whose reason says why; its own ("deleted") does not
+        case when r.state = 'preempted' then coalesce(r.reason, lm.reason) else coalesce(lm.reason, r.reason) end
+            as preempt_reason
     from victim_runs as r
     left join link_match as lm
         on lm.cluster = r.cluster and lm.job_id = r.job_id and lm.run = r.run and lm.nearest = 1

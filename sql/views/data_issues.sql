@@ -92,7 +92,7 @@ unbound_link as (
         l.victim_job_id as job_id,
         cast(null as integer) as run,
         'preemption link whose victim has no runs' as issue,
-        'not in the ledger: the victim''s object was never collected (its stream not read, or deleted unseen)'
+        'not in the ledger: only its event was collected (the victim''s stream not read, or it was deleted unseen)'
             as handling
     from links as l
     where not exists (

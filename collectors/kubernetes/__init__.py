@@ -303,9 +303,16 @@ class PodReader(Reader):
     def flush(self) -> Found:
         found: Found = {}
         for group, rows in self.gangs.rows(self.tiering):
+            # a name holding half a surrogate pair is escaped in the locator, as locate does
+            record = f"pods of PodGroup {group}".encode("utf-8", "backslashreplace").decode("utf-8")
             for table, table_rows in rows.items():
-                found.setdefault(table, []).extend({**r, "_record": f"pods of PodGroup {group}"} for r in table_rows)
+                found.setdefault(table, []).extend({**r, "_record": record} for r in table_rows)
         return found
+
+
+def trusted_reporters(setting: Mapping[str, Collection[str]]) -> dict[str, frozenset[str]]:
+    """`kubernetes.reporters` over the defaults: a kind the setting does not name keeps its default writers."""
+    return {kind: frozenset(names) for kind, names in {**DEFAULT_REPORTERS, **setting}.items()}
 
 
 def _split_cursor(cursor: str | None, key: str) -> tuple[str | None, Any]:
@@ -403,8 +410,7 @@ class KubernetesCollector:
         self.page_size = page_size
         self.batch_size = batch_size
         self.max_retries = max_retries
-        # a kind the setting does not name keeps its default writers
-        self.reporters = {k: frozenset(v) for k, v in {**DEFAULT_REPORTERS, **(reporters or {})}.items()}
+        self.reporters = trusted_reporters(reporters or {})
         # KAI's queues are pools once its PodGroups are jobs: from PodGroups, or from their pods.
         self.read_kai_queues = "podgroups" in streams or "pods" in streams
         self.kueue_queues: KueueQueues | None = None
@@ -633,7 +639,13 @@ class KubernetesCollector:
 
     def _batch(self, stream: Stream, pending: _Pending, cursor: str | None) -> Batch:
         for table, rows in stream.reader.flush().items():
-            pending.rows.setdefault(table, []).extend({**row, "cluster": self.cluster} for row in rows)
+            for row in rows:
+                broken = next((k for k, v in row.items() if isinstance(v, str) and not encodable(v)), None)
+                if broken is not None:
+                    pending.rejects.append(Reject(stream.target, row["_record"], broken, f"{broken} holds text that "
+                                                  "is not valid Unicode (half a surrogate pair)", None))
+                else:
+                    pending.rows.setdefault(table, []).append({**row, "cluster": self.cluster})
         frames = {table: _frame(table, rows) for table, rows in pending.rows.items() if rows}
         kept = stream.reader.dump(cursor)
         marks = [Watermark(SOURCE, self.cluster, stream.key, kept)] if kept is not None else []

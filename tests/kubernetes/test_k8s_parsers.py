@@ -199,6 +199,15 @@ def test_workloads_v1beta1() -> None:
     assert (run["run"], run["state"], run["end_time"]) == (1, "completed", utc("2026-11-02T07:00:00"))
 
 
+def test_an_accumulated_time_longer_than_the_workload_has_existed_starts_it_at_its_creation() -> None:
+    """Some releases keep counting past the eviction (kueue #8065): a start before the object existed is
+    never taken."""
+    evicted = copy.deepcopy(load_case("workloads_v1beta1.json")["items"][0])
+    evicted["status"]["accumulatedPastExexcutionTimeSeconds"] = 40 * 3600
+    ended = workload_rows(evicted, TIERING, "nvidia.com/gpu").runs[1]
+    assert ended["start_time"] == utc(evicted["metadata"]["creationTimestamp"].rstrip("Z"))
+
+
 def test_workload_v1beta2_accumulated_time() -> None:
     (wl,) = load_case("workloads_v1beta2.json")["items"]
     ended = workload_rows(wl, TIERING, "nvidia.com/gpu").runs[1]
@@ -372,6 +381,7 @@ _PODS = load_case("pods.json")["items"] + load_case("podgroups.json")["items"]
 @given(st.sampled_from(range(len(_PODS))).flatmap(lambda i: _mutations(_PODS[i])))
 def test_pods_never_crash(obj: Any) -> None:
     _check(lambda o: pod_rows(o, TIERING, "nvidia.com/gpu"), obj)
+    _check(lambda o: kai_member(o, "nvidia.com/gpu"), obj)
     _check(lambda o: podgroup_rows(o, TIERING, "nvidia.com/gpu"), obj)
 
 

@@ -101,7 +101,7 @@ _KUEUE_PREEMPTED_WORKLOAD = re.compile(
 )
 _KUEUE_WAIT = re.compile(r"wait time since queued was (?P<s>\d+(?:\.\d+)?)s")
 _VOLCANO_EVICT = re.compile(r"^Pod is evicted, because of (?P<action>\w+)")
-_KAI_BY = re.compile(r"^Pod \S+ was preempted by (?:higher priority )?workload (?P<ns>[^/\s]+)/(?P<name>[^\s.]+)")
+_KAI_BY = re.compile(r"Pod \S+ was preempted by (?:higher priority )?workload (?P<ns>[^/\s]+)/(?P<name>[^\s.]+)")
 _KAI_CONSOLIDATION = re.compile(r"^Pod \S+ was preempted and rescheduled due to bin packing")
 # KAI's evictor annotations on an `Evict` event.
 KAI_ACTION = "evictor-action-type"
@@ -376,6 +376,12 @@ def kai_victim(namespace: str | None, name: str | None) -> str | None:
     return f"{namespace}/{name}" if namespace and name else None
 
 
+def kai_preemptor(message: str) -> str | None:
+    """The preemptor PodGroup a KAI eviction message names (preempt, reclaim), "<namespace>/<name>"."""
+    by = _KAI_BY.search(message)
+    return f"{by.group('ns')}/{by.group('name')}" if by else None
+
+
 def _group(api_version: str | None) -> str:
     return (api_version or "").split("/")[0] if "/" in (api_version or "") else ""
 
@@ -428,7 +434,7 @@ def _kai(event: Event, field: str) -> tuple[str, str | None, str] | None:
         text(notes.get(KAI_EVICTOR_NAMESPACE), f"metadata.annotations.{KAI_EVICTOR_NAMESPACE}"),
         text(notes.get(KAI_EVICTOR_NAME), f"metadata.annotations.{KAI_EVICTOR_NAME}"),
     )
-    by = _KAI_BY.match(event.message)
+    by = _KAI_BY.match(event.message)  # at the start: the message is the eviction's own
     if preemptor is None and by:
         preemptor = f"{by.group('ns')}/{by.group('name')}"
     if action is None:

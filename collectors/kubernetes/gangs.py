@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from preemptlens.collectors.kubernetes.events import kai_preemptor
 from preemptlens.collectors.kubernetes.objects import Member
 from preemptlens.config import ClusterSettings
 
@@ -131,6 +132,9 @@ def _run_row(group_id: str, number: int, pods: list[_Pod], pool: str | None) -> 
         row["state"] = state
         row["end_time"] = max(p.end for p in ended if p.end is not None) if any(p.end for p in ended) else None
         row["reason"] = next((p.reason for p in ended if p.state == state and p.reason), None)
+        if state == "preempted" and row["reason"]:
+            # KAI's DisruptionTarget message is its eviction message, which names the preemptor
+            row["preemptor_job_id"] = kai_preemptor(row["reason"])
         if row["end_time"] is None:
             row["state"] = "running" if starts else "pending"
     else:

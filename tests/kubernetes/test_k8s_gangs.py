@@ -137,3 +137,16 @@ def test_a_writer_the_settings_name_is_trusted_and_others_keep_their_defaults(tm
     config.write_text('[kubernetes]\nreporters = { "slurm" = ["slurmctld"] }\n')
     with pytest.raises(ConfigError, match="unknown kinds"):
         load_config(str(config))
+
+
+def test_with_the_eviction_condition_the_gang_is_preempted_by_the_podgroup_its_message_names() -> None:
+    """KAI with --update-pod-eviction-condition writes DisruptionTarget/PreemptionByScheduler with its eviction
+    message: the run is preempted, by the PodGroup that message names, with or without an event."""
+    pods = copy.deepcopy(_objects(1, "delete", "pods"))
+    for pod in pods:
+        pod["status"]["conditions"] = [{
+            "type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+            "message": f"Pod research/{pod['metadata']['name']} was preempted by higher priority workload serving/pg-y",
+            "lastTransitionTime": "2026-11-03T04:20:11Z"}]
+    (run,) = _observe(Gangs(), pods)
+    assert (run["state"], run["preemptor_job_id"], run["gpus"]) == ("preempted", "serving/pg-y", 32)

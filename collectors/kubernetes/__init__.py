@@ -224,9 +224,11 @@ class EventReader(Reader):
         rv, kept = _split_cursor(cursor, "kai")
         for victim, times in (kept if isinstance(kept, dict) else {}).items():
             try:
-                self.gang_evictions[str(victim)] = [datetime.fromisoformat(t) for t in times]
+                kept_times = [datetime.fromisoformat(t) for t in times]
             except (TypeError, ValueError):
                 continue
+            # only what dump wrote (aware times) is kept: anything else just forgets a gang eviction
+            self.gang_evictions[str(victim)] = [t for t in kept_times if t.tzinfo is not None]
         return rv
 
     def dump(self, resource_version: str | None) -> str | None:

@@ -68,6 +68,17 @@ def min_runtime(seconds: float, qos: tuple[str, ...]) -> dict[str, str]:
     }
 
 
+def kueue_boost(value: int) -> str:
+    """A Workload's priority boost, in the form each Kueue release reads (docs/kubernetes.md)."""
+    return (
+        "# Kueue 0.20 and later (feature gate PriorityBoostWithScopedPreemption) read the typed field:\n"
+        "kubectl patch workload <name> --type merge -p "
+        f"'{{\"spec\":{{\"priorityBoost\":{{\"value\":{value},\"whenCanBoostOnPreemption\":\"Always\"}}}}}}'\n"
+        "# Kueue 0.17 to 0.19 (feature gate PriorityBoost) read the annotation, which 0.20 ignores:\n"
+        f"kubectl annotate workload <name> kueue.x-k8s.io/priority-boost={value} --overwrite\n"
+    )
+
+
 def action(name: str, **settings: float) -> str:
     """The preemptlens action that does a change per job from its live cost (docs/figures.md, Actions)."""
     lines = "".join(f"{key} = {value:g}\n" for key, value in settings.items())
@@ -105,6 +116,8 @@ def near_completion(share: float, min_left_s: float, qos: tuple[str, ...]) -> di
             f"# Once a Workload reports >= {pct}% progress, raise its priority above the preemptors' "
             "(WorkloadPriorityClass) so that it is no longer a candidate:\n"
             "kubectl patch workload <name> --type merge -p '{\"spec\":{\"priorityClassName\":\"finishing\"}}'\n"
+            "# or boost it (500 is the kueue_boost action's default cap):\n"
+            + kueue_boost(500)
             + action("kueue_boost", near_completion_high=share)
         ),
         KUBERNETES: (
@@ -200,8 +213,8 @@ def repeat_victims(boost: int, half_life_s: float) -> dict[str, str]:
             "# fair sharing between the ClusterQueues of a cohort, preempting the most over-share first\n"
             "fairSharing:\n  preemptionStrategies: [LessThanOrEqualToFinalShare, LessThanInitialShare]\n"
             "# and per ClusterQueue: spec.fairSharing.weight: \"1\"\n"
-            "# Kueue with the PriorityBoost feature gate adds a Workload's kueue.x-k8s.io/priority-boost annotation\n"
-            "# to its priority: preemptlens boosts a running victim whose preemption would now cost the most.\n"
+            + "# boost a victim that keeps losing its place:\n"
+            + kueue_boost(boost)
             + action("kueue_boost", max_boost=boost)
         ),
         KAI: (

@@ -101,6 +101,7 @@ def _view(name: str, group: str) -> Scan:
 # In dependency order: each reads only the raw tables, analytics_params and the scans before it.
 SCANS: tuple[Scan, ...] = (
     Scan("gpu_idle_stretches", "hoarding", SCANS_DIR / "gpu_idle_stretches.sql"),
+    _view("stg_job_runs", "hoarding"),
     _view("stg_runs", "hoarding"),
     _view("hoarding_stretches", "hoarding"),
     _view("idle_hoarding_runs", "hoarding"),

@@ -780,6 +780,22 @@ LIMIT $limit
 """
 
 
+DATA_ISSUES_SQL = """
+SELECT source AS collector, issue, count(*) AS records, count(DISTINCT cluster || '/' || job_id) AS jobs,
+       min(handling) AS handling
+FROM data_issues
+GROUP BY source, issue
+ORDER BY source, records DESC, issue
+"""
+
+
+def data_issues(r: Reader) -> pl.DataFrame | None:
+    """What the data lacks, per collector and issue (docs/figures.md, data_issues); None before any analyze."""
+    if not r.has("data_issues"):
+        return None
+    return r.frame(DATA_ISSUES_SQL)
+
+
 def quarantined(r: Reader, limit: int) -> pl.DataFrame:
     """The newest quarantined records, raw as the source sent them (an admin's view: they may hold anything)."""
     return r.frame(QUARANTINE_SQL, {"limit": limit})
@@ -883,6 +899,7 @@ QUERIES: dict[str, Callable[..., Any]] = {
     "freshness": freshness,
     "quarantined": quarantined,
     "alert_errors": alert_errors,
+    "data_issues": data_issues,
 }
 
 

@@ -4,32 +4,42 @@ Reads through the official `kubernetes` client, list-then-watch per resource
 stream (watch), and turns what it reads into contract rows:
 
 - streams `events` (core/v1) and `events.k8s.io` (events.k8s.io/v1) give
-  `preemption_links` (events: kube-scheduler, Kueue, KAI, Volcano);
+  `preemption_links` (events: kube-scheduler, Kueue, KAI, Volcano), each
+  believed only from the component trusted with its kind
+  (`kubernetes.reporters`) and recording it (`reporter`); an event of that
+  shape from anyone else is quarantined;
 - `workloads` (Kueue, `kueue.x-k8s.io/<kueue_version>`), `pods` and
   `podgroups` (KAI, `scheduling.run.ai/v2alpha2`) give `jobs` and `job_runs`
-  (objects).
+  (objects); the pods of KAI PodGroups give their PodGroup's runs and
+  `job_aliases` (gangs).
 
-A collection that reads jobs (streams `workloads`, `pods` or `podgroups`)
-also lists nodes, ResourceFlavors and ClusterQueues once, and KAI Queues when
-it reads PodGroups, for the GPU capacity of the pools those jobs are in
-(pools). These reads are optional: one refused (RBAC 403) or
-absent (Kueue or KAI not installed) narrows what the capacity is read from,
-as a log line says, and fails nothing.
+A collection that reads Workloads lists Kueue's LocalQueues and
+ClusterQueues first: an evicted Workload's pool is found through them once
+Kueue has cleared its admission. A collection that reads jobs (streams
+`workloads`, `pods` or `podgroups`) also lists nodes, ResourceFlavors and
+ClusterQueues once, and KAI Queues when it reads pods or PodGroups, for the
+GPU capacity of the pools those jobs are in (pools). These reads are
+optional: one refused (RBAC 403) or absent (Kueue or KAI not installed)
+narrows what they give, as a log line says, and fails nothing.
 
-Job ids are Kubernetes UIDs: the Workload's for Kueue (stable over its
-evictions and re-admissions), the PodGroup's for KAI, the pod's for a plain
-GPU pod. A preempted pod maps to the job of its own UID, because that is all
-the event names and the mapping must not depend on what else was read; a
-preemptor named only as "<namespace>/<name>" (old kube-scheduler messages,
-KAI annotations) is kept in that form, and an unnamed one is NULL with the
-reason saying so.
+Job ids: the Workload's UID for Kueue (stable over its evictions and
+re-admissions), "<namespace>/<name>" for a KAI PodGroup (what KAI's events
+name a preemptor by), the pod's UID for a plain GPU pod. A preempted pod maps
+to the job of its own UID, because that is all the event names and the
+mapping must not depend on what else was read; a preemptor named only as
+"<namespace>/<name>" (old kube-scheduler messages) is kept in that form, and
+an unnamed one is NULL with the reason saying so.
 
 Cursors: one watermark per (cluster, stream[@namespace]) holding the last
 resourceVersion delivered, committed with the batch that contains its data;
 bookmarks move it without data; stream `pools` holds the capacity written.
-A record that cannot be read is quarantined (source `kubernetes`, the stream
-and namespace/name, the field, the reason) and the rest of the batch loads.
-The collection fails only when no stream could be read at all.
+Two streams keep more in theirs, as JSON beside the resourceVersion: `pods`
+the KAI PodGroups' recent pods (gangs), the events streams the recent KAI
+gang evictions, so that one gang eviction, reported once per pod, stays one
+link across collections. A record that cannot be read is quarantined (source
+`kubernetes`, the stream and namespace/name, the field, the reason) and the
+rest of the batch loads. The collection fails only when no stream could be
+read at all.
 """
 
 from __future__ import annotations
@@ -38,16 +48,31 @@ import argparse
 import functools
 import json
 import logging
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import polars as pl
 
 from preemptlens.collectors.base import capacity_changes, known_pools
-from preemptlens.collectors.kubernetes.events import ParseError, locate, preemptions
-from preemptlens.collectors.kubernetes.objects import Rows, pod_rows, podgroup_rows, workload_rows
+from preemptlens.collectors.kubernetes.events import (
+    DEFAULT_REPORTERS,
+    KAI,
+    ParseError,
+    check_reporters,
+    locate,
+    preemptions,
+)
+from preemptlens.collectors.kubernetes.gangs import Gangs, dump_cursor, load_cursor
+from preemptlens.collectors.kubernetes.objects import (
+    KueueQueues,
+    kai_member,
+    parse_local_queue,
+    pod_rows,
+    podgroup_rows,
+    workload_rows,
+)
 from preemptlens.collectors.kubernetes.pools import (
     KAI_QUOTA,
     NODES,
@@ -70,6 +95,7 @@ if TYPE_CHECKING:
 
     from preemptlens.collectors.kubernetes.watch import Change, ListWatch
 
+
 log = logging.getLogger(__name__)
 
 SOURCE = "kubernetes"
@@ -78,6 +104,13 @@ STREAMS = ("events", "events.k8s.io", "workloads", "pods", "podgroups")
 POOLED_STREAMS = ("workloads", "pods", "podgroups")
 # Raw JSON of a quarantined record is cut here: enough to find it, not a whole object dump.
 RAW_LIMIT = 2000
+# KAI reports a gang eviction once per pod, all in one scheduling cycle: reports of one PodGroup this close
+# together are one eviction. A PodGroup evicted again must first be scheduled and started again.
+KAI_GANG_WINDOW_S = 10.0
+# How long the events streams remember a KAI gang eviction: longer than the API server keeps Events (one hour
+# by default), so that a relist after a 410 Gone, which shows them again, adds no link.
+KAI_GANG_MEMORY_S = 86400.0
+BOOST_APIS = ("auto", "annotation", "field", "both")
 
 
 @section("kubernetes", "The Kubernetes collector (`preemptlens collect kubernetes`).")
@@ -106,6 +139,21 @@ class KubernetesSettings:
     page_size: int = setting(500, "Objects per list page (`limit`).")
     batch_size: int = setting(1000, "Rows per loaded batch while watching.")
     max_retries: int = setting(5, "Retries of a dropped watch or a failing request before giving up.")
+    reporters: dict[str, list[str]] = setting(
+        DEFAULT_REPORTERS,
+        "The components believed when an Event reports a preemption, per kind (kube-scheduler: the scheduler "
+        "profile's schedulerName; kueue, kai, volcano): an event of that shape from any other writer is "
+        "quarantined. Name each scheduler you run under another name; a kind left out keeps its default.",
+        check=check_reporters,
+    )
+    kueue_boost_api: str = setting(
+        "auto",
+        "Where the kueue_boost action writes a Workload's priority boost: `annotation` "
+        "(kueue.x-k8s.io/priority-boost, read by Kueue 0.17 to 0.19 with the PriorityBoost gate), `field` "
+        "(spec.priorityBoost, Kueue 0.20 on, gate PriorityBoostWithScopedPreemption), `both` (a rollout across "
+        "those versions), or `auto`: the field when the served Workload CRD has it, else the annotation.",
+        choices=BOOST_APIS,
+    )
 
 
 SETTINGS = KubernetesSettings
@@ -113,8 +161,9 @@ SETTINGS = KubernetesSettings
 _COLUMNS: dict[str, dict[str, pl.DataType]] = {
     "preemption_links": {
         "cluster": pl.String(), "victim_job_id": pl.String(), "time": pl.Datetime("us", "UTC"),
-        "preemptor_job_id": pl.String(), "reason": pl.String(),
+        "preemptor_job_id": pl.String(), "reason": pl.String(), "reporter": pl.String(),
     },
+    "job_aliases": {"cluster": pl.String(), "alias": pl.String(), "job_id": pl.String()},
     "jobs": {
         "cluster": pl.String(), "job_id": pl.String(), "name": pl.String(), "team": pl.String(),
         "user_name": pl.String(), "priority_class": pl.String(), "priority_value": pl.Float64(),
@@ -135,6 +184,150 @@ _COLUMNS: dict[str, dict[str, pl.DataType]] = {
 }
 
 _T = TypeVar("_T")
+Found = dict[str, list[dict[str, Any]]]
+
+
+class Reader:
+    """How one stream's objects become rows, and what it keeps between collections in its cursor."""
+
+    def load(self, cursor: str | None) -> str | None:
+        """The resourceVersion to resume from, with what the cursor kept."""
+        return cursor
+
+    def dump(self, resource_version: str | None) -> str | None:
+        """The cursor to commit with a batch that ends at this resourceVersion."""
+        return resource_version
+
+    def listing(self) -> None:
+        """A list begins."""
+
+    def listed(self) -> None:
+        """A list ended: every object the stream holds was shown since `listing`."""
+
+    def rows(self, obj: Any, change: str) -> Found:
+        raise NotImplementedError
+
+    def flush(self) -> Found:
+        """Rows made of what is kept, for the batch being committed (with their record locators)."""
+        return {}
+
+
+class EventReader(Reader):
+    """Preemption links of one Events API; one link per KAI gang eviction (KAI_GANG_WINDOW_S)."""
+
+    def __init__(self, api: str, reporters: Mapping[str, Collection[str]]) -> None:
+        self.api = api
+        self.reporters = reporters
+        self.gang_evictions: dict[str, list[datetime]] = {}
+
+    def load(self, cursor: str | None) -> str | None:
+        rv, kept = _split_cursor(cursor, "kai")
+        for victim, times in (kept if isinstance(kept, dict) else {}).items():
+            try:
+                kept_times = [datetime.fromisoformat(t) for t in times]
+            except (TypeError, ValueError):
+                continue
+            # only what dump wrote (aware times) is kept: anything else just forgets a gang eviction
+            self.gang_evictions[str(victim)] = [t for t in kept_times if t.tzinfo is not None]
+        return rv
+
+    def dump(self, resource_version: str | None) -> str | None:
+        if resource_version is None or not self.gang_evictions:
+            return resource_version
+        newest = max(t for times in self.gang_evictions.values() for t in times)
+        horizon = newest - timedelta(seconds=KAI_GANG_MEMORY_S)
+        kept = {v: sorted(t.isoformat() for t in times if t >= horizon) for v, times in self.gang_evictions.items()}
+        return json.dumps({"rv": resource_version, "kai": {v: t for v, t in sorted(kept.items()) if t}},
+                          separators=(",", ":"))
+
+    def rows(self, obj: Any, change: str) -> Found:
+        # An Event's deletion is its TTL running out, not news about the preemption.
+        if change == "DELETED":
+            return {}
+        links = []
+        for p in preemptions(obj, self.api, self.reporters):
+            if p.kind == KAI:
+                seen = self.gang_evictions.setdefault(p.victim_job_id, [])
+                if any(abs((p.time - t).total_seconds()) <= KAI_GANG_WINDOW_S for t in seen):
+                    continue  # another pod of a gang eviction already linked
+                seen.append(p.time)
+            links.append({"victim_job_id": p.victim_job_id, "time": p.time, "preemptor_job_id": p.preemptor_job_id,
+                          "reason": p.reason, "reporter": p.reporter})
+        return {"preemption_links": links}
+
+
+class ObjectReader(Reader):
+    def __init__(self, parse: Callable[[Any], Any]) -> None:
+        self.parse = parse
+
+    def rows(self, obj: Any, change: str) -> Found:
+        # A deleted object's last state is its final one: keep it like any update.
+        found = self.parse(obj)
+        return {"jobs": found.jobs, "job_runs": found.runs}
+
+
+class PodReader(Reader):
+    """GPU pods: a plain pod is a job; a KAI PodGroup's pods make its job and runs (gangs), kept in the cursor."""
+
+    def __init__(self, tiering: ClusterSettings, gpu_resource: str, namespace: str | None) -> None:
+        self.tiering = tiering
+        self.gpu_resource = gpu_resource
+        self.namespace = namespace
+        self.gangs = Gangs()
+        self.alive: set[str] | None = None
+
+    def load(self, cursor: str | None) -> str | None:
+        rv, self.gangs = load_cursor(cursor)
+        return rv
+
+    def dump(self, resource_version: str | None) -> str | None:
+        self.gangs.prune(datetime.now(UTC))
+        return dump_cursor(resource_version, self.gangs)
+
+    def listing(self) -> None:
+        self.alive = set()
+
+    def listed(self) -> None:
+        if self.alive is not None:
+            self.gangs.listed(self.alive, None if self.namespace is None else [self.namespace])
+        self.alive = None
+
+    def rows(self, obj: Any, change: str) -> Found:
+        member = kai_member(obj, self.gpu_resource)
+        if member is None:
+            found = pod_rows(obj, self.tiering, self.gpu_resource)
+            return {"jobs": found.jobs, "job_runs": found.runs}
+        if self.alive is not None and change == "LISTED":
+            self.alive.add(member.uid)
+        self.gangs.observe(member)
+        return {}
+
+    def flush(self) -> Found:
+        found: Found = {}
+        for group, rows in self.gangs.rows(self.tiering):
+            # a name holding half a surrogate pair is escaped in the locator, as locate does
+            record = f"pods of PodGroup {group}".encode("utf-8", "backslashreplace").decode("utf-8")
+            for table, table_rows in rows.items():
+                found.setdefault(table, []).extend({**r, "_record": record} for r in table_rows)
+        return found
+
+
+def trusted_reporters(setting: Mapping[str, Collection[str]]) -> dict[str, frozenset[str]]:
+    """`kubernetes.reporters` over the defaults: a kind the setting does not name keeps its default writers."""
+    return {kind: frozenset(names) for kind, names in {**DEFAULT_REPORTERS, **setting}.items()}
+
+
+def _split_cursor(cursor: str | None, key: str) -> tuple[str | None, Any]:
+    """A cursor written as {"rv": ..., key: ...}, or a bare resourceVersion."""
+    if not cursor or not cursor.startswith("{"):
+        return cursor, None
+    try:
+        data = json.loads(cursor)
+    except ValueError:
+        return cursor, None
+    if isinstance(data, dict) and isinstance(data.get("rv"), str):
+        return data["rv"], data.get(key)
+    return cursor, None
 
 
 @dataclass(frozen=True)
@@ -143,7 +336,7 @@ class Stream:
 
     key: str  # the watermark's stream name
     call: Callable[..., Any]
-    rows: Callable[[Any, str], dict[str, list[dict[str, Any]]]]
+    reader: Reader
     target: str  # the table a record it cannot read is quarantined under
 
 
@@ -187,7 +380,7 @@ def _raw(obj: Any) -> str:
 
 class KubernetesCollector:
     name: ClassVar[str] = SOURCE
-    tables: ClassVar[tuple[str, ...]] = ("preemption_links", "jobs", "job_runs", "pools")
+    tables: ClassVar[tuple[str, ...]] = ("preemption_links", "jobs", "job_runs", "job_aliases", "pools")
 
     def __init__(
         self,
@@ -204,6 +397,7 @@ class KubernetesCollector:
         page_size: int = 500,
         batch_size: int = 1000,
         max_retries: int = 5,
+        reporters: Mapping[str, Collection[str]] | None = None,
     ) -> None:
         unknown = [s for s in streams if s not in STREAMS]
         if unknown:
@@ -218,11 +412,13 @@ class KubernetesCollector:
         self.page_size = page_size
         self.batch_size = batch_size
         self.max_retries = max_retries
-        # Without PodGroups no job is in a KAI queue's pool: the queues' GPUs stay in `cluster`, and
-        # KAI's pods are jobs of their own there.
-        self.read_podgroups = "podgroups" in streams
-        scopes: list[str | None] = list(namespaces) if namespaces else [None]
-        self.streams = [s for name in streams for s in self._streams(name, scopes)]
+        self.reporters = trusted_reporters(reporters or {})
+        # KAI's queues are pools once its PodGroups are jobs: from PodGroups, or from their pods.
+        self.read_kai_queues = "podgroups" in streams or "pods" in streams
+        self.kueue_queues: KueueQueues | None = None
+        self.scopes: list[str | None] = list(namespaces) if namespaces else [None]
+        self.stream_names = list(streams)
+        self.streams = [s for name in streams for s in self._streams(name, self.scopes)]
         self.read_capacity = any(name in POOLED_STREAMS for name in streams)
 
     # -- what each stream reads -------------------------------------------
@@ -239,52 +435,53 @@ class KubernetesCollector:
             if name == "events":
                 call = core.list_event_for_all_namespaces if ns is None else functools.partial(
                     core.list_namespaced_event, ns)
-                yield Stream(key, call, self._event_rows("v1"), "preemption_links")
+                yield Stream(key, call, EventReader("v1", self.reporters), "preemption_links")
             elif name == "events.k8s.io":
                 call = events_v1.list_event_for_all_namespaces if ns is None else functools.partial(
                     events_v1.list_namespaced_event, ns)
-                yield Stream(key, call, self._event_rows("events.k8s.io/v1"), "preemption_links")
+                yield Stream(key, call, EventReader("events.k8s.io/v1", self.reporters), "preemption_links")
             elif name == "pods":
                 call = core.list_pod_for_all_namespaces if ns is None else functools.partial(
                     core.list_namespaced_pod, ns)
-                pods = functools.partial(pod_rows, podgroups=self.read_podgroups)
-                yield Stream(key, call, self._object_rows(pods), "jobs")
+                yield Stream(key, call, PodReader(self.tiering, self.gpu_resource, ns), "jobs")
+            elif name == "workloads":
+                yield Stream(key, self._custom(custom, "kueue.x-k8s.io", self.kueue_version, "workloads", ns),
+                             ObjectReader(self._workload), "jobs")
             else:
-                group, version, plural, parse = (
-                    ("kueue.x-k8s.io", self.kueue_version, "workloads", workload_rows)
-                    if name == "workloads"
-                    else ("scheduling.run.ai", "v2alpha2", "podgroups", podgroup_rows)
-                )
-                call = (
-                    functools.partial(custom.list_cluster_custom_object, group, version, plural)
-                    if ns is None
-                    else functools.partial(custom.list_namespaced_custom_object, group, version, ns, plural)
-                )
-                yield Stream(key, call, self._object_rows(parse), "jobs")
+                yield Stream(key, self._custom(custom, "scheduling.run.ai", "v2alpha2", "podgroups", ns),
+                             ObjectReader(lambda o: podgroup_rows(o, self.tiering, self.gpu_resource)), "jobs")
 
-    def _event_rows(self, api: str) -> Callable[[Any, str], dict[str, list[dict[str, Any]]]]:
-        def rows(obj: Any, change: str) -> dict[str, list[dict[str, Any]]]:
-            # An Event's deletion is its TTL running out, not news about the preemption.
-            if change == "DELETED":
-                return {}
-            links = [
-                {"victim_job_id": p.victim_job_id, "time": p.time, "preemptor_job_id": p.preemptor_job_id,
-                 "reason": p.reason}
-                for p in preemptions(obj, api)
-            ]
-            return {"preemption_links": links}
+    @staticmethod
+    def _custom(custom: Any, group: str, version: str, plural: str, ns: str | None) -> Callable[..., Any]:
+        return (functools.partial(custom.list_cluster_custom_object, group, version, plural) if ns is None
+                else functools.partial(custom.list_namespaced_custom_object, group, version, ns, plural))
 
-        return rows
+    def _workload(self, obj: Any) -> Any:
+        return workload_rows(obj, self.tiering, self.gpu_resource, self.kueue_queues)
 
-    def _object_rows(
-        self, parse: Callable[[Any, ClusterSettings, str], Rows]
-    ) -> Callable[[Any, str], dict[str, list[dict[str, Any]]]]:
-        def rows(obj: Any, change: str) -> dict[str, list[dict[str, Any]]]:
-            # A deleted object's last state is its final one: keep it like any update.
-            found = parse(obj, self.tiering, self.gpu_resource)
-            return {"jobs": found.jobs, "job_runs": found.runs}
+    def _read_kueue_queues(self, rejects: list[Reject]) -> KueueQueues | None:
+        """LocalQueues and ClusterQueues, for the pool of a Workload whose admission is gone (None: unreadable)."""
+        import kubernetes.client
 
-        return rows
+        custom = kubernetes.client.CustomObjectsApi(self.api_client)
+        local: dict[tuple[str, str], str] = {}
+        for ns in self.scopes:
+            found, problem = self._list_once(
+                "localqueues" if ns is None else f"localqueues@{ns}",
+                self._custom(custom, "kueue.x-k8s.io", self.kueue_version, "localqueues", ns),
+                parse_local_queue, rejects, "jobs")
+            if found is None:
+                log.info("%s: an evicted Workload's pool is its admission's only: cannot list LocalQueues (%s)",
+                         SOURCE, problem)
+                return None
+            local.update(found)
+        queues, problem = self._list_once(
+            "clusterqueues", self._custom(custom, "kueue.x-k8s.io", self.kueue_version, "clusterqueues", None),
+            lambda o: parse_cluster_queue(o, self.gpu_resource), rejects, "jobs")
+        if queues is None:
+            log.info("%s: an evicted Workload's pool is its ClusterQueue: cannot list ClusterQueues (%s)",
+                     SOURCE, problem)
+        return KueueQueues(local, {q.name: tuple(sorted(q.quotas)) for q in queues or []})
 
     # -- batches -------------------------------------------------------------
 
@@ -296,6 +493,11 @@ class KubernetesCollector:
         seen = _Seen()
         for stream in self.streams:
             what = f"{SOURCE} {stream.key}"
+            if stream.key.split("@")[0] == "workloads" and self.kueue_queues is None:
+                queue_rejects: list[Reject] = []
+                self.kueue_queues = self._read_kueue_queues(queue_rejects)
+                if queue_rejects:
+                    yield Batch(source=SOURCE, frames={}, rejects=queue_rejects, watermarks=[])
             watcher = ListWatch(
                 what, stream.call, page_size=self.page_size, watch_seconds=self.watch_seconds,
                 idle_seconds=self.idle_seconds, max_retries=self.max_retries,
@@ -319,18 +521,25 @@ class KubernetesCollector:
             yield self._pools_batch(watermarks.get((self.cluster, "pools")), seen)
 
     def _collect(self, stream: Stream, watcher: ListWatch, since: str | None) -> Iterator[Batch]:
-        from preemptlens.collectors.kubernetes.watch import BadLine, Change, Mark
+        from preemptlens.collectors.kubernetes.watch import BadLine, Change, Listing, Mark
 
         pending = _Pending()
-        cursor = since
-        committed = since
-        for item in watcher.run(since):
+        cursor = stream.reader.load(since)
+        committed = cursor
+        listing = False
+        for item in watcher.run(cursor):
             if isinstance(item, Change):
                 self._add(stream, item, pending)
                 if item.resource_version is not None:
                     cursor = item.resource_version
+            elif isinstance(item, Listing):
+                listing = True
+                stream.reader.listing()
             elif isinstance(item, Mark):
                 cursor = item.resource_version
+                if listing:
+                    stream.reader.listed()
+                    listing = False
             elif isinstance(item, BadLine):
                 pending.rejects.append(Reject(stream.target, f"{SOURCE} {stream.key} watch line", "line",
                                               item.reason, item.line[:RAW_LIMIT]))
@@ -339,11 +548,16 @@ class KubernetesCollector:
                 pending, committed = _Pending(), cursor
         if pending.size() or cursor != committed:
             yield self._batch(stream, pending, cursor)
+        else:
+            # what is kept may have changed without a row (a KAI pod gone): commit it, at the same position
+            tail = self._batch(stream, pending, cursor)
+            if tail.frames:
+                yield tail
 
     def _add(self, stream: Stream, item: Change, pending: _Pending) -> None:
         record = locate(item.object, stream.key)
         try:
-            found = stream.rows(item.object, item.type)
+            found = stream.reader.rows(item.object, item.type)
         except ParseError as exc:
             reason = f"{exc.field} {exc.reason}"
             pending.rejects.append(Reject(stream.target, record, exc.field, reason, _raw(item.object)))
@@ -361,7 +575,7 @@ class KubernetesCollector:
     # -- pool capacity -----------------------------------------------------
 
     def _list_once(self, what: str, call: Callable[..., Any], parse: Callable[[Any], _T],
-                   rejects: list[Reject]) -> tuple[list[_T] | None, str]:
+                   rejects: list[Reject], target: str = "pools") -> tuple[list[_T] | None, str]:
         """Every object of a list, parsed (None and why when the list cannot be read)."""
         from preemptlens.collectors.kubernetes.watch import Change, ListWatch
 
@@ -375,7 +589,7 @@ class KubernetesCollector:
                 try:
                     found.append(parse(item.object))
                 except ParseError as exc:
-                    rejects.append(Reject("pools", locate(item.object, what), exc.field,
+                    rejects.append(Reject(target, locate(item.object, what), exc.field,
                                           f"{exc.field} {exc.reason}", _raw(item.object)))
         except SourceError as exc:
             return None, exc.message
@@ -398,7 +612,7 @@ class KubernetesCollector:
         queues, queues_problem = self._list_once(
             "clusterqueues", kueue("clusterqueues"), lambda o: parse_cluster_queue(o, self.gpu_resource), rejects)
         kai_queues: list[KaiQueue] | None = None
-        if self.read_podgroups:
+        if self.read_kai_queues:
             kai_queues, kai_problem = self._list_once(
                 "queues", functools.partial(custom.list_cluster_custom_object, "scheduling.run.ai", "v2", "queues"),
                 parse_kai_queue, rejects)
@@ -426,8 +640,17 @@ class KubernetesCollector:
                      watermarks=[Watermark(SOURCE, self.cluster, "pools", cursor)])
 
     def _batch(self, stream: Stream, pending: _Pending, cursor: str | None) -> Batch:
+        for table, rows in stream.reader.flush().items():
+            for row in rows:
+                broken = next((k for k, v in row.items() if isinstance(v, str) and not encodable(v)), None)
+                if broken is not None:
+                    pending.rejects.append(Reject(stream.target, row["_record"], broken, f"{broken} holds text that "
+                                                  "is not valid Unicode (half a surrogate pair)", None))
+                else:
+                    pending.rows.setdefault(table, []).append({**row, "cluster": self.cluster})
         frames = {table: _frame(table, rows) for table, rows in pending.rows.items() if rows}
-        marks = [Watermark(SOURCE, self.cluster, stream.key, cursor)] if cursor is not None else []
+        kept = stream.reader.dump(cursor)
+        marks = [Watermark(SOURCE, self.cluster, stream.key, kept)] if kept is not None else []
         return Batch(source=SOURCE, frames=frames, rejects=pending.rejects, watermarks=marks)
 
 
@@ -520,4 +743,5 @@ def build(args: argparse.Namespace, config: Config) -> KubernetesCollector:
         page_size=settings.page_size,
         batch_size=settings.batch_size,
         max_retries=settings.max_retries,
+        reporters=settings.reporters,
     )

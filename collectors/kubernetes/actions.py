@@ -1,17 +1,26 @@
 """Effectors for Kubernetes (preemptlens.contract.Effector): Kueue priority boost, KAI non-preemptible PodGroups.
 
-Both find a job by its warehouse id, the object's UID (objects),
-by listing the objects, and change it with a JSON merge patch
+Both find a job by its warehouse id (objects: a Workload's UID, a PodGroup's
+"<namespace>/<name>") by listing the objects, and change it with a JSON merge patch
 (`application/merge-patch+json`), which touches only the keys it names. Each
 marks what it changed with the label `preemptlens.io/action` (its action's
 name), so `held` reads back exactly the objects preemptlens changed and never
 undoes another controller's boost.
 
-- Kueue (KEP-7990, kubernetes-sigs/kueue#9120, `PriorityBoost` feature gate):
-  the Workload annotation `kueue.x-k8s.io/priority-boost` holds a signed
-  integer that Kueue adds to the Workload's priority for scheduling order,
-  preemption candidates and preemption eligibility within a ClusterQueue.
-  Undo sets it to null (removes it).
+- Kueue: a Workload's priority boost, which Kueue adds to its priority for
+  scheduling order, preemption candidates and preemption eligibility. Kueue
+  0.17 to 0.19 read the annotation `kueue.x-k8s.io/priority-boost` (a signed
+  integer; KEP-7990, feature gate `PriorityBoost`); from 0.20 Kueue reads only
+  the field `.spec.priorityBoost{value, whenCanBoostOnPreemption}` (KEP-13414,
+  gate `PriorityBoostWithScopedPreemption`) and ignores the annotation. The
+  effector writes what the cluster's Kueue reads (`kubernetes.kueue_boost_api`;
+  `auto` reads the served Workload CRD: the field when its schema has it, else
+  the annotation; both when the CRD cannot be read, as an API server drops a
+  field its schema lacks), with `whenCanBoostOnPreemption: Always`, KEP-7990's
+  behaviour. It reconciles the two: `held` reads the one Kueue reads (a
+  Workload boosted by annotation before an upgrade to 0.20 holds nothing, so
+  the engine closes its row and applies again), and writing the field removes
+  the annotation preemptlens may have left.
 - KAI-Scheduler decides a PodGroup's preemptibility from its
   `spec.preemptibility` (`preemptible`, `non-preemptible`, `semi-preemptible`;
   unset: by priority, preemptible below 100). The `kai.scheduler/preemptibility`
@@ -27,6 +36,7 @@ Needs RBAC get/list/patch on the one resource (docs/deploy.md, "Actions").
 from __future__ import annotations
 
 import functools
+import json
 import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -42,20 +52,38 @@ log = logging.getLogger(__name__)
 
 MARK_LABEL = "preemptlens.io/action"
 BOOST_ANNOTATION = "kueue.x-k8s.io/priority-boost"
+BOOST_FIELD = "spec.priorityBoost"
+WORKLOAD_CRD = "workloads.kueue.x-k8s.io"
+# Where a boost is written (the audit row's detail names them).
+ANNOTATION, FIELD = "annotation", "field"
 NON_PREEMPTIBLE = "non-preemptible"
 MERGE_PATCH = "application/merge-patch+json"
 _TIMEOUT = (10.0, 30.0)
 
 
+def uid_of(obj: Mapping[str, Any]) -> str | None:
+    """A Workload's job id: its UID."""
+    uid = (obj.get("metadata") or {}).get("uid")
+    return str(uid) if uid else None
+
+
+def namespaced_name(obj: Mapping[str, Any]) -> str | None:
+    """A KAI PodGroup's job id: "<namespace>/<name>" (objects)."""
+    meta = obj.get("metadata") or {}
+    return f"{meta['namespace']}/{meta['name']}" if meta.get("namespace") and meta.get("name") else None
+
+
 class _Objects:
-    """One custom resource, listed to map UIDs to namespace/name and patched by merge patch."""
+    """One custom resource, listed to map job ids to namespace/name and patched by merge patch."""
 
     def __init__(self, client: kubernetes.client.ApiClient, group: str, version: str, plural: str,
-                 what: str, *, page_size: int = 500, max_retries: int = 5) -> None:
+                 what: str, job_id: Callable[[Mapping[str, Any]], str | None], *, page_size: int = 500,
+                 max_retries: int = 5) -> None:
         import kubernetes.client
 
         self.api = kubernetes.client.CustomObjectsApi(client)
         self.group, self.version, self.plural, self.what = group, version, plural, what
+        self.job_id = job_id
         self.page_size, self.max_retries = page_size, max_retries
         self._where: dict[str, tuple[str, str]] = {}
 
@@ -71,16 +99,17 @@ class _Objects:
         found = [item.object for item in watcher.run(None) if isinstance(item, Change)]
         for obj in found:
             meta = obj.get("metadata") or {}
-            if meta.get("uid") and meta.get("name"):
-                self._where[str(meta["uid"])] = (str(meta.get("namespace") or ""), str(meta["name"]))
+            key = self.job_id(obj)
+            if key and meta.get("name"):
+                self._where[key] = (str(meta.get("namespace") or ""), str(meta["name"]))
         return found
 
     def get(self, uid: str) -> dict[str, Any]:
-        """The object of a UID (listing once more when it is not known yet)."""
+        """The object of a job id (listing once more when it is not known yet)."""
         if uid not in self._where:
             self.list()
         if uid not in self._where:
-            raise SourceError(f"kubernetes: no {self.what} with UID {uid}", "it was deleted, or is not a "
+            raise SourceError(f"kubernetes: no {self.what} {uid}", "it was deleted, or is not a "
                               f"{self.what}: set the action's pools to the pools of its scheduler")
         namespace, name = self._where[uid]
         obj = self._call("read", namespace, name, functools.partial(
@@ -113,22 +142,64 @@ class _Objects:
 
 
 class KueueBoost:
-    """`kueue_boost`: the priority-boost annotation on a Workload."""
+    """`kueue_boost`: a Workload's priority boost, as the annotation or the typed field (whichever Kueue reads)."""
 
     scheduler = "kueue"
 
     def __init__(self, client: kubernetes.client.ApiClient, *, kueue_version: str = "v1beta1",
-                 action: str = "kueue_boost") -> None:
+                 action: str = "kueue_boost", boost_api: str = "auto") -> None:
         self.action = action
-        self.objects = _Objects(client, "kueue.x-k8s.io", kueue_version, "workloads", "Workload")
+        self.client = client
+        self.kueue_version = kueue_version
+        self.boost_api = boost_api
+        self.objects = _Objects(client, "kueue.x-k8s.io", kueue_version, "workloads", "Workload", uid_of)
+        self._writes: tuple[str, ...] | None = None
+
+    def writes(self) -> tuple[str, ...]:
+        """Where the boost goes: ANNOTATION, FIELD or both (read once per effector)."""
+        if self._writes is None:
+            if self.boost_api == "annotation":
+                self._writes = (ANNOTATION,)
+            elif self.boost_api == "field":
+                self._writes = (FIELD,)
+            elif self.boost_api == "both":
+                self._writes = (ANNOTATION, FIELD)
+            else:
+                self._writes = self._detect()
+        return self._writes
+
+    def _detect(self) -> tuple[str, ...]:
+        import urllib3
+        from kubernetes.client.exceptions import ApiException
+
+        from preemptlens.collectors.kubernetes.watch import status_text
+
+        api = kubernetes_api_extensions(self.client)
+        try:
+            resp = api.read_custom_resource_definition(WORKLOAD_CRD, _preload_content=False, _request_timeout=_TIMEOUT)
+            crd = json.loads(resp.data)
+        except ApiException as exc:
+            log.warning("kueue_boost: cannot read CRD %s (%s): writing both the annotation and "
+                        "spec.priorityBoost (set kubernetes.kueue_boost_api to choose)", WORKLOAD_CRD, status_text(exc))
+            return (ANNOTATION, FIELD)
+        except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
+            log.warning("kueue_boost: cannot read CRD %s (%s): writing both the annotation and spec.priorityBoost",
+                        WORKLOAD_CRD, type(exc).__name__)
+            return (ANNOTATION, FIELD)
+        return (FIELD,) if has_priority_boost(crd, self.kueue_version) else (ANNOTATION,)
 
     def held(self) -> dict[str, int]:
+        writes = self.writes()
         held: dict[str, int] = {}
         for obj in self.objects.list(f"{MARK_LABEL}={self.action}"):
             meta = obj.get("metadata") or {}
             if not meta.get("uid"):
                 continue
-            value = (meta.get("annotations") or {}).get(BOOST_ANNOTATION)
+            field_value = ((obj.get("spec") or {}).get("priorityBoost") or {}).get("value")
+            annotation = (meta.get("annotations") or {}).get(BOOST_ANNOTATION)
+            # what Kueue reads: the field if that is where preemptlens writes it, else the annotation
+            value = field_value if FIELD in writes and field_value is not None else (
+                annotation if ANNOTATION in writes else None)
             try:
                 held[str(meta["uid"])] = int(value) if value is not None else 0
             except (TypeError, ValueError):
@@ -136,16 +207,43 @@ class KueueBoost:
         return held
 
     def apply(self, job_id: str, level: int) -> dict[str, str]:
+        writes = self.writes()
         self.objects.get(job_id)
-        self.objects.patch(job_id, {"metadata": {"labels": {MARK_LABEL: self.action},
-                                                 "annotations": {BOOST_ANNOTATION: str(level)}}})
-        return {"annotation": BOOST_ANNOTATION}
+        body: dict[str, Any] = {"metadata": {"labels": {MARK_LABEL: self.action},
+                                             "annotations": {BOOST_ANNOTATION: str(level) if ANNOTATION in writes
+                                                             else None}}}
+        if FIELD in writes:
+            body["spec"] = {"priorityBoost": {"value": level, "whenCanBoostOnPreemption": "Always"}}
+        self.objects.patch(job_id, body)
+        return {ANNOTATION: BOOST_ANNOTATION} if writes == (ANNOTATION,) else (
+            {FIELD: BOOST_FIELD} if writes == (FIELD,) else {ANNOTATION: BOOST_ANNOTATION, FIELD: BOOST_FIELD})
 
     def undo(self, job_id: str, detail: dict[str, str]) -> None:
-        del detail  # the boost is preemptlens's own: removing it restores the Workload's priority
+        del detail  # the boost is preemptlens's own: removing both forms restores the Workload's priority
         self.objects.get(job_id)
-        self.objects.patch(job_id, {"metadata": {"labels": {MARK_LABEL: None},
-                                                 "annotations": {BOOST_ANNOTATION: None}}})
+        body: dict[str, Any] = {"metadata": {"labels": {MARK_LABEL: None}, "annotations": {BOOST_ANNOTATION: None}}}
+        if FIELD in self.writes():
+            body["spec"] = {"priorityBoost": None}
+        self.objects.patch(job_id, body)
+
+
+def kubernetes_api_extensions(client: kubernetes.client.ApiClient) -> Any:
+    import kubernetes.client
+
+    return kubernetes.client.ApiextensionsV1Api(client)
+
+
+def has_priority_boost(crd: Any, version: str) -> bool:
+    """Whether the Workload CRD's schema for `version` (else any served version) has spec.priorityBoost."""
+    versions = ((crd or {}).get("spec") or {}).get("versions") or [] if isinstance(crd, dict) else []
+
+    def boosts(v: Any) -> bool:
+        spec = (((((v or {}).get("schema") or {}).get("openAPIV3Schema") or {}).get("properties") or {})
+                .get("spec") or {})
+        return isinstance(spec, dict) and "priorityBoost" in (spec.get("properties") or {})
+
+    mine = [v for v in versions if isinstance(v, dict) and v.get("name") == version]
+    return any(boosts(v) for v in (mine or [v for v in versions if isinstance(v, dict) and v.get("served")]))
 
 
 class KaiProtect:
@@ -155,14 +253,15 @@ class KaiProtect:
 
     def __init__(self, client: kubernetes.client.ApiClient, *, action: str = "kai_protect") -> None:
         self.action = action
-        self.objects = _Objects(client, "scheduling.run.ai", "v2alpha2", "podgroups", "PodGroup")
+        self.objects = _Objects(client, "scheduling.run.ai", "v2alpha2", "podgroups", "PodGroup", namespaced_name)
 
     def held(self) -> dict[str, int]:
-        return {
-            str(obj["metadata"]["uid"]): int((obj.get("spec") or {}).get("preemptibility") == NON_PREEMPTIBLE)
-            for obj in self.objects.list(f"{MARK_LABEL}={self.action}")
-            if (obj.get("metadata") or {}).get("uid")
-        }
+        held: dict[str, int] = {}
+        for obj in self.objects.list(f"{MARK_LABEL}={self.action}"):
+            key = namespaced_name(obj)
+            if key:
+                held[key] = int((obj.get("spec") or {}).get("preemptibility") == NON_PREEMPTIBLE)
+        return held
 
     def apply(self, job_id: str, level: int) -> dict[str, str]:
         del level  # a protection has one level
@@ -189,7 +288,8 @@ def build_effector(action: str, config: Config) -> tuple[str, KueueBoost | KaiPr
     client = api_client(settings)
     cluster = cluster_name(config, settings)
     if action == "kueue_boost":
-        return cluster, KueueBoost(client, kueue_version=settings.kueue_version, action=action)
+        return cluster, KueueBoost(client, kueue_version=settings.kueue_version, action=action,
+                                   boost_api=settings.kueue_boost_api)
     if action == "kai_protect":
         return cluster, KaiProtect(client, action=action)
     raise ConfigError(f"kubernetes: no effector for action {action!r}", "kueue_boost or kai_protect")

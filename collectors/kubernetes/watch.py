@@ -3,7 +3,9 @@
 `ListWatch.run(since)` yields what one resource stream says, in order:
 `Change`s (listed objects, then watch events), `Mark`s (a resourceVersion up
 to which everything has been delivered: the end of a list, a watch event, a
-BOOKMARK) and `BadLine`s (a watch line that is not a watch event).
+BOOKMARK), `BadLine`s (a watch line that is not a watch event) and a
+`Listing` where a list begins (the objects it shows up to its Mark are all
+the stream holds then: one missing was deleted).
 
 - No `since`: list (paged with `limit` / `continue`), then watch from the
   list's resourceVersion.
@@ -44,6 +46,11 @@ class Change:
     type: str  # LISTED for an object from a list, else the watch event type
     object: Any
     resource_version: str | None  # None for listed objects: only the list's end is a safe cursor
+
+
+@dataclass(frozen=True)
+class Listing:
+    pass
 
 
 @dataclass(frozen=True)
@@ -115,7 +122,7 @@ class ListWatch:
         self.sleep = sleep
         self.answered = False  # whether the server ever answered this stream
 
-    def run(self, since: str | None) -> Iterator[Change | Mark | BadLine]:
+    def run(self, since: str | None) -> Iterator[Change | Mark | BadLine | Listing]:
         deadline = time.monotonic() + self.watch_seconds
         rv = since
         failures = 0
@@ -179,8 +186,9 @@ class ListWatch:
         self.answered = True
         return resp
 
-    def _list(self) -> Generator[Change | Mark | BadLine, None, str]:
+    def _list(self) -> Generator[Change | Mark | BadLine | Listing, None, str]:
         token: str | None = None
+        yield Listing()
         while True:
             kwargs: dict[str, Any] = {"limit": self.page_size, "_request_timeout": (self.connect_seconds, 60.0)}
             if token:

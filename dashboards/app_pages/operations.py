@@ -1,5 +1,5 @@
 """Operations (admins only): how fresh each source's data is, quarantined records as their source sent them,
-and alerts not delivered."""
+alerts not delivered, and what the collected data lacks (data_issues)."""
 
 from __future__ import annotations
 
@@ -108,3 +108,18 @@ else:
         "state": ("State", "text"), "attempts": ("Attempts", "int"), "created_at": ("Raised", "time"),
         "next_attempt_at": ("Next attempt", "time"), "last_error": ("Last error", "text"),
     }, key="alert_errors")
+
+st.header("What the data lacks")
+issues = ctx.q("data_issues")
+if issues is None:
+    st.info("Run `preemptlens analyze` to see what the collected data lacks.")
+elif issues.height == 0:
+    st.success("Every preemption has its run start, pool and preemptor, and every run its job.")
+else:
+    st.caption("Per collector: preemptions whose run start, pool or preemptor is unknown (in the ledger, with the "
+               "figures that need it unknown, never zero), preemption links whose victim was never collected "
+               "(not in the ledger), and runs the figures had to correct. The view `data_issues` lists each one.")
+    show_table(issues, {
+        "collector": ("Collector", "text"), "issue": ("What is lacking", "text"), "records": ("Records", "int"),
+        "jobs": ("Jobs", "int"), "handling": ("How the figures treat it", "text"),
+    }, key="data_issues")

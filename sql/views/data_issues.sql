@@ -1,4 +1,4 @@
--- Rows the analytics had to correct or could not use: runs overlapping an earlier run of the same job (clipped, never double-counted) and runs whose job is missing (left out).
+-- What the data lacks or had to be corrected, per row and the source (collector) that loaded it: runs overlapping an earlier run of the same job (clipped, never double-counted), runs whose job is missing (left out), preemptions whose run start, pool or preemptor is unknown (in the ledger, with the figures that need it unknown), and preemption links whose victim's runs were never collected (not in the ledger).
 with
 
 runs as (
@@ -9,21 +9,32 @@ staged as (
     select * from stg_runs
 ),
 
+ledger as (
+    select * from preemption_ledger
+),
+
+links as (
+    select * from preemption_links
+),
+
 overlapping as (
     select
-        cluster,
-        job_id,
-        run,
+        s.cluster,
+        r.source,
+        s.job_id,
+        s.run,
         'run overlaps an earlier run of its job' as issue,
-        'counted from ' || cast(effective_start as varchar) || ' instead of ' || cast(start_time as varchar)
+        'counted from ' || cast(s.effective_start as varchar) || ' instead of ' || cast(s.start_time as varchar)
             as handling
-    from staged
-    where overlaps_previous
+    from staged as s
+    inner join runs as r on r.cluster = s.cluster and r.job_id = s.job_id and r.run = s.run
+    where s.overlaps_previous
 ),
 
 orphan as (
     select
         r.cluster,
+        r.source,
         r.job_id,
         r.run,
         'run has no row in jobs' as issue,
@@ -32,10 +43,75 @@ orphan as (
     where not exists (select 1 from jobs as j where j.cluster = r.cluster and j.job_id = r.job_id)
 ),
 
+preemptions as (
+    select p.*, r.source
+    from ledger as p
+    inner join runs as r on r.cluster = p.cluster and r.job_id = p.victim_job_id and r.run = p.victim_run
+),
+
+unknown_start as (
+    select
+        cluster,
+        source,
+        victim_job_id as job_id,
+        victim_run as run,
+        'preemption with unknown run start' as issue,
+        'in the ledger; lost progress, run age, recovery and work done unknown (NULL)' as handling
+    from preemptions
+    where run_start is null
+),
+
+unknown_pool as (
+    select
+        cluster,
+        source,
+        victim_job_id as job_id,
+        victim_run as run,
+        'preemption with unknown pool' as issue,
+        'in the ledger; no capacity, so gain and avoidability unknown' as handling
+    from preemptions
+    where pool is null
+),
+
+unknown_preemptor as (
+    select
+        cluster,
+        source,
+        victim_job_id as job_id,
+        victim_run as run,
+        'preemption with unknown preemptor' as issue,
+        'in the ledger; no gain, and it counts against visibility (readiness Q4)' as handling
+    from preemptions
+    where preemptor_job_id is null
+),
+
+unbound_link as (
+    select
+        l.cluster,
+        l.source,
+        l.victim_job_id as job_id,
+        cast(null as integer) as run,
+        'preemption link whose victim has no runs' as issue,
+        'not in the ledger: only its event was collected (the victim''s stream not read, or it was deleted unseen)'
+            as handling
+    from links as l
+    where not exists (
+        select 1 from runs as r where r.cluster = l.cluster and r.job_id = l.victim_job_id
+    )
+),
+
 final as (
     select * from overlapping
     union all
     select * from orphan
+    union all
+    select * from unknown_start
+    union all
+    select * from unknown_pool
+    union all
+    select * from unknown_preemptor
+    union all
+    select * from unbound_link
 )
 
 select * from final

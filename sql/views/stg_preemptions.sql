@@ -9,8 +9,9 @@ runs as (
     select * from stg_runs
 ),
 
-raw_runs as (
-    select * from job_runs
+all_runs as (
+    -- every run, started or not (stg_job_runs)
+    select * from stg_job_runs
 ),
 
 links as (
@@ -26,10 +27,10 @@ progress as (
 ),
 
 link_candidates as (
-    -- Every run that may have been running when the link was written. Raw
+    -- Every run that may have been running when the link was written. All
     -- runs, not stg_runs: a run whose start the source lost (a Workload
-    -- evicted again before it was seen running) still takes its own link,
-    -- so that the next attempt does not.
+    -- first seen after its eviction) still takes its own link, so that the
+    -- next attempt does not.
     select
         l.cluster,
         l.victim_job_id as job_id,
@@ -48,7 +49,7 @@ link_candidates as (
         ) as choice
     from links as l
     cross join params as p
-    inner join raw_runs as r
+    inner join all_runs as r
         on r.cluster = l.cluster
         and r.job_id = l.victim_job_id
         and (r.start_time is null or epoch(r.start_time) <= epoch(l.time) + p.link_tolerance_s)
@@ -72,13 +73,35 @@ link_match as (
     where choice = 1
 ),
 
+victim_runs as (
+    -- started runs (stg_runs), and runs whose start the source lost (a victim first seen after its
+    -- eviction): those are preemptions too, whose figures that need the start are unknown
+    select * from runs
+    union all
+    select
+        cluster, job_id, run, pool, team, user_name, tier, tier_rank, preemptible, gpus, submit_time,
+        job_submit_time, eligible_time, start_time, end_time, state, preemptor_job_id, reason,
+        checkpoint_interval_s, work_s, data_end,
+        false as overlaps_previous,
+        -- unknown without a start; start_time (NULL here) gives the column its time type in both engines
+        start_time as effective_start,
+        start_time as effective_end,
+        cast(null as double) as effective_s,
+        start_time as next_start_time
+    from all_runs
+    where start_time is null
+),
+
 preempted as (
     select
         r.*,
         r.end_time as preempted_at,
         coalesce(r.preemptor_job_id, lm.preemptor_job_id) as preemptor_id,
-        coalesce(r.reason, lm.reason) as preempt_reason
-    from runs as r
+        -- a run the scheduler did not mark preempted (a pod deleted, a gang cancelled) is one by its link,
+        -- whose reason says why; its own ("deleted") does not
+        case when r.state = 'preempted' then coalesce(r.reason, lm.reason) else coalesce(lm.reason, r.reason) end
+            as preempt_reason
+    from victim_runs as r
     left join link_match as lm
         on lm.cluster = r.cluster and lm.job_id = r.job_id and lm.run = r.run and lm.nearest = 1
     where r.end_time is not null and (r.state = 'preempted' or lm.job_id is not null)
@@ -250,6 +273,14 @@ job_runtime as (
     group by h.cluster, h.job_id, h.run
 ),
 
+unknown_runtime as (
+    -- the job's first ended run whose start is unknown: its run time, and so the work done from it on, is unknown
+    select cluster, job_id, min(run) as first_run
+    from all_runs
+    where start_time is null and end_time is not null
+    group by cluster, job_id
+),
+
 final as (
     select
         h.cluster,
@@ -283,15 +314,17 @@ final as (
         h.requeue_delay_s + coalesce(h.warmup_s, 0) + h.lost_s as recovery_s,
         h.prior_job_preemptions,
         h.prior_team_preemptions,
-        jr.runtime_so_far_s - h.earlier_waste_s as work_done_s,
+        case when u.first_run is null or u.first_run > h.run then jr.runtime_so_far_s - h.earlier_waste_s end
+            as work_done_s,
         coalesce(
             h.work_s,
-            case when jr.job_completed then jr.runtime_total_s - h.all_waste_s end
+            case when jr.job_completed and u.first_run is null then jr.runtime_total_s - h.all_waste_s end
         ) as work_needed_s,
         h.overlaps_previous,
         h.data_end
     from history as h
-    inner join job_runtime as jr on jr.cluster = h.cluster and jr.job_id = h.job_id and jr.run = h.run
+    left join job_runtime as jr on jr.cluster = h.cluster and jr.job_id = h.job_id and jr.run = h.run
+    left join unknown_runtime as u on u.cluster = h.cluster and u.job_id = h.job_id
     left join preemptor_run as pr
         on pr.cluster = h.cluster and pr.job_id = h.job_id and pr.run = h.run and pr.first_after = 1
 )

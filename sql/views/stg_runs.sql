@@ -1,50 +1,33 @@
 -- Every run that started, with its job's attributes and an effective interval clipped so that overlapping runs of one job (bad data) never count the same time twice.
 with
 
-runs as (
-    select * from job_runs
-),
-
-jobs_ as (
-    select * from jobs
-),
-
-data_end as (
+started as (
+    -- stg_job_runs: the job's attributes, and the end of a run whose pod went unseen
     select
         cluster,
-        max(greatest(coalesce(end_time, start_time), coalesce(start_time, submit_time))) as data_end
-    from runs
-    group by cluster
-),
-
-started as (
-    select
-        r.cluster,
-        r.job_id,
-        r.run,
-        coalesce(r.pool, j.pool) as pool,
-        coalesce(j.team, '(none)') as team,
-        coalesce(j.user_name, '(none)') as user_name,
-        j.tier,
-        case j.tier when 'critical' then 3 when 'high' then 2 when 'normal' then 1 else 0 end as tier_rank,
-        j.preemptible,
-        r.gpus,
-        coalesce(r.submit_time, j.submit_time) as submit_time,
-        j.submit_time as job_submit_time,
-        r.eligible_time,
-        r.start_time,
-        r.end_time,
-        coalesce(r.end_time, d.data_end) as end_or_data_end,
-        r.state,
-        r.preemptor_job_id,
-        r.reason,
-        j.checkpoint_interval_s,
-        j.work_s,
-        d.data_end
-    from runs as r
-    inner join jobs_ as j on j.cluster = r.cluster and j.job_id = r.job_id
-    inner join data_end as d on d.cluster = r.cluster
-    where r.start_time is not null
+        job_id,
+        run,
+        pool,
+        team,
+        user_name,
+        tier,
+        tier_rank,
+        preemptible,
+        gpus,
+        submit_time,
+        job_submit_time,
+        eligible_time,
+        start_time,
+        end_time,
+        end_or_data_end,
+        state,
+        preemptor_job_id,
+        reason,
+        checkpoint_interval_s,
+        work_s,
+        data_end
+    from stg_job_runs
+    where start_time is not null
 ),
 
 requeued as (

@@ -31,3 +31,9 @@ def test_repeat_victim_advice_names_the_kueue_boost(tmp_path: Path) -> None:
     advice = snippets.repeat_victims(100, 7 * 86400.0)
     loaded = settings(tmp_path, _action_section(advice["kueue"]))["kueue_boost"]
     assert (loaded.enabled, loaded.max_boost) == (True, 100)
+
+
+def test_kueue_boost_advice_says_which_release_reads_which_form() -> None:
+    for text in (snippets.repeat_victims(300, 86400.0)["kueue"], snippets.near_completion(0.9, 3600.0, ())["kueue"]):
+        assert "Kueue 0.20 and later" in text and '"priorityBoost":{"value":' in text
+        assert "Kueue 0.17 to 0.19" in text and "kueue.x-k8s.io/priority-boost=" in text

@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from actions_world import H, World
-from k8s_fake import MERGE_PATCH, FakeApiServer, Patch, load_case
+from k8s_fake import MERGE_PATCH, FakeApiServer, Patch, load_case, serve_workload_crd
 
 from preemptlens.cli import main
 from preemptlens.warehouse import Warehouse
@@ -30,6 +30,7 @@ def _boosts(api: FakeApiServer) -> dict[str, str | None]:
 
 def test_kill_9_mid_action_then_the_next_start_reconciles(tmp_path: Path, api: FakeApiServer) -> None:
     api.add(WORKLOADS, *load_case("workloads_v1beta1.json")["items"])
+    serve_workload_crd(api, "0.19")  # a Kueue that reads the boost annotation
     now = datetime.now(UTC)
     warehouse = tmp_path / "w.duckdb"
     with Warehouse(warehouse) as wh:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from actions_world import H, World, kueue_boost, minutes, section
-from k8s_fake import MERGE_PATCH, FakeApiServer, Patch, load_case
+from k8s_fake import CRDS, MERGE_PATCH, FakeApiServer, Patch, load_case, serve_workload_crd
 
 from preemptlens.cli import main
 from preemptlens.warehouse import Warehouse
@@ -17,14 +17,15 @@ WORKLOADS = "/apis/kueue.x-k8s.io/v1beta1/workloads"
 PODGROUPS = "/apis/scheduling.run.ai/v2alpha2/podgroups"
 LOW = "5a5a0000-bbbb-4ccc-8ddd-000000000001"  # team-a/job-low-4f2a1
 MID = "5a5a0000-bbbb-4ccc-8ddd-000000000002"  # team-a/job-mid-1
-TRAIN = "c0ffee00-1111-4222-8333-000000000001"  # research/pg-train
-INFER = "c0ffee00-1111-4222-8333-000000000002"  # research/pg-infer
+TRAIN = "research/pg-train"  # a KAI PodGroup's job id
+INFER = "research/pg-infer"
 
 
-def _setup(tmp_path: Path, api: FakeApiServer, section: str, costs: dict[str, tuple[float | None, float | None]]
-           ) -> Path:
+def _setup(tmp_path: Path, api: FakeApiServer, section: str, costs: dict[str, tuple[float | None, float | None]],
+           kueue: str = "0.19") -> Path:
     api.add(WORKLOADS, *load_case("workloads_v1beta1.json")["items"])
     api.add(PODGROUPS, *load_case("podgroups.json")["items"])
+    serve_workload_crd(api, kueue)
     with Warehouse(tmp_path / "w.duckdb") as wh:
         world = World(wh)
         for job, (cost, near) in costs.items():
@@ -86,6 +87,60 @@ def test_kueue_enforce_sends_exactly_the_boost_and_its_removal(tmp_path: Path, a
     assert stored["metadata"]["labels"] == {"kueue.x-k8s.io/job-uid": "0a0a0000-1111-4222-8333-00000000j0b1"}
     [row] = _rows(tmp_path)
     assert row["undone_at"] == minutes(40) and row["undo_why"].startswith("below the low marks")
+
+
+BOOST_FIELD = {"value": 100, "whenCanBoostOnPreemption": "Always"}
+
+
+def test_kueue_020_gets_the_typed_field_and_loses_the_annotation(tmp_path: Path, api: FakeApiServer) -> None:
+    """Kueue 0.20 reads only .spec.priorityBoost (KEP-13414): the served CRD says so, the boost goes there, and
+    an annotation a Kueue 0.19 boost left behind is removed (it would be read again after a rollback)."""
+    config = _setup(tmp_path, api, kueue_boost("enforce"), {LOW: (9 * H, None)}, kueue="0.20")
+    stale = api.get(WORKLOADS, "team-a", "job-low-4f2a1")
+    assert stale is not None
+    stale["metadata"]["annotations"] = {"kueue.x-k8s.io/priority-boost": "300"}
+    api.modify(WORKLOADS, stale)
+    assert _act(config, 0) == 0
+    path = "/apis/kueue.x-k8s.io/v1beta1/namespaces/team-a/workloads/job-low-4f2a1"
+    assert api.patches == [Patch(path, MERGE_PATCH, {
+        "metadata": {"labels": {"preemptlens.io/action": "kueue_boost"},
+                     "annotations": {"kueue.x-k8s.io/priority-boost": None}},
+        "spec": {"priorityBoost": BOOST_FIELD}})]
+    stored = api.get(WORKLOADS, "team-a", "job-low-4f2a1")
+    assert stored is not None and stored["spec"]["priorityBoost"] == BOOST_FIELD
+    assert not stored["metadata"].get("annotations")
+    [row] = _rows(tmp_path)
+    assert json.loads(row["detail"]) == {"field": "spec.priorityBoost"}
+    # The field is what Kueue reads, so the next cycle finds the boost held and sends nothing.
+    assert _act(config, 5) == 0
+    assert len(api.patches) == 1
+    _set(tmp_path, LOW, 40, 1 * H)
+    assert _act(config, 40) == 0
+    assert api.patches[1:] == [Patch(path, MERGE_PATCH, {
+        "metadata": {"labels": {"preemptlens.io/action": None}, "annotations": {"kueue.x-k8s.io/priority-boost": None}},
+        "spec": {"priorityBoost": None}})]
+    stored = api.get(WORKLOADS, "team-a", "job-low-4f2a1")
+    assert stored is not None and "priorityBoost" not in stored["spec"]
+
+
+def test_kueue_boost_writes_both_when_the_crd_cannot_be_read(tmp_path: Path, api: FakeApiServer) -> None:
+    config = _setup(tmp_path, api, kueue_boost("enforce"), {LOW: (9 * H, None)})
+    api.crds.clear()
+    api.forbidden.add(CRDS)  # RBAC without customresourcedefinitions: which Kueue runs is unknown
+    assert _act(config, 0) == 0
+    assert [p.body for p in api.patches] == [{
+        "metadata": {"labels": {"preemptlens.io/action": "kueue_boost"},
+                     "annotations": {"kueue.x-k8s.io/priority-boost": "100"}},
+        "spec": {"priorityBoost": BOOST_FIELD}}]
+
+
+def test_kueue_boost_api_setting_overrides_the_crd(tmp_path: Path, api: FakeApiServer) -> None:
+    config = _setup(tmp_path, api, 'kueue_boost_api = "annotation"\n' + kueue_boost("enforce"),
+                    {LOW: (9 * H, None)}, kueue="0.20")
+    assert _act(config, 0) == 0
+    assert [p.body for p in api.patches] == [{"metadata": {
+        "labels": {"preemptlens.io/action": "kueue_boost"}, "annotations": {"kueue.x-k8s.io/priority-boost": "100"}}}]
+    assert not [q for q in api.requests if q[0].startswith("/apis/apiextensions")]
 
 
 def test_dry_run_sends_no_patch(tmp_path: Path, api: FakeApiServer) -> None:

@@ -124,15 +124,19 @@ def test_workload_evicted_twice_in_one_minute(sc: Scenario) -> None:
 
 def test_a_run_whose_start_was_lost_keeps_its_link_from_the_next_attempt(sc: Scenario) -> None:
     """A Workload evicted again before anyone saw it admitted: its run has an end
-    but no start, so it cannot be costed; the next attempt, which started
-    after the event and finished within the tolerance, is still no victim."""
+    but no start. It is a preemption all the same, whose costs that need the
+    start are unknown; the next attempt, which started after the event and
+    finished within the tolerance, is still no victim."""
     _victim(sc)
     sc.run("V", 1, 4, "a", 0, 1000, "preempted", preemptor_job_id="P")
     sc.add("job_runs", job_id="V", run=2, gpus=4, pool="a", start_time=None, end_time=at(1040),
            state="preempted", submit_time=None)
     sc.run("V", 3, 4, "a", 1050, 1100, "completed")
     sc.link("V", 1040, "P", "InClusterQueue")
-    assert _ledger(sc)["victim_run"].to_list() == [1]
+    ledger = _ledger(sc)
+    assert ledger.select("victim_run", "preemptor_job_id", "victim_gpus").rows() == [(1, "P", 4), (2, "P", 4)]
+    assert ledger.select("run_start", "lost_gpu_s", "work_done_s").row(1) == (None, None, None)
+    assert ledger["requeue_delay_s"].to_list() == pytest.approx([1050.0 - 1000.0, 10.0])
 
 
 # -- property ----------------------------------------------------------------
@@ -176,7 +180,7 @@ def bare(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """A warehouse with the two building blocks as views over the raw tables."""
     with Warehouse(Path(tmp_path_factory.mktemp("bind")) / "w.duckdb") as wh:
         write_params(wh, default_params(link_tolerance_s=TOLERANCE), 60.0)
-        for name in ("stg_runs", "stg_preemptions"):
+        for name in ("stg_job_runs", "stg_runs", "stg_preemptions"):
             wh.con.execute(f"CREATE VIEW {name} AS {_body((VIEWS_DIR / (name + '.sql')).read_text())}")
         wh.load("jobs", pl.DataFrame([
             {"cluster": "c1", "job_id": j, "tier": "low", "gpus": 1, "pool": "a", "submit_time": T0,

@@ -15,8 +15,17 @@ from hostile_values import HOSTILE, mutated
 from hypothesis import given
 from hypothesis import strategies as st
 
-from preemptlens.collectors.kubernetes import KubernetesCollector, Stream, _Pending
-from preemptlens.collectors.kubernetes.objects import pod_rows, podgroup_rows, workload_rows
+from preemptlens.collectors.kubernetes import (
+    EventReader,
+    KubernetesCollector,
+    ObjectReader,
+    PodReader,
+    Reader,
+    Stream,
+    _Pending,
+)
+from preemptlens.collectors.kubernetes.events import DEFAULT_REPORTERS
+from preemptlens.collectors.kubernetes.objects import podgroup_rows, workload_rows
 from preemptlens.collectors.kubernetes.watch import Change
 from preemptlens.config import ClusterSettings
 from preemptlens.warehouse import Warehouse
@@ -37,7 +46,6 @@ def collector() -> KubernetesCollector:
     kc.cluster = "c1"
     kc.tiering = ClusterSettings(tiers={"prod": "critical"})
     kc.gpu_resource = "nvidia.com/gpu"
-    kc.read_podgroups = True
     return kc
 
 
@@ -48,12 +56,16 @@ def warehouse() -> Iterator[Warehouse]:
 
 
 def stream(kc: KubernetesCollector, name: str) -> Stream:
-    rows: Any
+    reader: Reader
     if name.startswith("events"):
-        rows = kc._event_rows("v1" if name == "events_core_v1" else "events.k8s.io/v1")
-        return Stream(name, print, rows, "preemption_links")
-    parse = {"pods": functools.partial(pod_rows, podgroups=True), "podgroups": podgroup_rows}.get(name, workload_rows)
-    return Stream(name, print, kc._object_rows(parse), "jobs")
+        reader = EventReader("v1" if name == "events_core_v1" else "events.k8s.io/v1", DEFAULT_REPORTERS)
+        return Stream(name, print, reader, "preemption_links")
+    if name == "pods":
+        reader = PodReader(kc.tiering, kc.gpu_resource, None)
+    else:
+        parse: Any = podgroup_rows if name == "podgroups" else workload_rows
+        reader = ObjectReader(functools.partial(lambda p, o: p(o, kc.tiering, kc.gpu_resource), parse))
+    return Stream(name, print, reader, "jobs")
 
 
 @HOSTILE

@@ -14,6 +14,8 @@ global resourceVersion counter, like etcd's revision. Tests change objects
 (`add`, `modify`, `delete`), compact the log, and queue faults for the next
 watch: drop the connection after N events, or answer with an HTTP error.
 A path in `forbidden` answers every request with the 403 Status RBAC gives.
+CustomResourceDefinitions put in `crds` answer a GET by name, as the Kueue
+effector reads the Workload CRD's schema.
 
 Workloads and PodGroups also take GET of one object and PATCH with a JSON
 merge patch (RFC 7386, `application/merge-patch+json`; any other patch type
@@ -61,11 +63,21 @@ KINDS: dict[str, tuple[str, str]] = {
     "/apis/kueue.x-k8s.io/v1beta1/clusterqueues": ("ClusterQueue", "kueue.x-k8s.io/v1beta1"),
     "/apis/kueue.x-k8s.io/v1beta2/clusterqueues": ("ClusterQueue", "kueue.x-k8s.io/v1beta2"),
     "/apis/scheduling.run.ai/v2/queues": ("Queue", "scheduling.run.ai/v2"),
+    "/apis/kueue.x-k8s.io/v1beta1/localqueues": ("LocalQueue", "kueue.x-k8s.io/v1beta1"),
+    "/apis/kueue.x-k8s.io/v1beta2/localqueues": ("LocalQueue", "kueue.x-k8s.io/v1beta2"),
 }
+# Custom resource definitions, served by name only (GET), as the effectors read them.
+CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
 
 def load_case(name: str) -> Any:
     return json.loads((CASES / name).read_text())
+
+
+def serve_workload_crd(api: FakeApiServer, kueue: str) -> None:
+    """Serve Kueue's Workload CRD of a release ("0.19": no spec.priorityBoost, "0.20": with it)."""
+    crd = load_case(f"crd_workloads_kueue_{kueue}.json")["object"]
+    api.crds[crd["metadata"]["name"]] = crd
 
 
 def node(name: str, gpus: int | None, labels: dict[str, str] | None = None) -> dict[str, Any]:
@@ -199,6 +211,7 @@ class FakeApiServer:
         self.patches: list[Patch] = []
         self.hold_patches_from: int | None = None
         self.refuse_patches = False  # RBAC that lets get and list through but not patch
+        self.crds: dict[str, dict[str, Any]] = {}  # name -> CustomResourceDefinition
         self.released = threading.Event()
         handler = type("Handler", (_Handler,), {"api": self})
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -318,6 +331,15 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(401, _status(401, "Unauthorized", "Unauthorized"))
             return
         path, namespace, name = _route(parts.path)
+        if path.rsplit("/", 1)[0] == CRDS:
+            crd = self.api.crds.get(path.rsplit("/", 1)[1])
+            if CRDS in self.api.forbidden:
+                self._json(403, _status(403, "Forbidden", "customresourcedefinitions is forbidden"))
+            elif crd is None:
+                self._json(404, _status(404, "NotFound", "the server could not find the requested resource"))
+            else:
+                self._json(200, crd)
+            return
         if name is not None:
             self._one(path, namespace, name, None)
             return

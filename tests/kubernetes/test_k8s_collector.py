@@ -52,6 +52,7 @@ def _event(i: int, rv_hint: str = "") -> dict[str, Any]:
                            "apiVersion": "v1"},
         "reason": "Preempted", "message": f"Preempted by ml/boss-{i} on node gpu-{i}",
         "firstTimestamp": f"2026-11-03T00:{i // 60:02d}:{i % 60:02d}Z", "count": 1, "type": "Normal",
+        "source": {"component": "default-scheduler"}, "reportingComponent": "default-scheduler",
     }
 
 
@@ -98,11 +99,13 @@ def test_everything_through_the_real_client(api: FakeApiServer, tmp_path: Path) 
                                                                                           "job_runs")}
     requests_before = len(api.requests)
     # A second run resumes every stream by watching from its cursor: no list, nothing new. Only the
-    # capacity sources (nodes, Kueue flavors and queues, KAI queues) are listed again, as every run does.
+    # capacity sources (nodes, Kueue flavors and queues, KAI queues) and Kueue's LocalQueues (an evicted
+    # Workload's pool) are listed again, as every run does.
     assert _collect(tmp_path, config) == 0
     listed = {p for p, q, _ in api.requests[requests_before:] if "watch" not in q}
     assert listed == {"/api/v1/nodes", "/apis/kueue.x-k8s.io/v1beta1/resourceflavors",
-                      "/apis/kueue.x-k8s.io/v1beta1/clusterqueues", "/apis/scheduling.run.ai/v2/queues"}
+                      "/apis/kueue.x-k8s.io/v1beta1/clusterqueues", "/apis/scheduling.run.ai/v2/queues",
+                      "/apis/kueue.x-k8s.io/v1beta1/localqueues"}
     after = {t: _rows(tmp_path, f"SELECT count(*) AS n FROM {t}")[0]["n"] for t in before}
     assert after == before
 
@@ -190,12 +193,13 @@ def test_bad_records_are_quarantined_and_the_rest_loads(api: FakeApiServer, tmp_
     assert {k: (v["target_table"], v["field"]) for k, v in quarantined.items()} == {
         "events ml/no-uid.1": ("preemption_links", "involvedObject.uid"),
         "events ml/bad-time.1": ("preemption_links", "firstTimestamp"),
-        "events ml/odd-msg.1": ("preemption_links", "message"),
         "workloads team-a/job-low-4f2a1": ("jobs", "status.conditions[Evicted].lastTransitionTime"),
     }
     assert all(r["source"] == "kubernetes" and r["reason"] for r in quarantined.values())
-    assert [r["victim_job_id"] for r in _rows(tmp_path, "SELECT * FROM preemption_links")] == [
-        "7c1a9f0e-0000-4000-8000-0000000000ok"]
+    # A message no release writes costs the preemptor's name, not the preemption.
+    assert sorted((r["victim_job_id"], r["preemptor_job_id"]) for r in _rows(
+        tmp_path, "SELECT * FROM preemption_links")) == [
+        ("7c1a9f0e-0000-4000-8000-0000000000ok", None), ("7c1a9f0e-0000-4000-8000-0000000000om", None)]
     assert [r["job_id"] for r in _rows(tmp_path, "SELECT job_id FROM jobs")] == ["5a5a0000-bbbb-4ccc-8ddd-000000000009"]
 
 

@@ -8,7 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from preemptlens.collectors.kubernetes import KubernetesCollector, Stream, _Pending
+from preemptlens.collectors.kubernetes import EventReader, KubernetesCollector, ObjectReader, Stream, _Pending
+from preemptlens.collectors.kubernetes.events import DEFAULT_REPORTERS
 from preemptlens.collectors.kubernetes.objects import ACCUMULATED_FIELDS, podgroup_rows, workload_rows
 from preemptlens.collectors.kubernetes.watch import Change
 from preemptlens.config import ClusterSettings
@@ -25,10 +26,10 @@ def collect(parse: Any, objects: list[dict[str, Any]], events: bool = False) -> 
     kc.cluster = "c1"
     kc.tiering = ClusterSettings(tiers={"prod": "critical"})
     kc.gpu_resource = "nvidia.com/gpu"
-    kc.read_podgroups = True
     pending = _Pending()
-    rows = kc._event_rows("v1") if events else kc._object_rows(parse)
-    where = Stream("objects", print, rows, "preemption_links" if events else "jobs")
+    reader = EventReader("v1", DEFAULT_REPORTERS) if events else ObjectReader(
+        lambda o: parse(o, kc.tiering, kc.gpu_resource))
+    where = Stream("objects", print, reader, "preemption_links" if events else "jobs")
     for obj in objects:
         kc._add(where, Change("LISTED", obj, "1"), pending)
     kc._batch(where, pending, "1")  # the frames build

@@ -7,9 +7,10 @@ loaded through the load API, analysed for real.
   preemptor; the finished admission is none (it ended within the link
   tolerance of the second event).
 - A KAI eviction with no PodGroup event: the pod's DisruptionTarget condition
-  (KAI with --update-pod-eviction-condition) alone makes it a preemption, with
-  an unknown preemptor; a pod KAI deleted without that condition ends then
-  (cancelled), is no preemption, and does not stay `running` to the data's end.
+  (KAI with --update-pod-eviction-condition) alone makes its PodGroup's run a
+  preemption, with an unknown preemptor; a PodGroup whose pod KAI deleted
+  without that condition ends then (cancelled), is no preemption, and does
+  not stay `running` to the data's end.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from k8s_fake import load_case
 from preemptlens.analytics.params import AnalyticsSettings
 from preemptlens.analytics.refresh import analyze
 from preemptlens.collectors.kubernetes.events import preemptions
-from preemptlens.collectors.kubernetes.objects import pod_rows, workload_rows
+from preemptlens.collectors.kubernetes.gangs import Gangs
+from preemptlens.collectors.kubernetes.objects import Rows, kai_member, pod_rows, workload_rows
 from preemptlens.config import ClusterSettings
 from preemptlens.warehouse import Warehouse
 
@@ -85,13 +87,23 @@ def _workload_history() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
 
 def _ledger(tmp_path: Path, objects: list[tuple[Any, Any]], events: list[dict[str, Any]]) -> Warehouse:
     wh = Warehouse(tmp_path / "w.duckdb")
-    for parse, obj in objects:
-        rows = parse(obj, TIERING, GPU)
+    gangs = Gangs()
+
+    def load(rows: Rows) -> None:
         wh.load("jobs", pl.DataFrame([{**j, "cluster": "k"} for j in rows.jobs]), "kubernetes")
         wh.load("job_runs", pl.DataFrame([{**r, "cluster": "k"} for r in rows.runs], infer_schema_length=None),
                 "kubernetes")
+
+    for parse, obj in objects:
+        member = kai_member(obj, GPU) if parse is pod_rows else None
+        if member is not None:
+            gangs.observe(member)
+            for _, found in gangs.rows(TIERING):
+                load(Rows(found["jobs"], found["job_runs"]))
+        else:
+            load(parse(obj, TIERING, GPU))
     links = [{"cluster": "k", "victim_job_id": p.victim_job_id, "time": p.time, "preemptor_job_id": p.preemptor_job_id,
-              "reason": p.reason} for e in events for p in preemptions(e, "v1")]
+              "reason": p.reason, "reporter": p.reporter} for e in events for p in preemptions(e, "v1")]
     if links:
         wh.load("preemption_links", pl.DataFrame(links), "kubernetes")
     analyze(wh, AnalyticsSettings())
@@ -107,15 +119,22 @@ def test_workload_evicted_twice_in_one_minute(tmp_path: Path) -> None:
         assert runs[1][2] == T1 + timedelta(seconds=10)
         ledger = wh.query("SELECT victim_run, preemptor_job_id, reason, requeue_delay_s, prior_job_preemptions "
                           "FROM preemption_ledger ORDER BY victim_run").rows()
-    assert ledger == [(1, X1, "InCohortReclaimWhileBorrowing", 10.0, 0), (2, X2, "InClusterQueue", 10.0, 1)]
+    # Each run ends when it gave its quota back (Requeued, 1 s after the eviction): readmitted 9 s later.
+    assert ledger == [(1, X1, "InCohortReclaimWhileBorrowing", 9.0, 0), (2, X2, "InClusterQueue", 9.0, 1)]
 
 
 def test_workload_seen_only_after_its_second_eviction(tmp_path: Path) -> None:
-    """A collector that starts late lists the Workload once: run 2 has no start, so it cannot be
-    costed, but neither event may fall on the finished run 3."""
+    """A collector that starts late lists the Workload once, evicted a second time: run 2's start is
+    unknown, yet it is a preemption (one ledger row, costs unknown, listed in data_issues), and
+    neither event falls on the finished run 3."""
     snapshots, events = _workload_history()
     with _ledger(tmp_path, [(workload_rows, snapshots[2]), (workload_rows, snapshots[3])], events) as wh:
-        assert wh.query("SELECT count(*) AS n FROM preemption_ledger")["n"][0] == 0
+        ledger = wh.query("SELECT victim_run, preemptor_job_id, run_start, lost_gpu_s, requeue_delay_s "
+                          "FROM preemption_ledger").rows()
+        issues = wh.query("SELECT issue FROM data_issues WHERE run = 2")["issue"].to_list()
+    assert ledger == [(2, X2, None, None, 9.0)]
+    # nor is its pool known: Kueue cleared the admission, and no LocalQueue was read
+    assert sorted(issues) == ["preemption with unknown pool", "preemption with unknown run start"]
 
 
 def _kai_pod(name: str, uid: str) -> dict[str, Any]:
@@ -137,8 +156,9 @@ def test_kai_eviction_without_a_podgroup_event(tmp_path: Path) -> None:
     later = load_case("pods.json")["items"][1]  # a run that goes on after both, so the data ends later
     with _ledger(tmp_path, [(pod_rows, marked), (pod_rows, silent), (pod_rows, later)], []) as wh:
         runs = dict(wh.query("SELECT job_id, state FROM job_runs").rows())
-        ended = wh.query("SELECT end_time FROM job_runs WHERE job_id = $j", {"j": silent["metadata"]["uid"]})
+        ended = wh.query("SELECT end_time FROM job_runs WHERE job_id = 'ml/pg-silent'")
         ledger = wh.query("SELECT victim_job_id, preemptor_known FROM preemption_ledger").rows()
-    assert runs[silent["metadata"]["uid"]] == "cancelled"
+    # Each pod's PodGroup (annotation pod-group-name) is the job, "<namespace>/<name>".
+    assert runs["ml/pg-silent"] == "cancelled"
     assert ended["end_time"][0] == datetime(2026, 11, 2, 10, 0, 30, tzinfo=UTC)
-    assert ledger == [(marked["metadata"]["uid"], False)]
+    assert ledger == [("ml/pg-marked", False)]

@@ -25,6 +25,7 @@ from preemptlens.collectors.kubernetes.events import (
 )
 from preemptlens.collectors.kubernetes.objects import (
     CLUSTER_POOL,
+    kai_member,
     pod_rows,
     podgroup_rows,
     quantity,
@@ -72,10 +73,12 @@ def test_kube_scheduler_message_formats(message: str, preemptor: str | None, nod
     assert parse_scheduler_message(message) == (preemptor, node)
 
 
-def test_kube_scheduler_unknown_message_names_the_field() -> None:
-    with pytest.raises(ParseError) as err:
-        parse_scheduler_message("Preempted because the moon was full")
-    assert err.value.field == "message"
+def test_kube_scheduler_unknown_message_costs_only_the_preemptor() -> None:
+    assert parse_scheduler_message("Preempted because the moon was full") == (None, None)
+    event = copy.deepcopy(load_case("events_malformed.json")["items"][3])
+    event["message"] = "Preempted because the moon was full"
+    (link,) = preemptions(event, "v1")
+    assert link.preemptor_job_id is None and "message not recognised" in link.reason
 
 
 @pytest.mark.parametrize(
@@ -109,7 +112,7 @@ def test_core_v1_case() -> None:
     assert sorted(found) == sorted([
         "7c1a9f0e-0000-4000-8000-00000000000a", "7c1a9f0e-0000-4000-8000-00000000000b",
         "7c1a9f0e-0000-4000-8000-00000000000c", "5a5a0000-bbbb-4ccc-8ddd-000000000001",
-        "5a5a0000-bbbb-4ccc-8ddd-000000000002", "c0ffee00-1111-4222-8333-000000000001",
+        "5a5a0000-bbbb-4ccc-8ddd-000000000002", "research/pg-train",
         "0b0b0000-2222-4333-8444-000000000001",
     ])
     (old,) = found["7c1a9f0e-0000-4000-8000-00000000000a"]
@@ -128,7 +131,8 @@ def test_core_v1_case() -> None:
         (utc("2026-11-02T12:00:00"), "9d1e0000-aaaa-4bbb-8ccc-000000000002"),
         (utc("2026-11-02T12:30:00"), "9d1e0000-aaaa-4bbb-8ccc-000000000002"),
     ]
-    (kai,) = found["c0ffee00-1111-4222-8333-000000000001"]
+    # A KAI PodGroup is named "<namespace>/<name>", as KAI names the preemptor.
+    (kai,) = found["research/pg-train"]
     assert (kai.preemptor_job_id, kai.reason) == ("research/pg-infer", "kai preempt")
     (volcano,) = found["0b0b0000-2222-4333-8444-000000000001"]
     assert volcano.preemptor_job_id is None and volcano.reason.startswith("volcano preempt")
@@ -158,7 +162,7 @@ def test_malformed_events_name_the_field() -> None:
     assert outcomes == {
         "no-uid.1": "involvedObject.uid",
         "bad-time.1": "firstTimestamp",
-        "odd-msg.1": "message",
+        "odd-msg.1": "1 links",  # a message no release writes costs the preemptor, not the preemption
         "good.1": "1 links",
     }
 
@@ -172,21 +176,36 @@ def test_workloads_v1beta1() -> None:
     current, ended = rows.runs
     assert (current["run"], current["state"], current["submit_time"]) == (2, "pending", utc("2026-11-02T11:00:01"))
     assert ended["run"] == 1 and ended["state"] == "preempted"
-    assert ended["end_time"] == utc("2026-11-02T11:00:00")
-    # accumulatedPastExexcutionTimeSeconds (the v1beta1 spelling) = 9000 s of run 1.
+    # Evicted at 11:00:00, the quota given back (Requeued) at 11:00:01: the run ends when the victim stopped.
+    assert ended["end_time"] == utc("2026-11-02T11:00:01")
+    # accumulatedPastExexcutionTimeSeconds (the v1beta1 spelling) = 9000 s of run 1, added up when Admitted
+    # turned False (11:00:00).
     assert ended["start_time"] == utc("2026-11-02T08:30:00")
     assert ended["preemptor_job_id"] == "9d1e0000-aaaa-4bbb-8ccc-000000000001"
     assert ended["reason"] == "InCohortReclaimWhileBorrowing"
 
     rows = workload_rows(running, TIERING, "nvidia.com/gpu")
     assert rows.jobs[0]["gpus"] == 24 and rows.jobs[0]["pool"] == "h100" and rows.jobs[0]["tier"] == "normal"
-    (run,) = rows.runs
+    run, before = rows.runs
     assert (run["run"], run["state"], run["start_time"]) == (3, "running", utc("2026-11-02T12:40:02"))
+    # Admitted again after its second eviction: Requeued (True, Preempted) and the "Previously: " message
+    # still tell the run that ended, when it gave its quota back; its start is not said any more.
+    assert (before["run"], before["state"], before["start_time"], before["end_time"]) == (
+        2, "preempted", None, utc("2026-11-02T12:30:01"))
 
     rows = workload_rows(finished, TIERING, "nvidia.com/gpu")
     assert rows.jobs[0]["tier"] == "high"  # no PriorityClass: the ClusterQueue cq-prod names the tier
     (run,) = rows.runs
     assert (run["run"], run["state"], run["end_time"]) == (1, "completed", utc("2026-11-02T07:00:00"))
+
+
+def test_an_accumulated_time_longer_than_the_workload_has_existed_starts_it_at_its_creation() -> None:
+    """Some releases keep counting past the eviction (kueue #8065): a start before the object existed is
+    never taken."""
+    evicted = copy.deepcopy(load_case("workloads_v1beta1.json")["items"][0])
+    evicted["status"]["accumulatedPastExexcutionTimeSeconds"] = 40 * 3600
+    ended = workload_rows(evicted, TIERING, "nvidia.com/gpu").runs[1]
+    assert ended["start_time"] == utc(evicted["metadata"]["creationTimestamp"].rstrip("Z"))
 
 
 def test_workload_v1beta2_accumulated_time() -> None:
@@ -205,12 +224,13 @@ def test_pods_and_podgroups() -> None:
     assert rows.jobs[0]["tier"] == "critical" and not rows.jobs[0]["preemptible"] and rows.runs[0]["state"] == "running"
     assert pod_rows(cpu_only, TIERING, "nvidia.com/gpu").jobs == []
     assert pod_rows(kueue, TIERING, "nvidia.com/gpu").jobs == []
-    # A pod KAI schedules is in a PodGroup: that is its job when PodGroups are read, else the pod is.
+    # A pod KAI schedules is in a PodGroup, which is its job (gangs), whether or not PodGroups are read.
     kai = copy.deepcopy(preempted)
     kai["metadata"].setdefault("annotations", {})["pod-group-name"] = "pg-train"
-    assert pod_rows(kai, TIERING, "nvidia.com/gpu", podgroups=True).jobs == []
-    assert len(pod_rows(kai, TIERING, "nvidia.com/gpu").jobs) == 1
-    assert len(pod_rows(preempted, TIERING, "nvidia.com/gpu", podgroups=True).jobs) == 1
+    assert pod_rows(kai, TIERING, "nvidia.com/gpu").jobs == []
+    member = kai_member(kai, "nvidia.com/gpu")
+    assert member is not None and (member.group, member.alias) == ("ml/pg-train", "ml/train-a-0")
+    assert kai_member(preempted, "nvidia.com/gpu") is None
     _, infer = load_case("podgroups.json")["items"]
     assert podgroup_rows(infer, TIERING, "nvidia.com/gpu").jobs[0]["tier"] == "critical"
     assert podgroup_rows(infer, TIERING, "nvidia.com/gpu").jobs[0]["gpus"] == 8
@@ -361,6 +381,7 @@ _PODS = load_case("pods.json")["items"] + load_case("podgroups.json")["items"]
 @given(st.sampled_from(range(len(_PODS))).flatmap(lambda i: _mutations(_PODS[i])))
 def test_pods_never_crash(obj: Any) -> None:
     _check(lambda o: pod_rows(o, TIERING, "nvidia.com/gpu"), obj)
+    _check(lambda o: kai_member(o, "nvidia.com/gpu"), obj)
     _check(lambda o: podgroup_rows(o, TIERING, "nvidia.com/gpu"), obj)
 
 

@@ -1,0 +1,86 @@
+-- Every run that has a jobs row, with its job's attributes; a run last seen running (no end) ends at the first preemption link of its job from its start on (before a later run of the job started), as preempted: its pod was deleted while nobody watched, and the scheduler's report is all that says when.
+with
+
+runs as (
+    select * from job_runs
+),
+
+jobs_ as (
+    select * from jobs
+),
+
+links as (
+    select * from preemption_links
+),
+
+data_end as (
+    select
+        cluster,
+        max(greatest(coalesce(end_time, start_time), coalesce(start_time, submit_time))) as data_end
+    from runs
+    group by cluster
+),
+
+successor as (
+    -- when the job's next run started: a link after that is the next run's
+    select
+        cluster,
+        job_id,
+        run,
+        min(start_time) over (
+            partition by cluster, job_id order by run
+            rows between 1 following and unbounded following
+        ) as next_start
+    from runs
+),
+
+closed as (
+    select
+        r.cluster,
+        r.job_id,
+        r.run,
+        min(l.time) as link_time
+    from runs as r
+    inner join successor as s on s.cluster = r.cluster and s.job_id = r.job_id and s.run = r.run
+    inner join links as l
+        on l.cluster = r.cluster
+        and l.victim_job_id = r.job_id
+        and l.time >= r.start_time
+        and (s.next_start is null or l.time < s.next_start)
+    where r.end_time is null and r.state = 'running'
+    group by r.cluster, r.job_id, r.run
+),
+
+final as (
+    select
+        r.cluster,
+        r.job_id,
+        r.run,
+        coalesce(r.pool, j.pool) as pool,
+        coalesce(j.team, '(none)') as team,
+        coalesce(j.user_name, '(none)') as user_name,
+        j.tier,
+        case j.tier when 'critical' then 3 when 'high' then 2 when 'normal' then 1 else 0 end as tier_rank,
+        j.preemptible,
+        r.gpus,
+        coalesce(r.submit_time, j.submit_time) as submit_time,
+        j.submit_time as job_submit_time,
+        r.eligible_time,
+        r.start_time,
+        coalesce(r.end_time, c.link_time) as end_time,
+        coalesce(r.end_time, c.link_time, d.data_end) as end_or_data_end,
+        case when c.link_time is not null then 'preempted' else r.state end as state,
+        r.preemptor_job_id,
+        r.reason,
+        j.checkpoint_interval_s,
+        j.work_s,
+        d.data_end,
+        c.link_time is not null as ended_by_link,
+        r.source
+    from runs as r
+    inner join jobs_ as j on j.cluster = r.cluster and j.job_id = r.job_id
+    inner join data_end as d on d.cluster = r.cluster
+    left join closed as c on c.cluster = r.cluster and c.job_id = r.job_id and c.run = r.run
+)
+
+select * from final

@@ -174,7 +174,7 @@ RULES: dict[str, TableRules] = {
     "job_aliases": TableRules(key=("cluster", "alias", "job_id")),
     "checkpoints": TableRules(
         key=("cluster", "job_id", "kind", "time"),
-        checks=(_one_of("kind", CHECKPOINT_KINDS),),
+        checks=(_one_of("kind", CHECKPOINT_KINDS), _at_least("save_s", 0)),
     ),
     "gpu_samples": TableRules(
         key=("cluster", "host", "gpu_uuid", "gpu_instance", "time"),
@@ -196,8 +196,8 @@ RULES: dict[str, TableRules] = {
 MAX_ID_CHARS = 256
 # Any other text (reasons, node lists): at most this many characters.
 MAX_TEXT_CHARS = 8192
-# Text columns that are not ids or names; every other text column is held to MAX_ID_CHARS.
-FREE_TEXT_COLUMNS: frozenset[str] = frozenset({"reason", "hosts"})
+# Text columns that are not ids or names (paths run to PATH_MAX); every other text column is held to MAX_ID_CHARS.
+FREE_TEXT_COLUMNS: frozenset[str] = frozenset({"reason", "hosts", "work_dir", "stdout_path", "stderr_path"})
 # Default of warehouse.future_slack_s: a time later than now plus this is quarantined (clocks drift a
 # little; a year-2999 end time would become the data's end and stretch every window to it).
 def encodable(text: str) -> bool:

@@ -417,7 +417,8 @@ class Warehouse:
         collector of contract.UsesRuns maps its records to jobs by."""
         runs = self.query(
             "SELECT r.cluster, r.job_id, r.run, r.start_time, r.end_time, j.user_name, j.team, j.name, "
-            "j.work_dir, j.stdout_path, j.stderr_path FROM job_runs AS r JOIN jobs AS j USING (cluster, job_id) "
+            "j.work_dir, j.stdout_path, j.stderr_path, j.source "
+            "FROM job_runs AS r JOIN jobs AS j USING (cluster, job_id) "
             "WHERE r.start_time IS NOT NULL AND (r.end_time IS NULL OR r.end_time >= $since) "
             "ORDER BY r.cluster, r.job_id, r.run",
             {"since": since},

@@ -301,8 +301,8 @@ class CheckpointCollector:
         for (c, job_id), job in sorted(self.runs.jobs.items()):
             if c != cluster:
                 continue
-            for path in (job.stdout_path, job.stderr_path):
-                if not path or path in seen:
+            for path in job.output_files():
+                if path in seen:
                     continue
                 seen.add(path)
                 real = os.path.realpath(path)

@@ -29,6 +29,16 @@ class Job:
     work_dir: str | None
     stdout_path: str | None
     stderr_path: str | None
+    source: str | None = None
+
+    def output_files(self) -> list[str]:
+        """Where the job's log is: its recorded stdout and stderr; for a Slurm job that recorded neither (22.05
+        accounting has no StdOut) sbatch's default, slurm-%j.out (slurm-%A_%a.out for an array task) in its
+        working directory, which is the job id as the warehouse writes it."""
+        found = [p for p in (self.stdout_path, self.stderr_path) if p]
+        if not found and self.work_dir and self.source == "slurm":
+            found.append(f"{self.work_dir.rstrip('/')}/slurm-{self.job_id}.out")
+        return found
 
 
 @dataclass
@@ -47,7 +57,7 @@ class Runs:
             key = (row["cluster"], row["job_id"])
             if key not in out.jobs:
                 out.jobs[key] = Job(row["cluster"], row["job_id"], row["user_name"], row["team"], row["name"],
-                                    row["work_dir"], row["stdout_path"], row["stderr_path"])
+                                    row["work_dir"], row["stdout_path"], row["stderr_path"], row.get("source"))
             if row["start_time"] is not None:
                 end = row["end_time"].timestamp() if row["end_time"] is not None else None
                 spans[key].append((row["start_time"].timestamp(), end, int(row["run"])))

@@ -156,30 +156,30 @@ def lightning(listing: Listing, result: Result) -> None:
     lasts: list[Entry] = []
     for e in listing.entries:
         is_ckpt_file = e.is_file and e.name.endswith(".ckpt")
-        # NeMo 2: the same names as directories holding weights/ and context/.
-        nemo = (e.is_dir and _LIGHTNING_STEP.search(e.name) is not None) or (
-            e.is_dir and _LIGHTNING_LAST.match(e.name) is not None and e.name.endswith("-last"))
-        if not (is_ckpt_file or nemo):
-            continue
-        if nemo:
+        stem = e.name[: -len(".ckpt")] if is_ckpt_file else e.name
+        step = _LIGHTNING_STEP.search(stem)
+        last = _LIGHTNING_LAST.match(stem) is not None
+        if not is_ckpt_file:
+            # NeMo 2: the same names as directories holding weights/ and context/.
+            if not (e.is_dir and (step or stem.endswith("-last"))):
+                continue
             inside = listing.below(e.name)
             if inside is None or not {"weights", "context"} <= set(_names(inside)):
                 continue
         result.claimed.add(e.name)
-        stem = e.name[: -len(".ckpt")] if is_ckpt_file else e.name
-        m = _LIGHTNING_STEP.search(stem)
-        if m is None:
-            if _LIGHTNING_LAST.match(stem):
-                lasts.append(e)
+        if last:
+            lasts.append(e)
+            continue
+        if step is None:
             continue
         if is_ckpt_file:
-            named.append(Found("lightning", e.name, float(m.group(1)), e.mtime, None))
+            named.append(Found("lightning", e.name, float(step.group(1)), e.mtime, None))
             continue
         times = _times(listing, e.name)
         if times is None:
             result.pending.append(e.name)
         else:
-            named.append(Found("nemo", e.name, float(m.group(1)), times[1], times[1] - times[0]))
+            named.append(Found("nemo", e.name, float(step.group(1)), times[1], times[1] - times[0]))
     for e in lasts:
         time = e.mtime
         if e.is_dir:
@@ -188,11 +188,12 @@ def lightning(listing: Listing, result: Result) -> None:
                 result.pending.append(e.name)
                 continue
             time = times[1]
-        # Lightning writes last.ckpt right after the top-k save it copies: one save, not two.
+        # Lightning writes last.ckpt (NeMo its -last copy) right after the save it copies: one save, not two.
         same = [f for f in named if 0 <= time - f.time <= _SAME_SAVE_S]
         if same:
             twin = max(same, key=lambda f: f.time)
-            named[named.index(twin)] = Found(twin.layout, twin.name, twin.step, time, time - twin.time)
+            began = twin.time - (twin.save_s or 0.0)
+            named[named.index(twin)] = Found(twin.layout, twin.name, twin.step, time, time - began)
         else:
             named.append(Found("lightning" if e.is_file else "nemo", e.name, None, time, None))
     result.found.extend(named)

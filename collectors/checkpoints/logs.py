@@ -88,13 +88,25 @@ PRESETS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
 }
 
+# Words each preset's lines must hold: a chunk is searched for these at C speed, and only the lines holding
+# one are matched against the patterns (a custom pattern, without such words, is searched for as a regex).
+NEEDLES: dict[str, tuple[bytes, ...]] = {
+    "hf_trainer": (b"Saving model checkpoint", b"Continuing training from global step"),
+    "lightning": (b"global step", b"Restored all states"),
+    "megatron": (b"checkpoint", b"iteration"),
+    "deepspeed": (b"Saving model checkpoint", b"is ready now", b"skipped="),
+    "torchtitan": (b"the checkpoint", b"step:", b"Last step checkpoint"),
+    "keras": (b"saving model to",),
+}
+
 # A timestamp near a line's start: `2026-12-04 19:32:25,123`, `[2026-12-04 19:32:25.123456]`, ISO 8601 with
 # an offset or Z (the pod log API's RFC 3339 prefix).
 _STAMP = re.compile(
     r"(?P<ts>\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})?(?:Z|[+-]\d{2}:?\d{2})?)"
 )
 _STAMP_WITHIN = 96
-_CHUNK = 1 << 20
+_NAMED = re.compile(r"\(\?P<\w+>")
+_CHUNK = 8 << 20
 
 
 @dataclass(frozen=True)
@@ -102,10 +114,12 @@ class Pattern:
     kind: str  # checkpoint | saving | progress | restore
     regex: re.Pattern[str]
     origin: str  # log:<preset> or log:custom
+    needles: tuple[bytes, ...] = ()  # words every matching line holds; () for a custom pattern
 
 
 def patterns(presets: Iterable[str], custom_checkpoint: str, custom_progress: str) -> list[Pattern]:
-    out = [Pattern(kind, re.compile(rx), f"log:{name}") for name in presets for kind, rx in PRESETS[name]]
+    out = [Pattern(kind, re.compile(rx), f"log:{name}", NEEDLES[name]) for name in presets
+           for kind, rx in PRESETS[name]]
     if custom_checkpoint:
         out.append(Pattern("checkpoint", re.compile(custom_checkpoint), "log:custom"))
     if custom_progress:
@@ -133,6 +147,9 @@ class FileCursor:
     last_step: float | None = None
     # The pass ended inside a line longer than max_line_bytes: the next one skips to that line's end.
     skipping: bool = False
+    # A hash of the bytes just before `offset`: a file rewritten from its start with the same first line
+    # (a requeued job's log opens with the same warnings) is told from one that only grew.
+    tail: str = ""
 
 
 @dataclass
@@ -157,16 +174,25 @@ def load_cursors(text: str | None) -> dict[str, FileCursor]:
         return {}
     try:
         data = json.loads(text)
-        return {p: FileCursor(int(v[0]), str(v[1]), int(v[2]), None if v[3] is None else float(v[3]), bool(v[4]))
+        return {p: FileCursor(int(v[0]), str(v[1]), int(v[2]), None if v[3] is None else float(v[3]), bool(v[4]),
+                              str(v[5]))
                 for p, v in data.items()}
     except (ValueError, TypeError, IndexError, AttributeError):
         return {}
 
 
 def dump_cursors(cursors: dict[str, FileCursor]) -> str:
-    return json.dumps({p: [c.inode, c.head, c.offset, c.last_step, int(c.skipping)]
+    return json.dumps({p: [c.inode, c.head, c.offset, c.last_step, int(c.skipping), c.tail]
                        for p, c in sorted(cursors.items())},
                       separators=(",", ":"))
+
+
+_TAIL_BYTES = 256
+
+
+def _tail(handle: int, offset: int) -> str:
+    before = os.pread(handle, min(offset, _TAIL_BYTES), max(0, offset - _TAIL_BYTES))
+    return hashlib.sha1(before, usedforsecurity=False).hexdigest()[:16]
 
 
 def _head(handle: int) -> str:
@@ -196,10 +222,16 @@ class LogReader:
         self.max_line = max_line_bytes
         self.max_read = max_read_bytes
         # Cheap prefilter: most lines of a training log match no pattern.
-        combined = "|".join(f"(?:{p.regex.pattern})" for p in found_by)
-        self.any = re.compile(combined) if found_by else None
-        # The same over bytes, to find the few matching lines of a chunk without decoding the rest.
-        self.any_bytes = re.compile(combined.encode()) if found_by else None
+        self.needles = sorted({n for p in found_by for n in p.needles})
+        # The custom patterns at once, groups unnamed, over bytes: the few matching lines of a chunk are
+        # found without decoding the rest.
+        custom = [p for p in found_by if not p.needles]
+        combined = "|".join(f"(?:{_NAMED.sub('(?:', p.regex.pattern)})" for p in custom)
+        try:
+            self.any_bytes: re.Pattern[bytes] | None = re.compile(combined.encode()) if custom else None
+        except re.error:
+            # A pattern the combination breaks (a named backreference): every line is looked at.
+            self.any_bytes = re.compile(b"^", re.MULTILINE)
 
     def read(self, path: str, cursor: FileCursor | None) -> tuple[Read, FileCursor | None]:
         out = Read()
@@ -218,10 +250,10 @@ class LogReader:
             head = _head(fd)
             start, last_step, skipping = 0, None, False
             if cursor is not None and cursor.inode == st.st_ino and cursor.offset <= st.st_size and (
-                    cursor.head == head or cursor.offset == 0):
+                    cursor.offset == 0 or (cursor.head == head and cursor.tail == _tail(fd, cursor.offset))):
                 start, last_step, skipping = cursor.offset, cursor.last_step, cursor.skipping
             offset, last_step, skipping = self._lines(fd, path, start, st.st_size, last_step, skipping, out)
-            return out, FileCursor(st.st_ino, head, offset, last_step, skipping)
+            return out, FileCursor(st.st_ino, head, offset, last_step, skipping, _tail(fd, offset))
         finally:
             os.close(fd)
 
@@ -240,6 +272,15 @@ class LogReader:
             if not chunk:
                 break
             out.bytes_read += len(chunk)
+            if skipping and not pending:
+                # Inside an overlong line: only its end is looked for, nothing is kept.
+                end = chunk.find(b"\n")
+                if end < 0:
+                    offset += len(chunk)
+                    continue
+                offset += end + 1
+                chunk = chunk[end + 1:]
+                skipping = False
             buffer = pending + chunk
             last_nl = buffer.rfind(b"\n")
             if last_nl < 0:
@@ -251,13 +292,7 @@ class LogReader:
                     offset += len(pending)
                     pending = b""
                 continue
-            region = memoryview(buffer)[: last_nl + 1]
-            begin = 0
-            if skipping:
-                # The rest of an overlong line read before: drop it up to its end.
-                begin = buffer.find(b"\n") + 1
-                skipping = False
-            self._region(bytes(region[begin:]), offset + begin, name, path, state, out)
+            self._region(buffer[: last_nl + 1], offset, name, path, state, out)
             offset += last_nl + 1
             pending = buffer[last_nl + 1:]
             if len(pending) > self.max_line:
@@ -277,16 +312,18 @@ class LogReader:
 
     def _region(self, region: bytes, at: int, name: str, path: str, state: _Lines, out: Read) -> None:
         """The matching lines of a run of whole lines starting at file offset `at`."""
-        if self.any_bytes is None:
-            return
-        done = -1
-        for m in self.any_bytes.finditer(region):
-            line_start = region.rfind(b"\n", 0, m.start()) + 1
-            if line_start <= done:
-                continue
-            line_end = region.find(b"\n", m.end())
+        starts: set[int] = set()
+        for needle in self.needles:
+            i = region.find(needle)
+            while i >= 0:
+                starts.add(region.rfind(b"\n", 0, i) + 1)
+                end = region.find(b"\n", i)
+                i = region.find(needle, end + 1) if end >= 0 else -1
+        if self.any_bytes is not None:
+            starts.update(region.rfind(b"\n", 0, m.start()) + 1 for m in self.any_bytes.finditer(region))
+        for line_start in sorted(starts):
+            line_end = region.find(b"\n", line_start)
             line_end = len(region) if line_end < 0 else line_end
-            done = line_start
             if line_end - line_start > self.max_line:
                 out.rejects.append(self._long(path, at + line_start))
                 continue
@@ -303,8 +340,6 @@ class LogReader:
         return found
 
     def _match(self, text: str, record: str, last_step: float | None) -> Iterator[Line]:
-        if self.any is None or not self.any.search(text):
-            return
         for p in self.found_by:
             m = p.regex.search(text)
             if m is None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -41,7 +42,7 @@ from preemptlens.collectors.checkpoints.logs import PRESETS, LogReader, dump_cur
 from preemptlens.collectors.checkpoints.logs import patterns as log_patterns
 from preemptlens.collectors.checkpoints.logs import zone_of as log_zone
 from preemptlens.config import ClusterSettings, Config, section, setting
-from preemptlens.contract import Batch, Reject, Watermark
+from preemptlens.contract import MAX_EPOCH_S, Batch, Reject, Watermark
 from preemptlens.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -178,6 +179,21 @@ def frame(cluster: str, points: list[Point]) -> pl.DataFrame:
     )
 
 
+def readable(points: list[Point], stream: str) -> tuple[list[Point], list[Reject]]:
+    """Points whose time and step a frame can hold; the others quarantined (a log's or an annotation's value
+    may be anything: a time in the year 58895 would fail the whole batch)."""
+    kept: list[Point] = []
+    rejects: list[Reject] = []
+    for p in points:
+        if not (p.time == p.time and 0 <= p.time <= MAX_EPOCH_S):
+            rejects.append(Reject("checkpoints", p.record, "time", f"{stream}: not a time: {p.time!r}"))
+        elif p.step is not None and not math.isfinite(p.step):
+            rejects.append(Reject("checkpoints", p.record, "step", f"{stream}: not a finite step: {p.step!r}"))
+        else:
+            kept.append(p)
+    return kept, rejects
+
+
 def monotonic(points: list[Point], last: dict[str, list[Any]], stream: str) -> tuple[list[Point], list[Reject]]:
     """Points whose step does not go back within their run, and the others quarantined.
 
@@ -253,8 +269,10 @@ class CheckpointCollector:
 
             reader = read_annotations if stream == "annotations" else read_pod_logs
             points, rejects, state.data = reader(self.config, self.s, cluster, self.runs, state.data)
-        kept, backwards = monotonic(points, state.steps, stream)
-        yield Batch(source=NAME, frames={"checkpoints": frame(cluster, kept)}, rejects=rejects + backwards,
+        timed, untimed = readable(points, stream)
+        kept, backwards = monotonic(timed, state.steps, stream)
+        yield Batch(source=NAME, frames={"checkpoints": frame(cluster, kept)},
+                    rejects=rejects + untimed + backwards,
                     watermarks=[Watermark(NAME, cluster, stream, state.dump())])
 
     def _files(self, cluster: str, data: str | None) -> tuple[list[Point], list[Reject], str]:

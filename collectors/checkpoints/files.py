@@ -20,6 +20,7 @@ every pass.
 from __future__ import annotations
 
 import base64
+import functools
 import glob
 import json
 import os
@@ -200,8 +201,9 @@ class Walker:
         entries = _list(folder, out)
         if entries is None:
             return
-        listing = Listing(entries, lambda name: _list(f"{folder}/{name}", out, quiet=True),
-                          lambda name: _read_small(f"{folder}/{name}"))
+        # Layouts look into the same subdirectory more than once (is it complete, when was it written).
+        below = functools.cache(lambda name: _list(f"{folder}/{name}", out, quiet=True))
+        listing = Listing(entries, below, lambda name: _read_small(f"{folder}/{name}"))
         result = detect(listing, self.found_by)
         for found in result.found:
             if sent.get(found.name) == found.time:

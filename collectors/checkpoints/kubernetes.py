@@ -47,12 +47,13 @@ def _listed(what: str, call: Any, k8s: Any) -> list[dict[str, Any]]:
 
 
 def _when(text: str) -> float | None:
+    """An annotation's time: RFC 3339 or epoch seconds, since 2000 and before 3000 (else not a time)."""
     text = text.strip()
     try:
-        value = float(text)
+        value: float | None = float(text)
     except ValueError:
-        return parse_time(text, UTC)
-    return value if value == value and 946_684_800 <= value < 32_503_680_000 else None
+        value = parse_time(text, UTC)
+    return value if value is not None and 946_684_800 <= value < 32_503_680_000 else None
 
 
 def _job_of(obj: dict[str, Any], cluster: str, runs: Runs, t: float) -> str | None:

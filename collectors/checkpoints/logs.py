@@ -208,7 +208,18 @@ def parse_time(text: str, zone: tzinfo) -> float | None:
         return None
     if stamp.tzinfo is None:
         stamp = stamp.replace(tzinfo=zone)
-    return stamp.astimezone(UTC).timestamp()
+    try:
+        return stamp.astimezone(UTC).timestamp()
+    except (OverflowError, ValueError):
+        return None  # year 1 or 9999 moved past the calendar's end by its offset
+
+
+def _number(text: str) -> float:
+    """A step as the line writes it; NaN (quarantined as not a step) where it is not a number."""
+    try:
+        return float(text)
+    except ValueError:
+        return float("nan")
 
 
 def zone_of(name: str) -> tzinfo:
@@ -351,7 +362,7 @@ class LogReader:
             if when is None:
                 stamp = _STAMP.search(text, 0, min(len(text), m.start() + _STAMP_WITHIN))
                 when = parse_time(stamp.group("ts"), self.zone) if stamp else None
-            step = float(groups["step"]) if groups.get("step") else None
+            step = _number(groups["step"]) if groups.get("step") else None
             kind = "progress" if p.kind == "restore" else p.kind
             yield Line(kind, float("nan") if when is None else when, step, p.origin, record)
             return

@@ -90,7 +90,9 @@ def _series(answer: Any) -> list[tuple[dict[str, str], list[tuple[float, float]]
     for labels, count in zip(answer.metrics, answer.counts, strict=True):
         part = samples.slice(at, int(count))
         at += int(count)
-        out.append((labels, list(zip(part["t"].to_list(), part["value"].to_list(), strict=True))))
+        # The answer's times are epoch milliseconds.
+        out.append((labels, [(t / 1000.0, v) for t, v in zip(part["t"].to_list(), part["value"].to_list(),
+                                                             strict=True)]))
     return out
 
 

@@ -18,6 +18,10 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+# Slurm accounts whole seconds, cut down: a run recorded as ending at 12:00:11 ran until before 12:00:12, and
+# what it logged in that second is its own.
+END_SLACK_S = 1.0
+
 
 @dataclass(frozen=True)
 class Job:
@@ -70,11 +74,12 @@ class Runs:
         return out
 
     def run_at(self, cluster: str, job_id: str, t: float) -> int | None:
-        """The job's run that was on at t (started at or before it, not ended before it); None when none was."""
+        """The job's run that was on at t (started at or before it, not ended before it, END_SLACK_S allowed);
+        None when none was."""
         spans = self.runs.get((cluster, job_id), [])
         i = bisect.bisect_right(spans, (t, float("inf"), 2**31))
         for start, end, run in reversed(spans[:i]):
-            if start <= t and (end is None or t <= end):
+            if start <= t and (end is None or t < end + END_SLACK_S):
                 return run
         return None
 

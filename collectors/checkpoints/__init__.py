@@ -28,6 +28,7 @@ import argparse
 import json
 import logging
 import math
+import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -313,9 +314,10 @@ class CheckpointCollector:
         return points, rejects, dump_cursors(kept)
 
     def _log_files(self, cluster: str, roots: list[Root], rejects: list[Reject]) -> Iterator[tuple[str, str]]:
-        import os
-
+        """Each recorded job's log files that lie under log_roots (their real paths too)."""
         seen: set[str] = set()
+        bases = [os.path.realpath(r.path).rstrip("/") + "/" for r in roots]
+        elsewhere = 0
         for (c, job_id), job in sorted(self.runs.jobs.items()):
             if c != cluster:
                 continue
@@ -323,15 +325,15 @@ class CheckpointCollector:
                 if path in seen:
                     continue
                 seen.add(path)
-                real = os.path.realpath(path)
-                bases = [os.path.realpath(r.path) for r in roots]
-                if not any(real.startswith(b.rstrip("/") + "/") for b in bases):
-                    if os.path.normpath(path) != real and any(
-                            os.path.normpath(path).startswith(r.path + "/") for r in roots):
-                        rejects.append(Reject("checkpoints", path, "path",
-                                              "leaves checkpoints.log_roots through a symlink: not read"))
-                    continue
-                yield path, job_id
+                if any(os.path.realpath(path).startswith(b) for b in bases):
+                    yield path, job_id
+                elif any(os.path.normpath(path).startswith(r.path + "/") for r in roots):
+                    rejects.append(Reject("checkpoints", path, "path",
+                                          "leaves checkpoints.log_roots through a symlink: not read"))
+                else:
+                    elsewhere += 1
+        if elsewhere:
+            log.info("checkpoints logs: %d job output file(s) lie outside checkpoints.log_roots: not read", elsewhere)
 
 
 @dataclass

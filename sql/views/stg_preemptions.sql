@@ -162,14 +162,21 @@ restart_report as (
 ),
 
 run_reports as (
-    -- the preempted run's own progress reports, numbered by time, beside the step its restart resumed from
+    -- the preempted run's own progress reports beside the step its restart resumed from, each with the report
+    -- before and after it (windows, not self-joins: Spark inlines every reference to a CTE)
     select
         p.cluster,
         p.job_id,
         p.run,
+        p.start_time,
+        p.preempted_at,
         rr.restart_step,
         g.time,
         g.step,
+        lag(g.time) over (partition by p.cluster, p.job_id, p.run order by g.time, g.step) as prev_time,
+        lag(g.step) over (partition by p.cluster, p.job_id, p.run order by g.time, g.step) as prev_step,
+        lead(g.time) over (partition by p.cluster, p.job_id, p.run order by g.time, g.step) as next_time,
+        lead(g.step) over (partition by p.cluster, p.job_id, p.run order by g.time, g.step) as next_step,
         row_number() over (partition by p.cluster, p.job_id, p.run order by g.time, g.step) as k
     from preempted as p
     inner join restart_report as rr on rr.cluster = p.cluster and rr.job_id = p.job_id and rr.run = p.run
@@ -182,49 +189,55 @@ run_reports as (
 ),
 
 rollback_marks as (
+    -- the first report at or past the restart step, and the last report
+    select
+        r.*,
+        min(case when step >= restart_step then k end) over (partition by cluster, job_id, run) as k_hit,
+        max(k) over (partition by cluster, job_id, run) as k_last
+    from run_reports as r
+),
+
+rollback_points as (
+    -- when the run first reached the restart step: at the first report at or past it, interpolated from the
+    -- report before it, or extrapolated back at the run's rate from the one after it (never before the run's
+    -- start); a step never reached, extrapolated forward from the last two reports (never after the preemption)
     select
         cluster,
         job_id,
         run,
         max(restart_step) as restart_step,
-        min(case when step >= restart_step then k end) as k_hit,
-        max(k) as k_last
-    from run_reports
+        max(k_hit) as k_hit,
+        max(case when k = k_hit then
+            case
+                when step = restart_step then epoch(time)
+                when prev_time is not null
+                    then epoch(prev_time) + (restart_step - prev_step) * (epoch(time) - epoch(prev_time)) / (step - prev_step)
+                when next_step > step
+                    then greatest(epoch(start_time),
+                        epoch(time) - (step - restart_step) * (epoch(next_time) - epoch(time)) / (next_step - step))
+                else epoch(time)
+            end
+        end) as hit_epoch,
+        max(case when k = k_last then
+            case
+                when prev_step < step
+                    then least(epoch(preempted_at),
+                        epoch(time) + (restart_step - step) * (epoch(time) - epoch(prev_time)) / (step - prev_step))
+                else epoch(time)
+            end
+        end) as last_epoch
+    from rollback_marks
     group by cluster, job_id, run
 ),
 
 rollback as (
-    -- when the run first reached the restart step: at the first report at or past it, interpolated from the
-    -- report before it; reached before its first report or after its last, extrapolated at the run's own rate
-    -- (never before its start, never after the preemption)
     select
-        m.cluster,
-        m.job_id,
-        m.run,
-        m.restart_step,
-        case
-            when b.step = m.restart_step then epoch(b.time)
-            when b.k is not null and a.k is not null
-                then epoch(a.time) + (m.restart_step - a.step) * (epoch(b.time) - epoch(a.time)) / (b.step - a.step)
-            when b.k is not null and c.step > b.step
-                then greatest(epoch(p.start_time),
-                    epoch(b.time) - (b.step - m.restart_step) * (epoch(c.time) - epoch(b.time)) / (c.step - b.step))
-            when b.k is not null then epoch(b.time)
-            when l.step > l0.step
-                then least(epoch(p.preempted_at),
-                    epoch(l.time) + (m.restart_step - l.step) * (epoch(l.time) - epoch(l0.time)) / (l.step - l0.step))
-            else epoch(l.time)
-        end as reached_epoch
-    from rollback_marks as m
-    inner join preempted as p on p.cluster = m.cluster and p.job_id = m.job_id and p.run = m.run
-    left join run_reports as b on b.cluster = m.cluster and b.job_id = m.job_id and b.run = m.run and b.k = m.k_hit
-    left join run_reports as a
-        on a.cluster = m.cluster and a.job_id = m.job_id and a.run = m.run and a.k = m.k_hit - 1
-    left join run_reports as c
-        on c.cluster = m.cluster and c.job_id = m.job_id and c.run = m.run and c.k = m.k_hit + 1
-    left join run_reports as l on l.cluster = m.cluster and l.job_id = m.job_id and l.run = m.run and l.k = m.k_last
-    left join run_reports as l0
-        on l0.cluster = m.cluster and l0.job_id = m.job_id and l0.run = m.run and l0.k = m.k_last - 1
+        cluster,
+        job_id,
+        run,
+        restart_step,
+        case when k_hit is not null then hit_epoch else last_epoch end as reached_epoch
+    from rollback_points
 ),
 
 resumed_step as (

@@ -22,7 +22,7 @@ LEDGER_VIEW = (
 STORIES = 10
 BASIS = {
     "checkpoint": "from the job's own checkpoints",
-    "rollback": "from its step reports: the step its restart resumed from dates the checkpoint it restored",
+    "rollback": "from its step reports alone, the goodput method",
     "declared": "from the checkpoint interval the job declared (half an interval lost on average)",
     "assumed": "no checkpoint known: the whole run is counted as lost",
 }

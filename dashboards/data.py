@@ -250,6 +250,7 @@ def options(r: Reader) -> Options:
 _LEDGER_COLUMNS = """
     time, cluster, pool, victim_job_id, victim_run, victim_team, victim_user, victim_tier, victim_gpus,
     preemptor_job_id, preemptor_run, preemptor_team, preemptor_tier, preemptor_gpus, reason, basis,
+    progress_source,
     run_start, last_checkpoint_time, lost_s, lost_gpu_s / 3600.0 AS lost_gpu_hours,
     restart_run, restart_time, requeue_delay_s, requeue_censored, requeue_gpu_s / 3600.0 AS requeue_gpu_hours,
     warmup_s, warmup_gpu_s / 3600.0 AS warmup_gpu_hours, recovery_s,

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import ClassVar, Protocol
+from typing import ClassVar, Protocol, runtime_checkable
 
 import polars as pl
 
@@ -80,6 +80,20 @@ class Collector(Protocol):
 
     def batches(self, watermarks: Mapping[tuple[str, str], str]) -> Iterator[Batch]:
         """Yield batches from the cursors last committed, keyed by (cluster, stream)."""
+        ...
+
+
+@runtime_checkable
+class UsesRuns(Protocol):
+    """A collector whose records name their job only by where it ran (a checkpoint under a job's working
+    directory, a job's output file, an exporter's label): before its batches, the shell hands it the runs
+    recorded since `runs_since()` with their jobs' fields, and every label that names a job
+    (Warehouse.recorded_runs)."""
+
+    def runs_since(self) -> datetime:
+        ...
+
+    def use_runs(self, runs: pl.DataFrame, labels: pl.DataFrame) -> None:
         ...
 
 
@@ -174,7 +188,7 @@ RULES: dict[str, TableRules] = {
     "job_aliases": TableRules(key=("cluster", "alias", "job_id")),
     "checkpoints": TableRules(
         key=("cluster", "job_id", "kind", "time"),
-        checks=(_one_of("kind", CHECKPOINT_KINDS),),
+        checks=(_one_of("kind", CHECKPOINT_KINDS), _at_least("save_s", 0)),
     ),
     "gpu_samples": TableRules(
         key=("cluster", "host", "gpu_uuid", "gpu_instance", "time"),
@@ -196,8 +210,8 @@ RULES: dict[str, TableRules] = {
 MAX_ID_CHARS = 256
 # Any other text (reasons, node lists): at most this many characters.
 MAX_TEXT_CHARS = 8192
-# Text columns that are not ids or names; every other text column is held to MAX_ID_CHARS.
-FREE_TEXT_COLUMNS: frozenset[str] = frozenset({"reason", "hosts"})
+# Text columns that are not ids or names (paths run to PATH_MAX); every other text column is held to MAX_ID_CHARS.
+FREE_TEXT_COLUMNS: frozenset[str] = frozenset({"reason", "hosts", "work_dir", "stdout_path", "stderr_path"})
 # Default of warehouse.future_slack_s: a time later than now plus this is quarantined (clocks drift a
 # little; a year-2999 end time would become the data's end and stretch every window to it).
 def encodable(text: str) -> bool:

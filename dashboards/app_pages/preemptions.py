@@ -45,6 +45,7 @@ RUNS_VIEW = {
 STORIES = 10
 BASIS = {
     "checkpoint": "from the job's own checkpoints",
+    "rollback": "from its step reports alone, the goodput method",
     "declared": "from the checkpoint interval the job declared (half an interval lost on average)",
     "assumed": "no checkpoint known: the whole run is counted as lost",
 }
@@ -55,13 +56,16 @@ def lost_story(p: dict[str, Any]) -> str:
         since = f"since its last checkpoint at {when(p['last_checkpoint_time'])}"
     elif p["basis"] == "checkpoint":
         since = f"since the run started at {when(p['run_start'])}, with no checkpoint in this run"
+    elif p["basis"] == "rollback":
+        since = "since it first reached the step its restart resumed from"
     elif p["basis"] == "declared":
         since = "half its declared checkpoint interval"
     else:
         since = f"the whole run since {when(p['run_start'])}"
+    source = f", measured from {p['progress_source']}" if p.get("progress_source") else ""
     return (
         f"**Lost progress:** {gpu_hours(p['lost_gpu_hours'])} = {p['victim_gpus']} GPUs × {duration(p['lost_s'])}, "
-        f"{since} ({p['basis']}: {BASIS.get(p['basis'], p['basis'])})."
+        f"{since} ({p['basis']}: {BASIS.get(p['basis'], p['basis'])}{source})."
     )
 
 

@@ -1,4 +1,4 @@
--- One row per preempted run (state preempted, or the one run that a preemption_links row binds to: see docs/figures.md) with its preemptor coalesced from the run and its links, its lost progress, requeue delay, warm-up and history; the ledger adds gains and avoidability.
+-- One row per preempted run (state preempted, or the one run that a preemption_links row binds to: see docs/figures.md) with its preemptor coalesced from the run and its links, its lost progress (with its basis and source), requeue delay, warm-up and history; the ledger adds gains and avoidability.
 with
 
 params as (
@@ -24,6 +24,10 @@ ckpts as (
 
 progress as (
     select * from checkpoints where kind = 'progress' and step is not null
+),
+
+job_sources as (
+    select cluster, job_id, source from jobs
 ),
 
 link_candidates as (
@@ -157,6 +161,140 @@ next_run as (
         on n.cluster = p.cluster and n.job_id = p.job_id and n.run > p.run
 ),
 
+restart_report as (
+    -- the first progress report of the next run: the step its restart resumed from (the goodput method)
+    select cluster, job_id, run, step as restart_step, stream_of(origin, source) as restart_source
+    from (
+        select
+            nr.cluster,
+            nr.job_id,
+            nr.run,
+            g.step,
+            g.origin,
+            g.source,
+            row_number() over (partition by nr.cluster, nr.job_id, nr.run order by g.time, g.step) as nth
+        from next_run as nr
+        inner join progress as g
+            on g.cluster = nr.cluster
+            and g.job_id = nr.job_id
+            and (g.run = nr.next_run or (g.run is null and g.time >= nr.next_start
+                and (nr.next_end is null or g.time <= nr.next_end)))
+        where nr.first_later = 1
+    ) as ranked
+    where nth = 1
+),
+
+run_reports as (
+    -- the preempted run's own progress reports beside the step its restart resumed from, each with the report
+    -- before and after it (windows, not self-joins: Spark inlines every reference to a CTE)
+    select
+        p.cluster,
+        p.job_id,
+        p.run,
+        p.start_time,
+        p.preempted_at,
+        rr.restart_step,
+        g.time,
+        g.step,
+        lag(g.time) over (partition by p.cluster, p.job_id, p.run order by g.time, g.step) as prev_time,
+        lag(g.step) over (partition by p.cluster, p.job_id, p.run order by g.time, g.step) as prev_step,
+        lead(g.time) over (partition by p.cluster, p.job_id, p.run order by g.time, g.step) as next_time,
+        lead(g.step) over (partition by p.cluster, p.job_id, p.run order by g.time, g.step) as next_step,
+        row_number() over (partition by p.cluster, p.job_id, p.run order by g.time, g.step) as k
+    from preempted as p
+    inner join restart_report as rr on rr.cluster = p.cluster and rr.job_id = p.job_id and rr.run = p.run
+    inner join progress as g
+        on g.cluster = p.cluster
+        and g.job_id = p.job_id
+        and (g.run = p.run or g.run is null)
+        and g.time >= p.start_time
+        and g.time <= p.preempted_at
+),
+
+rollback_marks as (
+    -- the first report at or past the restart step, and the last report
+    select
+        r.*,
+        min(case when step >= restart_step then k end) over (partition by cluster, job_id, run) as k_hit,
+        max(k) over (partition by cluster, job_id, run) as k_last
+    from run_reports as r
+),
+
+rollback_points as (
+    -- when the run first reached the restart step: at the first report at or past it, interpolated from the
+    -- report before it, or extrapolated back at the run's rate from the one after it (never before the run's
+    -- start); a step never reached, extrapolated forward from the last two reports (never after the preemption)
+    select
+        cluster,
+        job_id,
+        run,
+        max(restart_step) as restart_step,
+        max(k_hit) as k_hit,
+        max(case when k = k_hit then
+            case
+                when step = restart_step then epoch(time)
+                when prev_time is not null
+                    then epoch(prev_time) + (restart_step - prev_step) * (epoch(time) - epoch(prev_time)) / (step - prev_step)
+                when next_step > step
+                    then greatest(epoch(start_time),
+                        epoch(time) - (step - restart_step) * (epoch(next_time) - epoch(time)) / (next_step - step))
+                else epoch(time)
+            end
+        end) as hit_epoch,
+        max(case when k = k_last then
+            case
+                when prev_step < step
+                    then least(epoch(preempted_at),
+                        epoch(time) + (restart_step - step) * (epoch(time) - epoch(prev_time)) / (step - prev_step))
+                else epoch(time)
+            end
+        end) as last_epoch
+    from rollback_marks
+    group by cluster, job_id, run
+),
+
+rollback as (
+    select
+        cluster,
+        job_id,
+        run,
+        restart_step,
+        case when k_hit is not null then hit_epoch else last_epoch end as reached_epoch
+    from rollback_points
+),
+
+resumed_step as (
+    -- the step a restart resumes from: the last checkpoint's before the preemption, else the rollback's
+    select
+        p.cluster,
+        p.job_id,
+        p.run,
+        coalesce(rs.step, rb.restart_step) as step
+    from preempted as p
+    left join restored_step as rs on rs.cluster = p.cluster and rs.job_id = p.job_id and rs.run = p.run
+    left join rollback as rb on rb.cluster = p.cluster and rb.job_id = p.job_id and rb.run = p.run
+),
+
+checkpoint_source as (
+    -- the stream of the checkpoints the loss is measured from: the job's latest at or before the preemption
+    select cluster, job_id, run, stream_of(origin, source) as checkpoint_source
+    from (
+        select
+            p.cluster,
+            p.job_id,
+            p.run,
+            c.origin,
+            c.source,
+            row_number() over (
+                partition by p.cluster, p.job_id, p.run
+                order by case when c.time <= p.preempted_at then 0 else 1 end, c.time desc
+            ) as latest
+        from preempted as p
+        inner join ckpts as c on c.cluster = p.cluster and c.job_id = p.job_id
+    ) as ranked
+    where latest = 1
+),
+
 next_progress as (
     select
         nr.cluster,
@@ -171,7 +309,7 @@ next_progress as (
         and g.job_id = nr.job_id
         and (g.run = nr.next_run or (g.run is null and g.time >= nr.next_start
             and (nr.next_end is null or g.time <= nr.next_end)))
-    left join restored_step as rs
+    left join resumed_step as rs
         on rs.cluster = nr.cluster and rs.job_id = nr.job_id and rs.run = nr.run
     -- reports still at the restored step fall inside the warm-up and carry no rate
     where nr.first_later = 1 and g.step > coalesce(rs.step, 0)
@@ -188,7 +326,7 @@ warmup as (
     from next_progress as a
     inner join next_progress as b
         on b.cluster = a.cluster and b.job_id = a.job_id and b.run = a.run and b.nth = 2
-    left join restored_step as rs
+    left join resumed_step as rs
         on rs.cluster = a.cluster and rs.job_id = a.job_id and rs.run = a.run
     where a.nth = 1 and b.step > a.step
 ),
@@ -220,11 +358,19 @@ measured as (
         nr.next_run as restart_run,
         nr.next_start as restart_time,
         w.resumed_epoch,
+        rb.reached_epoch,
         epoch(p.preempted_at) - epoch(p.start_time) as run_age_s,
         -- progress_basis and progress_at_risk_s (sql/functions/shared.sql): the one rule the live cost applies too
-        progress_basis(jc.job_id is not null, p.checkpoint_interval_s) as basis
+        progress_basis(jc.job_id is not null, rb.reached_epoch is not null, p.checkpoint_interval_s) as basis,
+        cs.checkpoint_source,
+        rr.restart_source,
+        js.source as job_source
     from preempted as p
     left join job_has_ckpts as jc on jc.cluster = p.cluster and jc.job_id = p.job_id
+    left join rollback as rb on rb.cluster = p.cluster and rb.job_id = p.job_id and rb.run = p.run
+    left join restart_report as rr on rr.cluster = p.cluster and rr.job_id = p.job_id and rr.run = p.run
+    left join checkpoint_source as cs on cs.cluster = p.cluster and cs.job_id = p.job_id and cs.run = p.run
+    left join job_sources as js on js.cluster = p.cluster and js.job_id = p.job_id
     left join last_ckpt as lc on lc.cluster = p.cluster and lc.job_id = p.job_id and lc.run = p.run
     left join next_run as nr
         on nr.cluster = p.cluster and nr.job_id = p.job_id and nr.run = p.run and nr.first_later = 1
@@ -235,9 +381,19 @@ costed as (
     select
         m.*,
         progress_at_risk_s(
-            basis, epoch(preempted_at) - epoch(coalesce(last_checkpoint_time, start_time)), run_age_s,
+            basis,
+            case
+                when basis = 'rollback' then greatest(0, epoch(preempted_at) - reached_epoch)
+                else epoch(preempted_at) - epoch(coalesce(last_checkpoint_time, start_time))
+            end,
+            run_age_s,
             checkpoint_interval_s
         ) as lost_s,
+        case basis
+            when 'checkpoint' then checkpoint_source
+            when 'rollback' then restart_source
+            when 'declared' then job_source
+        end as progress_source,
         restart_time is null as requeue_censored,
         epoch(coalesce(restart_time, data_end)) - epoch(preempted_at) as requeue_delay_s,
         case
@@ -304,6 +460,7 @@ final as (
         h.run_age_s,
         h.last_checkpoint_time,
         h.basis,
+        h.progress_source,
         h.lost_s,
         h.gpus * h.lost_s as lost_gpu_s,
         h.restart_run,

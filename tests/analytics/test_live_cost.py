@@ -95,6 +95,7 @@ def test_only_jobs_running_at_the_instant(live: pl.DataFrame) -> None:
 def test_checkpointed_job_costs_its_gpus_times_at_risk_warmup_and_requeue(live: pl.DataFrame) -> None:
     r1 = job(live, "R1")
     assert (r1["basis"], r1["run"], r1["last_checkpoint_time"]) == ("checkpoint", 2, at(9000))
+    assert r1["progress_source"] == "test"  # the checkpoint rows' source: they name no stream
     assert r1["at_risk_gpu_s"] == 8 * 1000.0
     assert (r1["warmup_basis"], r1["warmup_gpu_s"]) == ("job", 8 * 50.0)
     assert r1["requeue_gpu_s"] == 8 * 400.0
@@ -107,7 +108,7 @@ def test_checkpointed_job_costs_its_gpus_times_at_risk_warmup_and_requeue(live: 
 
 def test_declared_job_without_requeue_history_has_unknown_cost(live: pl.DataFrame) -> None:
     r2 = job(live, "R2")
-    assert (r2["basis"], r2["at_risk_gpu_s"]) == ("declared", 2 * 300.0)
+    assert (r2["basis"], r2["at_risk_gpu_s"], r2["progress_source"]) == ("declared", 2 * 300.0, "test")
     # no measured warm-up of the job or its team: the pool's
     assert (r2["warmup_basis"], r2["warmup_gpu_s"]) == ("pool", 2 * 50.0)
     assert r2["requeue_gpu_s"] is None and r2["cost_gpu_s"] is None
@@ -118,7 +119,7 @@ def test_declared_job_without_requeue_history_has_unknown_cost(live: pl.DataFram
 
 def test_job_without_checkpoint_data_risks_its_whole_run(live: pl.DataFrame) -> None:
     r3 = job(live, "R3")
-    assert (r3["basis"], r3["at_risk_gpu_s"]) == ("assumed", 500.0)
+    assert (r3["basis"], r3["at_risk_gpu_s"], r3["progress_source"]) == ("assumed", 500.0, None)
     assert r3["warmup_gpu_s"] is None and r3["requeue_gpu_s"] is None and r3["cost_gpu_s"] is None
     assert r3["unknown"] is not None
     assert "warm-up" in r3["unknown"] and "requeue wait" in r3["unknown"]

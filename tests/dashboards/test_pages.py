@@ -172,7 +172,8 @@ def test_preemptions_ledger_timeline_and_victim_story(app: AppTest) -> None:
     at.selectbox(key="victim").set_value(choice).run()
     story = markdown(at)
     assert "by **serve-48b** (team infer, tier critical, 8 GPUs)" in story
-    assert "since its last checkpoint at 2026-11-25 10:00 UTC (checkpoint" in story
+    assert ("since its last checkpoint at 2026-11-25 10:00 UTC (checkpoint: from the job's own checkpoints, "
+            "measured from") in story
     assert "avoidable: 8 idle hoarded GPUs were in the pool" in story
     assert (f"**Live cost at the preemption:** {fc.AVOIDABLE_LIVE_COST_GPU_HOURS:.1f} GPU-h" in story
             and "computed 2026-11-25 10:30 UTC" in story)

@@ -1,0 +1,176 @@
+"""Checkpoint collector: scanning checkpoint directories and training logs, first pass and incremental pass,
+side by side with `find` and `grep` over the same tree.
+
+Builds under --root (default: a temporary directory on /work; everything is deleted after) `--jobs` job
+directories holding `--dirs` Hugging Face checkpoint directories in all (checkpoint-<step>/ with a model file
+and trainer_state.json) and one training log per job, `--log-gb` GB in all: Megatron-style lines, one
+iteration line in every `--every` lines and a checkpoint pair in every 100 of those, the rest noise. Then:
+
+- pass 1: the `files` and `logs` streams read everything (the collector's batches; rows counted);
+- new data: `--new-share` of the jobs get one more checkpoint, and `--append-mb` MB are appended to the logs;
+- pass 2: the same streams from pass 1's cursors (only what is new is listed or read);
+- the peers: `find ROOT -name trainer_state.json` and `grep -c "saving checkpoint" LOGS` over the whole tree,
+  what a scan without a cursor costs at least.
+
+    python benchmarks/bench_checkpoints.py --dirs 100000 --log-gb 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import BinaryIO
+
+import polars as pl
+
+from preemptlens.collectors.checkpoints import CheckpointCollector
+from preemptlens.config import Config
+
+CLUSTER = "bench"
+START = datetime(2026, 9, 1, tzinfo=UTC)
+
+
+def build_tree(root: Path, jobs: int, dirs: int) -> None:
+    per_job = max(1, dirs // jobs)
+    for j in range(jobs):
+        job = root / "scratch" / "u" / f"{j}"
+        for k in range(per_job):
+            d = job / "out" / f"checkpoint-{(k + 1) * 100}"
+            d.mkdir(parents=True)
+            (d / "model.safetensors").write_bytes(b"w")
+            (d / "trainer_state.json").write_text("{}")
+
+
+def log_block(every: int) -> bytes:
+    """100 iteration lines, one in every `every` lines, and one checkpoint save (its two lines)."""
+    noise = b"2026-09-01 10:00:00,000 [rank0] nccl: all_reduce 4096 elements on stream 7 took 0.21 ms ok\n"
+    step = b"[2026-09-01 10:00:01.000000] iteration      100/  100000 | consumed samples: 12800 | loss 2.1 |\n"
+    saving = b"[2026-09-01 10:00:02.000000] saving checkpoint at iteration     100 to /ckpt in torch_dist format\n"
+    saved = b"  [2026-09-01 10:00:03.000000] successfully saved checkpoint from iteration     100 to /ckpt [ t 1/1 ]\n"
+    block = bytearray()
+    for i in range(100):
+        block += noise * (every - 1) + step
+        if i == 99:
+            block += saving + saved
+    return bytes(block)
+
+
+def build_logs(root: Path, jobs: int, total_bytes: int, every: int) -> list[Path]:
+    logs = root / "logs"
+    logs.mkdir()
+    block = log_block(every)
+    per_file = total_bytes // jobs
+    paths = []
+    for j in range(jobs):
+        path = logs / f"slurm-{j}.out"
+        with path.open("wb") as f:
+            _write(f, block, per_file)
+        paths.append(path)
+    return paths
+
+
+def _write(f: BinaryIO, block: bytes, size: int) -> None:
+    """`size` bytes of whole lines of `block`, repeated."""
+    for _ in range(size // len(block)):
+        f.write(block)
+    rest = block[: size % len(block)]
+    f.write(rest[: rest.rfind(b"\n") + 1])
+
+
+def runs(jobs: int, root: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
+    frame = pl.DataFrame({
+        "cluster": [CLUSTER] * jobs, "job_id": [str(j) for j in range(jobs)], "run": [1] * jobs,
+        "start_time": [START] * jobs, "end_time": [None] * jobs, "user_name": ["u"] * jobs,
+        "team": ["t"] * jobs, "name": [f"n{j}" for j in range(jobs)], "work_dir": [None] * jobs,
+        "stdout_path": [str(root / "logs" / f"slurm-{j}.out") for j in range(jobs)],
+        "stderr_path": [None] * jobs, "source": ["slurm"] * jobs,
+    }, schema_overrides={"end_time": pl.Datetime("us", "UTC"), "work_dir": pl.String, "stderr_path": pl.String})
+    return frame, pl.DataFrame(schema={"cluster": pl.String, "label": pl.String, "job_id": pl.String})
+
+
+def collect(root: Path, jobs: int, stream: str, cursor: dict[tuple[str, str], str]) -> tuple[float, int, int]:
+    """Seconds, rows and quarantined records of one pass of a stream; `cursor` is updated."""
+    settings = {"roots": [{"path": str(root / "scratch" / "{user}" / "{job_id}")}], "log_roots": [str(root / "logs")],
+                "layouts": ["hf_trainer"], "log_presets": ["megatron"], "max_read_bytes": 64 << 30}
+    collector = CheckpointCollector(Config(values={"checkpoints": settings}), CLUSTER, [stream])
+    collector.use_runs(*runs(jobs, root))
+    began = time.perf_counter()
+    rows = rejects = 0
+    for batch in collector.batches(cursor):
+        rows += batch.frames["checkpoints"].height
+        rejects += len(batch.rejects)
+        for mark in batch.watermarks:
+            cursor[(mark.cluster, mark.stream)] = mark.cursor
+    return time.perf_counter() - began, rows, rejects
+
+
+def timed(argv: list[str]) -> float:
+    began = time.perf_counter()
+    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    return time.perf_counter() - began
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dirs", type=int, default=100_000, help="checkpoint directories in all")
+    ap.add_argument("--jobs", type=int, default=1000, help="job directories (and logs)")
+    ap.add_argument("--log-gb", type=float, default=10.0, help="GB of training logs in all")
+    ap.add_argument("--every", type=int, default=1000, help="lines per iteration line")
+    ap.add_argument("--new-share", type=float, default=0.01, help="share of jobs with a new checkpoint for pass 2")
+    ap.add_argument("--append-mb", type=float, default=100.0, help="MB appended to the logs for pass 2")
+    ap.add_argument("--root", default="/work", help="where the temporary tree is built")
+    args = ap.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="bench-ckpt-", dir=args.root))
+    try:
+        t = time.perf_counter()
+        build_tree(root, args.jobs, args.dirs)
+        paths = build_logs(root, args.jobs, int(args.log_gb * 1e9), args.every)
+        log_bytes = sum(p.stat().st_size for p in paths)
+        print(f"tree: {args.dirs:,} checkpoint dirs in {args.jobs:,} jobs, {log_bytes / 1e9:.2f} GB of logs "
+              f"(built in {time.perf_counter() - t:.0f} s)")
+        subprocess.run(["sync"], check=False)
+        cursor: dict[tuple[str, str], str] = {}
+        f1 = collect(root, args.jobs, "files", cursor)
+        l1 = collect(root, args.jobs, "logs", cursor)
+        find_s = timed(["find", str(root / "scratch"), "-name", "trainer_state.json"])
+        grep_s = timed(["grep", "-c", "saving checkpoint", *map(str, paths)])
+        # New data: a checkpoint in a share of the jobs, lines appended to the logs.
+        new_jobs = max(1, int(args.jobs * args.new_share))
+        for j in range(new_jobs):
+            d = root / "scratch" / "u" / f"{j}" / "out" / "checkpoint-99999900"
+            d.mkdir()
+            (d / "trainer_state.json").write_text("{}")
+        per_file = int(args.append_mb * 1e6 / len(paths))
+        chunk = log_block(args.every)
+        for p in paths:
+            with p.open("ab") as f:
+                _write(f, chunk, per_file)
+        appended = sum(p.stat().st_size for p in paths) - log_bytes
+        f2 = collect(root, args.jobs, "files", cursor)
+        l2 = collect(root, args.jobs, "logs", cursor)
+        find2_s = timed(["find", str(root / "scratch"), "-name", "trainer_state.json"])
+        grep2_s = timed(["grep", "-c", "saving checkpoint", *map(str, paths)])
+        print()
+        print(f"{'':34} {'pass 1':>10} {'pass 2':>10}   {'peer, full tree':>22} {'pass 1':>8} {'pass 2':>8}")
+        print(f"{'files stream (s)':34} {f1[0]:10.2f} {f2[0]:10.2f}   {'find -name':>22} {find_s:8.2f} {find2_s:8.2f}")
+        print(f"{'  checkpoints found':34} {f1[1]:10,} {f2[1]:10,}")
+        print(f"{'logs stream (s)':34} {l1[0]:10.2f} {l2[0]:10.2f}   {'grep -c':>22} {grep_s:8.2f} {grep2_s:8.2f}")
+        print(f"{'  rows (checkpoint + progress)':34} {l1[1]:10,} {l2[1]:10,}")
+        print(f"{'  GB/s read':34} {log_bytes / 1e9 / l1[0]:10.2f} {appended / 1e9 / max(l2[0], 1e-9):10.2f}"
+              f"   {'grep GB/s':>22} {log_bytes / 1e9 / grep_s:8.2f} {(log_bytes + appended) / 1e9 / grep2_s:8.2f}")
+        print(f"{'  new bytes in pass 2':34} {'':10} {appended / 1e6:9.0f}M")
+        print(f"(pass 2: {new_jobs} new checkpoint dir(s); the peers re-read the whole tree each time; "
+              f"{os.cpu_count()} CPUs)")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

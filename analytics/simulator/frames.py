@@ -132,7 +132,11 @@ def job_runs_frame(sim: SimConfig, out: Outcome) -> pl.DataFrame:
 
 
 def checkpoints_frame(sim: SimConfig, out: Outcome) -> pl.DataFrame:
-    """Checkpoint rows, plus a progress row every 10 minutes of each run and at completion."""
+    """Checkpoint rows, plus a progress row every 10 minutes of each run and at completion.
+
+    A checkpoint's save took no training time (`save_s` 0): the engine's periodic saves are asynchronous
+    and free, and a final save at the signal is stamped when the state is captured, the time after it
+    lost with the run (engine.py)."""
     job_ids: list[str] = []
     runs: list[int] = []
     times: list[float] = []
@@ -171,6 +175,7 @@ def checkpoints_frame(sim: SimConfig, out: Outcome) -> pl.DataFrame:
             "time": _Clock(sim.start).col(times, "time"),
             "kind": kinds,
             "step": pl.Series(steps, dtype=pl.Float64),
+            "save_s": pl.Series([0.0 if k == "checkpoint" else None for k in kinds], dtype=pl.Float64),
         }
     )
 

@@ -31,3 +31,9 @@ CREATE OR REPLACE TEMPORARY FUNCTION saves_run(
     checkpoint_run INT, checkpoint_time TIMESTAMP, run INT, run_start TIMESTAMP, t TIMESTAMP
 ) RETURNS BOOLEAN RETURN
     (checkpoint_run = run OR checkpoint_run IS NULL) AND checkpoint_time >= run_start AND checkpoint_time <= t;
+
+-- Whether a lost-progress basis is measured (docs/figures.md, loss coverage): the job's own checkpoints, or the
+-- step it restarted from ('rollback'); a declared interval and the fallback to the run's age are not. The loss
+-- coverage, the readiness scorecard's Q3 and the goodput split all ask this one question.
+CREATE OR REPLACE TEMPORARY FUNCTION is_measured(basis STRING) RETURNS BOOLEAN RETURN
+    coalesce(basis IN ('checkpoint', 'rollback'), false);

@@ -29,6 +29,7 @@ import duckdb
 import polars as pl
 
 from preemptlens.analytics.actions import HOLD_COLUMNS, hold_join
+from preemptlens.analytics.scorecard import FAILED_COLUMN
 from preemptlens.analytics.views import registry
 from preemptlens.config import section, setting
 from preemptlens.errors import PreemptlensError
@@ -433,13 +434,13 @@ def net_benefit(r: Reader, f: Filters) -> pl.DataFrame:
     return r.frame(NET_BENEFIT_SQL, f.params("clusters", "pools", "teams", "start", "end"))
 
 
-SCORECARD_SQL = """
+SCORECARD_SQL = f"""
 SELECT cluster, question_no, question, answer, evidence, missing, yes_count, no_count, unknown_count, verdict,
-    fix_first, unanswered, collect
-FROM readiness_scorecard
+    fix_first, unanswered, collect, {FAILED_COLUMN}
+FROM readiness_scorecard AS s
 WHERE len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster)
 ORDER BY cluster, question_no
-"""
+"""  # noqa: S608 -- constants only
 EVIDENCE_SQL = """
 SELECT cluster, question_no, measure, value, comparison, threshold, rule, passes, missing
 FROM readiness_evidence

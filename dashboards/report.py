@@ -294,7 +294,7 @@ def _scorecard_rows(report: WeeklyReport) -> list[dict[str, str]]:
         {
             "cluster": s["cluster"],
             "question": s["question"],
-            "answer": answer_text(s["answer"], s["missing"]),
+            "answer": answer_text(s["answer"], s["missing"], s["failed"]),
             "evidence": s["evidence"],
         }
         for s in report.scorecard.iter_rows(named=True)

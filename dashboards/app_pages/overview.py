@@ -75,7 +75,7 @@ for cluster in card["cluster"].unique(maintain_order=True).to_list():
             {
                 "#": rows["question_no"],
                 "question": rows["question"],
-                "answer": [answer_text(r["answer"], r["missing"]) for r in rows.iter_rows(named=True)],
+                "answer": [answer_text(r["answer"], r["missing"], r["failed"]) for r in rows.iter_rows(named=True)],
                 "evidence": rows["evidence"],
             }
         ),

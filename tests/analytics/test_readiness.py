@@ -30,6 +30,8 @@ def build(sc: Scenario, *, samples: bool) -> None:
     sc.run("a", 1, 4, "p", 0, 4 * HOUR, "completed", submit=0)
     sc.job("b", "low", 2, "p", 0)
     sc.run("b", 1, 2, "p", 4 * HOUR, 5 * HOUR, "completed", submit=0)
+    # a's training log reports its step but no checkpoint: collected, so Q3 is a measured no
+    sc.checkpoint("a", 1, HOUR, 100.0, kind="progress")
     if samples:
         sc.samples("a", "h1", 0, 0, 2 * HOUR, busy=0.0)
         sc.samples("a", "h1", 0, 2 * HOUR, 4 * HOUR, busy=0.9)

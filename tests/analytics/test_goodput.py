@@ -23,8 +23,9 @@ from preemptlens.analytics.simulator.engine import Outcome
 from preemptlens.warehouse import Warehouse
 
 DAY = 86400.0
-# Nine days from a Monday: two ISO weeks, so pieces are cut at day and week boundaries. Every job checkpoints,
-# nobody hoards (idle hoarding is checked by hand below), a few first runs fail.
+# Nine days from a Monday: two ISO weeks, so pieces are cut at day and week boundaries. Every job checkpoints
+# (its saves timed, ending at each checkpoint), nobody hoards (idle hoarding is checked by hand below), a few
+# first runs fail.
 SIM = SimConfig(
     cluster="goodput",
     start=datetime(2026, 10, 5, tzinfo=UTC),
@@ -34,12 +35,13 @@ SIM = SimConfig(
         DEMO.workload, seed=5, load=1.1, hoarding_share=0.0, checkpoint_share=1.0, fail_share=0.05
     ),
 )
-PARTS = ("allocated", "preemption", "warmup", "failure", "goodput")
+PARTS = ("allocated", "preemption", "warmup", "failure", "save", "goodput")
 COLUMNS = {
     "allocated": "allocated_gpu_s",
     "preemption": "badput_preemption_gpu_s",
     "warmup": "badput_warmup_gpu_s",
     "failure": "badput_failure_gpu_s",
+    "save": "badput_checkpoint_save_gpu_s",
     "goodput": "goodput_gpu_s",
 }
 
@@ -82,11 +84,17 @@ def truth(out: Outcome, data_end_s: float) -> dict[tuple[str, str, str, datetime
         else:
             kept_until = stop
         spans["goodput"] = (work_start, kept_until)
-        for part, (a, b) in spans.items():
+        pieces = [(part, a, b, 1.0) for part, (a, b) in spans.items()]
+        for t in saved:
+            if not (run.final_checkpoint and t == run.signal_s):
+                # a save ends at its checkpoint, inside the work the run kept: badput, not goodput
+                pieces += [("save", max(t - job.save_s, work_start), t, 1.0),
+                           ("goodput", max(t - job.save_s, work_start), t, -1.0)]
+        for part, a, b, sign in pieces:
             for period in ("day", "week"):
                 for window, seconds in _windows(period, a, b):
                     for level, key in (("cluster", ""), ("pool", job.pool), ("team", job.team or "")):
-                        cells[(level, key, period, window)][part] += job.gpus * seconds
+                        cells[(level, key, period, window)][part] += sign * job.gpus * seconds
     return cells
 
 
@@ -108,10 +116,11 @@ def test_goodput_and_its_badput_split_match_the_engine(sim_wh: tuple[Warehouse, 
                 continue
             compared[part] += 1
             assert got == pytest.approx(want[part], abs=tolerance), (part, row)
-        # nothing is idle (no hoarding jobs) and saves take no training time in the engine
-        assert row["badput_idle_gpu_s"] == 0 and row["badput_checkpoint_save_gpu_s"] == 0
+        # nothing is idle: no job hoards
+        assert row["badput_idle_gpu_s"] == 0
         assert row["allocated_gpu_s"] > 0
     assert compared["goodput"] > 20 and compared["preemption"] > 20 and compared["failure"] > 5
+    assert compared["save"] == len(rows)
     assert compared["allocated"] == len(rows)
 
 

@@ -270,17 +270,16 @@ parts as (
         cast(unmeasured_warmups as bigint) as unmeasured_warmups,
         cast(untimed_saves as bigint) as untimed_saves,
         cast(unmeasured_failures as bigint) as unmeasured_failures,
+        -- what is missing, without counts (they are columns), so that the texts of many cells aggregate
         nullif(concat_ws('; ',
-            case when unmeasured_preemptions > 0 then cast(unmeasured_preemptions as varchar)
-                || ' preemption(s) without a measured loss (basis declared or assumed, or after an unmeasured '
-                || 'warm-up)' end,
-            case when unmeasured_warmups > 0 then cast(unmeasured_warmups as varchar)
-                || ' restart(s) without a measured warm-up (no progress reports after the restart)' end,
-            case when untimed_saves > 0 then cast(untimed_saves as varchar)
-                || ' checkpoint(s) without a save time (the files and logs streams time saves)' end,
-            case when unmeasured_failures > 0 then cast(unmeasured_failures as varchar)
-                || ' failed run(s) without a measured loss (no checkpoint data, or after an unmeasured warm-up)'
+            case when unmeasured_preemptions > 0 then 'preemptions without a measured loss (basis declared or '
+                || 'assumed, or after an unmeasured warm-up)' end,
+            case when unmeasured_warmups > 0 then 'restarts without a measured warm-up (no progress reports after '
+                || 'the restart, or it followed a failure)' end,
+            case when untimed_saves > 0 then 'checkpoints without a save time (the files and logs streams time saves)'
                 end,
+            case when unmeasured_failures > 0 then 'failed runs without a measured loss (no checkpoint data, or after '
+                || 'an unmeasured warm-up)' end,
             collect_missing,
             case when not has_samples then 'no GPU samples: idle hoarding unknown' end
         ), '') as missing

@@ -72,10 +72,9 @@ final as (
         case
             when c.measured_preemptions = c.preemptions then null
             when s.missing is not null then s.missing
-            else cast(c.preemptions - c.measured_preemptions as varchar)
-                || ' victim(s) wrote no checkpoint and no progress report the collectors could find: '
-                || 'their loss is declared or assumed (`preemptlens collect checkpoints`: files, logs, '
-                || 'prometheus and annotations streams)'
+            else 'victims that wrote no checkpoint and no progress report the collectors found: their loss is '
+                || 'declared or assumed (`preemptlens collect checkpoints`: files, logs, prometheus and '
+                || 'annotations streams)'
         end as missing
     from counts as c
     left join sources as s on s.cluster = c.cluster

@@ -21,7 +21,7 @@ from preemptlens.analytics.pilot import Evaluation, Pilot, PilotSettings, evalua
 from preemptlens.analytics.scorecard import answer_text, verdict_text
 from preemptlens.analytics.snippets import KAI, KUBERNETES, KUEUE, SLURM, VOLCANO
 from preemptlens.config import section, setting
-from preemptlens.dashboards import data
+from preemptlens.dashboards import coverage, data
 from preemptlens.errors import PreemptlensError
 
 # The rendering stack (jinja2, plotly and the figures) is imported where a report is rendered:
@@ -113,6 +113,9 @@ class WeeklyReport:
     tier_shares: pl.DataFrame
     team_shares: pl.DataFrame
     suggestions: pl.DataFrame | None
+    # Loss coverage and goodput per team over the week (dashboards.coverage).
+    coverage: pl.DataFrame
+    goodput: pl.DataFrame
     scheduler: str | None = None
     # Pilots running during the week: their evaluation up to the week's end, or why there is none.
     pilots: tuple[tuple[Pilot, Evaluation | str], ...] = ()
@@ -174,6 +177,8 @@ def build(
         tier_shares=data.tier_shares(r, trend),
         team_shares=data.team_high_shares(r, trend),
         suggestions=data.suggestions(r, f, top_n),
+        coverage=data.coverage(r, f),
+        goodput=data.goodput(r, f),
         scheduler=scheduler or data.scheduler_of(r, f),
         pilots=_pilots(r, week, pilots, thresholds or PilotSettings(), clusters),
     )
@@ -371,6 +376,7 @@ def _context(report: WeeklyReport) -> dict[str, Any]:
         "scorecard": _scorecard_rows(report),
         "verdicts": _verdicts(report),
         "pilots": _pilot_rows(report),
+        **coverage.report_context(report.coverage, report.goodput),
     }
 
 

@@ -6,7 +6,7 @@ import polars as pl
 import streamlit as st
 
 from preemptlens.analytics.scorecard import answer_text, verdict_text
-from preemptlens.dashboards import figures
+from preemptlens.dashboards import coverage, figures
 from preemptlens.dashboards.data import NO_SAMPLES, avoidable_text, unknown_or
 from preemptlens.dashboards.views_common import Charts, context, duration, window_caption
 
@@ -85,4 +85,5 @@ for cluster in card["cluster"].unique(maintain_order=True).to_list():
 with st.expander("Evidence behind the scorecard"):
     st.dataframe(ctx.q("evidence", f), hide_index=True, key="evidence")
 st.caption("The scorecard covers all the data of each cluster; only the cluster filter applies.")
+coverage.overview_sections(ctx)
 charts.draw()

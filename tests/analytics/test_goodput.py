@@ -16,8 +16,10 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from analytics_scenario import Scenario, analysed, simulated_and_analysed
+from analytics_scenario import Scenario, analysed, at, simulated_and_analysed
 
+from preemptlens.analytics.params import AnalyticsSettings
+from preemptlens.analytics.refresh import analyze
 from preemptlens.analytics.simulator import DEMO, PoolSpec, SimConfig, simulate
 from preemptlens.analytics.simulator.engine import Outcome
 from preemptlens.warehouse import Warehouse
@@ -178,25 +180,19 @@ def hand_built(sc: Scenario) -> None:
     sc.run("v", 2, 2, "p", 3.5 * H, 6 * H, "completed")
     sc.job("x", "high", 2, "p", 0, team="hi")
     sc.run("x", 1, 2, "p", 3 * H, 3.5 * H, "completed")
-    sc.add("checkpoints", job_id="v", run=1, time=sc_at(1 * H), kind="checkpoint", step=100.0, save_s=60.0)
-    sc.add("checkpoints", job_id="v", run=1, time=sc_at(2 * H), kind="checkpoint", step=200.0, save_s=120.0)
+    sc.add("checkpoints", job_id="v", run=1, time=at(1 * H), kind="checkpoint", step=100.0, save_s=60.0)
+    sc.add("checkpoints", job_id="v", run=1, time=at(2 * H), kind="checkpoint", step=200.0, save_s=120.0)
     # restored at step 200, 1 step per 36 s: steps 210 and 220 at 3.5 h + 600 s + 360 s and + 720 s
     sc.checkpoint("v", 2, 3.5 * H + 960, 210.0, kind="progress")
     sc.checkpoint("v", 2, 3.5 * H + 1320, 220.0, kind="progress")
     sc.job("f", "normal", 1, "p", 0, team="u")
     sc.run("f", 1, 1, "p", 0, 1.5 * H, "failed")
-    sc.add("checkpoints", job_id="f", run=1, time=sc_at(1 * H), kind="checkpoint", step=10.0, save_s=30.0)
+    sc.add("checkpoints", job_id="f", run=1, time=at(1 * H), kind="checkpoint", step=10.0, save_s=30.0)
     # v's GPUs on host h1 (GPU 0 idle 2.25-3 h), f's on h2, x's on h1 after the preemption; samples every minute
     sc.samples("v", "h1", 0, 0, 2.25 * H, busy=0.9)
     sc.samples("v", "h1", 0, 2.25 * H, 3 * H, busy=0.0)
     sc.samples("v", "h1", 1, 0, 3 * H, busy=0.9)
     sc.samples("f", "h2", 0, 0, 1.5 * H, busy=0.9)
-
-
-def sc_at(seconds: float) -> datetime:
-    from analytics_scenario import at
-
-    return at(seconds)
 
 
 def test_goodput_split_by_hand(tmp_path: Path) -> None:
@@ -243,7 +239,7 @@ def test_an_untimed_save_and_a_cluster_without_checkpoint_data_are_unknown(tmp_p
     def build(sc: Scenario) -> None:
         hand_built(sc)
         # a stream that gives checkpoint times but no save time
-        sc.add("checkpoints", job_id="v", run=2, time=sc_at(5 * H), kind="checkpoint", step=900.0)
+        sc.add("checkpoints", job_id="v", run=2, time=at(5 * H), kind="checkpoint", step=900.0)
         # another cluster, nothing collected: its victim's loss is assumed
         sc.rows["jobs"].append({**sc.rows["jobs"][0], "cluster": "c2"})
         sc.rows["job_runs"].append({**sc.rows["job_runs"][0], "cluster": "c2", "preemptor_job_id": None})
@@ -268,3 +264,24 @@ def test_an_untimed_save_and_a_cluster_without_checkpoint_data_are_unknown(tmp_p
             (pl.col("level") == "cluster") & (pl.col("period") == "week")).to_dicts()}
         assert cov["c2"]["measured_share"] == 0 and cov["c2"]["assumed_preemptions"] == 1
         assert "enable `preemptlens collect checkpoints`" in cov["c2"]["missing"]
+
+
+def test_a_simulated_cluster_whose_checkpoints_were_not_collected_stays_unknown(tmp_path: Path) -> None:
+    """The same cluster for three days with every table but checkpoints loaded, as on a real cluster before
+    `preemptlens collect checkpoints`: its victims did checkpoint, so nothing may read as "no"."""
+    sim = dataclasses.replace(SIM, cluster="uncollected", days=3.0)
+    frames = simulate(sim).frames
+    with Warehouse(tmp_path / "w.duckdb") as wh:
+        for table in ("pools", "jobs", "job_runs"):
+            wh.load(table, frames[table], "simulator")
+        analyze(wh, AnalyticsSettings())
+        sources = wh.query("SELECT * FROM progress_sources").row(0, named=True)
+        assert sources["collected"] is False and "collect checkpoints" in sources["missing"]
+        cov = wh.query("SELECT * FROM loss_coverage WHERE level = 'cluster' AND period = 'week'").row(0, named=True)
+        assert cov["preemptions"] > 5 and cov["measured_preemptions"] == 0
+        assert cov["missing"] == sources["missing"]
+        good = wh.query("SELECT * FROM goodput WHERE level = 'cluster'").to_dicts()
+        assert all(g["goodput_gpu_s"] is None and g["badput_checkpoint_save_gpu_s"] is None for g in good)
+        assert all(sources["missing"] in g["missing"] for g in good)
+        card = wh.query("SELECT answer, missing FROM readiness_scorecard WHERE question_no = 3").row(0, named=True)
+        assert card["answer"] is None and "collect checkpoints" in card["missing"]

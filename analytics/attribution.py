@@ -30,7 +30,7 @@ from itertools import product
 import polars as pl
 
 from preemptlens.errors import SchemaError
-from preemptlens.warehouse import Warehouse
+from preemptlens.warehouse import Warehouse, query_sql
 
 _RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
 
@@ -105,11 +105,7 @@ def rebuild(wh: Warehouse, new_loads: str | None = None) -> Attribution:
     # The previous tables, to tell from when on the owners changed.
     for table in ("sample_alias_runs", "sample_host_segments"):
         con.execute(f"CREATE OR REPLACE TEMP TABLE _old_{table} AS SELECT * FROM {table}")  # noqa: S608
-    aliases = (
-        "SELECT cluster, team || '/' || name AS label, job_id FROM jobs "
-        "WHERE source = 'kubernetes' AND team IS NOT NULL AND name IS NOT NULL "
-        "UNION SELECT cluster, alias AS label, job_id FROM job_aliases"
-    )
+    aliases = query_sql("attribution", "job_labels")
     con.execute("DELETE FROM sample_alias_runs")
     con.execute(
         f"""

@@ -72,7 +72,7 @@ _COLUMNS = (
     "cluster, job_id, run, pool, tier, team, user_name, preemptible, gpus, computed_at, run_start, "
     "last_checkpoint_time, at_risk_s, at_risk_gpu_s, expected_warmup_s, warmup_basis, warmup_gpu_s, "
     "expected_requeue_s, requeue_gpu_s, cost_gpu_s, near_completion_share, job_preemptions_recent, "
-    "team_preemptions_recent, basis, unknown"
+    "team_preemptions_recent, basis, progress_source, unknown"
 )
 
 # The latest computation's jobs, costliest first; an unknown cost after every known one.

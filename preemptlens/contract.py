@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import ClassVar, Protocol
+from typing import ClassVar, Protocol, runtime_checkable
 
 import polars as pl
 
@@ -80,6 +80,20 @@ class Collector(Protocol):
 
     def batches(self, watermarks: Mapping[tuple[str, str], str]) -> Iterator[Batch]:
         """Yield batches from the cursors last committed, keyed by (cluster, stream)."""
+        ...
+
+
+@runtime_checkable
+class UsesRuns(Protocol):
+    """A collector whose records name their job only by where it ran (a checkpoint under a job's working
+    directory, a job's output file, an exporter's label): before its batches, the shell hands it the runs
+    recorded since `runs_since()` with their jobs' fields, and every label that names a job
+    (Warehouse.recorded_runs)."""
+
+    def runs_since(self) -> datetime:
+        ...
+
+    def use_runs(self, runs: pl.DataFrame, labels: pl.DataFrame) -> None:
         ...
 
 

@@ -16,6 +16,7 @@ SOURCES: dict[str, str] = {
     "prometheus": "preemptlens.collectors.prometheus",
     "slurm": "preemptlens.collectors.slurm",
     "kubernetes": "preemptlens.collectors.kubernetes",
+    "checkpoints": "preemptlens.collectors.checkpoints",
 }
 
 # `preemptlens NAME`: each module exposes `add_arguments(parser)` and `run(args, config) -> int`.
@@ -23,7 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("preemptlens.commands.demo", "simulate the bundled demo cluster into the warehouse and summarise it"),
     "simulate": ("preemptlens.commands.simulate", "simulate a cluster with ground truth into the warehouse"),
     "import": ("preemptlens.commands.importer", "import JSONL or CSV files of jobs, runs, checkpoints or GPU samples"),
-    "collect": ("preemptlens.commands.collect", "collect from a source (prometheus, slurm, kubernetes)"),
+    "collect": ("preemptlens.commands.collect", "collect from a source (prometheus, slurm, kubernetes, checkpoints)"),
     "migrate": ("preemptlens.commands.migrate", "create or upgrade the warehouse schema"),
     "rename-cluster": ("preemptlens.commands.rename_cluster", "move the rows loaded under one cluster name to another"),
     "sql": ("preemptlens.commands.sql", "run read-only SQL over the latest warehouse snapshot"),
@@ -62,6 +63,7 @@ SECTIONS: tuple[str, ...] = (
     "preemptlens.collectors.slurm",
     "preemptlens.collectors.slurm.actions",
     "preemptlens.collectors.kubernetes",
+    "preemptlens.collectors.checkpoints",
     "preemptlens.readonly",
     "preemptlens.analytics.alerts",
     "preemptlens.commands.serve",

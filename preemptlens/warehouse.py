@@ -411,6 +411,26 @@ class Warehouse:
         ).fetchall()
         return {(cluster, stream): cursor for cluster, stream, cursor in rows}
 
+    def recorded_runs(self, since: datetime) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """The runs on at or after `since` (still running, or ended since) with their jobs' fields, and every
+        label that names one of those jobs besides its id (sql/attribution/job_labels.sql): what a
+        collector of contract.UsesRuns maps its records to jobs by."""
+        runs = self.query(
+            "SELECT r.cluster, r.job_id, r.run, r.start_time, r.end_time, j.user_name, j.team, j.name, "
+            "j.work_dir, j.stdout_path, j.stderr_path FROM job_runs AS r JOIN jobs AS j USING (cluster, job_id) "
+            "WHERE r.start_time IS NOT NULL AND (r.end_time IS NULL OR r.end_time >= $since) "
+            "ORDER BY r.cluster, r.job_id, r.run",
+            {"since": since},
+        )
+        labels = self.query(
+            f"SELECT l.cluster, l.label, l.job_id FROM ({query_sql('attribution', 'job_labels')}) AS l "
+            "SEMI JOIN (SELECT DISTINCT cluster, job_id FROM job_runs "
+            "WHERE start_time IS NOT NULL AND (end_time IS NULL OR end_time >= $since)) AS k "
+            "ON k.cluster = l.cluster AND k.job_id = l.job_id",
+            {"since": since},
+        )
+        return runs, labels
+
     # -- loading ----------------------------------------------------------
 
     def load(self, table: str, frame: pl.DataFrame, source: str) -> LoadReport:

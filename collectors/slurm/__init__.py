@@ -467,7 +467,8 @@ _READ_SCHEMA: dict[str, pl.DataType] = {
     "user": pl.String(), "partition": pl.String(), "qos": pl.String(), "priority": pl.Float64(),
     "state": pl.String(), "raw_state": pl.String(), "reason": pl.String(), "submit": pl.Int64(),
     "eligible": pl.Int64(), "start": pl.Int64(), "end": pl.Int64(), "gpus": pl.Int32(), "nodes": pl.String(),
-    "restart_cnt": pl.Int64(), "alias": pl.String(),
+    "restart_cnt": pl.Int64(), "alias": pl.String(), "work_dir": pl.String(), "stdout": pl.String(),
+    "stderr": pl.String(),
 }
 _RECORD_SCHEMA = {name: dtype for name, dtype in _READ_SCHEMA.items() if name != "loc"}
 assert list(_RECORD_SCHEMA) == list(SacctRecord._fields)
@@ -648,7 +649,8 @@ def build_batch(cluster: str, read: SacctRead, policy: Policy) -> Batch:
     # A job is described by its last run; its GPUs are the most any run had,
     # its submission the first.
     jobs = runs.group_by("_first", maintain_order=True).agg(
-        pl.col("job_id", "name", "account", "user", "partition", "qos", "priority").last(),
+        pl.col("job_id", "name", "account", "user", "partition", "qos", "priority", "work_dir", "stdout",
+               "stderr").last(),
         pl.col("gpus").max(),
         pl.col("submit").min(),
     )
@@ -679,6 +681,9 @@ def build_batch(cluster: str, read: SacctRead, policy: Policy) -> Batch:
         pl.col("partition").alias("pool"),
         "gpus",
         _epoch_time("submit").alias("submit_time"),
+        "work_dir",
+        pl.col("stdout").alias("stdout_path"),
+        pl.col("stderr").alias("stderr_path"),
         pl.concat_str(pl.lit("JobId="), "job_id").alias("_record"),
     )
     run_frame = runs.select(

@@ -123,6 +123,11 @@ class SacctRecord(NamedTuple):
     # An array task's own numeric id (its $SLURM_JOB_ID, what GPU exporters
     # label samples with) where job_id is the "<array job>_<task>" form.
     alias: str | None = None
+    # Where the job worked and wrote its output (JSON only: 22.05's `working_directory`; `stdout`/`stderr`
+    # from data_parser v0.0.40, with their `%j`-style patterns expanded here, or `*_expanded` where given).
+    work_dir: str | None = None
+    stdout: str | None = None
+    stderr: str | None = None
 
 
 # -- the record type ----------------------------------------------------------
@@ -200,6 +205,11 @@ class Job(msgspec.Struct, gc=False):
     tres: _Tres | _Other = None
     nodes: Any = None
     restart_cnt: _Num = None
+    working_directory: Any = None
+    stdout: Any = None
+    stderr: Any = None
+    stdout_expanded: Any = None
+    stderr_expanded: Any = None
 
 
 _ANY = msgspec.json.Decoder()
@@ -476,7 +486,42 @@ def decode_run(records: list[Any]) -> dict[str, list[Any]]:
         "nodes": [None if n in _NO_NODES else n for n in _texts([job.nodes for job in jobs], "nodes")],
         "restart_cnt": [None if r is None else int(r) for r in restarts],
         "alias": [None if "_" not in job_id and "+" not in job_id else _alias(job_id, raw) for job_id, raw in ids],
+        "work_dir": _texts([job.working_directory for job in jobs], "working_directory"),
+        "stdout": [_output(job, "stdout", job_id, raw) for job, (job_id, raw) in zip(jobs, ids, strict=True)],
+        "stderr": [_output(job, "stderr", job_id, raw) for job, (job_id, raw) in zip(jobs, ids, strict=True)],
     }
+
+
+# sbatch's filename patterns (man sbatch, "filename pattern"): an optional zero-padding width, then the letter.
+_PATTERN = re.compile(r"%(\d*)(.)")
+
+
+def _output(job: Job, stream: str, job_id: str, raw: float) -> str | None:
+    """A job's output path with its filename pattern filled in, None where it holds one that cannot be
+    (a node name, a step id: a file per node or step, not the job's one log)."""
+    expanded = _text(getattr(job, f"{stream}_expanded"), f"{stream}_expanded")
+    if expanded:
+        return expanded
+    pattern = _text(getattr(job, stream), stream)
+    if not pattern:
+        return None
+    array, _, task = job_id.partition("_")
+    values = {"j": str(int(raw)), "A": array if task else str(int(raw)), "a": task or "4294967294",
+              "u": _text(job.user, "user") or "", "x": _text(job.name, "name") or ""}
+    missing = False
+
+    def fill(m: re.Match[str]) -> str:
+        nonlocal missing
+        if m.group(2) == "%":
+            return "%"
+        value = values.get(m.group(2))
+        if value is None:
+            missing = True
+            return m.group(0)
+        return value.zfill(int(m.group(1))) if m.group(1) and value.isdigit() else value
+
+    path = _PATTERN.sub(fill, pattern)
+    return None if missing else path
 
 
 def parse_json_record(record: Any) -> SacctRecord:

@@ -15,7 +15,7 @@ from typing import Any
 
 from preemptlens.analytics.lake import keep_current
 from preemptlens.config import Config, WarehouseSettings
-from preemptlens.contract import Batch
+from preemptlens.contract import Batch, UsesRuns
 from preemptlens.errors import ConfigError
 from preemptlens.registry import SOURCES
 from preemptlens.warehouse import LoadReport, Warehouse
@@ -58,11 +58,18 @@ def checked_batches(collector: Any, marks: Mapping[tuple[str, str], str]) -> Ite
         yield batch
 
 
+def hand_runs(collector: Any, wh: Warehouse) -> None:
+    """A collector that maps its records to recorded jobs (contract.UsesRuns) gets the runs it needs."""
+    if isinstance(collector, UsesRuns):
+        collector.use_runs(*wh.recorded_runs(collector.runs_since()))
+
+
 def run(args: argparse.Namespace, config: Config) -> int:
     module = importlib.import_module(SOURCES[args.source])
     collector = module.build(args, config)
     total = LoadReport(load_id="", source=collector.name)
     with Warehouse(config.of(WarehouseSettings).path, future_slack_s=config.of(WarehouseSettings).future_slack_s) as wh:
+        hand_runs(collector, wh)
         for batch in checked_batches(collector, wh.watermarks(collector.name)):
             total.add(wh.load_batch(batch))
         exported = keep_current(wh, config)

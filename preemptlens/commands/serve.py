@@ -184,7 +184,7 @@ class Server:
 
     def collect(self, spec: str) -> str:
         from preemptlens.cli import command_args
-        from preemptlens.commands.collect import checked_batches
+        from preemptlens.commands.collect import checked_batches, hand_runs
 
         name, *argv = shlex.split(spec)
         module = importlib.import_module(_source_module(spec))
@@ -194,6 +194,7 @@ class Server:
         with self.writer() as wh:
             if wh is None:
                 return "skipped"
+            hand_runs(collector, wh)
             for batch in checked_batches(collector, wh.watermarks(collector.name)):
                 report = wh.load_batch(batch)
                 batches += 1

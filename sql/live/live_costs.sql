@@ -43,6 +43,7 @@ running as (
         r.start_time,
         j.checkpoint_interval_s,
         j.work_s,
+        j.source as job_source,
         l.loaded_at,
         -- a stalled collection leaves a job "running" in the data: what it risks now is not known
         coalesce(epoch(cast($at as timestamptz)) - epoch(l.loaded_at) > $max_age_s, true) as stale,
@@ -55,6 +56,17 @@ running as (
 
 job_has_ckpts as (
     select distinct cluster, job_id from ckpts
+),
+
+checkpoint_source as (
+    -- the stream of the job's latest checkpoint at or before $at (progress_source, as the ledger names it)
+    select cluster, job_id, stream_of(origin, source) as checkpoint_source
+    from (
+        select c.cluster, c.job_id, c.origin, c.source,
+            row_number() over (partition by c.cluster, c.job_id order by c.time desc) as latest
+        from ckpts as c
+    ) as ranked
+    where latest = 1
 ),
 
 last_ckpt as (
@@ -72,9 +84,14 @@ at_risk as (
     select
         r.*,
         lc.last_checkpoint_time,
-        progress_basis(jc.job_id is not null, r.checkpoint_interval_s) as progress_basis,
+        -- rollback needs a restart that already happened: a running job's time at risk never has it
+        progress_basis(jc.job_id is not null, false, r.checkpoint_interval_s) as progress_basis,
+        case
+            when jc.job_id is not null then cs.checkpoint_source
+            when r.checkpoint_interval_s is not null then r.job_source
+        end as progress_source,
         case when not r.stale then progress_at_risk_s(
-            progress_basis(jc.job_id is not null, r.checkpoint_interval_s),
+            progress_basis(jc.job_id is not null, false, r.checkpoint_interval_s),
             epoch(cast($at as timestamptz)) - epoch(coalesce(lc.last_checkpoint_time, r.start_time)),
             epoch(cast($at as timestamptz)) - epoch(r.start_time),
             r.checkpoint_interval_s
@@ -82,6 +99,7 @@ at_risk as (
     from running as r
     left join job_has_ckpts as jc on jc.cluster = r.cluster and jc.job_id = r.job_id
     left join last_ckpt as lc on lc.cluster = r.cluster and lc.job_id = r.job_id
+    left join checkpoint_source as cs on cs.cluster = r.cluster and cs.job_id = r.job_id
     where r.latest = 1
 ),
 
@@ -178,6 +196,7 @@ final as (
         cast(job_preemptions_recent as integer) as job_preemptions_recent,
         cast(team_preemptions_recent as integer) as team_preemptions_recent,
         progress_basis as basis,
+        progress_source,
         nullif(concat_ws(
             '; ',
             case when stale then 'progress at risk: no load from the scheduler since '

@@ -107,7 +107,7 @@ pieces as (
     -- a failed run loses what it did since its last checkpoint, measured when its job writes checkpoints
     select
         r.cluster, r.job_id, r.run, 'failure', coalesce(c.last_checkpoint_time, r.start_time), r.end_time,
-        is_measured(progress_basis(j.job_id is not null, r.checkpoint_interval_s)), r.end_time
+        is_measured(progress_basis(j.job_id is not null, false, r.checkpoint_interval_s)), r.end_time
     from runs as r
     left join job_ckpts as j on j.cluster = r.cluster and j.job_id = r.job_id
     left join last_ckpt as c on c.cluster = r.cluster and c.job_id = r.job_id and c.run = r.run

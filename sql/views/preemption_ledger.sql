@@ -83,6 +83,7 @@ final as (
         p.run_age_s < prm.early_victim_s as early_victim,
         p.last_checkpoint_time,
         p.basis,
+        p.progress_source,
         p.lost_s,
         p.lost_gpu_s,
         p.restart_run,

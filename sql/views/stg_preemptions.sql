@@ -1,4 +1,4 @@
--- One row per preempted run (state preempted, or the one run that a preemption_links row binds to: see docs/figures.md) with its preemptor coalesced from the run and its links, its lost progress, requeue delay, warm-up and history; the ledger adds gains and avoidability.
+-- One row per preempted run (state preempted, or the one run that a preemption_links row binds to: see docs/figures.md) with its preemptor coalesced from the run and its links, its lost progress (with its basis and source), requeue delay, warm-up and history; the ledger adds gains and avoidability.
 with
 
 params as (
@@ -23,6 +23,10 @@ ckpts as (
 
 progress as (
     select * from checkpoints where kind = 'progress' and step is not null
+),
+
+job_sources as (
+    select cluster, job_id, source from jobs
 ),
 
 link_candidates as (
@@ -134,6 +138,127 @@ next_run as (
         on n.cluster = p.cluster and n.job_id = p.job_id and n.run > p.run
 ),
 
+restart_report as (
+    -- the first progress report of the next run: the step its restart resumed from (the goodput method)
+    select cluster, job_id, run, step as restart_step, stream_of(origin, source) as restart_source
+    from (
+        select
+            nr.cluster,
+            nr.job_id,
+            nr.run,
+            g.step,
+            g.origin,
+            g.source,
+            row_number() over (partition by nr.cluster, nr.job_id, nr.run order by g.time, g.step) as nth
+        from next_run as nr
+        inner join progress as g
+            on g.cluster = nr.cluster
+            and g.job_id = nr.job_id
+            and (g.run = nr.next_run or (g.run is null and g.time >= nr.next_start
+                and (nr.next_end is null or g.time <= nr.next_end)))
+        where nr.first_later = 1
+    ) as ranked
+    where nth = 1
+),
+
+run_reports as (
+    -- the preempted run's own progress reports, numbered by time, beside the step its restart resumed from
+    select
+        p.cluster,
+        p.job_id,
+        p.run,
+        rr.restart_step,
+        g.time,
+        g.step,
+        row_number() over (partition by p.cluster, p.job_id, p.run order by g.time, g.step) as k
+    from preempted as p
+    inner join restart_report as rr on rr.cluster = p.cluster and rr.job_id = p.job_id and rr.run = p.run
+    inner join progress as g
+        on g.cluster = p.cluster
+        and g.job_id = p.job_id
+        and (g.run = p.run or g.run is null)
+        and g.time >= p.start_time
+        and g.time <= p.preempted_at
+),
+
+rollback_marks as (
+    select
+        cluster,
+        job_id,
+        run,
+        max(restart_step) as restart_step,
+        min(case when step >= restart_step then k end) as k_hit,
+        max(k) as k_last
+    from run_reports
+    group by cluster, job_id, run
+),
+
+rollback as (
+    -- when the run first reached the restart step: at the first report at or past it, interpolated from the
+    -- report before it; reached before its first report or after its last, extrapolated at the run's own rate
+    -- (never before its start, never after the preemption)
+    select
+        m.cluster,
+        m.job_id,
+        m.run,
+        m.restart_step,
+        case
+            when b.step = m.restart_step then epoch(b.time)
+            when b.k is not null and a.k is not null
+                then epoch(a.time) + (m.restart_step - a.step) * (epoch(b.time) - epoch(a.time)) / (b.step - a.step)
+            when b.k is not null and c.step > b.step
+                then greatest(epoch(p.start_time),
+                    epoch(b.time) - (b.step - m.restart_step) * (epoch(c.time) - epoch(b.time)) / (c.step - b.step))
+            when b.k is not null then epoch(b.time)
+            when l.step > l0.step
+                then least(epoch(p.preempted_at),
+                    epoch(l.time) + (m.restart_step - l.step) * (epoch(l.time) - epoch(l0.time)) / (l.step - l0.step))
+            else epoch(l.time)
+        end as reached_epoch
+    from rollback_marks as m
+    inner join preempted as p on p.cluster = m.cluster and p.job_id = m.job_id and p.run = m.run
+    left join run_reports as b on b.cluster = m.cluster and b.job_id = m.job_id and b.run = m.run and b.k = m.k_hit
+    left join run_reports as a
+        on a.cluster = m.cluster and a.job_id = m.job_id and a.run = m.run and a.k = m.k_hit - 1
+    left join run_reports as c
+        on c.cluster = m.cluster and c.job_id = m.job_id and c.run = m.run and c.k = m.k_hit + 1
+    left join run_reports as l on l.cluster = m.cluster and l.job_id = m.job_id and l.run = m.run and l.k = m.k_last
+    left join run_reports as l0
+        on l0.cluster = m.cluster and l0.job_id = m.job_id and l0.run = m.run and l0.k = m.k_last - 1
+),
+
+resumed_step as (
+    -- the step a restart resumes from: the last checkpoint's before the preemption, else the rollback's
+    select
+        p.cluster,
+        p.job_id,
+        p.run,
+        coalesce(rs.step, rb.restart_step) as step
+    from preempted as p
+    left join restored_step as rs on rs.cluster = p.cluster and rs.job_id = p.job_id and rs.run = p.run
+    left join rollback as rb on rb.cluster = p.cluster and rb.job_id = p.job_id and rb.run = p.run
+),
+
+checkpoint_source as (
+    -- the stream of the checkpoints the loss is measured from: the job's latest at or before the preemption
+    select cluster, job_id, run, stream_of(origin, source) as checkpoint_source
+    from (
+        select
+            p.cluster,
+            p.job_id,
+            p.run,
+            c.origin,
+            c.source,
+            row_number() over (
+                partition by p.cluster, p.job_id, p.run
+                order by case when c.time <= p.preempted_at then 0 else 1 end, c.time desc
+            ) as latest
+        from preempted as p
+        inner join ckpts as c on c.cluster = p.cluster and c.job_id = p.job_id
+    ) as ranked
+    where latest = 1
+),
+
 next_progress as (
     select
         nr.cluster,
@@ -148,7 +273,7 @@ next_progress as (
         and g.job_id = nr.job_id
         and (g.run = nr.next_run or (g.run is null and g.time >= nr.next_start
             and (nr.next_end is null or g.time <= nr.next_end)))
-    left join restored_step as rs
+    left join resumed_step as rs
         on rs.cluster = nr.cluster and rs.job_id = nr.job_id and rs.run = nr.run
     -- reports still at the restored step fall inside the warm-up and carry no rate
     where nr.first_later = 1 and g.step > coalesce(rs.step, 0)
@@ -165,7 +290,7 @@ warmup as (
     from next_progress as a
     inner join next_progress as b
         on b.cluster = a.cluster and b.job_id = a.job_id and b.run = a.run and b.nth = 2
-    left join restored_step as rs
+    left join resumed_step as rs
         on rs.cluster = a.cluster and rs.job_id = a.job_id and rs.run = a.run
     where a.nth = 1 and b.step > a.step
 ),
@@ -197,11 +322,19 @@ measured as (
         nr.next_run as restart_run,
         nr.next_start as restart_time,
         w.resumed_epoch,
+        rb.reached_epoch,
         epoch(p.preempted_at) - epoch(p.start_time) as run_age_s,
         -- progress_basis and progress_at_risk_s (sql/functions/shared.sql): the one rule the live cost applies too
-        progress_basis(jc.job_id is not null, p.checkpoint_interval_s) as basis
+        progress_basis(jc.job_id is not null, rb.reached_epoch is not null, p.checkpoint_interval_s) as basis,
+        cs.checkpoint_source,
+        rr.restart_source,
+        js.source as job_source
     from preempted as p
     left join job_has_ckpts as jc on jc.cluster = p.cluster and jc.job_id = p.job_id
+    left join rollback as rb on rb.cluster = p.cluster and rb.job_id = p.job_id and rb.run = p.run
+    left join restart_report as rr on rr.cluster = p.cluster and rr.job_id = p.job_id and rr.run = p.run
+    left join checkpoint_source as cs on cs.cluster = p.cluster and cs.job_id = p.job_id and cs.run = p.run
+    left join job_sources as js on js.cluster = p.cluster and js.job_id = p.job_id
     left join last_ckpt as lc on lc.cluster = p.cluster and lc.job_id = p.job_id and lc.run = p.run
     left join next_run as nr
         on nr.cluster = p.cluster and nr.job_id = p.job_id and nr.run = p.run and nr.first_later = 1
@@ -212,9 +345,19 @@ costed as (
     select
         m.*,
         progress_at_risk_s(
-            basis, epoch(preempted_at) - epoch(coalesce(last_checkpoint_time, start_time)), run_age_s,
+            basis,
+            case
+                when basis = 'rollback' then greatest(0, epoch(preempted_at) - reached_epoch)
+                else epoch(preempted_at) - epoch(coalesce(last_checkpoint_time, start_time))
+            end,
+            run_age_s,
             checkpoint_interval_s
         ) as lost_s,
+        case basis
+            when 'checkpoint' then checkpoint_source
+            when 'rollback' then restart_source
+            when 'declared' then job_source
+        end as progress_source,
         restart_time is null as requeue_censored,
         epoch(coalesce(restart_time, data_end)) - epoch(preempted_at) as requeue_delay_s,
         case
@@ -273,6 +416,7 @@ final as (
         h.run_age_s,
         h.last_checkpoint_time,
         h.basis,
+        h.progress_source,
         h.lost_s,
         h.gpus * h.lost_s as lost_gpu_s,
         h.restart_run,

@@ -209,15 +209,18 @@ def test_is_idle_is_one_rule_on_both_engines(spark: Any) -> None:
 def test_progress_at_risk_is_one_rule_on_both_engines(spark: Any) -> None:
     """The ledger's lost progress and the live cost's time at risk: one function, the same on both engines."""
     sql = (
-        "SELECT i, progress_basis(saved, interval_s) AS basis, "
-        "progress_at_risk_s(progress_basis(saved, interval_s), since_s, age_s, interval_s) AS at_risk "
-        "FROM (VALUES (0, true, 600.0, 100.0, 3000.0), (1, false, 600.0, 100.0, 3000.0), "
-        "(2, false, 600.0, 100.0, 400.0), (3, false, CAST(NULL AS DOUBLE), 100.0, 3000.0)) "
-        "AS t(i, saved, interval_s, since_s, age_s)"
+        "SELECT i, progress_basis(saved, rolled, interval_s) AS basis, "
+        "progress_at_risk_s(progress_basis(saved, rolled, interval_s), since_s, age_s, interval_s) AS at_risk "
+        "FROM (VALUES (0, true, true, 600.0, 100.0, 3000.0), (1, false, false, 600.0, 100.0, 3000.0), "
+        "(2, false, false, 600.0, 100.0, 400.0), (3, false, false, CAST(NULL AS DOUBLE), 100.0, 3000.0), "
+        "(4, false, true, 600.0, 250.0, 3000.0)) "
+        "AS t(i, saved, rolled, interval_s, since_s, age_s)"
     )
     duck = same_on_both_engines(spark, sql)
-    # measured: since the checkpoint; declared: half the interval once the run is older, else its age; assumed: age
-    assert duck == [(0, "checkpoint", 100.0), (1, "declared", 300.0), (2, "declared", 400.0), (3, "assumed", 3000.0)]
+    # measured: since the checkpoint; rollback: since the restart step was first reached; declared: half the
+    # interval once the run is older, else its age; assumed: age
+    assert duck == [(0, "checkpoint", 100.0), (1, "declared", 300.0), (2, "declared", 400.0), (3, "assumed", 3000.0),
+                    (4, "rollback", 250.0)]
 
 
 def test_is_measured_is_one_rule_on_both_engines(spark: Any) -> None:

@@ -1,0 +1,355 @@
+"""Checkpoints and training progress from where jobs write them, without changing their code.
+
+Streams (`checkpoints.streams`), each with its own watermark per cluster:
+- `files` (files.py): checkpoint directories and files on shared storage, under configured roots,
+  in the layouts frameworks write (layouts.py);
+- `logs` (logs.py): a job's stdout and stderr files (the paths the scheduler recorded), read by byte
+  offset, for the frameworks' "saved checkpoint", restore and step lines;
+- `prometheus` (metrics.py): a metric holding a job's step and/or its last checkpoint's time (a job's
+  exporter or a Pushgateway), attributed to jobs by its labels as GPU samples are;
+- `annotations` and `pod_logs` (kubernetes.py): an annotation or label of Pods, Kueue Workloads or KAI
+  PodGroups holding the last checkpoint's time or step, and pod logs through the API.
+
+Every row is a `checkpoints` row (kind `checkpoint` or `progress`) whose `origin` names the stream and
+the layout or preset (files:hf_trainer, log:megatron, prometheus, annotation) and whose `save_s` is how
+long the save took where the source says. A path, a log or a label names a job only by where it ran: the
+shell hands this collector the runs recorded over `lookback_hours` (contract.UsesRuns), and jobs.py
+answers from them; run `collect slurm` or `collect kubernetes` before this collector. Loading twice
+changes nothing (the natural key), and each stream's cursor is committed with its rows.
+
+A step that goes back within one run (no restart between) is quarantined with both steps named, as is
+anything not read: an unreadable file, a symlink (never followed), a path leaving its root, a line
+longer than `max_line_bytes`, a line without a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, ClassVar
+
+import polars as pl
+
+from preemptlens.collectors.checkpoints.files import Cursor, Root, Walker, root_of, root_problem
+from preemptlens.collectors.checkpoints.jobs import Runs
+from preemptlens.collectors.checkpoints.layouts import LAYOUTS
+from preemptlens.collectors.checkpoints.logs import PRESETS, LogReader, dump_cursors, load_cursors, pattern_problem
+from preemptlens.collectors.checkpoints.logs import patterns as log_patterns
+from preemptlens.collectors.checkpoints.logs import zone_of as log_zone
+from preemptlens.config import ClusterSettings, Config, section, setting
+from preemptlens.contract import Batch, Reject, Watermark
+from preemptlens.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+NAME = "checkpoints"
+STREAMS = ("files", "logs", "prometheus", "annotations", "pod_logs")
+
+
+def _list_of(check: Any) -> Any:
+    def checked(value: Any) -> str | None:
+        for i, item in enumerate(value):
+            problem = check(item)
+            if problem:
+                return f"entry {i + 1}: {problem}"
+        return None
+
+    return checked
+
+
+def _choices(known: tuple[str, ...]) -> Any:
+    def checked(value: Any) -> str | None:
+        wrong = [v for v in value if v not in known]
+        return f"unknown {wrong}; choose from {', '.join(known)}" if wrong else None
+
+    return checked
+
+
+def _positive(value: Any) -> str | None:
+    return None if value > 0 else "must be > 0"
+
+
+def _absolute(value: Any) -> str | None:
+    return None if isinstance(value, str) and value.startswith("/") and value != "/" else (
+        "must be an absolute path other than /")
+
+
+@section("checkpoints", "The checkpoint collector (`preemptlens collect checkpoints`): checkpoints and steps from "
+         "checkpoint files, training logs, Prometheus and Kubernetes annotations.")
+@dataclass(frozen=True)
+class CheckpointSettings:
+    streams: list[str] = setting(["files", "logs"], f"Streams to read, any of: {', '.join(STREAMS)}.",
+                                 check=_choices(STREAMS))
+    roots: list[Any] = setting(
+        [],
+        'Where checkpoints are, each `{path = "/scratch/{user}/{job_id}"}` (a template of job_id, user, team, '
+        'name: the job\'s directory) or `{path = "/lustre/*/runs", job = "work_dir"}` (a directory or glob; '
+        "a match belongs to the jobs whose recorded working directory, or with \"stdout\" output file's "
+        "directory, is it or a parent). Nothing outside a root's fixed part is read; symlinks are never followed.",
+        check=_list_of(root_problem),
+    )
+    layouts: list[str] = setting(list(LAYOUTS), f"Checkpoint layouts looked for: {', '.join(LAYOUTS)}.",
+                                 check=_choices(LAYOUTS))
+    keras_filepaths: list[str] = setting(
+        [], 'Keras ModelCheckpoint filepath templates jobs use, e.g. "ckpt-{epoch:02d}.keras" (the file name part '
+        "is matched; {epoch} or {batch} is the step).")
+    max_depth: int = setting(4, "Directory levels walked below a job's directory.", check=_positive)
+    max_dirs: int = setting(2_000_000, "Most directories one pass walks; the rest waits for the next pass.",
+                            check=_positive)
+    lookback_hours: float = setting(
+        168.0, "Jobs whose runs were on within this many hours are looked for (files, logs, annotations).",
+        check=_positive)
+    log_roots: list[str] = setting(
+        [], "Directories under which a job's recorded stdout/stderr file may be read (stream logs); a path "
+        "elsewhere is never read. Empty: no log file is read.", check=_list_of(_absolute))
+    log_presets: list[str] = setting(list(PRESETS), f"Log line presets: {', '.join(PRESETS)}.",
+                                     check=_choices(tuple(PRESETS)))
+    log_checkpoint_pattern: str = setting(
+        "", "A site's own regular expression of a completed-checkpoint line, with (?P<step>...) and optionally "
+        "(?P<time>...).", check=pattern_problem)
+    log_progress_pattern: str = setting(
+        "", "A site's own regular expression of a step line, with (?P<step>...) and optionally (?P<time>...).",
+        check=pattern_problem)
+    log_timezone: str = setting("UTC", "Time zone of log timestamps that carry no offset.")
+    max_line_bytes: int = setting(65536, "Longest log line read; a longer one is skipped unread.", check=_positive)
+    max_read_bytes: int = setting(
+        256 << 20, "Most bytes read from one log file in one pass; the rest is read by the next pass.",
+        check=_positive)
+    step_metric: str = setting("", "Prometheus metric holding a job's training step (stream prometheus).")
+    checkpoint_time_metric: str = setting(
+        "", "Prometheus metric holding the time (epoch seconds) of a job's last completed checkpoint.")
+    checkpoint_step_metric: str = setting(
+        "", "Prometheus metric holding the step of a job's last completed checkpoint (with checkpoint_time_metric).")
+    metric_step: str = setting("15s", "Resolution of the metric queries (a Prometheus duration).")
+    metric_lag: str = setting("2m", "How far before the last cursor each metric query starts again (late samples).")
+    time_annotation: str = setting(
+        "", "Annotation (or label) key holding the time of the object's last checkpoint (RFC 3339 or epoch "
+        "seconds), on Pods, Kueue Workloads or KAI PodGroups.")
+    step_annotation: str = setting("", "Annotation (or label) key holding the step of the last checkpoint.")
+    annotation_objects: list[str] = setting(["pods", "workloads", "podgroups"],
+                                            "Kubernetes objects whose annotations are read.",
+                                            check=_choices(("pods", "workloads", "podgroups")))
+    pod_log_bytes: int = setting(4 << 20, "Most bytes of one pod's log read through the API in one pass.",
+                                 check=_positive)
+    timeout_s: float = setting(60.0, "Time limit of one Kubernetes or Prometheus request.", check=_positive)
+
+
+SETTINGS = CheckpointSettings
+
+_FRAME_SCHEMA: dict[str, pl.DataType] = {
+    "cluster": pl.String(), "job_id": pl.String(), "run": pl.Int32(), "time": pl.Datetime("us", "UTC"),
+    "kind": pl.String(), "step": pl.Float64(), "save_s": pl.Float64(), "origin": pl.String(),
+    "_record": pl.String(),
+}
+
+
+@dataclass
+class Point:
+    """One row before it is a frame row."""
+
+    job_id: str
+    run: int | None
+    time: float
+    kind: str
+    step: float | None
+    save_s: float | None
+    origin: str
+    record: str
+
+
+def frame(cluster: str, points: list[Point]) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "cluster": [cluster] * len(points),
+            "job_id": [p.job_id for p in points],
+            "run": [p.run for p in points],
+            "time": [datetime.fromtimestamp(p.time, UTC) for p in points],
+            "kind": [p.kind for p in points],
+            "step": [p.step for p in points],
+            "save_s": [p.save_s for p in points],
+            "origin": [p.origin for p in points],
+            "_record": [p.record for p in points],
+        },
+        schema=_FRAME_SCHEMA,
+    )
+
+
+def monotonic(points: list[Point], last: dict[str, list[Any]], stream: str) -> tuple[list[Point], list[Reject]]:
+    """Points whose step does not go back within their run, and the others quarantined.
+
+    `last` holds each job's latest (run, step, time) from earlier passes and is updated: a step below the
+    previous one of the same run, with no restart between, is a report the ledger cannot trust."""
+    kept: list[Point] = []
+    rejects: list[Reject] = []
+    for p in sorted(points, key=lambda q: (q.job_id, q.time)):
+        if p.step is None:
+            kept.append(p)
+            continue
+        prev = last.get(p.job_id)
+        if prev is not None and prev[0] == p.run and p.run is not None and p.step < prev[1] and p.time > prev[2]:
+            rejects.append(Reject("checkpoints", p.record, "step",
+                                  f"{stream}: step goes back from {prev[1]:g} to {p.step:g} within run {p.run} of job "
+                                  f"{p.job_id} without a restart"))
+            continue
+        kept.append(p)
+        if prev is None or p.time >= prev[2]:
+            last[p.job_id] = [p.run, p.step, p.time]
+    return kept, rejects
+
+
+class CheckpointCollector:
+    name: ClassVar[str] = NAME
+    tables: ClassVar[tuple[str, ...]] = ("checkpoints",)
+
+    def __init__(self, config: Config, cluster: str, streams: list[str]) -> None:
+        self.config = config
+        self.s = config.of(CheckpointSettings)
+        self.cluster = cluster
+        self.streams = streams
+        self.runs = Runs()
+        self.started = datetime.now(UTC)
+
+    # -- contract.UsesRuns ------------------------------------------------------
+
+    def runs_since(self) -> datetime:
+        return self.started - timedelta(hours=self.s.lookback_hours)
+
+    def use_runs(self, runs: pl.DataFrame, labels: pl.DataFrame) -> None:
+        self.runs = Runs.from_frames(runs, labels)
+
+    # -- batches ----------------------------------------------------------------
+
+    def clusters(self) -> list[str]:
+        if self.cluster:
+            return [self.cluster]
+        return sorted(self.runs.clusters())
+
+    def batches(self, watermarks: Mapping[tuple[str, str], str]) -> Iterator[Batch]:
+        clusters = self.clusters()
+        if not clusters:
+            log.warning("checkpoints: no recorded runs within checkpoints.lookback_hours: collect a scheduler "
+                        "(slurm, kubernetes) first; nothing to look for")
+            return
+        for cluster in clusters:
+            for stream in self.streams:
+                yield from self._stream(stream, cluster, watermarks.get((cluster, stream)))
+
+    def _stream(self, stream: str, cluster: str, cursor: str | None) -> Iterator[Batch]:
+        state = _State.load(cursor)
+        if stream == "files":
+            points, rejects, state.data = self._files(cluster, state.data)
+        elif stream == "logs":
+            points, rejects, state.data = self._logs(cluster, state.data)
+        elif stream == "prometheus":
+            from preemptlens.collectors.checkpoints.metrics import collect_metrics
+
+            points, rejects, state.data = collect_metrics(self.config, self.s, cluster, self.runs, state.data)
+        else:
+            from preemptlens.collectors.checkpoints.kubernetes import read_annotations, read_pod_logs
+
+            reader = read_annotations if stream == "annotations" else read_pod_logs
+            points, rejects, state.data = reader(self.config, self.s, cluster, self.runs, state.data)
+        kept, backwards = monotonic(points, state.steps, stream)
+        yield Batch(source=NAME, frames={"checkpoints": frame(cluster, kept)}, rejects=rejects + backwards,
+                    watermarks=[Watermark(NAME, cluster, stream, state.dump())])
+
+    def _files(self, cluster: str, data: str | None) -> tuple[list[Point], list[Reject], str]:
+        roots = [root_of(r) for r in self.s.roots]
+        if not roots:
+            raise ConfigError("checkpoints: stream files has no checkpoints.roots",
+                              'add e.g. roots = [{path = "/scratch/{user}/{job_id}"}], or drop files from '
+                              "checkpoints.streams")
+        walker = Walker(roots, list(self.s.layouts), list(self.s.keras_filepaths), self.s.max_depth, self.s.max_dirs)
+        scan, cursor = walker.scan(cluster, self.runs, Cursor.load(data))
+        log.info("checkpoints files: %d directories looked at, %d listed, %d checkpoint(s) new",
+                 scan.dirs_seen, scan.dirs_listed, len(scan.rows))
+        points = [Point(r.job_id, r.run, r.time, "checkpoint", r.step, r.save_s, r.origin, r.record)
+                  for r in scan.rows]
+        return points, scan.rejects, cursor.dump()
+
+    def _logs(self, cluster: str, data: str | None) -> tuple[list[Point], list[Reject], str]:
+        if not self.s.log_roots:
+            raise ConfigError("checkpoints: stream logs has no checkpoints.log_roots",
+                              "name the directories job output files may be read from, or drop logs from "
+                              "checkpoints.streams")
+        reader = LogReader(log_patterns(self.s.log_presets, self.s.log_checkpoint_pattern,
+                                        self.s.log_progress_pattern),
+                           log_zone(self.s.log_timezone), self.s.max_line_bytes, self.s.max_read_bytes)
+        cursors = load_cursors(data)
+        roots = [Root(r.rstrip("/"), "path") for r in self.s.log_roots]
+        points: list[Point] = []
+        rejects: list[Reject] = []
+        kept = {}
+        for path, job_id in self._log_files(cluster, roots, rejects):
+            read, cursor = reader.read(path, cursors.get(path))
+            rejects.extend(read.rejects)
+            if cursor is not None:
+                kept[path] = cursor
+            for line in read.lines:
+                points.append(Point(job_id, self.runs.run_at(cluster, job_id, line.time), line.time, line.kind,
+                                    line.step, line.save_s, line.origin, f"{path}:{line.record.rsplit('@', 1)[-1]}"))
+        return points, rejects, dump_cursors(kept)
+
+    def _log_files(self, cluster: str, roots: list[Root], rejects: list[Reject]) -> Iterator[tuple[str, str]]:
+        import os
+
+        seen: set[str] = set()
+        for (c, job_id), job in sorted(self.runs.jobs.items()):
+            if c != cluster:
+                continue
+            for path in (job.stdout_path, job.stderr_path):
+                if not path or path in seen:
+                    continue
+                seen.add(path)
+                real = os.path.realpath(path)
+                bases = [os.path.realpath(r.path) for r in roots]
+                if not any(real.startswith(b.rstrip("/") + "/") for b in bases):
+                    if os.path.normpath(path) != real and any(
+                            os.path.normpath(path).startswith(r.path + "/") for r in roots):
+                        rejects.append(Reject("checkpoints", path, "path",
+                                              "leaves checkpoints.log_roots through a symlink: not read"))
+                    continue
+                yield path, job_id
+
+
+@dataclass
+class _State:
+    """A stream's cursor: the stream's own data and each job's last (run, step, time) for the monotonic check."""
+
+    data: str | None
+    steps: dict[str, list[Any]]
+
+    @staticmethod
+    def load(text: str | None) -> _State:
+        if not text:
+            return _State(None, {})
+        try:
+            parsed = json.loads(text)
+            return _State(parsed.get("data"), dict(parsed.get("steps") or {}))
+        except (ValueError, AttributeError, TypeError):
+            return _State(None, {})
+
+    def dump(self) -> str:
+        return json.dumps({"data": self.data, "steps": self.steps}, separators=(",", ":"))
+
+
+# -- command line ------------------------------------------------------------------
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--stream", action="append", dest="streams", choices=STREAMS,
+                        help="stream to read; repeat for several (overrides checkpoints.streams)")
+
+
+def build(args: argparse.Namespace, config: Config) -> CheckpointCollector:
+    settings = config.of(CheckpointSettings)
+    streams = getattr(args, "streams", None) or list(settings.streams)
+    try:
+        log_zone(settings.log_timezone)
+    except (KeyError, ValueError):
+        raise ConfigError(f"checkpoints.log_timezone: unknown time zone {settings.log_timezone!r}") from None
+    return CheckpointCollector(config, config.of(ClusterSettings).name, streams)

@@ -1,0 +1,98 @@
+"""The recorded jobs a checkpoint, a log line or a metric belongs to.
+
+A checkpoint directory, a job's output file or a metric's labels name a job
+only by where it ran: a path template filled with the job's fields, the
+job's working directory or output file as the scheduler recorded it, or the
+labels GPU samples are attributed by. The shell hands the collector the runs
+recorded since its lookback (contract.UsesRuns, warehouse.recorded_runs),
+each job with every label that names it (its id, its job_aliases, a
+Kubernetes job's namespace/name), and these lookups answer from them.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import polars as pl
+
+
+@dataclass(frozen=True)
+class Job:
+    cluster: str
+    job_id: str
+    user: str | None
+    team: str | None
+    name: str | None
+    work_dir: str | None
+    stdout_path: str | None
+    stderr_path: str | None
+
+
+@dataclass
+class Runs:
+    """Runs of recorded jobs: (start, end or None while running, run) per job, in start order."""
+
+    jobs: dict[tuple[str, str], Job] = field(default_factory=dict)
+    runs: dict[tuple[str, str], list[tuple[float, float | None, int]]] = field(default_factory=dict)
+    labels: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+
+    @classmethod
+    def from_frames(cls, runs: pl.DataFrame, labels: pl.DataFrame) -> Runs:
+        out = cls()
+        spans: dict[tuple[str, str], list[tuple[float, float | None, int]]] = defaultdict(list)
+        for row in runs.iter_rows(named=True):
+            key = (row["cluster"], row["job_id"])
+            if key not in out.jobs:
+                out.jobs[key] = Job(row["cluster"], row["job_id"], row["user_name"], row["team"], row["name"],
+                                    row["work_dir"], row["stdout_path"], row["stderr_path"])
+            if row["start_time"] is not None:
+                end = row["end_time"].timestamp() if row["end_time"] is not None else None
+                spans[key].append((row["start_time"].timestamp(), end, int(row["run"])))
+        out.runs = {k: sorted(v) for k, v in spans.items()}
+        by_label: dict[tuple[str, str], list[str]] = defaultdict(list)
+        for cluster, label, job_id in labels.select("cluster", "label", "job_id").iter_rows():
+            if (cluster, job_id) in out.jobs:
+                by_label[(cluster, label)].append(job_id)
+        out.labels = dict(by_label)
+        return out
+
+    def run_at(self, cluster: str, job_id: str, t: float) -> int | None:
+        """The job's run that was on at t (started at or before it, not ended before it); None when none was."""
+        spans = self.runs.get((cluster, job_id), [])
+        i = bisect.bisect_right(spans, (t, float("inf"), 2**31))
+        for start, end, run in reversed(spans[:i]):
+            if start <= t and (end is None or t <= end):
+                return run
+        return None
+
+    def on_at(self, cluster: str, job_ids: list[str], t: float) -> list[str]:
+        """Of `job_ids`, those with a run on at t."""
+        return [j for j in job_ids if self.run_at(cluster, j, t) is not None]
+
+    def by_label(self, cluster: str, label: str, t: float) -> str | None:
+        """The job a label names at t, as GPU samples are attributed: a recorded job id itself, else the one
+        job an alias names that was on at t (aliases are reused: a pod name, a wrapped Slurm id)."""
+        if (cluster, label) in self.jobs:
+            return label
+        named = self.labels.get((cluster, label), [])
+        on = self.on_at(cluster, named, t)
+        return on[0] if len(on) == 1 else None
+
+    def by_dir(self, cluster: str, attribute: str) -> dict[str, list[str]]:
+        """Jobs by the directory they worked in (`work_dir`) or wrote their output to (`stdout`)."""
+        out: dict[str, list[str]] = defaultdict(list)
+        for (c, job_id), job in self.jobs.items():
+            if c != cluster:
+                continue
+            path = job.work_dir if attribute == "work_dir" else job.stdout_path
+            if not path:
+                continue
+            folder = path if attribute == "work_dir" else os.path.dirname(path)
+            out[os.path.normpath(folder)].append(job_id)
+        return out
+
+    def clusters(self) -> set[str]:
+        return {c for c, _ in self.jobs}

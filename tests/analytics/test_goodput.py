@@ -131,14 +131,16 @@ def test_an_unknown_part_is_named_and_leaves_goodput_unknown(sim_wh: tuple[Wareh
     unknown = wh.query(
         "SELECT * FROM goodput WHERE level = 'cluster' AND period = 'week' AND goodput_gpu_s IS NULL"
     ).to_dicts()
-    # a short job whose interval is longer than its run never wrote a checkpoint: its loss is only declared
-    assert unknown, "the scenario should have a victim without checkpoints"
+    # a run that failed before its job wrote any checkpoint: nothing says what the failure threw away
+    assert unknown, "the scenario should have a failure without checkpoints"
     for row in unknown:
         assert row["missing"]
         if row["badput_preemption_gpu_s"] is None:
             assert row["unmeasured_preemptions"] > 0 and "without a measured loss" in row["missing"]
         if row["badput_warmup_gpu_s"] is None:
             assert row["unmeasured_warmups"] > 0 and "without a measured warm-up" in row["missing"]
+        if row["badput_failure_gpu_s"] is None:
+            assert row["unmeasured_failures"] > 0 and "failed runs without a measured loss" in row["missing"]
     # unmeasured: a declared or assumed loss, or a loss in a restart whose warm-up (where its work began) is not
     declared = wh.query(
         "SELECT date_trunc('week', l.time) AS w, count(*) AS n FROM preemption_ledger AS l "
@@ -152,10 +154,11 @@ def test_an_unknown_part_is_named_and_leaves_goodput_unknown(sim_wh: tuple[Wareh
 def test_loss_coverage_counts_measured_losses_exactly(sim_wh: tuple[Warehouse, Outcome]) -> None:
     wh, out = sim_wh
     truth_rows = [p for p in out.preemptions() if p.time_s < out.horizon_s]
-    # the truth: a victim whose job wrote a checkpoint before the data's end has its loss measured
+    # the truth: a victim whose job wrote a checkpoint before the data's end has its loss measured, and so has one
+    # that restarted (its restart reports the step it resumed from: rollback)
     wrote = {out.jobs[r.job].job_id for r in out.runs if any(t < SIM.horizon_s for t, _ in r.checkpoints)
              and r.start_s is not None}
-    measured = [p for p in truth_rows if out.jobs[p.victim].job_id in wrote]
+    measured = [p for p in truth_rows if out.jobs[p.victim].job_id in wrote or p.restart_s is not None]
     cov = wh.query("SELECT * FROM loss_coverage WHERE level = 'cluster' AND period = 'week'")
     assert int(cov["preemptions"].sum()) == len(truth_rows)
     assert int(cov["measured_preemptions"].sum()) == len(measured) > 0

@@ -84,8 +84,9 @@ def goodput_summary(frame: pl.DataFrame) -> str:
     parts = "; ".join(f"{label} {_hours(total[column])}" for column, label, _ in BADPUT)
     if total["goodput_gpu_hours"] is None:
         text = (
-            f"Goodput unknown: of {_hours(total['allocated_gpu_hours'])} allocated GPU-hours, not every part of the "
-            f"badput is measured. Badput GPU-hours: {parts}."
+            f"Goodput unknown, at most {_share(total['goodput_at_most_share'])} of "
+            f"{_hours(total['allocated_gpu_hours'])} allocated GPU-hours: not every part of the badput is measured. "
+            f"Badput GPU-hours: {parts}."
         )
     else:
         text = (
@@ -105,7 +106,8 @@ def goodput_rows(frame: pl.DataFrame, label: str) -> list[dict[str, str]]:
         {
             **_where(r, label, clusters),
             "allocated GPU-h": _hours(r["allocated_gpu_hours"]),
-            "goodput": _share(r["goodput_share"]),
+            "goodput": _share(r["goodput_share"]) if r["goodput_share"] is not None
+            else f"{UNKNOWN} (at most {_share(r['goodput_at_most_share'])})",
             **{header: _hours(r[column]) for column, _, header in BADPUT},
             # which parts are unknown; the summary above says why
             "unknown": ", ".join(label for column, label, _ in BADPUT if r[column] is None),

@@ -1,4 +1,4 @@
--- Per cluster, pool or team (`level`) and day or ISO week (`period`): the GPU-seconds allocated to runs, the badput split into work lost to preemption, warm-up after restarts, checkpoint saves, idle hoarding and failed runs (each from measured sources only, null where a source is lacking, with the count of what could not be measured), and the goodput, the allocated GPU-seconds that advanced a job (null while any badput part is unknown).
+-- Per cluster, pool or team (`level`) and day or ISO week (`period`): the GPU-seconds allocated to runs, the badput split into work lost to preemption, warm-up after restarts, checkpoint saves, idle hoarding and failed runs (each from measured sources only, null where a source is lacking, with the count of what could not be measured), and the goodput, the allocated GPU-seconds that advanced a job (null while any badput part is unknown; at most allocated less the badput measured).
 with
 
 runs as (
@@ -128,6 +128,9 @@ clipped as (
         p.cluster,
         p.job_id,
         p.run,
+        r.pool,
+        r.team,
+        r.gpus,
         p.kind,
         p.known and (p.kind not in ('preemption', 'failure') or s.warmup_known) as known,
         p.at,
@@ -142,7 +145,7 @@ clipped as (
 segments as (
     -- each measured piece cut at the day and week boundaries it crosses
     select
-        c.cluster, c.job_id, c.run, c.kind, p.period,
+        c.cluster, c.job_id, c.run, c.pool, c.team, c.gpus, c.kind, p.period,
         greatest(c.piece_start, b.window_start) as seg_start,
         least(c.piece_end, b.window_start + p.step) as seg_end,
         b.window_start
@@ -169,10 +172,9 @@ idle_in_segments as (
 
 badput as (
     select
-        s.cluster, s.job_id, s.run, s.kind, s.period, s.window_start,
-        r.gpus * (epoch(s.seg_end) - epoch(s.seg_start)) - coalesce(i.idle_gpu_s, 0) as gpu_s
+        s.cluster, s.pool, s.team, s.kind, s.period, s.window_start,
+        s.gpus * (epoch(s.seg_end) - epoch(s.seg_start)) - coalesce(i.idle_gpu_s, 0) as gpu_s
     from segments as s
-    inner join runs as r on r.cluster = s.cluster and r.job_id = s.job_id and r.run = s.run
     left join idle_in_segments as i
         on i.cluster = s.cluster and i.job_id = s.job_id and i.run = s.run and i.kind = s.kind
         and i.period = s.period and i.window_start = s.window_start and i.seg_start = s.seg_start
@@ -180,7 +182,7 @@ badput as (
 
 idle_segments as (
     select
-        i.cluster, i.job_id, i.run, 'idle' as kind, p.period, b.window_start,
+        i.cluster, i.pool, i.team, 'idle' as kind, p.period, b.window_start,
         epoch(least(i.end_time, b.window_start + p.step)) - epoch(greatest(i.start_time, b.window_start)) as gpu_s
     from stretches as i
     cross join periods as p
@@ -192,7 +194,7 @@ idle_segments as (
 
 allocated as (
     select
-        r.cluster, r.job_id, r.run, 'allocated' as kind, p.period, b.window_start,
+        r.cluster, r.pool, r.team, 'allocated' as kind, p.period, b.window_start,
         r.gpus * (epoch(least(r.effective_end, b.window_start + p.step)) - epoch(greatest(r.effective_start, b.window_start)))
             as gpu_s
     from runs as r
@@ -206,42 +208,63 @@ allocated as (
 
 unknowns as (
     -- what no source measured, counted in the day and week it happened
-    select c.cluster, c.job_id, c.run, c.kind, p.period, date_trunc(p.period, c.at) as window_start
+    select c.cluster, c.pool, c.team, c.kind, p.period, date_trunc(p.period, c.at) as window_start
     from clipped as c
     cross join periods as p
     where not c.known
 ),
 
 items as (
-    select cluster, job_id, run, kind, period, window_start, gpu_s, 0 as unknown from badput
+    select cluster, pool, team, kind, period, window_start, gpu_s, 0 as unknown from badput
     union all
-    select cluster, job_id, run, kind, period, window_start, gpu_s, 0 from idle_segments
+    select cluster, pool, team, kind, period, window_start, gpu_s, 0 from idle_segments
     union all
-    select cluster, job_id, run, kind, period, window_start, gpu_s, 0 from allocated
+    select cluster, pool, team, kind, period, window_start, gpu_s, 0 from allocated
     union all
-    select cluster, job_id, run, kind, period, window_start, 0.0, 1 from unknowns
+    select cluster, pool, team, kind, period, window_start, 0.0, 1 from unknowns
+),
+
+pool_teams as (
+    -- each pool's team's sums, then added up for the pool and the cluster
+    select
+        cluster,
+        coalesce(pool, '(none)') as pool,
+        team,
+        period,
+        window_start,
+        sum(case when kind = 'allocated' then gpu_s else 0 end) as allocated_gpu_s,
+        sum(case when kind = 'preemption' then gpu_s else 0 end) as preemption_gpu_s,
+        sum(case when kind = 'warmup' then gpu_s else 0 end) as warmup_gpu_s,
+        sum(case when kind = 'save' then gpu_s else 0 end) as save_gpu_s,
+        sum(case when kind = 'idle' then gpu_s else 0 end) as idle_gpu_s,
+        sum(case when kind = 'failure' then gpu_s else 0 end) as failure_gpu_s,
+        sum(case when kind = 'preemption' then unknown else 0 end) as unmeasured_preemptions,
+        sum(case when kind = 'warmup' then unknown else 0 end) as unmeasured_warmups,
+        sum(case when kind = 'save' then unknown else 0 end) as untimed_saves,
+        sum(case when kind = 'failure' then unknown else 0 end) as unmeasured_failures
+    from items
+    group by all
 ),
 
 cells as (
     select
-        i.cluster,
+        t.cluster,
         v.level,
-        case when v.level = 'pool' then coalesce(r.pool, '(none)') end as pool,
-        case when v.level = 'team' then r.team end as team,
-        i.period,
-        i.window_start,
-        sum(case when i.kind = 'allocated' then i.gpu_s else 0 end) as allocated_gpu_s,
-        sum(case when i.kind = 'preemption' then i.gpu_s else 0 end) as preemption_gpu_s,
-        sum(case when i.kind = 'warmup' then i.gpu_s else 0 end) as warmup_gpu_s,
-        sum(case when i.kind = 'save' then i.gpu_s else 0 end) as save_gpu_s,
-        sum(case when i.kind = 'idle' then i.gpu_s else 0 end) as idle_gpu_s,
-        sum(case when i.kind = 'failure' then i.gpu_s else 0 end) as failure_gpu_s,
-        sum(case when i.kind = 'preemption' then i.unknown else 0 end) as unmeasured_preemptions,
-        sum(case when i.kind = 'warmup' then i.unknown else 0 end) as unmeasured_warmups,
-        sum(case when i.kind = 'save' then i.unknown else 0 end) as untimed_saves,
-        sum(case when i.kind = 'failure' then i.unknown else 0 end) as unmeasured_failures
-    from items as i
-    inner join runs as r on r.cluster = i.cluster and r.job_id = i.job_id and r.run = i.run
+        case when v.level = 'pool' then t.pool end as pool,
+        case when v.level = 'team' then t.team end as team,
+        t.period,
+        t.window_start,
+        sum(t.allocated_gpu_s) as allocated_gpu_s,
+        sum(t.preemption_gpu_s) as preemption_gpu_s,
+        sum(t.warmup_gpu_s) as warmup_gpu_s,
+        sum(t.save_gpu_s) as save_gpu_s,
+        sum(t.idle_gpu_s) as idle_gpu_s,
+        sum(t.failure_gpu_s) as failure_gpu_s,
+        sum(t.unmeasured_preemptions) as unmeasured_preemptions,
+        sum(t.unmeasured_warmups) as unmeasured_warmups,
+        sum(t.untimed_saves) as untimed_saves,
+        sum(t.unmeasured_failures) as unmeasured_failures
+    from pool_teams as t
     cross join (values ('cluster'), ('pool'), ('team')) as v (level)
     group by all
 ),
@@ -266,6 +289,9 @@ parts as (
         case when untimed_saves = 0 and collected then save_gpu_s end as badput_checkpoint_save_gpu_s,
         case when has_samples then idle_gpu_s end as badput_idle_gpu_s,
         case when unmeasured_failures = 0 then failure_gpu_s end as badput_failure_gpu_s,
+        -- the badput measured so far, whatever else is unknown: the goodput is at most allocated less it
+        preemption_gpu_s + warmup_gpu_s + save_gpu_s + case when has_samples then idle_gpu_s else 0 end
+            + failure_gpu_s as measured_badput_gpu_s,
         cast(unmeasured_preemptions as bigint) as unmeasured_preemptions,
         cast(unmeasured_warmups as bigint) as unmeasured_warmups,
         cast(untimed_saves as bigint) as untimed_saves,
@@ -292,7 +318,9 @@ final as (
         p.allocated_gpu_s - p.badput_preemption_gpu_s - p.badput_warmup_gpu_s - p.badput_checkpoint_save_gpu_s
             - p.badput_idle_gpu_s - p.badput_failure_gpu_s as goodput_gpu_s,
         (p.allocated_gpu_s - p.badput_preemption_gpu_s - p.badput_warmup_gpu_s - p.badput_checkpoint_save_gpu_s
-            - p.badput_idle_gpu_s - p.badput_failure_gpu_s) / nullif(p.allocated_gpu_s, 0) as goodput_share
+            - p.badput_idle_gpu_s - p.badput_failure_gpu_s) / nullif(p.allocated_gpu_s, 0) as goodput_share,
+        -- an upper bound while a part is unknown (an unknown part only adds badput), the goodput once all are known
+        p.allocated_gpu_s - p.measured_badput_gpu_s as goodput_at_most_gpu_s
     from parts as p
 )
 

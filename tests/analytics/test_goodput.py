@@ -120,6 +120,10 @@ def test_goodput_and_its_badput_split_match_the_engine(sim_wh: tuple[Warehouse, 
             assert got == pytest.approx(want[part], abs=tolerance), (part, row)
         # nothing is idle: no job hoards
         assert row["badput_idle_gpu_s"] == 0
+        # the bound holds the truth, and is it once every part is known
+        assert row["goodput_at_most_gpu_s"] >= want["goodput"] - tolerance
+        if row["goodput_gpu_s"] is not None:
+            assert row["goodput_at_most_gpu_s"] == pytest.approx(want["goodput"], abs=tolerance)
         assert row["allocated_gpu_s"] > 0
     assert compared["goodput"] > 20 and compared["preemption"] > 20 and compared["failure"] > 5
     assert compared["save"] == len(rows)
@@ -231,6 +235,7 @@ def test_goodput_split_by_hand(tmp_path: Path) -> None:
             cluster["allocated_gpu_s"] - sum(cluster[c] for c in parts)
         )
         assert cluster["allocated_gpu_s"] == pytest.approx(11 * H + 1.5 * H + 1 * H)
+        assert cluster["goodput_at_most_gpu_s"] == pytest.approx(cluster["goodput_gpu_s"])
         cov = sc.view("loss_coverage", "period").filter(
             (pl.col("level") == "cluster") & (pl.col("period") == "day")
         ).row(0, named=True)
@@ -255,8 +260,10 @@ def test_an_untimed_save_and_a_cluster_without_checkpoint_data_are_unknown(tmp_p
         assert c1["badput_checkpoint_save_gpu_s"] is None and c1["untimed_saves"] == 1
         assert "checkpoints without a save time" in c1["missing"]
         assert c1["goodput_gpu_s"] is None and c1["goodput_share"] is None
-        # the other parts stay known
+        # the other parts stay known, and bound the goodput from above: v's idle, saves, loss and warm-up, f's saves
+        # and failure (the untimed save adds an unknown amount)
         assert c1["badput_preemption_gpu_s"] == pytest.approx(1.25 * H)
+        assert c1["goodput_at_most_gpu_s"] == pytest.approx(13.5 * H - 0.75 * H - 360 - 1.25 * H - 1200 - 30 - 0.5 * H)
         assert c2["badput_preemption_gpu_s"] is None and c2["unmeasured_preemptions"] == 1
         assert c2["badput_checkpoint_save_gpu_s"] is None
         assert c2["badput_idle_gpu_s"] is None

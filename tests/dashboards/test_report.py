@@ -169,14 +169,14 @@ def test_loss_coverage_and_goodput_sections(page: Page, written: Path) -> None:
     assert by_team["nlp"]["loss measured"] == "0% (0)" and by_team["nlp"]["declared / assumed"] == "0 / 1"
     # no save times and no progress reports: goodput is unknown, and says why, never a number
     good = " ".join(page.sections["goodput"]["text"].split())
-    assert "Goodput unknown: of " in good
+    assert "Goodput unknown, at most " in good
     assert "checkpoints without a save time" in good and "restarts without a measured warm-up" in good
     header, *rows = page.sections["goodput"]["tables"]["goodput-teams"]
     infer = dict(zip(header, next(r for r in rows if r[0] == "infer"), strict=True))
     # infer's work neither failed, restarted nor checkpointed, and held no GPU idle: all of it advanced its jobs
     assert infer["goodput"] == "100%" and infer["idle GPU-h"] == "0.0"
     nlp = dict(zip(header, next(r for r in rows if r[0] == "nlp"), strict=True))
-    assert nlp["goodput"] == "unknown" and nlp["idle GPU-h"] == "32.0"
+    assert nlp["goodput"].startswith("unknown (at most ") and nlp["idle GPU-h"] == "32.0"
     md = (written / "preemptlens-2026-W48.md").read_text()
     assert "**Loss coverage:** Lost progress is measured for 67% of 3 preemptions" in md
     assert "**Goodput:** Goodput unknown" in md

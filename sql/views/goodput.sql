@@ -26,12 +26,6 @@ sampled as (
     select cluster from gpu_samples group by cluster
 ),
 
-periods as (
-    select 'day' as period, interval 1 day as step
-    union all
-    select 'week', interval 7 day
-),
-
 restarts as (
     -- a restart after a preemption warms up for the ledger's warm-up (unknown where it is not measured),
     -- from the start of the run the victim restarted in
@@ -143,16 +137,15 @@ clipped as (
 ),
 
 segments as (
-    -- each measured piece cut at the day and week boundaries it crosses
+    -- each measured piece cut at the day boundaries it crosses (a week is its seven days)
     select
-        c.cluster, c.job_id, c.run, c.pool, c.team, c.gpus, c.kind, p.period,
+        c.cluster, c.job_id, c.run, c.pool, c.team, c.gpus, c.kind,
         greatest(c.piece_start, b.window_start) as seg_start,
-        least(c.piece_end, b.window_start + p.step) as seg_end,
+        least(c.piece_end, b.window_start + interval 1 day) as seg_end,
         b.window_start
     from (select * from clipped where known and piece_end > piece_start) as c
-    cross join periods as p
     cross join lateral (
-        select unnest(generate_series(date_trunc(p.period, c.piece_start), c.piece_end, p.step)) as window_start
+        select unnest(generate_series(date_trunc('day', c.piece_start), c.piece_end, interval 1 day)) as window_start
     ) as b
     where b.window_start < c.piece_end
 ),
@@ -160,7 +153,7 @@ segments as (
 idle_in_segments as (
     -- idle-hoarded GPU-seconds inside a piece: idle first (the GPUs did nothing), so not counted twice
     select
-        s.cluster, s.job_id, s.run, s.kind, s.period, s.window_start, s.seg_start,
+        s.cluster, s.job_id, s.run, s.kind, s.window_start, s.seg_start,
         sum(greatest(0, epoch(least(s.seg_end, i.end_time)) - epoch(greatest(s.seg_start, i.start_time))))
             as idle_gpu_s
     from segments as s
@@ -172,65 +165,62 @@ idle_in_segments as (
 
 badput as (
     select
-        s.cluster, s.pool, s.team, s.kind, s.period, s.window_start,
+        s.cluster, s.pool, s.team, s.kind, s.window_start,
         s.gpus * (epoch(s.seg_end) - epoch(s.seg_start)) - coalesce(i.idle_gpu_s, 0) as gpu_s
     from segments as s
     left join idle_in_segments as i
         on i.cluster = s.cluster and i.job_id = s.job_id and i.run = s.run and i.kind = s.kind
-        and i.period = s.period and i.window_start = s.window_start and i.seg_start = s.seg_start
+        and i.window_start = s.window_start and i.seg_start = s.seg_start
 ),
 
 idle_segments as (
     select
-        i.cluster, i.pool, i.team, 'idle' as kind, p.period, b.window_start,
-        epoch(least(i.end_time, b.window_start + p.step)) - epoch(greatest(i.start_time, b.window_start)) as gpu_s
+        i.cluster, i.pool, i.team, 'idle' as kind, b.window_start,
+        epoch(least(i.end_time, b.window_start + interval 1 day)) - epoch(greatest(i.start_time, b.window_start))
+            as gpu_s
     from stretches as i
-    cross join periods as p
     cross join lateral (
-        select unnest(generate_series(date_trunc(p.period, i.start_time), i.end_time, p.step)) as window_start
+        select unnest(generate_series(date_trunc('day', i.start_time), i.end_time, interval 1 day)) as window_start
     ) as b
     where b.window_start < i.end_time
 ),
 
 allocated as (
     select
-        r.cluster, r.pool, r.team, 'allocated' as kind, p.period, b.window_start,
-        r.gpus * (epoch(least(r.effective_end, b.window_start + p.step)) - epoch(greatest(r.effective_start, b.window_start)))
-            as gpu_s
+        r.cluster, r.pool, r.team, 'allocated' as kind, b.window_start,
+        r.gpus * (epoch(least(r.effective_end, b.window_start + interval 1 day))
+            - epoch(greatest(r.effective_start, b.window_start))) as gpu_s
     from runs as r
-    cross join periods as p
     cross join lateral (
-        select unnest(generate_series(date_trunc(p.period, r.effective_start), r.effective_end, p.step))
+        select unnest(generate_series(date_trunc('day', r.effective_start), r.effective_end, interval 1 day))
             as window_start
     ) as b
     where r.effective_end > r.effective_start and b.window_start < r.effective_end
 ),
 
 unknowns as (
-    -- what no source measured, counted in the day and week it happened
-    select c.cluster, c.pool, c.team, c.kind, p.period, date_trunc(p.period, c.at) as window_start
+    -- what no source measured, counted in the day it happened
+    select c.cluster, c.pool, c.team, c.kind, date_trunc('day', c.at) as window_start
     from clipped as c
-    cross join periods as p
     where not c.known
 ),
 
 items as (
-    select cluster, pool, team, kind, period, window_start, gpu_s, 0 as unknown from badput
+    select cluster, pool, team, kind, window_start, gpu_s, 0 as unknown from badput
     union all
-    select cluster, pool, team, kind, period, window_start, gpu_s, 0 from idle_segments
+    select cluster, pool, team, kind, window_start, gpu_s, 0 from idle_segments
     union all
-    select cluster, pool, team, kind, period, window_start, gpu_s, 0 from allocated
+    select cluster, pool, team, kind, window_start, gpu_s, 0 from allocated
     union all
-    select cluster, pool, team, kind, period, window_start, 0.0, 1 from unknowns
+    select cluster, pool, team, kind, window_start, 0.0, 1 from unknowns
 ),
 
-pool_teams as (
-    -- each pool's team's sums, then added up for the pool and the cluster
+days as (
+    -- each pool's team's sums per day
     select
         cluster,
         coalesce(pool, '(none)') as pool,
         team,
-        period,
         window_start,
         sum(case when kind = 'allocated' then gpu_s else 0 end) as allocated_gpu_s,
         sum(case when kind = 'preemption' then gpu_s else 0 end) as preemption_gpu_s,
@@ -243,6 +233,30 @@ pool_teams as (
         sum(case when kind = 'save' then unknown else 0 end) as untimed_saves,
         sum(case when kind = 'failure' then unknown else 0 end) as unmeasured_failures
     from items
+    group by all
+),
+
+pool_teams as (
+    -- the days, and the ISO weeks they add up to; then added up for the pool and the cluster
+    select 'day' as period, * from days
+    union all
+    select
+        'week',
+        cluster,
+        pool,
+        team,
+        date_trunc('week', window_start),
+        sum(allocated_gpu_s),
+        sum(preemption_gpu_s),
+        sum(warmup_gpu_s),
+        sum(save_gpu_s),
+        sum(idle_gpu_s),
+        sum(failure_gpu_s),
+        sum(unmeasured_preemptions),
+        sum(unmeasured_warmups),
+        sum(untimed_saves),
+        sum(unmeasured_failures)
+    from days
     group by all
 ),
 

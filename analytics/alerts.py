@@ -54,6 +54,8 @@ PLATFORM = "platform"
 DELIVERY_HEADER = "X-Preemptlens-Delivery"
 TIMESTAMP_HEADER = "X-Preemptlens-Timestamp"
 SIGNATURE_HEADER = "X-Preemptlens-Signature"
+# The dashboard's path of My preemptions (dashboards/app.py serves the page there), which notices link to.
+MY_PREEMPTIONS_PATH = "mine"
 
 
 @section(
@@ -78,7 +80,7 @@ class AlertsSettings:
     dashboard_url: str = setting(
         "",
         "Public URL of the dashboard (e.g. https://preemptlens.example.org); per-victim notices then link to "
-        "its My preemptions page. Empty: no link.",
+        "its My preemptions page, opened on the preempted job. Empty: no link.",
     )
     signing_key: Secret | None = setting(None, "Key for the HMAC-SHA256 signature header; unset sends no signature.")
     timeout_s: float = setting(10.0, "Seconds to wait for a webhook to answer.")
@@ -437,6 +439,12 @@ def _minutes(seconds: float | None) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
+def my_preemptions_url(dashboard_url: str, cluster: str, job_id: str) -> str:
+    """The dashboard's My preemptions page, opened on one job."""
+    query = urllib.parse.urlencode({"cluster": cluster, "job": job_id})
+    return f"{dashboard_url.rstrip('/')}/{MY_PREEMPTIONS_PATH}?{query}"
+
+
 @dataclass(frozen=True)
 class VictimNotice:
     """A notice to the victim team's webhook for each recent preempted run:
@@ -482,8 +490,8 @@ class VictimNotice:
             if held is not None:
                 text += f" Actions: {held}."
             if settings.dashboard_url:
-                # The dashboard page a logged-in victim lands on: the cost, and what would have protected it.
-                text += f" Details: {settings.dashboard_url.rstrip('/')}/mine"
+                # The victim's own page, opened on this job: the cost, and what would have protected it.
+                text += f" Details: {my_preemptions_url(settings.dashboard_url, r['cluster'], r['job_id'])}"
             alerts.append(
                 Alert(
                     dedupe_key=f"{self.name}:{r['cluster']}:{r['job_id']}:{r['run']}",

@@ -244,6 +244,18 @@ def _minutes(seconds: float) -> str:
     return f"{seconds / 60:g} min"
 
 
+def _wait_words(seconds: float) -> str:
+    """A queue wait in words: under a minute, else minutes or hours (never '0.0 h')."""
+    if seconds < 60:
+        return "under a minute"
+    return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
+
+
+def _times(ratio: float, at_least: bool) -> str:
+    """'12 times', or 'at least 100 times' when the wait compared with was floored at a minute."""
+    return f"{'at least ' if at_least else ''}{ratio:,.0f} times" if ratio >= 10 else f"{ratio:.1f} times"
+
+
 def _preemptible_qos(ctx: Context) -> tuple[str, ...]:
     rows = ctx.q(
         query_sql("tuning", "preemptible_classes")
@@ -684,8 +696,8 @@ def repeat_victims(ctx: Context) -> list[Suggestion]:
             proposed="priority boost for requeued victims; time-based fair share",
             evidence=(
                 f"{len(repeat)} jobs were preempted twice or more and queued a median {repeat_wait / 3600:.1f} h "
-                f"over their runs, {ratio:.1f}x the {median(others) / 3600:.1f} h of unpreempted jobs of the "
-                "same tiers"
+                f"over their runs, {_times(ratio, median(others) < other_wait)} the median wait of unpreempted "
+                f"jobs of the same tiers ({_wait_words(median(others))})"
             ),
             effect=(
                 "not replayed (the scheduler model has no priority boost): spreads preemptions over more jobs "

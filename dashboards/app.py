@@ -19,11 +19,12 @@ from typing import Any
 
 import streamlit as st
 
+from preemptlens.analytics.alerts import MY_PREEMPTIONS_PATH
 from preemptlens.config import Config, WarehouseSettings, load_config
 from preemptlens.dashboards.access import OPEN, AccessSettings, Reader, header_groups, proxy_trusted, resolve
 from preemptlens.dashboards.data import DashboardSettings, Filters, Options, page_queries, snapshot_version
 from preemptlens.dashboards.figures import TIMELINE_MARKERS
-from preemptlens.dashboards.views_common import CONTEXT_KEY, Context, cached
+from preemptlens.dashboards.views_common import CONTEXT_KEY, Context, cached, duration
 from preemptlens.errors import PreemptlensError
 from preemptlens.readonly import Limits
 
@@ -32,37 +33,100 @@ from preemptlens.readonly import Limits
 PAGES = Path(__file__).resolve().parent / "app_pages"
 
 
+# The time ranges the sidebar offers: days back from the newest data (None: all of it).
+RANGES: dict[str, float | None] = {
+    "Last 24 hours": 1, "Last 7 days": 7, "Last 30 days": 30, "Last 90 days": 90, "All data": None,
+}
+CUSTOM = "Custom dates"
+# How often the page looks for a new snapshot of the warehouse (Grafana's auto-refresh).
+REFRESH = {"Off": None, "Every minute": 60, "Every 5 minutes": 300, "Every 15 minutes": 900}
+
+
 def _window(options: Options, default_days: int) -> tuple[datetime, datetime]:
-    last = (options.last or datetime.now(UTC)).date()
-    first = (options.first or datetime.now(UTC)).date()
-    default_start = max(first, last - timedelta(days=default_days - 1))
-    picked = st.sidebar.date_input(
-        "Time window (UTC)", value=(default_start, last), min_value=first, max_value=last, key="window",
-        help="Days included, first to last.",
-    )
-    days = [d for d in picked if isinstance(d, date)] if isinstance(picked, tuple | list) else [picked]
-    start_day = days[0] if days else default_start
-    end_day = days[-1] if days else last
-    return (
-        datetime.combine(start_day, time(), tzinfo=UTC),
-        datetime.combine(end_day + timedelta(days=1), time(), tzinfo=UTC),
-    )
+    """The sidebar's time range: a relative one ("Last 7 days") ends at the newest data, not at the wall clock,
+    so that a warehouse whose collection stopped still shows its last days (and the sidebar says how old they
+    are); custom dates are whole UTC days."""
+    newest = options.last or datetime.now(UTC)
+    first = options.first or newest
+    ranges = dict(RANGES)
+    if default_days not in ranges.values():
+        ranges[f"Last {default_days} days"] = default_days
+    labels = [*sorted((k for k in ranges if ranges[k] is not None), key=lambda k: ranges[k] or 0),
+              "All data", CUSTOM]
+    default = next(k for k in labels if ranges.get(k) == default_days)
+    choice = st.sidebar.selectbox("Time range", labels, index=labels.index(default), key="range",
+                                  help="Relative ranges end at the newest record in the warehouse.")
+    if choice == CUSTOM:
+        last, start_default = newest.date(), max(first.date(), newest.date() - timedelta(days=default_days - 1))
+        picked = st.sidebar.date_input(
+            "Days (UTC)", value=(start_default, last), min_value=first.date(), max_value=last, key="window",
+            help="Days included, first to last.",
+        )
+        days = [d for d in picked if isinstance(d, date)] if isinstance(picked, tuple | list) else [picked]
+        start_day = days[0] if days else start_default
+        end_day = days[-1] if days else last
+        return (datetime.combine(start_day, time(), tzinfo=UTC),
+                datetime.combine(end_day + timedelta(days=1), time(), tzinfo=UTC))
+    back = ranges[choice]
+    if back is not None and back < 2:
+        # The hour after the newest record, so that it is inside the half-open window.
+        end = newest.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+    else:
+        end = datetime.combine(newest.date() + timedelta(days=1), time(), tzinfo=UTC)
+    # A range reaching back before the data starts at the data's first day.
+    first_day = datetime.combine(first.date(), time(), tzinfo=UTC)
+    return (first_day if back is None else max(first_day, end - timedelta(days=back))), end
+
+
+def _freshness(options: Options) -> None:
+    """Say how old the newest data is when it is older than a day: a relative range ends there."""
+    if options.last is None:
+        return
+    age = datetime.now(UTC) - options.last
+    if age > timedelta(days=1):
+        st.sidebar.warning(
+            f"The newest record is from {options.last:%Y-%m-%d %H:%M} UTC, {duration(age.total_seconds())} ago: "
+            "time ranges end there.", icon=":material/schedule:")
+
+
+def _auto_refresh(warehouse: str, limits: Limits, version: float) -> None:
+    """Look for a new snapshot every so often and rerun the page when one is published."""
+    every = REFRESH[st.sidebar.selectbox("Auto-refresh", list(REFRESH), key="refresh",
+                                         help="Reruns the page when a new snapshot of the warehouse is published.")]
+    if every is None:
+        return
+
+    @st.fragment(run_every=every)
+    def watch() -> None:
+        try:
+            newer = snapshot_version(warehouse, limits) != version
+        except PreemptlensError:
+            return  # the next full run shows the error
+        if newer:
+            st.rerun(scope="app")
+
+    watch()
 
 
 def pages_for(reader: Reader) -> list[Any]:
-    """The pages `reader` may open: a logged-in reader lands on their own preemptions; only an admin
+    """The pages `reader` may open. A team member lands on their own preemptions, everyone else on the
+    Overview; My preemptions is at /mine for every reader (victim notices link there), and only an admin
     gets Operations (raw quarantined records, alert delivery errors) and SQL (every table)."""
-    logged_in = reader.user is not None
+    team_member = bool(reader.teams) and not reader.admin
+    mine = st.Page(PAGES / "mine.py", title="My preemptions", icon=":material/person:", url_path=MY_PREEMPTIONS_PATH)
     pages = [
-        st.Page(PAGES / "overview.py", title="Overview", icon=":material/dashboard:", default=not logged_in),
+        st.Page(PAGES / "overview.py", title="Overview", icon=":material/dashboard:", default=not team_member),
+        mine,
         st.Page(PAGES / "preemptions.py", title="Preemptions", icon=":material/bolt:"),
         st.Page(PAGES / "hoarding.py", title="Idle hoarding", icon=":material/hourglass_empty:"),
         st.Page(PAGES / "scope_creep.py", title="Priority scope creep", icon=":material/trending_up:"),
         st.Page(PAGES / "tuning.py", title="Tuning", icon=":material/tune:"),
         st.Page(PAGES / "pilot.py", title="Pilot", icon=":material/science:"),
     ]
-    if logged_in:
-        pages.insert(0, st.Page(PAGES / "mine.py", title="My preemptions", icon=":material/person:", default=True))
+    if team_member:
+        # Streamlit serves its default page at / only, so /mine stays the linked page and / a hidden copy.
+        pages = [mine, *(p for p in pages if p is not mine), st.Page(
+            PAGES / "mine.py", title="My preemptions", url_path="home", default=True, visibility="hidden")]
     if reader.admin:
         pages += [
             st.Page(PAGES / "operations.py", title="Operations", icon=":material/build:"),
@@ -170,6 +234,7 @@ def main() -> None:
 
     st.sidebar.markdown("### Filters")
     start, end = _window(options, settings.default_days)
+    _freshness(options)
     filters = Filters(
         start=start,
         end=end,
@@ -182,6 +247,7 @@ def main() -> None:
         f"Warehouse `{Path(warehouse).name}`, snapshot of {datetime.fromtimestamp(version, UTC):%Y-%m-%d %H:%M} UTC. "
         "An empty filter means all."
     )
+    _auto_refresh(warehouse, limits, version)
     ctx = Context(warehouse, limits, version, filters, options, settings, who)
     st.session_state[CONTEXT_KEY] = ctx
     st.navigation(pages_for(who)).run()

@@ -13,24 +13,16 @@ from typing import Any
 import polars as pl
 
 from preemptlens.dashboards.data import progress_level
+from preemptlens.dashboards.formats import UNKNOWN, number, pct
 
-UNKNOWN = "unknown"
 # The badput parts in the order they are shown: (column of data.goodput, label, table header).
 BADPUT = (
-    ("preemption_gpu_hours", "lost to preemption", "preempted GPU-h"),
-    ("warmup_gpu_hours", "warm-up after restarts", "warm-up GPU-h"),
-    ("checkpoint_save_gpu_hours", "checkpoint saves", "saves GPU-h"),
-    ("idle_gpu_hours", "idle hoarding", "idle GPU-h"),
-    ("failure_gpu_hours", "failed runs", "failed GPU-h"),
+    ("preemption_gpu_hours", "lost to preemption", "preempted, GPU-h"),
+    ("warmup_gpu_hours", "warm-up after restarts", "warm-up, GPU-h"),
+    ("checkpoint_save_gpu_hours", "checkpoint saves", "saves, GPU-h"),
+    ("idle_gpu_hours", "idle hoarding", "idle, GPU-h"),
+    ("failure_gpu_hours", "failed runs", "failed, GPU-h"),
 )
-
-
-def _hours(value: float | None) -> str:
-    return UNKNOWN if value is None else f"{value:,.1f}"
-
-
-def _share(value: float | None) -> str:
-    return UNKNOWN if value is None else f"{value:.0%}"
 
 
 def _split(frame: pl.DataFrame) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
@@ -45,10 +37,10 @@ def coverage_summary(frame: pl.DataFrame) -> str:
     if total is None or not total["preemptions"]:
         return "No preemptions in this window: nothing to measure."
     text = (
-        f"Lost progress is measured for {_share(total['measured_share'])} of {total['preemptions']:,} preemptions "
+        f"Lost progress is measured for {pct(total['measured_share'])} of {total['preemptions']:,} preemptions "
         f"({total['checkpoint_preemptions']:,} from the victims' checkpoints, {total['rollback_preemptions']:,} "
-        f"from the step they restarted from) and {_share(total['measured_lost_share'])} of their "
-        f"{_hours(total['lost_gpu_hours'])} lost GPU-hours; {total['declared_preemptions']:,} rest on a declared "
+        f"from the step they restarted from) and {pct(total['measured_lost_share'])} of their "
+        f"{number(total['lost_gpu_hours'])} lost GPU-hours; {total['declared_preemptions']:,} rest on a declared "
         f"checkpoint interval and {total['assumed_preemptions']:,} assume everything since the run started."
     )
     if total["missing"]:
@@ -68,9 +60,9 @@ def coverage_rows(frame: pl.DataFrame, label: str) -> list[dict[str, str]]:
         {
             **_where(r, label, clusters),
             "preemptions": f"{r['preemptions']:,}",
-            "loss measured": f"{_share(r['measured_share'])} ({r['measured_preemptions']:,})",
-            "lost GPU-h": _hours(r["lost_gpu_hours"]),
-            "of which measured": _share(r["measured_lost_share"]),
+            "loss measured": f"{pct(r['measured_share'])} ({r['measured_preemptions']:,})",
+            "lost, GPU-h": number(r["lost_gpu_hours"]),
+            "of which measured": pct(r["measured_lost_share"]),
             "declared / assumed": f"{r['declared_preemptions']:,} / {r['assumed_preemptions']:,}",
         }
         for r in rows
@@ -81,17 +73,17 @@ def goodput_summary(frame: pl.DataFrame) -> str:
     total, _ = _split(frame)
     if total is None or not total["allocated_gpu_hours"]:
         return "No GPU-hours allocated in this window."
-    parts = "; ".join(f"{label} {_hours(total[column])}" for column, label, _ in BADPUT)
+    parts = "; ".join(f"{label} {number(total[column])}" for column, label, _ in BADPUT)
     if total["goodput_gpu_hours"] is None:
         text = (
-            f"Goodput unknown, at most {_share(total['goodput_at_most_share'])} of "
-            f"{_hours(total['allocated_gpu_hours'])} allocated GPU-hours: not every part of the badput is measured. "
+            f"Goodput unknown, at most {pct(total['goodput_at_most_share'])} of "
+            f"{number(total['allocated_gpu_hours'])} allocated GPU-hours: not every part of the badput is measured. "
             f"Badput GPU-hours: {parts}."
         )
     else:
         text = (
-            f"Goodput {_share(total['goodput_share'])}: {_hours(total['goodput_gpu_hours'])} of "
-            f"{_hours(total['allocated_gpu_hours'])} allocated GPU-hours advanced a job. Badput GPU-hours: {parts}."
+            f"Goodput {pct(total['goodput_share'])}: {number(total['goodput_gpu_hours'])} of "
+            f"{number(total['allocated_gpu_hours'])} allocated GPU-hours advanced a job. Badput GPU-hours: {parts}."
         )
     if total["missing"]:
         text += f" Missing: {total['missing']}."
@@ -105,10 +97,10 @@ def goodput_rows(frame: pl.DataFrame, label: str) -> list[dict[str, str]]:
     return [
         {
             **_where(r, label, clusters),
-            "allocated GPU-h": _hours(r["allocated_gpu_hours"]),
-            "goodput": _share(r["goodput_share"]) if r["goodput_share"] is not None
-            else f"{UNKNOWN} (at most {_share(r['goodput_at_most_share'])})",
-            **{header: _hours(r[column]) for column, _, header in BADPUT},
+            "allocated, GPU-h": number(r["allocated_gpu_hours"]),
+            "goodput": pct(r["goodput_share"]) if r["goodput_share"] is not None
+            else f"{UNKNOWN} (at most {pct(r['goodput_at_most_share'])})",
+            **{header: number(r[column]) for column, _, header in BADPUT},
             # which parts are unknown; the summary above says why
             "unknown": ", ".join(label for column, label, _ in BADPUT if r[column] is None),
         }

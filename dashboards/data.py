@@ -66,6 +66,21 @@ class DashboardSettings:
         "Seconds a reader's first page with charts holds them back, so that the browser shows the page's "
         "figures and tables before it loads plotly.js (once per browser tab; 0 sends them at once).",
     )
+    gpu_hour_price: float = setting(
+        0.0,
+        "Price of one GPU-hour (e.g. 2.5); when set, the dashboard and the weekly report give costs and gains "
+        "in money too (dashboard.currency). 0: GPU-hours only.",
+        check=lambda v: None if v >= 0 else "must be 0 (no price) or more",
+    )
+    currency: str = setting(
+        "USD", "Currency of dashboard.gpu_hour_price, written after amounts (USD, EUR, ...).",
+        check=lambda v: None if 0 < len(v.strip()) <= 8 else "must be 1 to 8 characters, e.g. USD",
+    )
+    stale_after_s: float = setting(
+        3600.0,
+        "Operations flags a source whose last load, or newest record, is older than this many seconds.",
+        check=lambda v: None if v > 0 else "must be more than 0",
+    )
 
 
 SETTINGS = DashboardSettings
@@ -592,44 +607,164 @@ def scope_trend(r: Reader, f: Filters) -> pl.DataFrame:
     return r.frame(TREND_SQL, f.params("clusters", "pools"))
 
 
+# The preemptions of the reader's own jobs (victim_user in $users) and of their teams' jobs, in the window, or
+# of one job ($job, at any time: the job a victim notice links to).
+_MINE_HITS = """
+    SELECT l.*, list_contains(CAST($users AS VARCHAR[]), l.victim_user) AS own
+    FROM preemption_ledger AS l
+    WHERE (list_contains(CAST($users AS VARCHAR[]), l.victim_user)
+            OR list_contains(CAST($teams AS VARCHAR[]), l.victim_team))
+        AND CASE WHEN CAST($job AS VARCHAR) IS NULL THEN l.time >= $start AND l.time < $end
+                 ELSE l.cluster = $cluster AND l.victim_job_id = $job END
+"""
+
 MINE_SQL = f"""
+WITH hits AS ({_MINE_HITS}),
+page_jobs AS (
+    SELECT cluster, victim_job_id, bool_or(own) AS own, max(time) AS latest
+    FROM hits GROUP BY cluster, victim_job_id
+    ORDER BY own DESC, latest DESC, cluster, victim_job_id
+    LIMIT $limit OFFSET $offset
+)
 SELECT
     l.time, l.cluster, l.pool, l.victim_job_id, j.name AS victim_name, l.victim_run, l.victim_user, l.victim_team,
     l.victim_tier, l.victim_gpus, l.preemptor_job_id, l.preemptor_team, l.preemptor_tier, l.preemptor_gpus,
     l.reason, l.basis, l.run_start, l.last_checkpoint_time,
-    l.lost_s, l.lost_gpu_s / 3600.0 AS lost_gpu_hours, l.warmup_s, l.warmup_gpu_s / 3600.0 AS warmup_gpu_hours,
+    l.lost_s, l.lost_gpu_s / 3600.0 AS lost_gpu_hours,
+    l.warmup_s, CASE WHEN l.warmup_s IS NOT NULL THEN l.warmup_gpu_s / 3600.0 END AS warmup_gpu_hours,
     l.wasted_gpu_s / 3600.0 AS thrown_away_gpu_hours,
     l.requeue_delay_s, l.requeue_censored, l.requeue_gpu_s / 3600.0 AS waiting_gpu_hours,
     l.restart_run, l.restart_time,
     CASE WHEN l.requeue_censored THEN l.time + to_seconds(t.expected_requeue_s) END AS expected_restart_time,
     t.expected_requeue_s AS typical_requeue_s,
     j.checkpoint_interval_s, l.work_done_share, l.near_completion, p.near_completion_share,
-    l.avoidable, l.idle_gpus_in_pool, l.repeat_victim, l.prior_job_preemptions,
-    list_contains(CAST($users AS VARCHAR[]), l.victim_user) AS own, {HOLD_COLUMNS}
-FROM preemption_ledger AS l
+    l.avoidable, l.idle_gpus_in_pool, l.early_victim, l.repeat_victim, l.prior_job_preemptions,
+    l.own, {HOLD_COLUMNS}
+FROM hits AS l
+INNER JOIN page_jobs AS k ON k.cluster = l.cluster AND k.victim_job_id = l.victim_job_id
 LEFT JOIN jobs AS j ON j.cluster = l.cluster AND j.job_id = l.victim_job_id
 LEFT JOIN expected_requeue AS t ON t.cluster = l.cluster AND t.pool IS NOT DISTINCT FROM l.pool
     AND t.tier = l.victim_tier
 CROSS JOIN (SELECT near_completion_share FROM analytics_params LIMIT 1) AS p
 {hold_join("l.cluster", "l.victim_job_id", "l.time")}
-WHERE (list_contains(CAST($users AS VARCHAR[]), l.victim_user)
-        OR list_contains(CAST($teams AS VARCHAR[]), l.victim_team))
-    AND l.time >= $start AND l.time < $end
-ORDER BY own DESC, l.time DESC, l.cluster, l.victim_job_id, l.victim_run
-LIMIT $limit
+ORDER BY k.own DESC, k.latest DESC, l.cluster, l.victim_job_id, l.time DESC, l.victim_run DESC
+"""  # noqa: S608 -- constants only
+
+MINE_TOTALS_SQL = f"""
+WITH hits AS ({_MINE_HITS})
+SELECT
+    own,
+    count(*) AS preemptions,
+    count(DISTINCT (cluster, victim_job_id)) AS jobs,
+    sum(wasted_gpu_s) / 3600.0 AS thrown_away_gpu_hours,
+    count(*) FILTER (WHERE warmup_s IS NULL) AS warmup_unknown,
+    sum(requeue_gpu_s) / 3600.0 AS waiting_gpu_hours,
+    count(*) FILTER (WHERE requeue_censored) AS not_restarted,
+    count(*) FILTER (WHERE avoidable) AS avoidable,
+    count(*) FILTER (WHERE avoidable IS NULL) AS avoidable_unknown,
+    count(DISTINCT (cluster, victim_job_id)) FILTER (WHERE repeat_victim) AS repeat_jobs
+FROM hits
+GROUP BY own
 """  # noqa: S608 -- constants only
 
 
-def mine(r: Reader, f: Filters, users: tuple[str, ...], teams: tuple[str, ...], limit: int) -> pl.DataFrame:
-    """The preemptions of the reader's own jobs (victim_user in `users`) first, then of their teams',
-    newest first, with what each cost the victim in two currencies never summed here:
-    work thrown away (lost progress plus warm-up, GPU-hours; unknown while the warm-up is) and waiting
-    (the victim's GPUs times its requeue delay, running to the end of the data when it has not restarted);
-    the expected restart of one not restarted yet (preemption time plus expected_requeue's wait for its
-    cluster, pool and tier); and what would have protected it (its declared
-    checkpoint interval, its share of work done against analytics.near_completion_share)."""
-    return r.frame(MINE_SQL, {"users": list(users), "teams": list(teams), "start": f.start, "end": f.end,
-                              "limit": limit})
+def _mine_params(f: Filters, users: tuple[str, ...], teams: tuple[str, ...],
+                 job: tuple[str, str] | None) -> dict[str, object]:
+    cluster, job_id = job or (None, None)
+    return {"users": list(users), "teams": list(teams), "start": f.start, "end": f.end, "cluster": cluster,
+            "job": job_id}
+
+
+def mine(r: Reader, f: Filters, users: tuple[str, ...], teams: tuple[str, ...], limit: int, offset: int = 0,
+         job: tuple[str, str] | None = None) -> pl.DataFrame:
+    """Every preemption of one page of the reader's jobs: `limit` jobs from the `offset`-th, the reader's own
+    jobs (victim_user in `users`) first, then their teams', each newest preemption first; with `job`
+    (cluster, job id), that job's preemptions at any time, when it is the reader's or their team's.
+    Each row has what the preemption cost the victim in two currencies never summed here: work thrown away
+    (lost progress plus warm-up, GPU-hours; unknown while the warm-up is) and waiting (the victim's GPUs times
+    its requeue delay, running to the end of the data when it has not restarted); the expected restart of
+    one not restarted yet (preemption time plus expected_requeue's wait for its cluster, pool and tier); and
+    what would have protected it (its declared checkpoint interval, its share of work done against
+    analytics.near_completion_share)."""
+    return r.frame(MINE_SQL, {**_mine_params(f, users, teams, job), "limit": limit, "offset": offset})
+
+
+def mine_totals(r: Reader, f: Filters, users: tuple[str, ...], teams: tuple[str, ...],
+                job: tuple[str, str] | None = None) -> dict[bool, dict[str, Any]]:
+    """`mine`'s preemptions counted and summed over all its pages, the reader's own (True) apart from the
+    rest of their teams' (False). Work thrown away counts a warm-up that was not measured as none (the
+    ledger's `wasted_gpu_s`), so it is a lower bound while `warmup_unknown` is above 0."""
+    rows = r.frame(MINE_TOTALS_SQL, _mine_params(f, users, teams, job))
+    return {bool(row["own"]): row for row in rows.iter_rows(named=True)}
+
+
+TEAM_NET_SQL = """
+SELECT
+    team,
+    CAST(sum(preemptions) AS BIGINT) AS preemptions,
+    sum(gain_gpu_s) / 3600.0 AS gain_gpu_hours,
+    sum(lost_gpu_s + warmup_gpu_s) / 3600.0 AS wasted_gpu_hours,
+    sum(requeue_gpu_s) / 3600.0 AS waiting_gpu_hours,
+    sum(gain_value) / 3600.0 AS gain_value,
+    sum(cost_value) / 3600.0 AS cost_value,
+    sum(net_value) / 3600.0 AS net_value,
+    CAST(sum(gains_unknown) AS BIGINT) AS gains_unknown
+FROM net_benefit
+WHERE period = 'day' AND team IS DISTINCT FROM '(all)'
+    AND (len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster))
+    AND (len(CAST($pools AS VARCHAR[])) = 0 OR list_contains(CAST($pools AS VARCHAR[]), pool))
+    AND (len(CAST($teams AS VARCHAR[])) = 0 OR list_contains(CAST($teams AS VARCHAR[]), team))
+    AND window_start >= date_trunc('day', $start) AND window_start < $end
+GROUP BY team
+ORDER BY net_value, team NULLS LAST
+"""
+
+
+def team_net(r: Reader, f: Filters) -> pl.DataFrame:
+    """Per team, over the days of the window: the gain its preemptors had (GPU-hours of waiting saved), the
+    cost its victims paid (work thrown away and waiting, kept apart), and the tier-weighted gain, cost and net
+    of net_benefit (gains credited to the preemptor's team, costs charged to the victim's); most negative net
+    first. A team that neither preempted nor was preempted has no row."""
+    return r.frame(TEAM_NET_SQL, f.params("clusters", "pools", "teams", "start", "end"))
+
+
+FRESHNESS_SQL = """
+WITH newest AS (
+    SELECT source, 'GPU samples' AS records, max(time) AS newest FROM gpu_samples GROUP BY source
+    UNION ALL
+    SELECT source, 'job runs', max(greatest(submit_time, start_time, end_time)) FROM job_runs GROUP BY source
+    UNION ALL
+    SELECT source, 'jobs', max(submit_time) FROM jobs GROUP BY source
+    UNION ALL
+    SELECT source, 'checkpoints', max(time) FROM checkpoints GROUP BY source
+    UNION ALL
+    SELECT source, 'preemption links', max(time) FROM preemption_links GROUP BY source
+    UNION ALL
+    SELECT source, 'pool capacity', max(valid_from) FROM pools GROUP BY source
+),
+by_source AS (
+    SELECT source, max(newest) AS newest_record, arg_max(records, newest) AS newest_in,
+        string_agg(records, ', ' ORDER BY records) AS tables
+    FROM newest GROUP BY source
+),
+loads AS (
+    SELECT source, max(started_at) AS last_load, arg_max(finished_at, started_at) AS last_load_finished,
+        arg_max(loaded, started_at) AS last_loaded, arg_max(unchanged, started_at) AS last_unchanged,
+        arg_max(quarantined, started_at) AS last_quarantined, count(*) AS loads
+    FROM _loads GROUP BY source
+)
+SELECT coalesce(b.source, l.source) AS source, b.tables, b.newest_record, b.newest_in, l.last_load,
+    l.last_load_finished, l.last_loaded, l.last_unchanged, l.last_quarantined, l.loads
+FROM by_source AS b
+FULL JOIN loads AS l ON l.source = b.source
+ORDER BY source
+"""
+
+
+def freshness(r: Reader) -> pl.DataFrame:
+    """Per source (collector, import, simulator): the tables it wrote, its newest record (the latest time any
+    of its rows records) and its last load (`_loads`: when it started, whether it finished, what it loaded)."""
+    return r.frame(FRESHNESS_SQL)
 
 
 QUARANTINE_SQL = """
@@ -712,6 +847,12 @@ def catalog(r: Reader) -> pl.DataFrame:
         pl.when(pl.col("name").is_in(list(headers))).then(pl.lit("view")).otherwise(pl.col("kind")).alias("kind"),
         pl.col("name").replace_strict(headers, default="", return_dtype=pl.String).alias("definition"),
     ).sort(pl.col("kind") != "view", "name")
+
+
+def analysis_params(r: Reader) -> dict[str, Any]:
+    """The [analytics] settings the last `analyze` computed with (analytics_params), for the pages' words."""
+    rows = r.frame("SELECT * FROM analytics_params LIMIT 1")
+    return rows.row(0, named=True) if rows.height else {}
 
 
 # Loss coverage and goodput (docs/figures.md, section 10) over the window's days, per team (or per pool when
@@ -798,6 +939,8 @@ def goodput(r: Reader, f: Filters) -> pl.DataFrame:
 
 
 QUERIES: dict[str, Callable[..., Any]] = {
+    "analysis_params": analysis_params,
+    "scheduler_of": scheduler_of,
     "options": options,
     "headline": headline,
     "ledger_page": ledger_page,
@@ -819,6 +962,9 @@ QUERIES: dict[str, Callable[..., Any]] = {
     "suggestions": suggestions,
     "catalog": catalog,
     "mine": mine,
+    "mine_totals": mine_totals,
+    "team_net": team_net,
+    "freshness": freshness,
     "quarantined": quarantined,
     "alert_errors": alert_errors,
     "coverage": coverage,
@@ -831,7 +977,7 @@ def page_queries(f: Filters, *, rows: int, top_n: int, markers: int) -> tuple[tu
     warms in the background and what benchmarks/bench_dashboard.py times. `rows` is a table's page,
     `top_n` a chart's bars, `markers` the timeline's most preemptions (figures.TIMELINE_MARKERS)."""
     return (
-        ("headline", f), ("net_benefit", f), ("scorecard", f), ("evidence", f),
+        ("headline", f), ("net_benefit", f), ("team_net", f), ("scorecard", f), ("evidence", f),
         ("worst", f, markers), ("ledger_page", f, rows, 0), ("top_victims", f, rows),
         ("top_holders", f, "team", top_n), ("idle_daily", f), ("avoidable_rows", f, rows),
         ("tier_shares", f), ("team_high_shares", f), ("team_slopes", f), ("scope_trend", f),

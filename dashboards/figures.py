@@ -13,6 +13,7 @@ import plotly.graph_objects as go
 import polars as pl
 
 from preemptlens.dashboards.data import TIER_ORDER, VictimDetail
+from preemptlens.dashboards.formats import duration, iso_week
 
 TIER_COLORS = {"critical": "#c0392b", "high": "#e67e22", "normal": "#2e86c1", "low": "#95a5a6"}
 STATE_COLORS = {
@@ -43,9 +44,12 @@ def _layout(fig: go.Figure, title: str, y_title: str, height: int = 360) -> go.F
     return fig
 
 
-def _weekly_axis(fig: go.Figure) -> None:
-    """One tick per ISO week (the views' weeks start on Monday)."""
-    fig.update_xaxes(dtick=7 * 86_400_000, tickformat="%G-W%V", hoverformat="%Y-%m-%d")
+def _weekly_axis(fig: go.Figure, weeks: list[datetime]) -> None:
+    """One tick per week of the data, at its Monday, labelled with its ISO week (2026-W48). Plotly's own weekly
+    ticks fall on Sundays, which strftime's %V gives the week before."""
+    weeks = sorted(set(weeks))
+    fig.update_xaxes(tickmode="array", tickvals=weeks, ticktext=[iso_week(w) for w in weeks],
+                     hoverformat="%Y-%m-%d", ticklabeloverflow="allow")
 
 
 def _empty(title: str, message: str) -> go.Figure:
@@ -114,16 +118,37 @@ def _sizes(values: list[float | None], largest: float) -> list[float]:
     return [7 + 23 * math.sqrt(max(v or 0.0, 0.0) / largest) if largest > 0 else 7.0 for v in values]
 
 
+def _size_steps(largest: float) -> list[float]:
+    """Up to three round values (1, 2 or 5 times a power of ten) for a size legend, the largest first."""
+    if largest <= 0:
+        return []
+    steps: list[float] = []
+    power = 10 ** math.floor(math.log10(largest))
+    while len(steps) < 3 and power >= 0.1:
+        for m in (5, 2, 1):
+            if m * power <= largest and len(steps) < 3 and (not steps or m * power <= steps[-1] / 3):
+                steps.append(m * power)
+        power /= 10
+    return steps
+
+
 # More markers than this make the page slow to send and draw; the worst are the ones to see.
 TIMELINE_MARKERS = 2000
+# Up to this many preemptions are drawn one marker each; more are gathered per lane, victim tier and time bin.
+TIMELINE_SINGLE = 150
+# Bin widths to choose from, the narrowest that keeps a lane to about 60 bins.
+_BINS_S = (3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400, 2 * 86400, 7 * 86400)
+# Where each victim tier sits within its lane, so that tiers do not hide each other.
+_TIER_OFFSET = {"critical": 0.3, "high": 0.1, "normal": -0.1, "low": -0.3}
 
 
 def preemption_timeline(
     ledger: pl.DataFrame, title: str = "Preemptions over time", total: int | None = None
 ) -> go.Figure:
-    """One marker per preemption: when, in which pool, the victim's tier; size grows with the work it threw away.
-    `total` is how many preemptions there are when `ledger` holds only the worst of them
-    (data.worst)."""
+    """When, in which pool and of which victim tier the preemptions were, each marker's area growing with the work
+    thrown away. Up to TIMELINE_SINGLE preemptions get one marker each; more are gathered per pool, tier and time
+    bin (an hour to a week, by the span), one marker per bin saying how many it holds. `total` is how many
+    preemptions there are when `ledger` holds only the worst of them (data.worst)."""
     if ledger.height == 0:
         return _empty(title, "no preemptions in this window")
     total = max(total or 0, ledger.height)
@@ -133,47 +158,87 @@ def preemption_timeline(
         )
     if total > ledger.height:
         title = f"{title}: the {ledger.height:,} worst of {total:,}"
+    ledger = ledger.with_columns(
+        (pl.col("cluster") + "/" + pl.col("pool").fill_null("unknown pool")).alias("lane"),
+        pl.col("wasted_gpu_hours").fill_null(0.0), pl.col("waiting_gpu_hours").fill_null(0.0),
+    )
+    lanes = sorted(ledger["lane"].unique().to_list())
+    binned = ledger.height > TIMELINE_SINGLE
+    if binned:
+        times = ledger["time"].to_list()
+        span = (max(times) - min(times)).total_seconds()
+        width = next((b for b in _BINS_S if span / b <= 60), _BINS_S[-1])
+        points = (
+            ledger.with_columns(pl.col("time").dt.truncate(f"{width}s").alias("bin"))
+            .sort("wasted_gpu_hours", descending=True)
+            .group_by("lane", "victim_tier", "bin")
+            .agg(
+                pl.len().alias("n"), pl.col("wasted_gpu_hours").sum(), pl.col("waiting_gpu_hours").sum(),
+                pl.col("victim_job_id").first().alias("worst"), pl.col("wasted_gpu_hours").first().alias("worst_h"),
+            )
+            .with_columns((pl.col("bin") + pl.duration(seconds=width // 2)).alias("time"))
+        )
+        title += f" ({duration(width)} bins)"
+    else:
+        points = ledger
+    largest = float(points["wasted_gpu_hours"].max() or 0.0)  # type: ignore[arg-type]
     fig = go.Figure()
-    largest = float(ledger["wasted_gpu_hours"].max() or 0.0)  # type: ignore[arg-type]
     for tier in TIER_ORDER:
-        rows = ledger.filter(pl.col("victim_tier") == tier)
+        rows = points.filter(pl.col("victim_tier") == tier)
         if rows.height == 0:
             continue
-        text = [
-            f"victim {r['victim_job_id']} run {r['victim_run']} ({r['victim_team']}, {r['victim_gpus']} GPUs)<br>"
-            f"preemptor {r['preemptor_job_id'] or 'unknown'} ({r['preemptor_tier'] or '?'})<br>"
-            f"thrown away {r['wasted_gpu_hours']:.1f} GPU-h (lost {r['lost_gpu_hours']:.1f}, {r['basis']}), "
-            f"waiting {r['waiting_gpu_hours']:.1f} GPU-h"
-            for r in rows.iter_rows(named=True)
-        ]
-        trace = go.Scatter
-        fig.add_trace(
-            trace(
-                x=rows["time"].to_list(),
-                y=[f"{c}/{p}" for c, p in zip(rows["cluster"], rows["pool"], strict=True)],
-                mode="markers",
-                name=f"victim {tier}",
-                text=text,
-                hovertemplate="%{x}<br>%{text}<extra></extra>",
-                marker={
-                    "size": _sizes(rows["wasted_gpu_hours"].to_list(), largest),
-                    "color": TIER_COLORS[tier],
-                    "opacity": 0.75,
-                    "line": {"width": 1, "color": "white"},
-                },
-            )
+        if binned:
+            text = [
+                f"{r['n']:,} preemption{'s' if r['n'] != 1 else ''} of {tier} victims in {r['lane']}<br>"
+                f"{r['wasted_gpu_hours']:,.1f} GPU-h thrown away, {r['waiting_gpu_hours']:,.1f} GPU-h waiting<br>"
+                f"worst: {r['worst']} ({r['worst_h']:,.1f} GPU-h thrown away)"
+                for r in rows.iter_rows(named=True)
+            ]
+        else:
+            text = [
+                f"victim {r['victim_job_id']} run {r['victim_run']} ({r['victim_team']}, {r['victim_gpus']} GPUs)<br>"
+                f"preemptor {r['preemptor_job_id'] or 'unknown'} ({r['preemptor_tier'] or 'tier unknown'})<br>"
+                f"{r['wasted_gpu_hours']:,.1f} GPU-h thrown away, {r['waiting_gpu_hours']:,.1f} GPU-h waiting"
+                for r in rows.iter_rows(named=True)
+            ]
+        fig.add_scatter(
+            x=rows["time"].to_list(),
+            y=[lanes.index(lane) + _TIER_OFFSET.get(tier, 0.0) for lane in rows["lane"].to_list()],
+            mode="markers",
+            name=f"victim {tier}",
+            text=text,
+            hovertemplate="%{x|%Y-%m-%d %H:%M} UTC<br>%{text}<extra></extra>",
+            marker={
+                "size": _sizes(rows["wasted_gpu_hours"].to_list(), largest),
+                "color": TIER_COLORS[tier],
+                "opacity": 0.7,
+                "line": {"width": 1, "color": "white"},
+            },
         )
-    lanes = ledger.select("cluster", "pool").unique().height
-    return _layout(fig, title, "cluster/pool", height=200 + 60 * lanes)
+    for step in _size_steps(largest):
+        # A legend of marker sizes: traces with no points, each drawn in the legend at its size.
+        fig.add_scatter(x=[None], y=[None], mode="markers", legend="legend2", hoverinfo="skip",
+                        name=f"{float(step):,g} GPU-h", marker={"size": _sizes([step], largest)[0], "color": "#aab7b8"})
+    fig.update_yaxes(tickmode="array", tickvals=list(range(len(lanes))), ticktext=lanes,
+                     range=[-0.6, len(lanes) - 0.4], showgrid=False, zeroline=False)
+    fig.update_xaxes(type="date")
+    _layout(fig, title, "", height=230 + 70 * len(lanes))
+    fig.update_layout(
+        legend={"itemsizing": "constant"},
+        legend2={"title": {"text": "work thrown away" + (" per bin" if binned else "")}, "itemsizing": "trace",
+                 "orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "left", "x": 0},
+    )
+    return fig
 
 
 def victim_runs(detail: VictimDetail, title: str) -> go.Figure:
-    """Each run of one job as a bar from start to end, its checkpoints, and each preemption."""
+    """Each run of one job as a bar from start to end, its checkpoints, and each preemption (its preemptor named
+    to the right of the run it ended, in the right margin when it ends near the edge)."""
     runs = detail.runs.filter(pl.col("start_time").is_not_null())
     if runs.height == 0:
         return _empty(title, "this job has no run that started")
     fig = go.Figure()
-    last_end = runs["end_time"].drop_nulls().max()
+    last_end: datetime | None = max(runs["end_time"].drop_nulls().to_list(), default=None)
     for state in runs["state"].unique(maintain_order=True).to_list():
         rows = runs.filter(pl.col("state") == state)
         starts = rows["start_time"].to_list()
@@ -185,7 +250,10 @@ def victim_runs(detail: VictimDetail, title: str) -> go.Figure:
             orientation="h",
             name=state,
             marker_color=STATE_COLORS.get(state, "#34495e"),
-            hovertemplate="%{y}: " + state + "<br>%{base} → %{x} ms<extra></extra>",
+            customdata=[[f"{s:%Y-%m-%d %H:%M}", f"{e:%Y-%m-%d %H:%M}", duration((e - s).total_seconds())]
+                        for s, e in zip(starts, ends, strict=True)],
+            hovertemplate="%{y}: " + state + "<br>%{customdata[0]} to %{customdata[1]} UTC (%{customdata[2]})"
+            "<extra></extra>",
         )
     ckpts = detail.checkpoints.filter((pl.col("kind") == "checkpoint") & pl.col("run").is_not_null())
     if ckpts.height:
@@ -195,25 +263,30 @@ def victim_runs(detail: VictimDetail, title: str) -> go.Figure:
             mode="markers",
             name="checkpoint",
             marker={"symbol": "diamond", "size": 9, "color": "#2c3e50"},
-            hovertemplate="checkpoint %{x}<extra></extra>",
+            hovertemplate="checkpoint %{x|%Y-%m-%d %H:%M} UTC<extra></extra>",
         )
     pre = detail.preemptions
     if pre.height:
-        labels = [f"preempted by {p or 'unknown'}" for p in pre["preemptor_job_id"].to_list()]
+        labels = [f" by {p or 'unknown'}" for p in pre["preemptor_job_id"].to_list()]
         fig.add_scatter(
             x=pre["time"].to_list(),
             y=[f"run {r}" for r in pre["victim_run"].to_list()],
             mode="markers+text",
             name="preemption",
             text=labels,
-            textposition="top left",
-            marker={"symbol": "x", "size": 13, "color": COST_COLOR},
-            hovertemplate="%{text} at %{x}<extra></extra>",
+            textposition="middle right",
+            textfont={"size": 11, "color": "#5d6d7e"},
+            cliponaxis=False,
+            marker={"symbol": "x", "size": 12, "color": COST_COLOR},
+            hovertemplate="preempted%{text} at %{x|%Y-%m-%d %H:%M} UTC<extra></extra>",
         )
     fig.update_xaxes(type="date")
     fig.update_yaxes(autorange="reversed")
     fig.update_layout(barmode="overlay")
-    return _layout(fig, title, "", height=140 + 50 * runs.height)
+    _layout(fig, title, "", height=140 + 36 * runs.height)
+    # Room on the right for the preemptor named beside a run that ends at the edge.
+    fig.update_layout(margin={"r": 150})
+    return fig
 
 
 def idle_daily(
@@ -274,11 +347,13 @@ def tier_shares(shares: pl.DataFrame, title: str = "Tier shares of GPU-hours per
                 stackgroup="tiers",
                 mode="lines",
                 line={"color": TIER_COLORS[tier], "width": 0.5},
-                hovertemplate="week of %{x|%Y-%m-%d}: " + tier + " %{y:.0%}<extra></extra>",
+                text=[iso_week(w) for w in rows["week"].to_list()],
+                hovertemplate="%{text} (from %{x|%Y-%m-%d}): " + tier + " %{y:.0%}<extra></extra>",
             )
     fig.update_yaxes(tickformat=".0%", range=[0, 1])
-    _weekly_axis(fig)
-    return _layout(fig, title, "share of GPU-hours")
+    _weekly_axis(fig, shares["week"].to_list())
+    # Room for the last week's label, centred on the right edge.
+    return _layout(fig, title, "share of GPU-hours").update_layout(margin={"r": 40})
 
 
 def team_high_shares(shares: pl.DataFrame, title: str = "Critical + high share per team") -> go.Figure:
@@ -292,10 +367,11 @@ def team_high_shares(shares: pl.DataFrame, title: str = "Critical + high share p
             y=rows["high_gpu_hour_share"].fill_null(0.0).to_list(),
             name=team,
             mode="lines+markers",
-            hovertemplate="week of %{x|%Y-%m-%d}: " + team + " %{y:.0%}<extra></extra>",
+            text=[iso_week(w) for w in rows["week"].to_list()],
+            hovertemplate="%{text} (from %{x|%Y-%m-%d}): " + team + " %{y:.0%}<extra></extra>",
         )
     fig.update_yaxes(tickformat=".0%", rangemode="tozero")
-    _weekly_axis(fig)
+    _weekly_axis(fig, shares["week"].to_list())
     return _layout(fig, title, "critical + high share of the team's GPU-hours")
 
 

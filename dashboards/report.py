@@ -1,15 +1,26 @@
-"""The weekly report: one self-contained HTML file (plotly inlined, opens offline) and a Markdown summary for chat.
+"""The weekly report: one self-contained HTML file that reads in a mail client, and a Markdown summary for chat.
 
-Both cover one ISO week: its net benefit, the worst preemptions, the top
-hoarders, scope creep, the top tuning suggestions and, while a declared pilot
-runs, its evaluation, from the same queries (dashboards.data, analytics.pilot)
-and figures (dashboards.figures) as the dashboard.
+Both cover one ISO week: the answer first (the verdict, the counterfactual
+headline, the net in both currencies and the one action to take, as on the
+dashboard's Overview), then net benefit per team, the worst preemptions, the
+top hoarders, scope creep, the top tuning suggestions and, while a declared
+pilot runs, its evaluation, from the same queries (dashboards.data,
+analytics.pilot), words (dashboards.headline, dashboards.formats) and figures
+(dashboards.figures) as the dashboard. The HTML needs no JavaScript: its
+charts are PNG images inside it, drawn by plotly's static export (kaleido)
+in the Chrome or Chromium of this machine; without one, the report says that
+its charts are left out, and its tables still hold every figure. A week with
+no data in the warehouse says so, instead of a verdict over zeros.
 """
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import json
+import logging
 import re
+import threading
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -22,6 +33,17 @@ from preemptlens.analytics.scorecard import answer_text, verdict_text
 from preemptlens.analytics.snippets import KAI, KUBERNETES, KUEUE, SLURM, VOLCANO
 from preemptlens.config import section, setting
 from preemptlens.dashboards import coverage, data
+from preemptlens.dashboards.formats import (
+    duration,
+    gpu_hours,
+    measure_text,
+    money,
+    number,
+    pct,
+    pilot_value,
+    plural,
+)
+from preemptlens.dashboards.headline import Net, answers
 from preemptlens.errors import PreemptlensError
 
 # The rendering stack (jinja2, plotly and the figures) is imported where a report is rendered:
@@ -32,6 +54,9 @@ if TYPE_CHECKING:
     from markupsafe import Markup
 
 SCHEDULERS = (SLURM, KUEUE, KAI, VOLCANO, KUBERNETES)
+log = logging.getLogger(__name__)
+# Width of the charts' images in CSS pixels (drawn at twice that, for sharp text on dense screens).
+IMAGE_WIDTH = 960
 
 
 @section("report", "The weekly report (`preemptlens report`, scheduled by `preemptlens serve`).")
@@ -84,6 +109,12 @@ class Week:
         year, number, _ = (now.astimezone(UTC).date() - timedelta(days=7)).isocalendar()
         return cls(year, number)
 
+    @classmethod
+    def of(cls, when: datetime) -> Week:
+        """The ISO week `when` (UTC) falls in."""
+        year, number, _ = when.astimezone(UTC).date().isocalendar()
+        return cls(year, number)
+
     @property
     def label(self) -> str:
         return f"{self.year}-W{self.number:02d}"
@@ -110,6 +141,8 @@ class WeeklyReport:
     hoarding_teams: pl.DataFrame
     hoarding_jobs: pl.DataFrame
     idle_daily: pl.DataFrame
+    team_net: pl.DataFrame
+    evidence: pl.DataFrame
     tier_shares: pl.DataFrame
     team_shares: pl.DataFrame
     suggestions: pl.DataFrame | None
@@ -117,6 +150,11 @@ class WeeklyReport:
     coverage: pl.DataFrame
     goodput: pl.DataFrame
     scheduler: str | None = None
+    # Job runs of the selected clusters that ran during the week, and the span of all their runs.
+    runs_in_week: int = 1
+    data_span: tuple[datetime | None, datetime | None] = (None, None)
+    price: float = 0.0
+    currency: str = "USD"
     # Pilots running during the week: their evaluation up to the week's end, or why there is none.
     pilots: tuple[tuple[Pilot, Evaluation | str], ...] = ()
 
@@ -160,8 +198,11 @@ def build(
     scheduler: str = "",
     pilots: tuple[Pilot, ...] = (),
     thresholds: PilotSettings | None = None,
+    price: float = 0.0,
+    currency: str = "USD",
 ) -> WeeklyReport:
     f = data.Filters(start=week.start, end=week.end, clusters=clusters)
+    present = r.frame(_PRESENT_SQL, {"clusters": list(clusters), "start": week.start, "end": week.end}).row(0)
     trend = data.Filters(start=week.start - timedelta(days=7 * (trend_weeks - 1)), end=week.end, clusters=clusters)
     return WeeklyReport(
         week=week,
@@ -174,6 +215,8 @@ def build(
         hoarding_teams=data.top_holders(r, f, "team", top_n),
         hoarding_jobs=data.top_holders(r, f, "job", top_n),
         idle_daily=data.idle_daily(r, f),
+        team_net=data.team_net(r, f),
+        evidence=data.evidence(r, f),
         tier_shares=data.tier_shares(r, trend),
         team_shares=data.team_high_shares(r, trend),
         suggestions=data.suggestions(r, f, top_n),
@@ -181,7 +224,22 @@ def build(
         goodput=data.goodput(r, f),
         scheduler=scheduler or data.scheduler_of(r, f),
         pilots=_pilots(r, week, pilots, thresholds or PilotSettings(), clusters),
+        runs_in_week=int(present[0]),
+        data_span=(present[1], present[2]),
+        price=price,
+        currency=currency,
     )
+
+
+# Runs that were running at some time in the week, and the span of all runs (of the selected clusters).
+_PRESENT_SQL = """
+SELECT
+    count(*) FILTER (WHERE start_time < $end AND coalesce(end_time, start_time) >= $start) AS in_week,
+    min(start_time) AS first, max(greatest(start_time, end_time)) AS last
+FROM job_runs
+WHERE start_time IS NOT NULL
+    AND (len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster))
+"""
 
 
 def _pilots(r: data.Reader, week: Week, pilots: tuple[Pilot, ...], th: PilotSettings,
@@ -201,23 +259,13 @@ def _pilots(r: data.Reader, week: Week, pilots: tuple[Pilot, ...], th: PilotSett
 # -- rendering -----------------------------------------------------------------
 
 
-def _num(value: float | None, digits: int = 1) -> str:
-    return "–" if value is None else f"{value:,.{digits}f}"
-
-
-def _pct(value: float | None) -> str:
-    return "–" if value is None else f"{value:.0%}"
-
-
-def _duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "–"
-    hours = seconds / 3600
-    return f"{seconds / 60:.0f} min" if hours < 1.5 else f"{hours:.1f} h"
+# Where a preemption's lost progress comes from (the ledger's basis).
+BASIS = {"checkpoint": "since its last checkpoint", "declared": "half its declared checkpoint interval",
+         "assumed": "the whole run: no checkpoint known"}
 
 
 def _when(value: datetime | None) -> str:
-    return "–" if value is None else f"{value:%a %Y-%m-%d %H:%M}"
+    return "unknown" if value is None else f"{value:%a %Y-%m-%d %H:%M}"
 
 
 def _worst_rows(report: WeeklyReport) -> list[dict[str, str]]:
@@ -226,11 +274,12 @@ def _worst_rows(report: WeeklyReport) -> list[dict[str, str]]:
             "victim": f"{p['victim_job_id']} (run {p['victim_run']}, {p['victim_team']}, {p['victim_tier']})",
             "preemptor": f"{p['preemptor_job_id'] or 'unknown'}"
             + (f" ({p['preemptor_team']}, {p['preemptor_tier']})" if p["preemptor_job_id"] else ""),
-            "when": _when(p["time"]),
+            "when (UTC)": _when(p["time"]),
             "pool": f"{p['cluster']}/{p['pool']}",
-            "thrown away GPU-h": f"{_num(p['wasted_gpu_hours'])} (lost {_num(p['lost_gpu_hours'])}, {p['basis']})",
-            "waiting GPU-h": f"{_num(p['waiting_gpu_hours'])} ({p['victim_gpus']} GPUs x "
-            + _duration(p["requeue_delay_s"])
+            "work thrown away": f"{gpu_hours(p['wasted_gpu_hours'])} (lost progress {gpu_hours(p['lost_gpu_hours'])}, "
+            f"{BASIS.get(p['basis'], p['basis'])})",
+            "waiting": f"{gpu_hours(p['waiting_gpu_hours'])} ({p['victim_gpus']} GPUs × "
+            + duration(p["requeue_delay_s"])
             + (", not restarted)" if p["requeue_censored"] else ")"),
             "avoidable": "unknown" if p["avoidable"] is None else "yes" if p["avoidable"] else "no",
         }
@@ -242,10 +291,10 @@ def _holder_rows(frame: pl.DataFrame, label: str) -> list[dict[str, str]]:
     return [
         {
             label: h["holder"],
-            "team": h["team"],
-            "idle GPU-h": _num(h["idle_gpu_hours"]),
-            "longest stretch": f"{_num(h['longest_stretch_hours'])} h",
-            "runs": str(h["runs"]),
+            **({} if label == "team" else {"team": h["team"]}),
+            "idle": gpu_hours(h["idle_gpu_hours"]),
+            "longest stretch": duration(h["longest_stretch_hours"] * 3600),
+            "runs": f"{h['runs']:,}",
         }
         for h in frame.iter_rows(named=True)
     ]
@@ -255,12 +304,35 @@ def _team_rows(report: WeeklyReport) -> list[dict[str, str]]:
     return [
         {
             "team": t["team"],
-            "this week": _pct(t["this_week"]),
-            "week before": _pct(t["week_before"]),
+            "this week": pct(t["this_week"]),
+            "week before": pct(t["week_before"]),
             "change": f"{t['change'] * 100:+.1f} points",
         }
         for t in report.team_changes().iter_rows(named=True)
     ]
+
+
+def _team_net_rows(report: WeeklyReport) -> list[dict[str, str]]:
+    """Gain, cost and net per team, with a row of totals (the dashboard's Overview table)."""
+    teams = report.team_net
+    if teams.height == 0:
+        return []
+    total = teams.select(pl.lit("total").alias("team"), pl.exclude("team").sum())
+    rows = []
+    for t in pl.concat([teams.with_columns(pl.col("team").fill_null("(no team)")), total],
+                       how="vertical_relaxed").iter_rows(named=True):
+        row = {
+            "team": t["team"],
+            "times preempted": f"{t['preemptions']:,}",
+            "wait saved as preemptor": gpu_hours(t["gain_gpu_hours"]),
+            "work thrown away": gpu_hours(t["wasted_gpu_hours"]),
+            "waiting as victim": gpu_hours(t["waiting_gpu_hours"]),
+            "weighted net": number(t["net_value"]),
+        }
+        if report.price:
+            row[f"weighted net, {report.currency}"] = money(t["net_value"], report.price, report.currency) or ""
+        rows.append(row)
+    return rows
 
 
 def _suggestion_items(report: WeeklyReport) -> list[dict[str, Any]]:
@@ -278,20 +350,28 @@ def _suggestion_items(report: WeeklyReport) -> list[dict[str, Any]]:
                 "title": s["title"] + (f" — {s['subject']}" if s["subject"] else ""),
                 "cluster": s["cluster"],
                 "setting": s["setting"],
-                # advice without a value to change (the readiness advice) shows no "– → –"
+                # advice without a value to change (the readiness advice) shows no "none → none"
                 "change": None
                 if s["current_value"] is None and s["proposed_value"] is None
-                else f"{s['current_value'] or '–'} → {s['proposed_value'] or '–'}",
-                "saving": _num(s["saving_gpu_h"]),
+                else f"{s['current_value'] or 'none'} → {s['proposed_value'] or 'none'}",
+                "saving": f"saving {gpu_hours(s['saving_gpu_h'])} of lost progress" if s["saving_gpu_h"]
+                else "lost progress saved: not measured",
                 "effect": s["effect"],
                 "evidence": s["evidence"],
                 "rough": not s["replay_reproduces"],
                 "scheduler": own,
                 "snippet": snippets[own] if own else None,
-                "snippets": list(snippets.items()),
+                "snippets": [(k, v) for k, v in snippets.items() if k != own],
             }
         )
     return items
+
+
+def _evidence_of(report: WeeklyReport, cluster: str, question: int) -> str:
+    rows = report.evidence.filter((pl.col("cluster") == cluster) & (pl.col("question_no") == question)).to_dicts()
+    needed = [measure_text(r) for r in rows if r["rule"] != "any"]
+    either = [measure_text(r) for r in rows if r["rule"] == "any"]
+    return "; ".join(needed + (["and one of: " + "; ".join(either)] if either else []))
 
 
 def _scorecard_rows(report: WeeklyReport) -> list[dict[str, str]]:
@@ -300,7 +380,7 @@ def _scorecard_rows(report: WeeklyReport) -> list[dict[str, str]]:
             "cluster": s["cluster"],
             "question": s["question"],
             "answer": answer_text(s["answer"], s["missing"], s["failed"]),
-            "evidence": s["evidence"],
+            "evidence": _evidence_of(report, s["cluster"], s["question_no"]),
         }
         for s in report.scorecard.iter_rows(named=True)
     ]
@@ -331,9 +411,11 @@ def _pilot_rows(report: WeeklyReport) -> list[dict[str, Any]]:
         figures = [
             {
                 "figure": f.label,
-                "difference in differences": "unknown" if f.did is None else f"{f.did:+,.3g} {f.unit}",
-                "interval": "–" if f.low is None or f.high is None else f"{f.low:+,.3g} to {f.high:+,.3g}",
-                "n (pilot b/a, control b/a)": "/".join(str(x) for x in f.n) + f" {f.n_of}",
+                "difference in differences": "unknown" if f.did is None else pilot_value(f.did, f.unit, sign=True),
+                "interval": "–" if f.low is None or f.high is None
+                else f"{pilot_value(f.low, f.unit, sign=True)} to {pilot_value(f.high, f.unit, sign=True)}",
+                "observations (pilot before/after, control before/after)": "/".join(f"{x:,}" for x in f.n)
+                + f" {f.n_of}",
             }
             for f in ev.figures
             if f.role in ("gain", "cost", "balance")
@@ -342,34 +424,68 @@ def _pilot_rows(report: WeeklyReport) -> list[dict[str, Any]]:
     return rows
 
 
+def _answer(report: WeeklyReport) -> dict[str, Any]:
+    """The dashboard's first screen in words: per cluster the verdict and the one action, and the net in both
+    currencies (money too with a price per GPU-hour)."""
+    net = Net.of(report.headline, report.net_daily)
+    several = report.scorecard["cluster"].n_unique() > 1
+
+    def card(label: str, gpu_h: float | None, sign: bool = False) -> dict[str, str | None]:
+        text = "unknown" if gpu_h is None else (f"{gpu_h:+,.0f}" if sign else number(gpu_h, 0))
+        return {"label": label, "value": text, "money": money(gpu_h, report.price, report.currency)}
+
+    return {
+        "answers": [
+            {"verdict": a.verdict + (f" ({a.cluster})" if several else ""), "why": a.why, "action": a.action,
+             "tone": a.tone}
+            for a in answers(report.scorecard, report.suggestions)
+        ],
+        "counterfactual": net.counterfactual(),
+        "cards": [
+            card("Wait saved, GPU-h", net.gain), card("Victims' wait, GPU-h", net.waiting),
+            card("Net wait saved, GPU-h", net.waiting_net, sign=True),
+            card("Work thrown away, GPU-h", net.thrown_away),
+            card("Weighted net, GPU-h", net.weighted, sign=True),
+        ],
+        "in_money": net.in_money(report.price, report.currency),
+    }
+
+
 def _context(report: WeeklyReport) -> dict[str, Any]:
     head = report.headline
     this_share, before_share = report.high_shares()
+    first, last = report.data_span
+    restarted = head["preemptions"] - head["not_restarted"]
     return {
         "week": report.week.label,
         "first_day": f"{report.week.start:%Y-%m-%d}",
         "last_day": f"{report.week.end - timedelta(days=1):%Y-%m-%d}",
         "generated": f"{report.generated_at:%Y-%m-%d %H:%M} UTC",
         "clusters": ", ".join(report.clusters) or "all clusters",
+        "no_data": report.runs_in_week == 0,
+        "data_span": "no runs at all" if first is None or last is None else
+        f"runs from {first:%Y-%m-%d} to {last:%Y-%m-%d} ({Week.of(first).label} to {Week.of(last).label})",
+        **_answer(report),
         "head": {
             "preemptions": f"{head['preemptions']:,}",
             "victim_jobs": f"{head['victim_jobs']:,}",
-            "lost": _num(head["lost_gpu_hours"]),
-            "wasted": _num(head["wasted_gpu_hours"]),
-            "waiting": _num(head["waiting_gpu_hours"]),
-            "gain": _num(head["gain_gpu_hours"]),
-            "median_requeue": _duration(head["median_requeue_s"]),
-            "not_restarted": head["not_restarted"],
+            "lost": number(head["lost_gpu_hours"]),
+            "wasted": number(head["wasted_gpu_hours"]),
+            "waiting": number(head["waiting_gpu_hours"]),
+            "gain": number(head["gain_gpu_hours"]),
+            "median_requeue": duration(head["median_requeue_s"]),
+            "median_over": plural(restarted, "victim") + " that restarted",
+            "not_restarted": plural(head["not_restarted"], "victim"),
+            "not_restarted_n": head["not_restarted"],
             "avoidable": data.avoidable_text(head),
-            "hoarded": data.unknown_or(head["hoarded_gpu_hours"], "{:,.1f}", data.NO_SAMPLES),
+            "hoarded": data.unknown_or(head["hoarded_gpu_hours"], "{:,.0f}", data.NO_SAMPLES),
         },
-        "net": {k: _num(v) for k, v in report.net.items()},
-        "net_positive": report.net["net_value"] >= 0,
+        "team_net": _team_net_rows(report),
         "worst": _worst_rows(report),
         "hoarding_teams": _holder_rows(report.hoarding_teams, "team"),
         "hoarding_jobs": _holder_rows(report.hoarding_jobs, "job"),
-        "high_share": _pct(this_share),
-        "high_share_before": _pct(before_share),
+        "high_share": pct(this_share),
+        "high_share_before": pct(before_share),
         "teams": _team_rows(report),
         "suggestions_missing": report.suggestions is None,
         "suggestions": _suggestion_items(report),
@@ -393,41 +509,82 @@ def _environment() -> jinja2.Environment:
     )
 
 
-def _figure_html(fig: go.Figure, div_id: str) -> Markup:
-    from markupsafe import Markup
+def _render_images(figures: dict[str, go.Figure]) -> dict[str, bytes] | str:
+    """The figures as PNG, drawn by plotly's static export (kaleido) in one session of the Chrome or Chromium
+    of this machine ($BROWSER_PATH, else the first on PATH); or why they could not be (no browser, a failure
+    or a figure that took longer than 60 s)."""
+    try:
+        import kaleido
+        from choreographer.errors import BrowserFailedError, ChromeNotFoundError
+    except ImportError as exc:
+        return f"the static image export is not installed ({exc.name}): pip install kaleido"
 
-    html = fig.to_html(
-        full_html=False, include_plotlyjs=False, div_id=div_id, config={"displaylogo": False, "responsive": True}
-    )
-    return Markup(html)
+    async def draw() -> dict[str, bytes]:
+        # No MathJax: kaleido would load it from the network, and no chart here has formulas.
+        page = kaleido.PageGenerator(mathjax=False)
+        async with kaleido.Kaleido(n=1, timeout=60, page_generator=page) as k:
+            return {
+                name: await k.calc_fig(fig, opts={"format": "png", "width": IMAGE_WIDTH,
+                                                  "height": fig.layout.height or 360, "scale": 2})
+                for name, fig in figures.items()
+            }
+
+    found: dict[str, dict[str, bytes] | str] = {}
+    # The browser driver logs every temporary folder it removes at INFO.
+    for name in ("choreographer", "kaleido", "logistro"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+    def run() -> None:
+        # A thread of its own: asyncio.run needs a thread without a running event loop.
+        try:
+            found["images"] = asyncio.run(draw())
+        except ChromeNotFoundError:
+            found["images"] = ("no Chrome or Chromium found (install chromium, or name the browser's program in "
+                               "$BROWSER_PATH)")
+        except (BrowserFailedError, RuntimeError, OSError, TimeoutError) as exc:
+            found["images"] = f"the browser failed to draw them ({type(exc).__name__}: {str(exc).splitlines()[0]})"
+
+    worker = threading.Thread(target=run, name="preemptlens-report-images")
+    worker.start()
+    worker.join()
+    return found.get("images", "the browser failed to draw them")
+
+
+def _image(png: bytes, alt: str) -> Markup:
+    from markupsafe import Markup, escape
+
+    # A data: URI keeps the report one file; width and max-width size it in mail clients without CSS support.
+    uri = "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+    return Markup(f'<img src="{uri}" alt="{escape(alt)}" width="{IMAGE_WIDTH}" '
+                  'style="max-width:100%;height:auto;display:block;margin:0.6rem 0">')
 
 
 def render_html(report: WeeklyReport) -> str:
-    import plotly.offline
-    from markupsafe import Markup
-
     from preemptlens.dashboards import figures
 
     week = report.week.label
     window = (report.week.start, report.week.end)
-    charts = {
-        "net_benefit": _figure_html(
-            figures.net_benefit(report.net_daily, f"Net benefit per day, {week}", window), "fig-net-benefit"
-        ),
-        "worst": _figure_html(figures.preemption_timeline(report.worst, f"Worst preemptions of {week}"), "fig-worst"),
-        "hoarders": _figure_html(
-            figures.top_holders(report.hoarding_teams, f"Idle GPU-hours by team, {week}"), "fig-hoarders"
-        ),
-        "idle_daily": _figure_html(
-            figures.idle_daily(report.idle_daily, f"Idle GPU-hours per day, {week}", window), "fig-idle-daily"
-        ),
-        "tier_shares": _figure_html(
-            figures.tier_shares(report.tier_shares, "Tier shares of GPU-hours per week"), "fig-tier-shares"
-        ),
-        "team_shares": _figure_html(figures.team_high_shares(report.team_shares), "fig-team-shares"),
-    }
-    plotly_js = Markup(plotly.offline.get_plotlyjs())
-    return _environment().get_template("weekly.html.j2").render(**_context(report), charts=charts, plotly_js=plotly_js)
+    charts: dict[str, Any] = {}
+    missing = None
+    if report.runs_in_week:
+        built = {
+            "net_benefit": figures.net_benefit(report.net_daily, f"Net benefit per day, {week}", window),
+            "worst": figures.preemption_timeline(report.worst, f"Worst preemptions of {week}"),
+            "hoarders": figures.top_holders(report.hoarding_teams, f"Idle GPU-hours by team, {week}"),
+            "idle_daily": figures.idle_daily(report.idle_daily, f"Idle GPU-hours per day, {week}", window),
+            "tier_shares": figures.tier_shares(report.tier_shares, "Tier shares of GPU-hours per week"),
+            "team_shares": figures.team_high_shares(report.team_shares),
+        }
+        for fig in built.values():
+            fig.update_layout(width=IMAGE_WIDTH, modebar={"remove": ["toImage"]})
+        images = _render_images(built)
+        if isinstance(images, str):
+            log.warning("weekly report %s: charts left out: %s", week, images)
+            missing = images
+        else:
+            charts = {name: _image(png, str(built[name].layout.title.text)) for name, png in images.items()}
+    return _environment().get_template("weekly.html.j2").render(
+        **_context(report), charts=charts, charts_missing=missing)
 
 
 def render_markdown(report: WeeklyReport) -> str:

@@ -7,14 +7,16 @@ sidebar and stores it in the session; pages read it with `context()`.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+import polars as pl
 import streamlit as st
 
+from preemptlens.dashboards import formats
 from preemptlens.dashboards.access import Reader, redact
 from preemptlens.dashboards.data import QUERIES, DashboardSettings, Filters, Options, reader
 from preemptlens.errors import PreemptlensError
@@ -64,6 +66,16 @@ class Context:
                 raise
             st.error(str(exc))
             st.stop()
+
+
+    def q_or_error(self, query: str, *args: Any) -> Any:
+        """Like `q`, but a failure is shown here, in the place of what would have shown it, and the rest of the
+        page goes on: None then."""
+        try:
+            return redact(cached(query, self.warehouse, self.limits, self.version, *args), self.reader)
+        except PreemptlensError as exc:
+            st.error(str(exc))
+            return None
 
 
 @dataclass
@@ -117,29 +129,57 @@ def context() -> Context:
 
 
 def window_caption(f: Filters) -> str:
-    parts = [f"{f.start:%Y-%m-%d} to {f.end:%Y-%m-%d} (UTC, end exclusive)"]
+    def at(t: datetime) -> str:
+        return f"{t:%Y-%m-%d}" if (t.hour, t.minute) == (0, 0) else f"{t:%Y-%m-%d %H:%M}"
+
+    parts = [f"{at(f.start)} to {at(f.end)} UTC (end excluded)"]
     for name, values in (("cluster", f.clusters), ("pool", f.pools), ("team", f.teams), ("tier", f.tiers)):
         if values:
             parts.append(f"{name}: {', '.join(values)}")
     return " · ".join(parts)
 
 
-def duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "–"
-    seconds = float(seconds)
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    if seconds < 2 * 86400:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86400:.1f} d"
-
-
-def when(value: datetime | None) -> str:
-    return "–" if value is None else f"{value:%Y-%m-%d %H:%M} UTC"
+def show_table(frame: pl.DataFrame, columns: Mapping[str, tuple[str, str]], key: str, **kwargs: Any) -> None:
+    """`frame`'s columns named in `columns` (column -> (label, kind)), in that order, each with its human label,
+    unit and rounding: GPU-hours with one decimal, durations (seconds, or "hours") as durations, times in UTC,
+    shares in percent.
+    A column of `columns` the frame lacks is left out; one the frame has but `columns` does not name is not shown."""
+    present = {c: spec for c, spec in columns.items() if c in frame.columns}
+    shown = frame.select(list(present))
+    config: dict[str, Any] = {}
+    for column, (label, kind) in present.items():
+        if kind in ("duration", "hours"):
+            seconds = pl.col(column) * (3600 if kind == "hours" else 1)
+            shown = shown.with_columns(seconds.map_elements(formats.duration, return_dtype=pl.String).alias(column))
+            config[column] = st.column_config.TextColumn(label)
+        elif kind == "week":
+            shown = shown.with_columns(pl.col(column).map_elements(formats.iso_week, return_dtype=pl.String))
+            config[column] = st.column_config.TextColumn(label)
+        elif kind == "time":
+            config[column] = st.column_config.DatetimeColumn(f"{label} (UTC)", format="YYYY-MM-DD HH:mm")
+        elif kind == "pct":
+            shown = shown.with_columns((pl.col(column) * 100).round(0))
+            config[column] = st.column_config.NumberColumn(label, format="%.0f%%")
+        elif kind in ("gpu_h", "number"):
+            shown = shown.with_columns(pl.col(column).round(1 if kind == "gpu_h" else 2))
+            config[column] = st.column_config.NumberColumn(label, format="localized")
+        elif kind in ("int", "money"):
+            shown = shown.with_columns(pl.col(column).round(0) if kind == "money" else pl.col(column))
+            config[column] = st.column_config.NumberColumn(label, format="localized")
+        elif kind == "bool":
+            config[column] = st.column_config.CheckboxColumn(label)
+        else:
+            config[column] = st.column_config.TextColumn(label)
+    st.dataframe(shown, hide_index=True, key=key, column_config=config, **kwargs)
 
 
 def gpu_hours(value: float | None) -> str:
-    return "–" if value is None else f"{value:,.1f} GPU-h"
+    return "–" if value is None else formats.gpu_hours(value)
+
+
+def when(value: datetime | None) -> str:
+    return formats.when(value)
+
+
+def duration(seconds: float | None) -> str:
+    return "–" if seconds is None else formats.duration(seconds)

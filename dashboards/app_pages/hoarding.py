@@ -6,8 +6,9 @@ import polars as pl
 import streamlit as st
 
 from preemptlens.dashboards import figures
-from preemptlens.dashboards.data import NO_SAMPLES, avoidable_text, unknown_or
-from preemptlens.dashboards.views_common import Charts, context, window_caption
+from preemptlens.dashboards.data import NO_SAMPLES, avoidable_text
+from preemptlens.dashboards.formats import duration, number
+from preemptlens.dashboards.views_common import Charts, context, show_table, window_caption
 
 ctx = context()
 f = ctx.filters
@@ -19,27 +20,25 @@ st.caption(window_caption(f))
 head = ctx.q("headline", f)
 # The headline numbers first: they are on screen while the browser still loads the tables.
 cols = st.columns(3)
-cols[0].metric("Hoarded GPU-hours", unknown_or(head["hoarded_gpu_hours"], "{:,.1f}", NO_SAMPLES),
-               help="Allocated GPUs idle for at least the hoarding window.")
+window = ctx.q("analysis_params").get("hoarding_window_s")
+cols[0].metric("Hoarded, GPU-h", number(head["hoarded_gpu_hours"]),
+               help=f"Allocated GPUs idle for at least {duration(window)} without a gap in their samples."
+                    + (f" Unknown: {NO_SAMPLES}." if head["hoarded_gpu_hours"] is None else ""))
 cols[1].metric("Avoidable preemptions", avoidable_text(head))
 cols[2].metric("Preemptions", f"{head['preemptions']:,}")
 
 by = st.radio("Top holders by", ("team", "user", "job"), horizontal=True, key="holder")
 holders: pl.DataFrame = ctx.q("top_holders", f, by, top_n)
 charts.add(lambda: figures.top_holders(holders, f"Top {top_n} {by}s holding GPUs idle"), key="holders")
-st.dataframe(
-    holders.drop("team") if by == "team" else holders,
-    hide_index=True,
-    key="holders_table",
-    column_config={
-        "holder": by,
-        "idle_gpu_hours": st.column_config.NumberColumn("idle GPU-h", format="%.1f"),
-        "longest_stretch_hours": st.column_config.NumberColumn("longest stretch h", format="%.1f"),
-    },
-)
+show_table(holders, {
+    "holder": ({"team": "Team", "user": "User", "job": "Job"}[by], "text"),
+    **({} if by == "team" else {"team": ("Team", "text")}),
+    "idle_gpu_hours": ("Idle, GPU-h", "gpu_h"), "longest_stretch_hours": ("Longest stretch", "hours"),
+    "stretches": ("Idle stretches", "int"), "runs": ("Runs", "int"),
+}, key="holders_table")
 st.caption(
-    "Idle GPU-hours are allocated GPUs idle for at least analytics.hoarding_window_s without a gap in their "
-    "samples, clipped to the window."
+    f"Idle GPU-hours: allocated GPUs idle for at least {duration(window)} without a gap in their samples, "
+    "clipped to the window."
 )
 
 charts.add(lambda: figures.idle_daily(ctx.q("idle_daily", f), window=(f.start, f.end)), key="idle_daily")
@@ -55,21 +54,16 @@ st.caption(
     "Preemptions at a time when enough GPUs in the preemptor's pool had sat idle in hoarding stretches "
     "to serve it without evicting anyone."
 )
-AVOIDABLE_VIEW = (
-    "time",
-    "cluster",
-    "pool",
-    "victim_job_id",
-    "victim_team",
-    "victim_tier",
-    "preemptor_job_id",
-    "preemptor_tier",
-    "preemptor_gpus",
-    "idle_gpus_in_pool",
-    "wasted_gpu_hours",
-    "waiting_gpu_hours",
-)
+AVOIDABLE_VIEW = {
+    "time": ("Preempted at", "time"), "cluster": ("Cluster", "text"), "pool": ("Pool", "text"),
+    "victim_job_id": ("Victim job", "text"), "victim_team": ("Victim team", "text"),
+    "victim_tier": ("Victim tier", "text"), "preemptor_job_id": ("Preemptor job", "text"),
+    "preemptor_tier": ("Preemptor tier", "text"), "preemptor_gpus": ("GPUs it needed", "int"),
+    "idle_gpus_in_pool": ("Idle hoarded GPUs in the pool", "int"),
+    "wasted_gpu_hours": ("Work thrown away, GPU-h", "gpu_h"), "waiting_gpu_hours": ("Waiting, GPU-h", "gpu_h"),
+}
 if total > avoidable.height:
-    st.caption(f"The newest {avoidable.height:,}; narrow the filters or raise dashboard.table_rows for more.")
-st.dataframe(avoidable.select(AVOIDABLE_VIEW), hide_index=True, key="avoidable")
+    st.caption(f"The newest {avoidable.height:,}; narrow the filters, or raise the rows per page "
+               "(`dashboard.table_rows`), for more.")
+show_table(avoidable, AVOIDABLE_VIEW, key="avoidable")
 charts.draw()

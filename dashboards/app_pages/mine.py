@@ -1,15 +1,23 @@
-"""My preemptions: the logged-in reader's own preemptions first, then their team's: why each happened,
-what it cost them (work thrown away and waiting, kept apart), when the job ran again, and what would have
-protected it. The figures are defined once, in dashboards.data.mine."""
+"""My preemptions: the logged-in reader's own jobs first, then their team's, one card per job with every
+preemption of it: why each happened, what it cost (work thrown away and waiting, kept apart), when the job
+ran again, and what would have protected it. The reader's own totals are apart from the team's. The page is
+at /mine (victim notices link to /mine?cluster=C&job=J, which opens on that job). The figures are defined
+once, in dashboards.data.mine and mine_totals."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import polars as pl
 import streamlit as st
 
 from preemptlens.analytics.actions import hold_text
-from preemptlens.dashboards.views_common import context, duration, gpu_hours, when, window_caption
+from preemptlens.dashboards.access import HIDDEN
+from preemptlens.dashboards.formats import duration, gpu_hours, number, pct, plural, when
+from preemptlens.dashboards.views_common import context, window_caption
+
+# Jobs per page: each is a card with its preemptions.
+JOBS_PER_PAGE = 20
 
 
 def names(reader_user: str | None, email: str | None) -> tuple[str, ...]:
@@ -33,7 +41,7 @@ def why(p: dict[str, Any]) -> str:
 
 
 def cost(p: dict[str, Any]) -> str:
-    warm = ("warm-up not measured, so the total is unknown" if p["warmup_gpu_hours"] is None
+    warm = ("warm-up not measured (counted as none)" if p["warmup_gpu_hours"] is None
             else f"warm-up {gpu_hours(p['warmup_gpu_hours'])}")
     thrown = (f"**Work thrown away:** {gpu_hours(p['thrown_away_gpu_hours'])} = lost progress "
               f"{gpu_hours(p['lost_gpu_hours'])} ({p['victim_gpus']} GPUs × {duration(p['lost_s'])}) + {warm}.")
@@ -68,38 +76,127 @@ def protection(p: dict[str, Any]) -> str:
     if share is None:
         near = "work done unknown (the job declared no expected run time), so near-completion protection could not tell"
     elif p["near_completion"]:
-        near = f"{share:.0%} done: near-completion protection (at {limit:.0%}) would have spared it"
+        near = f"{pct(share)} done: near-completion protection (at {pct(limit)}) would have spared it"
     else:
-        near = f"{share:.0%} done, below the near-completion line of {limit:.0%}"
+        near = f"{pct(share)} done, below the near-completion line of {pct(limit)}"
     return f"**What would have protected it:** {ckpt}; {near}."
+
+
+def flags(p: dict[str, Any]) -> list[str]:
+    found = []
+    if p["avoidable"]:
+        found.append(f"avoidable: {p['idle_gpus_in_pool']} idle hoarded GPUs were in the pool")
+    elif p["avoidable"] is None:
+        found.append("avoidable: unknown (no GPU samples)")
+    if p["repeat_victim"]:
+        found.append(f"repeat victim ({plural(p['prior_job_preemptions'], 'earlier preemption')})")
+    if p["early_victim"]:
+        found.append("early victim")
+    if p["near_completion"]:
+        found.append("near completion")
+    return found
+
+
+def story(p: dict[str, Any]) -> str:
+    """Everything about one preemption."""
+    held = hold_text(p, p["time"])
+    parts = [f"**Run {p['victim_run']} preempted at {when(p['time'])}**", why(p), cost(p), again(p), protection(p)]
+    if held:
+        parts.append(f"**Actions:** {held}.")
+    if found := flags(p):
+        parts.append("**Flags:** " + "; ".join(found) + ".")
+    return "\n\n".join(parts)
+
+
+def line(p: dict[str, Any]) -> str:
+    """One earlier preemption in a line."""
+    by = p["preemptor_job_id"] or "an unknown job"
+    text = (f"{when(p['time'])}, run {p['victim_run']}: by {by} ({p['preemptor_tier'] or 'tier unknown'}); "
+            f"{gpu_hours(p['thrown_away_gpu_hours'])} thrown away, {gpu_hours(p['waiting_gpu_hours'])} waiting")
+    return text + "".join(f"; {f}" for f in flags(p))
+
+
+def job_card(rows: pl.DataFrame) -> None:
+    """One job: who it is, its preemptions in the window summed, its latest told in full, the others in a line."""
+    latest = rows.row(0, named=True)
+    whose = "yours" if latest["own"] else f"team {latest['victim_team']}, {latest['victim_user'] or 'unknown user'}"
+    name = latest["victim_name"] if latest["victim_name"] not in (None, latest["victim_job_id"]) else None
+    thrown = float(rows["thrown_away_gpu_hours"].sum())
+    avoidable = int(rows["avoidable"].sum())
+    box = st.container(border=True)
+    box.markdown(
+        f"#### {name or latest['victim_job_id']}\n"
+        f"{'Job ' + latest['victim_job_id'] + ', ' if name else ''}{whose} · {latest['cluster']}/"
+        f"{latest['pool'] or 'unknown pool'} · tier {latest['victim_tier']} · {latest['victim_gpus']} GPUs · "
+        f"**{plural(rows.height, 'preemption')}**: {gpu_hours(thrown)} thrown away, "
+        f"{gpu_hours(float(rows['waiting_gpu_hours'].sum()))} waiting"
+        + (f" · {avoidable} avoidable" if avoidable else "")
+        + (" · repeat victim" if rows["repeat_victim"].any() else "")
+    )
+    box.markdown(story(latest))
+    if rows.height > 1:
+        with box.expander(f"The {plural(rows.height - 1, 'other preemption')}"):
+            st.markdown("\n".join(f"- {line(p)}" for p in rows.tail(-1).iter_rows(named=True)))
+
+
+def totals_row(label: str, t: dict[str, Any] | None) -> None:
+    st.markdown(f"**{label}**")
+    cols = st.columns(4)
+    t = t or {"preemptions": 0, "jobs": 0, "thrown_away_gpu_hours": 0.0, "waiting_gpu_hours": 0.0,
+              "warmup_unknown": 0, "avoidable": 0, "repeat_jobs": 0}
+    cols[0].metric("Preemptions", f"{t['preemptions']:,}",
+                   help=f"Of {plural(t['jobs'], 'job')}; {t['avoidable']:,} avoidable; "
+                        f"{plural(t['repeat_jobs'], 'job')} preempted more than once.")
+    cols[1].metric("Jobs preempted", f"{t['jobs']:,}")
+    cols[2].metric("Work thrown away, GPU-h", number(t["thrown_away_gpu_hours"] or 0.0),
+                   help="Lost progress plus warm-up, GPU-hours"
+                        + (f"; {plural(t['warmup_unknown'], 'warm-up')} not measured, counted as none."
+                           if t["warmup_unknown"] else "."))
+    cols[3].metric("Waiting, GPU-h", number(t["waiting_gpu_hours"] or 0.0),
+                   help="Victim GPUs times requeue delay, GPU-hours: a second currency, never added to the first.")
 
 
 ctx = context()
 me = ctx.reader
 st.title("My preemptions")
-teams = ", ".join(me.teams) or "no team"
-st.caption(f"{me.user} ({teams}) · {window_caption(ctx.filters)} · your own jobs first, then your team's")
-rows = ctx.q("mine", ctx.filters, names(me.user, me.email), me.teams, ctx.settings.table_rows)
-own = int(rows["own"].sum()) if rows.height else 0
-cols = st.columns(4)
-cols[0].metric("Your preemptions", f"{own:,}")
-cols[1].metric("Your team's", f"{rows.height - own:,}")
-thrown = rows["thrown_away_gpu_hours"]
-cols[2].metric("Work thrown away", "unknown" if thrown.null_count() else gpu_hours(thrown.sum()),
-               help="Lost progress plus warm-up, GPU-hours; unknown while any warm-up was not measured.")
-cols[3].metric("Waiting", gpu_hours(rows["waiting_gpu_hours"].sum()),
-               help="Victim GPUs times requeue delay, GPU-hours: a second currency, not added to the first.")
-if rows.height == 0:
-    st.info("No preemptions of your jobs or your team's in this window.")
-for p in rows.head(50).iter_rows(named=True):
-    whose = "yours" if p["own"] else f"team {p['victim_team']}, {p['victim_user'] or 'unknown user'}"
-    box = st.container(border=True)
-    box.markdown(
-        f"**{p['victim_name'] or p['victim_job_id']}** ({p['victim_job_id']}, run {p['victim_run']}, {whose}) — "
-        f"preempted at {when(p['time'])}, {p['victim_gpus']} GPUs, tier {p['victim_tier']}"
-    )
-    held = hold_text(p, p["time"])
-    parts = (why(p), cost(p), again(p), protection(p)) + ((f"**Actions:** {held}.",) if held else ())
-    box.markdown("\n\n".join(parts))
-if rows.height > 50:
-    st.caption(f"The 50 latest of {rows.height:,}; the Preemptions page lists them all.")
+asked = st.query_params.get("job")
+job = (st.query_params.get("cluster") or "", asked) if asked else None
+if me.user is None and not asked:
+    st.info("No login is configured, so the dashboard cannot tell which jobs are yours. The Preemptions page "
+            "lists every preemption; a victim notice's link opens its job here.")
+    st.stop()
+users, teams = names(me.user, me.email), me.teams
+if me.user is None or me.admin:
+    # An admin, and the open dashboard on this host, may open any job a notice names.
+    teams = (*teams, *ctx.options.teams) if job else teams
+teams_text = ", ".join(me.teams) or "no team"
+scope = (f"job {asked} in {job[0] or 'any cluster'}, at any time" if job
+         else window_caption(ctx.filters) + " · your own jobs first, then your team's")
+st.caption((f"{me.user} ({teams_text}) · " if me.user else "") + scope)
+if job and st.button("Show all my preemptions", key="all_mine"):
+    st.query_params.clear()
+    st.rerun()
+
+totals = ctx.q("mine_totals", ctx.filters, users, teams, job)
+if not job:
+    totals_row("Your jobs", totals.get(True))
+    if me.teams:
+        totals_row(f"Your team's other jobs ({teams_text})", totals.get(False))
+count = sum(t["jobs"] for t in totals.values())
+if count == 0:
+    st.info(f"No preemptions of job {asked} that you may see." if job
+            else "No preemptions of your jobs or your team's in this window.")
+    st.stop()
+offset = 0
+if count > JOBS_PER_PAGE:
+    pages = -(-count // JOBS_PER_PAGE)
+    page = int(st.number_input(f"Page (of {pages:,}, {JOBS_PER_PAGE} jobs each)", min_value=1, max_value=pages,
+                               value=1, key="mine_page"))
+    offset = (page - 1) * JOBS_PER_PAGE
+    st.caption(f"Jobs {offset + 1:,} to {min(offset + JOBS_PER_PAGE, count):,} of {count:,}: yours first, "
+               "then your team's, each by its latest preemption.")
+rows: pl.DataFrame = ctx.q("mine", ctx.filters, users, teams, JOBS_PER_PAGE, offset, job)
+# The masked reader hides other teams' job ids; such a job has no card of its own.
+rows = rows.filter(pl.col("victim_job_id") != HIDDEN)
+for _, group in rows.group_by(["cluster", "victim_job_id"], maintain_order=True):
+    job_card(group)

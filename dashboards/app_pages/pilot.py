@@ -20,9 +20,25 @@ from preemptlens.analytics.pilot import (
 )
 from preemptlens.config import load_config
 from preemptlens.dashboards.data import reader
-from preemptlens.dashboards.views_common import context
+from preemptlens.dashboards.formats import pilot_value
+from preemptlens.dashboards.views_common import context, show_table
 from preemptlens.errors import PreemptlensError
 from preemptlens.readonly import Limits
+
+
+def figures_table(ev: Evaluation) -> pl.DataFrame:
+    return pl.DataFrame([
+        {
+            "figure": f.label,
+            "pilot": f"{pilot_value(f.pilot_before, f.unit)} → {pilot_value(f.pilot_after, f.unit)}",
+            "control": f"{pilot_value(f.control_before, f.unit)} → {pilot_value(f.control_after, f.unit)}",
+            "did": pilot_value(f.did, f.unit, sign=True) if f.did is not None else f"unknown ({f.missing})",
+            "interval": "–" if f.low is None or f.high is None
+            else f"{pilot_value(f.low, f.unit, sign=True)} to {pilot_value(f.high, f.unit, sign=True)}",
+            "n": "/".join(f"{x:,}" for x in f.n) + f" {f.n_of}",
+        }
+        for f in ev.figures
+    ], schema={k: pl.String for k in ("figure", "pilot", "control", "did", "interval", "n")})
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
@@ -80,7 +96,12 @@ else:
     cols[0].metric("Days before the change", ev.days_before)
     cols[1].metric("Days after the change", ev.days_after)
     cols[2].metric("Confidence", f"{th.confidence:.0%}")
-    st.dataframe(ev.table(), hide_index=True, key="pilot_figures")
+    show_table(figures_table(ev), {
+        "figure": ("Figure", "text"), "pilot": ("Pilot pools, before → after", "text"),
+        "control": ("Control pools, before → after", "text"), "did": ("Difference in differences", "text"),
+        "interval": (f"{th.confidence:.0%} interval", "text"),
+        "n": ("Observations (pilot before/after, control before/after)", "text"),
+    }, key="pilot_figures")
     st.caption(
         "Each figure is a difference in differences: pilot pools after minus before, less control pools after "
         "minus before; its interval is a bootstrap over days (the same days for both groups) and pools. n counts "
@@ -96,4 +117,11 @@ except PreemptlensError as exc:
     st.stop()
 for line in ready:
     st.caption(line)
-st.dataframe(found, hide_index=True, key="pilot_candidates")
+show_table(found, {
+    "cluster": ("Cluster", "text"), "pool": ("Pool", "text"), "tier": ("Tier", "text"),
+    "candidate": ("Candidate", "bool"), "recoverable": ("Recoverable", "bool"), "shared": ("Shared", "bool"),
+    "scarce": ("Scarce", "bool"), "preemptible_gpu_hours": ("Preemptible GPU-h", "gpu_h"),
+    "checkpoint_coverage": ("Checkpointed share", "pct"), "teams": ("Teams", "int"),
+    "largest_team_share": ("Largest team's share", "pct"), "scarce_days_share": ("Scarce days", "pct"),
+    "lower_tier_wait_p50_s": ("Median wait, normal and low jobs", "duration"),
+}, key="pilot_candidates")

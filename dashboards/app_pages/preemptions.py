@@ -10,14 +10,37 @@ import streamlit as st
 from preemptlens.dashboards import figures
 from preemptlens.dashboards.access import HIDDEN
 from preemptlens.dashboards.data import VictimDetail, avoidable_text
-from preemptlens.dashboards.views_common import Charts, context, duration, gpu_hours, when, window_caption
-
-LEDGER_VIEW = (
-    "time", "cluster", "pool", "victim_job_id", "victim_run", "victim_team", "victim_tier", "victim_gpus",
-    "preemptor_job_id", "preemptor_team", "preemptor_tier", "reason", "basis", "lost_gpu_hours",
-    "requeue_delay_s", "requeue_censored", "warmup_s", "wasted_gpu_hours", "waiting_gpu_hours", "gain_gpu_hours",
-    "avoidable", "victim_live_cost_gpu_hours", "cheaper_victim_running",
+from preemptlens.dashboards.formats import number
+from preemptlens.dashboards.views_common import (
+    Charts,
+    context,
+    duration,
+    gpu_hours,
+    show_table,
+    when,
+    window_caption,
 )
+
+LEDGER_VIEW = {
+    "time": ("Preempted at", "time"), "cluster": ("Cluster", "text"), "pool": ("Pool", "text"),
+    "victim_job_id": ("Victim job", "text"), "victim_run": ("Run", "int"), "victim_team": ("Victim team", "text"),
+    "victim_tier": ("Victim tier", "text"), "victim_gpus": ("GPUs", "int"),
+    "preemptor_job_id": ("Preemptor job", "text"), "preemptor_team": ("Preemptor team", "text"),
+    "preemptor_tier": ("Preemptor tier", "text"), "reason": ("Reason given", "text"),
+    "wasted_gpu_hours": ("Work thrown away, GPU-h", "gpu_h"), "lost_gpu_hours": ("Lost progress, GPU-h", "gpu_h"),
+    "basis": ("Lost progress from", "text"), "warmup_s": ("Warm-up", "duration"),
+    "waiting_gpu_hours": ("Waiting, GPU-h", "gpu_h"), "requeue_delay_s": ("Requeue delay", "duration"),
+    "requeue_censored": ("Not restarted yet", "bool"), "gain_gpu_hours": ("Preemptor's wait saved, GPU-h", "gpu_h"),
+    "avoidable": ("Avoidable", "bool"),
+    "victim_live_cost_gpu_hours": ("Live cost at the preemption, GPU-h", "gpu_h"),
+    "cheaper_victim_running": ("A cheaper victim was running", "bool"),
+}
+RUNS_VIEW = {
+    "run": ("Run", "int"), "state": ("Ended as", "text"), "pool": ("Pool", "text"), "gpus": ("GPUs", "int"),
+    "hosts": ("Hosts", "text"), "submit_time": ("Submitted", "time"), "eligible_time": ("Eligible", "time"),
+    "start_time": ("Started", "time"), "end_time": ("Ended", "time"), "preemptor_job_id": ("Preempted by", "text"),
+    "reason": ("Reason given", "text"),
+}
 # Preemption stories shown for one victim, the latest; its runs table has them all.
 STORIES = 10
 BASIS = {
@@ -109,7 +132,7 @@ def show_victim(detail: VictimDetail, job_id: str, charts: Charts) -> None:
         # One element per preemption: the browser draws each markdown element on its own, and a
         # victim preempted fifty times made two hundred of them.
         st.container(border=True).markdown("\n\n".join(story))
-    st.dataframe(detail.runs, hide_index=True, key="victim_run_table")
+    show_table(detail.runs, RUNS_VIEW, key="victim_run_table")
 
 
 ctx = context()
@@ -125,9 +148,9 @@ count = int(head["preemptions"])
 cols = st.columns(5)
 cols[0].metric("Preemptions", f"{count:,}")
 cols[1].metric("Victim jobs", f"{head['victim_jobs']:,}")
-cols[2].metric("Work thrown away GPU-hours", f"{head['wasted_gpu_hours']:,.1f}",
+cols[2].metric("Work thrown away, GPU-h", number(head["wasted_gpu_hours"]),
                help="Compute paid for twice: lost progress plus warm-up, in GPU-hours.")
-cols[3].metric("Victim waiting GPU-hours", f"{head['waiting_gpu_hours']:,.1f}",
+cols[3].metric("Victims' wait, GPU-h", number(head["waiting_gpu_hours"]),
                help="Time-to-result, not wasted compute: victim GPUs x requeue delay.")
 cols[4].metric("Avoidable preemptions", avoidable_text(head))
 charts.add(
@@ -143,26 +166,9 @@ if count > limit:
     offset = (page - 1) * limit
     st.caption(
         f"Rows {offset + 1:,} to {min(offset + limit, count):,}, newest first; "
-        "narrow the filters or raise dashboard.table_rows for more per page."
+        "narrow the filters, or raise the rows per page (`dashboard.table_rows`)."
     )
-st.dataframe(
-    ctx.q("ledger_page", f, limit, offset).select(LEDGER_VIEW),
-    hide_index=True,
-    key="ledger",
-    column_config={
-        "time": st.column_config.DatetimeColumn("time (UTC)", format="YYYY-MM-DD HH:mm"),
-        "lost_gpu_hours": st.column_config.NumberColumn("lost GPU-h", format="%.1f"),
-        "wasted_gpu_hours": st.column_config.NumberColumn("thrown away GPU-h", format="%.1f"),
-        "waiting_gpu_hours": st.column_config.NumberColumn("waiting GPU-h", format="%.1f"),
-        "gain_gpu_hours": st.column_config.NumberColumn("gain GPU-h", format="%.1f"),
-        "requeue_delay_s": st.column_config.NumberColumn("requeue delay s", format="%.0f"),
-        "warmup_s": st.column_config.NumberColumn("warm-up s", format="%.0f"),
-        "victim_live_cost_gpu_hours": st.column_config.NumberColumn(
-            "live cost GPU-h", format="%.1f", help="The victim's live cost at the preemption; empty: unknown."),
-        "cheaper_victim_running": st.column_config.CheckboxColumn(
-            "cheaper victim running", help="Another preemptible job of the pool, as large, cost less then."),
-    },
-)
+show_table(ctx.q("ledger_page", f, limit, offset), LEDGER_VIEW, key="ledger")
 
 st.header("Why was this job preempted?")
 # Another team's victims, masked for this reader (dashboards.access), are not offered.
@@ -172,7 +178,7 @@ if victims.height == 0:
 else:
     labels = {
         f"{r['victim_job_id']} ({r['cluster']}) — {r['preemptions']}× preempted, "
-        f"{r['wasted_gpu_hours']:.1f} GPU-h thrown away, {r['waiting_gpu_hours']:.1f} GPU-h waiting": (
+        f"{gpu_hours(r['wasted_gpu_hours'])} thrown away, {gpu_hours(r['waiting_gpu_hours'])} waiting": (
             r["cluster"], r["victim_job_id"])
         for r in victims.iter_rows(named=True)
     }

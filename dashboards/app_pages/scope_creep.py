@@ -6,13 +6,15 @@ import polars as pl
 import streamlit as st
 
 from preemptlens.dashboards import figures
-from preemptlens.dashboards.views_common import Charts, context, window_caption
+from preemptlens.dashboards.formats import iso_week, pct, points
+from preemptlens.dashboards.views_common import Charts, context, show_table, window_caption
 
 ctx = context()
 f = ctx.filters
 charts = Charts()
 st.title("Priority scope creep")
-st.caption(window_caption(f) + " · whole weeks (Monday to Sunday) that touch the window")
+st.caption(window_caption(f) + " · whole ISO weeks (Monday to Sunday) that touch the window")
+trend_weeks = ctx.q("analysis_params").get("trend_weeks")
 
 shares: pl.DataFrame = ctx.q("tier_shares", f)
 slopes: pl.DataFrame = ctx.q("team_slopes", f)
@@ -26,17 +28,17 @@ cols = st.columns(2)
 if weekly.height:
     last, first = weekly.row(-1, named=True), weekly.row(0, named=True)
     cols[0].metric(
-        f"Critical + high share, week of {last['week']:%Y-%m-%d}", f"{last['gpu_hour_share']:.0%}",
-        delta=(f"{(last['gpu_hour_share'] - first['gpu_hour_share']) * 100:+.1f} points since the week of "
-               f"{first['week']:%Y-%m-%d}") if weekly.height > 1 else None,
-        delta_color="inverse", help="Of all GPU-hours in the week.",
+        f"Critical + high share, {iso_week(last['week'])}", pct(last["gpu_hour_share"]),
+        delta=points(last["gpu_hour_share"] - first["gpu_hour_share"]) if weekly.height > 1 else None,
+        delta_description=f"since {iso_week(first['week'])}" if weekly.height > 1 else None,
+        delta_color="inverse", help="Of all GPU-hours started in the week.",
     )
 else:
     cols[0].metric("Critical + high share", "–", help="No runs in this window.")
 if growing.height:
     top = growing.row(0, named=True)
     cols[1].metric("Fastest-growing team", f"{top['pool']}/{top['team']}",
-                   delta=f"{top['high_share_slope'] * 100:+.1f} points per week", delta_color="inverse")
+                   delta=points(top["high_share_slope"]), delta_description="per week", delta_color="inverse")
 else:
     cols[1].metric("Fastest-growing team", "–", help="Fewer than two weeks of data.")
 
@@ -45,12 +47,26 @@ charts.add(lambda: figures.team_high_shares(ctx.q("team_high_shares", f)), key="
 
 charts.add(lambda: figures.team_slopes(slopes), key="team_slopes")
 st.caption(
-    "Each team's slope is the weekly change of its critical + high GPU-hours as a share of its pool's GPU-hours "
-    "over the last analytics.trend_weeks weeks of data; the slopes of a pool's teams add up to the pool's."
+    f"Each team's growth is the weekly change of its critical + high GPU-hours as a share of its pool's GPU-hours "
+    f"over the last {trend_weeks} weeks of data; the growths of a pool's teams add up to the pool's."
 )
-st.dataframe(slopes, hide_index=True, key="slopes_table")
+show_table(slopes.with_columns(pl.col("high_share_slope") * 100), {
+    "growth_rank": ("Rank", "int"), "cluster": ("Cluster", "text"), "pool": ("Pool", "text"), "team": ("Team", "text"),
+    "high_share_slope": ("Growth, points per week", "number"),
+    "high_share_last": ("Share of the pool, last week", "pct"),
+    "share_of_pool_growth": ("Share of the pool's growth", "pct"),
+}, key="slopes_table")
 
 st.subheader("Per pool")
-st.dataframe(ctx.q("scope_trend", f), hide_index=True, key="trend_table")
-st.caption("unlike_critical_share: preemptors that hoarded idle GPUs or ran far longer than their tier's median.")
+show_table(ctx.q("scope_trend", f).with_columns(pl.col("high_gpu_hour_share_slope") * 100), {
+    "cluster": ("Cluster", "text"), "pool": ("Pool", "text"), "weeks": ("Weeks", "int"),
+    "first_week": ("First week", "week"), "last_week": ("Last week", "week"),
+    "high_gpu_hour_share_first": ("Critical + high share, first week", "pct"),
+    "high_gpu_hour_share_last": ("Critical + high share, last week", "pct"),
+    "high_gpu_hour_share_slope": ("Growth, points per week", "number"),
+    "preemptor_runs": ("Preemptor runs", "int"),
+    "unlike_critical_share": ("Preemptors unlike critical work", "pct"),
+}, key="trend_table")
+st.caption("Preemptors unlike critical work: those that held a hoarding stretch or ran far longer than their tier's "
+           "median completed run.")
 charts.draw()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from preemptlens.dashboards.data import adhoc
-from preemptlens.dashboards.views_common import context
+from preemptlens.dashboards.views_common import context, show_table
 from preemptlens.errors import PreemptlensError
 from preemptlens.readonly import named_queries
 
@@ -23,7 +23,8 @@ examples = named_queries()
 left, right = st.columns([3, 2])
 with right:
     st.markdown("**Views and tables**")
-    st.dataframe(ctx.q("catalog"), hide_index=True, key="catalog", height=320)
+    show_table(ctx.q("catalog"), {"name": ("Name (to query)", "text"), "kind": ("Kind", "text"),
+                                  "definition": ("Definition", "text")}, key="catalog", height=320)
     pick = st.selectbox("Example queries", ["", *examples], key="example",
                         format_func=lambda n: n and f"{n} — {examples[n][0]}")
 with left:

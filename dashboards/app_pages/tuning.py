@@ -7,37 +7,60 @@ import json
 import polars as pl
 import streamlit as st
 
-from preemptlens.dashboards.views_common import context, duration
+from preemptlens.dashboards.formats import duration, gpu_hours, number, signed, signed_duration
+from preemptlens.dashboards.views_common import context
 
 ctx = context()
 st.title("Tuning suggestions")
 table: pl.DataFrame | None = ctx.q("suggestions", ctx.filters, ctx.settings.top_n)
+scheduler: str | None = ctx.q("scheduler_of", ctx.filters)
 if table is None:
-    st.info("No tuning suggestions yet: this warehouse has no `suggestions` table. Run `preemptlens suggest`.")
+    st.info("No tuning suggestions yet: this warehouse has no suggestions table. Run `preemptlens suggest`.")
 elif table.height == 0:
     st.info("No suggestions: `preemptlens suggest` has not run yet, or found nothing worth changing.")
 else:
     st.caption(
-        "The latest run of `preemptlens suggest` per cluster, largest expected saving first. Each effect was "
-        "measured by replaying the recorded workload under the changed setting; the cluster filter applies."
+        "The latest run of `preemptlens suggest` per cluster, in its order: advice on whether to preempt at all "
+        "first, then the changes that cut lost GPU-hours and preemptions the most for their share. #1 is the "
+        "Overview's first action. Each effect was measured by replaying the recorded workload under the changed "
+        "setting, unless it says otherwise; the cluster filter applies."
     )
     for i, s in enumerate(table.iter_rows(named=True)):
         subject = f" — {s['subject']}" if s["subject"] else ""
         with st.expander(f"{i + 1}. {s['title']}{subject} ({s['cluster']})", expanded=i < 3):
-            cols = st.columns(4)
-            cols[0].metric("Setting", s["setting"])
-            cols[1].metric("Now → proposed", f"{s['current_value'] or '–'} → {s['proposed_value'] or '–'}")
-            cols[2].metric("Expected saving", f"{s['saving_gpu_h']:,.1f} GPU-h")
-            if s["high_wait_change_s"] is not None:
-                cols[3].metric("High-tier wait change", duration(abs(s["high_wait_change_s"])),
-                               delta=f"{'+' if s['high_wait_change_s'] > 0 else '−'}", delta_color="inverse")
+            # The setting and its values are words of any length: text, not st.metric, which cuts them off.
+            change = ("" if s["current_value"] is None and s["proposed_value"] is None
+                      else f": **{s['current_value'] or 'none'}** → **{s['proposed_value'] or 'none'}**")
+            st.markdown(f"**Change:** {s['setting']}{change}")
+            cols = st.columns(3)
+            saving = s["saving_gpu_h"]
+            cols[0].metric("Lost progress saved", gpu_hours(saving) if saving else "not measured",
+                           help="Lost GPU-hours the change saves over the window, by the replay (or the ledger, "
+                                "where the effect says so).")
+            wait = s["high_wait_change_s"]
+            if wait is not None:
+                # A leading "-" is what st.metric reads as a fall: shorter waits are good (inverse colours).
+                words = (f"{duration(abs(wait))} {'longer' if wait > 0 else 'shorter'}" if round(wait)
+                         else "no change")
+                cols[1].metric("Critical + high median wait", words,
+                               delta=None if not round(wait) else signed_duration(wait), delta_color="inverse",
+                               delta_description="replayed", help="Change of the median queue wait of critical "
+                               "and high jobs under the change.")
+            victims = s["victims_per_week_change"]
+            if victims is not None:
+                words = (f"{number(abs(victims))} {'more' if victims > 0 else 'fewer'}" if round(victims, 1)
+                         else "no change")
+                cols[2].metric("Victims per week", words, delta=signed(victims) if round(victims, 1) else None,
+                               delta_color="inverse", delta_description="replayed")
             st.markdown(f"**Evidence:** {s['evidence']}")
             st.markdown(f"**Expected effect:** {s['effect']}")
             st.caption(f"Window {s['window_start']:%Y-%m-%d} to {s['window_end']:%Y-%m-%d}.")
             if not s["replay_reproduces"]:
                 st.warning("The replay did not reproduce this window within tolerance: read the effect as rough.")
             snippets = json.loads(s["snippets"]) if s["snippets"] else {}
-            if snippets:
-                tabs = st.tabs(list(snippets))
-                for tab, text in zip(tabs, snippets.values(), strict=True):
-                    tab.code(str(text))
+            # The cluster's own scheduler first.
+            order = sorted(snippets, key=lambda name: name != scheduler)
+            if order:
+                tabs = st.tabs(order)
+                for tab, name in zip(tabs, order, strict=True):
+                    tab.code(str(snippets[name]))

@@ -27,7 +27,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
     from preemptlens.analytics.pilot import PilotSettings, declared
     from preemptlens.config import WarehouseSettings
     from preemptlens.dashboards import report
-    from preemptlens.dashboards.data import reader
+    from preemptlens.dashboards.data import DashboardSettings, reader
     from preemptlens.readonly import Limits
 
     week = report.Week.parse(args.week) if args.week else report.Week.last_complete(datetime.now(UTC))
@@ -38,7 +38,10 @@ def run(args: argparse.Namespace, config: Config) -> int:
             r, week, top_n=settings.top_n, trend_weeks=settings.trend_weeks,
             clusters=tuple(args.cluster), scheduler=settings.scheduler,
             pilots=tuple(declared(config).values()), thresholds=config.of(PilotSettings),
+            price=config.of(DashboardSettings).gpu_hour_price, currency=config.of(DashboardSettings).currency,
         )
     html, markdown = report.write(weekly, folder)
-    print(f"weekly report {week.label}: {weekly.headline['preemptions']} preemptions; wrote {html} and {markdown}")
+    found = (f"{weekly.headline['preemptions']} preemptions" if weekly.runs_in_week
+             else "no data in the warehouse for this week")
+    print(f"weekly report {week.label}: {found}; wrote {html} and {markdown}")
     return 0

@@ -85,7 +85,8 @@ def test_oidc_login_roles_and_logout(cluster_warehouse: Path, tmp_path: Path) ->
             # Logging in again, as an admin this time.
             click_button(browser, "Log in")
             provider_login(browser, "ana")
-            state, _ = browser.wait_rendered(timeout_s=120, title="My preemptions")
+            # an admin lands on the Overview
+            state, _ = browser.wait_rendered(timeout_s=120, title="Preemption overview")
             sidebar = str(js(browser, "document.querySelector('[data-testid=\"stSidebar\"]').innerText"))
             assert "Signed in as ana (admin)" in sidebar and "SQL" in sidebar
     output = log.read_text()

@@ -6,11 +6,14 @@ Operations and SQL pages, and a logged-in reader lands on their own preemptions.
 from __future__ import annotations
 
 import base64
+import json
 import os
 import re
 import secrets
 import sys
+import time
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import duckdb
@@ -19,7 +22,10 @@ import pytest
 from browser import Chromium, Dashboard, PageState, free_port
 from nginx import Nginx
 
+from preemptlens.analytics.alerts import VictimNotice
+from preemptlens.config import load_config
 from preemptlens.dashboards.access import HIDDEN
+from preemptlens.warehouse import Warehouse
 
 PASSWORD = "correct horse"
 # nginx users and their groups; the dashboard's [access] gives roles to some names and groups.
@@ -70,8 +76,6 @@ def open_as(proxied: tuple[Nginx, Chromium], user: str, path: str = "", title: s
 
 
 def nav(browser: Chromium) -> list[str]:
-    import json
-
     return list(json.loads(browser.call("Runtime.evaluate", {"expression": NAV, "returnByValue": True})["result"]
                            ["value"]))
 
@@ -94,12 +98,17 @@ def test_a_team_member_lands_on_their_own_preemptions(proxied: tuple[Nginx, Chro
     count, thrown, waiting = vision_truth(cluster_warehouse)
     # The fixture's vision victims: train-w0..w2 and train-48b, 4 + 4 + 4 + 8 GPU-hours of lost progress.
     assert count == 4 and thrown == pytest.approx(20.0)
-    shown = dict(re.findall(r"(Your preemptions|Your team's|Work thrown away|Waiting)\s*\n+\s*([\d,.]+)", state.text))
-    assert shown == {"Your preemptions": "4", "Your team's": "0", "Work thrown away": f"{thrown:,.1f}",
-                     "Waiting": f"{waiting:,.1f}"}
+    own, team = state.text.split("Your team's other jobs (vision)")
+    figures = r"(Preemptions|Jobs preempted|Work thrown away, GPU-h|Waiting, GPU-h)\s*\n+\s*([\d,.]+)"
+    assert dict(re.findall(figures, own)) == {
+        "Preemptions": "4", "Jobs preempted": "4", "Work thrown away, GPU-h": f"{thrown:,.1f}",
+        "Waiting, GPU-h": f"{waiting:,.1f}"}
+    assert dict(re.findall(figures, team.split("train-")[0]))["Preemptions"] == "0"
     assert re.match(r"My preemptions\s+vision-user \(vision\) ·", state.text), state.text[:200]
+    # One card per job, each with every preemption of the job; train-48b's flags are kept.
     assert "**" not in state.text and "preempted by serve-w0" in state.text.replace("\n", " ")
-    assert "What would have protected it" in state.text
+    assert state.text.count("What would have protected it") == 4
+    assert "avoidable: 8 idle hoarded GPUs were in the pool" in state.text
 
 
 def test_a_team_sees_cluster_figures_but_not_other_teams_jobs(proxied: tuple[Nginx, Chromium]) -> None:
@@ -146,8 +155,8 @@ def test_a_forged_identity_header_does_not_get_past_nginx(proxied: tuple[Nginx, 
     browser.call("Network.setExtraHTTPHeaders", {"headers": {
         "Authorization": f"Basic {token}", "X-Forwarded-User": "ops", "X-Forwarded-Groups": "platform"}})
     browser.navigate(f"{nginx.url}/sql")
-    state, _ = browser.wait_rendered(timeout_s=120, title="My preemptions")
-    assert state.title == "My preemptions" and "SQL" not in nav(browser)
+    state, _ = browser.wait_rendered(timeout_s=120, title="Preemption overview")
+    assert state.title == "Preemption overview" and "SQL" not in nav(browser)
 
 
 def test_a_local_client_going_around_nginx_is_not_believed(proxied: tuple[Nginx, Chromium]) -> None:
@@ -204,3 +213,94 @@ def test_beyond_loopback_only_a_configured_proxy_vouches_for_a_reader(
         browser.navigate(f"{dashboard.url}/operations")
         state, _ = browser.wait_rendered(timeout_s=120, title="Operations")
         assert state.title == "Operations" and not state.errors
+
+
+def test_admins_and_viewers_land_on_the_overview(proxied: tuple[Nginx, Chromium]) -> None:
+    for user in ("ops", "guest"):
+        state = open_as(proxied, user)
+        assert state.title == "Preemption overview", f"{user} landed on {state.title}"
+        assert "My preemptions" in nav(proxied[1])
+
+
+def test_a_victim_notice_links_to_its_job_on_my_preemptions(
+    proxied: tuple[Nginx, Chromium], cluster_warehouse: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The link a victim notice carries opens My preemptions on that job, for its team; another team is told
+    it may not see it."""
+    nginx, _ = proxied
+    monkeypatch.delenv("PREEMPTLENS_CONFIG", raising=False)
+    monkeypatch.setenv("PREEMPTLENS_ALERTS__DASHBOARD_URL", nginx.url)
+    with Warehouse(cluster_warehouse, read_only=True) as wh:
+        at = wh.query("SELECT time FROM preemption_ledger WHERE victim_job_id = 'train-48b'")["time"][0]
+        notices = VictimNotice().evaluate(wh, load_config(None), at + timedelta(minutes=5))
+    (text,) = [n.text for n in notices if "train-48b" in n.title]
+    link = re.search(r"Details: (\S+)$", text)
+    assert link is not None and link.group(1).startswith(f"{nginx.url}/mine?"), text
+    path = link.group(1).removeprefix(f"{nginx.url}/")
+    state = open_as(proxied, "vision-user", path, title="My preemptions")
+    assert "job train-48b in c1, at any time" in state.text and state.text.count("What would have protected it") == 1
+    assert "Run 1 preempted at 2026-11-25 11:00 UTC" in state.text
+    state = open_as(proxied, "nlp-user", path, title="My preemptions")
+    assert "No preemptions of job train-48b that you may see." in state.text and "Run 1 preempted" not in state.text
+
+
+# What a reader should never meet: a raw column name or config key (snake_case), a number in e-notation.
+RAW_NAME = re.compile(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b")
+E_NOTATION = re.compile(r"\b\d+(?:\.\d+)?e[+-]?\d+\b", re.IGNORECASE)
+# The page's words as a reader meets them: its text outside code (a command or a setting to type is code), its
+# charts' text and its tables' column labels and text cells; and every metric label or value cut off.
+READING_JS = """
+(() => {
+  const main = document.querySelector('[data-testid="stMain"]');
+  const skip = 'code, pre, [data-testid="stCode"], .js-plotly-plot, [data-testid="stDataFrame"], svg, ' +
+      '[data-testid="stIconMaterial"]';
+  const words = [];
+  const walker = document.createTreeWalker(main, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    if (!node.parentElement.closest(skip)) words.push(node.data);
+  }
+  const charts = Array.from(main.querySelectorAll('.js-plotly-plot svg text')).map(t => t.textContent);
+  const headers = Array.from(main.querySelectorAll('[data-testid="stDataFrame"] th')).map(t => t.innerText);
+  const clipped = Array.from(main.querySelectorAll(
+      '[data-testid="stMetricValue"], [data-testid="stMetricLabel"]'))
+    .filter(m => [m, ...m.querySelectorAll('*')].some(e => e.scrollWidth > e.clientWidth + 1))
+    .map(m => m.innerText);
+  return JSON.stringify({text: words.join('\\n'), charts: charts, headers: headers, clipped: clipped});
+})()
+"""
+
+
+TITLES = {"Overview": "Preemption overview", "My preemptions": "My preemptions", "Preemptions": "Preemptions",
+          "Idle hoarding": "Idle hoarding", "Priority scope creep": "Priority scope creep",
+          "Tuning": "Tuning suggestions", "Pilot": "Pilot evaluation", "Operations": "Operations", "SQL": "SQL"}
+
+
+@pytest.mark.parametrize("user", ["ops", "guest", "vision-user"])
+def test_every_page_reads_right(proxied: tuple[Nginx, Chromium], screenshots: Path, user: str) -> None:
+    """Each page the reader's role opens, at 1400x900: no raw column name, config key or e-notation in its words,
+    charts or table labels, and no metric label or value cut off."""
+    browser = proxied[1]
+    open_as(proxied, user)
+    pages = nav(browser)
+    assert len(pages) >= 7
+    for label in pages:
+        browser.click_nav(label)
+        state, _ = browser.wait_rendered(timeout_s=120, settle_s=0.5, title=TITLES[label])
+        assert state.rendered and not state.exceptions and not state.errors, f"{user} {label}: {state.text[:300]}"
+        # A table's grid draws its cells a moment after the page has run.
+        deadline = time.monotonic() + 10
+        while True:
+            shown = json.loads(browser.call("Runtime.evaluate", {"expression": READING_JS, "returnByValue": True})
+                               ["result"]["value"])
+            if shown["headers"] or label != "Preemptions" or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        browser.screenshot(screenshots / f"page-{user}-{label.lower().replace(' ', '-')}.png")
+        words = "\n".join([shown["text"], *shown["charts"], *shown["headers"]])
+        # The SQL page names the tables and example queries one types (its raw names are what it is about).
+        raw = [] if label == "SQL" else RAW_NAME.findall(words)
+        assert raw == [], f"{user} {label}: raw names {raw}"
+        assert E_NOTATION.findall(words) == [], f"{user} {label}"
+        assert shown["clipped"] == [], f"{user} {label}: cut off {shown['clipped']}"
+        if label == "Preemptions":  # the tables' labels are read too (the grid lists the columns in view)
+            assert {"Preempted at (UTC)", "Victim job", "Victim team"} <= set(shown["headers"]), shown["headers"]

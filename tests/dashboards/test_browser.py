@@ -64,7 +64,8 @@ def test_overview_counts_match_the_simulators_truth(served: tuple[Dashboard, Chr
     shown = dict(re.findall(r"(Preemptions)\s*\n+\s*([\d,.]+)", state.text))
     shown.update(re.findall(r"(lost progress) ([\d,.]+) GPU-h", state.text))
     assert int(shown["Preemptions"].replace(",", "")) == preemptions
-    assert float(shown["lost progress"].replace(",", "")) == pytest.approx(float(lost), abs=0.05)
+    # GPU-hours from 100 on are shown without decimals
+    assert float(shown["lost progress"].replace(",", "")) == pytest.approx(float(lost), abs=0.5)
 
 
 def test_sidebar_switches_pages_without_reload(served: tuple[Dashboard, Chromium]) -> None:

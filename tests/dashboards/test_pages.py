@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from datetime import date
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import fixture_cluster as fc
@@ -16,6 +16,7 @@ from preemptlens.warehouse import Warehouse
 
 APP = str(Path(__file__).resolve().parents[2] / "dashboards" / "app.py")
 W48 = (date(2026, 11, 23), date(2026, 11, 29))
+CUSTOM = "Custom dates"
 
 
 def open_app(**filters: object) -> AppTest:
@@ -57,13 +58,39 @@ def switch(at: AppTest, page: str) -> AppTest:
     return at
 
 
+def ledger_truth(warehouse: Path) -> dict[str, float]:
+    with Warehouse(warehouse, read_only=True) as wh:
+        return wh.query(
+            "SELECT sum(gain_gpu_s) / 3600 AS gain, sum(requeue_gpu_s) / 3600 AS waiting FROM preemption_ledger"
+        ).row(0, named=True)
+
+
+def test_overview_opens_on_the_answer(app: AppTest, cluster_warehouse: Path) -> None:
+    """The verdict, the counterfactual headline, the net in both currencies and the action come first."""
+    order = [node.type for node in app.main]
+    first_chart = order.index("plotly_chart")
+    text = markdown(app)
+    assert text.index("Preemption should not be the main tool") < text.index("Without preemption")
+    truth = ledger_truth(cluster_warehouse)
+    assert (f"the preemptors would have waited {truth['gain']:,.1f} GPU-h longer; their victims waited "
+            f"{fc.WAITING_GPU_HOURS_TOTAL:.1f} GPU-h and threw away {fc.LOST_GPU_HOURS_TOTAL:.1f} GPU-h") in text
+    # No suggestions are stored: the action is what the scorecard says to fix first.
+    assert "**Do first:** Fix first: " in text
+    shown = metrics(app)
+    assert shown["Wait saved, GPU-h"] == f"{truth['gain']:.1f}"
+    assert shown["Victims' wait, GPU-h"] == f"{fc.WAITING_GPU_HOURS_TOTAL:.1f}"
+    assert shown["Net wait saved, GPU-h"] == f"{truth['gain'] - fc.WAITING_GPU_HOURS_TOTAL:+.1f}"
+    # no warm-ups in the fixture: the work thrown away is the lost progress; the waiting is kept apart
+    assert shown["Work thrown away, GPU-h"] == f"{fc.LOST_GPU_HOURS_TOTAL:.1f}"
+    # every metric of the answer is above the first chart
+    assert order.index("metric") < first_chart and order.count("metric") >= 10
+    assert "Set a price per GPU-hour" in app.caption[1].value
+
+
 def test_overview_headline_net_benefit_and_scorecard(app: AppTest) -> None:
     shown = metrics(app)
     assert shown["Preemptions"] == str(fc.PREEMPTIONS_TOTAL)
-    # no warm-ups in the fixture: the work thrown away is the lost progress; the waiting is kept apart
-    assert shown["Work thrown away GPU-hours"] == f"{fc.LOST_GPU_HOURS_TOTAL:.1f}"
-    assert shown["Victim waiting GPU-hours"] == f"{fc.WAITING_GPU_HOURS_TOTAL:.1f}"
-    assert shown["Hoarded GPU-hours"] == f"{fc.HOARDED_GPU_HOURS:.1f}"
+    assert shown["Hoarded, GPU-h"] == f"{fc.HOARDED_GPU_HOURS:.1f}"
     assert shown["Avoidable preemptions"] == str(fc.AVOIDABLE_W48)
     assert shown["Median requeue delay"] == "60 min"
 
@@ -74,29 +101,48 @@ def test_overview_headline_net_benefit_and_scorecard(app: AppTest) -> None:
     assert gain["y"][-1] == pytest.approx(4 * 16)
     assert cost["y"][-1] == pytest.approx(-(1 * 32 + 0.5 * 16 + 0.5 * 12))
     assert line["y"][-1] == pytest.approx(64 - 46)
+    # GPU-hours from 100 on without decimals
+    assert shown["Weighted net, GPU-h"] == f"{sum(line['y']):+,.0f}" and abs(sum(line["y"])) >= 100
 
-    (verdict,) = app.warning
-    assert "c1: preemption should not be the main tool" in verdict.value
-    scorecard = app.dataframe[0].value
-    assert list(scorecard["question"].str[:20]) == [
-        "Are GPUs scarce for ", "Are priorities clear", "Do victims recover c", "Are the rules visibl"
-    ]
+    # Per team: nlp was preempted once (finetune-48: 20 lost + 12 waiting), infer preempted and gained; a total row.
+    teams = app.dataframe[0].value.set_index("team")
+    assert teams.loc["nlp", "preemptions"] == 1 and teams.loc["nlp", "wasted_gpu_hours"] == pytest.approx(20.0)
+    assert teams.loc["Total", "preemptions"] == fc.PREEMPTIONS_TOTAL
+    assert teams.loc["Total", "net_value"] == pytest.approx(sum(line["y"]), abs=0.1)
+
+    scorecard = markdown(app)
+    assert "**c1:** preemption should not be the main tool" in scorecard
+    for question in ("Are GPUs scarce for", "Are priorities clear", "Do victims recover", "Are the rules visibl"):
+        assert f"**{question}" in scorecard
+    assert "_" not in scorecard.split("Readiness")[-1]
 
 
-def test_filters_narrow_every_figure(app: AppTest) -> None:
-    assert app.sidebar.date_input(key="window").value == (date(2026, 11, 9), date(2026, 11, 29))
-    assert metrics(open_app(window=W48))["Preemptions"] == str(fc.PREEMPTIONS_W48)
-    assert metrics(open_app(window=(date(2026, 11, 9), date(2026, 11, 15))))["Preemptions"] == "1"
-    # nlp is the victim of finetune-48 only, and hoards on the same day
-    shown = metrics(open_app(window=W48, teams=["nlp"]))
-    assert shown["Preemptions"] == "1"
-    assert shown["Work thrown away GPU-hours"] == f"{fc.WORST_W48_LOST_GPU_HOURS:.1f}"
-    assert shown["Hoarded GPU-hours"] == f"{fc.HOARDED_GPU_HOURS:.1f}"
-    shown = metrics(open_app(pools=["h100"]))
-    assert shown["Preemptions"] == "1"
-    assert shown["Hoarded GPU-hours"] == "0.0"
-    # the tier filter matches either side: critical preemptors took three runs in a100
-    assert metrics(open_app(tiers=["critical"]))["Preemptions"] == "4"
+def test_a_price_per_gpu_hour_gives_money(cluster_warehouse: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PREEMPTLENS_WAREHOUSE__PATH", str(cluster_warehouse))
+    monkeypatch.delenv("PREEMPTLENS_CONFIG", raising=False)
+    monkeypatch.setenv("PREEMPTLENS_DASHBOARD__GPU_HOUR_PRICE", "2.5")
+    monkeypatch.setenv("PREEMPTLENS_DASHBOARD__CURRENCY", "EUR")
+    at = open_app()
+    thrown = next(m for m in at.metric if m.label == "Work thrown away, GPU-h")
+    assert thrown.value == f"{fc.LOST_GPU_HOURS_TOTAL:.1f}"
+    assert thrown.proto.delta == f"{fc.LOST_GPU_HOURS_TOTAL * 2.5:,.0f} EUR"
+    teams = at.dataframe[0].value.set_index("team")
+    assert teams.loc["Total", "net_money"] == pytest.approx(round(teams.loc["Total", "net_value"] * 2.5))
+
+
+def test_relative_ranges_end_at_the_newest_data(cluster_warehouse: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PREEMPTLENS_WAREHOUSE__PATH", str(cluster_warehouse))
+    monkeypatch.delenv("PREEMPTLENS_CONFIG", raising=False)
+    # The fixture's data ends on Sunday 2026-11-29 (W48): its last 7 days are W48, whatever the wall clock says.
+    at = open_app(range="Last 7 days")
+    assert metrics(at)["Preemptions"] == str(fc.PREEMPTIONS_W48)
+    assert at.caption[0].value.startswith("2026-11-23 to 2026-11-30 UTC")
+    # A range longer than the data starts where the data does.
+    assert open_app(range="Last 90 days").caption[0].value.startswith("2026-11-09 to 2026-11-30 UTC")
+    # and the sidebar says how old the newest record is
+    assert any("The newest record is from 2026-11-29" in w.value for w in at.sidebar.warning)
+    # auto-refresh watches for a new snapshot in a fragment of its own; the page runs as before
+    assert metrics(open_app(range="Last 7 days", refresh="Every minute"))["Preemptions"] == str(fc.PREEMPTIONS_W48)
 
 
 def test_preemptions_ledger_timeline_and_victim_story(app: AppTest) -> None:
@@ -106,7 +152,9 @@ def test_preemptions_ledger_timeline_and_victim_story(app: AppTest) -> None:
     assert len(ledger) == fc.PREEMPTIONS_TOTAL
     assert set(ledger["victim_job_id"]) == {"train-w0", "train-w1", "train-w2", "train-48b", fc.WORST_W48}
     timeline = chart_specs(at)[0]
-    assert sum(len(trace["x"]) for trace in timeline["data"]) == fc.PREEMPTIONS_TOTAL
+    # one marker per preemption; the size legend's traces have no points
+    assert sum(len(t["x"]) for t in timeline["data"] if t.get("legend") != "legend2") == fc.PREEMPTIONS_TOTAL
+    assert [t["name"] for t in timeline["data"] if t.get("legend") == "legend2"] == ["20 GPU-h", "5 GPU-h", "1 GPU-h"]
 
     # the victim with the most work thrown away comes first in the drill-down
     assert at.selectbox(key="victim").value.startswith(fc.WORST_W48)
@@ -124,7 +172,7 @@ def test_preemptions_ledger_timeline_and_victim_story(app: AppTest) -> None:
     at.selectbox(key="victim").set_value(choice).run()
     story = markdown(at)
     assert "by **serve-48b** (team infer, tier critical, 8 GPUs)" in story
-    assert "since its last checkpoint at 2026-11-25 10:00 UTC (measured" in story
+    assert "since its last checkpoint at 2026-11-25 10:00 UTC (checkpoint" in story
     assert "avoidable: 8 idle hoarded GPUs were in the pool" in story
     assert (f"**Live cost at the preemption:** {fc.AVOIDABLE_LIVE_COST_GPU_HOURS:.1f} GPU-h" in story
             and "computed 2026-11-25 10:30 UTC" in story)
@@ -137,7 +185,7 @@ def test_preemptions_ledger_timeline_and_victim_story(app: AppTest) -> None:
 
 def test_hoarding_top_holders_idle_and_avoidable(app: AppTest) -> None:
     at = switch(app, "hoarding")
-    assert metrics(at)["Hoarded GPU-hours"] == f"{fc.HOARDED_GPU_HOURS:.1f}"
+    assert metrics(at)["Hoarded, GPU-h"] == f"{fc.HOARDED_GPU_HOURS:.1f}"
     holders = at.dataframe[0].value
     assert list(holders["holder"]) == [fc.HOARDER_TEAM]
     assert holders["idle_gpu_hours"][0] == pytest.approx(fc.HOARDED_GPU_HOURS)
@@ -182,7 +230,16 @@ def test_tuning_without_and_with_suggestions(app: AppTest, tmp_path: Path, monke
     at = switch(open_app(), "tuning")
     (expander,) = at.expander
     assert expander.label == "1. Protect young runs (c1)"
-    assert {m.label: m.value for m in at.metric}["Expected saving"] == "12.5 GPU-h"
+    shown = {m.label: m for m in at.metric}
+    assert shown["Lost progress saved"].value == "12.5 GPU-h"
+    # 30 s more wait for the high tiers is a rise, shown red (inverse colours); one victim a week fewer is a fall.
+    wait = shown["Critical + high median wait"]
+    assert wait.value == "30 s longer" and wait.proto.delta == "+30 s"
+    assert (wait.proto.direction, wait.proto.color) == (1, 0)  # up, red
+    victims = shown["Victims per week"]
+    assert victims.value == "1.0 fewer" and victims.proto.delta == "-1.0"
+    assert (victims.proto.direction, victims.proto.color) == (0, 1)  # down, green
+    assert "**Change:** PreemptExemptTime: **0** → **00:10:00**" in markdown(at)
     assert [c.value for c in at.code] == ["PreemptExemptTime=00:10:00"]
     assert "**Evidence:** e1" in markdown(at)
 
@@ -234,12 +291,13 @@ def test_a_chart_whose_query_fails_says_so_in_its_place(
     monkeypatch.delenv("PREEMPTLENS_CONFIG", raising=False)
     monkeypatch.setenv("PREEMPTLENS_WAREHOUSE__PATH", str(broken))
     at = open_app()
-    (error,) = at.error
-    assert "net_benefit" in error.value
-    # Where the chart would be, between the headline numbers and the scorecard, which still shows.
+    assert at.error and all("net_benefit" in e.value for e in at.error)
+    # Where the chart would be, below the headline numbers and above the scorecard, which still shows; the
+    # tier-weighted net is unknown.
     order = [node.type for node in at.main]
     assert order.index("error") < order.index("header") and not at.get("plotly_chart")
-    assert metrics(at)["Preemptions"] == str(fc.PREEMPTIONS_TOTAL) and len(at.dataframe) >= 1
+    assert metrics(at)["Preemptions"] == str(fc.PREEMPTIONS_TOTAL) and metrics(at)["Weighted net, GPU-h"] == "unknown"
+    assert "Readiness scorecard" in [h.value for h in at.header]
 
 
 def test_missing_or_unanalysed_warehouse_is_explained(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -255,3 +313,38 @@ def test_missing_or_unanalysed_warehouse_is_explained(tmp_path: Path, monkeypatc
     monkeypatch.setenv("PREEMPTLENS_WAREHOUSE__PATH", str(fresh))
     at = open_app()
     assert "run `preemptlens analyze`" in at.error[0].value
+
+
+def test_operations_says_how_fresh_each_source_is(
+    cluster_warehouse: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Per source: its newest record and its last load. The fixture's rows loaded now but end in November 2026
+    (lagging, once that is more than dashboard.stale_after_s ago); a Slurm load that started three hours ago and
+    never finished is failing; Prometheus, last loaded two days ago with samples as old, is stale."""
+    path = tmp_path / "w.duckdb"
+    shutil.copyfile(cluster_warehouse, path)
+    now = datetime.now(UTC)
+    with Warehouse(path) as wh:
+        wh.con.execute("INSERT INTO _loads (load_id, source, started_at, finished_at) VALUES "
+                       "('l1', 'slurm', $a, NULL), ('l2', 'prometheus', $b, $b)",
+                       {"a": now - timedelta(hours=3), "b": now - timedelta(days=2)})
+        wh.con.execute("UPDATE gpu_samples SET source = 'prometheus', time = $t "
+                       "WHERE rowid = (SELECT min(rowid) FROM gpu_samples)", {"t": now - timedelta(days=2, hours=1)})
+        truth = wh.query(
+            "SELECT max(t) AS t FROM (SELECT max(greatest(submit_time, start_time, end_time)) AS t FROM job_runs "
+            "WHERE source = 'fixture' UNION ALL SELECT max(time) FROM gpu_samples WHERE source = 'fixture' "
+            "UNION ALL SELECT max(time) FROM checkpoints UNION ALL SELECT max(submit_time) FROM jobs)")["t"][0]
+        wh.mark_changed()
+    monkeypatch.setenv("PREEMPTLENS_WAREHOUSE__PATH", str(path))
+    monkeypatch.delenv("PREEMPTLENS_CONFIG", raising=False)
+    at = switch(open_app(), "operations")
+    fresh = at.dataframe[0].value.set_index("name")
+    newest = datetime.fromisoformat(str(fresh.loc["fixture", "newest_record"]))
+    assert newest == truth and newest.date().isoformat() == "2026-11-29"
+    lagging = (now - newest).total_seconds() > 3600
+    assert fresh.loc["fixture", "state"] == ("lagging" if lagging else "fresh")
+    assert fresh.loc["Slurm (sacct and slurmctld log)", "state"] == "failing"
+    assert "did not finish" in fresh.loc["Slurm (sacct and slurmctld log)", "why"]
+    assert fresh.loc["Prometheus (GPU samples)", "state"] == "stale"
+    assert fresh.loc["Prometheus (GPU samples)", "load_age_s"] == "2.0 days"
+    assert "failing" in at.warning[0].value and "stale" in at.warning[0].value

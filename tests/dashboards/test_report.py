@@ -14,22 +14,28 @@ import fixture_cluster as fc
 import pytest
 from browser import Chromium
 
+from preemptlens.analytics.params import AnalyticsSettings
+from preemptlens.analytics.refresh import analyze
 from preemptlens.cli import main
+from preemptlens.config import load_config
 from preemptlens.dashboards.report import ReportError, Week
 from preemptlens.warehouse import Warehouse
 
 SECTIONS = (
-    "net-benefit", "worst-preemptions", "top-hoarders", "loss-coverage", "goodput", "scope-creep", "suggestions"
+    "answer", "net-benefit", "worst-preemptions", "top-hoarders", "loss-coverage", "goodput", "scope-creep",
+    "suggestions",
 )
 
 
 class Page(HTMLParser):
-    """Sections by id with their heading, tables (rows of cell texts) and plotly figures; every script tag."""
+    """Sections by id with their heading, tables (rows of cell texts) and chart images (their alt text); every
+    script tag and every address the page would load."""
 
     def __init__(self) -> None:
         super().__init__()
         self.sections: dict[str, dict] = {}
         self.scripts: list[dict[str, str | None]] = []
+        self.loads: list[str] = []
         self._section: dict | None = None
         self._tag: list[str] = []
         self._row: list[str] | None = None
@@ -38,6 +44,7 @@ class Page(HTMLParser):
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         a = dict(attrs)
         self._tag.append(tag)
+        self.loads += [str(a[k]) for k in ("src", "href") if a.get(k)]
         if tag == "section":
             self._section = self.sections.setdefault(str(a["id"]), {"h2": "", "tables": {}, "figures": [], "text": ""})
         elif tag == "script":
@@ -49,8 +56,8 @@ class Page(HTMLParser):
                 self._row = []
             elif tag in ("td", "th"):
                 self._cell = []
-            elif tag == "div" and "plotly-graph-div" in (a.get("class") or ""):
-                self._section["figures"].append(a["id"])
+            elif tag == "img" and str(a.get("src")).startswith("data:image/png;base64,"):
+                self._section["figures"].append(a["alt"])
 
     def handle_endtag(self, tag: str) -> None:
         if self._tag:
@@ -109,34 +116,50 @@ def test_cli_writes_html_and_markdown_and_rerun_replaces_them(
     assert "not an ISO week" in capsys.readouterr().err
 
 
-def test_html_is_self_contained(page: Page, written: Path) -> None:
-    # no script loads anything: plotly.js is inlined, so the file opens offline
-    assert all(s.get("src") is None for s in page.scripts)
+def test_html_needs_no_script_and_loads_nothing(page: Page, written: Path) -> None:
+    """A mail client runs no script and fetches nothing: the charts are PNG images inside the file."""
+    assert page.scripts == [] and all(src.startswith("data:image/png;base64,") for src in page.loads)
     html = (written / "preemptlens-2026-W48.html").read_text()
-    assert "plotly.js v" in html or "Plotly" in html[:6_000_000]
-    assert "cdn." not in html.split("</head>")[1]
+    assert "plotly" not in html.lower() and len(html) < 1_500_000
 
 
 def test_every_section_is_there(page: Page) -> None:
     assert list(page.sections) == list(SECTIONS)
-    for name in SECTIONS:
+    for name in SECTIONS[1:]:
         assert page.sections[name]["h2"], name
-    assert page.sections["net-benefit"]["figures"] == ["fig-net-benefit"]
-    assert page.sections["worst-preemptions"]["figures"] == ["fig-worst"]
-    assert page.sections["top-hoarders"]["figures"] == ["fig-hoarders", "fig-idle-daily"]
-    assert page.sections["scope-creep"]["figures"] == ["fig-tier-shares", "fig-team-shares"]
+    assert page.sections["net-benefit"]["figures"] == ["Net benefit per day, 2026-W48"]
+    assert page.sections["worst-preemptions"]["figures"] == ["Worst preemptions of 2026-W48"]
+    assert page.sections["top-hoarders"]["figures"] == ["Idle GPU-hours by team, 2026-W48",
+                                                        "Idle GPU-hours per day, 2026-W48"]
+    assert page.sections["scope-creep"]["figures"] == ["Tier shares of GPU-hours per week",
+                                                       "Critical + high share per team"]
+
+
+def test_the_answer_comes_first(page: Page) -> None:
+    text = " ".join(page.sections["answer"]["text"].split())
+    assert text.startswith("Preemption should not be the main tool")
+    # W48: the two critical preemptors each saved 8 GPU-h of waiting; victims waited 12 + 8 + 8 and lost 20 + 8 + 4.
+    assert ("Without preemption, the preemptors would have waited 16.0 GPU-h longer; their victims waited 28.0 GPU-h "
+            "and threw away 32.0 GPU-h of work (3 preemptions)") in text
+    assert "Do first: Fix first:" in text
+    cards = dict(re.findall(r"(Wait saved|Victims' wait|Net wait saved|Work thrown away|Weighted net), GPU-h "
+                            r"([-+\d,.]+)", text))
+    assert cards == {"Wait saved": "16", "Victims' wait": "28", "Net wait saved": "-12",
+                     "Work thrown away": "32", "Weighted net": "+18"}
 
 
 def test_net_benefit_section(page: Page) -> None:
     text = " ".join(page.sections["net-benefit"]["text"].split())
-    # gains: two critical preemptors x 8 GPU-h x weight 4; costs: 1 x (20 + 12) + 0.5 x (8 + 8) + 0.5 x (4 + 8)
-    assert "gained 64.0 and victims paid 46.0 tier-weighted GPU-hours: a net of 18.0" in text
     assert f"Preemptions {fc.PREEMPTIONS_W48}" in text
-    # the two currencies apart: work thrown away 20 + 8 + 4 (no warm-ups), waiting 4 GPUs x 3 h + ...
-    assert "Work thrown away GPU-hours 32.0" in text
-    assert "lost progress 32.0 GPU-h plus warm-up" in text
+    assert "Median requeue delay 60 min over 3 victims that restarted" in text
     assert "Readiness: c1: preemption should not be the main tool" in text
-    assert len(page.sections["net-benefit"]["tables"]["scorecard"]) == 1 + 4
+    header, *rows = page.sections["net-benefit"]["tables"]["scorecard"]
+    assert header == ["cluster", "question", "answer", "evidence"] and len(rows) == 4
+    assert rows[2][3].startswith("preemptible GPU-hours of checkpointing jobs: ")
+    # gains: two critical preemptors x 8 GPU-h x weight 4; costs: 1 x (20 + 12) + 0.5 x (8 + 8) + 0.5 x (4 + 8)
+    teams = {r[0]: r for r in page.sections["net-benefit"]["tables"]["team-net"][1:]}
+    assert teams["total"][1:] == ["3", "16.0 GPU-h", "32.0 GPU-h", "28.0 GPU-h", "18.0"]
+    assert teams["nlp"][1:] == ["1", "0.0 GPU-h", "20.0 GPU-h", "12.0 GPU-h", "-32.0"]
 
 
 def test_worst_preemptions_section(page: Page) -> None:
@@ -145,16 +168,16 @@ def test_worst_preemptions_section(page: Page) -> None:
     assert [r[0].split()[0] for r in rows] == [fc.WORST_W48, fc.AVOIDABLE_VICTIM, "train-w2"]
     worst = dict(zip(header, rows[0], strict=True))
     assert worst["preemptor"] == f"{fc.WORST_W48_PREEMPTOR} (infer, high)"
-    assert worst["thrown away GPU-h"] == "20.0 (lost 20.0, assumed)"
-    assert worst["waiting GPU-h"] == "12.0 (4 GPUs x 3.0 h)"
+    assert worst["work thrown away"] == "20.0 GPU-h (lost progress 20.0 GPU-h, the whole run: no checkpoint known)"
+    assert worst["waiting"] == "12.0 GPU-h (4 GPUs × 3.0 h)"
     assert [dict(zip(header, r, strict=True))["avoidable"] for r in rows] == ["no", "yes", "yes"]
 
 
 def test_top_hoarders_section(page: Page) -> None:
     teams = page.sections["top-hoarders"]["tables"]["hoarders-teams"]
-    assert teams[1][:2] == [fc.HOARDER_TEAM, f"{fc.HOARDED_GPU_HOURS:.1f}"]
+    assert teams[1][:3] == [fc.HOARDER_TEAM, f"{fc.HOARDED_GPU_HOURS:.1f} GPU-h", "4.0 h"]
     jobs = page.sections["top-hoarders"]["tables"]["hoarders-jobs"]
-    assert jobs[1][0] == fc.HOARDER_JOB and jobs[1][2] == f"{fc.HOARDED_GPU_HOURS:.1f}"
+    assert jobs[1][0] == fc.HOARDER_JOB and jobs[1][2] == f"{fc.HOARDED_GPU_HOURS:.1f} GPU-h"
 
 
 def test_loss_coverage_and_goodput_sections(page: Page, written: Path) -> None:
@@ -165,7 +188,7 @@ def test_loss_coverage_and_goodput_sections(page: Page, written: Path) -> None:
             "and 1 assume everything since the run started.") in text
     header, *rows = page.sections["loss-coverage"]["tables"]["coverage-teams"]
     by_team = {r[0]: dict(zip(header, r, strict=True)) for r in rows}
-    assert by_team["vision"]["loss measured"] == "100% (2)" and by_team["vision"]["lost GPU-h"] == "12.0"
+    assert by_team["vision"]["loss measured"] == "100% (2)" and by_team["vision"]["lost, GPU-h"] == "12.0"
     assert by_team["nlp"]["loss measured"] == "0% (0)" and by_team["nlp"]["declared / assumed"] == "0 / 1"
     # no save times and no progress reports: goodput is unknown, and says why, never a number
     good = " ".join(page.sections["goodput"]["text"].split())
@@ -174,9 +197,9 @@ def test_loss_coverage_and_goodput_sections(page: Page, written: Path) -> None:
     header, *rows = page.sections["goodput"]["tables"]["goodput-teams"]
     infer = dict(zip(header, next(r for r in rows if r[0] == "infer"), strict=True))
     # infer's work neither failed, restarted nor checkpointed, and held no GPU idle: all of it advanced its jobs
-    assert infer["goodput"] == "100%" and infer["idle GPU-h"] == "0.0"
+    assert infer["goodput"] == "100%" and infer["idle, GPU-h"] == "0.0"
     nlp = dict(zip(header, next(r for r in rows if r[0] == "nlp"), strict=True))
-    assert nlp["goodput"].startswith("unknown (at most ") and nlp["idle GPU-h"] == "32.0"
+    assert nlp["goodput"].startswith("unknown (at most ") and nlp["idle, GPU-h"] == "32.0"
     md = (written / "preemptlens-2026-W48.md").read_text()
     assert "**Loss coverage:** Lost progress is measured for 67% of 3 preemptions" in md
     assert "**Goodput:** Goodput unknown" in md
@@ -192,33 +215,98 @@ def test_scope_creep_and_suggestions_sections(page: Page) -> None:
 def test_markdown_summary(written: Path) -> None:
     text = (written / "preemptlens-2026-W48.md").read_text()
     assert text.startswith("**Preemption weekly report 2026-W48** (2026-11-23 to 2026-11-29 UTC")
-    assert "**Net benefit:** 18.0 tier-weighted GPU-hours (gain 64.0, cost 46.0) from 3 preemptions" in text
+    assert "\n\n**Preemption should not be the main tool.** " in text
+    assert ("**Net, in two currencies:** waiting: wait saved 16 GPU-h, victims' wait 28 GPU-h, net wait saved "
+            "-12 GPU-h; work thrown away 32 GPU-h") in text
+    assert "weighted net +18 (both added" in text
     worst_row = next(line for line in text.splitlines() if line.startswith(f"| {fc.WORST_W48} "))
-    assert "| 20.0 (lost 20.0, assumed) | 12.0 (4 GPUs x 3.0 h) |" in worst_row
-    assert f"| {fc.HOARDER_TEAM} | 32.0 |" in text
+    assert ("| 20.0 GPU-h (lost progress 20.0 GPU-h, the whole run: no checkpoint known) "
+            "| 12.0 GPU-h (4 GPUs × 3.0 h) |") in worst_row
+    assert f"| {fc.HOARDER_TEAM} | 32.0 GPU-h |" in text
     assert "<" not in text
 
 
-def test_html_renders_offline_in_chromium(written: Path, screenshots: Path) -> None:
-    with Chromium() as browser:
+def test_markdown_says_who_the_median_requeue_delay_leaves_out(cluster_warehouse: Path, tmp_path: Path) -> None:
+    """Victims that never restarted have no requeue delay: the median is over the others, and the summary says so."""
+    path = tmp_path / "w.duckdb"
+    shutil.copy(cluster_warehouse, path)
+    with Warehouse(path) as wh:
+        # finetune-48's second run never happened: its victim is still waiting at the end of the data.
+        wh.con.execute("DELETE FROM job_runs WHERE job_id = $j AND run = 2", {"j": fc.WORST_W48})
+        analyze(wh, load_config(None).of(AnalyticsSettings))
+    assert main(["--warehouse", str(path), "report", "--week", "2026-W48", "--out", str(tmp_path)]) == 0
+    text = (tmp_path / "preemptlens-2026-W48.md").read_text()
+    assert ("median requeue delay 60 min over the 2 victims that restarted (1 victim that had not restarted by the "
+            "end of the data are left out)") in text
+
+
+def test_a_week_without_data_says_so(
+    cluster_warehouse: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--warehouse", str(cluster_warehouse), "report", "--week", "2026-W50", "--out", str(tmp_path)]) == 0
+    assert "weekly report 2026-W50: no data in the warehouse for this week" in capsys.readouterr().out
+    html = (tmp_path / "preemptlens-2026-W50.html").read_text()
+    md = (tmp_path / "preemptlens-2026-W50.md").read_text()
+    for text in (html.split("<body>")[1], md):
+        assert "No data for 2026-W50" in text and "runs from 2026-11-09 to 2026-11-29 (2026-W46 to 2026-W48)" in text
+        assert "Readiness" not in text and "verdict" not in text.lower().replace("no verdict", "")
+
+
+def test_without_a_browser_the_charts_are_left_out_and_said_so(
+    cluster_warehouse: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BROWSER_PATH", str(tmp_path / "no-such-browser"))
+    assert main(["--warehouse", str(cluster_warehouse), "report", "--week", "2026-W48", "--out", str(tmp_path)]) == 0
+    parsed = Page()
+    parsed.feed((tmp_path / "preemptlens-2026-W48.html").read_text())
+    assert all(not section["figures"] for section in parsed.sections.values())
+    assert "Charts left out: " in parsed.sections["answer"]["text"] and parsed.sections["worst-preemptions"]["tables"]
+
+
+# A cell's words each on one line: a word broken over two lines ("clus / ter") has two boxes. A line may
+# end at a hyphen ("GPU- / h", "2026-11- / 25"), as text does; the parts between hyphens stay whole.
+BROKEN_WORDS_JS = """
+(() => {
+  const broken = [];
+  for (const cell of document.querySelectorAll('th, td')) {
+    const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      for (const m of node.data.matchAll(/[^\\s-]+/g)) {
+        const range = document.createRange();
+        range.setStart(node, m.index);
+        range.setEnd(node, m.index + m[0].length);
+        const lines = new Set(Array.from(range.getClientRects()).map(r => Math.round(r.top)));
+        if (lines.size > 1) broken.push(m[0]);
+      }
+    }
+  }
+  return JSON.stringify(broken);
+})()
+"""
+
+
+def test_html_reads_without_scripts_in_chromium(written: Path, screenshots: Path) -> None:
+    """As a mail client shows it: scripts off, in a narrow reading pane; every chart image drawn, no word of a
+    table cell broken over two lines."""
+    with Chromium(width=760, height=900) as browser:
+        browser.call("Emulation.setScriptExecutionDisabled", {"value": True})
         browser.navigate((written / "preemptlens-2026-W48.html").as_uri())
-        deadline = 30.0
-        drawn = 0
-        while deadline > 0:
-            result = browser.call("Runtime.evaluate", {
-                "expression": "document.readyState !== 'complete' ? [0, 0] : "
-                "[document.querySelectorAll('.plotly-graph-div').length, "
-                "document.querySelectorAll('.plotly-graph-div svg.main-svg').length > 0 ? "
-                "Array.from(document.querySelectorAll('.plotly-graph-div')).filter("
-                "d => d.querySelector('svg.main-svg')).length : 0]",
+        deadline = time.monotonic() + 30
+        images: list[int] = []
+        while time.monotonic() < deadline:
+            browser.call("Emulation.setScriptExecutionDisabled", {"value": False})
+            images = browser.call("Runtime.evaluate", {
+                "expression": "document.readyState !== 'complete' ? [] : "
+                "Array.from(document.images).map(i => i.complete ? i.naturalWidth : 0)",
                 "returnByValue": True,
-            })
-            figures, drawn = result["result"]["value"]
-            if figures and drawn == figures:
+            })["result"]["value"]
+            browser.call("Emulation.setScriptExecutionDisabled", {"value": True})
+            if images and all(images):
                 break
             time.sleep(0.2)
-            deadline -= 0.2
-        assert figures == 6 and drawn == figures
+        assert len(images) == 6 and all(w >= 960 for w in images), images
+        broken = browser.call("Runtime.evaluate", {"expression": BROKEN_WORDS_JS, "returnByValue": True})
+        assert json.loads(broken["result"]["value"]) == []
         browser.screenshot_document(screenshots / "report-2026-W48.png")
     assert (screenshots / "report-2026-W48.png").stat().st_size > 20_000
 
@@ -264,13 +352,15 @@ def test_suggestions_in_rank_order_with_the_clusters_own_snippet(suggested: Path
     assert titles == ["Do not rely on preemption yet", "Let runs finish 30 min before preemption",
                       "Give victims time to checkpoint — a100/nlp"]
     second = items[1]
-    assert "<code>minimum run time</code>: 0 s → 30 min" in second
-    assert "effect of Let runs finish 30 min before preemption (saving 50.0 GPU-h)" in second
+    assert "<strong>Change:</strong> minimum run time: 0 s → 30 min" in second
+    assert "effect of Let runs finish 30 min before preemption (saving 50.0 GPU-h of lost progress)" in second
     assert "evidence of Let runs finish 30 min before preemption" in second
-    # the cluster's own scheduler's snippet in the open, every scheduler's behind a disclosure, no JSON anywhere
+    # advice that saves nothing measured says so, not "saving 0.0 GPU-h"
+    assert "(lost progress saved: not measured)" in items[0]
+    # the cluster's own scheduler's snippet in the open, the other schedulers' behind a disclosure, no JSON anywhere
     own, disclosed = second.split("<details>")
     assert "For slurm:" in own and "PreemptExemptTime" in own and "ClusterQueue" not in own
-    assert "<summary>" in disclosed and "ClusterQueue" in disclosed and "PreemptExemptTime" in disclosed
+    assert "<summary>" in disclosed and "ClusterQueue" in disclosed and "PreemptExemptTime" not in disclosed
     assert '{"' not in section and "&#34;slurm&#34;" not in section
 
 
@@ -279,11 +369,12 @@ def test_suggestions_in_markdown_read_as_a_numbered_list(suggested: Path) -> Non
     section = text[text.index("**Top suggestions**"):]
     numbered = [line for line in section.splitlines() if re.match(r"^\d+\. ", line)]
     assert numbered == [
-        "1. **Do not rely on preemption yet** (c1): `preemption as a main tool`",
-        "2. **Let runs finish 30 min before preemption** (c1): `minimum run time` 0 s → 30 min",
-        "3. **Give victims time to checkpoint — a100/nlp** (c1): `grace time` 60 s → 5 min",
+        "1. **Do not rely on preemption yet** (c1): preemption as a main tool",
+        "2. **Let runs finish 30 min before preemption** (c1): minimum run time, 0 s → 30 min",
+        "3. **Give victims time to checkpoint — a100/nlp** (c1): grace time, 60 s → 5 min",
     ]
-    assert "   Expected effect: effect of Give victims time to checkpoint (saving 200.0 GPU-h)" in section
+    assert ("   Expected effect: effect of Give victims time to checkpoint (saving 200 GPU-h of lost progress)"
+            in section)
     assert "   Evidence: evidence of Give victims time to checkpoint" in section
     # no snippets, no JSON, no table in chat
     assert "PreemptExemptTime" not in section and "{" not in section and "|" not in section

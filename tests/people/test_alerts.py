@@ -347,7 +347,7 @@ def test_victim_notice_links_to_my_preemptions(
     seed_preemptions(wh)
     assert alerts.run(wh, config, NOW).sent == 1
     text = json.loads(wh.query("SELECT payload FROM alerts")["payload"][0])["text"]
-    assert text.endswith(" Details: https://preemptlens.example.org/mine")
+    assert text.endswith(" Details: https://preemptlens.example.org/mine?cluster=c1&job=100")
 
 
 def test_clear_url_in_team_webhooks_is_refused_when_the_config_is_read(tmp_path: Path) -> None:

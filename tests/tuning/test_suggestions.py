@@ -143,8 +143,8 @@ def test_repeat_victims_on_top_where_the_same_jobs_keep_waiting(suggestions_for:
     top = changes(found)[0]
     assert top.kind == "repeat_victims"
     assert f"{repeats} jobs were preempted twice or more" in top.evidence
-    ratio = float(top.evidence.split("x the ")[0].split()[-1])
-    assert ratio >= 2.0
+    ratio = float(top.evidence.split(" times the ")[0].split()[-1].replace(",", ""))
+    assert ratio >= 2.0 and " 0.0 h" not in top.evidence
     assert "halfLifePeriod" in top.snippets["kai"]
     # and the actions that do it per job, where the scheduler has one
     assert "[kueue_boost]" in top.snippets["kueue"] and "[slurm_protect]" in top.snippets["slurm"]

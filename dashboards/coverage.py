@@ -102,7 +102,7 @@ def goodput_rows(frame: pl.DataFrame, label: str) -> list[dict[str, str]]:
             else f"{UNKNOWN} (at most {pct(r['goodput_at_most_share'])})",
             **{header: number(r[column]) for column, _, header in BADPUT},
             # which parts are unknown; the summary above says why
-            "unknown": ", ".join(label for column, label, _ in BADPUT if r[column] is None),
+            "unknown": ", ".join(header.removesuffix(", GPU-h") for column, _, header in BADPUT if r[column] is None),
         }
         for r in rows
     ]

@@ -22,9 +22,9 @@ ckpts as (
 ),
 
 sampled as (
-    -- idle hoarding is known only where GPU samples were collected: the GPUs each host reported, which analyze
-    -- keeps up to date from new loads (analytics/attribution.py), name them without scanning every sample
-    select distinct cluster from sample_host_gpus
+    -- idle hoarding is known only where GPU samples were collected (read from the samples themselves: the lake and
+    -- Spark have no analyze's bookkeeping tables)
+    select cluster from gpu_samples group by cluster
 ),
 
 restarts as (

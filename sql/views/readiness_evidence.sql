@@ -27,6 +27,10 @@ hoarding as (
 
 ckpt_jobs as (
     select distinct cluster, job_id from checkpoints where kind = 'checkpoint'
+    union
+    -- Q3: a job whose restart resumed from a step it first reached after its run began saved a checkpoint there,
+    -- whether or not a collector saw the checkpoint itself (basis rollback)
+    select distinct cluster, victim_job_id from ledger where basis = 'rollback' and lost_s < run_age_s
 ),
 
 sources as (

@@ -186,3 +186,20 @@ def test_q3_loss_to_gain_from_measured_losses_once_enough_are(sc: Scenario) -> N
     assert e["loss_to_gain"]["missing"].startswith(
         "loss measured for 50% of the preemptions with a known gain (needs 75%)"
     )
+
+
+def test_q3_a_restart_past_its_run_start_shows_the_job_checkpoints(sc: Scenario) -> None:
+    preempted_pair(sc)
+    # progress reports only: v reached step 500 at 500 s and 900 at 900 s; its restart resumes from step 500, a
+    # checkpoint no collector saw, taken after the run began
+    for t, step in ((100, 100.0), (500, 500.0), (900, 900.0)):
+        sc.checkpoint("v", 1, t, step, kind="progress")
+    for t, step in ((1200, 500.0), (1500, 800.0)):
+        sc.checkpoint("v", 2, t, step, kind="progress")
+    sc.analyze()
+    ledger = sc.view("preemption_ledger", "time").row(0, named=True)
+    assert ledger["basis"] == "rollback" and ledger["lost_s"] == pytest.approx(500)
+    e, card = q3(sc)
+    assert e["checkpoint_coverage"]["value"] == 1.0
+    assert e["loss_to_gain"]["value"] is not None
+    assert card["answer"] is not False

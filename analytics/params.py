@@ -115,6 +115,12 @@ class AnalyticsSettings:
         "delay per pool and tier is the expected requeue wait (expected_requeue: notices, My preemptions, "
         "live cost).",
     )
+    loss_coverage_min: float = setting(
+        0.5,
+        "Scorecard Q3: smallest share of the preemptions with a known gain whose lost progress is measured "
+        "(basis checkpoint or rollback) for the loss to gain to be read from them; below it it is unknown.",
+        check=lambda share: None if 0 <= share <= 1 else "expected a share between 0 and 1",
+    )
 
     def __post_init__(self) -> None:
         problems = []

@@ -12,14 +12,30 @@ from typing import Any
 
 from preemptlens.warehouse import Warehouse
 
-SCORECARD_SQL = "SELECT * FROM readiness_scorecard ORDER BY cluster, question_no"
+# A measured no in words, by the measure that failed, where its name alone would not say why: Q3 tells a
+# fleet that checkpoints rarely (measured) apart from one whose checkpoints were never collected (unknown).
+NO_BECAUSE = {
+    "checkpoint_coverage": "jobs checkpoint rarely",
+    "loss_to_gain": "victims lose more work than their preemptors gain",
+}
+# The measures of a scorecard row's question that failed (comma-separated, for answer_text): a column every
+# reader of readiness_scorecard (aliased `s`) selects.
+FAILED_COLUMN = (
+    "(SELECT string_agg(e.measure, ',' ORDER BY e.measure) FROM readiness_evidence AS e "
+    "WHERE e.cluster = s.cluster AND e.question_no = s.question_no AND NOT e.passes) AS failed"
+)
+SCORECARD_SQL = f"SELECT s.*, {FAILED_COLUMN} FROM readiness_scorecard AS s ORDER BY cluster, question_no"  # noqa: S608 -- constants only
 
 
-def answer_text(answer: bool | None, missing: str | None = None) -> str:
-    """'yes', 'no', or 'unknown (what is missing)'."""
+def answer_text(answer: bool | None, missing: str | None = None, failed: str | None = None) -> str:
+    """'yes', 'no' (with why, when a failed measure of `failed` says more than its name), or
+    'unknown (what is missing)'."""
     if answer is None:
         return f"unknown ({missing})" if missing else "unknown"
-    return "yes" if answer else "no"
+    if answer:
+        return "yes"
+    because = [NO_BECAUSE[m] for m in (failed or "").split(",") if m in NO_BECAUSE]
+    return f"no ({'; '.join(because)})" if because else "no"
 
 
 def verdict_text(row: Mapping[str, Any]) -> str:
@@ -44,7 +60,7 @@ def render(wh: Warehouse) -> str:
         rows = card.filter(card["cluster"] == cluster).to_dicts()
         lines.append(f"readiness scorecard for cluster {cluster}:")
         for r in rows:
-            lines.append(f"  Q{r['question_no']} {r['question']} {answer_text(r['answer'], r['missing'])}")
+            lines.append(f"  Q{r['question_no']} {r['question']} {answer_text(r['answer'], r['missing'], r['failed'])}")
             lines.append(f"     {r['evidence']}")
         lines.append(f"  verdict: {verdict_text(rows[0])}")
     return "\n".join(lines)

@@ -31,6 +31,7 @@ from preemptlens.analytics.replay import (
     sweep,
     validate,
 )
+from preemptlens.analytics.simulator.engine import lost_progress_s
 from preemptlens.config import section, setting
 from preemptlens.errors import ConfigError, SchemaError
 from preemptlens.warehouse import Warehouse, query_sql
@@ -348,7 +349,9 @@ def near_completion(ctx: Context) -> list[Suggestion]:
             proposed=f"not preemptible from {100 * chosen:.0f}% of work done",
             evidence=(
                 f"{rows['near']} of {rows['n']} victims had done at least {100 * share_done:.0f}% of their work "
-                f"and lost {rows['near_lost']:.1f} of {rows['lost']:.1f} lost GPU-hours ({100 * lost_share:.0f}%); "
+                f"and lost {rows['near_lost']:.1f} of {rows['lost']:.1f} lost GPU-hours ({100 * lost_share:.0f}%; "
+                f"measured from checkpoints or progress for {rows['near_measured']} of them, the rest declared or "
+                "assumed); "
                 f"{protected['n']} victims past {100 * chosen:.0f}% (median "
                 f"{(protected['left_s'] or 0) / 60:.0f} min left) lost {protected['lost']:.1f}; sweep of "
                 f"{', '.join(f'{100 * c:.0f}%' for c in shares)}"
@@ -422,11 +425,63 @@ def grace_time(ctx: Context) -> list[Suggestion]:
     ]
 
 
+@dataclass(frozen=True)
+class IntervalCheck:
+    """The advised interval replayed over the preemptions that happened: the team's victims whose loss is
+    measured, each losing what it would have lost since its last checkpoint under the advised cadence, less
+    the saves the advised cadence adds over the team's checkpointing run time in the window."""
+
+    preemptions: int
+    lost_gpu_h: float
+    advised_lost_gpu_h: float
+    extra_saves_gpu_h: float
+
+    @property
+    def saving_gpu_h(self) -> float:
+        return self.lost_gpu_h - self.advised_lost_gpu_h - self.extra_saves_gpu_h
+
+    def describe(self) -> str:
+        return (
+            f"checked against the {self.preemptions} preemptions of the team with a measured loss: lost "
+            f"{self.lost_gpu_h:.1f} GPU-hours, {self.advised_lost_gpu_h:.1f} at the advised interval, plus "
+            f"{self.extra_saves_gpu_h:+.1f} of saves: saving {self.saving_gpu_h:.1f}"
+        )
+
+
+def last_checkpoint_under(work_start_s: float, interval_s: float, t: float) -> float | None:
+    """The last checkpoint at or before t of a run whose work began at work_start_s, checkpointing every
+    interval_s seconds of it (wall time: idle stretches are not taken out)."""
+    done = math.floor((t - work_start_s) / interval_s)
+    return work_start_s + done * interval_s if done >= 1 else None
+
+
+def check_interval(ctx: Context, team: str, current: float, proposed: float, cost: float,
+                   run_gpu_s: float) -> IntervalCheck:
+    """What the advised interval would have saved on the team's preemptions in the window, replayed one by one
+    with the simulator's own rule of lost progress (engine.lost_progress_s)."""
+    rows = ctx.q(query_sql("tuning", "interval_check"), team=team)
+    lost = sum(r["gpus"] * r["lost_s"] for r in rows)
+    advised = sum(
+        r["gpus"] * lost_progress_s(
+            r["time_s"], r["run_start_s"], last_checkpoint_under(r["work_start_s"], proposed, r["time_s"])
+        )
+        for r in rows
+    )
+    extra = cost * run_gpu_s * (1 / proposed - 1 / current)
+    return IntervalCheck(len(rows), lost / 3600.0, advised / 3600.0, extra / 3600.0)
+
+
 def checkpoint_interval(ctx: Context) -> list[Suggestion]:
-    """Young/Daly per team: sqrt(2 x checkpoint cost x mean time between preemptions), both measured."""
+    """Young/Daly per team: sqrt(2 x checkpoint cost x mean time between preemptions). The cost is the median
+    time the team's saves took where a source times them (checkpoints.save_s), else its final checkpoints at the
+    signal, else tuning.checkpoint_cost_s (stated); the current interval its jobs' measured cadence, else the
+    declared one. The advice is replayed over the whole window and checked against the preemptions that
+    happened (check_interval); both must show a saving."""
     rows = ctx.q(
         query_sql("tuning", "checkpoint_exposure")
     )
+    timed = {r["team"]: r for r in ctx.q(query_sql("tuning", "checkpoint_costs"))}
+    cadence = {r["team"]: r for r in ctx.q(query_sql("tuning", "team_cadence"))}
     found = []
     ratio_min = ctx.settings.checkpoint_ratio_min
     workload = ctx.workload
@@ -444,27 +499,36 @@ def checkpoint_interval(ctx: Context) -> list[Suggestion]:
         if r["n"] < ctx.settings.min_preemptions or team not in by_team:
             continue
         mtbp = r["run_s"] / r["n"]
-        cost_measured = team in saves
-        cost = median(saves[team]) if cost_measured else ctx.settings.checkpoint_cost_s
+        if team in timed and timed[team]["save_s"] is not None:
+            cost = float(timed[team]["save_s"])
+            basis = f"measured: median of {timed[team]['saves']} timed saves"
+        elif team in saves:
+            cost = median(saves[team])
+            basis = "measured from final checkpoints"
+        else:
+            cost = ctx.settings.checkpoint_cost_s
+            basis = "assumed (tuning.checkpoint_cost_s)"
         optimum = math.sqrt(2 * cost * mtbp)
+        if optimum <= 0:
+            continue  # saves that cost nothing trade nothing off: no interval to advise
         current = median(by_team[team])
         ratio = current / optimum
         if 1 / ratio_min < ratio < ratio_min:
             continue
         proposed = max(60.0, round(optimum / 60) * 60)
-        changes = {
-            j.job_id: {"checkpoint_interval_s": proposed}
-            for j in workload.jobs
-            if (j.team or "(none)") == team and j.checkpoint_interval_s
-        }
+        members = [j for j in workload.jobs if (j.team or "(none)") == team and j.checkpoint_interval_s]
+        changes = {j.job_id: {"checkpoint_interval_s": proposed} for j in members}
         fig = sweep(workload, [Variant(f"interval {team}", policy, changes)], 1)[0]
         # The engine writes checkpoints for free; charge their cost here.
-        gpu_s = sum(j.gpus * j.work_s for j in workload.jobs if j.job_id in changes and j.work_s < workload.horizon_s)
+        gpu_s = sum(j.gpus * j.work_s for j in members if j.work_s < workload.horizon_s)
         overhead_h = cost * gpu_s * (1 / proposed - 1 / current) / 3600.0
         adjusted = replace(fig, lost_gpu_h=fig.lost_gpu_h + overhead_h)
         if not ctx.acceptable(adjusted) or ctx.gain(adjusted) <= 0:
             continue
-        basis = "measured from final checkpoints" if cost_measured else "assumed (tuning.checkpoint_cost_s)"
+        check = check_interval(ctx, team, current, proposed, cost, r["gpu_s"])
+        if check.preemptions and check.saving_gpu_h <= 0:
+            continue
+        known = cadence.get(team, {"measured": 0, "declared": 0})
         found.append(
             Suggestion(
                 kind="checkpoint_interval",
@@ -475,8 +539,11 @@ def checkpoint_interval(ctx: Context) -> list[Suggestion]:
                 proposed=_minutes(proposed),
                 evidence=(
                     f"{r['n']} preemptions in {r['run_s'] / 3600:.0f} run-hours: one every "
-                    f"{mtbp / 3600:.1f} h; checkpoint cost {cost:.0f} s ({basis}); Young/Daly "
-                    f"sqrt(2 x {cost:.0f} s x {mtbp:.0f} s) = {optimum:.0f} s"
+                    f"{mtbp / 3600:.1f} h; checkpoint cost {cost:.0f} s ({basis}); current interval the median "
+                    f"of {known['measured']} jobs' measured cadence and {known['declared']} declared; Young/Daly "
+                    f"sqrt(2 x {cost:.0f} s x {mtbp:.0f} s) = {optimum:.0f} s; "
+                    + (check.describe() if check.preemptions else "no preemption of the team with a measured loss "
+                       "to check it against")
                 ),
                 snippets=snippets.checkpoint_interval(team, proposed),
                 **_effect(ctx, adjusted, f" (checkpoint overhead {overhead_h:+.1f} GPU-hours included)"),

@@ -76,7 +76,8 @@ def add_data(wh: Warehouse, gpus: int, first_minute: int, last_minute: int, load
     _sql(
         wh,
         """
-        INSERT INTO jobs
+        INSERT INTO jobs (cluster, job_id, name, team, user_name, priority_class, priority_value, tier, preemptible,
+            pool, gpus, submit_time, checkpoint_interval_s, work_s, source, _load_id)
         SELECT 'bench', 'J-' || n || '-' || k, NULL, 'team' || (n % 16), 'user' || (n % 64), NULL, NULL,
             CASE WHEN k % 6 = 3 THEN 'low' ELSE 'normal' END, true, 'main', 8,
             $t0 + to_minutes(k * len - 5), NULL, NULL, 'bench', $load
@@ -109,8 +110,9 @@ def add_data(wh: Warehouse, gpus: int, first_minute: int, last_minute: int, load
     _sql(
         wh,
         """
-        INSERT INTO checkpoints
-        SELECT 'bench', 'J-' || n || '-' || k, 1, $t0 + to_minutes(k * len + c * 45), 'checkpoint', c, 'bench', $load
+        INSERT INTO checkpoints (cluster, job_id, run, time, kind, step, source, _load_id, save_s)
+        SELECT 'bench', 'J-' || n || '-' || k, 1, $t0 + to_minutes(k * len + c * 45), 'checkpoint', c, 'bench', $load,
+            20.0
         FROM slots, range(1, 8) ck(c)
         WHERE c * 45 < len
         """,

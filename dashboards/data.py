@@ -29,6 +29,7 @@ import duckdb
 import polars as pl
 
 from preemptlens.analytics.actions import HOLD_COLUMNS, hold_join
+from preemptlens.analytics.scorecard import FAILED_COLUMN
 from preemptlens.analytics.views import registry
 from preemptlens.config import section, setting
 from preemptlens.errors import PreemptlensError
@@ -449,13 +450,13 @@ def net_benefit(r: Reader, f: Filters) -> pl.DataFrame:
     return r.frame(NET_BENEFIT_SQL, f.params("clusters", "pools", "teams", "start", "end"))
 
 
-SCORECARD_SQL = """
+SCORECARD_SQL = f"""
 SELECT cluster, question_no, question, answer, evidence, missing, yes_count, no_count, unknown_count, verdict,
-    fix_first, unanswered, collect
-FROM readiness_scorecard
+    fix_first, unanswered, collect, {FAILED_COLUMN}
+FROM readiness_scorecard AS s
 WHERE len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster)
 ORDER BY cluster, question_no
-"""
+"""  # noqa: S608 -- constants only
 EVIDENCE_SQL = """
 SELECT cluster, question_no, measure, value, comparison, threshold, rule, passes, missing
 FROM readiness_evidence
@@ -871,6 +872,89 @@ def analysis_params(r: Reader) -> dict[str, Any]:
     return rows.row(0, named=True) if rows.height else {}
 
 
+# Loss coverage and goodput (docs/figures.md, section 10) over the window's days, per team (or per pool when
+# only pools are selected) and over them all (the row whose `cluster` is NULL): the sums of the views' day rows,
+# a part unknown (NULL) when it is unknown on any of them.
+_PROGRESS_WHERE = """
+    period = 'day' AND level = $level
+    AND (len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster))
+    AND (len(CAST($pools AS VARCHAR[])) = 0 OR level <> 'pool' OR list_contains(CAST($pools AS VARCHAR[]), pool))
+    AND (len(CAST($teams AS VARCHAR[])) = 0 OR level <> 'team' OR list_contains(CAST($teams AS VARCHAR[]), team))
+    AND window_start >= date_trunc('day', $start) AND window_start < $end
+"""
+
+_PROGRESS_PARAMS = ("clusters", "pools", "teams", "start", "end")
+# Each missing input once, whichever rows name it (a row's `missing` joins its inputs with '; ').
+_MISSING = (
+    "nullif(array_to_string(list_sort(list_distinct(flatten("
+    "list(string_split(missing, '; ')) FILTER (WHERE missing IS NOT NULL)))), '; '), '')"
+)
+
+COVERAGE_SQL = f"""
+SELECT
+    cluster, coalesce(team, pool) AS name,
+    CAST(sum(preemptions) AS BIGINT) AS preemptions,
+    CAST(sum(measured_preemptions) AS BIGINT) AS measured_preemptions,
+    CAST(sum(checkpoint_preemptions) AS BIGINT) AS checkpoint_preemptions,
+    CAST(sum(rollback_preemptions) AS BIGINT) AS rollback_preemptions,
+    CAST(sum(declared_preemptions) AS BIGINT) AS declared_preemptions,
+    CAST(sum(assumed_preemptions) AS BIGINT) AS assumed_preemptions,
+    sum(measured_preemptions) / sum(preemptions) AS measured_share,
+    sum(lost_gpu_s) / 3600.0 AS lost_gpu_hours,
+    sum(measured_lost_gpu_s) / 3600.0 AS measured_lost_gpu_hours,
+    sum(measured_lost_gpu_s) / nullif(sum(lost_gpu_s), 0) AS measured_lost_share,
+    {_MISSING} AS missing
+FROM loss_coverage
+WHERE {_PROGRESS_WHERE}
+GROUP BY GROUPING SETS ((cluster, coalesce(team, pool)), ())
+ORDER BY cluster NULLS FIRST, preemptions DESC, name
+"""  # noqa: S608 -- constants only
+
+
+def _part(column: str) -> str:
+    return f"CASE WHEN count({column}) = count(*) THEN sum({column}) / 3600.0 END"
+
+
+GOODPUT_SQL = f"""
+SELECT
+    cluster, coalesce(team, pool) AS name,
+    sum(allocated_gpu_s) / 3600.0 AS allocated_gpu_hours,
+    {_part("goodput_gpu_s")} AS goodput_gpu_hours,
+    {_part("goodput_gpu_s")} / nullif(sum(allocated_gpu_s) / 3600.0, 0) AS goodput_share,
+    sum(goodput_at_most_gpu_s) / nullif(sum(allocated_gpu_s), 0) AS goodput_at_most_share,
+    {_part("badput_preemption_gpu_s")} AS preemption_gpu_hours,
+    {_part("badput_warmup_gpu_s")} AS warmup_gpu_hours,
+    {_part("badput_checkpoint_save_gpu_s")} AS checkpoint_save_gpu_hours,
+    {_part("badput_idle_gpu_s")} AS idle_gpu_hours,
+    {_part("badput_failure_gpu_s")} AS failure_gpu_hours,
+    CAST(sum(unmeasured_preemptions) AS BIGINT) AS unmeasured_preemptions,
+    CAST(sum(unmeasured_warmups) AS BIGINT) AS unmeasured_warmups,
+    CAST(sum(untimed_saves) AS BIGINT) AS untimed_saves,
+    CAST(sum(unmeasured_failures) AS BIGINT) AS unmeasured_failures,
+    {_MISSING} AS missing
+FROM goodput
+WHERE {_PROGRESS_WHERE}
+GROUP BY GROUPING SETS ((cluster, coalesce(team, pool)), ())
+ORDER BY cluster NULLS FIRST, allocated_gpu_hours DESC, name
+"""  # noqa: S608 -- constants only
+
+
+def progress_level(f: Filters) -> str:
+    """The level the coverage and goodput tables break the selection down by: teams, or pools when only pools
+    are selected (team rows cover every pool)."""
+    return "pool" if f.pools and not f.teams else "team"
+
+
+def coverage(r: Reader, f: Filters) -> pl.DataFrame:
+    """Loss coverage of the window's preemptions: the total first (`cluster` NULL), then per team or pool."""
+    return r.frame(COVERAGE_SQL, {**f.params(*_PROGRESS_PARAMS), "level": progress_level(f)})
+
+
+def goodput(r: Reader, f: Filters) -> pl.DataFrame:
+    """Goodput and its badput split over the window's days, in GPU-hours: the total first, then per team or pool."""
+    return r.frame(GOODPUT_SQL, {**f.params(*_PROGRESS_PARAMS), "level": progress_level(f)})
+
+
 QUERIES: dict[str, Callable[..., Any]] = {
     "analysis_params": analysis_params,
     "scheduler_of": scheduler_of,
@@ -901,6 +985,8 @@ QUERIES: dict[str, Callable[..., Any]] = {
     "quarantined": quarantined,
     "alert_errors": alert_errors,
     "data_issues": data_issues,
+    "coverage": coverage,
+    "goodput": goodput,
 }
 
 
@@ -913,5 +999,5 @@ def page_queries(f: Filters, *, rows: int, top_n: int, markers: int) -> tuple[tu
         ("worst", f, markers), ("ledger_page", f, rows, 0), ("top_victims", f, rows),
         ("top_holders", f, "team", top_n), ("idle_daily", f), ("avoidable_rows", f, rows),
         ("tier_shares", f), ("team_high_shares", f), ("team_slopes", f), ("scope_trend", f),
-        ("suggestions", f, top_n), ("catalog",),
+        ("suggestions", f, top_n), ("catalog",), ("coverage", f), ("goodput", f),
     )

@@ -104,7 +104,7 @@ MEASURES: dict[str, tuple[str, str]] = {
     "high_gpu_hour_share": ("critical + high share of GPU-hours", "share"),
     "high_share_weekly_slope_abs": ("weekly change of the critical + high share", "points"),
     "checkpoint_coverage": ("preemptible GPU-hours of checkpointing jobs", "share"),
-    "loss_to_gain": ("GPU-hours lost per GPU-hour of wait saved", "ratio"),
+    "loss_to_gain": ("measured GPU-hours lost per GPU-hour of wait saved", "ratio"),
     "visibility": ("preemptions whose preemptor is known", "share"),
     "hoarded_share_of_allocated": ("allocated GPU-hours held idle", "share"),
 }

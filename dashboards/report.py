@@ -32,7 +32,7 @@ from preemptlens.analytics.pilot import Evaluation, Pilot, PilotSettings, evalua
 from preemptlens.analytics.scorecard import answer_text, verdict_text
 from preemptlens.analytics.snippets import KAI, KUBERNETES, KUEUE, SLURM, VOLCANO
 from preemptlens.config import section, setting
-from preemptlens.dashboards import data
+from preemptlens.dashboards import coverage, data
 from preemptlens.dashboards.formats import (
     duration,
     gpu_hours,
@@ -146,6 +146,9 @@ class WeeklyReport:
     tier_shares: pl.DataFrame
     team_shares: pl.DataFrame
     suggestions: pl.DataFrame | None
+    # Loss coverage and goodput per team over the week (dashboards.coverage).
+    coverage: pl.DataFrame
+    goodput: pl.DataFrame
     scheduler: str | None = None
     # Job runs of the selected clusters that ran during the week, and the span of all their runs.
     runs_in_week: int = 1
@@ -217,6 +220,8 @@ def build(
         tier_shares=data.tier_shares(r, trend),
         team_shares=data.team_high_shares(r, trend),
         suggestions=data.suggestions(r, f, top_n),
+        coverage=data.coverage(r, f),
+        goodput=data.goodput(r, f),
         scheduler=scheduler or data.scheduler_of(r, f),
         pilots=_pilots(r, week, pilots, thresholds or PilotSettings(), clusters),
         runs_in_week=int(present[0]),
@@ -374,7 +379,7 @@ def _scorecard_rows(report: WeeklyReport) -> list[dict[str, str]]:
         {
             "cluster": s["cluster"],
             "question": s["question"],
-            "answer": answer_text(s["answer"], s["missing"]),
+            "answer": answer_text(s["answer"], s["missing"], s["failed"]),
             "evidence": _evidence_of(report, s["cluster"], s["question_no"]),
         }
         for s in report.scorecard.iter_rows(named=True)
@@ -487,6 +492,7 @@ def _context(report: WeeklyReport) -> dict[str, Any]:
         "scorecard": _scorecard_rows(report),
         "verdicts": _verdicts(report),
         "pilots": _pilot_rows(report),
+        **coverage.report_context(report.coverage, report.goodput),
     }
 
 

@@ -132,17 +132,24 @@ def job_runs_frame(sim: SimConfig, out: Outcome) -> pl.DataFrame:
 
 
 def checkpoints_frame(sim: SimConfig, out: Outcome) -> pl.DataFrame:
-    """Checkpoint rows, plus a progress row every 10 minutes of each run and at completion."""
+    """Checkpoint rows, plus a progress row every 10 minutes of each run and at completion.
+
+    A periodic checkpoint's `save_s` is its job's save time, as a collector times a save that ends at the
+    checkpoint; the engine's work clock runs on through it, so these seconds are the simulated cluster's
+    checkpoint-save badput by definition. A final save at the signal is stamped when the state is captured
+    and the time it takes is the run's lost time after it (engine.py): its `save_s` is 0."""
     job_ids: list[str] = []
     runs: list[int] = []
     times: list[float] = []
     kinds: list[str] = []
     steps: list[float] = []
+    saves: list[float | None] = []
     for run in out.runs:
         if run.start_s is None:
             continue
         job_id = out.jobs[run.job].job_id
         stop = out.horizon_s if run.end_s is None else run.end_s
+        job = out.jobs[run.job]
         for when, step in run.checkpoints:
             if when < stop:
                 job_ids.append(job_id)
@@ -150,6 +157,7 @@ def checkpoints_frame(sim: SimConfig, out: Outcome) -> pl.DataFrame:
                 times.append(when)
                 kinds.append("checkpoint")
                 steps.append(step)
+                saves.append(0.0 if run.final_checkpoint and when == run.signal_s else job.save_s)
         ticks = np.arange(run.start_s, stop, PROGRESS_EVERY_S)
         for when in ticks.tolist():
             job_ids.append(job_id)
@@ -157,12 +165,14 @@ def checkpoints_frame(sim: SimConfig, out: Outcome) -> pl.DataFrame:
             times.append(when)
             kinds.append("progress")
             steps.append(run.step_at(when))
+            saves.append(None)
         if run.state == "completed" and (ticks.size == 0 or ticks[-1] != stop):
             job_ids.append(job_id)
             runs.append(run.run)
             times.append(stop)
             kinds.append("progress")
             steps.append(run.step_at(stop))
+            saves.append(None)
     return pl.DataFrame(
         {
             "cluster": [sim.cluster] * len(times),
@@ -171,6 +181,7 @@ def checkpoints_frame(sim: SimConfig, out: Outcome) -> pl.DataFrame:
             "time": _Clock(sim.start).col(times, "time"),
             "kind": kinds,
             "step": pl.Series(steps, dtype=pl.Float64),
+            "save_s": pl.Series(saves, dtype=pl.Float64),
         }
     )
 

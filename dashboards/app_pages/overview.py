@@ -7,7 +7,7 @@ import polars as pl
 import streamlit as st
 
 from preemptlens.analytics.scorecard import answer_text, verdict_text
-from preemptlens.dashboards import figures
+from preemptlens.dashboards import coverage, figures
 from preemptlens.dashboards.data import NO_SAMPLES, avoidable_text
 from preemptlens.dashboards.formats import duration, measure_label, measure_text, money, number, plural
 from preemptlens.dashboards.headline import Net, answers
@@ -141,7 +141,7 @@ for cluster in card["cluster"].unique(maintain_order=True).to_list():
     rows = card.filter(pl.col("cluster") == cluster)
     # Words, not a table: each answer's evidence is a sentence that a table cell would cut off.
     st.markdown(f"**{cluster}:** {verdict_text(rows.row(0, named=True))}.\n\n" + "\n".join(
-        f"{r['question_no']}. **{r['question']}** {answer_text(r['answer'], r['missing'])}: "
+        f"{r['question_no']}. **{r['question']}** {answer_text(r['answer'], r['missing'], r['failed'])}: "
         f"{evidence_of(cluster, r['question_no'])}."
         for r in rows.iter_rows(named=True)
     ))
@@ -159,6 +159,7 @@ with st.expander("Every measure behind the scorecard"):
         key="evidence",
     )
 st.caption("The scorecard covers all the data of each cluster; only the cluster filter applies.")
+coverage.overview_sections(ctx)
 if ctx.reader.via == "open":
     st.info(
         "No login is configured, so this dashboard listens on this host only and shows everything to whoever "

@@ -46,3 +46,9 @@ CREATE OR REPLACE TEMPORARY FUNCTION saves_run(
 -- source (import:<file>, simulator, a scheduler for a declared interval).
 CREATE OR REPLACE TEMPORARY FUNCTION stream_of(origin STRING, source STRING) RETURNS STRING RETURN
     coalesce(origin, source);
+
+-- Whether a lost-progress basis is measured (docs/figures.md, loss coverage): the job's own checkpoints, or the
+-- step it restarted from ('rollback'); a declared interval and the fallback to the run's age are not. The loss
+-- coverage, the readiness scorecard's Q3 and the goodput split all ask this one question.
+CREATE OR REPLACE TEMPORARY FUNCTION is_measured(basis STRING) RETURNS BOOLEAN RETURN
+    coalesce(basis IN ('checkpoint', 'rollback'), false);

@@ -27,6 +27,15 @@ hoarding as (
 
 ckpt_jobs as (
     select distinct cluster, job_id from checkpoints where kind = 'checkpoint'
+    union
+    -- Q3: a job whose restart resumed from a step it first reached after its run began saved a checkpoint there,
+    -- whether or not a collector saw the checkpoint itself (basis rollback)
+    select distinct cluster, victim_job_id from ledger where basis = 'rollback' and lost_s < run_age_s
+),
+
+sources as (
+    -- Q3: whether the cluster's checkpoint and progress data was collected at all (progress_sources)
+    select * from progress_sources
 ),
 
 span as (
@@ -212,8 +221,11 @@ usage as (
 preemption_figures as (
     select
         cluster,
-        sum(case when gain_gpu_s is not null then wasted_gpu_s end)
-            / nullif(sum(gain_gpu_s), 0) as loss_to_gain,
+        -- Q3: over the preemptions whose gain is known and whose loss is measured, not assumed
+        sum(case when gain_gpu_s is not null and is_measured(basis) then wasted_gpu_s end)
+            / nullif(sum(case when is_measured(basis) then gain_gpu_s end), 0) as loss_to_gain,
+        count(case when gain_gpu_s is not null and is_measured(basis) then 1 end)
+            / nullif(count(gain_gpu_s), 0) as gained_measured_share,
         avg(case when reason is not null and preemptor_job_id is not null then 1.0 else 0.0 end) as visibility
     from ledger
     group by cluster
@@ -269,16 +281,33 @@ measures as (
         case when t.high_share_slope is null then 'fewer than two weeks of runs: trend unknown' end
     from inputs as k cross join params as p left join high_trend as t on t.cluster = k.cluster
     union all
-    select k.cluster, 3, 'checkpoint_coverage', u.checkpoint_coverage, p.checkpoint_coverage_min, '>=', 'all',
-        case when u.checkpoint_coverage is null then 'no preemptible runs: checkpoint coverage unknown' end
-    from inputs as k cross join params as p inner join usage as u on u.cluster = k.cluster
-    union all
-    select k.cluster, 3, 'loss_to_gain', case when k.has_pools then f.loss_to_gain end, p.loss_to_gain_max, '<=', 'all',
+    -- Without any checkpoint or progress data the coverage counts only declared intervals, a lower bound:
+    -- enough when it already passes, else unknown ("not collected"), never a "no" ("jobs checkpoint rarely")
+    select k.cluster, 3, 'checkpoint_coverage',
+        case when s.collected or u.checkpoint_coverage >= p.checkpoint_coverage_min then u.checkpoint_coverage end,
+        p.checkpoint_coverage_min, '>=', 'all',
         case
-            when f.loss_to_gain is null then 'no preemptions with a known gain: loss to gain unknown'
+            when u.checkpoint_coverage is null then 'no preemptible runs: checkpoint coverage unknown'
+            when not s.collected and u.checkpoint_coverage < p.checkpoint_coverage_min then s.missing
+        end
+    from inputs as k cross join params as p inner join usage as u on u.cluster = k.cluster
+    inner join sources as s on s.cluster = k.cluster
+    union all
+    select k.cluster, 3, 'loss_to_gain',
+        case when k.has_pools and f.gained_measured_share >= p.loss_coverage_min then f.loss_to_gain end,
+        p.loss_to_gain_max, '<=', 'all',
+        case
+            when f.gained_measured_share is null then 'no preemptions with a known gain: loss to gain unknown'
             when not k.has_pools then 'no pools rows: capacity unknown'
+            when f.gained_measured_share < p.loss_coverage_min then coalesce(s.missing,
+                'loss measured for ' || cast(round(100 * f.gained_measured_share) as integer)
+                || '% of the preemptions with a known gain (needs '
+                || cast(round(100 * p.loss_coverage_min) as integer) || '%): their victims wrote no checkpoint '
+                || 'or progress report the collectors found (`preemptlens collect checkpoints`)')
+            when f.loss_to_gain is null then 'no gain from preemptions whose loss is measured: loss to gain unknown'
         end
     from inputs as k cross join params as p left join preemption_figures as f on f.cluster = k.cluster
+    inner join sources as s on s.cluster = k.cluster
     union all
     select k.cluster, 4, 'visibility', f.visibility, p.visibility_min, '>=', 'all',
         case when f.visibility is null then 'no preemptions: visibility unknown' end

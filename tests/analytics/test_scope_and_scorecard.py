@@ -29,6 +29,8 @@ def build(sc: Scenario) -> None:
                 t = week * WEEK + i * 3600
                 sc.job(job, tier, 1, "p", t - 600, team=team)
                 sc.run(job, 1, 1, "p", t, t + 3600, "completed")
+    # one job's progress report: checkpoint data was collected and no job checkpoints, so Q3 is a measured no
+    sc.checkpoint("B0-0", 1, 1800, 50.0, kind="progress")
 
 
 @pytest.fixture

@@ -21,7 +21,10 @@ from preemptlens.config import load_config
 from preemptlens.dashboards.report import ReportError, Week
 from preemptlens.warehouse import Warehouse
 
-SECTIONS = ("answer", "net-benefit", "worst-preemptions", "top-hoarders", "scope-creep", "suggestions")
+SECTIONS = (
+    "answer", "net-benefit", "worst-preemptions", "top-hoarders", "loss-coverage", "goodput", "scope-creep",
+    "suggestions",
+)
 
 
 class Page(HTMLParser):
@@ -175,6 +178,31 @@ def test_top_hoarders_section(page: Page) -> None:
     assert teams[1][:3] == [fc.HOARDER_TEAM, f"{fc.HOARDED_GPU_HOURS:.1f} GPU-h", "4.0 h"]
     jobs = page.sections["top-hoarders"]["tables"]["hoarders-jobs"]
     assert jobs[1][0] == fc.HOARDER_JOB and jobs[1][2] == f"{fc.HOARDED_GPU_HOURS:.1f} GPU-h"
+
+
+def test_loss_coverage_and_goodput_sections(page: Page, written: Path) -> None:
+    text = " ".join(page.sections["loss-coverage"]["text"].split())
+    # W48: train-w2 and train-48b lost 4 and 8 GPU-hours since their checkpoints; finetune-48 wrote none: 20 assumed
+    assert ("Lost progress is measured for 67% of 3 preemptions (2 from the victims' checkpoints, 0 from the step "
+            "they restarted from) and 38% of their 32.0 lost GPU-hours; 0 rest on a declared checkpoint interval "
+            "and 1 assume everything since the run started.") in text
+    header, *rows = page.sections["loss-coverage"]["tables"]["coverage-teams"]
+    by_team = {r[0]: dict(zip(header, r, strict=True)) for r in rows}
+    assert by_team["vision"]["loss measured"] == "100% (2)" and by_team["vision"]["lost, GPU-h"] == "12.0"
+    assert by_team["nlp"]["loss measured"] == "0% (0)" and by_team["nlp"]["declared / assumed"] == "0 / 1"
+    # no save times and no progress reports: goodput is unknown, and says why, never a number
+    good = " ".join(page.sections["goodput"]["text"].split())
+    assert "Goodput unknown, at most " in good
+    assert "checkpoints without a save time" in good and "restarts without a measured warm-up" in good
+    header, *rows = page.sections["goodput"]["tables"]["goodput-teams"]
+    infer = dict(zip(header, next(r for r in rows if r[0] == "infer"), strict=True))
+    # infer's work neither failed, restarted nor checkpointed, and held no GPU idle: all of it advanced its jobs
+    assert infer["goodput"] == "100%" and infer["idle, GPU-h"] == "0.0"
+    nlp = dict(zip(header, next(r for r in rows if r[0] == "nlp"), strict=True))
+    assert nlp["goodput"].startswith("unknown (at most ") and nlp["idle, GPU-h"] == "32.0"
+    md = (written / "preemptlens-2026-W48.md").read_text()
+    assert "**Loss coverage:** Lost progress is measured for 67% of 3 preemptions" in md
+    assert "**Goodput:** Goodput unknown" in md
 
 
 def test_scope_creep_and_suggestions_sections(page: Page) -> None:

@@ -161,7 +161,7 @@ def test_both_engines_run_the_same_sql_files() -> None:
     assert all(scan.path.parent.name in ("scans", "views") for scan in SCANS)
     functions = SQL_DIR / "functions"
     assert _defined(functions / "duckdb.sql") - {"explode"} <= _defined(functions / "spark.sql")
-    assert {"is_idle", "progress_basis", "progress_at_risk_s"} <= _defined(functions / "shared.sql")
+    assert {"is_idle", "progress_basis", "progress_at_risk_s", "is_measured"} <= _defined(functions / "shared.sql")
 
 
 def same_on_both_engines(spark: Any, sql: str) -> list[tuple[Any, ...]]:
@@ -221,6 +221,16 @@ def test_progress_at_risk_is_one_rule_on_both_engines(spark: Any) -> None:
     # interval once the run is older, else its age; assumed: age
     assert duck == [(0, "checkpoint", 100.0), (1, "declared", 300.0), (2, "declared", 400.0), (3, "assumed", 3000.0),
                     (4, "rollback", 250.0)]
+
+
+def test_is_measured_is_one_rule_on_both_engines(spark: Any) -> None:
+    """Which losses loss coverage, Q3 and goodput count as measured: one function, the same on both engines."""
+    sql = (
+        "SELECT i, is_measured(basis) AS measured FROM (VALUES (0, 'checkpoint'), (1, 'rollback'), (2, 'declared'), "
+        "(3, 'assumed'), (4, CAST(NULL AS STRING))) AS t(i, basis)"
+    )
+    # an unknown basis is no measurement: false, never NULL, so that counts of measured losses add up
+    assert same_on_both_engines(spark, sql) == [(0, True), (1, True), (2, False), (3, False), (4, False)]
 
 
 def test_missing_pyspark_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,342 @@
+-- Per cluster, pool or team (`level`) and day or ISO week (`period`): the GPU-seconds allocated to runs, the badput split into work lost to preemption, warm-up after restarts, checkpoint saves, idle hoarding and failed runs (each from measured sources only, null where a source is lacking, with the count of what could not be measured), and the goodput, the allocated GPU-seconds that advanced a job (null while any badput part is unknown; at most allocated less the badput measured).
+with
+
+runs as (
+    select * from stg_runs
+),
+
+ledger as (
+    select * from preemption_ledger
+),
+
+sources as (
+    select * from progress_sources
+),
+
+stretches as (
+    select * from hoarding_stretches
+),
+
+ckpts as (
+    select * from checkpoints where kind = 'checkpoint'
+),
+
+sampled as (
+    -- idle hoarding is known only where GPU samples were collected (read from the samples themselves: the lake and
+    -- Spark have no analyze's bookkeeping tables)
+    select cluster from gpu_samples group by cluster
+),
+
+restarts as (
+    -- a restart after a preemption warms up for the ledger's warm-up (unknown where it is not measured),
+    -- from the start of the run the victim restarted in
+    select
+        l.cluster,
+        l.victim_job_id as job_id,
+        l.restart_run as run,
+        l.warmup_s
+    from ledger as l
+    where l.restart_run is not null
+),
+
+failed_before as (
+    -- a run that follows a failed one also warms up, and no source measures that warm-up yet
+    select r.cluster, r.job_id, r.run
+    from runs as r
+    inner join job_runs as f
+        on f.cluster = r.cluster and f.job_id = r.job_id and f.run < r.run
+        and f.state in ('failed', 'node_fail', 'timeout')
+    left join restarts as w on w.cluster = r.cluster and w.job_id = r.job_id and w.run = r.run
+    where w.run is null
+    group by r.cluster, r.job_id, r.run
+),
+
+work_start as (
+    -- where a run's work begins: after its warm-up when it is a restart; every badput piece of the run other
+    -- than its warm-up starts no earlier, so warm-up is never counted twice. Where the warm-up is not measured,
+    -- neither is where the run's work began, so what the run lost is unknown too.
+    select
+        r.cluster,
+        r.job_id,
+        r.run,
+        r.effective_start + to_seconds(coalesce(w.warmup_s, 0)) as work_start,
+        (w.run is null or w.warmup_s is not null) and f.run is null as warmup_known
+    from runs as r
+    left join restarts as w on w.cluster = r.cluster and w.job_id = r.job_id and w.run = r.run
+    left join failed_before as f on f.cluster = r.cluster and f.job_id = r.job_id and f.run = r.run
+),
+
+job_ckpts as (
+    select distinct cluster, job_id from ckpts
+),
+
+last_ckpt as (
+    -- the last checkpoint that saved a run by its end (saves_run, as the ledger's)
+    select r.cluster, r.job_id, r.run, max(c.time) as last_checkpoint_time
+    from runs as r
+    inner join ckpts as c
+        on c.cluster = r.cluster and c.job_id = r.job_id
+        and saves_run(c.run, c.time, r.run, r.start_time, r.effective_end)
+    group by r.cluster, r.job_id, r.run
+),
+
+pieces as (
+    -- every stretch of a run's GPUs that did not advance its job, one kind each, or (known false) a part
+    -- whose length no source measured, placed at the time it happened
+    select
+        r.cluster, r.job_id, r.run, 'warmup' as kind, r.effective_start as piece_start,
+        r.effective_start + to_seconds(coalesce(w.warmup_s, 0)) as piece_end,
+        w.warmup_s is not null as known, r.effective_start as at
+    from restarts as w
+    inner join runs as r on r.cluster = w.cluster and r.job_id = w.job_id and r.run = w.run
+    union all
+    select r.cluster, r.job_id, r.run, 'warmup', r.effective_start, r.effective_start, false, r.effective_start
+    from failed_before as f
+    inner join runs as r on r.cluster = f.cluster and r.job_id = f.job_id and r.run = f.run
+    union all
+    select
+        l.cluster, l.victim_job_id, l.victim_run, 'preemption', l.time - to_seconds(l.lost_s), l.time,
+        is_measured(l.basis), l.time
+    from ledger as l
+    union all
+    -- a failed run loses what it did since its last checkpoint, measured when its job writes checkpoints
+    select
+        r.cluster, r.job_id, r.run, 'failure', coalesce(c.last_checkpoint_time, r.start_time), r.end_time,
+        is_measured(progress_basis(j.job_id is not null, false, r.checkpoint_interval_s)), r.end_time
+    from runs as r
+    left join job_ckpts as j on j.cluster = r.cluster and j.job_id = r.job_id
+    left join last_ckpt as c on c.cluster = r.cluster and c.job_id = r.job_id and c.run = r.run
+    where r.state in ('failed', 'node_fail', 'timeout') and r.end_time is not null
+    union all
+    select
+        r.cluster, r.job_id, r.run, 'save', c.time - to_seconds(coalesce(c.save_s, 0)), c.time,
+        c.save_s is not null, c.time
+    from runs as r
+    inner join ckpts as c
+        on c.cluster = r.cluster and c.job_id = r.job_id
+        and saves_run(c.run, c.time, r.run, r.start_time, r.effective_end)
+),
+
+clipped as (
+    -- within the run's effective interval, and other than the warm-up after the work starts
+    select
+        p.cluster,
+        p.job_id,
+        p.run,
+        r.pool,
+        r.team,
+        r.gpus,
+        p.kind,
+        p.known and (p.kind not in ('preemption', 'failure') or s.warmup_known) as known,
+        p.at,
+        case when p.kind = 'warmup' then r.effective_start else greatest(p.piece_start, s.work_start, r.effective_start)
+            end as piece_start,
+        least(p.piece_end, r.effective_end) as piece_end
+    from pieces as p
+    inner join runs as r on r.cluster = p.cluster and r.job_id = p.job_id and r.run = p.run
+    inner join work_start as s on s.cluster = p.cluster and s.job_id = p.job_id and s.run = p.run
+),
+
+segments as (
+    -- each measured piece cut at the day boundaries it crosses (a week is its seven days)
+    select
+        c.cluster, c.job_id, c.run, c.pool, c.team, c.gpus, c.kind,
+        greatest(c.piece_start, b.window_start) as seg_start,
+        least(c.piece_end, b.window_start + interval 1 day) as seg_end,
+        b.window_start
+    from (select * from clipped where known and piece_end > piece_start) as c
+    cross join lateral (
+        select unnest(generate_series(date_trunc('day', c.piece_start), c.piece_end, interval 1 day)) as window_start
+    ) as b
+    where b.window_start < c.piece_end
+),
+
+idle_in_segments as (
+    -- idle-hoarded GPU-seconds inside a piece: idle first (the GPUs did nothing), so not counted twice
+    select
+        s.cluster, s.job_id, s.run, s.kind, s.window_start, s.seg_start,
+        sum(greatest(0, epoch(least(s.seg_end, i.end_time)) - epoch(greatest(s.seg_start, i.start_time))))
+            as idle_gpu_s
+    from segments as s
+    inner join stretches as i
+        on i.cluster = s.cluster and i.job_id = s.job_id and i.run = s.run
+        and i.start_time < s.seg_end and i.end_time > s.seg_start
+    group by all
+),
+
+badput as (
+    select
+        s.cluster, s.pool, s.team, s.kind, s.window_start,
+        s.gpus * (epoch(s.seg_end) - epoch(s.seg_start)) - coalesce(i.idle_gpu_s, 0) as gpu_s
+    from segments as s
+    left join idle_in_segments as i
+        on i.cluster = s.cluster and i.job_id = s.job_id and i.run = s.run and i.kind = s.kind
+        and i.window_start = s.window_start and i.seg_start = s.seg_start
+),
+
+idle_segments as (
+    select
+        i.cluster, i.pool, i.team, 'idle' as kind, b.window_start,
+        epoch(least(i.end_time, b.window_start + interval 1 day)) - epoch(greatest(i.start_time, b.window_start))
+            as gpu_s
+    from stretches as i
+    cross join lateral (
+        select unnest(generate_series(date_trunc('day', i.start_time), i.end_time, interval 1 day)) as window_start
+    ) as b
+    where b.window_start < i.end_time
+),
+
+allocated as (
+    select
+        r.cluster, r.pool, r.team, 'allocated' as kind, b.window_start,
+        r.gpus * (epoch(least(r.effective_end, b.window_start + interval 1 day))
+            - epoch(greatest(r.effective_start, b.window_start))) as gpu_s
+    from runs as r
+    cross join lateral (
+        select unnest(generate_series(date_trunc('day', r.effective_start), r.effective_end, interval 1 day))
+            as window_start
+    ) as b
+    where r.effective_end > r.effective_start and b.window_start < r.effective_end
+),
+
+unknowns as (
+    -- what no source measured, counted in the day it happened
+    select c.cluster, c.pool, c.team, c.kind, date_trunc('day', c.at) as window_start
+    from clipped as c
+    where not c.known
+),
+
+items as (
+    select cluster, pool, team, kind, window_start, gpu_s, 0 as unknown from badput
+    union all
+    select cluster, pool, team, kind, window_start, gpu_s, 0 from idle_segments
+    union all
+    select cluster, pool, team, kind, window_start, gpu_s, 0 from allocated
+    union all
+    select cluster, pool, team, kind, window_start, 0.0, 1 from unknowns
+),
+
+days as (
+    -- each pool's team's sums per day
+    select
+        cluster,
+        coalesce(pool, '(none)') as pool,
+        team,
+        window_start,
+        sum(case when kind = 'allocated' then gpu_s else 0 end) as allocated_gpu_s,
+        sum(case when kind = 'preemption' then gpu_s else 0 end) as preemption_gpu_s,
+        sum(case when kind = 'warmup' then gpu_s else 0 end) as warmup_gpu_s,
+        sum(case when kind = 'save' then gpu_s else 0 end) as save_gpu_s,
+        sum(case when kind = 'idle' then gpu_s else 0 end) as idle_gpu_s,
+        sum(case when kind = 'failure' then gpu_s else 0 end) as failure_gpu_s,
+        sum(case when kind = 'preemption' then unknown else 0 end) as unmeasured_preemptions,
+        sum(case when kind = 'warmup' then unknown else 0 end) as unmeasured_warmups,
+        sum(case when kind = 'save' then unknown else 0 end) as untimed_saves,
+        sum(case when kind = 'failure' then unknown else 0 end) as unmeasured_failures
+    from items
+    group by all
+),
+
+pool_teams as (
+    -- the days, and the ISO weeks they add up to; then added up for the pool and the cluster
+    select 'day' as period, * from days
+    union all
+    select
+        'week',
+        cluster,
+        pool,
+        team,
+        date_trunc('week', window_start),
+        sum(allocated_gpu_s),
+        sum(preemption_gpu_s),
+        sum(warmup_gpu_s),
+        sum(save_gpu_s),
+        sum(idle_gpu_s),
+        sum(failure_gpu_s),
+        sum(unmeasured_preemptions),
+        sum(unmeasured_warmups),
+        sum(untimed_saves),
+        sum(unmeasured_failures)
+    from days
+    group by all
+),
+
+cells as (
+    select
+        t.cluster,
+        v.level,
+        case when v.level = 'pool' then t.pool end as pool,
+        case when v.level = 'team' then t.team end as team,
+        t.period,
+        t.window_start,
+        sum(t.allocated_gpu_s) as allocated_gpu_s,
+        sum(t.preemption_gpu_s) as preemption_gpu_s,
+        sum(t.warmup_gpu_s) as warmup_gpu_s,
+        sum(t.save_gpu_s) as save_gpu_s,
+        sum(t.idle_gpu_s) as idle_gpu_s,
+        sum(t.failure_gpu_s) as failure_gpu_s,
+        sum(t.unmeasured_preemptions) as unmeasured_preemptions,
+        sum(t.unmeasured_warmups) as unmeasured_warmups,
+        sum(t.untimed_saves) as untimed_saves,
+        sum(t.unmeasured_failures) as unmeasured_failures
+    from pool_teams as t
+    cross join (values ('cluster'), ('pool'), ('team')) as v (level)
+    group by all
+),
+
+known as (
+    select
+        c.*,
+        g.cluster is not null as has_samples,
+        coalesce(s.collected, false) as collected,
+        s.missing as collect_missing
+    from cells as c
+    left join sampled as g on g.cluster = c.cluster
+    left join sources as s on s.cluster = c.cluster
+),
+
+parts as (
+    select
+        cluster, level, pool, team, period, window_start, allocated_gpu_s,
+        case when unmeasured_preemptions = 0 then preemption_gpu_s end as badput_preemption_gpu_s,
+        case when unmeasured_warmups = 0 then warmup_gpu_s end as badput_warmup_gpu_s,
+        -- without any checkpoint data a run's saves are unseen, not absent
+        case when untimed_saves = 0 and collected then save_gpu_s end as badput_checkpoint_save_gpu_s,
+        case when has_samples then idle_gpu_s end as badput_idle_gpu_s,
+        case when unmeasured_failures = 0 then failure_gpu_s end as badput_failure_gpu_s,
+        -- the badput measured so far, whatever else is unknown: the goodput is at most allocated less it
+        preemption_gpu_s + warmup_gpu_s + save_gpu_s + case when has_samples then idle_gpu_s else 0 end
+            + failure_gpu_s as measured_badput_gpu_s,
+        cast(unmeasured_preemptions as bigint) as unmeasured_preemptions,
+        cast(unmeasured_warmups as bigint) as unmeasured_warmups,
+        cast(untimed_saves as bigint) as untimed_saves,
+        cast(unmeasured_failures as bigint) as unmeasured_failures,
+        -- what is missing, without counts (they are columns), so that the texts of many cells aggregate
+        nullif(concat_ws('; ',
+            case when unmeasured_preemptions > 0 then 'preemptions without a measured loss (basis declared or '
+                || 'assumed, or after an unmeasured warm-up)' end,
+            case when unmeasured_warmups > 0 then 'restarts without a measured warm-up (no progress reports after '
+                || 'the restart, or it followed a failure)' end,
+            case when untimed_saves > 0 then 'checkpoints without a save time (the files and logs streams time saves)'
+                end,
+            case when unmeasured_failures > 0 then 'failed runs without a measured loss (no checkpoint data, or after '
+                || 'an unmeasured warm-up)' end,
+            collect_missing,
+            case when not has_samples then 'no GPU samples: idle hoarding unknown' end
+        ), '') as missing
+    from known
+),
+
+final as (
+    select
+        p.*,
+        p.allocated_gpu_s - p.badput_preemption_gpu_s - p.badput_warmup_gpu_s - p.badput_checkpoint_save_gpu_s
+            - p.badput_idle_gpu_s - p.badput_failure_gpu_s as goodput_gpu_s,
+        (p.allocated_gpu_s - p.badput_preemption_gpu_s - p.badput_warmup_gpu_s - p.badput_checkpoint_save_gpu_s
+            - p.badput_idle_gpu_s - p.badput_failure_gpu_s) / nullif(p.allocated_gpu_s, 0) as goodput_share,
+        -- an upper bound while a part is unknown (an unknown part only adds badput), the goodput once all are known
+        p.allocated_gpu_s - p.measured_badput_gpu_s as goodput_at_most_gpu_s
+    from parts as p
+)
+
+select * from final

@@ -1,0 +1,71 @@
+"""The Young/Daly checkpoint-interval advice on a hand-built cluster whose saving is known.
+
+Pool p holds five nodes of 4 GPUs. Team t runs five 4-GPU low jobs from 0, each checkpointing every 2 h
+(first at 2 h, every save timed at 60 s, as a files or logs stream gives it) for 27,000 s of run time in
+all; job k is preempted at 3 h + k x 10 min by a high job of team hi and restarts 10 minutes later.
+
+- Young/Daly: cost C = 60 s (the median timed save), mean time between preemptions M = 5 x 27,000 s / 5
+  = 27,000 s, so tau = sqrt(2 x 60 x 27,000) = 1,800 s: every 30 minutes instead of 2 hours.
+- What happened: victim k lost the time since its 2 h checkpoint, 3,600 + 600 k s, on 4 GPUs: 26.67
+  GPU-hours in all. At 30 minutes the last checkpoint before 3 h + k x 10 min is at 3 h, 3 h, 3 h, 3.5 h
+  and 3.5 h: losses 0, 600, 1,200, 0 and 600 s, 2.67 GPU-hours. The extra saves cost 60 s x 4 GPUs x
+  135,000 s x (1/1,800 - 1/7,200) = 3.75 GPU-hours: a saving of 20.25 GPU-hours.
+"""
+
+from __future__ import annotations
+
+import pytest
+from analytics_scenario import Scenario, at
+
+from preemptlens.analytics.replay import default_window
+from preemptlens.analytics.tuning import Context, TuningSettings, check_interval, checkpoint_interval, context
+
+H = 3600.0
+RUN_S = 27000.0
+
+
+def build(sc: Scenario) -> None:
+    sc.add("pools", pool="p", gpus=20, gpus_per_node=4, valid_from=at(-86400))
+    for k in range(5):
+        preempted = 3 * H + 600 * k
+        restart = preempted + 600
+        job = f"t{k}"
+        sc.job(job, "low", 4, "p", 0, team="t")
+        sc.run(job, 1, 4, "p", 0, preempted, "preempted", submit=0, preemptor_job_id=f"x{k}", reason="priority")
+        sc.run(job, 2, 4, "p", restart, restart + RUN_S - preempted, "completed", submit=preempted)
+        for run, start, end in ((1, 0.0, preempted), (2, restart, restart + RUN_S - preempted)):
+            t = start + 2 * H
+            while t < end:
+                sc.add("checkpoints", job_id=job, run=run, time=at(t), kind="checkpoint", step=t, save_s=60.0)
+                t += 2 * H
+        sc.job(f"x{k}", "high", 4, "p", preempted - 60, team="hi")
+        sc.run(f"x{k}", 1, 4, "p", preempted, preempted + 600, "completed", submit=preempted - 60)
+
+
+@pytest.fixture
+def ctx(sc: Scenario) -> Context:
+    build(sc)
+    sc.analyze()
+    return context(sc.wh, default_window(sc.wh, "c1"), TuningSettings(processes=1))
+
+
+def test_the_advised_interval_checked_against_what_happened(ctx: Context) -> None:
+    check = check_interval(ctx, "t", current=2 * H, proposed=1800.0, cost=60.0, run_gpu_s=5 * 4 * RUN_S)
+    assert check.preemptions == 5
+    assert check.lost_gpu_h == pytest.approx(4 * (5 * 3600 + 600 * 10) / 3600)
+    assert check.advised_lost_gpu_h == pytest.approx(4 * 2400 / 3600)
+    assert check.extra_saves_gpu_h == pytest.approx(3.75)
+    assert check.saving_gpu_h == pytest.approx(20.25)
+    # another team's preemptions are not this team's evidence
+    assert check_interval(ctx, "hi", 2 * H, 1800.0, 60.0, 0.0).preemptions == 0
+
+
+def test_young_daly_reads_the_timed_saves_and_the_measured_cadence(ctx: Context) -> None:
+    (advice,) = checkpoint_interval(ctx)
+    assert advice.subject == "t"
+    assert (advice.current, advice.proposed) == ("120 min", "30 min")
+    # five saves in the preempted runs, eight in the restarts (two in the three longest)
+    assert "checkpoint cost 60 s (measured: median of 13 timed saves)" in advice.evidence
+    assert "5 jobs' measured cadence and 0 declared" in advice.evidence
+    assert "sqrt(2 x 60 s x 27000 s) = 1800 s" in advice.evidence
+    assert "lost 26.7 GPU-hours, 2.7 at the advised interval, plus +3.8 of saves" in advice.evidence

@@ -79,22 +79,32 @@ class AlertsSettings:
         "",
         "Public URL of the dashboard (e.g. https://preemptlens.example.org); per-victim notices then link to "
         "its My preemptions page. Empty: no link.",
+        check=http_url,
     )
     signing_key: Secret | None = setting(None, "Key for the HMAC-SHA256 signature header; unset sends no signature.")
-    timeout_s: float = setting(10.0, "Seconds to wait for a webhook to answer.")
-    backoff_s: float = setting(30.0, "Wait before the first retry of a failed delivery; doubles each time.")
-    max_backoff_s: float = setting(3600.0, "Longest wait between retries; deliveries are retried until sent.")
+    timeout_s: float = setting(10.0, "Seconds to wait for a webhook to answer.", bounds=(1, 300))
+    backoff_s: float = setting(
+        30.0, "Wait before the first retry of a failed delivery; doubles each time.",
+        bounds=(1, 86_400),
+    )
+    max_backoff_s: float = setting(
+        3600.0, "Longest wait between retries; deliveries are retried until sent.",
+        bounds=(1, 30 * 86_400),
+    )
     lookback_s: float = setting(
         86400.0,
         "Only events this recent (seconds) raise alerts, so that enabling a webhook does not replay history.",
+        bounds=(60, 366 * 86_400),
     )
     scope_creep_slope: float = setting(
         0.02,
         "scope_creep fires when a pool's high-tier share of GPU-hours grows faster than this per week.",
+        bounds=(0, 1),
     )
     hoarding_gpu_hours: float = setting(
         50.0,
         "idle_hoarding fires when a team's idle-hoarded GPU-hours within the lookback exceed this.",
+        bounds=(0, 1e9),
     )
 
 

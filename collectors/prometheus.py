@@ -50,7 +50,17 @@ import polars as pl
 # numpy are imported where they are used: load_config imports this module for every command.
 from urllib3.util.retry import Retry
 
-from preemptlens.config import ClusterSettings, Config, Secret, http_url, section, setting
+from preemptlens.config import (
+    ClusterSettings,
+    Config,
+    Secret,
+    duration_text,
+    http_url,
+    number_argument,
+    section,
+    setting,
+    text_argument,
+)
 from preemptlens.contract import Batch, Reject, Watermark
 from preemptlens.errors import ConfigError, SourceError, TransientSourceError
 from preemptlens.times import TIME_HELP, parse_duration_ms, parse_when
@@ -102,7 +112,7 @@ class PrometheusSettings:
     )
     verify_tls: bool = setting(True, "Verify the server's TLS certificate.")
     ca_file: str = setting("", "CA bundle that signs the server's certificate (empty: the system CAs).")
-    timeout_s: float = setting(120.0, "Seconds to wait for one HTTP response.")
+    timeout_s: float = setting(120.0, "Seconds to wait for one HTTP response.", bounds=(1, 3600))
     method: str = setting(
         "auto",
         f"HTTP method of queries: auto sends GET unless the URL would exceed {GET_MAX_URL} characters, "
@@ -113,24 +123,44 @@ class PrometheusSettings:
         4,
         "Most requests in flight at once (the queries of the next pages are sent while one is loaded); "
         "1 sends them one after another.",
+        bounds=(1, 64),
     )
-    retries: int = setting(4, "Retries of a request that failed transiently (connection, 429, 502-504).")
-    backoff_s: float = setting(1.0, "Backoff factor between retries: waits grow 1x, 2x, 4x... this.")
+    retries: int = setting(
+        4, "Retries of a request that failed transiently (connection, 429, 502-504).",
+        bounds=(0, 20),
+    )
+    backoff_s: float = setting(1.0, "Backoff factor between retries: waits grow 1x, 2x, 4x... this.", bounds=(0, 60))
     max_retry_after_s: float = setting(
         60.0,
         "Longest wait honoured from a Retry-After header (429, 503); longer asks are cut to this.",
+        bounds=(0, 3600),
     )
-    step: str = setting("1m", "Collection step: one gpu_samples row per GPU and step (Prometheus duration).")
-    safety_lag: str = setting("5m", "An incremental run collects up to now minus this, so late samples land first.")
-    initial_window: str = setting("1d", "How far back the first run collects when there is no watermark yet.")
-    page_points: int = setting(1440, "Points per series per range query (at most 11000); bounds memory.")
+    step: str = setting(
+        "1m", "Collection step: one gpu_samples row per GPU and step (Prometheus duration).",
+        check=duration_text(1, 86_400),
+    )
+    safety_lag: str = setting(
+        "5m", "An incremental run collects up to now minus this, so late samples land first.",
+        check=duration_text(0, 86_400),
+    )
+    initial_window: str = setting(
+        "1d", "How far back the first run collects when there is no watermark yet.",
+        check=duration_text(60, 366 * 86_400),
+    )
+    page_points: int = setting(
+        1440, "Points per series per range query (at most 11000); bounds memory.",
+        bounds=(1, 11_000),
+    )
     selector: str = setting("", 'Label matchers added to every metric, e.g. cluster="a100",job="dcgm".')
     busy_metric: str = setting("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "Busy signal, a 0-1 ratio.")
     busy_fallback_metric: str = setting(
         "DCGM_FI_DEV_GPU_UTIL",
         "Busy signal where busy_metric is absent (consumer GPUs); empty: no fallback.",
     )
-    busy_fallback_scale: float = setting(0.01, "Factor from busy_fallback_metric to a 0-1 ratio.")
+    busy_fallback_scale: float = setting(
+        0.01, "Factor from busy_fallback_metric to a 0-1 ratio.",
+        bounds=(0, 1_000_000),
+    )
     mem_metric: str = setting("DCGM_FI_DEV_FB_USED", "GPU memory used, in MiB.")
     mem_aggregation: str = setting("max", "How memory is summarised over a step.", choices=("max", "avg"))
     power_metric: str = setting("DCGM_FI_DEV_POWER_USAGE", "Power draw, in W.")
@@ -1145,10 +1175,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--until", help="collect up to this time, written as --since (default: now minus "
                         "prometheus.safety_lag)")
-    parser.add_argument("--url", help="Prometheus base URL (overrides prometheus.url)")
-    parser.add_argument("--step", help="collection step, e.g. 1m (overrides prometheus.step)")
+    parser.add_argument("--url", type=text_argument(http_url), help="Prometheus base URL (overrides prometheus.url)")
+    parser.add_argument("--step", type=text_argument(duration_text(1, 86_400)),
+                        help="collection step, e.g. 1m (overrides prometheus.step)")
     parser.add_argument(
-        "--page-points", type=int, help="points per series per request (overrides prometheus.page_points)"
+        "--page-points", type=number_argument(int, 1, 11_000),
+        help="points per series per request (overrides prometheus.page_points)",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 

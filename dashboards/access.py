@@ -34,7 +34,7 @@ from typing import Any
 
 import polars as pl
 
-from preemptlens.config import Secret, section, setting
+from preemptlens.config import Secret, header_name, http_url, section, setting
 
 ADMIN = "admin"
 VIEWER = "viewer"
@@ -51,11 +51,12 @@ class AccessSettings:
         "Believe the user, email and groups an authenticating proxy in front passes in request headers; "
         "only when the dashboard listens on loopback or the connection comes from access.proxy_addresses.",
     )
-    proxy_user_header: str = setting("X-Forwarded-User", "Header that names the logged-in user.")
-    proxy_email_header: str = setting("X-Forwarded-Email", "Header with the logged-in user's email.")
+    proxy_user_header: str = setting("X-Forwarded-User", "Header that names the logged-in user.", check=header_name)
+    proxy_email_header: str = setting("X-Forwarded-Email", "Header with the logged-in user's email.", check=header_name)
     proxy_groups_header: str = setting(
         "X-Forwarded-Groups",
         "Header with the logged-in user's groups, separated by commas.",
+        check=header_name,
     )
     proxy_addresses: list[str] = setting(
         [],
@@ -68,7 +69,10 @@ class AccessSettings:
         "headers are believed only with it. Needed wherever others can reach the dashboard's address too "
         "(every user of a shared login node can connect to its loopback).",
     )
-    proxy_secret_header: str = setting("X-Preemptlens-Proxy-Secret", "Header that carries access.proxy_secret.")
+    proxy_secret_header: str = setting(
+        "X-Preemptlens-Proxy-Secret", "Header that carries access.proxy_secret.",
+        check=header_name,
+    )
     oidc: bool = setting(
         False,
         "Log readers in with OpenID Connect (Streamlit's st.login), configured by the access.oidc_* settings.",
@@ -76,12 +80,14 @@ class AccessSettings:
     oidc_metadata_url: str = setting(
         "",
         "The provider's discovery document, https://.../.well-known/openid-configuration.",
+        check=http_url,
     )
     oidc_client_id: str = setting("", "Client id registered with the provider.")
     oidc_client_secret: Secret | None = setting(None, "Client secret registered with the provider.")
     oidc_redirect_uri: str = setting(
         "",
         "Where the provider sends readers back: the dashboard's public URL followed by /oauth2callback.",
+        check=http_url,
     )
     oidc_cookie_secret: Secret | None = setting(
         None,

@@ -30,7 +30,7 @@ import polars as pl
 
 from preemptlens.analytics.actions import HOLD_COLUMNS, hold_join
 from preemptlens.analytics.views import registry
-from preemptlens.config import section, setting
+from preemptlens.config import host_name, listen_address, section, setting
 from preemptlens.errors import PreemptlensError
 from preemptlens.readonly import Limits, Result, current_snapshot, open_reader, query
 
@@ -45,25 +45,34 @@ class DashboardSettings:
         "127.0.0.1",
         "Address the dashboard listens on (`preemptlens dashboard` and `preemptlens serve`); "
         "anything but loopback needs a login (access.proxy_headers or access.oidc).",
+        check=listen_address,
     )
     public_host: str = setting(
         "",
         "Host name readers reach the dashboard by (e.g. preemptlens.example.org, the proxy's name): "
         "connections naming any other host than it, localhost and the listening address are refused, "
         "and it is the only other origin accepted.",
+        check=host_name,
     )
     show_other_teams_jobs: bool = setting(
         True,
         "Whether a reader who is not an admin sees the job ids, job names, users and hosts of other teams' "
         "jobs (cluster-level figures are shown to everyone).",
     )
-    default_days: int = setting(30, "Time window (days, ending at the newest data) a page opens with.")
-    table_rows: int = setting(2000, "Most rows a page's table shows (the SQL page uses sql.max_rows).")
-    top_n: int = setting(15, "How many holders, teams or suggestions a top list shows.")
+    default_days: int = setting(
+        30, "Time window (days, ending at the newest data) a page opens with.",
+        bounds=(1, 3660),
+    )
+    table_rows: int = setting(
+        2000, "Most rows a page's table shows (the SQL page uses sql.max_rows).",
+        bounds=(1, 100_000),
+    )
+    top_n: int = setting(15, "How many holders, teams or suggestions a top list shows.", bounds=(1, 1000))
     first_charts_wait_s: float = setting(
         0.8,
         "Seconds a reader's first page with charts holds them back, so that the browser shows the page's "
         "figures and tables before it loads plotly.js (once per browser tab; 0 sends them at once).",
+        bounds=(0, 10),
     )
 
 

@@ -23,6 +23,7 @@ from preemptlens.analytics.snippets import KAI, KUBERNETES, KUEUE, SLURM, VOLCAN
 from preemptlens.config import section, setting
 from preemptlens.dashboards import data
 from preemptlens.errors import PreemptlensError
+from preemptlens.private import make_private, private_folder
 
 # The rendering stack (jinja2, plotly and the figures) is imported where a report is rendered:
 # load_config imports this module for every command.
@@ -38,8 +39,14 @@ SCHEDULERS = (SLURM, KUEUE, KAI, VOLCANO, KUBERNETES)
 @dataclass(frozen=True)
 class ReportSettings:
     folder: str = setting("reports", "Folder the weekly report's HTML and Markdown files are written to.")
-    top_n: int = setting(10, "How many preemptions, hoarders and suggestions each list of the report shows.")
-    trend_weeks: int = setting(8, "Weeks of tier shares, ending with the report's week, in the scope-creep section.")
+    top_n: int = setting(
+        10, "How many preemptions, hoarders and suggestions each list of the report shows.",
+        bounds=(1, 1000),
+    )
+    trend_weeks: int = setting(
+        8, "Weeks of tier shares, ending with the report's week, in the scope-creep section.",
+        bounds=(1, 520),
+    )
     scheduler: str = setting(
         "",
         "Scheduler whose configuration snippet each suggestion shows (slurm, kueue, kai, volcano, kubernetes); "
@@ -66,10 +73,13 @@ class Week:
 
     @classmethod
     def parse(cls, text: str) -> Week:
-        match = _WEEK.match(text.strip())
+        match = _WEEK.match(text.strip()) if text.isascii() else None
         if not match:
-            raise ReportError(f"--week {text!r} is not an ISO week", "write it like 2026-W48")
+            shown = text if len(text) <= 40 else text[:40] + "..."
+            raise ReportError(f"--week {shown!r} is not an ISO week", "write it like 2026-W48")
         year, number = int(match.group(1)), int(match.group(2))
+        if not 1970 <= year <= 2199:
+            raise ReportError(f"--week {text!r}: the year is out of range", "give a week from 1970 to 2199")
         try:
             date.fromisocalendar(year, number, 1)
         except ValueError:
@@ -431,7 +441,7 @@ def render_markdown(report: WeeklyReport) -> str:
 def write(report: WeeklyReport, folder: Path) -> tuple[Path, Path]:
     """Write preemptlens-<week>.html and .md into `folder`; a re-run for the same week replaces them."""
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        private_folder(folder)
     except OSError as exc:
         raise ReportError(
             f"cannot create report folder {folder}: {exc.strerror}", "set report.folder or --out"
@@ -443,6 +453,7 @@ def write(report: WeeklyReport, folder: Path) -> tuple[Path, Path]:
         temp = path.with_name(f".{path.name}.tmp")
         try:
             temp.write_text(text, encoding="utf-8")
+            make_private(temp)
             temp.replace(path)
         except OSError as exc:
             temp.unlink(missing_ok=True)

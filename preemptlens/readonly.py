@@ -30,6 +30,7 @@ checks for an interrupt cannot hold a server thread or the machine's memory.
 
 from __future__ import annotations
 
+import atexit
 import io
 import json
 import logging
@@ -53,7 +54,7 @@ import duckdb
 import polars as pl
 import pyarrow as pa
 
-from preemptlens.config import section, setting
+from preemptlens.config import parse_size, section, setting, size_text
 from preemptlens.errors import PreemptlensError, SchemaError
 from preemptlens.warehouse import SQL_DIR, copy_database, is_lock_error, remove_stale_publishes, snapshot_path
 
@@ -64,39 +65,42 @@ class QueryError(PreemptlensError):
     """An ad-hoc query was refused, failed or ran out of time."""
 
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b)?\s*$", re.IGNORECASE)
-_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
-
-
 def size_bytes(text: str, setting: str) -> int:
-    """'64MB', '4GiB', '1000' as bytes; QueryError naming the setting for anything else."""
-    match = _SIZE.match(str(text))
-    if not match:
+    """'64MB', '4GiB' as bytes; QueryError naming the setting for anything else."""
+    size = parse_size(text)
+    if size is None:
         raise QueryError(f"{setting}: expected a size such as 64MB or 4GiB, got {text!r}")
-    number, unit = float(match.group(1)), (match.group(2) or "").lower()
-    return int(number * _UNITS[unit])
+    return size
 
 
 @section("sql", "Limits of ad-hoc SQL (`preemptlens sql`, the dashboard's SQL box) and how readers wait for a writer.")
 @dataclass(frozen=True)
 class Limits:
-    max_rows: int = setting(10_000, "Most rows an ad-hoc query returns; more are cut off with a notice.")
+    max_rows: int = setting(
+        10_000, "Most rows an ad-hoc query returns; more are cut off with a notice.",
+        bounds=(1, 10_000_000),
+    )
     max_result_bytes: str = setting(
         "64MB",
         "Largest result (in Arrow memory) an ad-hoc query may return; a larger one is refused with a message.",
+        check=size_text(1024, 64 * 2**30),
     )
-    timeout_s: float = setting(30.0, "Seconds after which an ad-hoc query's process is killed.")
-    memory_limit: str = setting("2GB", "DuckDB memory limit of a reader connection.")
+    timeout_s: float = setting(30.0, "Seconds after which an ad-hoc query's process is killed.", bounds=(0.1, 86_400))
+    memory_limit: str = setting(
+        "2GB", "DuckDB memory limit of a reader connection.",
+        check=size_text(64 * 2**20, 2**40),
+    )
     address_space_limit: str = setting(
         "4GB",
         "Address-space limit (RLIMIT_AS) of the process that runs one ad-hoc query: DuckDB's memory_limit "
         "does not bound every allocation (a huge string), this does. Leave room above memory_limit for "
         "the interpreter and DuckDB's threads (about 1.2 GB).",
+        check=size_text(256 * 2**20, 4 * 2**40),
     )
     wait_s: float = setting(
         30.0,
         "Seconds a reader waits for a writer to publish the first snapshot before it gives up.",
+        bounds=(0, 3600),
     )
 
     def __post_init__(self) -> None:
@@ -196,10 +200,13 @@ _PROCESS_TEMP: list[str] = []
 
 
 def _process_temp() -> str:
-    """One private spill directory per process for the in-process readers (the dashboard's charts)."""
+    """One private spill directory per process for the in-process readers (the dashboard's charts),
+    removed when the process exits."""
     with _CONFIGURE:
         if not _PROCESS_TEMP:
-            _PROCESS_TEMP.append(tempfile.mkdtemp(prefix="preemptlens-reader-", dir=_TEMP_ROOT))
+            made = tempfile.mkdtemp(prefix="preemptlens-reader-", dir=_TEMP_ROOT)
+            atexit.register(shutil.rmtree, made, True)
+            _PROCESS_TEMP.append(made)
         return _PROCESS_TEMP[0]
 
 

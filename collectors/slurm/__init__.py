@@ -65,7 +65,7 @@ from preemptlens.collectors.slurm.sacct import (
     version_of,
     whole_record,
 )
-from preemptlens.config import ClusterSettings, Config, section, setting
+from preemptlens.config import ClusterSettings, Config, section, setting, time_zone
 from preemptlens.contract import Batch, Reject, Watermark
 from preemptlens.errors import ConfigError, SourceError
 from preemptlens.times import TIME_HELP, parse_when
@@ -92,19 +92,22 @@ class SlurmSettings:
         "UTC",
         "Time zone of the slurmctld log's timestamps when they carry "
         "no offset (the default LogTimeFormat prints local time).",
+        check=time_zone,
     )
-    lookback_hours: float = setting(168.0, "How far back the first collection reads.")
+    lookback_hours: float = setting(168.0, "How far back the first collection reads.", bounds=(1, 87_840))
     lag_seconds: float = setting(
         600.0,
         "How far before the last cursor each collection starts again, "
         "to pick up records that changed or reached the database late.",
+        bounds=(0, 7 * 86_400),
     )
     window_hours: float = setting(
         24.0,
         "Length of one sacct window; each is loaded and "
         "committed as one batch.",
+        bounds=(0.1, 8760),
     )
-    timeout_s: float = setting(600.0, "Time limit of one sacct, scontrol or sacctmgr run.")
+    timeout_s: float = setting(600.0, "Time limit of one sacct, scontrol or sacctmgr run.", bounds=(1, 86_400))
     preempt_type: str = setting(
         "auto",
         "How preemption is decided: partition_prio, qos, none, or "

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from preemptlens.config import listen_address, number_argument, text_argument
 from preemptlens.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -26,8 +27,10 @@ APP = Path(__file__).parents[1] / "dashboards" / "app.py"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--port", type=int, help="port to serve on (default: dashboard.port)")
-    parser.add_argument("--address", help="address to listen on (default: dashboard.address)")
+    parser.add_argument("--port", type=number_argument(int, 1, 65_535),
+                        help="port to serve on (default: dashboard.port)")
+    parser.add_argument("--address", type=text_argument(listen_address),
+                        help="address to listen on (default: dashboard.address)")
 
 
 # A served dashboard is not edited in place: without Streamlit's file watcher

@@ -13,16 +13,14 @@ import argparse
 import csv
 import io
 import json
-import math
 import sys
-from collections.abc import Callable
 from dataclasses import replace
 from datetime import date, datetime
 from typing import Any, TextIO
 
 import polars as pl
 
-from preemptlens.config import Config, WarehouseSettings
+from preemptlens.config import Config, WarehouseSettings, number_argument
 from preemptlens.errors import PreemptlensError
 from preemptlens.readonly import Limits, QueryError, Result, named_queries, query
 
@@ -36,25 +34,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-q", "--query", metavar="NAME", help="run the named example query sql/queries/NAME.sql")
     parser.add_argument("--list", action="store_true", help="list the named example queries")
     parser.add_argument("-f", "--format", choices=FORMATS, default="table", help="output format (default: table)")
-    parser.add_argument("--max-rows", type=_positive(int), help="row cap, at least 1 (default: sql.max_rows)")
+    parser.add_argument("--max-rows", type=number_argument(int, 1, 10_000_000),
+                        help="row cap, at least 1 (default: sql.max_rows)")
     parser.add_argument(
-        "--timeout", type=_positive(float), help="seconds before the query is stopped (default: sql.timeout_s)"
+        "--timeout", type=number_argument(float, 0.1, 86_400),
+            help="seconds before the query is stopped (default: sql.timeout_s)"
     )
-
-
-def _positive(kind: type[int] | type[float]) -> Callable[[str], int | float]:
-    """An argparse type: a finite number above 0 (a cap of -1 or a timeout of inf would switch the guard off)."""
-
-    def parse(text: str) -> int | float:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number above 0, got {text!r}") from None
-        if not math.isfinite(value) or value <= 0:
-            raise argparse.ArgumentTypeError(f"expected a number above 0, got {text!r}")
-        return value
-
-    return parse
 
 
 def _cell(value: Any, null: str) -> str:

@@ -87,7 +87,8 @@ def test_live_costs_endpoint_is_json_costliest_first_and_bounded(served: tuple[s
     assert len(asked_more["jobs"]) == 3 and asked_more["limit"] == 3
     pool_a = requests.get(f"{url}/live-costs", headers=AUTH, params={"pool": "a", "limit": 5}, timeout=10).json()
     assert [j["job_id"] for j in pool_a["jobs"]] == ["j3", "j2", "j1"]
-    unknown = requests.get(f"{url}/live-costs", headers=AUTH, params={"cluster": "c1", "pool": "a", "limit": 3}, timeout=10)
+    unknown = requests.get(f"{url}/live-costs", headers=AUTH, params={"cluster": "c1", "pool": "a", "limit": 3},
+                           timeout=10)
     assert unknown.json()["limit"] == 3
     bad = requests.get(f"{url}/live-costs", headers=AUTH, params={"limit": "all"}, timeout=10)
     assert bad.status_code == 400 and "limit" in bad.json()["error"]

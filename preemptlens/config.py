@@ -338,7 +338,7 @@ def _duration(seconds: float) -> str:
 
 
 # A number and a unit, as DuckDB reads them: 64MB, 2.5GB and 2G are powers of 1000, 4GiB of 1024.
-_SIZE = re.compile(r"^\s*(\d{1,15}(?:\.\d{1,6})?)\s*([kmgt])(i?)b?\s*$", re.IGNORECASE)
+_SIZE = re.compile(r"^\s*(\d{1,15}(?:\.\d{1,6})?)\s*([kmgt])(i?)b?\s*$", re.IGNORECASE | re.ASCII)
 _SIZE_POWERS = {"k": 1, "m": 2, "g": 3, "t": 4}
 
 
@@ -394,7 +394,7 @@ def listen_address(value: Any) -> str | None:
     return None
 
 
-_HOST = re.compile(r"^(?=.{1,253}(?::\d{1,5})?$)[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?(:\d{1,5})?$")
+_HOST = re.compile(r"^(?=.{1,253}(?::\d{1,5})?$)[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?(:\d{1,5})?$", re.ASCII)
 
 
 def host_name(value: Any) -> str | None:
@@ -543,6 +543,9 @@ def resolve_reference(value: Any, where: str, problems: list[str]) -> Any:
 
 
 _QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
+# What an operator writes for a number: digits, a point, an exponent (float() also reads 1_000 and other
+# scripts' digits); nan and inf are read so that the range check can say they are not finite.
+_DECIMAL = re.compile(r"^\s*[+-]?((\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|nan|inf|infinity)\s*$", re.IGNORECASE | re.ASCII)
 _INTEGER = re.compile(r"^\s*[+-]?[0-9]{1,30}\s*$")
 
 
@@ -554,11 +557,8 @@ def _convert(kind: type, value: Any) -> Any:
     if kind is int and isinstance(value, str) and _INTEGER.match(value):
         # ASCII digits only: int() also reads other scripts' digits, which no operator means.
         return int(value)
-    if kind is float and isinstance(value, str) and value.strip().isascii():
-        try:
-            return float(value)
-        except ValueError:
-            return value
+    if kind is float and isinstance(value, str) and _DECIMAL.match(value):
+        return float(value)
     if kind is bool and isinstance(value, str) and value.lower() in ("true", "false", "1", "0"):
         return value.lower() in ("true", "1")
     return value

@@ -14,7 +14,8 @@ from datetime import UTC, datetime, timedelta
 
 from preemptlens.errors import ConfigError
 
-_DURATION = re.compile(r"(\d+)(ms|s|m|h|d|w|y)")
+_EPOCH = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$", re.ASCII)
+_DURATION = re.compile(r"(\d+)(ms|s|m|h|d|w|y)", re.ASCII)
 _UNIT_MS = {
     "ms": 1,
     "s": 1000,
@@ -59,7 +60,7 @@ def parse_when(text: str, option: str, now: datetime | None = None) -> datetime:
 def _parse_when(text: str, option: str, now: datetime) -> datetime:
     if text.lower() == "now":
         return now
-    if text.isascii():
+    if _EPOCH.match(text):
         try:
             return datetime.fromtimestamp(float(text), UTC)
         except (ValueError, OverflowError, OSError):

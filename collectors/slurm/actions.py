@@ -64,7 +64,7 @@ class SlurmActionsSettings:
 SETTINGS = SlurmActionsSettings
 
 # One id as the warehouse names it; anything else is refused before a command runs.
-_JOB_ID = re.compile(r"\d+(?:_\d+|_\[[0-9,\-%]+\]|\+\d+)?")
+_JOB_ID = re.compile(r"\d+(?:_\d+|_\[[0-9,\-%]+\]|\+\d+)?", re.ASCII)
 # squeue states of a job the scheduler still holds (not yet ended).
 _LIVE_STATES = "PENDING,RUNNING,SUSPENDED,CONFIGURING,COMPLETING,REQUEUED,RESIZING,STOPPED"
 # scontrol's answers for a job that is gone or ended: undo has nothing left to do.

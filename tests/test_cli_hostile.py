@@ -66,14 +66,14 @@ def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-TIMES = [v for v in HOSTILE if v not in ("-0", "", " ")] + ["1e11", "-86400", "0000-01-01", "300000y"]
+TIMES = [*(v for v in HOSTILE if v not in ("-0", "", " ")), "1e11", "-86400", "0000-01-01", "300000y"]
 
 
 @pytest.mark.parametrize(("argv", "values"), [
     (["cost", "--at"], TIMES),
     (["act", "--now"], TIMES),
     (["suggest", "--no-store", "--start"], TIMES),
-    (["report", "--week"], HOSTILE + ["2026-W54", "1969-W01", "2200-W01", "9999-W52"]),
+    (["report", "--week"], [*HOSTILE, "2026-W54", "1969-W01", "2200-W01", "9999-W52"]),
     (["sql", "--max-rows"], ["1e20", "10000000000000000000000", "0", "-5", "١"]),
     (["sql", "--timeout"], ["1e9", "0", "nan", "-1"]),
     (["simulate", "--days"], ["1e300", "0", "-1", "nan"]),

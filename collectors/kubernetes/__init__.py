@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import polars as pl
 
+from preemptlens import outbound
 from preemptlens.collectors.base import capacity_changes, known_pools
 from preemptlens.collectors.kubernetes.events import ParseError, locate, preemptions
 from preemptlens.collectors.kubernetes.objects import Rows, pod_rows, podgroup_rows, workload_rows
@@ -487,7 +488,10 @@ def api_client(settings: KubernetesSettings, api_url: str | None = None, kubecon
     if settings.ca_file:
         cfg.ssl_ca_cert = settings.ca_file
     cfg.verify_ssl = settings.verify_tls
-    return kubernetes.client.ApiClient(cfg)
+    client = kubernetes.client.ApiClient(cfg)
+    # Its connections report their sockets to each call's deadline (preemptlens.outbound, collectors' watch).
+    outbound.install(client.rest_client.pool_manager)
+    return client
 
 
 def cluster_name(config: Config, settings: KubernetesSettings, kubeconfig: str | None = None) -> str:

@@ -280,7 +280,7 @@ class Server:
             if wh is None:
                 return "skipped"
             report = alerts.run(wh, self.config)
-        return f"{report.sent} sent, {report.failed} failed"
+        return f"{report.sent} sent, {report.failed} failed, {report.postponed} postponed to the next round"
 
     def cost(self) -> str:
         from preemptlens.analytics import livecost

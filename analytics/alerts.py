@@ -39,7 +39,7 @@ from typing import Any, Protocol
 
 import polars as pl
 
-from preemptlens import __version__, outbound
+from preemptlens import __version__, escape, outbound
 from preemptlens.analytics.actions import HOLD_COLUMNS, hold_join, hold_text
 from preemptlens.analytics.pilot import PilotSettings, declared
 from preemptlens.analytics.pilot import evaluate as evaluate_pilot
@@ -130,6 +130,9 @@ class Alert:
     title: str
     text: str
     facts: Mapping[str, Any] = field(default_factory=dict)
+    # A link of preemptlens's own (alerts.dashboard_url), already at the end of `text` for generic JSON;
+    # Slack gets it as a link of its own, the data's text escaped around it.
+    link: str | None = None
 
 
 class Rule(Protocol):
@@ -234,7 +237,8 @@ def evaluate(
             "rule": [a.rule for a in found.values()],
             "target": [a.target for a in found.values()],
             "title": [a.title for a in found.values()],
-            "payload": [json.dumps({"text": a.text, "facts": dict(a.facts)}, default=str) for a in found.values()],
+            "payload": [json.dumps({"text": a.text, "facts": dict(a.facts), "link": a.link}, default=str)
+                        for a in found.values()],
         }
     )
     wh.con.register("_new_alerts", frame.to_arrow())
@@ -274,17 +278,21 @@ def render(target: Target, row: Mapping[str, Any]) -> bytes:
     """The request body for one alert in the target's format."""
     payload = json.loads(row["payload"])
     if target.format == "slack":
-        # Slack reads &, < and > in text as markup (<!channel> pings a channel, <url|label> is a link);
-        # the title and text are made of values from the data (job names, reasons), so all are escaped.
+        # Slack reads &, < and > in text as markup (<!channel> pings a channel, <url|label> is a link), *_~`
+        # as formatting, and links bare URLs: the title and text are made of values from the data (job names,
+        # reasons), so all is escaped (preemptlens.escape.slack); preemptlens's own link comes apart.
+        text, link = str(payload["text"]), payload.get("link")
+        if link and text.endswith(f" Details: {link}"):
+            text = text.removesuffix(f" Details: {link}")
+        elements = [{"type": "mrkdwn", "text": escape.slack(f"preemptlens · {row['rule']}")}]
+        if link:
+            elements.append({"type": "mrkdwn", "text": f"<{_slack_url(link)}|My preemptions>"})
         body: dict[str, Any] = {
-            "text": slack_escape(f"{row['title']}\n{payload['text']}"),
+            "text": escape.slack(f"{row['title']}\n{text}"),
             "blocks": [
                 {"type": "header", "text": {"type": "plain_text", "text": row["title"][:150]}},
-                {"type": "section", "text": {"type": "mrkdwn", "text": slack_escape(payload["text"])}},
-                {
-                    "type": "context",
-                    "elements": [{"type": "mrkdwn", "text": slack_escape(f"preemptlens · {row['rule']}")}],
-                },
+                {"type": "section", "text": {"type": "mrkdwn", "text": escape.slack(text)}},
+                {"type": "context", "elements": elements},
             ],
         }
     else:
@@ -299,9 +307,9 @@ def render(target: Target, row: Mapping[str, Any]) -> bytes:
     return json.dumps(body, sort_keys=True).encode()
 
 
-def slack_escape(text: str) -> str:
-    """Text for a Slack mrkdwn or fallback field: the three characters Slack parses as markup, escaped."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+def _slack_url(url: str) -> str:
+    # Inside <url|label>, & < > are entities and | would end the URL.
+    return url.replace("&", "&amp;").replace("<", "%3C").replace(">", "%3E").replace("|", "%7C")
 
 
 def sign(key: str, timestamp: str, body: bytes) -> str:
@@ -505,9 +513,11 @@ class VictimNotice:
             held = hold_text(r, r["preempted_at"])
             if held is not None:
                 text += f" Actions: {held}."
+            link = None
             if settings.dashboard_url:
                 # The dashboard page a logged-in victim lands on: the cost, and what would have protected it.
-                text += f" Details: {settings.dashboard_url.rstrip('/')}/mine"
+                link = f"{settings.dashboard_url.rstrip('/')}/mine"
+                text += f" Details: {link}"
             alerts.append(
                 Alert(
                     dedupe_key=f"{self.name}:{r['cluster']}:{r['job_id']}:{r['run']}",
@@ -516,6 +526,7 @@ class VictimNotice:
                     title=f"Job {r['job_id']} was preempted",
                     text=text,
                     facts=_facts(r),
+                    link=link,
                 )
             )
         return alerts

@@ -21,8 +21,9 @@ Roles come from `access.users` and `access.groups` (user or group -> `admin`,
 `viewer` or `team:<name>`). An admin sees everything, including the SQL page,
 raw quarantined records and alert delivery errors. Anyone else sees every
 cluster-level figure, but job ids, job names, users and hosts of teams not
-their own only where `dashboard.show_other_teams_jobs` allows; `redact` masks
-them in every query result on the server, before a page gets it.
+their own only where `dashboard.show_other_teams_jobs` allows: a reader's
+`scope` says which, and dashboards.data masks every query result for it where
+the rows leave the warehouse, before a page gets them.
 """
 
 from __future__ import annotations
@@ -32,15 +33,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-import polars as pl
-
 from preemptlens.config import Secret, header_name, http_url, section, setting
+from preemptlens.dashboards.data import EVERYTHING, Scope
 
 ADMIN = "admin"
 VIEWER = "viewer"
 TEAM_PREFIX = "team:"
-# What a masked identifier of another team's job reads as.
-HIDDEN = "(another team)"
 
 
 @section("access", "Who may read the dashboard and what each reader sees (docs/deploy.md shows both ways to log in).")
@@ -148,8 +146,10 @@ class Reader:
             return ADMIN
         return ", ".join(f"{TEAM_PREFIX}{t}" for t in self.teams) or VIEWER
 
-    def sees_jobs_of(self, team: str | None) -> bool:
-        return self.admin or self.others_jobs or (team is not None and team in self.teams)
+    @property
+    def scope(self) -> Scope:
+        """Whose job-level rows this reader sees (dashboards.data masks every result for it)."""
+        return EVERYTHING if self.admin or self.others_jobs else Scope(False, tuple(sorted(self.teams)))
 
 
 OPEN = Reader(user=None, admin=True, via="open")
@@ -226,72 +226,3 @@ def proxy_trusted(access: AccessSettings, listen_address: str | None, peer: str 
 
 def header_groups(value: str | None) -> tuple[str, ...]:
     return tuple(g.strip() for g in (value or "").split(",") if g.strip())
-
-
-# Identifying columns of query results and the column that says whose they are. A column not listed
-# here is a cluster-level figure or a team name (public); `redact` masks these for other teams' rows.
-OWNED_BY = {
-    "victim_job_id": "victim_team",
-    "victim_user": "victim_team",
-    "preemptor_job_id": "preemptor_team",
-    "cheaper_job_id": "cheaper_team",
-    "job_id": "team",
-    "name": "team",
-    "user_name": "team",
-    "hosts": "team",
-    "holder": "team",
-}
-
-
-def redact(value: Any, reader: Reader) -> Any:
-    """`value` (a query result: a frame, a tuple of them, or a VictimDetail) with the identifiers of
-    jobs the reader may not see replaced by HIDDEN. An identifying column whose owner column is
-    missing is masked whole: a new query cannot leak by forgetting to select its team."""
-    if reader.admin or reader.others_jobs:
-        return value
-    if isinstance(value, pl.DataFrame):
-        return _redact_frame(value, reader)
-    if isinstance(value, tuple):
-        return tuple(redact(v, reader) for v in value)
-    from preemptlens.dashboards.data import VictimDetail
-
-    if isinstance(value, VictimDetail):
-        team = value.job["team"][0] if value.job.height else None
-        if reader.sees_jobs_of(team):
-            return value
-        return VictimDetail(
-            job=_redact_frame(value.job, reader),
-            runs=_mask(value.runs, [c for c in ("hosts", "preemptor_job_id") if c in value.runs.columns]),
-            preemptions=_redact_frame(value.preemptions, reader),
-            checkpoints=value.checkpoints,
-        )
-    return value
-
-
-def _mask(frame: pl.DataFrame, columns: list[str]) -> pl.DataFrame:
-    return frame.with_columns(
-        pl.when(pl.col(c).is_null()).then(None).otherwise(pl.lit(HIDDEN)).alias(c) for c in columns
-    )
-
-
-def _redact_frame(frame: pl.DataFrame, reader: Reader) -> pl.DataFrame:
-    mine = list(reader.teams)
-    masks = []
-    for column, owner in OWNED_BY.items():
-        if column not in frame.columns:
-            continue
-        if owner not in frame.columns:
-            masks.append(pl.lit(HIDDEN, dtype=pl.String).alias(column))
-            continue
-        visible = pl.col(owner).is_in(mine)
-        if "own" in frame.columns:
-            # dashboards.data.mine marks the reader's own jobs, whichever team they ran for.
-            visible = visible | pl.col("own")
-        if column == "holder":
-            # Top holders by team name the team itself, which is public.
-            visible = visible | (pl.col(column) == pl.col(owner))
-        masks.append(
-            pl.when(visible | pl.col(column).is_null()).then(pl.col(column).cast(pl.String))
-            .otherwise(pl.lit(HIDDEN)).alias(column)
-        )
-    return frame.with_columns(masks) if masks else frame

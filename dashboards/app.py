@@ -21,7 +21,15 @@ import streamlit as st
 
 from preemptlens.config import Config, WarehouseSettings, load_config
 from preemptlens.dashboards.access import OPEN, AccessSettings, Reader, header_groups, proxy_trusted, resolve
-from preemptlens.dashboards.data import DashboardSettings, Filters, Options, page_queries, snapshot_version
+from preemptlens.dashboards.data import (
+    EVERYTHING,
+    DashboardSettings,
+    Filters,
+    Options,
+    is_hidden,
+    page_queries,
+    snapshot_version,
+)
 from preemptlens.dashboards.figures import TIMELINE_MARKERS
 from preemptlens.dashboards.views_common import CONTEXT_KEY, Context, cached
 from preemptlens.errors import PreemptlensError
@@ -75,12 +83,14 @@ def _warm(ctx: Context) -> None:
     try:
         rows, top_n = ctx.settings.table_rows, ctx.settings.top_n
         for name, *args in page_queries(ctx.filters, rows=rows, top_n=top_n, markers=TIMELINE_MARKERS):
-            cached(name, ctx.warehouse, ctx.limits, ctx.version, *args)
+            cached(name, ctx.warehouse, ctx.limits, ctx.version, ctx.scope, *args)
         # The Preemptions page opens on the story of its worst victim (most work thrown away).
-        victims = cached("top_victims", ctx.warehouse, ctx.limits, ctx.version, ctx.filters, rows)
+        victims = cached("top_victims", ctx.warehouse, ctx.limits, ctx.version, ctx.scope, ctx.filters, rows)
+        victims = victims.filter(~is_hidden("victim_job_id"))
         if victims.height:
             first = victims.row(0, named=True)
-            cached("victim_detail", ctx.warehouse, ctx.limits, ctx.version, first["cluster"], first["victim_job_id"])
+            cached("victim_detail", ctx.warehouse, ctx.limits, ctx.version, ctx.scope, first["cluster"],
+                   first["victim_job_id"])
     except PreemptlensError:
         return  # the page that needs the figure shows the error itself
 
@@ -157,7 +167,8 @@ def main() -> None:
         warehouse = config.of(WarehouseSettings).path
         limits = config.of(Limits)
         version = snapshot_version(warehouse, limits)
-        options: Options = cached("options", warehouse, limits, version)
+        # The filters' values (clusters, pools, teams, tiers) are no job's: the same for every reader.
+        options: Options = cached("options", warehouse, limits, version, EVERYTHING)
     except PreemptlensError as exc:
         st.error(f"preemptlens dashboard: {exc}")
         st.stop()
@@ -177,6 +188,8 @@ def main() -> None:
         pools=tuple(st.sidebar.multiselect("Pool", options.pools, key="pools")),
         teams=tuple(st.sidebar.multiselect("Team", options.teams, key="teams")),
         tiers=tuple(st.sidebar.multiselect("Tier", options.tiers, key="tiers")),
+        # A team's reader filtering by team means their victims, not the jobs their jobs preempted.
+        victim_teams=bool(who.teams) and not who.admin,
     )
     st.sidebar.caption(
         f"Warehouse `{Path(warehouse).name}`, snapshot of {datetime.fromtimestamp(version, UTC):%Y-%m-%d %H:%M} UTC. "

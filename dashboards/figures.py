@@ -2,6 +2,8 @@
 
 Each builder takes a frame from dashboards.data and returns a figure; none
 queries anything, so the report and the app draw the same numbers the same way.
+Plotly reads a few HTML tags (<a href>, <b>, <br>) and %{...} templates in the
+text it draws: every name from the data goes through `_text` first.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from datetime import datetime, timedelta
 import plotly.graph_objects as go
 import polars as pl
 
+from preemptlens import escape
 from preemptlens.dashboards.data import TIER_ORDER, VictimDetail
 
 TIER_COLORS = {"critical": "#c0392b", "high": "#e67e22", "normal": "#2e86c1", "low": "#95a5a6"}
@@ -30,9 +33,14 @@ GAIN_COLOR = "#27ae60"
 COST_COLOR = "#c0392b"
 
 
+def _text(value: object) -> str:
+    """A name from the data as plotly text: no tag, link or %{template} of its own."""
+    return escape.html_text(value).replace("%{", "%&#123;")
+
+
 def _layout(fig: go.Figure, title: str, y_title: str, height: int = 360) -> go.Figure:
     fig.update_layout(
-        title={"text": title, "x": 0, "xanchor": "left", "font": {"size": 15}},
+        title={"text": _text(title), "x": 0, "xanchor": "left", "font": {"size": 15}},
         template="plotly_white",
         height=height,
         margin={"l": 10, "r": 10, "t": 70, "b": 10},
@@ -140,9 +148,10 @@ def preemption_timeline(
         if rows.height == 0:
             continue
         text = [
-            f"victim {r['victim_job_id']} run {r['victim_run']} ({r['victim_team']}, {r['victim_gpus']} GPUs)<br>"
-            f"preemptor {r['preemptor_job_id'] or 'unknown'} ({r['preemptor_tier'] or '?'})<br>"
-            f"thrown away {r['wasted_gpu_hours']:.1f} GPU-h (lost {r['lost_gpu_hours']:.1f}, {r['basis']}), "
+            f"victim {_text(r['victim_job_id'])} run {r['victim_run']} ({_text(r['victim_team'])}, "
+            f"{r['victim_gpus']} GPUs)<br>"
+            f"preemptor {_text(r['preemptor_job_id'] or 'unknown')} ({_text(r['preemptor_tier'] or '?')})<br>"
+            f"thrown away {r['wasted_gpu_hours']:.1f} GPU-h (lost {r['lost_gpu_hours']:.1f}, {_text(r['basis'])}), "
             f"waiting {r['waiting_gpu_hours']:.1f} GPU-h"
             for r in rows.iter_rows(named=True)
         ]
@@ -150,7 +159,7 @@ def preemption_timeline(
         fig.add_trace(
             trace(
                 x=rows["time"].to_list(),
-                y=[f"{c}/{p}" for c, p in zip(rows["cluster"], rows["pool"], strict=True)],
+                y=[_text(f"{c}/{p}") for c, p in zip(rows["cluster"], rows["pool"], strict=True)],
                 mode="markers",
                 name=f"victim {tier}",
                 text=text,
@@ -183,9 +192,9 @@ def victim_runs(detail: VictimDetail, title: str) -> go.Figure:
             base=starts,
             x=[(e - s) / timedelta(milliseconds=1) for s, e in zip(starts, ends, strict=True)],
             orientation="h",
-            name=state,
+            name=_text(state),
             marker_color=STATE_COLORS.get(state, "#34495e"),
-            hovertemplate="%{y}: " + state + "<br>%{base} → %{x} ms<extra></extra>",
+            hovertemplate="%{y}: " + _text(state) + "<br>%{base} → %{x} ms<extra></extra>",
         )
     ckpts = detail.checkpoints.filter((pl.col("kind") == "checkpoint") & pl.col("run").is_not_null())
     if ckpts.height:
@@ -199,7 +208,7 @@ def victim_runs(detail: VictimDetail, title: str) -> go.Figure:
         )
     pre = detail.preemptions
     if pre.height:
-        labels = [f"preempted by {p or 'unknown'}" for p in pre["preemptor_job_id"].to_list()]
+        labels = [f"preempted by {_text(p or 'unknown')}" for p in pre["preemptor_job_id"].to_list()]
         fig.add_scatter(
             x=pre["time"].to_list(),
             y=[f"run {r}" for r in pre["victim_run"].to_list()],
@@ -250,7 +259,7 @@ def top_holders(holders: pl.DataFrame, title: str) -> go.Figure:
     fig = go.Figure()
     fig.add_bar(
         x=holders["idle_gpu_hours"].to_list(),
-        y=holders["holder"].to_list(),
+        y=[_text(h) for h in holders["holder"].to_list()],
         orientation="h",
         marker_color=COST_COLOR,
         customdata=holders["longest_stretch_hours"].to_list(),
@@ -290,9 +299,9 @@ def team_high_shares(shares: pl.DataFrame, title: str = "Critical + high share p
         fig.add_scatter(
             x=rows["week"].to_list(),
             y=rows["high_gpu_hour_share"].fill_null(0.0).to_list(),
-            name=team,
+            name=_text(team),
             mode="lines+markers",
-            hovertemplate="week of %{x|%Y-%m-%d}: " + team + " %{y:.0%}<extra></extra>",
+            hovertemplate="week of %{x|%Y-%m-%d}: " + _text(team) + " %{y:.0%}<extra></extra>",
         )
     fig.update_yaxes(tickformat=".0%", rangemode="tozero")
     _weekly_axis(fig)
@@ -303,7 +312,7 @@ def team_slopes(slopes: pl.DataFrame, title: str = "Weekly growth of each team's
     rows = slopes.filter(pl.col("high_share_slope").is_not_null())
     if rows.height == 0:
         return _empty(title, "fewer than two weeks of data")
-    labels = [f"{p}/{t}" for p, t in zip(rows["pool"], rows["team"], strict=True)]
+    labels = [_text(f"{p}/{t}") for p, t in zip(rows["pool"], rows["team"], strict=True)]
     values = [v * 100 for v in rows["high_share_slope"].to_list()]
     fig = go.Figure()
     fig.add_bar(

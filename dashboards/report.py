@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from preemptlens import escape
 from preemptlens.analytics.pilot import Evaluation, Pilot, PilotSettings, evaluate
 from preemptlens.analytics.scorecard import answer_text, verdict_text
 from preemptlens.analytics.snippets import KAI, KUBERNETES, KUEUE, SLURM, VOLCANO
@@ -384,17 +385,32 @@ def _context(report: WeeklyReport) -> dict[str, Any]:
     }
 
 
-def _environment() -> jinja2.Environment:
+def _environment(markdown: bool = False) -> jinja2.Environment:
+    """The templates' environment: HTML escaped by Jinja's autoescape; the Markdown summary (for chat) with every
+    printed value escaped for Markdown (preemptlens.escape), so that a job or team name never becomes markup, a
+    link or an image; a code span is written with the `code` filter."""
     import jinja2
 
-    return jinja2.Environment(
+    environment = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),
         autoescape=jinja2.select_autoescape(enabled_extensions=("html", "html.j2"), default_for_string=False),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
+        finalize=_markdown_value if markdown else None,
     )
+    environment.filters["code"] = lambda value: _Markdown(escape.markdown_code(value))
+    environment.filters["escaped"] = _Markdown
+    return environment
+
+
+class _Markdown(str):
+    """Markdown a template filter wrote; printed as it is."""
+
+
+def _markdown_value(value: object) -> str:
+    return value if isinstance(value, _Markdown) else escape.markdown(value)
 
 
 def _figure_html(fig: go.Figure, div_id: str) -> Markup:
@@ -435,7 +451,7 @@ def render_html(report: WeeklyReport) -> str:
 
 
 def render_markdown(report: WeeklyReport) -> str:
-    return _environment().get_template("weekly.md.j2").render(**_context(report))
+    return _environment(markdown=True).get_template("weekly.md.j2").render(**_context(report))
 
 
 def write(report: WeeklyReport, folder: Path) -> tuple[Path, Path]:

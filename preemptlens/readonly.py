@@ -224,6 +224,7 @@ def open_reader(warehouse: str | Path, limits: Limits | None = None) -> duckdb.D
         if not locked:
             # The data contract is UTC; set before the lock, which freezes every setting.
             con.execute("SET TimeZone = 'UTC'")
+            con.execute("SET enable_progress_bar = false")
             con.execute("SET lock_configuration = true")
     return con
 
@@ -235,20 +236,58 @@ _READ_KINDS = ("SELECT", "WITH ... SELECT", "VALUES", "FROM", "SUMMARIZE", "DESC
 _REFUSAL_HINT = "ad-hoc SQL is read-only; use the preemptlens commands to change data"
 # Query nodes a SELECT's tree may hold at any depth.
 _QUERY_NODES = {"SELECT_NODE", "SET_OPERATION_NODE", "RECURSIVE_CTE_NODE", "CTE_NODE"}
-# Functions that run SQL text the walk cannot see, or that write: refused by name at any depth.
+# Functions that run SQL the walk cannot see (as text: query(), query_table(); as a serialized tree:
+# json_execute_serialized_sql(); and any later member of the family), or that write (checkpoint()): refused
+# by name at any depth, with every macro of DuckDB's that calls one (histogram_values calls query_table).
 # (Files, network and extensions are refused by DuckDB itself: external access is off.)
-_REFUSED_FUNCTIONS = {"query", "query_table", "checkpoint", "force_checkpoint"}
+_REFUSED_FAMILY = re.compile(r"(?:^|_)(?:sql|query|queries|execute|exec|checkpoint)(?:_|$)")
 # The parser never sees data: an empty in-memory database with nothing to reach.
 _PARSER: list[duckdb.DuckDBPyConnection] = []
 _PARSE = threading.Lock()
+
+
+# What `refused_functions` finds, as table functions and as functions called in an expression.
+_REFUSED: list[Refused] = []
+
+
+@dataclass(frozen=True)
+class Refused:
+    tables: frozenset[str]
+    scalars: frozenset[str]
+
+    def __contains__(self, call: tuple[str, str]) -> bool:
+        kind, name = call
+        return bool(_REFUSED_FAMILY.search(name)) or name in (self.tables if kind == "table" else self.scalars)
 
 
 def _parser() -> duckdb.DuckDBPyConnection:
     if not _PARSER:
         con = duckdb.connect(config={"enable_external_access": False, "autoload_known_extensions": False})
         con.execute("SET lock_configuration = true")
+        _REFUSED.append(refused_functions(con))
         _PARSER.append(con)
     return _PARSER[0]
+
+
+def refused_functions(con: duckdb.DuckDBPyConnection) -> Refused:
+    """The functions ad-hoc SQL may not call, of those `con` knows (duckdb_functions()): the family that runs
+    SQL or writes (_REFUSED_FAMILY), and every macro whose definition calls one of them, however deep; apart
+    for table functions and for functions of an expression, which may share a name (the histogram table
+    macro reads a table by its name through query_table; the histogram aggregate is harmless)."""
+    rows = con.execute(
+        "SELECT DISTINCT lower(function_name), function_type IN ('table', 'table_macro'), "
+        "lower(coalesce(macro_definition, '')) FROM duckdb_functions()"
+    ).fetchall()
+    refused = {(table, name) for name, table, _ in rows if _REFUSED_FAMILY.search(name)}
+    while True:
+        names = sorted({name for _, name in refused})
+        calls = re.compile(r'(?<![\w.])"?(?:' + "|".join(map(re.escape, names)) + r')"?\s*\(')
+        more = {(table, name) for name, table, definition in rows
+                if (table, name) not in refused and definition and calls.search(definition)}
+        if not more:
+            break
+        refused |= more
+    return Refused(frozenset(n for t, n in refused if t), frozenset(n for t, n in refused if not t))
 
 
 def _refuse(what: str) -> QueryError:
@@ -277,17 +316,18 @@ def _explained(sql: str) -> str:
     return sql[words[i][0]:] if i < len(words) else ""
 
 
-def _walk(tree: Any, found: set[str]) -> None:
-    """Every function name and node kind below `tree`, refusing a node that is no query."""
+def _walk(tree: Any, found: set[tuple[str, str]], table: bool = False) -> None:
+    """Every function called below `tree`, as ("table" or "scalar", name), refusing a node that is no query."""
     if isinstance(tree, dict):
         kind = tree.get("type")
         if isinstance(kind, str) and kind.endswith("_NODE") and kind not in _QUERY_NODES:
             raise _refuse(kind.removesuffix("_NODE").replace("_", " "))
         name = tree.get("function_name")
         if isinstance(name, str):
-            found.add(name.lower())
-        for value in tree.values():
-            _walk(value, found)
+            found.add(("table" if table else "scalar", name.lower()))
+        for key, value in tree.items():
+            # A table function's own call is its "function"; its arguments are expressions again.
+            _walk(value, found, table=kind == "TABLE_FUNCTION" and key == "function")
     elif isinstance(tree, list):
         for value in tree:
             _walk(value, found)
@@ -301,9 +341,9 @@ def _check_select(sql: str) -> None:
         raise QueryError(f"cannot read the query: {tree.get('error_message', 'parse error')}")
     if len(tree.get("statements", [])) != 1:
         raise QueryError("one statement at a time", "run them one by one")
-    functions: set[str] = set()
+    functions: set[tuple[str, str]] = set()
     _walk(tree["statements"], functions)
-    refused = sorted(functions & _REFUSED_FUNCTIONS)
+    refused = sorted(name for kind, name in functions if (kind, name) in _REFUSED[0])
     if refused:
         raise QueryError(
             f"the function {refused[0]}() is not allowed in ad-hoc SQL (it runs SQL text or writes)",
@@ -388,9 +428,14 @@ def _child(path: str, statement: str, limits: Limits, temp_directory: str, out: 
     """Run one checked statement and send ("ok", Arrow IPC bytes, truncated) or ("error", message, hint)."""
     space = size_bytes(limits.address_space_limit, "sql.address_space_limit")
     resource.setrlimit(resource.RLIMIT_AS, (space, space))
+    # The answer goes through the pipe only: nothing the engine prints (its progress bar after 2 s) may end up
+    # in the caller's output, which may be CSV or JSON.
+    with open(os.devnull, "wb") as devnull:
+        os.dup2(devnull.fileno(), 1)
     try:
         con = duckdb.connect(path, read_only=True, config=_reader_config(limits, temp_directory))
         con.execute("SET TimeZone = 'UTC'")
+        con.execute("SET enable_progress_bar = false")
         con.execute("SET lock_configuration = true")
         table = con.sql(statement).limit(limits.max_rows + 1).to_arrow_table()
         truncated = table.num_rows > limits.max_rows

@@ -9,7 +9,7 @@ from typing import Any
 import streamlit as st
 
 from preemptlens.analytics.actions import hold_text
-from preemptlens.dashboards.views_common import context, duration, gpu_hours, when, window_caption
+from preemptlens.dashboards.views_common import context, duration, gpu_hours, md, when, window_caption
 
 
 def names(reader_user: str | None, email: str | None) -> tuple[str, ...]:
@@ -24,12 +24,13 @@ def why(p: dict[str, Any]) -> str:
     if preemptor is None:
         by = "an unknown job (the scheduler did not name the preemptor)"
     else:
-        by = f"**{preemptor}** (team {p['preemptor_team'] or 'unknown'}, tier {p['preemptor_tier'] or 'unknown'}"
+        by = (f"**{md(preemptor)}** (team {md(p['preemptor_team'] or 'unknown')}, "
+              f"tier {md(p['preemptor_tier'] or 'unknown')}")
         by += f", {p['preemptor_gpus'] or '?'} GPUs)"
-    rule = (f"a {p['preemptor_tier']} job may preempt a {p['victim_tier']} one" if p["preemptor_tier"]
-            else f"its tier, {p['victim_tier']}, is preemptible")
-    return (f"**Why:** preempted by {by} in {p['pool'] or 'an unknown pool'}; rule: {rule}; "
-            f"reason the scheduler gave: {p['reason'] or 'none recorded'}.")
+    rule = (f"a {md(p['preemptor_tier'])} job may preempt a {md(p['victim_tier'])} one" if p["preemptor_tier"]
+            else f"its tier, {md(p['victim_tier'])}, is preemptible")
+    return (f"**Why:** preempted by {by} in {md(p['pool'] or 'an unknown pool')}; rule: {rule}; "
+            f"reason the scheduler gave: {md(p['reason'] or 'none recorded')}.")
 
 
 def cost(p: dict[str, Any]) -> str:
@@ -78,7 +79,7 @@ ctx = context()
 me = ctx.reader
 st.title("My preemptions")
 teams = ", ".join(me.teams) or "no team"
-st.caption(f"{me.user} ({teams}) · {window_caption(ctx.filters)} · your own jobs first, then your team's")
+st.caption(f"{md(me.user)} ({md(teams)}) · {window_caption(ctx.filters)} · your own jobs first, then your team's")
 rows = ctx.q("mine", ctx.filters, names(me.user, me.email), me.teams, ctx.settings.table_rows)
 own = int(rows["own"].sum()) if rows.height else 0
 cols = st.columns(4)
@@ -92,14 +93,14 @@ cols[3].metric("Waiting", gpu_hours(rows["waiting_gpu_hours"].sum()),
 if rows.height == 0:
     st.info("No preemptions of your jobs or your team's in this window.")
 for p in rows.head(50).iter_rows(named=True):
-    whose = "yours" if p["own"] else f"team {p['victim_team']}, {p['victim_user'] or 'unknown user'}"
+    whose = "yours" if p["own"] else f"team {md(p['victim_team'])}, {md(p['victim_user'] or 'unknown user')}"
     box = st.container(border=True)
     box.markdown(
-        f"**{p['victim_name'] or p['victim_job_id']}** ({p['victim_job_id']}, run {p['victim_run']}, {whose}) — "
-        f"preempted at {when(p['time'])}, {p['victim_gpus']} GPUs, tier {p['victim_tier']}"
+        f"**{md(p['victim_name'] or p['victim_job_id'])}** ({md(p['victim_job_id'])}, run {p['victim_run']}, "
+        f"{whose}) — preempted at {when(p['time'])}, {p['victim_gpus']} GPUs, tier {md(p['victim_tier'])}"
     )
     held = hold_text(p, p["time"])
-    parts = (why(p), cost(p), again(p), protection(p)) + ((f"**Actions:** {held}.",) if held else ())
+    parts = (why(p), cost(p), again(p), protection(p)) + ((f"**Actions:** {md(held)}.",) if held else ())
     box.markdown("\n\n".join(parts))
 if rows.height > 50:
     st.caption(f"The 50 latest of {rows.height:,}; the Preemptions page lists them all.")

@@ -8,7 +8,7 @@ import streamlit as st
 from preemptlens.analytics.scorecard import answer_text, verdict_text
 from preemptlens.dashboards import figures
 from preemptlens.dashboards.data import NO_SAMPLES, avoidable_text, unknown_or
-from preemptlens.dashboards.views_common import Charts, context, duration, window_caption
+from preemptlens.dashboards.views_common import Charts, context, duration, md, window_caption
 
 ctx = context()
 f = ctx.filters
@@ -63,7 +63,7 @@ if card.height == 0:
 for cluster in card["cluster"].unique(maintain_order=True).to_list():
     rows = card.filter(pl.col("cluster") == cluster)
     first = rows.row(0, named=True)
-    verdict = f"{cluster}: {verdict_text(first)}"
+    verdict = md(f"{cluster}: {verdict_text(first)}")
     if first["yes_count"] == 4:
         st.success(verdict)
     elif first["unknown_count"]:

@@ -7,7 +7,7 @@ import json
 import polars as pl
 import streamlit as st
 
-from preemptlens.dashboards.views_common import context, duration
+from preemptlens.dashboards.views_common import context, duration, md
 
 ctx = context()
 st.title("Tuning suggestions")
@@ -22,8 +22,8 @@ else:
         "measured by replaying the recorded workload under the changed setting; the cluster filter applies."
     )
     for i, s in enumerate(table.iter_rows(named=True)):
-        subject = f" — {s['subject']}" if s["subject"] else ""
-        with st.expander(f"{i + 1}. {s['title']}{subject} ({s['cluster']})", expanded=i < 3):
+        subject = f" — {md(s['subject'])}" if s["subject"] else ""
+        with st.expander(f"{i + 1}. {md(s['title'])}{subject} ({md(s['cluster'])})", expanded=i < 3):
             cols = st.columns(4)
             cols[0].metric("Setting", s["setting"])
             cols[1].metric("Now → proposed", f"{s['current_value'] or '–'} → {s['proposed_value'] or '–'}")
@@ -31,8 +31,8 @@ else:
             if s["high_wait_change_s"] is not None:
                 cols[3].metric("High-tier wait change", duration(abs(s["high_wait_change_s"])),
                                delta=f"{'+' if s['high_wait_change_s'] > 0 else '−'}", delta_color="inverse")
-            st.markdown(f"**Evidence:** {s['evidence']}")
-            st.markdown(f"**Expected effect:** {s['effect']}")
+            st.markdown(f"**Evidence:** {md(s['evidence'])}")
+            st.markdown(f"**Expected effect:** {md(s['effect'])}")
             st.caption(f"Window {s['window_start']:%Y-%m-%d} to {s['window_end']:%Y-%m-%d}.")
             if not s["replay_reproduces"]:
                 st.warning("The replay did not reproduce this window within tolerance: read the effect as rough.")

@@ -9,7 +9,16 @@ import polars as pl
 import pytest
 
 from preemptlens.config import load_config
-from preemptlens.dashboards.access import HIDDEN, AccessSettings, config_problems, proxy_trusted, redact, resolve
+from preemptlens.dashboards.access import AccessSettings, Reader, config_problems, proxy_trusted, resolve
+from preemptlens.dashboards.data import mask
+
+
+def redact(frame: pl.DataFrame, reader: Reader) -> pl.DataFrame:
+    return mask(frame, reader.scope)
+
+
+def hidden(n: int) -> str:
+    return f"(another team #{n})"
 
 
 def access(tmp_path: Path, text: str) -> AccessSettings:
@@ -58,9 +67,9 @@ LEDGER = pl.DataFrame({
 def test_other_teams_jobs_are_masked_and_figures_kept(tmp_path: Path) -> None:
     reader = resolve(access(tmp_path, 'users = { me = "team:vision" }\n'), "me", None, (), "proxy", False)
     shown = redact(LEDGER, reader)
-    assert shown["victim_job_id"].to_list() == ["1", HIDDEN, "3"], "the reader's own job shows whatever its team"
-    assert shown["victim_user"].to_list() == ["v", HIDDEN, "me"]
-    assert shown["preemptor_job_id"].to_list() == [HIDDEN, "8", None]
+    assert shown["victim_job_id"].to_list() == ["1", hidden(1), "3"], "the reader's own job shows whatever its team"
+    assert shown["victim_user"].to_list() == ["v", hidden(1), "me"]
+    assert shown["preemptor_job_id"].to_list() == [hidden(1), "8", None]
     assert shown["lost_gpu_hours"].to_list() == [1.0, 2.0, 3.0]
     assert redact(LEDGER, resolve(access(tmp_path, ""), "x", None, (), "proxy", True)).equals(LEDGER)
 
@@ -69,12 +78,11 @@ def test_other_teams_jobs_are_masked_and_figures_kept(tmp_path: Path) -> None:
 def test_an_identifier_without_its_team_column_is_masked_whole(tmp_path: Path, column: str) -> None:
     reader = resolve(access(tmp_path, 'users = { me = "team:vision" }\n'), "me", None, (), "proxy", False)
     frame = pl.DataFrame({column: ["a", "b"], "gpus": [8, 4]})
-    assert redact(frame, reader)[column].to_list() == [HIDDEN, HIDDEN]
-    assert redact((frame, 2), reader)[1] == 2
+    assert redact(frame, reader)[column].to_list() == [hidden(1), hidden(2)]
 
 
 def test_a_cheaper_victim_of_another_team_is_masked(tmp_path: Path) -> None:
     reader = resolve(access(tmp_path, 'users = { me = "team:vision" }\n'), "me", None, (), "proxy", False)
     frame = pl.DataFrame({"cheaper_job_id": ["7", "8", None], "cheaper_team": ["vision", "nlp", None],
                           "cheaper_cost_gpu_s": [1.0, 2.0, None]})
-    assert redact(frame, reader)["cheaper_job_id"].to_list() == ["7", HIDDEN, None]
+    assert redact(frame, reader)["cheaper_job_id"].to_list() == ["7", hidden(1), None]

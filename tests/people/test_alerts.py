@@ -417,7 +417,8 @@ def test_slack_text_escapes_markup_from_the_data() -> None:
            "payload": json.dumps({"text": "Job a&b <https://evil|click> of team <@U123>", "facts": {}}),
            "created_at": NOW}
     body = json.loads(alerts.render(target, row))
-    escaped = "Job a&amp;b &lt;https://evil|click&gt; of team &lt;@U123&gt;"
+    # Slack's own markup is escaped; a URL and a mention are broken apart by an invisible word joiner.
+    escaped = "Job a&amp;b &lt;https:\u2060//evil|click&gt; of team &lt;@\u2060U123&gt;"
     assert body["text"] == "Job &lt;!channel&gt; was preempted\n" + escaped
     section = body["blocks"][1]["text"]["text"]
     assert section == escaped

@@ -115,7 +115,7 @@ def test_a_team_reader_gets_no_other_teams_ids_on_any_page(
 
 def test_their_own_preemption_shows_itself_but_not_its_preemptor(served: tuple[Dashboard, Path]) -> None:
     dashboard, _ = served
-    recorded, text, _ = visit(dashboard, hc.LLM_USER, "")
+    _, text, _ = visit(dashboard, hc.LLM_USER, "")
     flat = " ".join(text.split())
     assert "llm-job-7" in flat and "preempted by (another team #1)" in flat, flat[:600]
     # The scheduler's reason named the preemptor, its user and its node: each taken out.
@@ -128,7 +128,7 @@ def test_an_admin_gets_every_job_and_still_no_markup(served: tuple[Dashboard, Pa
     dashboard, _ = served
     seen = 0
     for path in ("overview", "preemptions", "hoarding"):
-        recorded, text, dom = visit(dashboard, "ops", path)
+        recorded, _, dom = visit(dashboard, "ops", path)
         seen += recorded.holding("research-job-42")
         assert not dom["images"] and not dom["scripts"], (path, dom)
         assert not [a for a in dom["links"] if "javascript:" in a or tracker.url in a], (path, dom["links"])

@@ -29,6 +29,7 @@ the rows leave the warehouse, before a page gets them.
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -101,6 +102,24 @@ class AccessSettings:
         "groups",
         "Claim of the ID token that lists the reader's groups (matched against access.groups).",
     )
+    oidc_user_claim: str = setting(
+        "preferred_username",
+        "Claim of the ID token that names the reader (matched against access.users; their user name on the "
+        "cluster when access.login_is_cluster_user). Without it the reader is named by `sub`, which names no "
+        "cluster user.",
+    )
+    login_is_cluster_user: bool = setting(
+        True,
+        "Whether the login name (the proxy's access.proxy_user_header, or access.oidc_user_claim) is, exactly, "
+        "the reader's user name on the cluster (My preemptions shows that user's jobs as theirs).",
+    )
+    email_domains: list[str] = setting(
+        [],
+        "Email domains whose addresses name a cluster user by their local part (ana@example.org is cluster user "
+        "ana when example.org is listed); an address of any other domain names only the cluster user spelled "
+        "as the whole address. With OpenID Connect an email counts only when the token says email_verified.",
+        check=lambda value: _domains_problem(value),
+    )
     users: dict[str, Any] = setting(
         {},
         "Role of each user (name or email): admin, viewer or team:<name>, e.g. { alice = \"team:vision\" }.",
@@ -139,6 +158,8 @@ class Reader:
     via: str = "open"
     # Whether job-level rows of other teams are shown (dashboard.show_other_teams_jobs; always for an admin).
     others_jobs: bool = True
+    # The cluster user names that are this reader, exactly (see `cluster_users`): whose jobs are "yours".
+    cluster_users: tuple[str, ...] = ()
 
     @property
     def role(self) -> str:
@@ -156,16 +177,52 @@ OPEN = Reader(user=None, admin=True, via="open")
 
 
 def resolve(access: AccessSettings, user: str | None, email: str | None, groups: tuple[str, ...],
-            via: str, others_jobs: bool) -> Reader:
-    """The role of a logged-in reader from access.users, access.groups and access.default_role."""
+            via: str, others_jobs: bool, *, login_names_user: bool = True) -> Reader:
+    """The role of a logged-in reader from access.users, access.groups and access.default_role, and the cluster
+    users they are. `email` is one the login vouches for (a proxy's header, a verified OpenID Connect claim);
+    `login_names_user` is False when `user` is no name of the reader's (OpenID Connect's opaque `sub`)."""
     users: Mapping[str, str] = access.users
     by_group: Mapping[str, str] = access.groups
     roles = [users[k] for k in (user, email) if k and k in users] or [by_group[g] for g in groups if g in by_group]
     roles = roles or [access.default_role]
     admin = ADMIN in roles
     teams = tuple(dict.fromkeys(r[len(TEAM_PREFIX):] for r in roles if r.startswith(TEAM_PREFIX)))
-    reader = Reader(user=user or email, email=email, groups=groups, admin=admin, teams=teams, via=via)
+    reader = Reader(user=user or email, email=email, groups=groups, admin=admin, teams=teams, via=via,
+                    cluster_users=cluster_users(access, user if login_names_user else None, email))
     return replace(reader, others_jobs=admin or others_jobs)
+
+
+def cluster_users(access: AccessSettings, login: str | None, email: str | None) -> tuple[str, ...]:
+    """The cluster user names that are the reader, exactly: their login name when access.login_is_cluster_user,
+    their email as it is, and its local part only when its domain is one of access.email_domains (so
+    llm-user8@elsewhere is never cluster user llm-user8)."""
+    found = []
+    if login and access.login_is_cluster_user:
+        found.append(login)
+    if email:
+        found.append(email)
+        local, at, domain = email.rpartition("@")
+        if at and local and domain.lower() in {d.lower() for d in access.email_domains}:
+            found.append(local)
+    return tuple(dict.fromkeys(found))
+
+
+def email_verified(claims: Mapping[str, object]) -> str | None:
+    """The email of an OpenID Connect login when the provider says it verified it (`email_verified` true),
+    else None: an unverified address may be anyone's."""
+    email, verified = claims.get("email"), claims.get("email_verified")
+    if not isinstance(email, str) or not email or "@" not in email:
+        return None
+    return email if verified is True or (isinstance(verified, str) and verified.lower() == "true") else None
+
+
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+_DOMAIN = re.compile(rf"^(?=.{{1,253}}$){_LABEL}(?:\.{_LABEL})+$", re.ASCII)
+
+
+def _domains_problem(value: object) -> str | None:
+    bad = [str(d) for d in value if not _DOMAIN.match(str(d))] if isinstance(value, list) else []
+    return f"expected domain names such as example.org, got {bad[0][:60]!r}" if bad else None
 
 
 def config_problems(access: AccessSettings, address: str) -> list[str]:

@@ -20,7 +20,15 @@ from typing import Any
 import streamlit as st
 
 from preemptlens.config import Config, WarehouseSettings, load_config
-from preemptlens.dashboards.access import OPEN, AccessSettings, Reader, header_groups, proxy_trusted, resolve
+from preemptlens.dashboards.access import (
+    OPEN,
+    AccessSettings,
+    Reader,
+    email_verified,
+    header_groups,
+    proxy_trusted,
+    resolve,
+)
 from preemptlens.dashboards.data import (
     EVERYTHING,
     DashboardSettings,
@@ -133,10 +141,17 @@ def _reader(config: Config) -> Reader | None:
     if access.oidc:
         if not st.user.is_logged_in:
             return None
+        claims = {key: st.user.get(key) for key in ("email", "email_verified")}
         claim = st.user.get(access.oidc_groups_claim)
         groups = tuple(str(g) for g in claim) if isinstance(claim, list) else header_groups(_text(claim))
-        name = _text(st.user.get("preferred_username")) or _text(st.user.get("sub"))
-        return resolve(access, name, _text(st.user.get("email")), groups, "oidc", others)
+        # The configured claim names the reader; an email counts only once the provider verified it.
+        email = email_verified(claims)
+        name = _text(st.user.get(access.oidc_user_claim))
+        if access.oidc_user_claim == "email":
+            name = email
+        if name is None:
+            return resolve(access, _text(st.user.get("sub")), email, groups, "oidc", others, login_names_user=False)
+        return resolve(access, name, email, groups, "oidc", others)
     return OPEN
 
 

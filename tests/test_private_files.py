@@ -150,3 +150,37 @@ def test_exposed_config_secret_and_warehouse_folder_are_warned_about(other: str,
     shared.chmod(0o711)
     done = preemptlens("sql", "--list", cwd=shared, config=config)
     assert done.returncode == 0 and "WARNING" not in done.stderr, done.stderr
+
+
+def test_a_port_below_1024_is_one_no_other_user_can_take(other: str) -> None:
+    """What docs/deploy.md relies on for the dashboard behind a proxy: while the service is down, another user
+    cannot listen on its privileged port (and receive the proxy's requests), and can on an ordinary one."""
+    probe = ("import socket, sys\ns = socket.socket()\ns.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+             "try:\n    s.bind(('127.0.0.1', int(sys.argv[1])))\nexcept PermissionError:\n    sys.exit(3)\n")
+    system_python = "/usr/bin/python3"
+    if not Path(system_python).exists():
+        pytest.skip("no system python the second user can run")
+
+    def bind_as_other(port: int) -> int:
+        return subprocess.run([system_python, "-c", probe, str(port)], user=other, group=pwd.getpwnam(other).pw_gid,
+                              extra_groups=[], capture_output=True).returncode
+
+    from preemptlens.commands.dashboard import unprivileged_ports_from
+
+    assert bind_as_other(unprivileged_ports_from() - 173) == 3
+    assert bind_as_other(unprivileged_ports_from() + 47_000) == 0
+
+
+def test_a_dashboard_behind_a_proxy_on_an_ordinary_port_is_warned_about(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from preemptlens.commands.dashboard import options
+    from preemptlens.config import load_config
+
+    monkeypatch.delenv("PREEMPTLENS_CONFIG", raising=False)
+    config = load_config(overrides={"access.proxy_headers": True})
+    options(config, 8501)
+    assert "dashboard.port 8501: any user of this host can listen on it" in caplog.text
+    caplog.clear()
+    options(config, 851)
+    assert "any user of this host" not in caplog.text

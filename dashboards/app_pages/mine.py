@@ -12,13 +12,6 @@ from preemptlens.analytics.actions import hold_text
 from preemptlens.dashboards.views_common import context, duration, gpu_hours, md, when, window_caption
 
 
-def names(reader_user: str | None, email: str | None) -> tuple[str, ...]:
-    """The scheduler user names that are the reader: the login name, the email and its local part
-    (cluster accounts are usually named after it)."""
-    found = [n for n in (reader_user, email, email.split("@")[0] if email else None) if n]
-    return tuple(dict.fromkeys(found))
-
-
 def why(p: dict[str, Any]) -> str:
     preemptor = p["preemptor_job_id"]
     if preemptor is None:
@@ -80,7 +73,8 @@ me = ctx.reader
 st.title("My preemptions")
 teams = ", ".join(me.teams) or "no team"
 st.caption(f"{md(me.user)} ({md(teams)}) · {window_caption(ctx.filters)} · your own jobs first, then your team's")
-rows = ctx.q("mine", ctx.filters, names(me.user, me.email), me.teams, ctx.settings.table_rows)
+# Exactly the cluster users the login maps to (dashboards.access.cluster_users: claims and email domains).
+rows = ctx.q("mine", ctx.filters, me.cluster_users, me.teams, ctx.settings.table_rows)
 own = int(rows["own"].sum()) if rows.height else 0
 cols = st.columns(4)
 cols[0].metric("Your preemptions", f"{own:,}")

@@ -9,8 +9,16 @@ import polars as pl
 import pytest
 
 from preemptlens.config import load_config
-from preemptlens.dashboards.access import AccessSettings, Reader, config_problems, proxy_trusted, resolve
+from preemptlens.dashboards.access import (
+    AccessSettings,
+    Reader,
+    config_problems,
+    email_verified,
+    proxy_trusted,
+    resolve,
+)
 from preemptlens.dashboards.data import mask
+from preemptlens.errors import ConfigError
 
 
 def redact(frame: pl.DataFrame, reader: Reader) -> pl.DataFrame:
@@ -86,3 +94,32 @@ def test_a_cheaper_victim_of_another_team_is_masked(tmp_path: Path) -> None:
     frame = pl.DataFrame({"cheaper_job_id": ["7", "8", None], "cheaper_team": ["vision", "nlp", None],
                           "cheaper_cost_gpu_s": [1.0, 2.0, None]})
     assert redact(frame, reader)["cheaper_job_id"].to_list() == ["7", hidden(1), None]
+
+
+def test_a_login_maps_to_cluster_users_exactly_by_claims_and_domains(tmp_path: Path) -> None:
+    a = access(tmp_path, 'email_domains = ["example.org"]\n')
+    assert resolve(a, "ana", "ana@example.org", (), "proxy", True).cluster_users == ("ana", "ana@example.org")
+    # Another domain's address names only the cluster user spelled as the whole address.
+    other = resolve(a, "x", "llm-user8@elsewhere", (), "proxy", True)
+    assert "llm-user8" not in other.cluster_users and other.cluster_users == ("x", "llm-user8@elsewhere")
+    assert "llm-user8" not in resolve(a, "x", "llm-user8@example.org.evil", (), "proxy", True).cluster_users
+    assert resolve(a, "x", "llm-user8@EXAMPLE.ORG", (), "proxy", True).cluster_users[-1] == "llm-user8"
+    # The login name is the cluster user only when configured so, and never OpenID Connect's opaque sub.
+    quiet = access(tmp_path, "login_is_cluster_user = false\n")
+    assert resolve(quiet, "ana", None, (), "proxy", True).cluster_users == ()
+    assert resolve(a, "2b1f-sub", None, (), "oidc", True, login_names_user=False).cluster_users == ()
+    with pytest.raises(ConfigError, match="email_domains: expected domain names"):
+        load_config(overrides={"access.email_domains": ["example org"]})
+
+
+@pytest.mark.parametrize(("claims", "email"), [
+    ({"email": "a@example.org", "email_verified": True}, "a@example.org"),
+    ({"email": "a@example.org", "email_verified": "true"}, "a@example.org"),
+    ({"email": "a@example.org", "email_verified": False}, None),
+    ({"email": "a@example.org"}, None),
+    ({"email": "a@example.org", "email_verified": "yes"}, None),
+    ({"email": "not-an-address", "email_verified": True}, None),
+    ({"email_verified": True}, None),
+])
+def test_an_oidc_email_counts_only_when_verified(claims: dict[str, object], email: str | None) -> None:
+    assert email_verified(claims) == email

@@ -58,6 +58,7 @@ from prometheus_client.utils import floatToGoString
 
 from preemptlens.analytics.livecost import LiveCostSettings, records, top
 from preemptlens.config import Config, WarehouseSettings, section, setting
+from preemptlens.readonly import Limits, connect_snapshot
 from preemptlens.warehouse import snapshot_path
 
 log = logging.getLogger(__name__)
@@ -460,8 +461,10 @@ class SnapshotCollector:
         top_jobs: int = 20,
         endpoint_limit: int = 1000,
         clock: Callable[[], float] = time.monotonic,
+        limits: Limits | None = None,
     ) -> None:
         self.snapshot = snapshot_path(warehouse)
+        self.limits = limits or Limits()
         self.top_teams = top_teams
         self.top_jobs = top_jobs
         self.endpoint_limit = endpoint_limit
@@ -479,7 +482,7 @@ class SnapshotCollector:
         metrics = config.of(MetricsSettings)
         live = config.of(LiveCostSettings)
         return cls(config.of(WarehouseSettings).path, top_teams=metrics.top_teams, cache_s=metrics.cache_s,
-                   top_jobs=live.top_jobs, endpoint_limit=live.endpoint_limit)
+                   top_jobs=live.top_jobs, endpoint_limit=live.endpoint_limit, limits=config.of(Limits))
 
     def close(self) -> None:
         """Wait for a read in progress and read no more.
@@ -502,17 +505,9 @@ class SnapshotCollector:
             return list(self._cached)
 
     def _connect(self) -> duckdb.DuckDBPyConnection:
-        con = duckdb.connect(
-            str(self.snapshot),
-            read_only=True,
-            config={
-                "enable_external_access": False,
-                "autoload_known_extensions": False,
-            },
-        )
-        # The weekly windows are UTC weeks, as in the views.
-        con.execute("SET TimeZone = 'UTC'")
-        return con
+        # The readers' own configuration (UTC, as the views' weekly windows): in serve the report job opens
+        # the same snapshot, and DuckDB refuses a second configuration for a file open in one process.
+        return connect_snapshot(self.snapshot, self.limits)
 
     def live_costs(self, limit: int, cluster: str | None = None, pool: str | None = None) -> tuple[int, dict[str, Any]]:
         """The /live-costs answer (HTTP status, JSON body): the latest computation's `limit` costliest jobs.

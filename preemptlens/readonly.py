@@ -214,7 +214,13 @@ def open_reader(warehouse: str | Path, limits: Limits | None = None) -> duckdb.D
     """A locked-down read-only connection to the current snapshot, for the product's own queries.
     Close it soon: a new snapshot is only seen by a new connection. Ad-hoc SQL goes through query()."""
     limits = limits or Limits()
-    path = current_snapshot(warehouse, limits.wait_s)
+    return connect_snapshot(current_snapshot(warehouse, limits.wait_s), limits)
+
+
+def connect_snapshot(path: Path, limits: Limits) -> duckdb.DuckDBPyConnection:
+    """A locked-down read-only connection to the snapshot file `path`. Every in-process reader connects
+    through here: DuckDB refuses a second connection to a file open in this process with another
+    configuration (serve's /metrics beside its report job)."""
     con = duckdb.connect(str(path), read_only=True, config=_reader_config(limits, _process_temp()))
     # A second reader of the same file in this process shares the database of
     # the first, whose settings are already set and locked; readers opening

@@ -123,3 +123,24 @@ def test_a_login_maps_to_cluster_users_exactly_by_claims_and_domains(tmp_path: P
 ])
 def test_an_oidc_email_counts_only_when_verified(claims: dict[str, object], email: str | None) -> None:
     assert email_verified(claims) == email
+
+
+def test_own_rows_show_their_victim_side_only(tmp_path: Path) -> None:
+    reader = resolve(access(tmp_path, 'users = { me = "team:vision" }\n'), "me", None, (), "proxy", False)
+    frame = pl.DataFrame({"victim_job_id": ["mine"], "victim_team": ["nlp"], "victim_user": ["me"],
+                          "preemptor_job_id": ["theirs"], "preemptor_team": ["nlp"], "own": [True],
+                          "reason": ["Preempted by JobId=theirs_1 (bob) on node-7"]})
+    shown = redact(frame, reader).row(0, named=True)
+    assert (shown["victim_job_id"], shown["victim_user"]) == ("mine", "me")
+    assert shown["preemptor_job_id"] == hidden(1), "their own preemption's preemptor is another team's job"
+    assert shown["reason"] == "Preempted by (another team) (bob) on (another team)"
+
+
+def test_unknown_text_of_another_teams_row_is_masked_and_numbers_tell_jobs_apart(tmp_path: Path) -> None:
+    reader = resolve(access(tmp_path, 'users = { me = "team:vision" }\n'), "me", None, (), "proxy", False)
+    frame = pl.DataFrame({"holder": ["a", "b", "a", "c"], "team": ["nlp", "nlp", "nlp", "vision"],
+                          "new_label": ["x", "y", "x", "z"], "tier": ["low"] * 4, "gpus": [1, 2, 3, 4]})
+    shown = redact(frame, reader)
+    assert shown["holder"].to_list() == [hidden(1), hidden(2), hidden(1), "c"]
+    assert shown["new_label"].to_list() == [hidden(1), hidden(2), hidden(1), "z"], "a column added later"
+    assert shown["tier"].to_list() == ["low"] * 4 and shown["gpus"].to_list() == [1, 2, 3, 4]

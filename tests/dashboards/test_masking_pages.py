@@ -34,8 +34,6 @@ class Recorded:
 
     def __init__(self, browser: Chromium) -> None:
         self.frames: list[bytes] = []
-        self.browser = browser
-        original = browser.call
 
         def call(method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
             browser._id += 1
@@ -52,7 +50,6 @@ class Recorded:
                     return dict(message.get("result", {}))
 
         browser.call = call  # type: ignore[method-assign]
-        self._original = original
 
     def holding(self, text: str) -> int:
         needle = text.encode()

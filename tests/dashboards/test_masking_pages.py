@@ -133,3 +133,18 @@ def test_an_admin_gets_every_job_and_still_no_markup(served: tuple[Dashboard, Pa
         assert "<img" not in dom["charts"] and "<script" not in dom["charts"], path
     assert seen, "an admin's pages name research's jobs (the test can tell a masked page from an unmasked one)"
     assert tracker.connections == 0, "a page fetched from an address a job's name holds"
+
+
+def test_a_team_readers_team_filter_means_their_victims(served: tuple[Dashboard, Path]) -> None:
+    """Team llm's story must open on llm's victim, not on research-job-9, which llm's job preempted."""
+    from datetime import UTC, datetime
+
+    from preemptlens.dashboards import data
+
+    _, warehouse = served
+    window = dict(start=datetime(2026, 11, 1, tzinfo=UTC), end=datetime(2026, 12, 1, tzinfo=UTC), teams=("llm",))
+    with data.reader(warehouse, scope=data.Scope(False, ("llm",))) as r:
+        theirs = data.top_victims(r, data.Filters(**window, victim_teams=True), 50)  # type: ignore[arg-type]
+        either = data.top_victims(r, data.Filters(**window), 50)  # type: ignore[arg-type]
+    assert theirs["victim_team"].to_list() == ["llm"] and theirs["victim_job_id"].to_list() == ["llm-job-7"]
+    assert set(either["victim_team"]) > {"llm"}, "an admin's filter still finds the preemptions llm caused"

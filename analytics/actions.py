@@ -96,18 +96,18 @@ class ActionSettings:
                         "change the scheduler too.", choices=MODES)
     cost_high_gpu_s: float | None = setting(28_800.0, _HELP["cost_high_gpu_s"])
     cost_low_gpu_s: float | None = setting(14_400.0, _HELP["cost_low_gpu_s"])
-    near_completion_high: float | None = setting(None, _HELP["near_completion_high"])
-    near_completion_low: float | None = setting(None, _HELP["near_completion_low"])
-    max_jobs: int = setting(20, "At most this many jobs held by this action at once.")
+    near_completion_high: float | None = setting(None, _HELP["near_completion_high"], bounds=(0, 1))
+    near_completion_low: float | None = setting(None, _HELP["near_completion_low"], bounds=(0, 1))
+    max_jobs: int = setting(20, "At most this many jobs held by this action at once.", bounds=(0, 100_000))
     max_pool_share: float = setting(0.25, _HELP["max_pool_share"])
     min_hold_s: float = setting(1800.0, "A hold (or a boost step) lasts at least this long before the hysteresis "
                                 "may release (or step) it, so victims do not flap; a hold the scheduler refused is "
-                                "tried again after as long.")
-    max_hold_s: float = setting(86_400.0, _HELP["max_hold_s"])
+                                "tried again after as long.", bounds=(0, 30 * 86_400))
+    max_hold_s: float = setting(86_400.0, _HELP["max_hold_s"], bounds=(60, 366 * 86_400))
     release_after_checkpoint: bool = setting(False, "Release a held job once it has checkpointed since its hold "
                                              "began (what it would lose is then small).")
     stale_after_s: float = setting(1800.0, "A job whose live cost is older than this is taken as no longer running: "
-                                   "its hold is released.")
+                                   "its hold is released.", bounds=(60, 30 * 86_400))
     clusters: list[str] = setting([], "Clusters this action acts in; empty: all (enforce: the effector's cluster).")
     pools: list[str] = setting([], "Pools this action acts in; empty: all. Name them when Kueue and KAI run in one "
                                "cluster, since both load their jobs as source kubernetes.")
@@ -163,10 +163,14 @@ class KueueBoostSettings(ActionSettings):
     max_pool_share: float = setting(1.0, _HELP["max_pool_share"])
     boost_step: int = setting(  # type: ignore[misc]  # a setting here, one level for a protection
         100, "The boost moves in steps of this (one step per change): a job gets one step per multiple of "
-        "cost_high_gpu_s its cost reaches.")
+        "cost_high_gpu_s its cost reaches.",
+        bounds=(1, 1_000_000),
+    )
     max_boost: int = setting(  # type: ignore[misc]
         500, "The largest boost ever set (Kueue adds it to the Workload's priority, and it can cross priority "
-        "classes).")
+        "classes).",
+        bounds=(1, 1_000_000_000),
+    )
 
 
 @section("kai_protect", _about("kai_protect", "KAI-Scheduler: a PodGroup made non-preemptible"))
@@ -177,9 +181,9 @@ class KaiProtectSettings(ActionSettings):
     source = "kubernetes"
     cost_high_gpu_s: float | None = setting(None, _HELP["cost_high_gpu_s"])
     cost_low_gpu_s: float | None = setting(None, _HELP["cost_low_gpu_s"])
-    near_completion_high: float | None = setting(0.9, _HELP["near_completion_high"])
-    near_completion_low: float | None = setting(0.85, _HELP["near_completion_low"])
-    max_hold_s: float = setting(21_600.0, _HELP["max_hold_s"])
+    near_completion_high: float | None = setting(0.9, _HELP["near_completion_high"], bounds=(0, 1))
+    near_completion_low: float | None = setting(0.85, _HELP["near_completion_low"], bounds=(0, 1))
+    max_hold_s: float = setting(21_600.0, _HELP["max_hold_s"], bounds=(60, 366 * 86_400))
 
 
 @section("slurm_protect", _about("slurm_protect", "Slurm preempt/qos: a victim waiting to restart moved to a "

@@ -29,9 +29,9 @@ import hmac
 import http.client
 import json
 import logging
-import urllib.error
+import socket
+import time
 import urllib.parse
-import urllib.request
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -39,7 +39,7 @@ from typing import Any, Protocol
 
 import polars as pl
 
-from preemptlens import __version__
+from preemptlens import __version__, escape, outbound
 from preemptlens.analytics.actions import HOLD_COLUMNS, hold_join, hold_text
 from preemptlens.analytics.pilot import PilotSettings, declared
 from preemptlens.analytics.pilot import evaluate as evaluate_pilot
@@ -81,22 +81,43 @@ class AlertsSettings:
         "",
         "Public URL of the dashboard (e.g. https://preemptlens.example.org); per-victim notices then link to "
         "its My preemptions page, opened on the preempted job. Empty: no link.",
+        check=http_url,
     )
     signing_key: Secret | None = setting(None, "Key for the HMAC-SHA256 signature header; unset sends no signature.")
-    timeout_s: float = setting(10.0, "Seconds to wait for a webhook to answer.")
-    backoff_s: float = setting(30.0, "Wait before the first retry of a failed delivery; doubles each time.")
-    max_backoff_s: float = setting(3600.0, "Longest wait between retries; deliveries are retried until sent.")
+    timeout_s: float = setting(
+        10.0,
+        "Seconds one delivery may take in all (connecting, sending, the whole answer); a receiver that answers "
+        "slowly is cut off then.",
+        bounds=(0.1, 300),
+    )
+    round_s: float = setting(
+        60.0,
+        "Seconds one round of deliveries may take; alerts still due wait for the next round, and a receiver "
+        "that timed out is not tried again in the same round.",
+        bounds=(1, 3600),
+    )
+    backoff_s: float = setting(
+        30.0, "Wait before the first retry of a failed delivery; doubles each time.",
+        bounds=(1, 86_400),
+    )
+    max_backoff_s: float = setting(
+        3600.0, "Longest wait between retries; deliveries are retried until sent.",
+        bounds=(1, 30 * 86_400),
+    )
     lookback_s: float = setting(
         86400.0,
         "Only events this recent (seconds) raise alerts, so that enabling a webhook does not replay history.",
+        bounds=(60, 366 * 86_400),
     )
     scope_creep_slope: float = setting(
         0.02,
         "scope_creep fires when a pool's high-tier share of GPU-hours grows faster than this per week.",
+        bounds=(0, 1),
     )
     hoarding_gpu_hours: float = setting(
         50.0,
         "idle_hoarding fires when a team's idle-hoarded GPU-hours within the lookback exceed this.",
+        bounds=(0, 1e9),
     )
 
 
@@ -111,6 +132,9 @@ class Alert:
     title: str
     text: str
     facts: Mapping[str, Any] = field(default_factory=dict)
+    # A link of preemptlens's own (alerts.dashboard_url), already at the end of `text` for generic JSON;
+    # Slack gets it as a link of its own, the data's text escaped around it.
+    link: str | None = None
 
 
 class Rule(Protocol):
@@ -215,7 +239,8 @@ def evaluate(
             "rule": [a.rule for a in found.values()],
             "target": [a.target for a in found.values()],
             "title": [a.title for a in found.values()],
-            "payload": [json.dumps({"text": a.text, "facts": dict(a.facts)}, default=str) for a in found.values()],
+            "payload": [json.dumps({"text": a.text, "facts": dict(a.facts), "link": a.link}, default=str)
+                        for a in found.values()],
         }
     )
     wh.con.register("_new_alerts", frame.to_arrow())
@@ -247,23 +272,29 @@ def _count(wh: Warehouse) -> int:
 class DeliveryReport:
     sent: int = 0
     failed: int = 0
+    # Due but not tried this round: its receiver had just failed, or the round's time was up.
+    postponed: int = 0
 
 
 def render(target: Target, row: Mapping[str, Any]) -> bytes:
     """The request body for one alert in the target's format."""
     payload = json.loads(row["payload"])
     if target.format == "slack":
-        # Slack reads &, < and > in text as markup (<!channel> pings a channel, <url|label> is a link);
-        # the title and text are made of values from the data (job names, reasons), so all are escaped.
+        # Slack reads &, < and > in text as markup (<!channel> pings a channel, <url|label> is a link), *_~`
+        # as formatting, and links bare URLs: the title and text are made of values from the data (job names,
+        # reasons), so all is escaped (preemptlens.escape.slack); preemptlens's own link comes apart.
+        text, link = str(payload["text"]), payload.get("link")
+        if link and text.endswith(f" Details: {link}"):
+            text = text.removesuffix(f" Details: {link}")
+        elements = [{"type": "mrkdwn", "text": escape.slack(f"preemptlens · {row['rule']}")}]
+        if link:
+            elements.append({"type": "mrkdwn", "text": f"<{_slack_url(link)}|My preemptions>"})
         body: dict[str, Any] = {
-            "text": slack_escape(f"{row['title']}\n{payload['text']}"),
+            "text": escape.slack(f"{row['title']}\n{text}"),
             "blocks": [
                 {"type": "header", "text": {"type": "plain_text", "text": row["title"][:150]}},
-                {"type": "section", "text": {"type": "mrkdwn", "text": slack_escape(payload["text"])}},
-                {
-                    "type": "context",
-                    "elements": [{"type": "mrkdwn", "text": slack_escape(f"preemptlens · {row['rule']}")}],
-                },
+                {"type": "section", "text": {"type": "mrkdwn", "text": escape.slack(text)}},
+                {"type": "context", "elements": elements},
             ],
         }
     else:
@@ -278,9 +309,9 @@ def render(target: Target, row: Mapping[str, Any]) -> bytes:
     return json.dumps(body, sort_keys=True).encode()
 
 
-def slack_escape(text: str) -> str:
-    """Text for a Slack mrkdwn or fallback field: the three characters Slack parses as markup, escaped."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+def _slack_url(url: str) -> str:
+    # Inside <url|label>, & < > are entities and | would end the URL.
+    return url.replace("&", "&amp;").replace("<", "%3C").replace(">", "%3E").replace("|", "%7C")
 
 
 def sign(key: str, timestamp: str, body: bytes) -> str:
@@ -292,22 +323,10 @@ class _NotDelivered(Exception):
     """A webhook answered but did not take the alert (a redirect), or cannot be posted to at all."""
 
 
-# Only http and https, and no redirect handler: a 3xx reaches the default error handler as an
-# HTTPError, a failed delivery. Following it would post (or GET) the alert, signature headers
-# and all, to wherever the receiver points, and mark it sent though the receiver never took it.
-_OPENER = urllib.request.OpenerDirector()
-for _handler in (
-    urllib.request.ProxyHandler(),
-    urllib.request.HTTPHandler(),
-    urllib.request.HTTPSHandler(),
-    urllib.request.HTTPDefaultErrorHandler(),
-    urllib.request.HTTPErrorProcessor(),
-):
-    _OPENER.add_handler(_handler)
-_SCHEMES = ("http", "https")
-
-
 def _post(target: Target, dedupe_key: str, body: bytes, timeout_s: float, now: datetime) -> None:
+    """One delivery: the whole exchange within `timeout_s` and at most 64 KiB of the answer read
+    (preemptlens.outbound), whatever the receiver does. No redirect is followed: a 3xx is a failed delivery;
+    following it would post the alert, signature headers and all, to wherever the receiver points."""
     url = target.url.reveal()
     if urllib.parse.urlsplit(url).scheme.lower() not in _SCHEMES:
         raise _NotDelivered("the webhook URL is not http or https")
@@ -320,28 +339,26 @@ def _post(target: Target, dedupe_key: str, body: bytes, timeout_s: float, now: d
     }
     if target.signing_key is not None and target.signing_key.reveal():
         headers[SIGNATURE_HEADER] = sign(target.signing_key.reveal(), timestamp, body)
-    request = urllib.request.Request(url, data=body, headers=headers, method="POST")
-    with _OPENER.open(request, timeout=timeout_s) as response:
-        response.read()
-        if not 200 <= response.status < 300:
-            # A 1xx or other non-2xx that urllib let through: not a delivery either.
-            raise _NotDelivered(f"HTTP {response.status}")
+    status = outbound.post(url, body, headers, timeout_s=timeout_s)
+    if 300 <= status < 400:
+        raise _NotDelivered(f"HTTP {status} (a redirect, not followed)")
+    if not 200 <= status < 300:
+        raise _NotDelivered(f"HTTP {status}")
+
+
+_SCHEMES = ("http", "https")
 
 
 def _describe_failure(exc: Exception) -> str:
     """What went wrong, from the exception's class, status code or errno only: exception texts
     quote the URL (http.client.InvalidURL quotes its path), and the URL is a secret."""
-    if isinstance(exc, urllib.error.HTTPError):
-        return f"HTTP {exc.code}" + (" (a redirect, not followed)" if 300 <= exc.code < 400 else "")
     if isinstance(exc, _NotDelivered | LookupError):
         return str(exc)
-    reason: BaseException = exc.reason if isinstance(exc, urllib.error.URLError) and isinstance(
-        exc.reason, BaseException) else exc
-    errno = getattr(reason, "errno", None)
-    detail = type(reason).__name__ + (f" (errno {errno})" if isinstance(errno, int) else "")
-    if isinstance(reason, TimeoutError):
+    errno = getattr(exc, "errno", None)
+    detail = type(exc).__name__ + (f" (errno {errno})" if isinstance(errno, int) else "")
+    if isinstance(exc, TimeoutError):
         return f"timed out: {detail}"
-    if isinstance(exc, urllib.error.URLError):
+    if isinstance(exc, ConnectionError | socket.gaierror) or (isinstance(exc, OSError) and errno is not None):
         return f"cannot connect: {detail}"
     return detail
 
@@ -358,27 +375,41 @@ def deliver(
     timeout_s: float = 10.0,
     backoff_s: float = 30.0,
     max_backoff_s: float = 3600.0,
+    round_s: float = 60.0,
 ) -> DeliveryReport:
     """Post every alert due at `now` once; each outcome is committed before the next post.
 
-    `now` is the clock of the round: retries are scheduled from it.
+    `now` is the clock of the round: retries are scheduled from it. A round ends after `round_s`
+    (the rest wait for the next one), and a receiver that timed out or could not be reached is not
+    tried again in the same round: a slow or dead receiver costs one timeout per round, and serve's
+    other jobs wait no longer than that.
     """
     due = wh.query(
         "SELECT * FROM alerts WHERE state <> 'sent' AND next_attempt_at <= $now ORDER BY created_at, dedupe_key",
         {"now": now},
     )
     report = DeliveryReport()
+    ends = time.monotonic() + round_s
+    unreachable: set[str] = set()
     for row in due.iter_rows(named=True):
         key = row["dedupe_key"]
         target = targets.get(row["target"])
+        if row["target"] in unreachable:
+            report.postponed += 1
+            continue
+        if time.monotonic() >= ends:
+            report.postponed += 1
+            continue
         try:
             if target is None:
                 raise LookupError(f"no webhook configured for {row['target']}")
             _post(target, key, render(target, row), timeout_s, datetime.now(UTC))
         except (OSError, http.client.HTTPException, ValueError, LookupError, _NotDelivered) as exc:
-            # urllib's HTTPError, URLError and socket timeouts are OSErrors; ValueError is a malformed URL.
+            # Socket errors and timeouts are OSErrors; ValueError is a malformed URL.
             attempts = int(row["attempts"]) + 1
             error = _describe_failure(exc)
+            if isinstance(exc, OSError) and not isinstance(exc, outbound.AnswerTooLarge):
+                unreachable.add(row["target"])
             retry_at = now + timedelta(seconds=backoff(attempts, backoff_s, max_backoff_s))
             wh.con.execute(
                 "UPDATE alerts SET state = 'failed', attempts = $a, next_attempt_at = $next, last_error = $e "
@@ -418,6 +449,7 @@ def run(wh: Warehouse, config: Config, now: datetime | None = None) -> DeliveryR
         timeout_s=settings.timeout_s,
         backoff_s=settings.backoff_s,
         max_backoff_s=settings.max_backoff_s,
+        round_s=settings.round_s,
     )
 
 
@@ -489,9 +521,11 @@ class VictimNotice:
             held = hold_text(r, r["preempted_at"])
             if held is not None:
                 text += f" Actions: {held}."
+            link = None
             if settings.dashboard_url:
                 # The victim's own page, opened on this job: the cost, and what would have protected it.
-                text += f" Details: {my_preemptions_url(settings.dashboard_url, r['cluster'], r['job_id'])}"
+                link = my_preemptions_url(settings.dashboard_url, r["cluster"], r["job_id"])
+                text += f" Details: {link}"
             alerts.append(
                 Alert(
                     dedupe_key=f"{self.name}:{r['cluster']}:{r['job_id']}:{r['run']}",
@@ -500,6 +534,7 @@ class VictimNotice:
                     title=f"Job {r['job_id']} was preempted",
                     text=text,
                     facts=_facts(r),
+                    link=link,
                 )
             )
         return alerts

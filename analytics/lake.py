@@ -37,6 +37,7 @@ import duckdb
 from preemptlens.analytics.views import registry
 from preemptlens.config import Config, section, setting
 from preemptlens.errors import ConfigError, SchemaError
+from preemptlens.private import make_private, private_folder, private_umask
 from preemptlens.warehouse import Warehouse, define_functions, quote
 
 
@@ -207,7 +208,7 @@ def _write_partition(wh: Warehouse, plan: TablePlan, target: Path, cluster: obje
             params.update(start=start, end=start + timedelta(days=1))
     columns = ", ".join(quote(c) for c, _ in plan.columns if not (c == "cluster" and plan.by_cluster))
     where = " AND ".join(conditions) or "true"
-    target.parent.mkdir(parents=True, exist_ok=True)
+    private_folder(target.parent)
     temp = target.with_name(f"{PARTITION_FILE}.{uuid.uuid4().hex}.tmp")
     try:
         wh.con.execute(
@@ -215,6 +216,7 @@ def _write_partition(wh: Warehouse, plan: TablePlan, target: Path, cluster: obje
             f"TO {_literal(str(temp))} (FORMAT parquet)",
             params or None,
         )
+        make_private(temp)
         os.replace(temp, target)
     finally:
         temp.unlink(missing_ok=True)
@@ -248,13 +250,14 @@ def write_manifest(folder: Path, tables: dict[str, dict[str, object]]) -> None:
     path = folder / MANIFEST
     temp = path.with_name(f"{MANIFEST}.{uuid.uuid4().hex}.tmp")
     temp.write_text(json.dumps({"version": 1, "tables": tables}, indent=1, sort_keys=True))
+    make_private(temp)
     os.replace(temp, path)
 
 
 @contextmanager
 def exclusive(folder: Path) -> Iterator[None]:
     """One exporter per lake: two would race on the manifest."""
-    with open(folder / _LOCK, "w") as handle:
+    with open(os.open(folder / _LOCK, os.O_WRONLY | os.O_CREAT, 0o600), "w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
@@ -265,8 +268,8 @@ def exclusive(folder: Path) -> Iterator[None]:
 def export_changed(wh: Warehouse, folder: str | Path) -> ExportReport:
     """Bring the lake at `folder` up to date with the warehouse, rewriting only changed partitions."""
     started = time.perf_counter()
-    root = Path(folder)
-    root.mkdir(parents=True, exist_ok=True)
+    private_umask()
+    root = private_folder(folder)
     report = ExportReport(root)
     with exclusive(root):
         manifest = read_manifest(root)

@@ -29,28 +29,36 @@ from preemptlens.warehouse import Warehouse, query_sql
 )
 @dataclass(frozen=True)
 class LiveCostSettings:
-    interval_s: float = setting(300.0, "Seconds between live-cost computations in `preemptlens serve`.")
+    interval_s: float = setting(
+        300.0, "Seconds between live-cost computations in `preemptlens serve`.",
+        bounds=(1, 86_400),
+    )
     recent_window_s: float = setting(
         7 * 86400.0,
         "Window (seconds before the computation) in which a job's and its team's preemptions count as recent.",
+        bounds=(3600, 366 * 86_400),
     )
     max_data_age_s: float = setting(
         3600.0,
         "Seconds after a scheduler source's last load (a collection, changed or not) beyond which its running jobs' "
         "progress at risk, near-completion share and cost are unknown: a stalled collection must not grow costs.",
+        bounds=(60, 366 * 86_400),
     )
     keep_days: float = setting(
         14.0,
         "Days of live-cost history kept; each computation deletes older rows, so live_costs stays bounded.",
+        bounds=(1, 3660),
     )
     top_jobs: int = setting(
         20,
         "Jobs with the largest live cost that /metrics exposes one by one (the gauge's series are bounded "
         "by this); `preemptlens cost` prints as many by default.",
+        bounds=(0, 1000),
     )
     endpoint_limit: int = setting(
         1000,
         "Most jobs /live-costs returns in one answer, whatever `limit` the request asks for.",
+        bounds=(1, 100_000),
     )
 
     def __post_init__(self) -> None:

@@ -28,19 +28,22 @@ class AnalyticsSettings:
         "(busy exactly 0, the Princeton jobstats rule).",
         choices=IDLE_RULES,
     )
-    idle_busy_below: float = setting(0.05, "Busy ratio below which a sample is idle (threshold rule).")
+    idle_busy_below: float = setting(0.05, "Busy ratio below which a sample is idle (threshold rule).", bounds=(0, 1))
     hoarding_window_s: float = setting(
         1800.0,
         "Seconds an allocated GPU must stay idle, without a gap in its samples, to count as hoarded.",
+        bounds=(60, 7 * 86_400),
     )
     sample_step_s: float = setting(
         0.0,
         "Sampling step of gpu_samples in seconds; 0 infers it from the data (median spacing).",
+        bounds=(0, 86_400),
     )
     link_tolerance_s: float = setting(
         120.0,
         "How far apart (seconds) a preempted run's end and a preemption_links row may be and still match; "
         "also how long before a preemption the preemptor's start may lie.",
+        bounds=(0, 86_400),
     )
     near_completion_share: float = setting(
         0.9,
@@ -49,16 +52,19 @@ class AnalyticsSettings:
     early_victim_s: float = setting(
         600.0,
         "A victim preempted fewer than this many seconds into its run is an early victim.",
+        bounds=(0, 7 * 86_400),
     )
     long_runner_factor: float = setting(
         4.0,
         "A preemptor whose run lasted more than this many times its tier's median run is a long runner "
         "(unlike critical work).",
+        bounds=(1, 1000),
     )
-    trend_weeks: int = setting(8, "Weeks over which scope-creep trends (slopes) are fitted.")
+    trend_weeks: int = setting(8, "Weeks over which scope-creep trends (slopes) are fitted.", bounds=(2, 520))
     tier_weights: dict[str, float] = setting(
         {"critical": 4.0, "high": 2.0, "normal": 1.0, "low": 0.5},
         "Value of one GPU-second of each tier's work in the net-benefit figures.",
+        bounds=(0, 1000),
     )
     scarce_allocation_share: float = setting(
         0.85,
@@ -91,18 +97,22 @@ class AnalyticsSettings:
     high_tier_slope_max: float = setting(
         0.02,
         "Scorecard Q2: largest weekly change (absolute slope) of that share to be stable.",
+        bounds=(0, 1),
     )
     checkpoint_coverage_min: float = setting(
         0.8,
         "Scorecard Q3: smallest share of victims with checkpoint data or a declared interval.",
+        bounds=(0, 1),
     )
     loss_to_gain_max: float = setting(
         0.5,
         "Scorecard Q3: largest ratio of lost (plus warm-up) GPU-seconds to gained GPU-seconds.",
+        bounds=(0, 1000),
     )
     visibility_min: float = setting(
         0.9,
         "Scorecard Q4: smallest share of preemptions that record both a reason and a preemptor.",
+        bounds=(0, 1),
     )
     reclaim_idle_share: float = setting(
         0.1,
@@ -114,6 +124,7 @@ class AnalyticsSettings:
         "Window (seconds, back from each cluster's data end) of restarted preemptions whose median requeue "
         "delay per pool and tier is the expected requeue wait (expected_requeue: notices, My preemptions, "
         "live cost).",
+        bounds=(3600, 366 * 86_400),
     )
     loss_coverage_min: float = setting(
         0.5,

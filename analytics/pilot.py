@@ -59,15 +59,21 @@ class PilotSettings:
     before_days: float = setting(
         28.0,
         "Days before the change that a pilot compares against (fewer when the data starts later).",
+        bounds=(1, 3660),
     )
-    confidence: float = setting(0.9, "Confidence level of every pilot interval (bootstrap percentile).")
+    confidence: float = setting(
+        0.9, "Confidence level of every pilot interval (bootstrap percentile).",
+        bounds=(0.5, 0.999),
+    )
     bootstrap_samples: int = setting(
         1000,
         "Bootstrap replicates per pilot evaluation (days resampled with replacement).",
+        bounds=(100, 100_000),
     )
     min_wait_gain_s: float = setting(
         60.0,
         "Smallest cut (seconds) of the critical-plus-high median or p90 queue wait that counts as a gain.",
+        bounds=(0, 86_400),
     )
     max_completion_increase_share: float = setting(
         0.10,
@@ -77,6 +83,7 @@ class PilotSettings:
     max_retries_increase: float = setting(
         0.10,
         "Rise of retries per job that counts as clearly worse once the interval lies above it.",
+        bounds=(0, 1000),
     )
     max_thrown_away_increase_share: float = setting(
         0.01,
@@ -87,6 +94,7 @@ class PilotSettings:
         7,
         "Fewest days of data after the change before a pilot can be judged other than keep piloting "
         "(a bootstrap over fewer days understates the spread).",
+        bounds=(1, 366),
     )
 
     def __post_init__(self) -> None:

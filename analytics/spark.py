@@ -48,7 +48,7 @@ from preemptlens.analytics.lake import (
 )
 from preemptlens.analytics.params import AnalyticsSettings, param_columns, param_row
 from preemptlens.analytics.views import VIEWS_DIR, _body
-from preemptlens.config import Config, section, setting
+from preemptlens.config import Config, section, setting, size_text
 from preemptlens.errors import ConfigError, SchemaError
 from preemptlens.warehouse import SQL_DIR, Warehouse, quote
 
@@ -65,10 +65,12 @@ class SparkSettings:
     driver_memory: str = setting(
         "2g",
         "Memory of the Spark driver JVM (in local mode it does all the work), e.g. `2g`.",
+        check=size_text(256 * 10**6, 2**40),
     )
     shuffle_partitions: int = setting(
         8,
         "Partitions of each shuffle (spark.sql.shuffle.partitions); a few per core suits local mode.",
+        bounds=(1, 10_000),
     )
 
 
@@ -367,7 +369,7 @@ def run_spark(
     params_frame.createOrReplaceTempView("analytics_params")
 
     staging = root / f".spark-{uuid.uuid4().hex}"
-    staging.mkdir()
+    staging.mkdir(mode=0o700)
     entries: dict[str, dict[str, object]] = {}
     try:
         for scan in [None, *scans]:

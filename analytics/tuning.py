@@ -44,15 +44,18 @@ class TuningSettings:
         -1.0,
         "Minimum run time before preemption in force (Slurm PreemptExemptTime, KAI preemptMinRuntime), "
         "seconds; negative infers it from the youngest victims.",
+        bounds=(-1, 7 * 86_400),
     )
     grace_s: float = setting(
         -1.0,
         "Grace time between the preemption signal and the kill in force (Slurm GraceTime, "
         "terminationGracePeriodSeconds), seconds; negative infers it from the preemptors' starts.",
+        bounds=(-1, 86_400),
     )
     requeue_hold_s: float = setting(
         -1.0,
         "Forced wait of a requeued victim in force, seconds; negative infers it from the runs' eligible times.",
+        bounds=(-1, 7 * 86_400),
     )
     may_preempt: dict[str, Any] = setting(
         {},
@@ -63,6 +66,7 @@ class TuningSettings:
         0.10,
         "Largest relative error of the replay under the actual policy (preemptions, lost GPU-hours, "
         "high-priority median wait) for it to count as reproducing the past.",
+        bounds=(0, 10),
     )
     min_gain_share: float = setting(
         0.10,
@@ -72,10 +76,12 @@ class TuningSettings:
     max_wait_increase_s: float = setting(
         300.0,
         "Largest rise of the high-priority median queue wait (seconds) a suggested change may cost.",
+        bounds=(0, 7 * 86_400),
     )
     min_run_candidates_s: list[float] = setting(
         [300.0, 600.0, 900.0, 1200.0, 1800.0, 3600.0],
         "Minimum run times (seconds) the sweep replays.",
+        bounds=(1, 7 * 86_400),
     )
     early_victim_share_min: float = setting(
         0.2,
@@ -90,8 +96,12 @@ class TuningSettings:
         [0.5, 0.75],
         "Shares of work done below analytics.near_completion_share from which the sweep also replays "
         "protecting victims.",
+        bounds=(0, 1),
     )
-    grace_candidates_s: list[float] = setting([30.0, 60.0, 120.0, 300.0], "Grace times (seconds) the sweep replays.")
+    grace_candidates_s: list[float] = setting(
+        [30.0, 60.0, 120.0, 300.0], "Grace times (seconds) the sweep replays.",
+        bounds=(0, 86_400),
+    )
     assumed_final_checkpoint_share: float = setting(
         0.5,
         "When the grace time in force is too short to see any final checkpoint, the share of checkpointing "
@@ -100,20 +110,32 @@ class TuningSettings:
     checkpoint_cost_s: float = setting(
         30.0,
         "Checkpoint cost (seconds) assumed for a team with no measured final-checkpoint save time.",
+        bounds=(0, 86_400),
     )
     checkpoint_ratio_min: float = setting(
         1.5,
         "Factor by which a team's checkpoint interval must differ from the Young/Daly optimum to be flagged.",
+        bounds=(1, 1000),
     )
-    min_preemptions: int = setting(5, "Fewest preemptions a per-team or per-tier rule needs as evidence.")
-    reclaim_warn_s: float = setting(1800.0, "Idle reclaim: warn the owner after this long at zero.")
-    reclaim_release_s: float = setting(3600.0, "Idle reclaim: release the GPUs after this long at zero.")
+    min_preemptions: int = setting(
+        5, "Fewest preemptions a per-team or per-tier rule needs as evidence.",
+        bounds=(1, 1_000_000),
+    )
+    reclaim_warn_s: float = setting(
+        1800.0, "Idle reclaim: warn the owner after this long at zero.",
+        bounds=(60, 30 * 86_400),
+    )
+    reclaim_release_s: float = setting(
+        3600.0, "Idle reclaim: release the GPUs after this long at zero.",
+        bounds=(60, 30 * 86_400),
+    )
     repeat_wait_ratio_min: float = setting(
         2.0,
         "Repeat victims' median queue time over that of unpreempted jobs of the same tiers from which "
         "compensation is suggested.",
+        bounds=(1, 1000),
     )
-    processes: int = setting(0, "Worker processes for replay sweeps; 0 uses every core.")
+    processes: int = setting(0, "Worker processes for replay sweeps; 0 uses every core.", bounds=(0, 256))
 
     def __post_init__(self) -> None:
         problems = []

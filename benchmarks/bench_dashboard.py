@@ -128,7 +128,7 @@ def time_queries(warehouse: Path) -> data.Filters:
     """Each query twice: the first of all also opens the snapshot; the second reads warm blocks."""
     print(f"\n{'query':24} {'first s':>8} {'again s':>8} {'rows':>8} {'cached kB':>10}")
     began = time.perf_counter()
-    with data.reader(warehouse) as r:
+    with data.reader(warehouse, scope=data.EVERYTHING) as r:
         options = data.options(r)
     print(f"{'options (opens snapshot)':24} {time.perf_counter() - began:8.2f}")
     assert options.last is not None
@@ -142,7 +142,7 @@ def time_queries(warehouse: Path) -> data.Filters:
         seconds = []
         for _ in range(2):
             began = time.perf_counter()
-            with data.reader(warehouse) as r:
+            with data.reader(warehouse, scope=data.EVERYTHING) as r:
                 result = data.QUERIES[name](r, *args)
             seconds.append(time.perf_counter() - began)
         frame = result[0] if isinstance(result, tuple) else result
@@ -155,7 +155,7 @@ def time_queries(warehouse: Path) -> data.Filters:
 def time_figures(warehouse: Path, f: data.Filters) -> None:
     """What each page builds from its (cached) query results and sends to the browser: the seconds
     to build its figures and their JSON, the JSON's size, its tables' size (Arrow) and chart points."""
-    with data.reader(warehouse) as r:
+    with data.reader(warehouse, scope=data.EVERYTHING) as r:
         q: Callable[..., Any] = partial(_query, r)
         head = q("headline", f)
         opened = data.page_queries(f, rows=2000, top_n=15, markers=figures.TIMELINE_MARKERS)

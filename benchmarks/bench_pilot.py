@@ -43,7 +43,7 @@ from preemptlens.analytics.simulator import (  # noqa: E402
     SimConfig,
     cluster_of,
 )
-from preemptlens.dashboards.data import reader  # noqa: E402
+from preemptlens.dashboards.data import EVERYTHING, reader  # noqa: E402
 from preemptlens.warehouse import Warehouse  # noqa: E402
 
 CHANGE_DAY = 15.0
@@ -75,7 +75,7 @@ def time_evaluation(warehouse: Path, pilot: Pilot, repeat: int) -> None:
         print(render(ev))
         cli = median_s(lambda: evaluate(wh.query, pilot, full), repeat)
         cli_few = median_s(lambda: evaluate(wh.query, pilot, few), repeat)
-    with reader(warehouse) as r:
+    with reader(warehouse, scope=EVERYTHING) as r:
         evaluate(r.frame, pilot, full)
         dash = median_s(lambda: evaluate(r.frame, pilot, full), repeat)
     jobs = ev.figure("retries_per_job").n

@@ -88,11 +88,11 @@ class FileImporter:
                 return
             number += 1
             if len(chunk) > MAX_LINE_BYTES and not chunk.endswith(b"\n"):
-                head = chunk[:200].decode("utf-8", "backslashreplace")
+                # Kept before the line is reported: its consumer takes it from _raw as soon as it is told.
+                self._raw[number] = chunk[:200].decode("utf-8", "backslashreplace") + "..."
                 while chunk and not chunk.endswith(b"\n"):
                     chunk = handle.readline(MAX_LINE_BYTES + 1)
                 yield number, None, f"line longer than {MAX_LINE_BYTES:,} bytes"
-                self._raw[number] = head + "..."
                 continue
             try:
                 # utf-8-sig on the first line: a byte-order mark is not part of the first column's name.

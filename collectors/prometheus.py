@@ -50,7 +50,20 @@ import polars as pl
 # numpy are imported where they are used: load_config imports this module for every command.
 from urllib3.util.retry import Retry
 
-from preemptlens.config import ClusterSettings, Config, Secret, http_url, section, setting
+from preemptlens import outbound
+from preemptlens.config import (
+    ClusterSettings,
+    Config,
+    Secret,
+    duration_text,
+    http_url,
+    number_argument,
+    parse_size,
+    section,
+    setting,
+    size_text,
+    text_argument,
+)
 from preemptlens.contract import Batch, Reject, Watermark
 from preemptlens.errors import ConfigError, SourceError, TransientSourceError
 from preemptlens.times import TIME_HELP, parse_duration_ms, parse_when
@@ -102,7 +115,18 @@ class PrometheusSettings:
     )
     verify_tls: bool = setting(True, "Verify the server's TLS certificate.")
     ca_file: str = setting("", "CA bundle that signs the server's certificate (empty: the system CAs).")
-    timeout_s: float = setting(120.0, "Seconds to wait for one HTTP response.")
+    timeout_s: float = setting(
+        120.0,
+        "Seconds one HTTP request may take in all, its retries and the whole answer included; a server that "
+        "answers slowly is cut off then.",
+        bounds=(1, 3600),
+    )
+    max_response_bytes: str = setting(
+        "2GB",
+        "Largest answer read from the server (one page of one query); a larger one is an error, never read "
+        "whole into memory (lower prometheus.page_points or narrow the selector).",
+        check=size_text(2**20, 2**40),
+    )
     method: str = setting(
         "auto",
         f"HTTP method of queries: auto sends GET unless the URL would exceed {GET_MAX_URL} characters, "
@@ -113,24 +137,44 @@ class PrometheusSettings:
         4,
         "Most requests in flight at once (the queries of the next pages are sent while one is loaded); "
         "1 sends them one after another.",
+        bounds=(1, 64),
     )
-    retries: int = setting(4, "Retries of a request that failed transiently (connection, 429, 502-504).")
-    backoff_s: float = setting(1.0, "Backoff factor between retries: waits grow 1x, 2x, 4x... this.")
+    retries: int = setting(
+        4, "Retries of a request that failed transiently (connection, 429, 502-504).",
+        bounds=(0, 20),
+    )
+    backoff_s: float = setting(1.0, "Backoff factor between retries: waits grow 1x, 2x, 4x... this.", bounds=(0, 60))
     max_retry_after_s: float = setting(
         60.0,
         "Longest wait honoured from a Retry-After header (429, 503); longer asks are cut to this.",
+        bounds=(0, 3600),
     )
-    step: str = setting("1m", "Collection step: one gpu_samples row per GPU and step (Prometheus duration).")
-    safety_lag: str = setting("5m", "An incremental run collects up to now minus this, so late samples land first.")
-    initial_window: str = setting("1d", "How far back the first run collects when there is no watermark yet.")
-    page_points: int = setting(1440, "Points per series per range query (at most 11000); bounds memory.")
+    step: str = setting(
+        "1m", "Collection step: one gpu_samples row per GPU and step (Prometheus duration).",
+        check=duration_text(1, 86_400),
+    )
+    safety_lag: str = setting(
+        "5m", "An incremental run collects up to now minus this, so late samples land first.",
+        check=duration_text(0, 86_400),
+    )
+    initial_window: str = setting(
+        "1d", "How far back the first run collects when there is no watermark yet.",
+        check=duration_text(60, 366 * 86_400),
+    )
+    page_points: int = setting(
+        1440, "Points per series per range query (at most 11000); bounds memory.",
+        bounds=(1, 11_000),
+    )
     selector: str = setting("", 'Label matchers added to every metric, e.g. cluster="a100",job="dcgm".')
     busy_metric: str = setting("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "Busy signal, a 0-1 ratio.")
     busy_fallback_metric: str = setting(
         "DCGM_FI_DEV_GPU_UTIL",
         "Busy signal where busy_metric is absent (consumer GPUs); empty: no fallback.",
     )
-    busy_fallback_scale: float = setting(0.01, "Factor from busy_fallback_metric to a 0-1 ratio.")
+    busy_fallback_scale: float = setting(
+        0.01, "Factor from busy_fallback_metric to a 0-1 ratio.",
+        bounds=(0, 1_000_000),
+    )
     mem_metric: str = setting("DCGM_FI_DEV_FB_USED", "GPU memory used, in MiB.")
     mem_aggregation: str = setting("max", "How memory is summarised over a step.", choices=("max", "avg"))
     power_metric: str = setting("DCGM_FI_DEV_POWER_USAGE", "Power draw, in W.")
@@ -303,6 +347,7 @@ class Options:
     verify_tls: bool = True
     ca_file: str = ""
     mem_aggregation: str = "max"
+    max_response_bytes: int = 2 * 10**9
 
 
 def _metric(name: str, key: str) -> str:
@@ -387,6 +432,7 @@ def options_from(settings: PrometheusSettings, cluster: str) -> Options:
         verify_tls=settings.verify_tls,
         ca_file=settings.ca_file or "",
         mem_aggregation=settings.mem_aggregation,
+        max_response_bytes=parse_size(settings.max_response_bytes) or Options.max_response_bytes,
     )
 
 
@@ -430,7 +476,6 @@ class PrometheusSource:
     def __init__(self, opts: Options) -> None:
         import requests
         from prometheus_api_client import PrometheusConnect
-        from requests.adapters import HTTPAdapter
 
         self.opts = opts
         self.where = redact_url(opts.url)
@@ -475,7 +520,8 @@ class PrometheusSource:
         )
         # The client mounts an adapter pooling 10 connections; more threads than that would
         # open and drop a connection per request.
-        session.mount(self.where, HTTPAdapter(max_retries=retry, pool_maxsize=max(opts.concurrency, 10)))
+        # Its connections report their sockets to the request's deadline (preemptlens.outbound).
+        session.mount(self.where, outbound.bounded_adapter(max_retries=retry, pool_maxsize=max(opts.concurrency, 10)))
         self.session = session
 
     def close(self) -> None:
@@ -494,20 +540,42 @@ class PrometheusSource:
         from urllib3.exceptions import ReadTimeoutError
 
         method = self.method_for(path, data)
+        deadline = outbound.Deadline(self.opts.timeout_s, what)
         try:
-            response = self.session.request(
-                method,
-                f"{self.client.url}{path}",
-                params=data if method == "GET" else None,
-                data=data if method == "POST" else None,
-                headers=self.client.headers,
-                auth=self.client.auth,
-                timeout=self.opts.timeout_s,
-            )
+            with deadline.current():
+                response = self.session.request(
+                    method,
+                    f"{self.client.url}{path}",
+                    params=data if method == "GET" else None,
+                    data=data if method == "POST" else None,
+                    headers=self.client.headers,
+                    auth=self.client.auth,
+                    timeout=self.opts.timeout_s,
+                    stream=True,
+                )
+                body = outbound.read_capped(response.iter_content(1 << 20), self.opts.max_response_bytes, deadline)
+        except outbound.AnswerTooLarge:
+            raise SourceError(
+                f"Prometheus at {self.where} answered {what} with more than {self.opts.max_response_bytes:,} bytes",
+                "lower prometheus.page_points or narrow prometheus.selector (or raise prometheus.max_response_bytes)",
+            ) from None
+        except (outbound.CallTimedOut, requests.exceptions.ChunkedEncodingError,
+                requests.exceptions.ContentDecodingError) as exc:
+            if not deadline.expired:
+                raise TransientSourceError(
+                    f"Prometheus at {self.where} broke off its answer to {what} ({type(exc).__name__})",
+                    "a re-run resumes after the last committed page",
+                ) from None
+            raise TransientSourceError(
+                f"Prometheus at {self.where} did not answer {what} within {self.opts.timeout_s:g} s",
+                "raise prometheus.timeout_s or lower prometheus.page_points; "
+                "a re-run resumes after the last committed page",
+            ) from None
         except (requests.ConnectionError, requests.Timeout) as exc:
-            # Once read retries run out, requests reports a read timeout as a ConnectionError.
+            # Once read retries run out, requests reports a read timeout as a ConnectionError; a socket the
+            # deadline shut down ends as a broken connection.
             reason = getattr(exc.args[0], "reason", None) if exc.args else None
-            if isinstance(exc, requests.ReadTimeout) or isinstance(reason, ReadTimeoutError):
+            if isinstance(exc, requests.ReadTimeout) or isinstance(reason, ReadTimeoutError) or deadline.expired:
                 raise TransientSourceError(
                     f"Prometheus at {self.where} did not answer {what} within {self.opts.timeout_s:g} s",
                     "raise prometheus.timeout_s or lower prometheus.page_points; "
@@ -518,14 +586,16 @@ class PrometheusSource:
                 f"after {self.opts.retries} retries) for {what}",
                 "check prometheus.url and that the server is up; a re-run resumes after the last committed page",
             ) from None
+        finally:
+            deadline.close()
         if response.status_code == 200:
-            return response.content
-        self._fail(response, what)
+            return body
+        self._fail(response, body, what)
 
-    def _fail(self, response: requests.Response, what: str) -> NoReturn:
+    def _fail(self, response: requests.Response, body: bytes, what: str) -> NoReturn:
         status = response.status_code
         try:
-            detail = orjson.loads(response.content)
+            detail = orjson.loads(body)
             error = f"{detail.get('errorType', '')}: {detail.get('error', '')}"
         except orjson.JSONDecodeError:
             error = response.reason or "no detail"
@@ -1145,10 +1215,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--until", help="collect up to this time, written as --since (default: now minus "
                         "prometheus.safety_lag)")
-    parser.add_argument("--url", help="Prometheus base URL (overrides prometheus.url)")
-    parser.add_argument("--step", help="collection step, e.g. 1m (overrides prometheus.step)")
+    parser.add_argument("--url", type=text_argument(http_url), help="Prometheus base URL (overrides prometheus.url)")
+    parser.add_argument("--step", type=text_argument(duration_text(1, 86_400)),
+                        help="collection step, e.g. 1m (overrides prometheus.step)")
     parser.add_argument(
-        "--page-points", type=int, help="points per series per request (overrides prometheus.page_points)"
+        "--page-points", type=number_argument(int, 1, 11_000),
+        help="points per series per request (overrides prometheus.page_points)",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 

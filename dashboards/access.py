@@ -21,26 +21,25 @@ Roles come from `access.users` and `access.groups` (user or group -> `admin`,
 `viewer` or `team:<name>`). An admin sees everything, including the SQL page,
 raw quarantined records and alert delivery errors. Anyone else sees every
 cluster-level figure, but job ids, job names, users and hosts of teams not
-their own only where `dashboard.show_other_teams_jobs` allows; `redact` masks
-them in every query result on the server, before a page gets it.
+their own only where `dashboard.show_other_teams_jobs` allows: a reader's
+`scope` says which, and dashboards.data masks every query result for it where
+the rows leave the warehouse, before a page gets them.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-import polars as pl
-
-from preemptlens.config import Secret, section, setting
+from preemptlens.config import Secret, header_name, http_url, section, setting
+from preemptlens.dashboards.data import EVERYTHING, Scope
 
 ADMIN = "admin"
 VIEWER = "viewer"
 TEAM_PREFIX = "team:"
-# What a masked identifier of another team's job reads as.
-HIDDEN = "(another team)"
 
 
 @section("access", "Who may read the dashboard and what each reader sees (docs/deploy.md shows both ways to log in).")
@@ -51,11 +50,12 @@ class AccessSettings:
         "Believe the user, email and groups an authenticating proxy in front passes in request headers; "
         "only when the dashboard listens on loopback or the connection comes from access.proxy_addresses.",
     )
-    proxy_user_header: str = setting("X-Forwarded-User", "Header that names the logged-in user.")
-    proxy_email_header: str = setting("X-Forwarded-Email", "Header with the logged-in user's email.")
+    proxy_user_header: str = setting("X-Forwarded-User", "Header that names the logged-in user.", check=header_name)
+    proxy_email_header: str = setting("X-Forwarded-Email", "Header with the logged-in user's email.", check=header_name)
     proxy_groups_header: str = setting(
         "X-Forwarded-Groups",
         "Header with the logged-in user's groups, separated by commas.",
+        check=header_name,
     )
     proxy_addresses: list[str] = setting(
         [],
@@ -68,7 +68,10 @@ class AccessSettings:
         "headers are believed only with it. Needed wherever others can reach the dashboard's address too "
         "(every user of a shared login node can connect to its loopback).",
     )
-    proxy_secret_header: str = setting("X-Preemptlens-Proxy-Secret", "Header that carries access.proxy_secret.")
+    proxy_secret_header: str = setting(
+        "X-Preemptlens-Proxy-Secret", "Header that carries access.proxy_secret.",
+        check=header_name,
+    )
     oidc: bool = setting(
         False,
         "Log readers in with OpenID Connect (Streamlit's st.login), configured by the access.oidc_* settings.",
@@ -76,12 +79,14 @@ class AccessSettings:
     oidc_metadata_url: str = setting(
         "",
         "The provider's discovery document, https://.../.well-known/openid-configuration.",
+        check=http_url,
     )
     oidc_client_id: str = setting("", "Client id registered with the provider.")
     oidc_client_secret: Secret | None = setting(None, "Client secret registered with the provider.")
     oidc_redirect_uri: str = setting(
         "",
         "Where the provider sends readers back: the dashboard's public URL followed by /oauth2callback.",
+        check=http_url,
     )
     oidc_cookie_secret: Secret | None = setting(
         None,
@@ -96,6 +101,24 @@ class AccessSettings:
     oidc_groups_claim: str = setting(
         "groups",
         "Claim of the ID token that lists the reader's groups (matched against access.groups).",
+    )
+    oidc_user_claim: str = setting(
+        "preferred_username",
+        "Claim of the ID token that names the reader (matched against access.users; their user name on the "
+        "cluster when access.login_is_cluster_user). Without it the reader is named by `sub`, which names no "
+        "cluster user.",
+    )
+    login_is_cluster_user: bool = setting(
+        True,
+        "Whether the login name (the proxy's access.proxy_user_header, or access.oidc_user_claim) is, exactly, "
+        "the reader's user name on the cluster (My preemptions shows that user's jobs as theirs).",
+    )
+    email_domains: list[str] = setting(
+        [],
+        "Email domains whose addresses name a cluster user by their local part (ana@example.org is cluster user "
+        "ana when example.org is listed); an address of any other domain names only the cluster user spelled "
+        "as the whole address. With OpenID Connect an email counts only when the token says email_verified.",
+        check=lambda value: _domains_problem(value),
     )
     users: dict[str, Any] = setting(
         {},
@@ -135,6 +158,8 @@ class Reader:
     via: str = "open"
     # Whether job-level rows of other teams are shown (dashboard.show_other_teams_jobs; always for an admin).
     others_jobs: bool = True
+    # The cluster user names that are this reader, exactly (see `cluster_users`): whose jobs are "yours".
+    cluster_users: tuple[str, ...] = ()
 
     @property
     def role(self) -> str:
@@ -142,24 +167,62 @@ class Reader:
             return ADMIN
         return ", ".join(f"{TEAM_PREFIX}{t}" for t in self.teams) or VIEWER
 
-    def sees_jobs_of(self, team: str | None) -> bool:
-        return self.admin or self.others_jobs or (team is not None and team in self.teams)
+    @property
+    def scope(self) -> Scope:
+        """Whose job-level rows this reader sees (dashboards.data masks every result for it)."""
+        return EVERYTHING if self.admin or self.others_jobs else Scope(False, tuple(sorted(self.teams)))
 
 
 OPEN = Reader(user=None, admin=True, via="open")
 
 
 def resolve(access: AccessSettings, user: str | None, email: str | None, groups: tuple[str, ...],
-            via: str, others_jobs: bool) -> Reader:
-    """The role of a logged-in reader from access.users, access.groups and access.default_role."""
+            via: str, others_jobs: bool, *, login_names_user: bool = True) -> Reader:
+    """The role of a logged-in reader from access.users, access.groups and access.default_role, and the cluster
+    users they are. `email` is one the login vouches for (a proxy's header, a verified OpenID Connect claim);
+    `login_names_user` is False when `user` is no name of the reader's (OpenID Connect's opaque `sub`)."""
     users: Mapping[str, str] = access.users
     by_group: Mapping[str, str] = access.groups
     roles = [users[k] for k in (user, email) if k and k in users] or [by_group[g] for g in groups if g in by_group]
     roles = roles or [access.default_role]
     admin = ADMIN in roles
     teams = tuple(dict.fromkeys(r[len(TEAM_PREFIX):] for r in roles if r.startswith(TEAM_PREFIX)))
-    reader = Reader(user=user or email, email=email, groups=groups, admin=admin, teams=teams, via=via)
+    reader = Reader(user=user or email, email=email, groups=groups, admin=admin, teams=teams, via=via,
+                    cluster_users=cluster_users(access, user if login_names_user else None, email))
     return replace(reader, others_jobs=admin or others_jobs)
+
+
+def cluster_users(access: AccessSettings, login: str | None, email: str | None) -> tuple[str, ...]:
+    """The cluster user names that are the reader, exactly: their login name when access.login_is_cluster_user,
+    their email as it is, and its local part only when its domain is one of access.email_domains (so
+    llm-user8@elsewhere is never cluster user llm-user8)."""
+    found = []
+    if login and access.login_is_cluster_user:
+        found.append(login)
+    if email:
+        found.append(email)
+        local, at, domain = email.rpartition("@")
+        if at and local and domain.lower() in {d.lower() for d in access.email_domains}:
+            found.append(local)
+    return tuple(dict.fromkeys(found))
+
+
+def email_verified(claims: Mapping[str, object]) -> str | None:
+    """The email of an OpenID Connect login when the provider says it verified it (`email_verified` true),
+    else None: an unverified address may be anyone's."""
+    email, verified = claims.get("email"), claims.get("email_verified")
+    if not isinstance(email, str) or not email or "@" not in email:
+        return None
+    return email if verified is True or (isinstance(verified, str) and verified.lower() == "true") else None
+
+
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+_DOMAIN = re.compile(rf"^(?=.{{1,253}}$){_LABEL}(?:\.{_LABEL})+$", re.ASCII)
+
+
+def _domains_problem(value: object) -> str | None:
+    bad = [str(d) for d in value if not _DOMAIN.match(str(d))] if isinstance(value, list) else []
+    return f"expected domain names such as example.org, got {bad[0][:60]!r}" if bad else None
 
 
 def config_problems(access: AccessSettings, address: str) -> list[str]:
@@ -220,72 +283,3 @@ def proxy_trusted(access: AccessSettings, listen_address: str | None, peer: str 
 
 def header_groups(value: str | None) -> tuple[str, ...]:
     return tuple(g.strip() for g in (value or "").split(",") if g.strip())
-
-
-# Identifying columns of query results and the column that says whose they are. A column not listed
-# here is a cluster-level figure or a team name (public); `redact` masks these for other teams' rows.
-OWNED_BY = {
-    "victim_job_id": "victim_team",
-    "victim_user": "victim_team",
-    "preemptor_job_id": "preemptor_team",
-    "cheaper_job_id": "cheaper_team",
-    "job_id": "team",
-    "name": "team",
-    "user_name": "team",
-    "hosts": "team",
-    "holder": "team",
-}
-
-
-def redact(value: Any, reader: Reader) -> Any:
-    """`value` (a query result: a frame, a tuple of them, or a VictimDetail) with the identifiers of
-    jobs the reader may not see replaced by HIDDEN. An identifying column whose owner column is
-    missing is masked whole: a new query cannot leak by forgetting to select its team."""
-    if reader.admin or reader.others_jobs:
-        return value
-    if isinstance(value, pl.DataFrame):
-        return _redact_frame(value, reader)
-    if isinstance(value, tuple):
-        return tuple(redact(v, reader) for v in value)
-    from preemptlens.dashboards.data import VictimDetail
-
-    if isinstance(value, VictimDetail):
-        team = value.job["team"][0] if value.job.height else None
-        if reader.sees_jobs_of(team):
-            return value
-        return VictimDetail(
-            job=_redact_frame(value.job, reader),
-            runs=_mask(value.runs, [c for c in ("hosts", "preemptor_job_id") if c in value.runs.columns]),
-            preemptions=_redact_frame(value.preemptions, reader),
-            checkpoints=value.checkpoints,
-        )
-    return value
-
-
-def _mask(frame: pl.DataFrame, columns: list[str]) -> pl.DataFrame:
-    return frame.with_columns(
-        pl.when(pl.col(c).is_null()).then(None).otherwise(pl.lit(HIDDEN)).alias(c) for c in columns
-    )
-
-
-def _redact_frame(frame: pl.DataFrame, reader: Reader) -> pl.DataFrame:
-    mine = list(reader.teams)
-    masks = []
-    for column, owner in OWNED_BY.items():
-        if column not in frame.columns:
-            continue
-        if owner not in frame.columns:
-            masks.append(pl.lit(HIDDEN, dtype=pl.String).alias(column))
-            continue
-        visible = pl.col(owner).is_in(mine)
-        if "own" in frame.columns:
-            # dashboards.data.mine marks the reader's own jobs, whichever team they ran for.
-            visible = visible | pl.col("own")
-        if column == "holder":
-            # Top holders by team name the team itself, which is public.
-            visible = visible | (pl.col(column) == pl.col(owner))
-        masks.append(
-            pl.when(visible | pl.col(column).is_null()).then(pl.col(column).cast(pl.String))
-            .otherwise(pl.lit(HIDDEN)).alias(column)
-        )
-    return frame.with_columns(masks) if masks else frame

@@ -21,8 +21,24 @@ import streamlit as st
 
 from preemptlens.analytics.alerts import MY_PREEMPTIONS_PATH
 from preemptlens.config import Config, WarehouseSettings, load_config
-from preemptlens.dashboards.access import OPEN, AccessSettings, Reader, header_groups, proxy_trusted, resolve
-from preemptlens.dashboards.data import DashboardSettings, Filters, Options, page_queries, snapshot_version
+from preemptlens.dashboards.access import (
+    OPEN,
+    AccessSettings,
+    Reader,
+    email_verified,
+    header_groups,
+    proxy_trusted,
+    resolve,
+)
+from preemptlens.dashboards.data import (
+    EVERYTHING,
+    DashboardSettings,
+    Filters,
+    Options,
+    is_hidden,
+    page_queries,
+    snapshot_version,
+)
 from preemptlens.dashboards.figures import TIMELINE_MARKERS
 from preemptlens.dashboards.views_common import CONTEXT_KEY, Context, cached, duration
 from preemptlens.errors import PreemptlensError
@@ -139,12 +155,14 @@ def _warm(ctx: Context) -> None:
     try:
         rows, top_n = ctx.settings.table_rows, ctx.settings.top_n
         for name, *args in page_queries(ctx.filters, rows=rows, top_n=top_n, markers=TIMELINE_MARKERS):
-            cached(name, ctx.warehouse, ctx.limits, ctx.version, *args)
+            cached(name, ctx.warehouse, ctx.limits, ctx.version, ctx.scope, *args)
         # The Preemptions page opens on the story of its worst victim (most work thrown away).
-        victims = cached("top_victims", ctx.warehouse, ctx.limits, ctx.version, ctx.filters, rows)
+        victims = cached("top_victims", ctx.warehouse, ctx.limits, ctx.version, ctx.scope, ctx.filters, rows)
+        victims = victims.filter(~is_hidden("victim_job_id"))
         if victims.height:
             first = victims.row(0, named=True)
-            cached("victim_detail", ctx.warehouse, ctx.limits, ctx.version, first["cluster"], first["victim_job_id"])
+            cached("victim_detail", ctx.warehouse, ctx.limits, ctx.version, ctx.scope, first["cluster"],
+                   first["victim_job_id"])
     except PreemptlensError:
         return  # the page that needs the figure shows the error itself
 
@@ -187,10 +205,17 @@ def _reader(config: Config) -> Reader | None:
     if access.oidc:
         if not st.user.is_logged_in:
             return None
+        claims = {key: st.user.get(key) for key in ("email", "email_verified")}
         claim = st.user.get(access.oidc_groups_claim)
         groups = tuple(str(g) for g in claim) if isinstance(claim, list) else header_groups(_text(claim))
-        name = _text(st.user.get("preferred_username")) or _text(st.user.get("sub"))
-        return resolve(access, name, _text(st.user.get("email")), groups, "oidc", others)
+        # The configured claim names the reader; an email counts only once the provider verified it.
+        email = email_verified(claims)
+        name = _text(st.user.get(access.oidc_user_claim))
+        if access.oidc_user_claim == "email":
+            name = email
+        if name is None:
+            return resolve(access, _text(st.user.get("sub")), email, groups, "oidc", others, login_names_user=False)
+        return resolve(access, name, email, groups, "oidc", others)
     return OPEN
 
 
@@ -221,7 +246,8 @@ def main() -> None:
         warehouse = config.of(WarehouseSettings).path
         limits = config.of(Limits)
         version = snapshot_version(warehouse, limits)
-        options: Options = cached("options", warehouse, limits, version)
+        # The filters' values (clusters, pools, teams, tiers) are no job's: the same for every reader.
+        options: Options = cached("options", warehouse, limits, version, EVERYTHING)
     except PreemptlensError as exc:
         st.error(f"preemptlens dashboard: {exc}")
         st.stop()
@@ -242,6 +268,8 @@ def main() -> None:
         pools=tuple(st.sidebar.multiselect("Pool", options.pools, key="pools")),
         teams=tuple(st.sidebar.multiselect("Team", options.teams, key="teams")),
         tiers=tuple(st.sidebar.multiselect("Tier", options.tiers, key="tiers")),
+        # A team's reader filtering by team means their victims, not the jobs their jobs preempted.
+        victim_teams=bool(who.teams) and not who.admin,
     )
     st.sidebar.caption(
         f"Warehouse `{Path(warehouse).name}`, snapshot of {datetime.fromtimestamp(version, UTC):%Y-%m-%d %H:%M} UTC. "

@@ -8,6 +8,16 @@ parameter and every SQL text is a constant: a filter left empty matches all.
 
 `QUERIES` names every query for the dashboard's cache (dashboards.views_common),
 which keys results by the snapshot's version: a new snapshot is a new key.
+
+Masking happens here, once, where rows leave the warehouse: a `Reader` is opened
+for a `Scope` (whose job-level rows its reader may see, from the login and
+`dashboard.show_other_teams_jobs`), and every frame any query returns passes
+`mask` before anything else sees it. A page gets rows only through a Reader
+(`Context.q` in dashboards.views_common, or `reader(..., scope)`), so a new
+query or section inherits the masking without asking for it: identifiers of
+another team's job become "(another team #n)", free text that may name such a
+job (the scheduler's reason) loses every identifier in it, and any other text
+column of such a row that is not known to be public is masked too.
 The pages ask for what they show, already aggregated or capped in SQL
 (headline counts, one page of the ledger, the worst preemptions for the
 timeline), so that neither the cache nor the browser ever holds a whole ledger.
@@ -16,6 +26,7 @@ timeline), so that neither the cache nor the browser ever holds a whole ledger.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -31,7 +42,7 @@ import polars as pl
 from preemptlens.analytics.actions import HOLD_COLUMNS, hold_join
 from preemptlens.analytics.scorecard import FAILED_COLUMN
 from preemptlens.analytics.views import registry
-from preemptlens.config import section, setting
+from preemptlens.config import host_name, listen_address, section, setting
 from preemptlens.errors import PreemptlensError
 from preemptlens.readonly import Limits, Result, current_snapshot, open_reader, query
 
@@ -46,25 +57,34 @@ class DashboardSettings:
         "127.0.0.1",
         "Address the dashboard listens on (`preemptlens dashboard` and `preemptlens serve`); "
         "anything but loopback needs a login (access.proxy_headers or access.oidc).",
+        check=listen_address,
     )
     public_host: str = setting(
         "",
         "Host name readers reach the dashboard by (e.g. preemptlens.example.org, the proxy's name): "
         "connections naming any other host than it, localhost and the listening address are refused, "
         "and it is the only other origin accepted.",
+        check=host_name,
     )
     show_other_teams_jobs: bool = setting(
         True,
         "Whether a reader who is not an admin sees the job ids, job names, users and hosts of other teams' "
         "jobs (cluster-level figures are shown to everyone).",
     )
-    default_days: int = setting(30, "Time window (days, ending at the newest data) a page opens with.")
-    table_rows: int = setting(2000, "Most rows a page's table shows (the SQL page uses sql.max_rows).")
-    top_n: int = setting(15, "How many holders, teams or suggestions a top list shows.")
+    default_days: int = setting(
+        30, "Time window (days, ending at the newest data) a page opens with.",
+        bounds=(1, 3660),
+    )
+    table_rows: int = setting(
+        2000, "Most rows a page's table shows (the SQL page uses sql.max_rows).",
+        bounds=(1, 100_000),
+    )
+    top_n: int = setting(15, "How many holders, teams or suggestions a top list shows.", bounds=(1, 1000))
     first_charts_wait_s: float = setting(
         0.8,
         "Seconds a reader's first page with charts holds them back, so that the browser shows the page's "
         "figures and tables before it loads plotly.js (once per browser tab; 0 sends them at once).",
+        bounds=(0, 10),
     )
     gpu_hour_price: float = setting(
         0.0,
@@ -102,6 +122,9 @@ class Filters:
     pools: tuple[str, ...] = ()
     teams: tuple[str, ...] = ()
     tiers: tuple[str, ...] = ()
+    # The team filter of the preemption queries matches the victim's team only (a team reader's view: their
+    # team's preemptions, not those their team's jobs caused); else the victim's or the preemptor's.
+    victim_teams: bool = False
 
     def params(self, *names: str) -> dict[str, object]:
         values: dict[str, object] = {
@@ -111,6 +134,7 @@ class Filters:
             "pools": list(self.pools),
             "teams": list(self.teams),
             "tiers": list(self.tiers),
+            "victim_teams": self.victim_teams,
         }
         return {n: values[n] for n in names}
 
@@ -135,15 +159,133 @@ class VictimDetail:
     checkpoints: pl.DataFrame
 
 
+@dataclass(frozen=True)
+class Scope:
+    """Whose job-level rows a reader sees: everyone's, or only those of `teams` (and their own jobs, which a
+    query marks in its `own` column)."""
+
+    everything: bool = True
+    teams: tuple[str, ...] = ()
+
+
+EVERYTHING = Scope()
+# What an identifier of a job the reader may not see reads as (numbered within a result: "(another team #2)").
+HIDDEN = "(another team)"
+_SIDES = ("victim", "preemptor", "cheaper")
+# Columns that name a job, a person or a machine: masked in a row whose owner the reader may not see.
+_IDENTIFYING = re.compile(
+    r"(?:^|_)(?:job_ids?|name|names|users?|user_name|email|hosts?|holder|nodes?|pods?|uid|namespace|workload)$"
+)
+# Free text that may quote identifiers (the scheduler's reason): every identifier-like word is taken out.
+_FREE_TEXT = re.compile(r"(?:^|_)(?:reason|message|why|undo_why|note|details?)$")
+# Text columns known to hold no identifier; any other text column of a masked row is masked too.
+PUBLIC = frozenset({
+    "cluster", "pool", "tier", "team", "state", "basis", "kind", "source", "priority_class", "unknown", "mode",
+    "action", "scheduler", "period", "level", "victim_team", "preemptor_team", "cheaper_team", "victim_tier",
+    "preemptor_tier", "cheaper_tier", "victim_cost_unknown", "hold_action", "hold_mode",
+})
+_WORD = re.compile(r"[^\s,;()\[\]{}<>\"'`]+")
+
+
+def is_hidden(column: str) -> pl.Expr:
+    """Rows whose `column` was masked."""
+    return pl.col(column).cast(pl.String).str.starts_with(HIDDEN[:-1])
+
+
+def mask(frame: pl.DataFrame, scope: Scope) -> pl.DataFrame:
+    """`frame` as a reader of `scope` may see it: in each row whose job (victim, preemptor, cheaper victim, or
+    the row's own `team`) belongs to a team not in scope, its identifiers and unknown text replaced by a
+    numbered HIDDEN and identifiers taken out of its free text; a row marked `own` shows its victim side.
+    An identifying column whose owner column is missing is masked whole: a new query cannot leak by
+    forgetting to select its team."""
+    if scope.everything or frame.is_empty():
+        return frame
+    columns = set(frame.columns)
+    teams = list(scope.teams)
+    visible: dict[str, pl.Expr] = {}
+    for side in ("", *_SIDES):
+        owner = f"{side}_team" if side else "team"
+        if owner in columns:
+            theirs = pl.col(owner).is_in(teams).fill_null(False)
+            if side in ("", "victim") and "own" in columns:
+                # dashboards.data.mine marks the reader's own jobs, whichever team they ran for.
+                theirs = theirs | pl.col("own").fill_null(False)
+            visible[side] = theirs
+    # A column of no side's belongs to every side the row has: shown only when all of them are.
+    whole = pl.lit(False) if not visible else pl.all_horizontal(list(visible.values()))
+    hidden_rows = frame.select(~whole).to_series() if visible else None
+    updates: list[pl.Series] = []
+    for column in frame.columns:
+        dtype = frame.schema[column]
+        if column in PUBLIC or column == "own" or column.endswith("_team") or column == "team":
+            continue
+        side = next((s for s in _SIDES if column.startswith(f"{s}_")), "")
+        shown: pl.Expr | None = visible.get(side) if side else visible.get("", whole if visible else None)
+        if _FREE_TEXT.search(column) and dtype == pl.String:
+            if hidden_rows is None:
+                updates.append(frame[column].map_elements(_scrub, return_dtype=pl.String))
+            else:
+                updates.append(_scrub_rows(frame[column], hidden_rows))
+            continue
+        if not (_IDENTIFYING.search(column) or (dtype == pl.String and visible)):
+            continue
+        if shown is None:
+            hide = pl.Series([True] * frame.height)
+        else:
+            hide = frame.select(~shown).to_series()
+        updates.append(_numbered(frame[column], hide))
+    return frame.with_columns(updates) if updates else frame
+
+
+def _numbered(values: pl.Series, hide: pl.Series) -> pl.Series:
+    """`values` with those where `hide` replaced by HIDDEN, numbered by the value they hide (nulls stay null)."""
+    numbers: dict[object, int] = {}
+    out: list[object] = []
+    for value, hidden in zip(values.to_list(), hide.to_list(), strict=True):
+        if value is None or not hidden:
+            out.append(value if value is None or not hidden else None)
+            continue
+        number = numbers.setdefault(value, len(numbers) + 1)
+        out.append(f"{HIDDEN[:-1]} #{number})")
+    if values.dtype != pl.String and any(h for h in hide.to_list()):
+        return pl.Series(values.name, [None if v is None else str(v) for v in out], dtype=pl.String)
+    return pl.Series(values.name, out, dtype=values.dtype)
+
+
+def _scrub(text: str | None) -> str | None:
+    """Free text without any word that may identify a job, a person or a machine: one holding a digit, a
+    slash, an @, an = or a colon inside it (JobId=123, ns/pod, 5f1c-..., user@host)."""
+    if text is None:
+        return None
+
+    def word(m: re.Match[str]) -> str:
+        token = m.group(0).rstrip(".:")
+        if any(c.isdigit() for c in token) or any(c in token for c in "/@=:_"):
+            return HIDDEN + m.group(0)[len(token):]
+        return m.group(0)
+
+    return _WORD.sub(word, text)
+
+
+def _scrub_rows(values: pl.Series, hidden_rows: pl.Series) -> pl.Series:
+    return pl.Series(values.name, [_scrub(v) if h else v for v, h in zip(values.to_list(), hidden_rows.to_list(),
+                                                                          strict=True)], dtype=pl.String)
+
+
 @dataclass
 class Reader:
-    """The read-only connection to the current snapshot, one statement at a time."""
+    """The read-only connection to the current snapshot, one statement at a time, for a reader of `scope`:
+    every frame it returns is masked for that scope (`mask`)."""
 
     con: duckdb.DuckDBPyConnection
+    scope: Scope
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _tables: set[str] | None = field(default=None, repr=False)
 
     def frame(self, sql: str, params: Mapping[str, object] | None = None) -> pl.DataFrame:
+        return mask(self._frame(sql, params), self.scope)
+
+    def _frame(self, sql: str, params: Mapping[str, object] | None = None) -> pl.DataFrame:
         began = time.perf_counter()
         try:
             with self.lock:
@@ -162,7 +304,7 @@ class Reader:
 
     def has(self, name: str) -> bool:
         if self._tables is None:
-            self._tables = set(self.frame("SELECT table_name FROM information_schema.tables")["table_name"])
+            self._tables = set(self._frame("SELECT table_name FROM information_schema.tables")["table_name"])
         return name in self._tables
 
 
@@ -183,8 +325,9 @@ _OPEN_CHANGED = threading.Condition()
 
 
 @contextmanager
-def reader(warehouse: str | Path, limits: Limits | None = None) -> Iterator[Reader]:
-    """A reader of the current snapshot. The process keeps the snapshot it last read open and
+def reader(warehouse: str | Path, limits: Limits | None = None, *, scope: Scope) -> Iterator[Reader]:
+    """A reader of the current snapshot for a reader of `scope` (EVERYTHING for the weekly report and the
+    commands, which only the service's users run). The process keeps the snapshot it last read open and
     shares its connection between readers: opening the file for every query would re-read its
     catalog and start with an empty block cache (0.15-0.3 s each on the 4,096-GPU warehouse).
 
@@ -208,7 +351,7 @@ def reader(warehouse: str | Path, limits: Limits | None = None) -> Iterator[Read
             _OPEN[key] = _OpenSnapshot(snapshot, version, open_reader(warehouse, limits))
         kept.readers += 1
     try:
-        yield Reader(kept.con, kept.lock)
+        yield Reader(kept.con, scope, kept.lock)
     finally:
         with _OPEN_CHANGED:
             kept.readers -= 1
@@ -264,7 +407,7 @@ _LEDGER_WHERE = """
     (len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster))
     AND (len(CAST($pools AS VARCHAR[])) = 0 OR list_contains(CAST($pools AS VARCHAR[]), pool))
     AND (len(CAST($teams AS VARCHAR[])) = 0 OR list_contains(CAST($teams AS VARCHAR[]), victim_team)
-         OR list_contains(CAST($teams AS VARCHAR[]), preemptor_team))
+         OR (NOT $victim_teams AND list_contains(CAST($teams AS VARCHAR[]), preemptor_team)))
     AND (len(CAST($tiers AS VARCHAR[])) = 0 OR list_contains(CAST($tiers AS VARCHAR[]), victim_tier)
          OR list_contains(CAST($tiers AS VARCHAR[]), preemptor_tier))
     AND time >= $start AND time < $end
@@ -273,7 +416,8 @@ _LEDGER_WHERE = """
 LEDGER_SQL = f"""
 SELECT {_LEDGER_COLUMNS} FROM preemption_ledger WHERE {_LEDGER_WHERE} ORDER BY time DESC
 """  # noqa: S608 -- constants only
-_LEDGER_PARAMS = ("clusters", "pools", "teams", "tiers", "start", "end")
+_LEDGER_PARAMS = ("clusters", "pools", "teams", "tiers", "start", "end", "victim_teams")
+_STRETCH_PARAMS = ("clusters", "pools", "teams", "tiers", "start", "end")
 
 
 def ledger(r: Reader, f: Filters) -> pl.DataFrame:
@@ -420,7 +564,7 @@ SELECT CASE WHEN EXISTS (
 def hoarded(r: Reader, f: Filters) -> float | None:
     """GPU-hours of hoarding stretches (allocated GPUs idle at least the hoarding window), clipped to the window;
     None when no selected cluster has GPU samples."""
-    value = r.frame(HOARDED_SQL, f.params(*_LEDGER_PARAMS))["hoarded_gpu_hours"][0]
+    value = r.frame(HOARDED_SQL, f.params(*_STRETCH_PARAMS))["hoarded_gpu_hours"][0]
     return None if value is None else float(value)
 
 
@@ -482,8 +626,12 @@ def victim_detail(r: Reader, cluster: str, job_id: str) -> VictimDetail:
             key,
         ),
         runs=r.frame(
-            "SELECT run, pool, hosts, gpus, submit_time, eligible_time, start_time, end_time, state, "
-            "preemptor_job_id, reason FROM job_runs WHERE cluster = $c AND job_id = $j ORDER BY run",
+            # Each run with whose it is and whose its preemptor was, so that masking can tell (mask).
+            "SELECT r.run, r.pool, r.hosts, r.gpus, r.submit_time, r.eligible_time, r.start_time, r.end_time, "
+            "r.state, r.preemptor_job_id, p.team AS preemptor_team, r.reason, j.team "
+            "FROM job_runs AS r LEFT JOIN jobs AS j ON j.cluster = r.cluster AND j.job_id = r.job_id "
+            "LEFT JOIN jobs AS p ON p.cluster = r.cluster AND p.job_id = r.preemptor_job_id "
+            "WHERE r.cluster = $c AND r.job_id = $j ORDER BY r.run",
             key,
         ),
         preemptions=r.frame(
@@ -492,7 +640,9 @@ def victim_detail(r: Reader, cluster: str, job_id: str) -> VictimDetail:
             key,
         ),
         checkpoints=r.frame(
-            "SELECT run, time, kind, step FROM checkpoints WHERE cluster = $c AND job_id = $j ORDER BY time LIMIT 5000",
+            "SELECT c.run, c.time, c.kind, c.step, j.team FROM checkpoints AS c "
+            "LEFT JOIN jobs AS j ON j.cluster = c.cluster AND j.job_id = c.job_id "
+            "WHERE c.cluster = $c AND c.job_id = $j ORDER BY c.time LIMIT 5000",
             key,
         ),
     )
@@ -519,7 +669,7 @@ HOLDER_SQL = {
 
 def top_holders(r: Reader, f: Filters, by: str, limit: int) -> pl.DataFrame:
     """Who held allocated GPUs idle in hoarding stretches, clipped to the window."""
-    return r.frame(HOLDER_SQL[by], {**f.params(*_LEDGER_PARAMS), "limit": limit})
+    return r.frame(HOLDER_SQL[by], {**f.params(*_STRETCH_PARAMS), "limit": limit})
 
 
 IDLE_DAILY_SQL = """

@@ -2,6 +2,8 @@
 
 Each builder takes a frame from dashboards.data and returns a figure; none
 queries anything, so the report and the app draw the same numbers the same way.
+Plotly reads a few HTML tags (<a href>, <b>, <br>) and %{...} templates in the
+text it draws: every name from the data goes through `_text` first.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from datetime import datetime, timedelta
 import plotly.graph_objects as go
 import polars as pl
 
+from preemptlens import escape
 from preemptlens.dashboards.data import TIER_ORDER, VictimDetail
 from preemptlens.dashboards.formats import duration, iso_week
 
@@ -31,9 +34,14 @@ GAIN_COLOR = "#27ae60"
 COST_COLOR = "#c0392b"
 
 
+def _text(value: object) -> str:
+    """A name from the data as plotly text: no tag, link or %{template} of its own."""
+    return escape.html_text(value).replace("%{", "%&#123;")
+
+
 def _layout(fig: go.Figure, title: str, y_title: str, height: int = 360) -> go.Figure:
     fig.update_layout(
-        title={"text": title, "x": 0, "xanchor": "left", "font": {"size": 15}},
+        title={"text": _text(title), "x": 0, "xanchor": "left", "font": {"size": 15}},
         template="plotly_white",
         height=height,
         margin={"l": 10, "r": 10, "t": 70, "b": 10},
@@ -189,15 +197,18 @@ def preemption_timeline(
             continue
         if binned:
             text = [
-                f"{r['n']:,} preemption{'s' if r['n'] != 1 else ''} of {tier} victims in {r['lane']}<br>"
+                f"{r['n']:,} preemption{'s' if r['n'] != 1 else ''} of {_text(tier)} victims in "
+                f"{_text(r['lane'])}<br>"
                 f"{r['wasted_gpu_hours']:,.1f} GPU-h thrown away, {r['waiting_gpu_hours']:,.1f} GPU-h waiting<br>"
-                f"worst: {r['worst']} ({r['worst_h']:,.1f} GPU-h thrown away)"
+                f"worst: {_text(r['worst'])} ({r['worst_h']:,.1f} GPU-h thrown away)"
                 for r in rows.iter_rows(named=True)
             ]
         else:
             text = [
-                f"victim {r['victim_job_id']} run {r['victim_run']} ({r['victim_team']}, {r['victim_gpus']} GPUs)<br>"
-                f"preemptor {r['preemptor_job_id'] or 'unknown'} ({r['preemptor_tier'] or 'tier unknown'})<br>"
+                f"victim {_text(r['victim_job_id'])} run {r['victim_run']} ({_text(r['victim_team'])}, "
+                f"{r['victim_gpus']} GPUs)<br>"
+                f"preemptor {_text(r['preemptor_job_id'] or 'unknown')} "
+                f"({_text(r['preemptor_tier'] or 'tier unknown')})<br>"
                 f"{r['wasted_gpu_hours']:,.1f} GPU-h thrown away, {r['waiting_gpu_hours']:,.1f} GPU-h waiting"
                 for r in rows.iter_rows(named=True)
             ]
@@ -219,7 +230,8 @@ def preemption_timeline(
         # A legend of marker sizes: traces with no points, each drawn in the legend at its size.
         fig.add_scatter(x=[None], y=[None], mode="markers", legend="legend2", hoverinfo="skip",
                         name=f"{float(step):,g} GPU-h", marker={"size": _sizes([step], largest)[0], "color": "#aab7b8"})
-    fig.update_yaxes(tickmode="array", tickvals=list(range(len(lanes))), ticktext=lanes,
+    fig.update_yaxes(tickmode="array", tickvals=list(range(len(lanes))),
+                     ticktext=[_text(lane) for lane in lanes],
                      range=[-0.6, len(lanes) - 0.4], showgrid=False, zeroline=False)
     fig.update_xaxes(type="date")
     _layout(fig, title, "", height=230 + 70 * len(lanes))
@@ -248,11 +260,11 @@ def victim_runs(detail: VictimDetail, title: str) -> go.Figure:
             base=starts,
             x=[(e - s) / timedelta(milliseconds=1) for s, e in zip(starts, ends, strict=True)],
             orientation="h",
-            name=state,
+            name=_text(state),
             marker_color=STATE_COLORS.get(state, "#34495e"),
             customdata=[[f"{s:%Y-%m-%d %H:%M}", f"{e:%Y-%m-%d %H:%M}", duration((e - s).total_seconds())]
                         for s, e in zip(starts, ends, strict=True)],
-            hovertemplate="%{y}: " + state + "<br>%{customdata[0]} to %{customdata[1]} UTC (%{customdata[2]})"
+            hovertemplate="%{y}: " + _text(state) + "<br>%{customdata[0]} to %{customdata[1]} UTC (%{customdata[2]})"
             "<extra></extra>",
         )
     ckpts = detail.checkpoints.filter((pl.col("kind") == "checkpoint") & pl.col("run").is_not_null())
@@ -267,7 +279,7 @@ def victim_runs(detail: VictimDetail, title: str) -> go.Figure:
         )
     pre = detail.preemptions
     if pre.height:
-        labels = [f" by {p or 'unknown'}" for p in pre["preemptor_job_id"].to_list()]
+        labels = [f" by {_text(p or 'unknown')}" for p in pre["preemptor_job_id"].to_list()]
         fig.add_scatter(
             x=pre["time"].to_list(),
             y=[f"run {r}" for r in pre["victim_run"].to_list()],
@@ -323,7 +335,7 @@ def top_holders(holders: pl.DataFrame, title: str) -> go.Figure:
     fig = go.Figure()
     fig.add_bar(
         x=holders["idle_gpu_hours"].to_list(),
-        y=holders["holder"].to_list(),
+        y=[_text(h) for h in holders["holder"].to_list()],
         orientation="h",
         marker_color=COST_COLOR,
         customdata=holders["longest_stretch_hours"].to_list(),
@@ -365,10 +377,10 @@ def team_high_shares(shares: pl.DataFrame, title: str = "Critical + high share p
         fig.add_scatter(
             x=rows["week"].to_list(),
             y=rows["high_gpu_hour_share"].fill_null(0.0).to_list(),
-            name=team,
+            name=_text(team),
             mode="lines+markers",
             text=[iso_week(w) for w in rows["week"].to_list()],
-            hovertemplate="%{text} (from %{x|%Y-%m-%d}): " + team + " %{y:.0%}<extra></extra>",
+            hovertemplate="%{text} (from %{x|%Y-%m-%d}): " + _text(team) + " %{y:.0%}<extra></extra>",
         )
     fig.update_yaxes(tickformat=".0%", rangemode="tozero")
     _weekly_axis(fig, shares["week"].to_list())
@@ -379,7 +391,7 @@ def team_slopes(slopes: pl.DataFrame, title: str = "Weekly growth of each team's
     rows = slopes.filter(pl.col("high_share_slope").is_not_null())
     if rows.height == 0:
         return _empty(title, "fewer than two weeks of data")
-    labels = [f"{p}/{t}" for p, t in zip(rows["pool"], rows["team"], strict=True)]
+    labels = [_text(f"{p}/{t}") for p, t in zip(rows["pool"], rows["team"], strict=True)]
     values = [v * 100 for v in rows["high_share_slope"].to_list()]
     fig = go.Figure()
     fig.add_bar(

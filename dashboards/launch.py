@@ -113,7 +113,7 @@ def warm() -> str:
         config = load_config()
         warehouse = config.of(WarehouseSettings).path
         # data.reader keeps this connection open for the pages, which read with the same limits.
-        with data.reader(warehouse, config.of(Limits)) as r:
+        with data.reader(warehouse, config.of(Limits), scope=data.EVERYTHING) as r:
             objects = r.frame("SELECT count(*) AS n FROM information_schema.tables")["n"][0]
         opened = f"snapshot of {warehouse} open ({objects} tables and views)"
     except (PreemptlensError, duckdb.Error) as exc:

@@ -16,13 +16,29 @@ Bounded cardinality: the team label carries at most `metrics.top_teams`
 teams per cluster and pool (those with the largest figure) and folds the rest
 into team="_other", so a family with a team label has at most
 clusters x pools x (top_teams + 1) series. docs/metrics.md lists every metric.
+
+Aggregates only, unless the scrape logs in: anyone on the machine can reach
+the listener, so job ids (and a job's team and user) are served only to a
+client that sends `serve.metrics_token` as a bearer token: the costliest jobs'
+series on /metrics (PER_JOB) and /live-costs. With the token set, every request
+needs it. The listener checks the Host header (a web page on a foreign name
+that resolves here, DNS rebinding, gets nothing), bounds each connection (its
+request must arrive within HEADER_TIMEOUT_S, a quiet connection is closed after
+IDLE_TIMEOUT_S) and their number (MAX_CONNECTIONS; more are answered 503 and
+closed at once), so that idle or slow clients cannot take serve's threads and
+file descriptors. It can also listen on a Unix socket (`unix:/path`), which no
+other local user can take over while serve is down.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hmac
 import json
 import logging
+import os
 import socket
+import socketserver
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -42,6 +58,7 @@ from prometheus_client.utils import floatToGoString
 
 from preemptlens.analytics.livecost import LiveCostSettings, records, top
 from preemptlens.config import Config, WarehouseSettings, section, setting
+from preemptlens.readonly import Limits, connect_snapshot
 from preemptlens.warehouse import snapshot_path
 
 log = logging.getLogger(__name__)
@@ -52,6 +69,13 @@ QUANTILES = (0.5, 0.9, 0.99)
 # Upper bounds (GPU-hours) of the live-cost histogram's buckets: fixed, so its series per pool are too.
 LIVE_COST_BUCKETS = (0.1, 0.5, 1.0, 2.0, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0)
 LIVE_COSTS_PATH = "/live-costs"
+# Families whose series name jobs: served only to a scrape that sends serve.metrics_token.
+PER_JOB = frozenset({"preemptlens_live_cost_top_gpu_hours"})
+# Seconds a client has to send its whole request; seconds a connection may stay quiet; connections at once.
+HEADER_TIMEOUT_S = 10.0
+IDLE_TIMEOUT_S = 10.0
+MAX_CONNECTIONS = 32
+UNIX_PREFIX = "unix:"
 
 # Every metric family, with its help text; docs/metrics.md describes each at length.
 METRICS: dict[str, str] = {
@@ -148,10 +172,12 @@ class MetricsSettings:
         20,
         "Teams per cluster and pool that keep their own `team` label (those with the largest figure); "
         "the rest are summed into team=\"_other\", which bounds the series to clusters x pools x (top_teams + 1).",
+        bounds=(0, 10_000),
     )
     cache_s: float = setting(
         5.0,
         "Seconds a read of the snapshot answers scrapes before the next scrape reads it again.",
+        bounds=(0, 3600),
     )
 
 
@@ -435,8 +461,10 @@ class SnapshotCollector:
         top_jobs: int = 20,
         endpoint_limit: int = 1000,
         clock: Callable[[], float] = time.monotonic,
+        limits: Limits | None = None,
     ) -> None:
         self.snapshot = snapshot_path(warehouse)
+        self.limits = limits or Limits()
         self.top_teams = top_teams
         self.top_jobs = top_jobs
         self.endpoint_limit = endpoint_limit
@@ -454,7 +482,7 @@ class SnapshotCollector:
         metrics = config.of(MetricsSettings)
         live = config.of(LiveCostSettings)
         return cls(config.of(WarehouseSettings).path, top_teams=metrics.top_teams, cache_s=metrics.cache_s,
-                   top_jobs=live.top_jobs, endpoint_limit=live.endpoint_limit)
+                   top_jobs=live.top_jobs, endpoint_limit=live.endpoint_limit, limits=config.of(Limits))
 
     def close(self) -> None:
         """Wait for a read in progress and read no more.
@@ -477,17 +505,9 @@ class SnapshotCollector:
             return list(self._cached)
 
     def _connect(self) -> duckdb.DuckDBPyConnection:
-        con = duckdb.connect(
-            str(self.snapshot),
-            read_only=True,
-            config={
-                "enable_external_access": False,
-                "autoload_known_extensions": False,
-            },
-        )
-        # The weekly windows are UTC weeks, as in the views.
-        con.execute("SET TimeZone = 'UTC'")
-        return con
+        # The readers' own configuration (UTC, as the views' weekly windows): in serve the report job opens
+        # the same snapshot, and DuckDB refuses a second configuration for a file open in one process.
+        return connect_snapshot(self.snapshot, self.limits)
 
     def live_costs(self, limit: int, cluster: str | None = None, pool: str | None = None) -> tuple[int, dict[str, Any]]:
         """The /live-costs answer (HTTP status, JSON body): the latest computation's `limit` costliest jobs.
@@ -547,14 +567,26 @@ class SnapshotCollector:
         self._problem = problem
 
 
-def registry_for(collector: SnapshotCollector) -> CollectorRegistry:
-    """A registry holding only preemptlens's figures (no process or Python metrics of the default one)."""
+class _Aggregates:
+    """The collector's families without those that name jobs (PER_JOB)."""
+
+    def __init__(self, collector: SnapshotCollector) -> None:
+        self.collector = collector
+
+    def collect(self) -> Iterable[Metric]:
+        return [f for f in self.collector.collect() if f.name not in PER_JOB]
+
+
+def registry_for(collector: SnapshotCollector, *, per_job: bool = True) -> CollectorRegistry:
+    """A registry holding only preemptlens's figures (no process or Python metrics of the default one); without
+    `per_job`, only the aggregates."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(collector)
+    registry.register(collector if per_job else _Aggregates(collector))
     return registry
 
 
-_REASONS = {200: "200 OK", 400: "400 Bad Request", 405: "405 Method Not Allowed", 503: "503 Service Unavailable"}
+_REASONS = {200: "200 OK", 400: "400 Bad Request", 401: "401 Unauthorized", 403: "403 Forbidden",
+            405: "405 Method Not Allowed", 503: "503 Service Unavailable"}
 
 
 def _one(query: dict[str, list[str]], name: str) -> str | None:
@@ -562,13 +594,54 @@ def _one(query: dict[str, list[str]], name: str) -> str | None:
     return values[0] if values else None
 
 
-def http_app(collector: SnapshotCollector) -> Callable[..., Iterable[bytes]]:
-    """/live-costs as JSON (`limit`, `cluster`, `pool` in the query string); every other path is /metrics."""
-    metrics = make_wsgi_app(registry_for(collector))
+def _host(value: str) -> str:
+    """The host of a Host header, without its port ([::1]:9464 -> ::1)."""
+    if value.startswith("["):
+        return value[1:].split("]", 1)[0].lower()
+    return value.rsplit(":", 1)[0].lower() if value.count(":") == 1 else value.lower()
+
+
+def allowed_hosts(address: str, public_host: str = "") -> frozenset[str]:
+    """The names a request may give in its Host header: loopback, the listening address, this machine's
+    names and the dashboard's public name (a proxy that passes the Host on)."""
+    names = {"localhost", "127.0.0.1", "::1", socket.gethostname().lower(), socket.getfqdn().lower()}
+    if address and not address.startswith(UNIX_PREFIX) and address not in ("0.0.0.0", "::"):
+        names.add(address.lower())
+    if public_host:
+        names.add(_host(public_host))
+    return frozenset(names)
+
+
+def http_app(collector: SnapshotCollector, *, token: str | None = None,
+             hosts: frozenset[str] | None = None) -> Callable[..., Iterable[bytes]]:
+    """/live-costs as JSON (`limit`, `cluster`, `pool` in the query string); every other path is /metrics.
+    With `token`, every request must send it (`Authorization: Bearer ...`) and gets the per-job series and
+    /live-costs; without it, /metrics holds aggregates only and /live-costs is refused. A Host header not
+    in `hosts` (when given) is refused."""
+    everything = make_wsgi_app(registry_for(collector))
+    aggregates = make_wsgi_app(registry_for(collector, per_job=False))
+
+    def refuse(start_response: Callable[..., Any], status: int, error: str,
+               headers: Sequence[tuple[str, str]] = ()) -> Iterable[bytes]:
+        data = json.dumps({"error": error}).encode()
+        start_response(_REASONS[status], [("Content-Type", "application/json"), ("Content-Length", str(len(data))),
+                                          *headers])
+        return [data]
 
     def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        host = environ.get("HTTP_HOST")
+        if hosts is not None and host is not None and _host(str(host)) not in hosts:
+            return refuse(start_response, 403, "this listener does not answer for that host name")
+        if token is not None:
+            sent = str(environ.get("HTTP_AUTHORIZATION", ""))
+            if not (sent.startswith("Bearer ") and hmac.compare_digest(sent[7:].strip().encode(), token.encode())):
+                return refuse(start_response, 401, "send serve.metrics_token as a bearer token",
+                              [("WWW-Authenticate", 'Bearer realm="preemptlens"')])
         if environ.get("PATH_INFO") != LIVE_COSTS_PATH:
-            return metrics(environ, start_response)
+            return (everything if token is not None else aggregates)(environ, start_response)
+        if token is None:
+            return refuse(start_response, 403, "/live-costs names jobs: it answers only when serve.metrics_token "
+                                               "is set, to a client that sends it (docs/metrics.md)")
         if environ.get("REQUEST_METHOD") not in ("GET", "HEAD"):
             status, body = 405, {"error": "only GET"}
         else:
@@ -591,21 +664,131 @@ def http_app(collector: SnapshotCollector) -> Callable[..., Iterable[bytes]]:
     return app
 
 
-class _QuietHandler(WSGIRequestHandler):
+class _Handler(WSGIRequestHandler):
+    """One connection: quiet for IDLE_TIMEOUT_S, or its request not in within HEADER_TIMEOUT_S, and it is closed."""
+
+    timeout = IDLE_TIMEOUT_S
+
+    def setup(self) -> None:
+        super().setup()
+        self._late = threading.Timer(HEADER_TIMEOUT_S, self._cut)
+        self._late.daemon = True
+        self._late.start()
+
+    def _cut(self) -> None:
+        # A client that sends its request a byte at a time gets no longer than anyone else.
+        with contextlib.suppress(OSError):
+            self.connection.shutdown(socket.SHUT_RDWR)
+
+    def parse_request(self) -> bool:
+        parsed = super().parse_request()
+        self._late.cancel()
+        return parsed
+
+    def finish(self) -> None:
+        self._late.cancel()
+        with contextlib.suppress(OSError):
+            super().finish()
+
+    def address_string(self) -> str:
+        return str(self.client_address[0]) if isinstance(self.client_address, tuple) else "unix"
+
+    def get_environ(self) -> dict[str, Any]:
+        if not isinstance(self.client_address, tuple):
+            # A Unix socket's peer has no address; wsgiref would index into the empty string.
+            self.client_address = ("unix", 0)
+        return super().get_environ()
+
     def log_message(self, format: str, *args: Any) -> None:
         # A request line per scrape would flood serve's log; Prometheus's `up` tells whether scrapes work.
         del format, args
 
 
+class _Bounded(ThreadingWSGIServer):
+    """A thread per connection, at most MAX_CONNECTIONS at once: one more is answered 503 and closed at once."""
+
+    connections = MAX_CONNECTIONS
+    # A burst of connections is taken off the kernel's queue and answered, not left waiting in it.
+    request_queue_size = 128
+
+    def server_activate(self) -> None:
+        self.slots = threading.BoundedSemaphore(self.connections)
+        super().server_activate()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.slots.acquire(blocking=False):
+            with contextlib.suppress(OSError):
+                request.setblocking(False)
+                request.send(b"HTTP/1.0 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that went quiet or was cut off is not serve's error: no traceback on stderr.
+        del request
+        log.debug("metrics: a connection from %s ended early", client_address, exc_info=True)
+
+
+class _UnixServer(_Bounded):
+    address_family = socket.AF_UNIX
+
+    def server_bind(self) -> None:
+        path = str(self.server_address)
+        with contextlib.suppress(FileNotFoundError):
+            if socket_is_stale(path):
+                os.unlink(path)
+        socketserver.TCPServer.server_bind(self)
+        # The folder decides who may connect (docs/deploy.md): its owner, and the proxy's group.
+        os.chmod(path, 0o660)
+        self.server_name, self.server_port = "localhost", 0
+        self.setup_environ()
+
+
+def socket_is_stale(path: str) -> bool:
+    """Whether `path` is a Unix socket nobody listens on (left by a serve that died); False for anything else."""
+    import stat as stat_module
+
+    if not stat_module.S_ISSOCK(os.stat(path).st_mode):
+        return False
+    probe = socket.socket(socket.AF_UNIX)
+    try:
+        probe.connect(path)
+    except OSError:
+        return True
+    finally:
+        probe.close()
+    return False
+
+
 class MetricsServer:
-    """/metrics and /live-costs over HTTP on a thread of its own, answered by a SnapshotCollector."""
+    """/metrics and /live-costs over HTTP on a thread of its own, answered by a SnapshotCollector; `address` is
+    an IP address, or `unix:/path` for a Unix socket (port ignored)."""
 
-    def __init__(self, collector: SnapshotCollector, address: str, port: int) -> None:
-        class Server(ThreadingWSGIServer):
-            address_family = socket.AF_INET6 if ":" in address else socket.AF_INET
-
+    def __init__(self, collector: SnapshotCollector, address: str, port: int, *, token: str | None = None,
+                 public_host: str = "", max_connections: int = MAX_CONNECTIONS) -> None:
+        app = http_app(collector, token=token, hosts=allowed_hosts(address, public_host))
+        self.path = address[len(UNIX_PREFIX):] if address.startswith(UNIX_PREFIX) else None
         self.collector = collector
-        self.server = make_server(address, port, http_app(collector), Server, handler_class=_QuietHandler)
+        self.server: _Bounded
+        if self.path is not None:
+            unix = type("Server", (_UnixServer,), {"connections": max_connections})
+            self.server = unix(self.path, _Handler)
+            self.server.set_app(app)
+        else:
+            family = socket.AF_INET6 if ":" in address else socket.AF_INET
+            tcp = type("Server", (_Bounded,), {"address_family": family, "connections": max_connections})
+            self.server = make_server(address, port, app, tcp, handler_class=_Handler)
         self.thread = threading.Thread(target=self.server.serve_forever, name="metrics", daemon=True)
         self.thread.start()
 
@@ -613,4 +796,7 @@ class MetricsServer:
         self.server.shutdown()
         self.collector.close()
         self.server.server_close()
+        if self.path is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)
         self.thread.join(timeout=10)

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from preemptlens import escape
 from preemptlens.analytics.pilot import Evaluation, Pilot, PilotSettings, evaluate
 from preemptlens.analytics.scorecard import answer_text, verdict_text
 from preemptlens.analytics.snippets import KAI, KUBERNETES, KUEUE, SLURM, VOLCANO
@@ -45,6 +46,7 @@ from preemptlens.dashboards.formats import (
 )
 from preemptlens.dashboards.headline import Net, answers
 from preemptlens.errors import PreemptlensError
+from preemptlens.private import make_private, private_folder
 
 # The rendering stack (jinja2, plotly and the figures) is imported where a report is rendered:
 # load_config imports this module for every command.
@@ -63,8 +65,14 @@ IMAGE_WIDTH = 960
 @dataclass(frozen=True)
 class ReportSettings:
     folder: str = setting("reports", "Folder the weekly report's HTML and Markdown files are written to.")
-    top_n: int = setting(10, "How many preemptions, hoarders and suggestions each list of the report shows.")
-    trend_weeks: int = setting(8, "Weeks of tier shares, ending with the report's week, in the scope-creep section.")
+    top_n: int = setting(
+        10, "How many preemptions, hoarders and suggestions each list of the report shows.",
+        bounds=(1, 1000),
+    )
+    trend_weeks: int = setting(
+        8, "Weeks of tier shares, ending with the report's week, in the scope-creep section.",
+        bounds=(1, 520),
+    )
     scheduler: str = setting(
         "",
         "Scheduler whose configuration snippet each suggestion shows (slurm, kueue, kai, volcano, kubernetes); "
@@ -91,10 +99,13 @@ class Week:
 
     @classmethod
     def parse(cls, text: str) -> Week:
-        match = _WEEK.match(text.strip())
+        match = _WEEK.match(text.strip()) if text.isascii() else None
         if not match:
-            raise ReportError(f"--week {text!r} is not an ISO week", "write it like 2026-W48")
+            shown = text if len(text) <= 40 else text[:40] + "..."
+            raise ReportError(f"--week {shown!r} is not an ISO week", "write it like 2026-W48")
         year, number = int(match.group(1)), int(match.group(2))
+        if not 1970 <= year <= 2199:
+            raise ReportError(f"--week {text!r}: the year is out of range", "give a week from 1970 to 2199")
         try:
             date.fromisocalendar(year, number, 1)
         except ValueError:
@@ -496,17 +507,32 @@ def _context(report: WeeklyReport) -> dict[str, Any]:
     }
 
 
-def _environment() -> jinja2.Environment:
+def _environment(markdown: bool = False) -> jinja2.Environment:
+    """The templates' environment: HTML escaped by Jinja's autoescape; the Markdown summary (for chat) with every
+    printed value escaped for Markdown (preemptlens.escape), so that a job or team name never becomes markup, a
+    link or an image; a code span is written with the `code` filter."""
     import jinja2
 
-    return jinja2.Environment(
+    environment = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),
         autoescape=jinja2.select_autoescape(enabled_extensions=("html", "html.j2"), default_for_string=False),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
+        finalize=_markdown_value if markdown else None,
     )
+    environment.filters["code"] = lambda value: _Markdown(escape.markdown_code(value))
+    environment.filters["escaped"] = _Markdown
+    return environment
+
+
+class _Markdown(str):
+    """Markdown a template filter wrote; printed as it is."""
+
+
+def _markdown_value(value: object) -> str:
+    return value if isinstance(value, _Markdown) else escape.markdown(value)
 
 
 def _render_images(figures: dict[str, go.Figure]) -> dict[str, bytes] | str:
@@ -588,13 +614,13 @@ def render_html(report: WeeklyReport) -> str:
 
 
 def render_markdown(report: WeeklyReport) -> str:
-    return _environment().get_template("weekly.md.j2").render(**_context(report))
+    return _environment(markdown=True).get_template("weekly.md.j2").render(**_context(report))
 
 
 def write(report: WeeklyReport, folder: Path) -> tuple[Path, Path]:
     """Write preemptlens-<week>.html and .md into `folder`; a re-run for the same week replaces them."""
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        private_folder(folder)
     except OSError as exc:
         raise ReportError(
             f"cannot create report folder {folder}: {exc.strerror}", "set report.folder or --out"
@@ -606,6 +632,7 @@ def write(report: WeeklyReport, folder: Path) -> tuple[Path, Path]:
         temp = path.with_name(f".{path.name}.tmp")
         try:
             temp.write_text(text, encoding="utf-8")
+            make_private(temp)
             temp.replace(path)
         except OSError as exc:
             temp.unlink(missing_ok=True)

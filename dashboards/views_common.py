@@ -17,10 +17,15 @@ import polars as pl
 import streamlit as st
 
 from preemptlens.dashboards import formats
-from preemptlens.dashboards.access import Reader, redact
-from preemptlens.dashboards.data import QUERIES, DashboardSettings, Filters, Options, reader
+from preemptlens.dashboards.access import Reader
+from preemptlens.dashboards.data import QUERIES, DashboardSettings, Filters, Options, Scope, reader
 from preemptlens.errors import PreemptlensError
+from preemptlens.escape import markdown as md
 from preemptlens.readonly import Limits
+
+# Every value from the data that a page writes into Markdown (st.markdown, captions, alerts, expander labels)
+# goes through `md` (preemptlens.escape.markdown): a job or team name never becomes markup, a link or an image.
+__all__ = ["md"]
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -34,15 +39,16 @@ CHARTS_SENT_KEY = "preemptlens_charts_sent"
 
 
 @st.cache_data(show_spinner=False, max_entries=512)
-def _cached(query: str, warehouse: str, limits: Limits, version: float, args: tuple[Any, ...]) -> Any:
+def _cached(query: str, warehouse: str, limits: Limits, version: float, scope: Scope, args: tuple[Any, ...]) -> Any:
     del version  # only part of the cache key
-    with reader(warehouse, limits) as r:
+    with reader(warehouse, limits, scope=scope) as r:
         return QUERIES[query](r, *args)
 
 
-def cached(query: str, warehouse: str, limits: Limits, version: float, *args: Any) -> Any:
-    """`QUERIES[query](reader, *args)`, memoised per snapshot version (see data.snapshot_version)."""
-    return _cached(query, warehouse, limits, version, args)
+def cached(query: str, warehouse: str, limits: Limits, version: float, scope: Scope, *args: Any) -> Any:
+    """`QUERIES[query](reader, *args)` as a reader of `scope` may see it (dashboards.data masks it), memoised
+    per snapshot version (see data.snapshot_version) and scope: readers of one team share the results."""
+    return _cached(query, warehouse, limits, version, scope, args)
 
 
 @dataclass(frozen=True)
@@ -55,24 +61,27 @@ class Context:
     settings: DashboardSettings
     reader: Reader
 
+    @property
+    def scope(self) -> Scope:
+        return self.reader.scope
+
     def q(self, query: str, *args: Any) -> Any:
-        """A query from dashboards.data, memoised for this snapshot and shown as the reader may see it
-        (dashboards.access.redact); a failure ends the page with its message (a chart's query, while
-        `Charts.draw` builds it, leaves the message in the chart's place instead)."""
+        """A query from dashboards.data as this reader may see it (dashboards.data masks it for their scope),
+        memoised for this snapshot; a failure ends the page with its message (a chart's query, while
+        `Charts.draw` builds it, leaves the message in the chart's place instead). The way a page reads."""
         try:
-            return redact(cached(query, self.warehouse, self.limits, self.version, *args), self.reader)
+            return cached(query, self.warehouse, self.limits, self.version, self.scope, *args)
         except PreemptlensError as exc:
             if _building_chart.get():
                 raise
             st.error(str(exc))
             st.stop()
 
-
     def q_or_error(self, query: str, *args: Any) -> Any:
         """Like `q`, but a failure is shown here, in the place of what would have shown it, and the rest of the
         page goes on: None then."""
         try:
-            return redact(cached(query, self.warehouse, self.limits, self.version, *args), self.reader)
+            return cached(query, self.warehouse, self.limits, self.version, self.scope, *args)
         except PreemptlensError as exc:
             st.error(str(exc))
             return None
@@ -135,7 +144,7 @@ def window_caption(f: Filters) -> str:
     parts = [f"{at(f.start)} to {at(f.end)} UTC (end excluded)"]
     for name, values in (("cluster", f.clusters), ("pool", f.pools), ("team", f.teams), ("tier", f.tiers)):
         if values:
-            parts.append(f"{name}: {', '.join(values)}")
+            parts.append(f"{name}: {md(', '.join(values))}")
     return " · ".join(parts)
 
 

@@ -6,7 +6,10 @@ Subcommands are registered in `preemptlens.registry.COMMANDS`: each is a module 
 
 Start-up stays quick: only the command being run is imported (none for
 `preemptlens --help`), and its module imports what its `run` needs inside it.
-Ctrl-C at any point, from parsing on, ends with one line and status 130.
+Ctrl-C at any point, from parsing on, ends with one line and status 130. An error
+that is not a PreemptlensError (a bug, or an input no check foresaw) ends with one
+line naming its kind and where it happened, status 70, and never its text, which
+may quote a secret; `--verbose` adds the traceback.
 """
 
 from __future__ import annotations
@@ -14,14 +17,17 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import shlex
 import sys
+import traceback
 from collections.abc import Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING
 
 from preemptlens import __version__
 from preemptlens.errors import ConfigError, PreemptlensError
+from preemptlens.private import private_umask
 from preemptlens.registry import COMMANDS
 
 if TYPE_CHECKING:
@@ -65,19 +71,37 @@ def command_args(module: ModuleType, argv: Sequence[str] = (), *, prog: str) -> 
 
 
 def load(args: argparse.Namespace) -> Config:
-    from preemptlens.config import load_config
+    from preemptlens.config import WarehouseSettings, load_config
+    from preemptlens.private import warn_if_exposed
 
     overrides = {"warehouse.path": args.warehouse} if args.warehouse else None
-    return load_config(args.config, overrides)
+    config = load_config(args.config, overrides)
+    folder = os.path.dirname(os.path.abspath(config.of(WarehouseSettings).path))
+    if os.path.isdir(folder):
+        warn_if_exposed(folder, "the warehouse's folder")
+    return config
+
+
+def _where(exc: BaseException) -> str:
+    """The innermost frame of preemptlens's own code the error passed through, as path:line."""
+    found = "?"
+    for frame in traceback.extract_tb(exc.__traceback__):
+        if "preemptlens" in frame.filename or "/collectors/" in frame.filename or "/analytics/" in frame.filename:
+            found = f"{os.path.basename(frame.filename)}:{frame.lineno}"
+    return found
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    prog, running = "preemptlens", False
+    # Whatever preemptlens writes (warehouse, snapshot, lake, reports, temporary files) is its service user's
+    # alone, whatever umask it was started with (docs/deploy.md).
+    private_umask()
+    prog, running, verbose = "preemptlens", False, False
     try:
         first = argparse.ArgumentParser(add_help=False)
         _global_options(first)
         first.add_argument("command", nargs="?")
         known, _ = first.parse_known_args(argv)
+        verbose = bool(known.verbose)
         args = build_parser(known.command).parse_args(argv)
         prog = f"preemptlens {args.command}"
         logging.basicConfig(
@@ -95,6 +119,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{prog}: interrupted{'; committed batches are kept' if running else ''}", file=sys.stderr)
         return 130
+    except Exception as exc:  # noqa: BLE001 -- the last line of defence: no input ends in a traceback
+        if verbose:
+            traceback.print_exc()
+        print(f"{prog}: internal error ({type(exc).__name__} at {_where(exc)}); batches already committed are "
+              "kept\n  hint: this is a bug: please report it with the output of the same command run with -v",
+              file=sys.stderr)
+        return 70
 
 
 if __name__ == "__main__":

@@ -19,8 +19,15 @@ its settings; the module that declares it names it `SETTINGS` and is listed in
 The annotation is the setting's kind (what a value from the file or the
 environment must be, and is converted to); `Secret` makes it a secret;
 `setting()` adds the default, the help text (a test fails when one is missing
-from docs/configuration.md) and optionally `choices` or a `check`. A check
-across fields goes in `__post_init__` and raises ConfigError. Code reads a
+from docs/configuration.md) and optionally `choices`, a `check` and `bounds`.
+Every number has a range, checked when the configuration is read: `bounds=(low,
+high)`, else the range its unit gives (`UNITS`: a name ending `_s` is seconds,
+one holding `share` a share from 0 to 1 ...), else its kind's (`KIND_BOUNDS`); a
+list or table of numbers holds each member to it. Text that is a duration, a
+size, a cron line, a URL or an address has a `check` (`duration_text`,
+`size_text`, `cron_text`, `http_url`, `listen_address` ...). A check across
+fields goes in `__post_init__` and raises ConfigError; `load_config` builds every
+section, so those problems are reported with the rest, at start. Code reads a
 section as that object, built once per Config: `config.of(PilotSettings).before_days`;
 `PilotSettings()` holds the defaults and `PilotSettings(before_days=7.0)` (or
 `Config(values={"pilot": {...}})`) builds one from plain values, as tests do;
@@ -36,23 +43,31 @@ PREEMPTLENS_<SECTION>__<KEY> (for example PREEMPTLENS_PROMETHEUS__BEARER_TOKEN).
 
 from __future__ import annotations
 
+import argparse
 import copy
 import functools
 import importlib
+import ipaddress
+import logging
 import math
 import os
+import re
+import stat
 import tomllib
 import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, is_dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar, cast
 from urllib.parse import urlsplit
 
 from preemptlens.contract import FUTURE_SLACK_S, TIERS
-from preemptlens.errors import ConfigError
+from preemptlens.errors import ConfigError, PreemptlensError
 from preemptlens.registry import SECTIONS
+
+log = logging.getLogger(__name__)
 
 ENV_CONFIG = "PREEMPTLENS_CONFIG"
 ENV_PREFIX = "PREEMPTLENS_"
@@ -95,6 +110,10 @@ class Setting:
     choices: tuple[str, ...] | None = None
     # What else a value must be, beyond its type: returns what was expected, or None when it fits.
     check: Callable[[Any], str | None] | None = None
+    # The range of a number, or of each number of a list or table of numbers (None: not a number).
+    bounds: tuple[float, float] | None = None
+    # The kind of each member of a list or table (`list[float]`, `dict[str, str]`), when it is a simple one.
+    member: type | None = None
 
 
 @dataclass(frozen=True)
@@ -114,6 +133,7 @@ class _About:
     help: str
     choices: tuple[str, ...] | None
     check: Callable[[Any], str | None] | None
+    bounds: tuple[float, float] | None
 
 
 def setting(
@@ -122,10 +142,15 @@ def setting(
     *,
     choices: tuple[str, ...] | None = None,
     check: Callable[[Any], str | None] | None = None,
+    bounds: tuple[float, float] | None = None,
 ) -> Any:
     """A field of a section's dataclass: its default (a table or list is copied for each object) and what
-    the documentation says of it. The kind, and whether it is a secret, come from the field's annotation."""
-    about = {_META: _About(help, choices, check)}
+    the documentation says of it. The kind, and whether it is a secret, come from the field's annotation;
+    `bounds` is the range (inclusive) of a number, or of each number of a list or table (default: from its
+    unit or kind, see UNITS). `choices` of a list are the choices of each member."""
+    if bounds is not None and not (len(bounds) == 2 and bounds[0] <= bounds[1]):
+        raise TypeError(f"bounds {bounds!r}: expected (low, high) with low <= high")
+    about = {_META: _About(help, choices, check, bounds)}
     if isinstance(default, dict | list):
         return field(default_factory=functools.partial(copy.deepcopy, default), metadata=about)
     return field(default=default, metadata=about)
@@ -144,8 +169,9 @@ def section(name: str, help: str) -> Callable[[type[T]], type[T]]:
     return declare
 
 
-def _kind(hint: Any, where: str) -> tuple[type, bool]:
-    """The type a setting's values must have, and whether it is a secret, from its annotation."""
+def _kind(hint: Any, where: str) -> tuple[type, bool, type | None]:
+    """The type a setting's values must have, whether it is a secret, and the simple kind of each member
+    of a list or table (None when its members are of any kind), from its annotation."""
     if typing.get_origin(hint) in (typing.Union, types.UnionType):
         members = [a for a in typing.get_args(hint) if a is not type(None)]
         if len(members) != 1:
@@ -153,11 +179,88 @@ def _kind(hint: Any, where: str) -> tuple[type, bool]:
         hint = members[0]
     kind = typing.get_origin(hint) or hint
     if kind is Secret:
-        return str, True
+        return str, True, None
     if kind not in _KIND_NAMES:
         raise TypeError(f"{where}: a setting's kind is one of {', '.join(k.__name__ for k in _KIND_NAMES)}, "
                         f"not {hint}")
-    return cast(type, kind), False
+    args = typing.get_args(hint)
+    member = args[-1] if kind in (list, dict) and args else None
+    return cast(type, kind), False, member if member in (str, int, float, bool) else None
+
+
+# The range of a number whose declaration gives none, by the unit its name ends with (or holds, for
+# `share` and `port`), else by its kind: nothing is unbounded. A negative, zero or huge value where
+# the unit does not allow one is refused when the configuration is read, never met in a loop later.
+UNITS: tuple[tuple[str, tuple[float, float], str], ...] = (
+    ("_gpu_s", (0.0, 1e12), "GPU-seconds"),
+    ("_s", (0.0, 31_622_400.0), "seconds"),
+    ("_days", (0.0, 3660.0), "days"),
+    ("_hours", (0.0, 87_840.0), "hours"),
+    ("_weeks", (1.0, 520.0), "weeks"),
+    ("share", (0.0, 1.0), "a share"),
+    ("port", (1.0, 65_535.0), "a port"),
+)
+KIND_BOUNDS: dict[type, tuple[float, float]] = {int: (0.0, 1_000_000.0), float: (0.0, 1_000_000.0)}
+
+
+def _unit(key: str) -> tuple[tuple[float, float], str] | None:
+    for ending, bounds, unit in UNITS:
+        if key.endswith(ending) or (ending in ("share", "port") and ending in key):
+            return bounds, unit
+    return None
+
+
+def _bounds(key: str, kind: type, member: type | None, declared: tuple[float, float] | None) -> (
+    tuple[float, float] | None
+):
+    numeric = kind if kind in (int, float) else member if member in (int, float) else None
+    if numeric is None:
+        return None
+    if declared is not None:
+        return (float(declared[0]), float(declared[1]))
+    unit = _unit(key)
+    return unit[0] if unit else KIND_BOUNDS[numeric]
+
+
+def range_text(setting: Setting) -> str:
+    """`from 10 to 604,800 seconds`: the range of a number setting as the documentation and errors say it."""
+    assert setting.bounds is not None
+    low, high = setting.bounds
+    unit = _unit(setting.key)
+    return f"from {_number(low)} to {_number(high)}" + (f" ({unit[1]})" if unit else "")
+
+
+def number_argument(kind: type[int] | type[float], low: float, high: float) -> Callable[[str], Any]:
+    """An argparse `type`: a finite number of `kind` from `low` to `high`, so that a command-line
+    number has a range as every setting does (ASCII digits only: int() also reads other scripts')."""
+
+    def parse(text: str) -> int | float:
+        value = _convert(kind, text.strip())
+        if not _is(kind, value) or (isinstance(value, float) and not math.isfinite(value)):
+            raise argparse.ArgumentTypeError(f"expected {_KIND_NAMES[kind]} from {_number(low)} to "
+                                             f"{_number(high)}, got {text[:40]!r}")
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{text[:40]!r} is out of range: expected from {_number(low)} to "
+                                             f"{_number(high)}")
+        return cast(int | float, value)
+
+    return parse
+
+
+def text_argument(check: Callable[[Any], str | None]) -> Callable[[str], str]:
+    """An argparse `type` from a setting's check (http_url, listen_address, duration_text(...))."""
+
+    def parse(text: str) -> str:
+        expected = check(text)
+        if expected is not None:
+            raise argparse.ArgumentTypeError(expected)
+        return text
+
+    return parse
+
+
+def _number(value: float) -> str:
+    return f"{int(value):,}" if float(value).is_integer() and abs(value) < 1e15 else f"{value:g}"
 
 
 _DERIVED: dict[type, Section] = {}
@@ -179,24 +282,147 @@ def section_of(declared: type) -> Section:
         about = f.metadata.get(_META)
         if about is None:
             raise TypeError(f"{where}: every field of a section is a setting() with help text")
-        kind, secret = _kind(hints[f.name], where)
+        kind, secret, member = _kind(hints[f.name], where)
         default = f.default_factory() if callable(f.default_factory) else f.default
-        found.append(Setting(f.name, default, about.help, kind, secret, about.choices, about.check))
+        found.append(Setting(f.name, default, about.help, kind, secret, about.choices, about.check,
+                             _bounds(f.name, kind, member, about.bounds), member))
     _DERIVED[declared] = Section(name, help, tuple(found))
     return _DERIVED[declared]
 
 
 def http_url(value: Any) -> str | None:
-    """The check of a URL setting: http(s), a host, and a port that is a number when given."""
+    """The check of a URL setting: http(s), a host, and a port that is a number when given. What it says
+    never quotes the value: a URL may hold a token (a webhook's path, user:password@)."""
     if value in ("", None):
         return None
-    parts = urlsplit(str(value))
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    text = str(value)
+    if len(text) > 8192 or any(ord(c) < 33 or ord(c) == 127 for c in text):
+        return "expected a URL of at most 8192 characters, without spaces or control characters"
+    try:
+        parts = urlsplit(text)
+        host = parts.hostname
+    except ValueError:
+        # urlsplit refuses a malformed [IPv6] host; its message quotes the URL.
+        return "expected an http:// or https:// URL with a host"
+    if parts.scheme not in ("http", "https") or not host:
         return "expected an http:// or https:// URL with a host"
     try:
         parts.port  # noqa: B018 (urlsplit checks the port only when it is read)
     except ValueError:
         return "expected a URL whose port is a number from 0 to 65535"
+    return None
+
+
+def duration_text(low_s: float, high_s: float) -> Callable[[Any], str | None]:
+    """The check of a duration written as Prometheus does (`30s`, `1m`, `1h30m`), from `low_s` to `high_s`."""
+
+    def check(value: Any) -> str | None:
+        from preemptlens.times import parse_duration_ms
+
+        try:
+            seconds = parse_duration_ms(str(value), "") / 1000
+        except PreemptlensError:
+            return f"expected a duration such as 30s, 5m, 6h or 7d, got {str(value)[:40]!r}"
+        if not low_s <= seconds <= high_s:
+            return f"{str(value)[:40]!r} is out of range: expected from {_duration(low_s)} to {_duration(high_s)}"
+        return None
+
+    return check
+
+
+def _duration(seconds: float) -> str:
+    for unit, size in (("d", 86_400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"
+
+
+# A number and a unit, as DuckDB reads them: 64MB, 2.5GB and 2G are powers of 1000, 4GiB of 1024.
+_SIZE = re.compile(r"^\s*(\d{1,15}(?:\.\d{1,6})?)\s*([kmgt])(i?)b?\s*$", re.IGNORECASE | re.ASCII)
+_SIZE_POWERS = {"k": 1, "m": 2, "g": 3, "t": 4}
+
+
+def parse_size(text: str) -> int | None:
+    """'64MB', '4GiB', '2G' as bytes; None when it is not a size with its unit."""
+    match = _SIZE.match(str(text))
+    if not match:
+        return None
+    base = 1024 if match.group(3) else 1000
+    return int(float(match.group(1)) * base ** _SIZE_POWERS[match.group(2).lower()])
+
+
+def size_text(low: int, high: int) -> Callable[[Any], str | None]:
+    """The check of a size written as 64MB or 4GiB, from `low` to `high` bytes."""
+
+    def check(value: Any) -> str | None:
+        size = parse_size(str(value))
+        if size is None:
+            return f"expected a size such as 64MB or 4GiB, got {str(value)[:40]!r}"
+        if not low <= size <= high:
+            return f"{str(value)[:40]!r} is out of range: expected from {low:,} to {high:,} bytes"
+        return None
+
+    return check
+
+
+def cron_text(value: Any) -> str | None:
+    """The check of a crontab line (minute hour day month weekday), as the scheduler reads it."""
+    from apscheduler.triggers.cron import CronTrigger
+
+    text = str(value)
+    if len(text) > 200 or len(text.split()) != 5:
+        return f"expected a crontab line of five fields (minute hour day month weekday), got {text[:60]!r}"
+    try:
+        trigger = CronTrigger.from_crontab(text, timezone="UTC")
+        fires = trigger.get_next_fire_time(None, datetime.now(UTC))
+    except (ValueError, TypeError, KeyError, OverflowError):
+        return f"{text!r} is not a crontab line (minute hour day month weekday)"
+    if fires is None:
+        return f"{text!r} never fires"
+    return None
+
+
+def listen_address(value: Any) -> str | None:
+    """The check of an address to listen on: an IP address, or localhost."""
+    text = str(value)
+    if text == "localhost":
+        return None
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return f"expected an IP address such as 127.0.0.1, 0.0.0.0 or ::1, got {text[:60]!r}"
+    return None
+
+
+_HOST = re.compile(r"^(?=.{1,253}(?::\d{1,5})?$)[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?(:\d{1,5})?$", re.ASCII)
+
+
+def host_name(value: Any) -> str | None:
+    """The check of a host name readers type (an optional :port after it); empty is none."""
+    text = str(value)
+    if text and not (_HOST.match(text) or listen_address(text.strip("[]")) is None):
+        return f"expected a host name such as preemptlens.example.org, got {text[:60]!r}"
+    return None
+
+
+_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$")
+
+
+def header_name(value: Any) -> str | None:
+    """The check of an HTTP header's name (RFC 9110 token)."""
+    if not _TOKEN.match(str(value)):
+        return f"expected an HTTP header name such as X-Forwarded-User, got {str(value)[:60]!r}"
+    return None
+
+
+def time_zone(value: Any) -> str | None:
+    """The check of an IANA time zone name (UTC, Europe/Berlin)."""
+    import zoneinfo
+
+    try:
+        zoneinfo.ZoneInfo(str(value))
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
+        return f"expected a time zone name such as UTC or Europe/Berlin, got {str(value)[:60]!r}"
     return None
 
 
@@ -208,6 +434,7 @@ class WarehouseSettings:
         FUTURE_SLACK_S,
         "Seconds past the current time that a loaded time may lie (clock skew between hosts); a later "
         "time is quarantined, not taken as the data's end (docs/import-format.md).",
+        bounds=(0, 30 * 86_400),
     )
 
 
@@ -241,12 +468,17 @@ class ClusterSettings:
 SETTINGS = (WarehouseSettings, ClusterSettings)
 
 
-def sections() -> list[Section]:
-    found: list[Section] = []
+def declared_sections() -> list[type]:
+    """Every section's dataclass, in documentation order."""
+    found: list[type] = []
     for module_name in SECTIONS:
         declared = importlib.import_module(module_name).SETTINGS
-        found.extend(section_of(d) for d in (declared if isinstance(declared, tuple) else (declared,)))
+        found.extend(declared if isinstance(declared, tuple) else (declared,))
     return found
+
+
+def sections() -> list[Section]:
+    return [section_of(d) for d in declared_sections()]
 
 
 @dataclass
@@ -297,6 +529,10 @@ def resolve_reference(value: Any, where: str, problems: list[str]) -> Any:
             problems.append(f"{where}: environment variable {target} is not set")
             return None
         return os.environ[target]
+    exposed = exposure(Path(target))
+    if exposed:
+        log.warning("%s: secret file %s is %s; make it readable by the service's user only (chmod 600)",
+                    where, target, exposed)
     try:
         return Path(target).read_text().strip()
     except OSError as exc:
@@ -306,28 +542,75 @@ def resolve_reference(value: Any, where: str, problems: list[str]) -> Any:
     return None
 
 
+_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
+# What an operator writes for a number: digits, a point, an exponent (float() also reads 1_000 and other
+# scripts' digits); nan and inf are read so that the range check can say they are not finite.
+_DECIMAL = re.compile(r"^\s*[+-]?((\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|nan|inf|infinity)\s*$", re.IGNORECASE | re.ASCII)
+_INTEGER = re.compile(r"^\s*[+-]?[0-9]{1,30}\s*$")
+
+
+def _convert(kind: type, value: Any) -> Any:
+    """`value` as `kind` where the file or the environment gave it as text (or an int for a float);
+    unchanged when it cannot be."""
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if kind is int and isinstance(value, str) and _INTEGER.match(value):
+        # ASCII digits only: int() also reads other scripts' digits, which no operator means.
+        return int(value)
+    if kind is float and isinstance(value, str) and _DECIMAL.match(value):
+        return float(value)
+    if kind is bool and isinstance(value, str) and value.lower() in ("true", "false", "1", "0"):
+        return value.lower() in ("true", "1")
+    return value
+
+
+def _is(kind: type, value: Any) -> bool:
+    return isinstance(value, kind) and not (kind in (int, float) and isinstance(value, bool))
+
+
+def _number_problem(setting: Setting, value: Any) -> str | None:
+    """Why a number of `setting` is refused (not finite, or out of its range), or None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"expected a finite number, got {value!r}"
+    assert setting.bounds is not None
+    low, high = setting.bounds
+    if not low <= value <= high:
+        shown = _number(value) if abs(value) < 1e15 else f"{value:.3g}"
+        return f"{shown} is out of range: expected a value {range_text(setting)}"
+    return None
+
+
 def _coerce(setting: Setting, value: Any, where: str, problems: list[str]) -> Any:
     if value is None:
         return None
-    if setting.kind is float and isinstance(value, int) and not isinstance(value, bool):
-        value = float(value)
-    if setting.kind is int and isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        value = int(value)
-    if setting.kind is float and isinstance(value, str):
-        try:
-            value = float(value)
-        except ValueError:
-            pass
-    if setting.kind is bool and isinstance(value, str) and value.lower() in ("true", "false", "1", "0"):
-        value = value.lower() in ("true", "1")
-    if not isinstance(value, setting.kind) or (setting.kind is int and isinstance(value, bool)):
+    value = _convert(setting.kind, value)
+    if not _is(setting.kind, value):
         problems.append(f"{where}: expected {_KIND_NAMES.get(setting.kind, setting.kind.__name__)}, "
                         f"got {type(value).__name__}")
         return setting.default
-    if isinstance(value, float) and not math.isfinite(value):
-        problems.append(f"{where}: expected a finite number, got {value!r}")
-        return setting.default
-    if setting.choices and value not in setting.choices:
+    if setting.kind in (int, float):
+        problem = _number_problem(setting, value)
+        if problem:
+            problems.append(f"{where}: {problem}")
+            return setting.default
+    if setting.member is not None and isinstance(value, list | dict):
+        members = value.items() if isinstance(value, dict) else enumerate(value)
+        converted: dict[Any, Any] = {}
+        for key, member in members:
+            member = _convert(setting.member, member)
+            at = f"{where}.{key}" if isinstance(value, dict) else f"{where}[{key}]"
+            if not _is(setting.member, member):
+                problems.append(f"{at}: expected {_KIND_NAMES[setting.member]}, got {type(member).__name__}")
+                return setting.default
+            problem = _number_problem(setting, member) if setting.bounds is not None else None
+            if problem is None and setting.choices and member not in setting.choices:
+                problem = f"{member!r} is not one of {', '.join(setting.choices)}"
+            if problem:
+                problems.append(f"{at}: {problem}")
+                return setting.default
+            converted[key] = member
+        value = converted if isinstance(value, dict) else list(converted.values())
+    elif setting.choices and value not in setting.choices:
         problems.append(f"{where}: {value!r} is not one of {', '.join(setting.choices)}")
         return setting.default
     if setting.check is not None:
@@ -341,6 +624,49 @@ def _coerce(setting: Setting, value: Any, where: str, problems: list[str]) -> An
 
 _KIND_NAMES = {str: "text", int: "a whole number", float: "a number", bool: "true or false", dict: "a table",
                list: "a list"}
+
+
+def exposure(path: Path) -> str:
+    """Who besides its owner may read or change `path` (a file or folder), in words; empty when nobody
+    (or when it cannot be looked at: whoever reads it next says why)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return ""
+    found = []
+    if mode & stat.S_IROTH:
+        found.append("readable by every user")
+    if mode & stat.S_IWOTH:
+        found.append("writable by every user")
+    if mode & stat.S_IWGRP:
+        found.append("writable by its group")
+    return " and ".join(found)
+
+
+def _refuse_foreign_config(path: Path) -> None:
+    """A configuration file someone else can change names the programs preemptlens runs (slurm.bin_dir)
+    and where it sends data: refuse it, and its folder when others can swap the file."""
+    try:
+        info = path.stat()
+        folder = path.resolve().parent.stat()
+    except OSError:
+        return  # reading it says why
+    problems = []
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        problems.append(f"is {exposure(path)}")
+    if info.st_uid not in (0, os.geteuid()):
+        problems.append(f"belongs to another user (uid {info.st_uid})")
+    if folder.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not folder.st_mode & stat.S_ISVTX:
+        problems.append(f"is in a folder others can write ({path.resolve().parent})")
+    if folder.st_uid not in (0, os.geteuid()) and not folder.st_mode & stat.S_ISVTX:
+        problems.append(f"is in a folder of another user (uid {folder.st_uid})")
+    if problems:
+        raise ConfigError(
+            f"config file {path} {' and '.join(problems)}: another user could change what preemptlens runs",
+            f"chown it to the service's user and chmod 600 {path} (or 640 with a group nobody else is in)",
+        )
+    if info.st_mode & stat.S_IROTH:
+        log.warning("config file %s is readable by every user; chmod 600 it (it may name secrets' files)", path)
 
 
 def config_path(explicit: str | None) -> Path | None:
@@ -357,6 +683,7 @@ def load_config(explicit: str | None = None, overrides: Mapping[str, Any] | None
     path = config_path(explicit)
     raw: dict[str, Any] = {}
     if path is not None:
+        _refuse_foreign_config(path)
         try:
             raw = tomllib.loads(path.read_text())
         except FileNotFoundError:
@@ -391,8 +718,14 @@ def load_config(explicit: str | None = None, overrides: Mapping[str, Any] | None
                 value = os.environ[env_name]
             if overrides and where in overrides:
                 value = overrides[where]
+            referenced = is_reference(value) or env_name in os.environ
             value = resolve_reference(value, where, problems)
+            before = len(problems)
             value = _coerce(setting, value, where, problems)
+            if referenced and len(problems) > before:
+                # A value read from the environment or a file may be a secret whatever the setting is:
+                # what was expected is said, never what was found.
+                problems[before:] = [_QUOTED.sub("(the value given)", p) for p in problems[before:]]
             if setting.secret and value is not None and not isinstance(value, Secret):
                 value = Secret(str(value))
             resolved[setting.key] = value
@@ -401,6 +734,13 @@ def load_config(explicit: str | None = None, overrides: Mapping[str, Any] | None
     for klass, tier in config.of(ClusterSettings).tiers.items():
         if tier not in TIERS:
             problems.append(f"cluster.tiers.{klass}: {tier!r} is not one of {', '.join(TIERS)}")
+    if not problems:
+        # Each section's checks across its fields (`__post_init__`), now rather than at first use.
+        for declared in declared_sections():
+            try:
+                config.of(declared)
+            except (PreemptlensError, ValueError) as exc:
+                problems.append(str(exc.message if isinstance(exc, PreemptlensError) else exc))
     if problems:
         where = f" in {path}" if path else ""
         raise ConfigError(
@@ -429,6 +769,8 @@ def render_docs() -> str:
         for s in section.settings:
             default = "(secret, unset)" if s.secret else f"`{s.default!r}`"
             meaning = s.help + (f" One of: {', '.join(s.choices)}." if s.choices else "")
+            if s.bounds is not None:
+                meaning += f" Range: {range_text(s)}."
             lines.append(f"| `{section.name}.{s.key}` | {default} | {meaning} |")
         lines.append("")
     return "\n".join(lines)

@@ -30,6 +30,7 @@ checks for an interrupt cannot hold a server thread or the machine's memory.
 
 from __future__ import annotations
 
+import atexit
 import io
 import json
 import logging
@@ -53,7 +54,7 @@ import duckdb
 import polars as pl
 import pyarrow as pa
 
-from preemptlens.config import section, setting
+from preemptlens.config import parse_size, section, setting, size_text
 from preemptlens.errors import PreemptlensError, SchemaError
 from preemptlens.warehouse import SQL_DIR, copy_database, is_lock_error, remove_stale_publishes, snapshot_path
 
@@ -64,39 +65,42 @@ class QueryError(PreemptlensError):
     """An ad-hoc query was refused, failed or ran out of time."""
 
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b)?\s*$", re.IGNORECASE)
-_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
-
-
 def size_bytes(text: str, setting: str) -> int:
-    """'64MB', '4GiB', '1000' as bytes; QueryError naming the setting for anything else."""
-    match = _SIZE.match(str(text))
-    if not match:
+    """'64MB', '4GiB' as bytes; QueryError naming the setting for anything else."""
+    size = parse_size(text)
+    if size is None:
         raise QueryError(f"{setting}: expected a size such as 64MB or 4GiB, got {text!r}")
-    number, unit = float(match.group(1)), (match.group(2) or "").lower()
-    return int(number * _UNITS[unit])
+    return size
 
 
 @section("sql", "Limits of ad-hoc SQL (`preemptlens sql`, the dashboard's SQL box) and how readers wait for a writer.")
 @dataclass(frozen=True)
 class Limits:
-    max_rows: int = setting(10_000, "Most rows an ad-hoc query returns; more are cut off with a notice.")
+    max_rows: int = setting(
+        10_000, "Most rows an ad-hoc query returns; more are cut off with a notice.",
+        bounds=(1, 10_000_000),
+    )
     max_result_bytes: str = setting(
         "64MB",
         "Largest result (in Arrow memory) an ad-hoc query may return; a larger one is refused with a message.",
+        check=size_text(1024, 64 * 2**30),
     )
-    timeout_s: float = setting(30.0, "Seconds after which an ad-hoc query's process is killed.")
-    memory_limit: str = setting("2GB", "DuckDB memory limit of a reader connection.")
+    timeout_s: float = setting(30.0, "Seconds after which an ad-hoc query's process is killed.", bounds=(0.1, 86_400))
+    memory_limit: str = setting(
+        "2GB", "DuckDB memory limit of a reader connection.",
+        check=size_text(64 * 2**20, 2**40),
+    )
     address_space_limit: str = setting(
         "4GB",
         "Address-space limit (RLIMIT_AS) of the process that runs one ad-hoc query: DuckDB's memory_limit "
         "does not bound every allocation (a huge string), this does. Leave room above memory_limit for "
         "the interpreter and DuckDB's threads (about 1.2 GB).",
+        check=size_text(256 * 2**20, 4 * 2**40),
     )
     wait_s: float = setting(
         30.0,
         "Seconds a reader waits for a writer to publish the first snapshot before it gives up.",
+        bounds=(0, 3600),
     )
 
     def __post_init__(self) -> None:
@@ -196,10 +200,13 @@ _PROCESS_TEMP: list[str] = []
 
 
 def _process_temp() -> str:
-    """One private spill directory per process for the in-process readers (the dashboard's charts)."""
+    """One private spill directory per process for the in-process readers (the dashboard's charts),
+    removed when the process exits."""
     with _CONFIGURE:
         if not _PROCESS_TEMP:
-            _PROCESS_TEMP.append(tempfile.mkdtemp(prefix="preemptlens-reader-", dir=_TEMP_ROOT))
+            made = tempfile.mkdtemp(prefix="preemptlens-reader-", dir=_TEMP_ROOT)
+            atexit.register(shutil.rmtree, made, True)
+            _PROCESS_TEMP.append(made)
         return _PROCESS_TEMP[0]
 
 
@@ -207,7 +214,13 @@ def open_reader(warehouse: str | Path, limits: Limits | None = None) -> duckdb.D
     """A locked-down read-only connection to the current snapshot, for the product's own queries.
     Close it soon: a new snapshot is only seen by a new connection. Ad-hoc SQL goes through query()."""
     limits = limits or Limits()
-    path = current_snapshot(warehouse, limits.wait_s)
+    return connect_snapshot(current_snapshot(warehouse, limits.wait_s), limits)
+
+
+def connect_snapshot(path: Path, limits: Limits) -> duckdb.DuckDBPyConnection:
+    """A locked-down read-only connection to the snapshot file `path`. Every in-process reader connects
+    through here: DuckDB refuses a second connection to a file open in this process with another
+    configuration (serve's /metrics beside its report job)."""
     con = duckdb.connect(str(path), read_only=True, config=_reader_config(limits, _process_temp()))
     # A second reader of the same file in this process shares the database of
     # the first, whose settings are already set and locked; readers opening
@@ -217,6 +230,7 @@ def open_reader(warehouse: str | Path, limits: Limits | None = None) -> duckdb.D
         if not locked:
             # The data contract is UTC; set before the lock, which freezes every setting.
             con.execute("SET TimeZone = 'UTC'")
+            con.execute("SET enable_progress_bar = false")
             con.execute("SET lock_configuration = true")
     return con
 
@@ -228,20 +242,58 @@ _READ_KINDS = ("SELECT", "WITH ... SELECT", "VALUES", "FROM", "SUMMARIZE", "DESC
 _REFUSAL_HINT = "ad-hoc SQL is read-only; use the preemptlens commands to change data"
 # Query nodes a SELECT's tree may hold at any depth.
 _QUERY_NODES = {"SELECT_NODE", "SET_OPERATION_NODE", "RECURSIVE_CTE_NODE", "CTE_NODE"}
-# Functions that run SQL text the walk cannot see, or that write: refused by name at any depth.
+# Functions that run SQL the walk cannot see (as text: query(), query_table(); as a serialized tree:
+# json_execute_serialized_sql(); and any later member of the family), or that write (checkpoint()): refused
+# by name at any depth, with every macro of DuckDB's that calls one (histogram_values calls query_table).
 # (Files, network and extensions are refused by DuckDB itself: external access is off.)
-_REFUSED_FUNCTIONS = {"query", "query_table", "checkpoint", "force_checkpoint"}
+_REFUSED_FAMILY = re.compile(r"(?:^|_)(?:sql|query|queries|execute|exec|checkpoint)(?:_|$)")
 # The parser never sees data: an empty in-memory database with nothing to reach.
 _PARSER: list[duckdb.DuckDBPyConnection] = []
 _PARSE = threading.Lock()
+
+
+# What `refused_functions` finds, as table functions and as functions called in an expression.
+_REFUSED: list[Refused] = []
+
+
+@dataclass(frozen=True)
+class Refused:
+    tables: frozenset[str]
+    scalars: frozenset[str]
+
+    def __contains__(self, call: tuple[str, str]) -> bool:
+        kind, name = call
+        return bool(_REFUSED_FAMILY.search(name)) or name in (self.tables if kind == "table" else self.scalars)
 
 
 def _parser() -> duckdb.DuckDBPyConnection:
     if not _PARSER:
         con = duckdb.connect(config={"enable_external_access": False, "autoload_known_extensions": False})
         con.execute("SET lock_configuration = true")
+        _REFUSED.append(refused_functions(con))
         _PARSER.append(con)
     return _PARSER[0]
+
+
+def refused_functions(con: duckdb.DuckDBPyConnection) -> Refused:
+    """The functions ad-hoc SQL may not call, of those `con` knows (duckdb_functions()): the family that runs
+    SQL or writes (_REFUSED_FAMILY), and every macro whose definition calls one of them, however deep; apart
+    for table functions and for functions of an expression, which may share a name (the histogram table
+    macro reads a table by its name through query_table; the histogram aggregate is harmless)."""
+    rows = con.execute(
+        "SELECT DISTINCT lower(function_name), function_type IN ('table', 'table_macro'), "
+        "lower(coalesce(macro_definition, '')) FROM duckdb_functions()"
+    ).fetchall()
+    refused = {(table, name) for name, table, _ in rows if _REFUSED_FAMILY.search(name)}
+    while True:
+        names = sorted({name for _, name in refused})
+        calls = re.compile(r'(?<![\w.])"?(?:' + "|".join(map(re.escape, names)) + r')"?\s*\(')
+        more = {(table, name) for name, table, definition in rows
+                if (table, name) not in refused and definition and calls.search(definition)}
+        if not more:
+            break
+        refused |= more
+    return Refused(frozenset(n for t, n in refused if t), frozenset(n for t, n in refused if not t))
 
 
 def _refuse(what: str) -> QueryError:
@@ -270,17 +322,18 @@ def _explained(sql: str) -> str:
     return sql[words[i][0]:] if i < len(words) else ""
 
 
-def _walk(tree: Any, found: set[str]) -> None:
-    """Every function name and node kind below `tree`, refusing a node that is no query."""
+def _walk(tree: Any, found: set[tuple[str, str]], table: bool = False) -> None:
+    """Every function called below `tree`, as ("table" or "scalar", name), refusing a node that is no query."""
     if isinstance(tree, dict):
         kind = tree.get("type")
         if isinstance(kind, str) and kind.endswith("_NODE") and kind not in _QUERY_NODES:
             raise _refuse(kind.removesuffix("_NODE").replace("_", " "))
         name = tree.get("function_name")
         if isinstance(name, str):
-            found.add(name.lower())
-        for value in tree.values():
-            _walk(value, found)
+            found.add(("table" if table else "scalar", name.lower()))
+        for key, value in tree.items():
+            # A table function's own call is its "function"; its arguments are expressions again.
+            _walk(value, found, table=kind == "TABLE_FUNCTION" and key == "function")
     elif isinstance(tree, list):
         for value in tree:
             _walk(value, found)
@@ -294,9 +347,9 @@ def _check_select(sql: str) -> None:
         raise QueryError(f"cannot read the query: {tree.get('error_message', 'parse error')}")
     if len(tree.get("statements", [])) != 1:
         raise QueryError("one statement at a time", "run them one by one")
-    functions: set[str] = set()
+    functions: set[tuple[str, str]] = set()
     _walk(tree["statements"], functions)
-    refused = sorted(functions & _REFUSED_FUNCTIONS)
+    refused = sorted(name for kind, name in functions if (kind, name) in _REFUSED[0])
     if refused:
         raise QueryError(
             f"the function {refused[0]}() is not allowed in ad-hoc SQL (it runs SQL text or writes)",
@@ -381,9 +434,14 @@ def _child(path: str, statement: str, limits: Limits, temp_directory: str, out: 
     """Run one checked statement and send ("ok", Arrow IPC bytes, truncated) or ("error", message, hint)."""
     space = size_bytes(limits.address_space_limit, "sql.address_space_limit")
     resource.setrlimit(resource.RLIMIT_AS, (space, space))
+    # The answer goes through the pipe only: nothing the engine prints (its progress bar after 2 s) may end up
+    # in the caller's output, which may be CSV or JSON.
+    with open(os.devnull, "wb") as devnull:
+        os.dup2(devnull.fileno(), 1)
     try:
         con = duckdb.connect(path, read_only=True, config=_reader_config(limits, temp_directory))
         con.execute("SET TimeZone = 'UTC'")
+        con.execute("SET enable_progress_bar = false")
         con.execute("SET lock_configuration = true")
         table = con.sql(statement).limit(limits.max_rows + 1).to_arrow_table()
         truncated = table.num_rows > limits.max_rows

@@ -14,7 +14,8 @@ from datetime import UTC, datetime, timedelta
 
 from preemptlens.errors import ConfigError
 
-_DURATION = re.compile(r"(\d+)(ms|s|m|h|d|w|y)")
+_EPOCH = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$", re.ASCII)
+_DURATION = re.compile(r"(\d+)(ms|s|m|h|d|w|y)", re.ASCII)
 _UNIT_MS = {
     "ms": 1,
     "s": 1000,
@@ -30,25 +31,45 @@ TIME_HELP = "ISO 8601 (UTC if no offset), epoch seconds, or a duration before no
 def parse_duration_ms(text: str, setting: str) -> int:
     """A Prometheus duration (`90s`, `1h30m`) in milliseconds."""
     text = text.strip()
-    if not text or _DURATION.sub("", text) != "":
-        raise ConfigError(f"{setting}: {text!r} is not a duration", "write it as Prometheus does: 30s, 1m, 6h, 7d")
+    if not text or not text.isascii() or _DURATION.sub("", text) != "":
+        shown = text if len(text) <= 60 else text[:60] + "..."
+        raise ConfigError(f"{setting}: {shown!r} is not a duration", "write it as Prometheus does: 30s, 1m, 6h, 7d")
     return sum(int(n) * _UNIT_MS[unit] for n, unit in _DURATION.findall(text))
 
 
+# The times a command accepts: a time outside them is a typing error, and would overflow the arithmetic
+# of the windows that start or end there.
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = datetime(2200, 1, 1, tzinfo=UTC)
+
+
 def parse_when(text: str, option: str, now: datetime | None = None) -> datetime:
-    """An aware UTC datetime from what an operator typed for `option` (e.g. `--since`)."""
+    """An aware UTC datetime from what an operator typed for `option` (e.g. `--since`), from 1970 to 2200."""
     text = text.strip()
     now = now if now is not None else datetime.now(UTC)
+    shown = text if len(text) <= 60 else text[:60] + "..."
+    try:
+        when = _parse_when(text, option, now)
+    except OverflowError:
+        when = None
+    if when is None or not EARLIEST <= when <= LATEST:
+        raise ConfigError(f"{option}: {shown!r} is out of range", f"give a time from {EARLIEST:%Y} to {LATEST:%Y}")
+    return when
+
+
+def _parse_when(text: str, option: str, now: datetime) -> datetime:
     if text.lower() == "now":
         return now
-    try:
-        return datetime.fromtimestamp(float(text), UTC)
-    except (ValueError, OverflowError, OSError):
-        pass
+    if _EPOCH.match(text):
+        try:
+            return datetime.fromtimestamp(float(text), UTC)
+        except (ValueError, OverflowError, OSError):
+            pass
     if text and _DURATION.sub("", text) == "":
         return now - timedelta(milliseconds=parse_duration_ms(text, option))
     try:
         parsed = datetime.fromisoformat(text)
     except ValueError:
-        raise ConfigError(f"{option}: {text!r} is not a time", f"give {TIME_HELP}") from None
+        shown = text if len(text) <= 60 else text[:60] + "..."
+        raise ConfigError(f"{option}: {shown!r} is not a time", f"give {TIME_HELP}") from None
     return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)

@@ -27,6 +27,7 @@ import polars as pl
 
 from preemptlens.contract import FUTURE_SLACK_S, MAX_EPOCH_S, RULES, Batch, Reject, Watermark, value_checks
 from preemptlens.errors import ContractError, SchemaError
+from preemptlens.private import make_private, private_umask
 
 log = logging.getLogger(__name__)
 
@@ -185,6 +186,7 @@ def copy_database(con: duckdb.DuckDBPyConnection, source: str, target: Path) -> 
         finally:
             # Detaching checkpoints the copy into its file.
             con.execute("DETACH _snapshot_copy")
+        make_private(temp)
         with open(temp, "rb") as handle:
             os.fsync(handle.fileno())
         os.replace(temp, target)
@@ -265,8 +267,12 @@ class Warehouse:
                 f"warehouse {self.path} does not exist",
                 "run a collector, `preemptlens import` or `preemptlens demo` first",
             )
+        if not read_only and self.path != ":memory:":
+            private_umask()
         self.con = self._connect(lock_wait_s)
         if not read_only and self.path != ":memory:":
+            for made in (self.path, f"{self.path}.wal", snapshot_path(self.path)):
+                make_private(made)
             # The writer's lock is held now: no other writer is publishing this warehouse.
             for stale in remove_stale_publishes(self.path):
                 log.info("removed %s, left by an interrupted snapshot publish", stale)

@@ -200,3 +200,23 @@ def test_a_file_that_cannot_be_read_does_not_stop_the_others(
     assert "jobs-missing.jsonl: cannot open" in capsys.readouterr().err
     with Warehouse(wh_path) as wh:
         assert wh.query("SELECT count(*) AS n FROM jobs")["n"][0] == 3
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".csv"])
+def test_a_line_over_1_mib_is_quarantined_with_its_first_200_bytes(tmp_path: Path, suffix: str) -> None:
+    """docs/import-format.md: a line longer than 1 MiB is quarantined, its first 200 bytes kept; the rest loads."""
+    path = tmp_path / f"jobs{suffix}"
+    head = '{"cluster": "c1", "job_id": "huge", "name": "' if suffix == ".jsonl" else 'c1,huge,"'
+    good = ('{"cluster": "c1", "job_id": "small", "tier": "low", "preemptible": true, "gpus": 1, '
+            '"submit_time": "2026-11-02T10:00:00Z"}') if suffix == ".jsonl" else \
+        "c1,small,x,low,true,1,2026-11-02T10:00:00Z"
+    lines = [head + "x" * (2 << 20) + ('"}' if suffix == ".jsonl" else '",low,true,1,2026-11-02T10:00:00Z'), good]
+    if suffix == ".csv":
+        lines.insert(0, "cluster,job_id,name,tier,preemptible,gpus,submit_time")
+    path.write_text("\n".join(lines) + "\n")
+    run_import(tmp_path / "w.duckdb", path)
+    with Warehouse(tmp_path / "w.duckdb") as wh:
+        assert wh.query("SELECT job_id FROM jobs")["job_id"].to_list() == ["small"]
+        (record, reason, raw), = wh.query("SELECT record, reason, raw FROM quarantine").rows()
+    assert record.endswith(f"jobs{suffix}:{1 if suffix == '.jsonl' else 2}") and "longer than 1,048,576" in reason
+    assert raw.startswith(head) and raw.endswith("...") and len(raw) == 203

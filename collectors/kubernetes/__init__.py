@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import polars as pl
 
+from preemptlens import outbound
 from preemptlens.collectors.base import capacity_changes, known_pools
 from preemptlens.collectors.kubernetes.events import (
     DEFAULT_REPORTERS,
@@ -84,7 +85,16 @@ from preemptlens.collectors.kubernetes.pools import (
     parse_kai_queue,
     parse_node,
 )
-from preemptlens.config import ClusterSettings, Config, Secret, http_url, section, setting
+from preemptlens.config import (
+    ClusterSettings,
+    Config,
+    Secret,
+    http_url,
+    number_argument,
+    section,
+    setting,
+    text_argument,
+)
 from preemptlens.contract import Batch, Reject, Watermark, encodable
 from preemptlens.errors import ConfigError, SourceError
 
@@ -134,11 +144,11 @@ class KubernetesSettings:
         choices=("v1beta1", "v1beta2"),
     )
     gpu_resource: str = setting("nvidia.com/gpu", "Extended resource name that counts GPUs.")
-    watch_seconds: float = setting(30.0, "How long one collection watches each stream at most.")
-    idle_seconds: float = setting(5.0, "Stop watching a stream after this long without any event.")
-    page_size: int = setting(500, "Objects per list page (`limit`).")
-    batch_size: int = setting(1000, "Rows per loaded batch while watching.")
-    max_retries: int = setting(5, "Retries of a dropped watch or a failing request before giving up.")
+    watch_seconds: float = setting(30.0, "How long one collection watches each stream at most.", bounds=(1, 86_400))
+    idle_seconds: float = setting(5.0, "Stop watching a stream after this long without any event.", bounds=(0.1, 3600))
+    page_size: int = setting(500, "Objects per list page (`limit`).", bounds=(1, 10_000))
+    batch_size: int = setting(1000, "Rows per loaded batch while watching.", bounds=(1, 1_000_000))
+    max_retries: int = setting(5, "Retries of a dropped watch or a failing request before giving up.", bounds=(0, 100))
     reporters: dict[str, list[str]] = setting(
         DEFAULT_REPORTERS,
         "The components believed when an Event reports a preemption, per kind (kube-scheduler: the scheduler "
@@ -658,14 +668,16 @@ class KubernetesCollector:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--api-url", help="API server URL (overrides kubernetes.api_url)")
+    parser.add_argument("--api-url", type=text_argument(http_url), help="API server URL (overrides kubernetes.api_url)")
     parser.add_argument("--kubeconfig", help="kubeconfig file (overrides kubernetes.kubeconfig)")
     parser.add_argument("--namespace", action="append", dest="namespaces",
                         help="namespace to read; repeat for several (overrides kubernetes.namespaces)")
     parser.add_argument("--stream", action="append", dest="streams", choices=STREAMS,
                         help="resource stream to read; repeat for several (overrides kubernetes.streams)")
-    parser.add_argument("--watch-seconds", type=float, help="watch each stream at most this long")
-    parser.add_argument("--idle-seconds", type=float, help="stop a stream after this long without events")
+    parser.add_argument("--watch-seconds", type=number_argument(float, 1, 86_400),
+                        help="watch each stream at most this long")
+    parser.add_argument("--idle-seconds", type=number_argument(float, 0.1, 3600),
+                        help="stop a stream after this long without events")
 
 
 def api_client(settings: KubernetesSettings, api_url: str | None = None, kubeconfig: str | None = None) -> (
@@ -699,7 +711,10 @@ def api_client(settings: KubernetesSettings, api_url: str | None = None, kubecon
     if settings.ca_file:
         cfg.ssl_ca_cert = settings.ca_file
     cfg.verify_ssl = settings.verify_tls
-    return kubernetes.client.ApiClient(cfg)
+    client = kubernetes.client.ApiClient(cfg)
+    # Its connections report their sockets to each call's deadline (preemptlens.outbound, collectors' watch).
+    outbound.install(client.rest_client.pool_manager)
+    return client
 
 
 def cluster_name(config: Config, settings: KubernetesSettings, kubeconfig: str | None = None) -> str:

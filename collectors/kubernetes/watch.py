@@ -34,6 +34,7 @@ from typing import Any
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
+from preemptlens import outbound
 from preemptlens.errors import SourceError, TransientSourceError
 
 log = logging.getLogger(__name__)
@@ -76,11 +77,20 @@ class _Idle(Exception):
     pass
 
 
+# Bounds on what the API server sends (preemptlens.outbound): a list page (its size and its whole time), and
+# one watch event's line.
+MAX_LIST_BYTES = 512 * 2**20
+LIST_DEADLINE_S = 70.0
+MAX_LINE_BYTES = 64 * 2**20
+
+
 def _lines(resp: Any) -> Iterator[str]:
     """Complete lines of a chunked watch body; a partial last line (a cut connection) is never yielded."""
     buffer = b""
     for chunk in resp.stream(amt=None, decode_content=False):
         buffer += chunk if isinstance(chunk, bytes) else str(chunk).encode()
+        if len(buffer) > MAX_LINE_BYTES and b"\n" not in buffer[-len(chunk) - 1:]:
+            raise _Dropped(f"a watch line longer than {MAX_LINE_BYTES:,} bytes")
         *lines, buffer = buffer.split(b"\n")
         for line in lines:
             if line.strip():
@@ -176,6 +186,10 @@ class ListWatch:
             raise SourceError(f"{self.what}: {status_text(exc)}", hints.get(exc.status or 0, "")) from None
         except (urllib3.exceptions.MaxRetryError, urllib3.exceptions.NewConnectionError,
                 urllib3.exceptions.ProtocolError, urllib3.exceptions.TimeoutError) as exc:
+            deadline = outbound.current()
+            if deadline is not None and deadline.expired:
+                raise _Dropped(f"{deadline.what.removeprefix(self.what + ': ')} took longer than "
+                               f"{deadline.seconds:g} s") from None
             if not self.answered:
                 reason = getattr(exc, "reason", None) or exc
                 raise SourceError(
@@ -193,13 +207,23 @@ class ListWatch:
             kwargs: dict[str, Any] = {"limit": self.page_size, "_request_timeout": (self.connect_seconds, 60.0)}
             if token:
                 kwargs["_continue"] = token
-            resp = self._request(**kwargs)
+            deadline = outbound.Deadline(LIST_DEADLINE_S, f"{self.what}: a list page")
             try:
-                body = json.loads(resp.data)
+                with deadline.current():
+                    resp = self._request(**kwargs)
+                body = json.loads(outbound.read_capped(resp.stream(1 << 20), MAX_LIST_BYTES, deadline))
+            except outbound.CallTimedOut:
+                raise _Dropped(f"a list page took longer than {deadline.seconds:g} s") from None
+            except outbound.AnswerTooLarge:
+                raise _Dropped(f"a list page larger than {MAX_LIST_BYTES:,} bytes") from None
+            except (urllib3.exceptions.HTTPError, OSError) as exc:
+                raise _Dropped(f"list response broke off ({type(exc).__name__})") from None
             except ValueError:
                 raise _Dropped("list response is not JSON") from None
             finally:
-                resp.release_conn()
+                deadline.close()
+                if "resp" in locals():
+                    resp.release_conn()
             meta = body.get("metadata") if isinstance(body, dict) else None
             items = body.get("items") if isinstance(body, dict) else None
             if not isinstance(meta, dict) or not isinstance(items, list) or not meta.get("resourceVersion"):
@@ -213,13 +237,20 @@ class ListWatch:
                 return rv
 
     def _watch(self, rv: str, remaining: float) -> Iterator[Change | Mark | BadLine]:
-        resp = self._request(
-            watch=True,
-            resource_version=rv,
-            allow_watch_bookmarks=True,
-            timeout_seconds=max(1, math.ceil(remaining)),
-            _request_timeout=(self.connect_seconds, self.idle_seconds),
-        )
+        # The server ends the watch at timeoutSeconds; one that keeps it open by trickling bytes is cut off.
+        deadline = outbound.Deadline(remaining + self.idle_seconds + self.connect_seconds + 5.0, self.what)
+        try:
+            with deadline.current():
+                resp = self._request(
+                    watch=True,
+                    resource_version=rv,
+                    allow_watch_bookmarks=True,
+                    timeout_seconds=max(1, math.ceil(remaining)),
+                    _request_timeout=(self.connect_seconds, self.idle_seconds),
+                )
+        except BaseException:
+            deadline.close()
+            raise
         try:
             for line in _lines(resp):
                 try:
@@ -252,7 +283,11 @@ class ListWatch:
         except urllib3.exceptions.ReadTimeoutError:
             raise _Idle() from None
         except (urllib3.exceptions.ProtocolError, urllib3.exceptions.HTTPError) as exc:
+            if deadline.expired:
+                # Past timeoutSeconds and the idle time: what the server still trickles is not waited for.
+                raise _Idle() from None
             raise _Dropped(f"watch stream broke ({type(exc).__name__})") from None
         finally:
+            deadline.close()
             resp.close()
             resp.release_conn()

@@ -35,10 +35,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import IO, Any, ClassVar
+from typing import IO, Any, ClassVar, cast
 
 import polars as pl
 
+from preemptlens import outbound
 from preemptlens.collectors.base import capacity_changes
 from preemptlens.collectors.slurm.log import LogCursor, read_log, zone_of
 from preemptlens.collectors.slurm.policy import (
@@ -65,7 +66,7 @@ from preemptlens.collectors.slurm.sacct import (
     version_of,
     whole_record,
 )
-from preemptlens.config import ClusterSettings, Config, section, setting
+from preemptlens.config import ClusterSettings, Config, parse_size, section, setting, size_text, time_zone
 from preemptlens.contract import Batch, Reject, Watermark
 from preemptlens.errors import ConfigError, SourceError
 from preemptlens.times import TIME_HELP, parse_when
@@ -92,19 +93,32 @@ class SlurmSettings:
         "UTC",
         "Time zone of the slurmctld log's timestamps when they carry "
         "no offset (the default LogTimeFormat prints local time).",
+        check=time_zone,
     )
-    lookback_hours: float = setting(168.0, "How far back the first collection reads.")
+    lookback_hours: float = setting(168.0, "How far back the first collection reads.", bounds=(1, 87_840))
     lag_seconds: float = setting(
         600.0,
         "How far before the last cursor each collection starts again, "
         "to pick up records that changed or reached the database late.",
+        bounds=(0, 7 * 86_400),
     )
     window_hours: float = setting(
         24.0,
         "Length of one sacct window; each is loaded and "
         "committed as one batch.",
+        bounds=(0.1, 8760),
     )
-    timeout_s: float = setting(600.0, "Time limit of one sacct, scontrol or sacctmgr run.")
+    timeout_s: float = setting(
+        600.0,
+        "Time limit of one sacct, scontrol or sacctmgr run, its whole output read; it is killed then.",
+        bounds=(1, 86_400),
+    )
+    max_output_bytes: str = setting(
+        "4GB",
+        "Most output read from one sacct, scontrol or sacctmgr run; a command that prints more is killed and "
+        "its window is an error (lower slurm.window_hours).",
+        check=size_text(2**20, 2**40),
+    )
     preempt_type: str = setting(
         "auto",
         "How preemption is decided: partition_prio, qos, none, or "
@@ -153,6 +167,7 @@ class Options:
     lag: timedelta = timedelta(seconds=600)
     window: timedelta = timedelta(hours=24)
     timeout_s: float = 600.0
+    max_output_bytes: int = 4 * 10**9
     since: datetime | None = None
     until: datetime | None = None
     sacct_file: str | None = None
@@ -194,12 +209,14 @@ class SlurmCollector:
 
     def _run(self, argv: list[str]) -> str:
         try:
-            done = subprocess.run([self._exe(argv[0]), *argv[1:]], env=self._env(), capture_output=True,
-                                  text=True, timeout=self.o.timeout_s, check=False)
+            done = outbound.run([self._exe(argv[0]), *argv[1:]], env=self._env(), timeout_s=self.o.timeout_s,
+                                limit=self.o.max_output_bytes)
         except FileNotFoundError:
             raise _missing(argv[0]) from None
         except subprocess.TimeoutExpired:
             raise SourceError(f"slurm: {argv[0]} did not answer within {self.o.timeout_s:g}s") from None
+        except outbound.AnswerTooLarge as exc:
+            raise SourceError(f"slurm: {exc}", "raise slurm.max_output_bytes") from None
         if done.returncode != 0:
             raise _failed(argv[0], done.returncode, done.stderr)
         return done.stdout
@@ -211,25 +228,38 @@ class SlurmCollector:
         argv += ["--json"] if fmt == "json" else ["--parsable2", "--noheader", text_format_arg()]
         with tempfile.TemporaryFile(mode="w+") as err:
             try:
+                # A group of its own: killed at the deadline with whatever it started (outbound.kill).
                 proc = subprocess.Popen(argv, env=self._env(epoch_times=fmt != "json"), stdout=subprocess.PIPE,
-                                        stderr=err, stdin=subprocess.DEVNULL, text=fmt != "json")
+                                        stderr=err, stdin=subprocess.DEVNULL, text=fmt != "json", process_group=0)
             except FileNotFoundError:
                 raise _missing("sacct") from None
             assert proc.stdout is not None
+            # The whole run, its output read, within the time limit; at most max_output_bytes of it.
+            killer = outbound.kill_at(proc, self.o.timeout_s)
+            capped = outbound.Capped(proc.stdout, self.o.max_output_bytes, "sacct's output")
             try:
-                yield proc.stdout
-                proc.stdout.read()  # drain, so sacct can exit
+                try:
+                    yield cast(IO[Any], capped)
+                    while capped.read(1 << 20):  # drain, so sacct can exit
+                        pass
+                except outbound.AnswerTooLarge as exc:
+                    outbound.kill(proc)
+                    raise SourceError(f"slurm: {exc}", "lower slurm.window_hours or raise "
+                                      "slurm.max_output_bytes") from None
             finally:
                 proc.stdout.close()
                 try:
-                    code = proc.wait(timeout=self.o.timeout_s)
+                    code = proc.wait(timeout=max(1.0, self.o.timeout_s))
                 except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
-                    raise SourceError(f"slurm: sacct did not finish within {self.o.timeout_s:g}s") from None
+                    outbound.kill(proc)
+                    code = proc.wait()
+                killer.cancel()
+            if killer.fired:
+                raise SourceError(f"slurm: sacct did not finish within {self.o.timeout_s:g}s",
+                                  "lower slurm.window_hours or raise slurm.timeout_s")
             if code != 0:
                 err.seek(0)
-                raise _failed("sacct", code, err.read())
+                raise _failed("sacct", code, err.read(65536))
 
     # -- policy -------------------------------------------------------------
 
@@ -754,6 +784,7 @@ def build(args: argparse.Namespace, config: Config) -> SlurmCollector:
         lag=timedelta(seconds=s.lag_seconds),
         window=timedelta(hours=s.window_hours),
         timeout_s=s.timeout_s,
+        max_output_bytes=parse_size(s.max_output_bytes) or Options.max_output_bytes,
         since=since,
         until=until,
         sacct_file=getattr(args, "sacct_file", None),

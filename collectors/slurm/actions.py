@@ -27,6 +27,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from preemptlens import outbound
 from preemptlens.collectors.slurm import SlurmSettings
 from preemptlens.collectors.slurm.policy import cluster_name_from_config
 from preemptlens.config import ClusterSettings, Config, section, setting
@@ -63,8 +64,10 @@ class SlurmActionsSettings:
 
 SETTINGS = SlurmActionsSettings
 
+# Most output read from one command the effector runs (preemptlens.outbound).
+_MAX_OUTPUT = 64 * 2**20
 # One id as the warehouse names it; anything else is refused before a command runs.
-_JOB_ID = re.compile(r"\d+(?:_\d+|_\[[0-9,\-%]+\]|\+\d+)?")
+_JOB_ID = re.compile(r"\d+(?:_\d+|_\[[0-9,\-%]+\]|\+\d+)?", re.ASCII)
 # squeue states of a job the scheduler still holds (not yet ended).
 _LIVE_STATES = "PENDING,RUNNING,SUSPENDED,CONFIGURING,COMPLETING,REQUEUED,RESIZING,STOPPED"
 # scontrol's answers for a job that is gone or ended: undo has nothing left to do.
@@ -169,13 +172,15 @@ class SlurmQosEffector:
             env["SLURM_CONF"] = self.s.slurm_conf
         shown = " ".join(argv)
         try:
-            done = subprocess.run([exe, *argv[1:]], env=env, capture_output=True, text=True,
-                                  timeout=self.s.timeout_s, check=False, stdin=subprocess.DEVNULL)
+            # Killed at the time limit; squeue's list of held jobs and scontrol's answers are small.
+            done = outbound.run([exe, *argv[1:]], env=env, timeout_s=self.s.timeout_s, limit=_MAX_OUTPUT)
         except FileNotFoundError:
             raise SourceError(f"slurm: {what}: {argv[0]} not found",
                               "install slurm-client, or set slurm.bin_dir") from None
         except subprocess.TimeoutExpired:
             raise SourceError(f"slurm: {what}: `{shown}` did not answer within {self.s.timeout_s:g}s") from None
+        except outbound.AnswerTooLarge as exc:
+            raise SourceError(f"slurm: {what}: {exc}") from None
         if done.returncode == 0:
             return done.stdout
         text = " ".join((done.stderr or done.stdout).split())[:300]

@@ -27,7 +27,8 @@ from zoneinfo import ZoneInfo
 
 from preemptlens.errors import SourceError
 
-_JOB = r"JobId=(?P<{name}>\d+(?:_\d+|_\[[^\]]*\]|\+\d+)?)(?:\(\d+\))?"
+# ASCII digits only: \d alone also takes other scripts' digits, which no job id has.
+_JOB = r"(?a:JobId=(?P<{name}>\d+(?:_\d+|_\[[^\]]*\]|\+\d+)?)(?:\(\d+\))?)"
 _RECLAIM = re.compile(
     r"preempted " + _JOB.format(name="victim")
     + r" has been (?P<action>requeued|killed|suspended) to reclaim resources for "

@@ -942,7 +942,7 @@ def _text_fields(line: str) -> tuple[tuple[str, ...], list[str]]:
     `TEXT_FIELDS` has a number second (JobIDRaw; the partition there in
     `OLD_TEXT_FIELDS`) and a state word where the old list has the reason."""
     parts = line.split("|", len(TEXT_FIELDS) - 1)
-    if (len(parts) == len(TEXT_FIELDS) and parts[1].strip().isdecimal()
+    if (len(parts) == len(TEXT_FIELDS) and parts[1].strip().isascii() and parts[1].strip().isdecimal()
             and parts[_STATE_AT].split(" ")[0] in BASE_STATES):
         return TEXT_FIELDS, parts
     return OLD_TEXT_FIELDS, line.split("|", len(OLD_TEXT_FIELDS) - 1)
@@ -961,7 +961,7 @@ def parse_text_record(line: str) -> SacctRecord:
         raise RecordError("line", f"expected {len(fields)} fields, got {len(parts)}")
     f = dict(zip(fields, parts, strict=True))
     job_id = f["JobID"].strip()
-    if not job_id or not job_id[0].isdigit():
+    if not job_id or not "0" <= job_id[0] <= "9":
         raise RecordError("JobID", f"not a job id: {_short(job_id)}")
     # "CANCELLED by 0": the state word comes first.
     state_word = f["State"].split(" ")[0]

@@ -12,19 +12,11 @@ import polars as pl
 import streamlit as st
 
 from preemptlens.analytics.actions import hold_text
-from preemptlens.dashboards.access import HIDDEN
 from preemptlens.dashboards.formats import duration, gpu_hours, number, pct, plural, when
-from preemptlens.dashboards.views_common import context, window_caption
+from preemptlens.dashboards.views_common import context, md, window_caption
 
 # Jobs per page: each is a card with its preemptions.
 JOBS_PER_PAGE = 20
-
-
-def names(reader_user: str | None, email: str | None) -> tuple[str, ...]:
-    """The scheduler user names that are the reader: the login name, the email and its local part
-    (cluster accounts are usually named after it)."""
-    found = [n for n in (reader_user, email, email.split("@")[0] if email else None) if n]
-    return tuple(dict.fromkeys(found))
 
 
 def why(p: dict[str, Any]) -> str:
@@ -32,12 +24,13 @@ def why(p: dict[str, Any]) -> str:
     if preemptor is None:
         by = "an unknown job (the scheduler did not name the preemptor)"
     else:
-        by = f"**{preemptor}** (team {p['preemptor_team'] or 'unknown'}, tier {p['preemptor_tier'] or 'unknown'}"
+        by = (f"**{md(preemptor)}** (team {md(p['preemptor_team'] or 'unknown')}, "
+              f"tier {md(p['preemptor_tier'] or 'unknown')}")
         by += f", {p['preemptor_gpus'] or '?'} GPUs)"
-    rule = (f"a {p['preemptor_tier']} job may preempt a {p['victim_tier']} one" if p["preemptor_tier"]
-            else f"its tier, {p['victim_tier']}, is preemptible")
-    return (f"**Why:** preempted by {by} in {p['pool'] or 'an unknown pool'}; rule: {rule}; "
-            f"reason the scheduler gave: {p['reason'] or 'none recorded'}.")
+    rule = (f"a {md(p['preemptor_tier'])} job may preempt a {md(p['victim_tier'])} one" if p["preemptor_tier"]
+            else f"its tier, {md(p['victim_tier'])}, is preemptible")
+    return (f"**Why:** preempted by {by} in {md(p['pool'] or 'an unknown pool')}; rule: {rule}; "
+            f"reason the scheduler gave: {md(p['reason'] or 'none recorded')}.")
 
 
 def cost(p: dict[str, Any]) -> str:
@@ -102,7 +95,7 @@ def story(p: dict[str, Any]) -> str:
     held = hold_text(p, p["time"])
     parts = [f"**Run {p['victim_run']} preempted at {when(p['time'])}**", why(p), cost(p), again(p), protection(p)]
     if held:
-        parts.append(f"**Actions:** {held}.")
+        parts.append(f"**Actions:** {md(held)}.")
     if found := flags(p):
         parts.append("**Flags:** " + "; ".join(found) + ".")
     return "\n\n".join(parts)
@@ -110,8 +103,8 @@ def story(p: dict[str, Any]) -> str:
 
 def line(p: dict[str, Any]) -> str:
     """One earlier preemption in a line."""
-    by = p["preemptor_job_id"] or "an unknown job"
-    text = (f"{when(p['time'])}, run {p['victim_run']}: by {by} ({p['preemptor_tier'] or 'tier unknown'}); "
+    by = md(p["preemptor_job_id"] or "an unknown job")
+    text = (f"{when(p['time'])}, run {p['victim_run']}: by {by} ({md(p['preemptor_tier'] or 'tier unknown')}); "
             f"{gpu_hours(p['thrown_away_gpu_hours'])} thrown away, {gpu_hours(p['waiting_gpu_hours'])} waiting")
     return text + "".join(f"; {f}" for f in flags(p))
 
@@ -119,15 +112,16 @@ def line(p: dict[str, Any]) -> str:
 def job_card(rows: pl.DataFrame) -> None:
     """One job: who it is, its preemptions in the window summed, its latest told in full, the others in a line."""
     latest = rows.row(0, named=True)
-    whose = "yours" if latest["own"] else f"team {latest['victim_team']}, {latest['victim_user'] or 'unknown user'}"
+    whose = ("yours" if latest["own"]
+             else f"team {md(latest['victim_team'])}, {md(latest['victim_user'] or 'unknown user')}")
     name = latest["victim_name"] if latest["victim_name"] not in (None, latest["victim_job_id"]) else None
     thrown = float(rows["thrown_away_gpu_hours"].sum())
     avoidable = int(rows["avoidable"].sum())
     box = st.container(border=True)
     box.markdown(
-        f"#### {name or latest['victim_job_id']}\n"
-        f"{'Job ' + latest['victim_job_id'] + ', ' if name else ''}{whose} · {latest['cluster']}/"
-        f"{latest['pool'] or 'unknown pool'} · tier {latest['victim_tier']} · {latest['victim_gpus']} GPUs · "
+        f"#### {md(name or latest['victim_job_id'])}\n"
+        f"{'Job ' + md(latest['victim_job_id']) + ', ' if name else ''}{whose} · {md(latest['cluster'])}/"
+        f"{md(latest['pool'] or 'unknown pool')} · tier {md(latest['victim_tier'])} · {latest['victim_gpus']} GPUs · "
         f"**{plural(rows.height, 'preemption')}**: {gpu_hours(thrown)} thrown away, "
         f"{gpu_hours(float(rows['waiting_gpu_hours'].sum()))} waiting"
         + (f" · {avoidable} avoidable" if avoidable else "")
@@ -165,14 +159,15 @@ if me.user is None and not asked:
     st.info("No login is configured, so the dashboard cannot tell which jobs are yours. The Preemptions page "
             "lists every preemption; a victim notice's link opens its job here.")
     st.stop()
-users, teams = names(me.user, me.email), me.teams
+# Exactly the cluster users the login maps to (dashboards.access.cluster_users: claims and email domains).
+users, teams = me.cluster_users, me.teams
 if me.user is None or me.admin:
     # An admin, and the open dashboard on this host, may open any job a notice names.
     teams = (*teams, *ctx.options.teams) if job else teams
 teams_text = ", ".join(me.teams) or "no team"
 scope = (f"job {asked} in {job[0] or 'any cluster'}, at any time" if job
          else window_caption(ctx.filters) + " · your own jobs first, then your team's")
-st.caption((f"{me.user} ({teams_text}) · " if me.user else "") + scope)
+st.caption((f"{md(me.user)} ({md(teams_text)}) · " if me.user else "") + md(scope))
 if job and st.button("Show all my preemptions", key="all_mine"):
     st.query_params.clear()
     st.rerun()
@@ -184,7 +179,7 @@ if not job:
         totals_row(f"Your team's other jobs ({teams_text})", totals.get(False))
 count = sum(t["jobs"] for t in totals.values())
 if count == 0:
-    st.info(f"No preemptions of job {asked} that you may see." if job
+    st.info(f"No preemptions of job {md(asked)} that you may see." if job
             else "No preemptions of your jobs or your team's in this window.")
     st.stop()
 offset = 0
@@ -196,7 +191,5 @@ if count > JOBS_PER_PAGE:
     st.caption(f"Jobs {offset + 1:,} to {min(offset + JOBS_PER_PAGE, count):,} of {count:,}: yours first, "
                "then your team's, each by its latest preemption.")
 rows: pl.DataFrame = ctx.q("mine", ctx.filters, users, teams, JOBS_PER_PAGE, offset, job)
-# The masked reader hides other teams' job ids; such a job has no card of its own.
-rows = rows.filter(pl.col("victim_job_id") != HIDDEN)
 for _, group in rows.group_by(["cluster", "victim_job_id"], maintain_order=True):
     job_card(group)

@@ -19,9 +19,9 @@ from preemptlens.analytics.pilot import (
     readiness,
 )
 from preemptlens.config import load_config
-from preemptlens.dashboards.data import reader
+from preemptlens.dashboards.data import Scope, reader
 from preemptlens.dashboards.formats import pilot_value
-from preemptlens.dashboards.views_common import context, show_table
+from preemptlens.dashboards.views_common import context, md, show_table
 from preemptlens.errors import PreemptlensError
 from preemptlens.readonly import Limits
 
@@ -42,17 +42,18 @@ def figures_table(ev: Evaluation) -> pl.DataFrame:
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
-def _evaluation(warehouse: str, limits: Limits, version: float, pilot: Pilot, th: PilotSettings) -> Evaluation:
+def _evaluation(warehouse: str, limits: Limits, version: float, scope: Scope, pilot: Pilot,
+                th: PilotSettings) -> Evaluation:
     del version  # only part of the cache key
-    with reader(warehouse, limits) as r:
+    with reader(warehouse, limits, scope=scope) as r:
         return evaluate(r.frame, pilot, th)
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def _candidates(warehouse: str, limits: Limits, version: float,
+def _candidates(warehouse: str, limits: Limits, version: float, scope: Scope,
                 clusters: tuple[str, ...]) -> tuple[pl.DataFrame, list[str]]:
     del version
-    with reader(warehouse, limits) as r:
+    with reader(warehouse, limits, scope=scope) as r:
         return candidates(r.frame, clusters), readiness(r.frame, clusters)
 
 
@@ -73,12 +74,12 @@ else:
     name = st.selectbox("Pilot", sorted(pilots), key="pilot")
     pilot = pilots[name]
     st.caption(
-        f"{pilot.what} · cluster {pilot.cluster} · pilot pools {', '.join(pilot.pools)} · control pools "
-        f"{', '.join(pilot.control)} · changed {pilot.start:%Y-%m-%d %H:%M} UTC"
+        f"{md(pilot.what)} · cluster {md(pilot.cluster)} · pilot pools {md(', '.join(pilot.pools))} · control pools "
+        f"{md(', '.join(pilot.control))} · changed {pilot.start:%Y-%m-%d %H:%M} UTC"
         + ("" if pilot.end is None else f", ended {pilot.end:%Y-%m-%d %H:%M} UTC")
     )
     try:
-        ev = _evaluation(ctx.warehouse, ctx.limits, ctx.version, pilot, th)
+        ev = _evaluation(ctx.warehouse, ctx.limits, ctx.version, ctx.scope, pilot, th)
     except PreemptlensError as exc:
         st.error(str(exc))
         st.stop()
@@ -91,7 +92,7 @@ else:
         icon = ":material/undo:" if ev.verdict == "roll back" else ":material/hourglass_top:"
         st.warning(f"**Verdict: {ev.verdict}**.{more}", icon=icon)
     for reason in ev.reasons:
-        st.markdown(f"- {reason}")
+        st.markdown(f"- {md(reason)}")
     cols = st.columns(3)
     cols[0].metric("Days before the change", ev.days_before)
     cols[1].metric("Days after the change", ev.days_after)
@@ -105,18 +106,18 @@ else:
     st.caption(
         "Each figure is a difference in differences: pilot pools after minus before, less control pools after "
         "minus before; its interval is a bootstrap over days (the same days for both groups) and pools. n counts "
-        "the observations behind pilot before/after and control before/after. " + " · ".join(ev.notes)
+        "the observations behind pilot before/after and control before/after. " + md(" · ".join(ev.notes))
     )
 
 st.header("Candidate pools and tiers")
 st.caption("Recoverable (checkpoint coverage), shared (two or more teams) and scarce: where a pilot fits first.")
 try:
-    found, ready = _candidates(ctx.warehouse, ctx.limits, ctx.version, ctx.filters.clusters)
+    found, ready = _candidates(ctx.warehouse, ctx.limits, ctx.version, ctx.scope, ctx.filters.clusters)
 except PreemptlensError as exc:
     st.error(str(exc))
     st.stop()
 for line in ready:
-    st.caption(line)
+    st.caption(md(line))
 show_table(found, {
     "cluster": ("Cluster", "text"), "pool": ("Pool", "text"), "tier": ("Tier", "text"),
     "candidate": ("Candidate", "bool"), "recoverable": ("Recoverable", "bool"), "shared": ("Shared", "bool"),

@@ -8,14 +8,14 @@ import polars as pl
 import streamlit as st
 
 from preemptlens.dashboards import figures
-from preemptlens.dashboards.access import HIDDEN
-from preemptlens.dashboards.data import VictimDetail, avoidable_text
+from preemptlens.dashboards.data import VictimDetail, avoidable_text, is_hidden
 from preemptlens.dashboards.formats import number
 from preemptlens.dashboards.views_common import (
     Charts,
     context,
     duration,
     gpu_hours,
+    md,
     show_table,
     when,
     window_caption,
@@ -65,7 +65,7 @@ def lost_story(p: dict[str, Any]) -> str:
     source = f", measured from {p['progress_source']}" if p.get("progress_source") else ""
     return (
         f"**Lost progress:** {gpu_hours(p['lost_gpu_hours'])} = {p['victim_gpus']} GPUs × {duration(p['lost_s'])}, "
-        f"{since} ({p['basis']}: {BASIS.get(p['basis'], p['basis'])}{source})."
+        f"{since} ({md(p['basis'])}: {md(BASIS.get(p['basis'], p['basis']))}{md(source)})."
     )
 
 
@@ -84,7 +84,7 @@ def recovery_story(p: dict[str, Any]) -> str:
 def live_cost_story(p: dict[str, Any]) -> str:
     """The victim's live cost when it was preempted, and whether a cheaper victim was running then."""
     if p["victim_live_cost_gpu_hours"] is None:
-        return f"**Live cost at the preemption:** unknown ({p['victim_cost_unknown'] or 'no live cost'})."
+        return f"**Live cost at the preemption:** unknown ({md(p['victim_cost_unknown'] or 'no live cost')})."
     story = (f"**Live cost at the preemption:** {gpu_hours(p['victim_live_cost_gpu_hours'])} "
              "(GPUs × progress at risk, expected warm-up and requeue wait; "
              f"computed {when(p['victim_cost_computed_at'])}). ")
@@ -92,7 +92,8 @@ def live_cost_story(p: dict[str, Any]) -> str:
         return story + "Whether a cheaper victim was running: unknown (a job of its pool had an unknown cost)."
     if not p["cheaper_victim_running"]:
         return story + "No cheaper preemptible job of at least its GPUs was running in its pool."
-    return story + (f"A cheaper victim was running: **{p['cheaper_job_id']}** (team {p['cheaper_team'] or '–'}, "
+    return story + (f"A cheaper victim was running: **{md(p['cheaper_job_id'])}** "
+                    f"(team {md(p['cheaper_team'] or '–')}, "
                     f"{p['cheaper_gpus']} GPUs, {gpu_hours(p['cheaper_live_cost_gpu_hours'])}).")
 
 
@@ -100,9 +101,9 @@ def show_victim(detail: VictimDetail, job_id: str, charts: Charts) -> None:
     if detail.job.height:
         job = detail.job.row(0, named=True)
         st.markdown(
-            f"**{job_id}** — team {job['team'] or '–'}, user {job['user_name'] or '–'}, tier **{job['tier']}** "
-            f"({job['priority_class'] or 'no priority class'}), {job['gpus']} GPUs in {job['pool'] or '–'}, "
-            f"submitted {when(job['submit_time'])}, source {job['source']}."
+            f"**{md(job_id)}** — team {md(job['team'] or '–')}, user {md(job['user_name'] or '–')}, "
+            f"tier **{md(job['tier'])}** ({md(job['priority_class'] or 'no priority class')}), {job['gpus']} GPUs "
+            f"in {md(job['pool'] or '–')}, submitted {when(job['submit_time'])}, source {md(job['source'])}."
         )
     charts.add(lambda: figures.victim_runs(detail, f"Runs of {job_id}"), key="victim_runs")
     count = detail.preemptions.height
@@ -110,14 +111,14 @@ def show_victim(detail: VictimDetail, job_id: str, charts: Charts) -> None:
         st.caption(f"The {STORIES} latest of its {count} preemptions; the table below lists every run.")
     for p in detail.preemptions.tail(STORIES).iter_rows(named=True):
         preemptor = p["preemptor_job_id"] or "an unknown job"
-        by = f"**{preemptor}**"
+        by = f"**{md(preemptor)}**"
         if p["preemptor_job_id"]:
-            by += f" (team {p['preemptor_team'] or '–'}, tier {p['preemptor_tier'] or '–'}, "
+            by += f" (team {md(p['preemptor_team'] or '–')}, tier {md(p['preemptor_tier'] or '–')}, "
             by += f"{p['preemptor_gpus'] or '?'} GPUs)"
         story = [
-            f"**Run {p['victim_run']} preempted at {when(p['time'])}** in {p['pool']} by {by}, "
+            f"**Run {p['victim_run']} preempted at {when(p['time'])}** in {md(p['pool'])} by {by}, "
             f"after running {duration(p['time'].timestamp() - p['run_start'].timestamp())}. "
-            f"Reason given: {p['reason'] or 'none recorded'}.",
+            f"Reason given: {md(p['reason'] or 'none recorded')}.",
             lost_story(p),
             recovery_story(p),
             live_cost_story(p),
@@ -176,7 +177,7 @@ show_table(ctx.q("ledger_page", f, limit, offset), LEDGER_VIEW, key="ledger")
 
 st.header("Why was this job preempted?")
 # Another team's victims, masked for this reader (dashboards.access), are not offered.
-victims: pl.DataFrame = ctx.q("top_victims", f, limit).filter(pl.col("victim_job_id") != HIDDEN)
+victims: pl.DataFrame = ctx.q("top_victims", f, limit).filter(~is_hidden("victim_job_id"))
 if victims.height == 0:
     st.info("No victims in this window.")
 else:

@@ -7,6 +7,7 @@ import streamlit as st
 from preemptlens.dashboards.data import adhoc
 from preemptlens.dashboards.views_common import context, show_table
 from preemptlens.errors import PreemptlensError
+from preemptlens.escape import csv_text
 from preemptlens.readonly import named_queries
 
 DEFAULT = "SELECT * FROM preemption_ledger ORDER BY time DESC LIMIT 100"
@@ -45,5 +46,5 @@ if run or st.session_state.get("sql_ran"):
             shown += f" (cut at sql.max_rows = {ctx.limits.max_rows:,})"
         st.caption(shown)
         st.dataframe(result.frame, hide_index=True, key="result")
-        st.download_button("Download CSV", result.frame.write_csv(), file_name="preemptlens-query.csv",
+        st.download_button("Download CSV", csv_text(result.frame), file_name="preemptlens-query.csv",
                            mime="text/csv", key="download")

@@ -8,7 +8,7 @@ import polars as pl
 import streamlit as st
 
 from preemptlens.dashboards.formats import duration, gpu_hours, number, signed, signed_duration
-from preemptlens.dashboards.views_common import context
+from preemptlens.dashboards.views_common import context, md
 
 ctx = context()
 st.title("Tuning suggestions")
@@ -26,12 +26,12 @@ else:
         "setting, unless it says otherwise; the cluster filter applies."
     )
     for i, s in enumerate(table.iter_rows(named=True)):
-        subject = f" — {s['subject']}" if s["subject"] else ""
-        with st.expander(f"{i + 1}. {s['title']}{subject} ({s['cluster']})", expanded=i < 3):
+        subject = f" — {md(s['subject'])}" if s["subject"] else ""
+        with st.expander(f"{i + 1}. {md(s['title'])}{subject} ({md(s['cluster'])})", expanded=i < 3):
             # The setting and its values are words of any length: text, not st.metric, which cuts them off.
             change = ("" if s["current_value"] is None and s["proposed_value"] is None
-                      else f": **{s['current_value'] or 'none'}** → **{s['proposed_value'] or 'none'}**")
-            st.markdown(f"**Change:** {s['setting']}{change}")
+                      else f": **{md(s['current_value'] or 'none')}** → **{md(s['proposed_value'] or 'none')}**")
+            st.markdown(f"**Change:** {md(s['setting'])}{change}")
             cols = st.columns(3)
             saving = s["saving_gpu_h"]
             cols[0].metric("Lost progress saved", gpu_hours(saving) if saving else "not measured",
@@ -52,8 +52,8 @@ else:
                          else "no change")
                 cols[2].metric("Victims per week", words, delta=signed(victims) if round(victims, 1) else None,
                                delta_color="inverse", delta_description="replayed")
-            st.markdown(f"**Evidence:** {s['evidence']}")
-            st.markdown(f"**Expected effect:** {s['effect']}")
+            st.markdown(f"**Evidence:** {md(s['evidence'])}")
+            st.markdown(f"**Expected effect:** {md(s['effect'])}")
             st.caption(f"Window {s['window_start']:%Y-%m-%d} to {s['window_end']:%Y-%m-%d}.")
             if not s["replay_reproduces"]:
                 st.warning("The replay did not reproduce this window within tolerance: read the effect as rough.")

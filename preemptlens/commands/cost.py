@@ -12,14 +12,15 @@ from datetime import UTC, datetime
 import polars as pl
 
 from preemptlens.analytics.livecost import LiveCostSettings, compute, records, top
-from preemptlens.config import Config, WarehouseSettings
+from preemptlens.config import Config, WarehouseSettings, number_argument
 from preemptlens.times import TIME_HELP, parse_when
 from preemptlens.warehouse import Warehouse
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--at", default="now", help=f"the instant to compute at ({TIME_HELP}); default now")
-    parser.add_argument("--top", type=int, help="jobs to print, costliest first (default live_cost.top_jobs)")
+    parser.add_argument("--top", type=number_argument(int, 0, 100_000),
+                        help="jobs to print, costliest first (default live_cost.top_jobs)")
     parser.add_argument("--cluster", help="print only this cluster's jobs")
     parser.add_argument("--pool", help="print only this pool's jobs")
     parser.add_argument("--json", action="store_true", help="print the jobs as JSON")

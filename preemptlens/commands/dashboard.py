@@ -11,23 +11,28 @@ The dashboard process reads the same configuration file and this warehouse
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from preemptlens.config import listen_address, number_argument, text_argument
 from preemptlens.errors import ConfigError
 
 if TYPE_CHECKING:
     from preemptlens.config import Config
 
 APP = Path(__file__).parents[1] / "dashboards" / "app.py"
+log = logging.getLogger("preemptlens.dashboard")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--port", type=int, help="port to serve on (default: dashboard.port)")
-    parser.add_argument("--address", help="address to listen on (default: dashboard.address)")
+    parser.add_argument("--port", type=number_argument(int, 1, 65_535),
+                        help="port to serve on (default: dashboard.port)")
+    parser.add_argument("--address", type=text_argument(listen_address),
+                        help="address to listen on (default: dashboard.address)")
 
 
 # A served dashboard is not edited in place: without Streamlit's file watcher
@@ -59,13 +64,23 @@ def options(config: Config, port: int, address: str | None = None) -> list[str]:
     settings = config.of(DashboardSettings)
     address = address or settings.address
     public = settings.public_host.strip()
-    problems = config_problems(config.of(AccessSettings), address)
+    access = config.of(AccessSettings)
+    problems = config_problems(access, address)
     if not is_loopback(address) and not public:
         problems.append(f"dashboard.public_host: needed when the dashboard listens on {address or 'every address'}")
     if problems:
         raise ConfigError(
             f"{len(problems)} problem(s) with the dashboard's access:\n  - " + "\n  - ".join(problems),
             "see docs/deploy.md",
+        )
+    if access.proxy_headers and port >= unprivileged_ports_from():
+        # The proxy sends every reader's identity (and access.proxy_secret) to this port: while the dashboard
+        # is down, any local user could listen on it and receive them.
+        log.warning(
+            "dashboard.port %d: any user of this host can listen on it while the dashboard is down and receive "
+            "the auth proxy's requests, identity headers and access.proxy_secret included; use a port below %d, "
+            "which only the service (with CAP_NET_BIND_SERVICE) can take (docs/deploy.md)",
+            port, unprivileged_ports_from(),
         )
     hosts = dict.fromkeys(h for h in ("localhost", "127.0.0.1", address, public) if h and h not in WILDCARDS)
     argv = [
@@ -79,6 +94,14 @@ def options(config: Config, port: int, address: str | None = None) -> list[str]:
     if public:
         argv += ["--server.corsAllowedOrigins", f"https://{public}", "--server.corsAllowedOrigins", f"http://{public}"]
     return argv
+
+
+def unprivileged_ports_from() -> int:
+    """The first port any user may listen on (Linux's net.ipv4.ip_unprivileged_port_start, 1024 by default)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_unprivileged_port_start").read_text())
+    except (OSError, ValueError):
+        return 1024
 
 
 def command(args: argparse.Namespace, config: Config) -> list[str]:

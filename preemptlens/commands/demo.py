@@ -21,7 +21,7 @@ from preemptlens.analytics.scorecard import render
 from preemptlens.analytics.simulator import DEMO, PoolSpec, SimConfig, simulate_into
 from preemptlens.cli import command_args
 from preemptlens.commands import dashboard, report, suggest
-from preemptlens.config import Config, WarehouseSettings
+from preemptlens.config import Config, WarehouseSettings, number_argument
 from preemptlens.warehouse import Warehouse
 
 
@@ -39,9 +39,12 @@ def demo_config(days: int, gpus: int, seed: int, now: datetime | None = None) ->
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--days", type=int, default=21, help="days of history to simulate (default 21)")
-    parser.add_argument("--gpus", type=int, default=256, help="GPUs in the demo cluster (default 256)")
-    parser.add_argument("--seed", type=int, default=DEMO.workload.seed, help="workload seed")
+    parser.add_argument("--days", type=number_argument(int, 1, 3660), default=21,
+                        help="days of history to simulate (default 21)")
+    parser.add_argument("--gpus", type=number_argument(int, 8, 1_000_000), default=256,
+                        help="GPUs in the demo cluster (default 256)")
+    parser.add_argument("--seed", type=number_argument(int, 0, 2**32 - 1), default=DEMO.workload.seed,
+                        help="workload seed")
     parser.add_argument("--no-dashboard", action="store_true", help="do not start the dashboard at the end")
 
 

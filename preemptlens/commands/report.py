@@ -27,13 +27,13 @@ def run(args: argparse.Namespace, config: Config) -> int:
     from preemptlens.analytics.pilot import PilotSettings, declared
     from preemptlens.config import WarehouseSettings
     from preemptlens.dashboards import report
-    from preemptlens.dashboards.data import DashboardSettings, reader
+    from preemptlens.dashboards.data import EVERYTHING, DashboardSettings, reader
     from preemptlens.readonly import Limits
 
     week = report.Week.parse(args.week) if args.week else report.Week.last_complete(datetime.now(UTC))
     settings = config.of(report.ReportSettings)
     folder = Path(args.out or settings.folder)
-    with reader(config.of(WarehouseSettings).path, config.of(Limits)) as r:
+    with reader(config.of(WarehouseSettings).path, config.of(Limits), scope=EVERYTHING) as r:
         weekly = report.build(
             r, week, top_n=settings.top_n, trend_weeks=settings.trend_weeks,
             clusters=tuple(args.cluster), scheduler=settings.scheduler,

@@ -15,12 +15,17 @@ every `serve.snapshot_interval_s` during a long collection) the snapshot that
 readers use is published.
 
 SIGTERM or Ctrl-C: no job starts any more, a running collection stops after
-the batch it is loading has committed, and the process exits 0.
+the batch it is loading has committed, and the process exits 0. A job that has
+not finished within STOP_WAIT_S (an analyze of a large warehouse, a slow source)
+is abandoned: the process exits anyway, its open transaction rolled back by
+DuckDB, so that a stop never takes longer than a few seconds (systemd's
+TimeoutStopSec, a Kubernetes grace period).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import importlib
 import importlib.util
@@ -38,13 +43,22 @@ from datetime import UTC, datetime
 from types import FrameType, ModuleType
 from typing import TYPE_CHECKING
 
-from preemptlens.config import Config, WarehouseSettings, section, setting
+from preemptlens.config import (
+    Config,
+    Secret,
+    WarehouseSettings,
+    cron_text,
+    listen_address,
+    section,
+    setting,
+)
 from preemptlens.errors import ConfigError, PreemptlensError
 from preemptlens.registry import SOURCES, command_module, source_module
 
 # What serving needs (APScheduler, the metrics server, the warehouse, the other commands) is imported
 # where it is used: load_config imports this module, for its settings, in every command.
 if TYPE_CHECKING:
+    from apscheduler.events import JobExecutionEvent
     from apscheduler.schedulers.background import BackgroundScheduler
 
     from preemptlens.analytics.actions import ActionSettings
@@ -55,6 +69,21 @@ if TYPE_CHECKING:
 log = logging.getLogger("preemptlens.serve")
 
 JOBS = ("collect", "analyze", "alerts", "cost", "actions", "report", "dashboard")
+# Seconds a stop waits for the running job to reach its next committed batch before it abandons it.
+STOP_WAIT_S = 4.0
+# A job starting this much after its time says so in the log.
+LATE_S = 1.0
+
+
+def listen_address_or_socket(value: object) -> str | None:
+    """The check of serve.metrics_address: an IP address, localhost, or unix: and an absolute path."""
+    text = str(value)
+    if text.startswith("unix:"):
+        path = text[len("unix:"):]
+        if not path.startswith("/") or len(path.encode()) > 100 or "\0" in path:
+            return "expected unix: and an absolute path of at most 100 bytes, e.g. unix:/run/preemptlens/metrics.sock"
+        return None
+    return listen_address(text)
 
 
 @section("serve", "What `preemptlens serve` runs, and when (times in UTC).")
@@ -63,43 +92,63 @@ class ServeSettings:
     jobs: list[str] = setting(
         list(JOBS),
         f"Jobs to run, from: {', '.join(JOBS)}. A job whose module is not installed is skipped with a log line.",
+        choices=JOBS,
     )
     collect: list[str] = setting(
         [],
         "Collectors to run, each written as after `preemptlens collect`, e.g. \"slurm --cluster-name a\"; "
         "a dotted module path exposing add_arguments and build also works.",
     )
-    collect_interval_s: float = setting(300.0, "Seconds between collections.")
-    analyze_interval_s: float = setting(900.0, "Seconds between analytics refreshes.")
-    alerts_interval_s: float = setting(300.0, "Seconds between alert evaluations and deliveries.")
+    collect_interval_s: float = setting(300.0, "Seconds between collections.", bounds=(1, 7 * 86_400))
+    analyze_interval_s: float = setting(900.0, "Seconds between analytics refreshes.", bounds=(1, 7 * 86_400))
+    alerts_interval_s: float = setting(
+        300.0, "Seconds between alert evaluations and deliveries.",
+        bounds=(1, 7 * 86_400),
+    )
     actions_interval_s: float = setting(
         300.0,
         "Seconds between cycles of the enabled actions ([kueue_boost], [kai_protect], [slurm_protect]); "
         "the job is scheduled only when one is enabled.",
+        bounds=(1, 7 * 86_400),
     )
-    report_cron: str = setting("0 6 * * 1", "Crontab line of the weekly report (default: Mondays 06:00 UTC).")
+    report_cron: str = setting(
+        "0 6 * * 1", "Crontab line of the weekly report (default: Mondays 06:00 UTC).",
+        check=cron_text,
+    )
     dashboard_port: int = setting(8501, "Port of the Streamlit dashboard (its address is dashboard.address).")
     metrics_port: int = setting(
         9464,
         "Port of the Prometheus /metrics endpoint (preemptlens's own figures, docs/metrics.md); 0 turns it off.",
+        bounds=(0, 65_535),
     )
     metrics_address: str = setting(
         "127.0.0.1",
-        "Address the /metrics endpoint listens on; 0.0.0.0 exposes it to the network (docs/deploy.md puts "
-        "it behind the dashboard's auth proxy instead).",
+        "Address the /metrics endpoint listens on, or unix:/path for a Unix socket (its folder decides who may "
+        "connect: docs/deploy.md); 0.0.0.0 exposes it to the network (docs/deploy.md puts it behind the "
+        "dashboard's auth proxy instead).",
+        check=listen_address_or_socket,
+    )
+    metrics_token: Secret | None = setting(
+        None,
+        "Bearer token every request to /metrics and /live-costs must then send (Prometheus: `authorization: "
+        "{ credentials_file: ... }`); only such a request gets what names jobs (the costliest jobs' series, "
+        "/live-costs). Unset: /metrics holds aggregates only and /live-costs is refused.",
     )
     snapshot_interval_s: float = setting(
         10.0,
         "During a long collection, publish the readers' snapshot at most this often (seconds); "
         "it is always published when a job ends.",
+        bounds=(0, 86_400),
     )
     lock_wait_s: float = setting(
         60.0,
         "Seconds a job waits while another process writes the warehouse before it skips this run.",
+        bounds=(0, 3600),
     )
 
 
 SETTINGS = ServeSettings
+
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -114,6 +163,12 @@ class Server:
         self.settings = config.of(ServeSettings)
         self.warehouse = config.of(WarehouseSettings).path
         self.stop = threading.Event()
+        # Set while no job runs: what a stop waits for, at most STOP_WAIT_S.
+        self.idle = threading.Event()
+        self.idle.set()
+        self.running: str | None = None
+        # When each job last started, for the lateness its scheduler event reports (`_late`).
+        self.started_at: dict[str, datetime] = {}
         self.dashboard = dashboard
         self._last_publish = 0.0
         unknown = [j for j in self.settings.jobs if j not in JOBS]
@@ -173,11 +228,21 @@ class Server:
             if self.stop.is_set():
                 return
             started = time.monotonic()
+            self.started_at[name] = datetime.now(UTC)
+            self.running = name
+            self.idle.clear()
             try:
                 outcome = job()
             except PreemptlensError as exc:
                 log.error("job %s failed: %s", name, exc)
                 return
+            except Exception as exc:
+                log.error("job %s failed: internal error (%s); the next run tries again", name, type(exc).__name__)
+                log.debug("job %s", name, exc_info=True)
+                return
+            finally:
+                self.running = None
+                self.idle.set()
             log.info("job %s done in %.1f s: %s", name, time.monotonic() - started, outcome)
 
         return run
@@ -216,13 +281,19 @@ class Server:
         return f"exit status {status}"
 
     def alerts(self) -> str:
+        import duckdb
+
         from preemptlens.analytics import alerts
 
         with self.writer() as wh:
             if wh is None:
                 return "skipped"
-            report = alerts.run(wh, self.config)
-        return f"{report.sent} sent, {report.failed} failed"
+            try:
+                report = alerts.run(wh, self.config)
+            except duckdb.CatalogException:
+                # Not an error: the rules read the figures, which the first analyze (scheduled too) makes.
+                return "waiting for the first analyze (no figures yet)"
+        return f"{report.sent} sent, {report.failed} failed, {report.postponed} postponed to the next round"
 
     def cost(self) -> str:
         from preemptlens.analytics import livecost
@@ -325,6 +396,16 @@ class Server:
                 added.append("report")
         return added
 
+    def _late(self, event: JobExecutionEvent) -> None:
+        """Say when a job started well after its time: the one worker was busy with another (serve's log is
+        where a slow job shows up first; benchmarks/bench_soak.py reads these lines)."""
+        started = self.started_at.get(event.job_id)
+        if started is None or event.scheduled_run_time is None:
+            return
+        late = (started - event.scheduled_run_time).total_seconds()
+        if late >= LATE_S:
+            log.info("job %s started %.1f s after its time", event.job_id, late)
+
     def start_dashboard(self) -> subprocess.Popen[bytes] | None:
         from preemptlens.commands.dashboard import APP, launch
         from preemptlens.dashboards.data import DashboardSettings
@@ -342,14 +423,18 @@ class Server:
 
     def start_metrics(self) -> MetricsServer | None:
         """Serve /metrics on its own thread; figures are read from the published snapshot only."""
+        from preemptlens.dashboards.data import DashboardSettings
         from preemptlens.dashboards.metrics import MetricsServer, SnapshotCollector
 
         port = self.settings.metrics_port
         if port == 0:
             return None
         address = self.settings.metrics_address
+        token = self.settings.metrics_token
         try:
-            server = MetricsServer(SnapshotCollector.from_config(self.config), address, port)
+            server = MetricsServer(SnapshotCollector.from_config(self.config), address, port,
+                                   token=token.reveal() if token is not None else None,
+                                   public_host=self.config.of(DashboardSettings).public_host)
         except OSError as exc:
             # Like a dashboard that dies: the jobs matter more than their monitoring, and Prometheus's `up` shows it.
             log.error(
@@ -358,7 +443,8 @@ class Server:
                 address, port, exc.strerror or exc,
             )
             return None
-        log.info("metrics on %s:%d/metrics", address, port)
+        where = address if address.startswith("unix:") else f"{address}:{port}"
+        log.info("metrics on %s/metrics%s", where, "" if token else " (aggregates only: no serve.metrics_token)")
         return server
 
     def run(self) -> int:
@@ -367,11 +453,16 @@ class Server:
 
         def on_signal(signum: int, frame: FrameType | None) -> None:
             del frame
-            if not self.stop.is_set():
-                log.info("%s: stopping after the running job's current batch", signal.Signals(signum).name)
+            if self.stop.is_set():
+                # A second signal: the operator does not want to wait for the running job at all.
+                log.warning("%s again: exiting now", signal.Signals(signum).name)
+                logging.shutdown()
+                os._exit(1)
+            log.info("%s: stopping after the running job's current batch", signal.Signals(signum).name)
             self.stop.set()
 
         previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+        _raise_open_files_limit()
         scheduler = BackgroundScheduler(
             executors={"default": ThreadPoolExecutor(1)},
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
@@ -384,6 +475,9 @@ class Server:
             if not jobs:
                 raise ConfigError("serve: nothing to run", "set serve.jobs and serve.collect")
             log.info("serving: %s", ", ".join(jobs))
+            from apscheduler.events import EVENT_JOB_EXECUTED
+
+            scheduler.add_listener(self._late, EVENT_JOB_EXECUTED)
             scheduler.start()
             metrics = self.start_metrics()
             dashboard = self.start_dashboard()
@@ -394,20 +488,37 @@ class Server:
         finally:
             self.stop.set()
             if scheduler.running:
-                # Waits for the running job, which stops after its current batch.
-                scheduler.shutdown(wait=True)
+                scheduler.shutdown(wait=False)
+            # The running job stops after its current batch; one that does not within STOP_WAIT_S is left.
+            abandoned = None if self.idle.wait(STOP_WAIT_S) else self.running
             if metrics is not None:
                 metrics.stop()
             if dashboard is not None:
                 dashboard.terminate()
                 try:
-                    dashboard.wait(timeout=10)
+                    dashboard.wait(timeout=STOP_WAIT_S)
                 except subprocess.TimeoutExpired:
                     dashboard.kill()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+        if abandoned is not None:
+            log.warning("stopped without waiting for job %s (its uncommitted work is rolled back; committed "
+                        "batches are kept)", abandoned)
+            logging.shutdown()
+            # Its thread would hold the interpreter's exit until it ends.
+            os._exit(0)
         log.info("stopped")
         return 0
+
+
+def _raise_open_files_limit() -> None:
+    """The soft limit on open files up to the hard one: a listener's clients never starve the jobs' files."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard > soft:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 65_536), hard))
 
 
 def _importable(module_name: str) -> bool:

@@ -8,7 +8,7 @@ import sys
 
 from preemptlens.analytics.simulator import PolicyConfig, SimConfig, WorkloadConfig, cluster_of, simulate_into
 from preemptlens.analytics.simulator.model import VICTIM_ORDERS
-from preemptlens.config import ClusterSettings, Config, WarehouseSettings
+from preemptlens.config import ClusterSettings, Config, WarehouseSettings, number_argument
 from preemptlens.errors import ConfigError
 from preemptlens.warehouse import Warehouse
 
@@ -17,28 +17,35 @@ _DEFAULTS = SimConfig()
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cluster", help="cluster name in every row (default: cluster.name, else 'sim')")
-    parser.add_argument("--gpus", type=int, default=64, help="GPUs in the cluster, in nodes of 8 (default 64)")
-    parser.add_argument("--pools", type=int, default=1, help="split the nodes into this many pools (default 1)")
-    parser.add_argument("--days", type=float, default=_DEFAULTS.days, help="simulated days (default 7)")
-    parser.add_argument("--seed", type=int, default=_DEFAULTS.workload.seed, help="random seed")
-    parser.add_argument("--load", type=float, default=_DEFAULTS.workload.load,
+    parser.add_argument("--gpus", type=number_argument(int, 8, 1_000_000), default=64,
+                        help="GPUs in the cluster, in nodes of 8 (default 64)")
+    parser.add_argument("--pools", type=number_argument(int, 1, 1000), default=1,
+                        help="split the nodes into this many pools (default 1)")
+    parser.add_argument("--days", type=number_argument(float, 0.01, 3660), default=_DEFAULTS.days,
+                        help="simulated days (default 7)")
+    parser.add_argument("--seed", type=number_argument(int, 0, 2**32 - 1), default=_DEFAULTS.workload.seed,
+                        help="random seed")
+    parser.add_argument("--load", type=number_argument(float, 0, 100), default=_DEFAULTS.workload.load,
                         help="work submitted as a share of capacity (default 0.85)")
-    parser.add_argument("--hoarding-share", type=float, default=_DEFAULTS.workload.hoarding_share,
+    parser.add_argument("--hoarding-share",
+                        type=number_argument(float, 0, 1), default=_DEFAULTS.workload.hoarding_share,
                         help="share of jobs that hold GPUs while idle")
-    parser.add_argument("--creep", type=float, default=1.0,
+    parser.add_argument("--creep", type=number_argument(float, 0, 1000), default=1.0,
                         help="multiply the teams' weekly growth of high-tier share (0 turns scope creep off)")
     parser.add_argument("--no-preemption", action="store_true", help="simulate with preemption off")
-    parser.add_argument("--min-run", type=float, default=_DEFAULTS.policy.min_run_s,
+    parser.add_argument("--min-run", type=number_argument(float, 0, 7 * 86_400), default=_DEFAULTS.policy.min_run_s,
                         help="seconds a run must have run before it may be preempted")
-    parser.add_argument("--grace", type=float, default=_DEFAULTS.policy.grace_s,
+    parser.add_argument("--grace", type=number_argument(float, 0, 86_400), default=_DEFAULTS.policy.grace_s,
                         help="seconds between the preemption signal and the kill")
-    parser.add_argument("--requeue-hold", type=float, default=_DEFAULTS.policy.requeue_hold_s,
+    parser.add_argument("--requeue-hold",
+                        type=number_argument(float, 0, 7 * 86_400), default=_DEFAULTS.policy.requeue_hold_s,
                         help="seconds a requeued victim waits before it is eligible")
     parser.add_argument("--victim-order", choices=VICTIM_ORDERS, default=_DEFAULTS.policy.victim_order,
                         help="how victims are chosen: priority (lowest tier, then youngest; default) or cost "
                         "(least live cost, docs/figures.md section 8)")
-    parser.add_argument("--step", type=int, default=_DEFAULTS.sample_step_s, help="GPU sample step in seconds")
-    parser.add_argument("--gap-share", type=float, default=0.0,
+    parser.add_argument("--step", type=number_argument(int, 1, 86_400), default=_DEFAULTS.sample_step_s,
+                        help="GPU sample step in seconds")
+    parser.add_argument("--gap-share", type=number_argument(float, 0, 1), default=0.0,
                         help="share of host-hours with no GPU samples (exporter down; default 0)")
 
 

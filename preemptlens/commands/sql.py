@@ -10,20 +10,17 @@ collector and can neither touch files nor change data.
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import json
-import math
 import sys
-from collections.abc import Callable
 from dataclasses import replace
 from datetime import date, datetime
 from typing import Any, TextIO
 
 import polars as pl
 
-from preemptlens.config import Config, WarehouseSettings
+from preemptlens.config import Config, WarehouseSettings, number_argument
 from preemptlens.errors import PreemptlensError
+from preemptlens.escape import csv_text, text_value
 from preemptlens.readonly import Limits, QueryError, Result, named_queries, query
 
 FORMATS = ("table", "csv", "json")
@@ -36,42 +33,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-q", "--query", metavar="NAME", help="run the named example query sql/queries/NAME.sql")
     parser.add_argument("--list", action="store_true", help="list the named example queries")
     parser.add_argument("-f", "--format", choices=FORMATS, default="table", help="output format (default: table)")
-    parser.add_argument("--max-rows", type=_positive(int), help="row cap, at least 1 (default: sql.max_rows)")
-    parser.add_argument(
-        "--timeout", type=_positive(float), help="seconds before the query is stopped (default: sql.timeout_s)"
-    )
+    parser.add_argument("--max-rows", type=number_argument(int, 1, 10_000_000),
+                        help="row cap, at least 1 (default: sql.max_rows)")
+    parser.add_argument("--timeout", type=number_argument(float, 0.1, 86_400),
+                        help="seconds before the query is stopped (default: sql.timeout_s)")
 
 
-def _positive(kind: type[int] | type[float]) -> Callable[[str], int | float]:
-    """An argparse type: a finite number above 0 (a cap of -1 or a timeout of inf would switch the guard off)."""
-
-    def parse(text: str) -> int | float:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number above 0, got {text!r}") from None
-        if not math.isfinite(value) or value <= 0:
-            raise argparse.ArgumentTypeError(f"expected a number above 0, got {text!r}")
-        return value
-
-    return parse
-
-
-def _cell(value: Any, null: str) -> str:
+def _cell(value: Any) -> str:
     if value is None:
-        return null
-    if isinstance(value, datetime | date):
-        return value.isoformat(sep=" ") if isinstance(value, datetime) else value.isoformat()
-    if isinstance(value, list | dict):
-        return json.dumps(value, default=str)
+        return "NULL"
     if isinstance(value, float):
-        return f"{value:.6g}" if null == "NULL" else repr(value)
-    return str(value)
+        return f"{value:.6g}"
+    return text_value(value)
 
 
 def format_table(frame: pl.DataFrame) -> str:
     header = frame.columns
-    rows = [[_cell(v, "NULL") for v in row] for row in frame.iter_rows()]
+    rows = [[_cell(v) for v in row] for row in frame.iter_rows()]
     numeric = [dtype.is_numeric() for dtype in frame.dtypes]
     widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(header)]
 
@@ -82,17 +60,9 @@ def format_table(frame: pl.DataFrame) -> str:
     return "\n".join(s.rstrip() for s in out)
 
 
-def format_csv(frame: pl.DataFrame) -> str:
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(frame.columns)
-    writer.writerows([_cell(v, "") for v in row] for row in frame.iter_rows())
-    return buffer.getvalue().rstrip("\n")
-
-
 def render(result: Result, fmt: str) -> str:
     if fmt == "csv":
-        return format_csv(result.frame)
+        return csv_text(result.frame)
     if fmt == "json":
         return json.dumps(result.frame.to_dicts(), default=_json_default)
     return format_table(result.frame)

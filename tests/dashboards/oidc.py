@@ -20,8 +20,13 @@ from oidc_provider.models import Client, ResponseType
 
 client_id, client_secret, redirect, password, *users = sys.argv[1:]
 for entry in users:
-    name, _, groups = entry.partition("=")
-    user = User.objects.create_user(name, f"{name}@example.org", password)
+    # name=groups, or name=groups=email=verified (the provider's claim email_verified: "yes" or "no")
+    name, groups, *more = entry.split("=")
+    email, verified = more if more else (f"{name}@example.org", "yes")
+    user = User.objects.create_user(name, email, password)
+    # Where the test provider keeps whether it verified the address (claims.userinfo reads it).
+    user.first_name = "verified" if verified == "yes" else "unverified"
+    user.save()
     for group in filter(None, groups.split(",")):
         user.groups.add(Group.objects.get_or_create(name=group)[0])
 client = Client.objects.create(name="preemptlens", client_type="confidential", client_id=client_id,
@@ -34,8 +39,9 @@ client.response_types.add(ResponseType.objects.get(value="code"))
 
 
 class Provider(Server):
-    """The provider at `url` (its issuer is `url`/openid), serving `users` (name -> comma-separated groups),
-    each with `password`, and one client whose redirect URI is `redirect_uri`."""
+    """The provider at `url` (its issuer is `url`/openid), serving `users` (name -> comma-separated groups, and
+    optionally "=email=yes|no": the address and whether the provider verified it; by default name@example.org,
+    verified), each with `password`, and one client whose redirect URI is `redirect_uri`."""
 
     def __init__(self, root: Path, users: dict[str, str], password: str, redirect_uri: str) -> None:
         root.mkdir(parents=True, exist_ok=True)

@@ -9,7 +9,24 @@ import polars as pl
 import pytest
 
 from preemptlens.config import load_config
-from preemptlens.dashboards.access import HIDDEN, AccessSettings, config_problems, proxy_trusted, redact, resolve
+from preemptlens.dashboards.access import (
+    AccessSettings,
+    Reader,
+    config_problems,
+    email_verified,
+    proxy_trusted,
+    resolve,
+)
+from preemptlens.dashboards.data import mask
+from preemptlens.errors import ConfigError
+
+
+def redact(frame: pl.DataFrame, reader: Reader) -> pl.DataFrame:
+    return mask(frame, reader.scope)
+
+
+def hidden(n: int) -> str:
+    return f"(another team #{n})"
 
 
 def access(tmp_path: Path, text: str) -> AccessSettings:
@@ -58,9 +75,9 @@ LEDGER = pl.DataFrame({
 def test_other_teams_jobs_are_masked_and_figures_kept(tmp_path: Path) -> None:
     reader = resolve(access(tmp_path, 'users = { me = "team:vision" }\n'), "me", None, (), "proxy", False)
     shown = redact(LEDGER, reader)
-    assert shown["victim_job_id"].to_list() == ["1", HIDDEN, "3"], "the reader's own job shows whatever its team"
-    assert shown["victim_user"].to_list() == ["v", HIDDEN, "me"]
-    assert shown["preemptor_job_id"].to_list() == [HIDDEN, "8", None]
+    assert shown["victim_job_id"].to_list() == ["1", hidden(1), "3"], "the reader's own job shows whatever its team"
+    assert shown["victim_user"].to_list() == ["v", hidden(1), "me"]
+    assert shown["preemptor_job_id"].to_list() == [hidden(1), "8", None]
     assert shown["lost_gpu_hours"].to_list() == [1.0, 2.0, 3.0]
     assert redact(LEDGER, resolve(access(tmp_path, ""), "x", None, (), "proxy", True)).equals(LEDGER)
 
@@ -69,12 +86,61 @@ def test_other_teams_jobs_are_masked_and_figures_kept(tmp_path: Path) -> None:
 def test_an_identifier_without_its_team_column_is_masked_whole(tmp_path: Path, column: str) -> None:
     reader = resolve(access(tmp_path, 'users = { me = "team:vision" }\n'), "me", None, (), "proxy", False)
     frame = pl.DataFrame({column: ["a", "b"], "gpus": [8, 4]})
-    assert redact(frame, reader)[column].to_list() == [HIDDEN, HIDDEN]
-    assert redact((frame, 2), reader)[1] == 2
+    assert redact(frame, reader)[column].to_list() == [hidden(1), hidden(2)]
 
 
 def test_a_cheaper_victim_of_another_team_is_masked(tmp_path: Path) -> None:
     reader = resolve(access(tmp_path, 'users = { me = "team:vision" }\n'), "me", None, (), "proxy", False)
     frame = pl.DataFrame({"cheaper_job_id": ["7", "8", None], "cheaper_team": ["vision", "nlp", None],
                           "cheaper_cost_gpu_s": [1.0, 2.0, None]})
-    assert redact(frame, reader)["cheaper_job_id"].to_list() == ["7", HIDDEN, None]
+    assert redact(frame, reader)["cheaper_job_id"].to_list() == ["7", hidden(1), None]
+
+
+def test_a_login_maps_to_cluster_users_exactly_by_claims_and_domains(tmp_path: Path) -> None:
+    a = access(tmp_path, 'email_domains = ["example.org"]\n')
+    assert resolve(a, "ana", "ana@example.org", (), "proxy", True).cluster_users == ("ana", "ana@example.org")
+    # Another domain's address names only the cluster user spelled as the whole address.
+    other = resolve(a, "x", "llm-user8@elsewhere", (), "proxy", True)
+    assert "llm-user8" not in other.cluster_users and other.cluster_users == ("x", "llm-user8@elsewhere")
+    assert "llm-user8" not in resolve(a, "x", "llm-user8@example.org.evil", (), "proxy", True).cluster_users
+    assert resolve(a, "x", "llm-user8@EXAMPLE.ORG", (), "proxy", True).cluster_users[-1] == "llm-user8"
+    # The login name is the cluster user only when configured so, and never OpenID Connect's opaque sub.
+    quiet = access(tmp_path, "login_is_cluster_user = false\n")
+    assert resolve(quiet, "ana", None, (), "proxy", True).cluster_users == ()
+    assert resolve(a, "2b1f-sub", None, (), "oidc", True, login_names_user=False).cluster_users == ()
+    with pytest.raises(ConfigError, match="email_domains: expected domain names"):
+        load_config(overrides={"access.email_domains": ["example org"]})
+
+
+@pytest.mark.parametrize(("claims", "email"), [
+    ({"email": "a@example.org", "email_verified": True}, "a@example.org"),
+    ({"email": "a@example.org", "email_verified": "true"}, "a@example.org"),
+    ({"email": "a@example.org", "email_verified": False}, None),
+    ({"email": "a@example.org"}, None),
+    ({"email": "a@example.org", "email_verified": "yes"}, None),
+    ({"email": "not-an-address", "email_verified": True}, None),
+    ({"email_verified": True}, None),
+])
+def test_an_oidc_email_counts_only_when_verified(claims: dict[str, object], email: str | None) -> None:
+    assert email_verified(claims) == email
+
+
+def test_own_rows_show_their_victim_side_only(tmp_path: Path) -> None:
+    reader = resolve(access(tmp_path, 'users = { me = "team:vision" }\n'), "me", None, (), "proxy", False)
+    frame = pl.DataFrame({"victim_job_id": ["mine"], "victim_team": ["nlp"], "victim_user": ["me"],
+                          "preemptor_job_id": ["theirs"], "preemptor_team": ["nlp"], "own": [True],
+                          "reason": ["Preempted by JobId=theirs_1 (bob) on node-7"]})
+    shown = redact(frame, reader).row(0, named=True)
+    assert (shown["victim_job_id"], shown["victim_user"]) == ("mine", "me")
+    assert shown["preemptor_job_id"] == hidden(1), "their own preemption's preemptor is another team's job"
+    assert shown["reason"] == "Preempted by (another team) (bob) on (another team)"
+
+
+def test_unknown_text_of_another_teams_row_is_masked_and_numbers_tell_jobs_apart(tmp_path: Path) -> None:
+    reader = resolve(access(tmp_path, 'users = { me = "team:vision" }\n'), "me", None, (), "proxy", False)
+    frame = pl.DataFrame({"holder": ["a", "b", "a", "c"], "team": ["nlp", "nlp", "nlp", "vision"],
+                          "new_label": ["x", "y", "x", "z"], "tier": ["low"] * 4, "gpus": [1, 2, 3, 4]})
+    shown = redact(frame, reader)
+    assert shown["holder"].to_list() == [hidden(1), hidden(2), hidden(1), "c"]
+    assert shown["new_label"].to_list() == [hidden(1), hidden(2), hidden(1), "z"], "a column added later"
+    assert shown["tier"].to_list() == ["low"] * 4 and shown["gpus"].to_list() == [1, 2, 3, 4]

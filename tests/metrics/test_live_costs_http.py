@@ -62,31 +62,37 @@ def served(tmp_path: Path) -> Iterator[tuple[str, SnapshotCollector]]:
     seed(path)
     port = free_port()
     collector = SnapshotCollector(path, cache_s=0.0, top_jobs=2, endpoint_limit=3)
-    server = MetricsServer(collector, "127.0.0.1", port)
+    server = MetricsServer(collector, "127.0.0.1", port, token=TOKEN)
     try:
         yield f"http://127.0.0.1:{port}", collector
     finally:
         server.stop()
 
 
+# Job-level answers (/live-costs, the top jobs' series) need serve.metrics_token: tests/metrics/test_listener.py.
+TOKEN = "scrape-t0ken"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
 def test_live_costs_endpoint_is_json_costliest_first_and_bounded(served: tuple[str, SnapshotCollector]) -> None:
     url, _ = served
-    answer = requests.get(f"{url}/live-costs", timeout=10)
+    answer = requests.get(f"{url}/live-costs", headers=AUTH, timeout=10)
     assert answer.status_code == 200 and answer.headers["Content-Type"] == "application/json"
     body = answer.json()
     assert body["computed_at"] == LATEST.isoformat()
     # the earlier computation's job is not running any more; at most endpoint_limit (3) rows
     assert [j["job_id"] for j in body["jobs"]] == ["j3", "j5", "j2"]
     assert body["jobs"][0]["cost_gpu_s"] == 700.0 * 3600 and body["jobs"][0]["computed_at"] == LATEST.isoformat()
-    asked_more = requests.get(f"{url}/live-costs", params={"limit": 1000}, timeout=10).json()
+    asked_more = requests.get(f"{url}/live-costs", headers=AUTH, params={"limit": 1000}, timeout=10).json()
     assert len(asked_more["jobs"]) == 3 and asked_more["limit"] == 3
-    pool_a = requests.get(f"{url}/live-costs", params={"pool": "a", "limit": 5}, timeout=10).json()
+    pool_a = requests.get(f"{url}/live-costs", headers=AUTH, params={"pool": "a", "limit": 5}, timeout=10).json()
     assert [j["job_id"] for j in pool_a["jobs"]] == ["j3", "j2", "j1"]
-    unknown = requests.get(f"{url}/live-costs", params={"cluster": "c1", "pool": "a", "limit": 3}, timeout=10)
+    unknown = requests.get(f"{url}/live-costs", headers=AUTH, params={"cluster": "c1", "pool": "a", "limit": 3},
+                           timeout=10)
     assert unknown.json()["limit"] == 3
-    bad = requests.get(f"{url}/live-costs", params={"limit": "all"}, timeout=10)
+    bad = requests.get(f"{url}/live-costs", headers=AUTH, params={"limit": "all"}, timeout=10)
     assert bad.status_code == 400 and "limit" in bad.json()["error"]
-    assert requests.post(f"{url}/live-costs", timeout=10).status_code == 405
+    assert requests.post(f"{url}/live-costs", headers=AUTH, timeout=10).status_code == 405
 
 
 def test_the_unknown_cost_is_null_and_named(tmp_path: Path) -> None:
@@ -110,7 +116,7 @@ def sample(text: str, name: str, **labels: str) -> float:
 
 def test_metrics_expose_a_histogram_per_pool_and_the_top_jobs(served: tuple[str, SnapshotCollector]) -> None:
     url, _ = served
-    text = requests.get(f"{url}/metrics", timeout=10).text
+    text = requests.get(f"{url}/metrics", headers=AUTH, timeout=10).text
     hist = "preemptlens_live_cost_gpu_hours"
     assert f"# TYPE {hist} histogram" in text
     # pool a: known costs 0.05, 3 and 700 GPU-hours (j4's unknown cost is counted apart)

@@ -17,7 +17,7 @@ HERE = Path(__file__).resolve().parent
 ROWS = 5
 
 
-def start_serve(tmp_path: Path, collect: str, interval: float, jobs: str) -> subprocess.Popen[str]:
+def start_serve(tmp_path: Path, collect: str, interval: float | str, jobs: str) -> subprocess.Popen[str]:
     config = tmp_path / "serve.toml"
     config.write_text(
         f'[warehouse]\npath = "{tmp_path / "w.duckdb"}"\n'

@@ -18,7 +18,7 @@ from preemptlens.analytics.simulator import PolicyChange, PolicyConfig, PoolSpec
 from preemptlens.cli import main
 from preemptlens.config import Secret, load_config
 from preemptlens.dashboards import report
-from preemptlens.dashboards.data import reader
+from preemptlens.dashboards.data import EVERYTHING, reader
 from preemptlens.errors import ConfigError
 from preemptlens.warehouse import Warehouse
 
@@ -90,9 +90,11 @@ def test_declared_pilots_are_read_and_checked(tmp_path: Path) -> None:
 
 
 def test_pilot_settings_across_fields_are_checked_when_read(tmp_path: Path) -> None:
-    config = load_config(str(_config(tmp_path, "[pilot]\nconfidence = 1.5\nbootstrap_samples = 10\n")))
+    # Each setting's range when the file is read, all problems at once; the section's own check for the rest.
+    with pytest.raises(ConfigError, match=r"pilot.confidence: 1.5 is out of range(.|\n)*pilot.bootstrap_samples: 10"):
+        load_config(str(_config(tmp_path, "[pilot]\nconfidence = 1.5\nbootstrap_samples = 10\n")))
     with pytest.raises(ConfigError, match=r"confidence must be in \[0.5, 1\); bootstrap_samples must be >= 100"):
-        config.of(PilotSettings)
+        PilotSettings(confidence=1.5, bootstrap_samples=10)
     assert PilotSettings(before_days=7.0).before_days == 7.0
 
 
@@ -164,7 +166,7 @@ def test_pilot_loss_alert_fires_once_per_week_for_a_running_pilot(harmful_wareho
 def test_weekly_report_has_a_pilot_section_while_it_runs(harmful_warehouse: Path) -> None:
     pilot = HARMFUL.pilot()
     week = report.Week(2026, 5)  # the pilot's third week
-    with reader(harmful_warehouse) as r:
+    with reader(harmful_warehouse, scope=EVERYTHING) as r:
         weekly = report.build(r, week, top_n=5, trend_weeks=4, pilots=(pilot,), thresholds=PilotSettings())
         before = report.build(r, report.Week(2026, 2), top_n=5, trend_weeks=4, pilots=(pilot,))
     markdown = report.render_markdown(weekly)

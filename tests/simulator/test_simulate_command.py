@@ -30,6 +30,8 @@ def test_simulate_command_loads_a_cluster(tmp_path: Path, capsys: pytest.Capture
 
 
 def test_simulate_command_reports_bad_arguments(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--warehouse", str(tmp_path / "wh.duckdb"), "simulate", "--gpus", "4"]) == 2
-    assert "--gpus must be at least 8" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stopped:  # a usage error, said by the command's parser
+        main(["--warehouse", str(tmp_path / "wh.duckdb"), "simulate", "--gpus", "4"])
+    assert stopped.value.code == 2
+    assert "argument --gpus: '4' is out of range: expected from 8" in capsys.readouterr().err
     assert not (tmp_path / "wh.duckdb").exists()

@@ -152,6 +152,10 @@ def test_bad_ids_and_levels_are_refused_before_any_command(tmp_path: Path) -> No
         effector.apply("12", 2)
     with pytest.raises(SourceError, match="not a Slurm job id"):
         effector.undo("12 QOS=high", {})
+    # Other scripts' digits are digits to Python, not to Slurm.
+    for hostile in ("١٢٣", "12_٣", "٣+1", "12\n13"):
+        with pytest.raises(SourceError, match="not a Slurm job id"):
+            effector.apply(hostile, 1)
     with pytest.raises(SourceError, match="squeue not found"):
         effector.held()
 

@@ -7,6 +7,7 @@ def userinfo(claims: dict[str, Any], user: Any) -> dict[str, Any]:
     claims["preferred_username"] = user.username
     claims["name"] = user.username
     claims["email"] = user.email
+    claims["email_verified"] = user.first_name == "verified"
     return claims
 
 

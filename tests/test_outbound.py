@@ -1,0 +1,175 @@
+"""Every outbound call ends in time and reads a bounded answer, against real misbehaving peers on loopback
+(tests/hostile_peers.py): a receiver that answers a byte at a time and never finishes, one that answers 400 MB.
+Webhooks, Prometheus, the Kubernetes client and the Slurm commands each."""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from preemptlens.analytics.alerts import Alert, Target, deliver, evaluate
+from preemptlens.cli import main
+from preemptlens.collectors.kubernetes import watch
+from preemptlens.collectors.slurm import Options, SlurmCollector
+from preemptlens.config import Secret, load_config
+from preemptlens.errors import SourceError, TransientSourceError
+from preemptlens.warehouse import Warehouse
+from tests.hostile_peers import Drip, Huge
+from tests.prometheus.helpers import collector
+
+NOW = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
+CAP = 32 * 2**20  # what a peer may push into kernel buffers and our first reads, far below its 400 MB
+
+
+class Rule:
+    name = "fixed"
+
+    def __init__(self, keys: int) -> None:
+        self.keys = keys
+
+    def evaluate(self, wh: Warehouse, config: object, now: datetime) -> list[Alert]:
+        return [Alert(f"k{i}", self.name, "platform", f"alert {i}", "text") for i in range(self.keys)]
+
+
+def due_alerts(tmp_path: Path, url: str, count: int) -> tuple[Warehouse, dict[str, Target]]:
+    wh = Warehouse(tmp_path / "w.duckdb")
+    targets = {"platform": Target("platform", Secret(url))}
+    evaluate(wh, load_config(overrides={}), targets, NOW, [Rule(count)])  # type: ignore[list-item]
+    return wh, targets
+
+
+def test_a_dripping_webhook_costs_one_timeout_per_round(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO)
+    with Drip() as peer:
+        wh, targets = due_alerts(tmp_path, f"{peer.url}/hook", 10)
+        began = time.monotonic()
+        report = deliver(wh, targets, NOW, timeout_s=1.0)
+        took = time.monotonic() - began
+    assert took < 3, f"one round took {took:.1f} s against a receiver dripping its answer"
+    assert (report.sent, report.failed, report.postponed) == (0, 1, 9)
+    assert peer.connections == 1
+    (error,) = [e for (e,) in wh.query("SELECT last_error FROM alerts WHERE last_error IS NOT NULL").iter_rows()]
+    assert error.startswith("timed out")
+    wh.close()
+
+
+def test_a_round_ends_at_round_s_when_receivers_each_take_their_time(tmp_path: Path) -> None:
+    # Three alerts, each to a receiver of its own that drips: the round stops after round_s.
+    peers = [Drip() for _ in range(3)]
+    try:
+        wh = Warehouse(tmp_path / "w.duckdb")
+        targets = {f"team:{i}": Target(f"team:{i}", Secret(p.url)) for i, p in enumerate(peers)}
+
+        class PerTeam(Rule):
+            def evaluate(self, wh: Warehouse, config: object, now: datetime) -> list[Alert]:
+                return [Alert(f"k{i}", self.name, f"team:{i}", "t", "x") for i in range(3)]
+
+        evaluate(wh, load_config(overrides={}), targets, NOW, [PerTeam(3)])  # type: ignore[list-item]
+        began = time.monotonic()
+        report = deliver(wh, targets, NOW, timeout_s=1.0, round_s=1.5)
+        assert time.monotonic() - began < 3.5
+        assert (report.failed, report.postponed) == (2, 1)
+        wh.close()
+    finally:
+        for peer in peers:
+            peer.close()
+
+
+def test_a_webhook_answering_400_mb_is_not_read(tmp_path: Path) -> None:
+    with Huge() as peer:
+        wh, targets = due_alerts(tmp_path, peer.url, 1)
+        began = time.monotonic()
+        report = deliver(wh, targets, NOW, timeout_s=5.0)
+        assert time.monotonic() - began < 5
+        time.sleep(0.5)
+        assert peer.sent < CAP, f"{peer.sent:,} bytes read"
+    assert report.sent == 1, "a 2xx is a delivery, whatever follows it"
+    wh.close()
+
+
+def test_prometheus_dripping_or_huge_answers_end_in_time(tmp_path: Path) -> None:
+    since, until = datetime(2026, 11, 2, tzinfo=UTC), datetime(2026, 11, 2, 6, tzinfo=UTC)
+    with Drip() as peer:
+        began = time.monotonic()
+        with pytest.raises(TransientSourceError, match="did not answer"):
+            list(collector(peer.url, since, until, timeout_s=2).batches({}))
+        assert time.monotonic() - began < 5
+    with Huge() as peer:
+        began = time.monotonic()
+        with pytest.raises(SourceError, match=r"more than 1,048,576 bytes") as err:
+            list(collector(peer.url, since, until, max_response_bytes="1MiB").batches({}))
+        assert time.monotonic() - began < 10
+        time.sleep(0.5)
+        assert peer.sent < CAP, f"{peer.sent:,} bytes read"
+    assert "max_response_bytes" in err.value.hint
+
+
+def kubernetes_config(tmp_path: Path, url: str) -> Path:
+    path = tmp_path / "k.toml"
+    path.write_text(f'[cluster]\nname = "k"\n[kubernetes]\napi_url = "{url}"\nmax_retries = 0\n'
+                    'watch_seconds = 2\nidle_seconds = 1\n')
+    path.chmod(0o600)
+    return path
+
+
+def test_kubernetes_dripping_or_huge_answers_end_in_time(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(watch, "MAX_LIST_BYTES", 2**20)
+    monkeypatch.setattr(watch, "LIST_DEADLINE_S", 3.0)
+    for peer, said in ((Drip(), "a list page took longer than 3 s"), (Huge(), "larger than 1,048,576 bytes")):
+        caplog.clear()
+        with peer:
+            began = time.monotonic()
+            main(["--config", str(kubernetes_config(tmp_path, peer.url)), "--warehouse",
+                  str(tmp_path / "w.duckdb"), "collect", "kubernetes"])
+            took = time.monotonic() - began
+            time.sleep(0.5)
+            assert peer.sent < CAP, f"{peer.sent:,} bytes read"
+        # A stream that fails is a warning; the collection goes on with the other streams.
+        assert said in caplog.text, caplog.text
+        assert took < 10, f"{took:.0f} s"
+
+
+def hostile_command(folder: Path, name: str, body: str) -> None:
+    path = folder / name
+    path.write_text(f"#!/bin/sh\n{body}\n")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+
+
+def test_slurm_commands_that_print_forever_or_never_end_are_stopped(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    hostile_command(bin_dir, "scontrol", "exec yes 'PreemptType = preempt/partition_prio'")
+    hostile_command(bin_dir, "sacct", "sleep 600")
+    slurm = SlurmCollector(Options(cluster="c", bin_dir=str(bin_dir), timeout_s=3, max_output_bytes=4 * 2**20,
+                                   since=datetime(2026, 11, 1, tzinfo=UTC), until=datetime(2026, 11, 1, 6, tzinfo=UTC)))
+    began = time.monotonic()
+    with pytest.raises(SourceError, match="more than 4,194,304 bytes"):
+        slurm._run(["scontrol", "show", "config"])
+    assert time.monotonic() - began < 5
+    began = time.monotonic()
+    with pytest.raises(SourceError, match="did not finish within 3s"):
+        with slurm._sacct(["-S", "now"], "json") as stream:
+            stream.read()
+    assert time.monotonic() - began < 8
+    hostile_command(bin_dir, "sacct", "exec yes '1|2|3'")
+    with pytest.raises(SourceError, match="sacct's output is larger than 4,194,304 bytes"):
+        with slurm._sacct(["-S", "now"], "parsable2") as stream:
+            for _ in stream:
+                pass
+    assert not [p for p in os.listdir("/proc") if p.isdigit() and _is_yes(p)], "a killed command lingers"
+
+
+def _is_yes(pid: str) -> bool:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"yes\0") and \
+            Path(f"/proc/{pid}/status").read_text().find(f"PPid:\t{os.getpid()}") >= 0
+    except OSError:
+        return False

@@ -29,6 +29,7 @@ import json
 import logging
 import math
 import os
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -42,7 +43,7 @@ from preemptlens.collectors.checkpoints.layouts import LAYOUTS
 from preemptlens.collectors.checkpoints.logs import PRESETS, LogReader, dump_cursors, load_cursors, pattern_problem
 from preemptlens.collectors.checkpoints.logs import patterns as log_patterns
 from preemptlens.collectors.checkpoints.logs import zone_of as log_zone
-from preemptlens.config import ClusterSettings, Config, section, setting
+from preemptlens.config import ClusterSettings, Config, duration_text, section, setting, time_zone
 from preemptlens.contract import MAX_EPOCH_S, Batch, Reject, Watermark
 from preemptlens.errors import ConfigError
 
@@ -69,6 +70,23 @@ def _choices(known: tuple[str, ...]) -> Any:
         return f"unknown {wrong}; choose from {', '.join(known)}" if wrong else None
 
     return checked
+
+
+_METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]{0,199}")
+# A Kubernetes annotation or label key: an optional DNS-subdomain prefix and a name of at most 63 characters.
+_OBJECT_KEY = re.compile(r"([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+
+
+def _metric_name(value: Any) -> str | None:
+    if value == "" or (isinstance(value, str) and _METRIC_NAME.fullmatch(value)):
+        return None
+    return "expected a Prometheus metric name (letters, digits, _ and :), or empty"
+
+
+def _object_key(value: Any) -> str | None:
+    if value == "" or (isinstance(value, str) and _OBJECT_KEY.fullmatch(value)):
+        return None
+    return "expected a Kubernetes annotation or label key such as example.com/last-checkpoint, or empty"
 
 
 def _positive(value: Any) -> str | None:
@@ -99,9 +117,9 @@ class CheckpointSettings:
     keras_filepaths: list[str] = setting(
         [], 'Keras ModelCheckpoint filepath templates jobs use, e.g. "ckpt-{epoch:02d}.keras" (the file name part '
         "is matched; {epoch} or {batch} is the step).")
-    max_depth: int = setting(4, "Directory levels walked below a job's directory.", check=_positive)
+    max_depth: int = setting(4, "Directory levels walked below a job's directory.", bounds=(1, 64))
     max_dirs: int = setting(2_000_000, "Most directories one pass walks; the rest waits for the next pass.",
-                            check=_positive)
+                            bounds=(1, 1_000_000_000))
     lookback_hours: float = setting(
         168.0, "Jobs whose runs were on within this many hours are looked for (files, logs, annotations).",
         check=_positive)
@@ -116,27 +134,35 @@ class CheckpointSettings:
     log_progress_pattern: str = setting(
         "", "A site's own regular expression of a step line, with (?P<step>...) and optionally (?P<time>...).",
         check=pattern_problem)
-    log_timezone: str = setting("UTC", "Time zone of log timestamps that carry no offset.")
-    max_line_bytes: int = setting(65536, "Longest log line read; a longer one is skipped unread.", check=_positive)
+    log_timezone: str = setting("UTC", "Time zone of log timestamps that carry no offset.", check=time_zone)
+    max_line_bytes: int = setting(65536, "Longest log line read; a longer one is skipped unread.",
+                                  bounds=(256, 1 << 30))
     max_read_bytes: int = setting(
         256 << 20, "Most bytes read from one log file in one pass; the rest is read by the next pass.",
-        check=_positive)
-    step_metric: str = setting("", "Prometheus metric holding a job's training step (stream prometheus).")
+        bounds=(1 << 16, 1 << 40))
+    step_metric: str = setting("", "Prometheus metric holding a job's training step (stream prometheus).",
+                               check=_metric_name)
     checkpoint_time_metric: str = setting(
-        "", "Prometheus metric holding the time (epoch seconds) of a job's last completed checkpoint.")
+        "", "Prometheus metric holding the time (epoch seconds) of a job's last completed checkpoint.",
+        check=_metric_name)
     checkpoint_step_metric: str = setting(
-        "", "Prometheus metric holding the step of a job's last completed checkpoint (with checkpoint_time_metric).")
-    metric_step: str = setting("15s", "Resolution of the metric queries (a Prometheus duration).")
-    metric_lag: str = setting("2m", "How far before the last cursor each metric query starts again (late samples).")
+        "", "Prometheus metric holding the step of a job's last completed checkpoint (with checkpoint_time_metric).",
+        check=_metric_name)
+    metric_step: str = setting("15s", "Resolution of the metric queries (a Prometheus duration).",
+                               check=duration_text(1, 86_400))
+    metric_lag: str = setting("2m", "How far before the last cursor each metric query starts again (late samples).",
+                              check=duration_text(0, 7 * 86_400))
     time_annotation: str = setting(
         "", "Annotation (or label) key holding the time of the object's last checkpoint (RFC 3339 or epoch "
-        "seconds), on Pods, Kueue Workloads or KAI PodGroups.")
-    step_annotation: str = setting("", "Annotation (or label) key holding the step of the last checkpoint.")
+        "seconds), on Pods, Kueue Workloads or KAI PodGroups.",
+        check=_object_key)
+    step_annotation: str = setting("", "Annotation (or label) key holding the step of the last checkpoint.",
+                                   check=_object_key)
     annotation_objects: list[str] = setting(["pods", "workloads", "podgroups"],
                                             "Kubernetes objects whose annotations are read.",
                                             check=_choices(("pods", "workloads", "podgroups")))
     pod_log_bytes: int = setting(4 << 20, "Most bytes of one pod's log read through the API in one pass.",
-                                 check=_positive)
+                                 bounds=(1 << 10, 1 << 30))
     timeout_s: float = setting(60.0, "Time limit of one Kubernetes or Prometheus request.", check=_positive)
 
 

@@ -123,6 +123,8 @@ class SacctRecord(NamedTuple):
     # An array task's own numeric id (its $SLURM_JOB_ID, what GPU exporters
     # label samples with) where job_id is the "<array job>_<task>" form.
     alias: str | None = None
+    # The record's own cluster (JSON's `cluster` member; --parsable2 has none).
+    cluster: str | None = None
 
 
 # -- the record type ----------------------------------------------------------
@@ -200,6 +202,7 @@ class Job(msgspec.Struct, gc=False):
     tres: _Tres | _Other = None
     nodes: Any = None
     restart_cnt: _Num = None
+    cluster: Any = None
 
 
 _ANY = msgspec.json.Decoder()
@@ -476,6 +479,7 @@ def decode_run(records: list[Any]) -> dict[str, list[Any]]:
         "nodes": [None if n in _NO_NODES else n for n in _texts([job.nodes for job in jobs], "nodes")],
         "restart_cnt": [None if r is None else int(r) for r in restarts],
         "alias": [None if "_" not in job_id and "+" not in job_id else _alias(job_id, raw) for job_id, raw in ids],
+        "cluster": _texts([job.cluster for job in jobs], "cluster"),
     }
 
 

@@ -111,7 +111,8 @@ def missing_figures(wh: Warehouse) -> list[str]:
 
 def _define_data_ends(con: duckdb.DuckDBPyConnection) -> None:
     """`source_data_ends` in this connection: how far each source's data reach (sql/live/data_ends.sql)."""
-    con.execute(f"CREATE OR REPLACE TEMP VIEW source_data_ends AS {query_sql('live', 'data_ends')}")
+    ends = query_sql("live", "data_ends")
+    con.execute(f"CREATE OR REPLACE TEMP VIEW source_data_ends AS {ends}")
 
 
 @dataclass(frozen=True)

@@ -579,15 +579,17 @@ class Warehouse:
         for check in rules.checks:
             problems.append((check.column, ~check.ok.fill_null(True), check.reason))
 
-        # The first failing field of each row names the reason it is quarantined.
+        # The first failing field of each row names the reason it is quarantined; only the rows that fail
+        # somewhere (few, usually none) are told which.
+        failing = typed.select(
+            pl.any_horizontal([failed.fill_null(False) for _, failed, _ in problems]) if problems else pl.lit(False)
+        ).to_series()
         field_expr: pl.Expr = pl.lit(None, dtype=pl.String)
         reason_expr: pl.Expr = pl.lit(None, dtype=pl.String)
         for name, failed, reason in reversed(problems):
             field_expr = pl.when(failed.fill_null(False)).then(pl.lit(name)).otherwise(field_expr)
             reason_expr = pl.when(failed.fill_null(False)).then(pl.lit(reason)).otherwise(reason_expr)
-        typed = typed.with_columns(field_expr.alias("__field"), reason_expr.alias("__reason"))
-
-        bad = typed.filter(pl.col("__field").is_not_null())
+        bad = typed.filter(failing).with_columns(field_expr.alias("__field"), reason_expr.alias("__reason"))
         if not given_record:
             # Named by its key as the source gave it; built for rejected rows only.
             bad = bad.with_columns(
@@ -612,9 +614,11 @@ class Warehouse:
             # Only the text columns: a typed value may not convert to Python (a time in year 0).
             for row in bad.select(RECORD_COLUMN, "__field", "__reason", *raw_names).iter_rows(named=True)
         ]
-        good = typed.filter(pl.col("__field").is_null()).select([c.name for c in columns])
-        # Within one batch the last record of a key wins, as a later load would.
-        good = good.unique(subset=list(rules.key), keep="last", maintain_order=True)
+        good = (typed.filter(~failing) if bad.height else typed).select([c.name for c in columns])
+        # Within one batch the last record of a key wins, as a later load would. A batch whose keys only
+        # ever increase (a collector's sorted page) holds no key twice.
+        if not _strictly_increasing(good, rules.key):
+            good = good.unique(subset=list(rules.key), keep="last", maintain_order=True)
         return good, rejects
 
     def _merge(self, table: str, good: pl.DataFrame, source: str, load_id: str) -> tuple[int, int]:
@@ -633,7 +637,11 @@ class Warehouse:
             target += ")"
             on = " AND ".join(f"s.{quote(k)} = t.{quote(k)}" for k in rules.key)
             col_list = ", ".join(quote(c) for c in [*cols, "source"])
-            if not self._scalar(f"SELECT EXISTS (SELECT 1 FROM _incoming s JOIN {target} t ON {on})", bounds):
+            # A range with nothing stored in it (the usual new page of samples) needs no join to say so.
+            stored = not rules.range_column or self._scalar(f"SELECT EXISTS (SELECT 1 FROM {target})", bounds)
+            if not stored or not self._scalar(
+                f"SELECT EXISTS (SELECT 1 FROM _incoming s JOIN {target} t ON {on})", bounds
+            ):
                 # No incoming key is stored yet (a first load, a backfill): every
                 # row is new, and the join and comparison below would only say
                 # so, at more than the cost of the insert itself.
@@ -719,6 +727,18 @@ class Warehouse:
                 "cursor = excluded.cursor, updated_at = excluded.updated_at",
                 {"c": m.collector, "cl": m.cluster, "s": m.stream, "cur": m.cursor, "t": now},
             )
+
+
+def _strictly_increasing(frame: pl.DataFrame, key: Sequence[str]) -> bool:
+    """Whether every row's key is greater than the one before (compared column by column): then no key is
+    there twice. An order the comparison cannot tell (NaN, a NULL) reads as not increasing."""
+    if frame.height < 2:
+        return True
+    later: pl.Expr = pl.lit(False)
+    for name in reversed(key):
+        now, before = pl.col(name), pl.col(name).shift()
+        later = (now > before) | ((now == before) & later)
+    return bool(frame.select(later.slice(1).fill_null(False).all()).item())
 
 
 def _cast(source_type: pl.DataType, col: Column) -> pl.Expr:

@@ -34,7 +34,6 @@ import io
 import json
 import logging
 import math
-import multiprocessing
 import os
 import re
 import resource
@@ -55,6 +54,7 @@ import pyarrow as pa
 
 from preemptlens.config import section, setting
 from preemptlens.errors import PreemptlensError, SchemaError
+from preemptlens.queryserver import CONTEXT
 from preemptlens.warehouse import (
     SQL_DIR,
     copy_database,
@@ -357,8 +357,7 @@ def _leading_word(sql: str) -> str:
 
 # Children are forked from a server that has imported this module and nothing else: cheap to
 # start (no interpreter start-up per query) and free of the parent's threads and open databases.
-_CONTEXT = multiprocessing.get_context("forkserver")
-_CONTEXT.set_forkserver_preload(["preemptlens.readonly"])
+_CONTEXT = CONTEXT
 
 
 class _Popen(popen_forkserver.Popen):

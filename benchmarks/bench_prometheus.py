@@ -25,11 +25,11 @@ takes the medians of N rounds of the parts in turn: before and after side by sid
 Besides wall-clock seconds it prints the CPU seconds of each part's process
 and of Prometheus serving it, since the machine may be shared.
 
-Last measured, --parts floor,collector --base <parent commit> --repeat 3, load 3-6 (other work on the
-machine), medians:
+Last measured, --parts floor,collector --base <parent commit> --repeat 3, medians:
 
-  (a) floor 15.9 s (1.1 CPU s); (b) 38.0 s (12.8 CPU s, 760 MiB); the parent's (b) 43.2 s (22.8 CPU s,
-  948 MiB): (b)/(a) 2.39x, the parent's 2.72x; at load 8-14 2.33x against 3.04x. The collector builds
+  load 2.3-2.4: (a) floor 9.3 s (1.2 CPU s); (b) 15.4 s (12.1 CPU s, 791 MiB); the parent's (b) 20.6 s
+  (20.8 CPU s, 965 MiB): (b)/(a) 1.65x, the parent's 2.21x. At load 3-6: (a) 15.9 s, (b) 38.0 s, the
+  parent's 43.2 s: 2.39x against 2.72x; at load 8-14 2.33x against 3.04x. The collector builds
   the next page on a thread while the caller loads this one, puts a page whose streams answered the same
   series at the same steps together without joins, and the load API skips the dedupe of a batch whose
   keys only increase and the key join where nothing is stored in the batch's time range; the snapshot is

@@ -14,8 +14,8 @@ Three actions, each off by default and each in `dry-run` (audit rows only) or
   changes a job's QOS only while it is pending, so it cannot protect a running
   job, and a protected job keeps the QOS until it ends or waits again.
 
-Every cycle, per action: the live costs (`live_costs_latest`) name the running
-jobs; a job is held when its cost or near-completion share reaches the high
+Every cycle, per action: the live costs (the newest computation at or before the
+cycle's instant) name the running jobs; a job is held when its cost or near-completion share reaches the high
 mark, and released when both fall below the low mark (hysteresis), never before
 `min_hold_s` so victims do not flap; a job that ended, whose live cost went
 stale, that reached `max_hold_s`, or (Slurm) that checkpointed since its hold
@@ -46,6 +46,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import duckdb
+import polars as pl
 
 from preemptlens.config import Config, section, setting
 from preemptlens.contract import Effector
@@ -244,15 +245,23 @@ class ActionReport:
     reconciled: list[str] = field(default_factory=list)
     capped: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
+    # Why no job could be held this cycle (empty when one could).
+    none_eligible: str = ""
 
     def summary(self) -> str:
         parts = [f"{len(getattr(self, k))} {k}" for k in
                  ("applied", "stepped", "released", "reconciled", "capped", "failed") if getattr(self, k)]
-        return f"{self.action} ({self.mode}): " + (", ".join(parts) if parts else "no change")
+        text = f"{self.action} ({self.mode}): " + (", ".join(parts) if parts else "no change")
+        return f"{text}; {self.none_eligible}" if self.none_eligible else text
 
 
 def _gpu_h(gpu_s: float) -> str:
     return f"{gpu_s / 3600:.1f} GPU-h"
+
+
+def _duration(seconds: float) -> str:
+    minutes = round(seconds / 60)
+    return f"{minutes // 60} h {minutes % 60} min" if minutes >= 60 else f"{minutes} min"
 
 
 # Each job's last run, as both queries below read it (the one definition of whether it ended or waits).
@@ -264,12 +273,22 @@ WITH last_run AS (
     QUALIFY run = max(run) OVER (PARTITION BY cluster, job_id)
 )
 """
-# The running jobs' live costs, and whether the job's last run ended.
+# The running jobs' live costs at the cycle's instant, and whether the job's last run ended: the latest
+# computation (live_costs_latest), unless it lies after the instant (`cost --at` a later one, `act --now` an
+# earlier one: it says nothing of what ran then); then the newest computation at or before the instant.
 _LIVE_SQL = """
+, at_now AS (
+    SELECT * FROM live_costs_latest WHERE computed_at <= CAST($now AS TIMESTAMPTZ)
+    UNION ALL
+    SELECT * FROM live_costs
+    WHERE NOT EXISTS (SELECT 1 FROM live_costs_latest WHERE computed_at <= CAST($now AS TIMESTAMPTZ))
+      AND computed_at = (SELECT max(computed_at) FROM live_cost_computations
+                         WHERE computed_at <= CAST($now AS TIMESTAMPTZ))
+)
 SELECT lc.cluster, lc.job_id, coalesce(lc.pool, j.pool) AS pool, coalesce(lc.gpus, j.gpus) AS gpus,
        lc.computed_at, lc.cost_gpu_s, lc.near_completion_share,
        coalesce(w.end_time IS NOT NULL, false) AS ended, false AS waiting
-FROM live_costs_latest lc
+FROM at_now lc
 JOIN jobs j ON j.cluster = lc.cluster AND j.job_id = lc.job_id
 LEFT JOIN last_run w ON w.cluster = lc.cluster AND w.job_id = lc.job_id
 WHERE j.source = $source
@@ -283,7 +302,7 @@ SELECT lc.cluster, lc.job_id, coalesce(lc.pool, j.pool) AS pool, coalesce(lc.gpu
 FROM last_run w
 JOIN jobs j ON j.cluster = w.cluster AND j.job_id = w.job_id
 JOIN live_costs lc ON lc.cluster = w.cluster AND lc.job_id = w.job_id
-WHERE j.source = $source AND (
+WHERE j.source = $source AND lc.computed_at <= CAST($now AS TIMESTAMPTZ) AND (
     -- Slurm's accounting shows no run for the attempt that waits: the last run is the preempted one
     (w.state IN ('preempted', 'requeued') AND w.end_time > CAST($since AS TIMESTAMPTZ))
     OR (w.state = 'pending' AND w.start_time IS NULL AND w.preempted_before))
@@ -300,6 +319,10 @@ class _Cycle:
         self.cluster = self.effector_cluster if s.enforce else None
         self.report = ActionReport(s.name, s.mode)
         self.released: set[tuple[str, str]] = set()
+        # What live() read: the computation's instant (None: no computation at or before now), and how many of
+        # its jobs lie outside the action's clusters and pools.
+        self.computed_at: datetime | None = None
+        self.out_of_scope = 0
 
     # -- reading ---------------------------------------------------------------
 
@@ -318,18 +341,24 @@ class _Cycle:
                                      {"source": self.s.source, "now": self.now,
                                       "since": self.now - timedelta(seconds=self.s.max_hold_s)})
             else:
-                rows = self.wh.query(f"{_LAST_RUNS} {_LIVE_SQL}", {"source": self.s.source})
+                rows = self.wh.query(f"{_LAST_RUNS} {_LIVE_SQL}", {"source": self.s.source, "now": self.now})
+            instants = rows.filter(~pl.col("waiting"))["computed_at"].to_list()
+            self.computed_at = max(instants) if instants else self.wh.con.execute(
+                "SELECT max(computed_at) FROM live_cost_computations WHERE computed_at <= $now", {"now": self.now}
+            ).fetchall()[0][0]
         except duckdb.CatalogException:
             # No live cost yet: no job is known to be running, so nothing is held and every hold is released.
-            log.warning("%s: no live_costs_latest in the warehouse (run `preemptlens cost`)", self.s.name)
+            log.warning("%s: no live costs in the warehouse (run `preemptlens cost`)", self.s.name)
             return {}
-        return {
-            (r["cluster"], r["job_id"]): Live(r["cluster"], r["job_id"], r["pool"], int(r["gpus"] or 0),
-                                               r["computed_at"], r["cost_gpu_s"], r["near_completion_share"],
-                                               bool(r["ended"]), bool(r["waiting"]))
-            for r in rows.iter_rows(named=True)
-            if self._in_scope(r["cluster"], r["pool"])
-        }
+        found = {}
+        for r in rows.iter_rows(named=True):
+            if not self._in_scope(r["cluster"], r["pool"]):
+                self.out_of_scope += 1
+                continue
+            found[(r["cluster"], r["job_id"])] = Live(
+                r["cluster"], r["job_id"], r["pool"], int(r["gpus"] or 0), r["computed_at"], r["cost_gpu_s"],
+                r["near_completion_share"], bool(r["ended"]), bool(r["waiting"]))
+        return found
 
     def open_rows(self) -> list[Held]:
         rows = self.wh.query(
@@ -447,6 +476,57 @@ class _Cycle:
             share = "unknown" if live.near_completion_share is None else f"{live.near_completion_share:.2f}"
             return f"below the low marks (live cost {cost}, near-completion share {share})"
         return None
+
+    def why_none_eligible(self, live: Mapping[tuple[str, str], Live], held: set[tuple[str, str]],
+                          cooling: set[tuple[str, str]]) -> str:
+        """Why no job of the live costs can be held this cycle, counted by the first rule each one fails."""
+        s, now = self.s, f"{self.now:%Y-%m-%d %H:%M} UTC"
+        if self.computed_at is None:
+            return (f"no job is eligible: no live cost was computed at or before {now} "
+                    "(run `preemptlens cost`, or serve's cost job)")
+        at = f"{self.computed_at:%Y-%m-%d %H:%M} UTC"
+        scope = f" ({self.out_of_scope} more outside {s.name}.clusters/pools)" if self.out_of_scope else ""
+        if not live:
+            others = sorted(str(r[0]) for r in self.wh.con.execute(
+                "SELECT DISTINCT j.source FROM live_costs lc JOIN jobs j USING (cluster, job_id) "
+                "WHERE lc.computed_at = $t AND j.source <> $source", {"t": self.computed_at, "source": s.source},
+            ).fetchall())
+            loaded = f"; its jobs were loaded from {', '.join(others)}" if others else ""
+            return (f"no job is eligible: no job loaded from {s.source} ran at the live-cost computation of "
+                    f"{at}{scope}{loaded}")
+        marks = []
+        if s.cost_high_gpu_s is not None:
+            marks.append(f"{s.name}.cost_high_gpu_s = {_gpu_h(s.cost_high_gpu_s)}")
+        if s.near_completion_high is not None:
+            marks.append(f"{s.name}.near_completion_high = {s.near_completion_high:.0%}")
+        counted: dict[str, int] = {}
+        for job in live.values():
+            key = (job.cluster, job.job_id)
+            known = ((s.cost_high_gpu_s is not None and job.cost_gpu_s is not None)
+                     or (s.near_completion_high is not None and job.near_completion_share is not None))
+            if key in held:
+                why = "held already"
+            elif key in self.released:
+                why = "released in this cycle"
+            elif key in cooling:
+                why = "released lately (not held again within max_hold_s, or min_hold_s after a refused hold)"
+            elif job.ended:
+                why = "ended"
+            elif not self.fresh(job):
+                why = (f"computed more than {s.name}.stale_after_s ({_duration(s.stale_after_s)}) before {now}; "
+                       f"`--now {self.computed_at:%Y-%m-%dT%H:%M:%SZ}` evaluates as of that computation")
+            elif s.while_waiting and not job.waiting:
+                why = "running (this action holds only victims waiting to restart)"
+            elif not known:
+                why = "of unknown live cost" + (" and near-completion share" if s.near_completion_high else "")
+            else:
+                costs = [j.cost_gpu_s for j in live.values() if j.cost_gpu_s is not None]
+                top = f"; the costliest is {_gpu_h(max(costs))}" if costs and s.cost_high_gpu_s is not None else ""
+                why = f"below {' and '.join(marks)}{top}"
+            counted[why] = counted.get(why, 0) + 1
+        parts = [f"{n} {why}" for why, n in sorted(counted.items(), key=lambda c: -c[1])]
+        return (f"no job is eligible: of the {len(live)} job(s) in the live costs computed at {at}{scope}, "
+                + "; ".join(parts))
 
     # -- the steps ---------------------------------------------------------------
 
@@ -579,6 +659,8 @@ class _Cycle:
         ]
         candidates.sort(key=lambda c: (-(c[0].cost_gpu_s or 0.0), -(c[0].near_completion_share or 0.0),
                                        c[0].cluster, c[0].job_id))
+        if not candidates:
+            self.report.none_eligible = self.why_none_eligible(live, held_ids, cooling)
         for job, why in candidates:
             if count >= s.max_jobs:
                 self.report.capped.append(job.job_id)

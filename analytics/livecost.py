@@ -40,8 +40,10 @@ class LiveCostSettings:
     )
     max_data_age_s: float = setting(
         3600.0,
-        "Seconds after a scheduler source's last load (a collection, changed or not) beyond which its running jobs' "
-        "progress at risk, near-completion share and cost are unknown: a stalled collection must not grow costs.",
+        "Seconds after the end of a scheduler source's data (its newest record, or the last moment a live read "
+        "reported up to; not when it was loaded) beyond which its running jobs' progress at risk, near-completion "
+        "share and cost are unknown: a stalled collection must not grow costs. `preemptlens cost` without --at "
+        "computes at the data's end when every source's data ended longer ago than this.",
         bounds=(60, 366 * 86_400),
     )
     keep_days: float = setting(
@@ -83,9 +85,13 @@ _COLUMNS = (
     "team_preemptions_recent, basis, progress_source, unknown"
 )
 
-# The latest computation's jobs, costliest first; an unknown cost after every known one.
+# One computation's jobs (the latest, or the one at $at), costliest first; an unknown cost after every known one.
 TOP_SQL = """
-SELECT * FROM live_costs_latest
+SELECT * FROM (
+    SELECT * FROM live_costs_latest WHERE $at IS NULL
+    UNION ALL
+    SELECT * FROM live_costs WHERE computed_at = CAST($at AS TIMESTAMPTZ)
+)
 WHERE coalesce(cluster = CAST($cluster AS VARCHAR), true) AND coalesce(pool = CAST($pool AS VARCHAR), true)
 ORDER BY cost_gpu_s DESC NULLS LAST, cluster, job_id
 LIMIT $limit
@@ -111,6 +117,41 @@ def missing_figures(wh: Warehouse) -> list[str]:
     return [t for t in _NEEDS if t not in present]
 
 
+def _define_data_ends(con: duckdb.DuckDBPyConnection) -> None:
+    """`source_data_ends` in this connection: how far each source's data reach (sql/live/data_ends.sql)."""
+    ends = query_sql("live", "data_ends")
+    con.execute(f"CREATE OR REPLACE TEMP VIEW source_data_ends AS {ends}")
+
+
+@dataclass(frozen=True)
+class Instant:
+    """When to compute the live cost, and, when that is not the moment asked for, why."""
+
+    at: datetime
+    note: str | None = None
+
+
+def default_instant(wh: Warehouse, now: datetime, settings: LiveCostSettings) -> Instant:
+    """`now`, unless the data of every source of jobs ended more than max_data_age_s before it (a simulation, an
+    import, a recorded sacct file, stalled collectors): then the newest data end, where the jobs last ran."""
+    _define_data_ends(wh.con)
+    newest = wh.con.execute("SELECT max(data_end) FROM source_data_ends").fetchall()[0][0]
+    if newest is None or (now - newest).total_seconds() <= settings.max_data_age_s:
+        return Instant(now)
+    return Instant(newest, f"the data end at {newest:%Y-%m-%d %H:%M:%S} UTC, {_ago(now - newest)} before now "
+                           "(no source of jobs has a newer record or live read): computed at the data's end; "
+                           "--at now computes at the wall clock, where no job's cost is known")
+
+
+def _ago(delta: timedelta) -> str:
+    seconds = int(delta.total_seconds())
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    if days:
+        return f"{days} d {hours} h"
+    return f"{hours} h {rest // 60} min" if hours else f"{rest // 60} min"
+
+
 def compute(wh: Warehouse, at: datetime, settings: LiveCostSettings) -> Computation:
     """Compute and store the live cost of every job running at `at`; computing again at `at` stores the same."""
     missing = missing_figures(wh)
@@ -120,6 +161,7 @@ def compute(wh: Warehouse, at: datetime, settings: LiveCostSettings) -> Computat
             "run `preemptlens analyze` first: the warm-up and requeue history come from its figures",
         )
     params = {"at": at, "recent_s": settings.recent_window_s, "max_age_s": settings.max_data_age_s}
+    _define_data_ends(wh.con)
     figure = query_sql("live", "live_costs")
     with wh.transaction():
         # The instant's rows are replaced whole: a job that no longer runs at `at` in the data loses its row.
@@ -143,11 +185,13 @@ def compute(wh: Warehouse, at: datetime, settings: LiveCostSettings) -> Computat
 
 
 def top(
-    con: duckdb.DuckDBPyConnection, limit: int, *, cluster: str | None = None, pool: str | None = None
+    con: duckdb.DuckDBPyConnection, limit: int, *, cluster: str | None = None, pool: str | None = None,
+    at: datetime | None = None,
 ) -> pl.DataFrame:
-    """The latest computation's `limit` costliest jobs (from the warehouse or its snapshot)."""
+    """The `limit` costliest jobs of the computation at `at`, else of the latest (from the warehouse or its
+    snapshot)."""
     frame = pl.from_arrow(
-        con.sql(TOP_SQL, params={"limit": limit, "cluster": cluster, "pool": pool}).to_arrow_table()
+        con.sql(TOP_SQL, params={"limit": limit, "cluster": cluster, "pool": pool, "at": at}).to_arrow_table()
     )
     assert isinstance(frame, pl.DataFrame)
     return frame

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -241,6 +241,18 @@ def pilot_from(name: str, spec: Mapping[str, Any], default_cluster: str) -> Pilo
         what=str(spec["what"]),
         tiers=_names(spec.get("tiers", []), f"{where}.tiers"),
     )
+
+
+def on_cluster(pilot: Pilot, clusters: Sequence[str]) -> Pilot:
+    """A pilot that names no cluster (no `cluster` of its own, nor cluster.name) is of the warehouse's only
+    cluster; with none or several, ConfigError says which to name."""
+    if pilot.cluster:
+        return pilot
+    if len(clusters) == 1:
+        return replace(pilot, cluster=clusters[0])
+    held = f"clusters {', '.join(clusters)}" if clusters else "no jobs"
+    raise ConfigError(f"pilot {pilot.name}: no cluster given, and the warehouse holds {held}",
+                      "give --cluster, or the pilot's cluster in [pilot] pilots.NAME, or set cluster.name")
 
 
 def declared(config: Config) -> dict[str, Pilot]:

@@ -1,19 +1,32 @@
-"""What `preemptlens analyze` does: settings in, idle stretches up to date, views refreshed."""
+"""What `preemptlens analyze` does: settings in, idle stretches up to date, views refreshed.
+
+A view is recomputed only when what it is computed from changed since the analyze that stored it (`inputs`):
+an analyze after nothing changed writes nothing, and one after a live-cost computation alone recomputes
+only the views that read the live costs. `--full` recomputes everything."""
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
 
+import duckdb
 import polars as pl
 
+from preemptlens import __version__
+from preemptlens.analytics import attribution, hoarding, views
+from preemptlens.analytics import params as params_module
 from preemptlens.analytics.hoarding import StretchRefresh, infer_step, refresh_stretches
 from preemptlens.analytics.params import AnalyticsSettings, param_columns, param_row
-from preemptlens.analytics.views import apply_views
-from preemptlens.warehouse import Warehouse, quote
+from preemptlens.analytics.views import apply_views, mentions, registry
+from preemptlens.warehouse import SQL_DIR, Warehouse, quote
 
 # For the refresh only, then restored. The views carry no ORDER BY, so their
 # tables need not keep the order rows were produced in, which lets large
@@ -64,6 +77,92 @@ class AnalyzeReport:
     views: list[str]
     seconds: dict[str, float] = field(default_factory=dict)
     view_seconds: dict[str, float] = field(default_factory=dict)
+    # Views left as stored: their inputs had not changed since the analyze that built them.
+    kept: list[str] = field(default_factory=list)
+    # Set when nothing at all had changed: when the figures were last computed (nothing was written).
+    unchanged_since: datetime | None = None
+
+
+# What `analyze` last computed from, in analytics_state: a digest of all its inputs and one per view.
+INPUTS_KEY = "analyze.inputs"
+# Tables the views read that analyze itself writes, from the loads and the settings alone.
+_DERIVED = ("gpu_idle_stretches", "analytics_params", "analytics_tier_weights")
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """Digests of what the figures are computed from: all of it, and each view's own (its SQL, the tables it
+    reads, its parent views' digests; the settings and the code of every figure)."""
+
+    overall: str
+    views: dict[str, str]
+
+    def dump(self) -> str:
+        return json.dumps({"overall": self.overall, "views": self.views}, sort_keys=True)
+
+
+def _digest(*parts: object) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _code() -> str:
+    """The SQL and code every figure is computed by: an upgrade or an edit recomputes them all."""
+    files = [p for folder in ("views", "functions", "scans") for p in sorted((SQL_DIR / folder).glob("*.sql"))]
+    files += [Path(m.__file__) for m in (hoarding, attribution, views, params_module) if m.__file__]
+    files.append(Path(__file__))
+    return _digest(__version__, duckdb.__version__, [(f.name, hashlib.sha256(f.read_bytes()).hexdigest())
+                                                     for f in files])
+
+
+def inputs(wh: Warehouse, params: AnalyticsSettings) -> Inputs:
+    """What the figures of this warehouse are computed from now.
+
+    Raw tables change only through the load API, each load recorded in `_loads` (rename-cluster records
+    its move as one): they count as every load's record plus their row counts (a row deleted or added
+    outside the load API changes a count; a row changed in place without a load is not seen, and
+    `analyze --full` recomputes regardless). A table written otherwise (the live cost's history) counts by
+    a hash of its every row."""
+    columns: dict[str, set[str]] = {}
+    for table, column in wh.con.execute(
+        "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = 'main' AND "
+        "table_name IN (SELECT table_name FROM information_schema.tables WHERE table_type = 'BASE TABLE')"
+    ).fetchall():
+        columns.setdefault(str(table), set()).add(str(column))
+    ordered = registry()
+    names = {v.name for v in ordered}
+    read = {v.name: mentions(v, (t for t in columns if t not in names)) for v in ordered}
+    loads = wh.con.execute(
+        "SELECT count(*), coalesce(sum(hash(load_id, source, started_at, finished_at, loaded, unchanged, "
+        "quarantined)), 0) FROM _loads"
+    ).fetchall()[0]
+    state: dict[str, object] = {}
+    for table in sorted({t for tables in read.values() for t in tables}):
+        if table in _DERIVED:
+            state[table] = loads
+        elif "_load_id" in columns[table]:
+            state[table] = (loads, wh.con.execute(f"SELECT count(*) FROM {quote(table)}").fetchall()[0][0])  # noqa: S608
+        else:
+            state[table] = wh.con.execute(
+                f"SELECT count(*), coalesce(sum(hash(t)), 0) FROM {quote(table)} AS t"  # noqa: S608 -- a table name
+            ).fetchall()[0]
+    common = _digest(_code(), dataclasses.asdict(params), wh.schema_version())
+    digests: dict[str, str] = {}
+    for view in ordered:  # parents first
+        parents = mentions(view, names)
+        digests[view.name] = _digest(common, view.sql, [(t, state[t]) for t in read[view.name]],
+                                     [digests[p] for p in parents])
+    return Inputs(_digest(common, sorted(digests.items())), digests)
+
+
+def _last_inputs(wh: Warehouse) -> tuple[dict[str, Any], datetime | None]:
+    row = wh.con.execute("SELECT value, updated_at FROM analytics_state WHERE name = $n",
+                         {"n": INPUTS_KEY}).fetchall()
+    if not row:
+        return {}, None
+    try:
+        return dict(json.loads(row[0][0])), row[0][1]
+    except (ValueError, TypeError):
+        return {}, None
 
 
 def write_params(wh: Warehouse, params: AnalyticsSettings, sample_step_s: float) -> None:
@@ -93,6 +192,21 @@ def analyze(wh: Warehouse, params: AnalyticsSettings, *, full: bool = False) -> 
 def _analyze(wh: Warehouse, params: AnalyticsSettings, *, full: bool) -> AnalyzeReport:
     seconds: dict[str, float] = {}
     started = time.perf_counter()
+    now_from = inputs(wh, params)
+    last, computed_at = _last_inputs(wh)
+    stored = {str(r[0]) for r in wh.con.execute(
+        "SELECT table_name FROM information_schema.tables WHERE table_type = 'BASE TABLE'").fetchall()}
+    kept = [] if full else [name for name, d in now_from.views.items()
+                            if (last.get("views") or {}).get(name) == d and name in stored]
+    seconds["inputs"] = time.perf_counter() - started
+    if len(kept) == len(now_from.views) and last.get("overall") == now_from.overall:
+        count = wh.con.execute("SELECT count(*) FROM gpu_idle_stretches").fetchall()[0][0]
+        step_row = wh.con.execute("SELECT sample_step_s FROM analytics_params").fetchall()
+        step_kept = float(step_row[0][0]) if step_row and step_row[0][0] is not None else params.sample_step_s
+        return AnalyzeReport(step_kept, StretchRefresh("unchanged", 0, None, int(count)), [], seconds, {}, kept,
+                             computed_at)
+
+    started = time.perf_counter()
     step = params.sample_step_s or infer_step(wh)
     write_params(wh, params, step)
     seconds["params"] = time.perf_counter() - started
@@ -102,7 +216,7 @@ def _analyze(wh: Warehouse, params: AnalyticsSettings, *, full: bool) -> Analyze
     seconds["idle stretches"] = time.perf_counter() - started
 
     started = time.perf_counter()
-    view_seconds = apply_views(wh)
+    view_seconds = apply_views(wh, keep=kept, state={INPUTS_KEY: now_from.dump()})
     seconds["views"] = time.perf_counter() - started
     # Readers (the dashboard, /metrics) tell fresh figures from stale ones by this row.
     wh.con.execute(
@@ -111,4 +225,4 @@ def _analyze(wh: Warehouse, params: AnalyticsSettings, *, full: bool) -> Analyze
         {"t": datetime.now(UTC)},
     )
     wh.mark_changed()
-    return AnalyzeReport(step, stretches, list(view_seconds), seconds, view_seconds)
+    return AnalyzeReport(step, stretches, list(view_seconds), seconds, view_seconds, kept)

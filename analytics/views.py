@@ -7,9 +7,12 @@ views are created after them (the order comes from the names they mention).
 
 from __future__ import annotations
 
+import functools
 import re
 import time
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 from preemptlens.errors import SchemaError
@@ -54,9 +57,8 @@ def registry(views_dir: Path = VIEWS_DIR) -> list[View]:
         if state.get(name) == "visiting":
             raise SchemaError(f"views depend on each other in a cycle: {' -> '.join((*chain, name))}")
         state[name] = "visiting"
-        for other in found:
-            if other != name and re.search(rf"\b{other}\b", _body(found[name].sql)):
-                visit(other, (*chain, name))
+        for other in mentions(found[name], found):
+            visit(other, (*chain, name))
         state[name] = "done"
         ordered.append(found[name])
 
@@ -70,13 +72,33 @@ def _body(sql: str) -> str:
     return re.sub(r"--[^\n]*", "", sql)
 
 
-def apply_views(wh: Warehouse, views_dir: Path = VIEWS_DIR) -> dict[str, float]:
+def mentions(view: View, names: Iterable[str]) -> list[str]:
+    """The names among `names` (tables, other views) that the view's SQL reads: a word of its text outside
+    comments. A column or alias of the same name counts too, which errs on the side of reading more."""
+    words = _words(view.sql)
+    return sorted(n for n in names if n != view.name and n in words)
+
+
+@functools.cache
+def _words(sql: str) -> frozenset[str]:
+    return frozenset(re.findall(r"\w+", _body(sql)))
+
+
+def apply_views(
+    wh: Warehouse,
+    views_dir: Path = VIEWS_DIR,
+    *,
+    keep: Collection[str] = (),
+    state: Mapping[str, str] | None = None,
+) -> dict[str, float]:
     """Materialise every figure as a table, parents before children, in one transaction.
 
     Readers (dashboard, report, alerts, ad-hoc SQL) then scan stored rows
     instead of re-running the ledger's joins on every query, and a snapshot
-    published meanwhile holds the whole refresh or none of it. Returns the
-    seconds each view took, in the order they were built.
+    published meanwhile holds the whole refresh or none of it. A view named in
+    `keep` whose table exists is left as stored (its inputs did not change:
+    analytics/refresh.py). `state` (name -> value) goes into analytics_state in
+    the same transaction. Returns the seconds each view built took, in order.
     """
     applied: dict[str, float] = {}
     with wh.transaction():
@@ -86,9 +108,18 @@ def apply_views(wh: Warehouse, views_dir: Path = VIEWS_DIR) -> dict[str, float]:
             ).fetchall()
         )
         for view in registry(views_dir):
+            if view.name in keep and kinds.get(view.name) == "BASE TABLE":
+                continue
             if kinds.get(view.name) == "VIEW":
                 wh.con.execute(f"DROP VIEW {quote(view.name)}")
             started = time.perf_counter()
             wh.con.execute(f"CREATE OR REPLACE TABLE {quote(view.name)} AS {_body(view.sql)}")
             applied[view.name] = time.perf_counter() - started
+        now = datetime.now(UTC)
+        for name, value in (state or {}).items():
+            wh.con.execute(
+                "INSERT INTO analytics_state VALUES ($n, $v, $t) ON CONFLICT (name) DO UPDATE SET "
+                "value = excluded.value, updated_at = excluded.updated_at",
+                {"n": name, "v": value, "t": now},
+            )
     return applied

@@ -5,6 +5,7 @@
     python benchmarks/bench_dashboard.py --warehouse w.duckdb     # measure it; simulate it there first if missing
     python benchmarks/bench_dashboard.py --warehouse w.duckdb --browser-only --repeat 3   # only the browser, medians
     python benchmarks/bench_dashboard.py --warehouse w.duckdb --browser-only --after-start --unwarmed --cold --repeat 3
+    python benchmarks/bench_dashboard.py --warehouse w.duckdb --after-writer --base /tmp/base --repeat 3
 
 Serves dashboards/app.py as `preemptlens dashboard` does (through
 dashboards.launch) on a free localhost port and opens every page in headless
@@ -22,7 +23,10 @@ browser's HTTP cache survives), the clock started before the navigation:
   where the first reader's session pays for those too; each page's unwarmed
   and warmed servers are started back to back;
 - `warm load`: one server, every page opened once before (its queries cached);
-- `in-app`: a switch through the sidebar link as a reader does (no reload).
+- `in-app`: a switch through the sidebar link as a reader does (no reload);
+- with --after-writer (alone): each page on a warm server right after a writer
+  committed (`preemptlens cost`), as serve's jobs do every few minutes, and
+  with --base DIR the same from another checkout, page by page in turn.
 Each shows two times: `first`, the first meaningful render (the title and a
 first chart, table, metric or message on screen), and `done`, when Streamlit
 stopped running the page and every plotly chart drew its SVG. The target is
@@ -54,7 +58,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -325,6 +329,59 @@ def time_pages(
     print(_load())
 
 
+def time_after_writer(warehouse: Path, log: Path, repeat: int, base: Path | None) -> None:
+    """Each page opened in a fresh tab of a warm server right after a writer committed (`preemptlens cost`,
+    as serve's jobs do every few minutes): what the reader meets is the new snapshot, or a copy of the
+    warehouse made on its behalf. With `base` (another checkout) its server and its writer run the same,
+    on a copy of the warehouse, each page in turn with this checkout's; the floor page is measured in turn."""
+    at = datetime.now(UTC).replace(microsecond=0).isoformat()
+    roots = [("this", ROOT, warehouse)]
+    if base is not None:
+        copy = log.parent / "base.duckdb"
+        shutil.copy(warehouse, copy)
+        roots.append(("base", base.resolve(), copy))
+    measured: dict[tuple[str, str], list[Visit]] = {}
+
+    def env(root: Path) -> dict[str, str]:
+        return {**{k: v for k, v in os.environ.items() if not k.startswith("PREEMPTLENS_")}, "PYTHONPATH": str(root)}
+
+    with Chromium() as browser, Floor(log) as floor:
+        servers = [(name, root, wh, Dashboard(wh, log, env=env(root))) for name, root, wh in roots]
+        try:
+            for _, _, _, server in servers:
+                for path, title, _, charts in PAGES:
+                    browser.fresh_tab()
+                    _visit(browser, title, charts, partial(browser.navigate, f"{server.url}/{path}"))
+            for _ in range(repeat):
+                browser.fresh_tab()
+                measured.setdefault((FLOOR_TITLE, "floor"), []).append(
+                    _visit(browser, FLOOR_TITLE, 0, partial(browser.navigate, floor.url)))
+                for path, title, _, charts in PAGES:
+                    for name, root, wh, server in servers:
+                        subprocess.run([sys.executable, "-m", "preemptlens.cli", "--warehouse", str(wh), "cost",
+                                        "--at", at], env=env(root), check=True, capture_output=True)
+                        browser.fresh_tab()
+                        measured.setdefault((title, name), []).append(
+                            _visit(browser, title, charts, partial(browser.navigate, f"{server.url}/{path}")))
+        finally:
+            for *_, server in servers:
+                server.close()
+    names = [name for name, _, _ in roots]
+    median = f", median of {repeat}" if repeat > 1 else ""
+    print(f"\nseconds to the first meaningful render / to the complete page, right after a writer committed "
+          f"(fresh tab, warm server{median})")
+    print(f"{'page':22} " + " ".join(f"{name + ' (' + str(root) + ')':>30}" for name, root, _ in roots))
+    floor_visit = _median(measured[(FLOOR_TITLE, "floor")])
+    print(f"{'floor: Streamlit only':22} {floor_visit[0]:30.2f}")
+    for _, title, _, _ in PAGES:
+        cells = []
+        for name in names:
+            first, done, ok = _median(measured[(title, name)])
+            cells.append(f"{first or 0:5.2f} {done or 0:5.2f}{'' if ok else ' NOT OK':7}".rjust(30))
+        print(f"{title:22} " + " ".join(cells))
+    print(_load())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
@@ -347,11 +404,19 @@ def main() -> None:
         "--cold", action="store_true",
         help="also the first page after a start on a new port: the browser fetches every bundle again",
     )
+    parser.add_argument(
+        "--after-writer", action="store_true",
+        help="only each page right after a writer committed (see time_after_writer), not the other columns",
+    )
+    parser.add_argument("--base", type=Path, help="with --after-writer: another checkout measured in turn")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-dashboard-") as tmp:
         warehouse = args.warehouse or Path(tmp) / "w.duckdb"
         if not warehouse.exists():
             build(warehouse, args.gpus, args.days, args.sample_step)
+        if args.after_writer:
+            time_after_writer(warehouse, Path(tmp) / "streamlit.log", max(args.repeat, 1), args.base)
+            return
         if not args.browser_only:
             time_imports(warehouse)
             f = time_queries(warehouse)

@@ -854,7 +854,7 @@ def resolve(
         series["job_id"].gather(sid).alias("job_id"),
     )
     cols = ["key", "gpu_index", "job_id", "value"]
-    dup = frame["key"].is_duplicated()
+    dup = duplicated(frame["key"], step_ms)
     if not dup.any():
         return frame.select(cols)
     many = frame.filter(dup)
@@ -884,6 +884,48 @@ def resolve(
     return pl.concat([frame.filter(~dup).select(cols), combined.select(cols)])
 
 
+def duplicated(key: pl.Series, step_ms: int) -> pl.Series:
+    """`key.is_duplicated()` of GPU-and-time keys. Answers put their points on the page's step grid: then
+    counting them in a dense grid of GPUs x steps says it in one pass (a key off the grid, or a grid far
+    larger than the keys, is left to the hash-based count)."""
+    import numpy as np
+
+    if key.len() < 2:
+        return pl.Series(np.zeros(key.len(), dtype=bool))
+    values = key.to_numpy()
+    gid, t = values // _T_BITS, values % _T_BITS
+    offset = t - t.min()
+    steps = int(offset.max()) // step_ms + 1
+    cells = (int(gid.max()) + 1) * steps
+    if cells > 8 * len(values) + 1_000_000 or (offset % step_ms).any():
+        return key.is_duplicated()
+    cell = gid * steps + offset // step_ms
+    return pl.Series(np.bincount(cell, minlength=cells)[cell] > 1)
+
+
+def _aligned(series: pl.DataFrame, results: Mapping[str, pl.DataFrame], step_ms: int) -> pl.DataFrame | None:
+    """The page's rows as `resolve` and the join in page_frame give them, without either, when every stream
+    answered the same series at the same steps, in the same order, and no GPU has two series at one step
+    (the usual page: the queries differ only in their metric); None otherwise."""
+    frames = list(results.values())
+    first = frames[0]
+    if any(f.height != first.height for f in frames) or not all(
+        f["sid"].equals(first["sid"]) and f["t"].equals(first["t"]) for f in frames[1:]
+    ):
+        return None
+    sid = first["sid"]
+    key = series["gid"].gather(sid).cast(pl.Int64) * _T_BITS + first["t"]
+    if duplicated(key, step_ms).any():
+        return None
+    stream = next(iter(results))
+    return pl.DataFrame({
+        "key": key,
+        f"_index_{stream}": series["gpu_index"].gather(sid),
+        f"_job_{stream}": series["job_id"].gather(sid),
+        **{name: frame["value"] for name, frame in results.items()},
+    })
+
+
 def page_frame(
     cluster: str,
     parser: PageParser,
@@ -896,13 +938,14 @@ def page_frame(
     import numpy as np
 
     series = parser.series_frame()
-    merged: pl.DataFrame | None = None
-    for stream, frame in results.items():
-        how = mem_aggregation if stream == "mem_used_mib" else "avg"
-        one = resolve(frame, series, weights, step_ms, how).rename(
-            {"value": stream, "job_id": f"_job_{stream}", "gpu_index": f"_index_{stream}"}
-        )
-        merged = one if merged is None else merged.join(one, on="key", how="full", coalesce=True)
+    merged = _aligned(series, results, step_ms)
+    if merged is None:
+        for stream, frame in results.items():
+            how = mem_aggregation if stream == "mem_used_mib" else "avg"
+            one = resolve(frame, series, weights, step_ms, how).rename(
+                {"value": stream, "job_id": f"_job_{stream}", "gpu_index": f"_index_{stream}"}
+            )
+            merged = one if merged is None else merged.join(one, on="key", how="full", coalesce=True)
     assert merged is not None
     # Rows in (host, GPU, instance, time) order, sorted on integers: GPUs are numbered by their names.
     gpus = parser.gpu_frame().sort("host", "gpu_uuid", "gpu_instance")
@@ -918,13 +961,13 @@ def page_frame(
         gpus["host"].gather(order).alias("host"),
         gpus["gpu_uuid"].gather(order).alias("gpu_uuid"),
         gpus["gpu_instance"].gather(order).alias("gpu_instance"),
-        pl.coalesce([f"_index_{s}" for s in results]).alias("gpu_index"),
+        pl.coalesce([c for c in merged.columns if c.startswith("_index_")]).alias("gpu_index"),
         pl.from_epoch(pl.col("key") % _T_BITS, time_unit="ms")
         .dt.replace_time_zone("UTC")
         .dt.cast_time_unit("us")
         .alias("time"),
         *(pl.col(s) for s in STREAMS),
-        pl.coalesce([f"_job_{s}" for s in results]).alias("job_id"),
+        pl.coalesce([c for c in merged.columns if c.startswith("_job_")]).alias("job_id"),
     )
 
 
@@ -1006,11 +1049,32 @@ class PrometheusCollector:
         # Pages are queued only a few ahead of the one being loaded, which bounds memory, and are
         # handed over in page order: a fetch error surfaces after the pages before it are loaded.
         pool = ThreadPoolExecutor(max_workers=self.opts.concurrency, thread_name_prefix="prometheus-fetch")
+        # One thread turns the next page's answers into rows while the caller loads this one (the
+        # parsers and the load spend much of their time outside the interpreter lock): pages are
+        # built in order, at most one ahead of the page being loaded.
+        builder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prometheus-build")
         ahead = -(-self.opts.concurrency // (len(self.opts.queries) + 1)) + 1
-        queued: deque[dict[str, Future[bytes]]] = deque()
+        queued: deque[tuple[dict[str, Future[bytes]], int, int]] = deque()
+        built: deque[Future[tuple[pl.DataFrame, list[Reject], list[str]]]] = deque()
         submitted = 0
         self.partial.clear()
         held = False
+
+        def build(futures: dict[str, Future[bytes]], first: int, last: int) -> tuple[
+                pl.DataFrame, list[Reject], list[str]]:
+            fetched = {stream: future.result() for stream, future in futures.items()}
+            return self.build_page(pool, source, fetched, first, last)
+
+        def top_up() -> None:
+            nonlocal submitted
+            while True:
+                while submitted < len(pages) and len(queued) + len(built) < ahead + 1:
+                    queued.append((self.submit_page(pool, source, *pages[submitted]), *pages[submitted]))
+                    submitted += 1
+                if not queued or len(built) >= 2:
+                    return
+                built.append(builder.submit(build, *queued.popleft()))
+
         try:
             if not self._check_series(source, start, until):
                 return
@@ -1020,18 +1084,11 @@ class PrometheusCollector:
             began = clock.monotonic()
             with bar:
                 for number, (first, last) in enumerate(pages, 1):
-                    # Topped up before and after taking a page, so the workers stay busy while this
-                    # page is turned into rows and loaded.
-                    while submitted < len(pages) and len(queued) < ahead:
-                        queued.append(self.submit_page(pool, source, *pages[submitted]))
-                        submitted += 1
-                    fetched = {stream: future.result() for stream, future in queued.popleft().items()}
-                    while submitted < len(pages) and len(queued) < ahead:
-                        queued.append(self.submit_page(pool, source, *pages[submitted]))
-                        submitted += 1
-                    frame, rejects, warnings = self.build_page(pool, source, fetched, first, last)
-                    # The bodies are not needed while the page loads: a generator keeps its locals.
-                    del fetched
+                    # Topped up before and after taking a page, so the workers stay busy and the next
+                    # page is built while this one is loaded.
+                    top_up()
+                    frame, rejects, warnings = built.popleft().result()
+                    top_up()
                     marks = []
                     if warnings:
                         # A partial answer (a store or ingester did not answer) still loads what came
@@ -1083,6 +1140,8 @@ class PrometheusCollector:
                     iso(self.partial[0][0]),
                 )
         finally:
+            # The builder first: a page it is building waits on the fetch pool.
+            builder.shutdown(wait=True, cancel_futures=True)
             pool.shutdown(wait=True, cancel_futures=True)
             source.close()
 
@@ -1202,7 +1261,7 @@ class PrometheusCollector:
             if stream == "mem_used_mib" and self.opts.mem_aggregation == "max":
                 continue
             key = gid.gather(frame["sid"]) * _T_BITS + frame["t"]
-            shared.append(frame["sid"].filter(key.is_duplicated()))
+            shared.append(frame["sid"].filter(duplicated(key, self.opts.step_ms)))
         return sorted(pl.concat(shared).unique().to_list())
 
 

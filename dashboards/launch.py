@@ -2,8 +2,8 @@
 
 Streamlit runs the app's script in the server process, but only when a reader
 connects, so the first reader after a start would pay for what every later one
-finds done: the configuration's modules (load_config imports every module that
-declares settings, the Kubernetes client among them), polars, duckdb, pyarrow,
+finds done: the configuration's modules (load_config imports the module of
+every section the configuration sets), polars, duckdb, pyarrow,
 pandas (Streamlit converts a table through it), plotly's first figures and
 their JSON (plotly loads its validators and templates on first use), and
 opening the warehouse snapshot. `warm` does that work here, in the server

@@ -134,7 +134,8 @@ METRICS: dict[str, str] = {
         "Readiness questions the data cannot answer (0-4); the scorecard names the missing inputs."
     ),
     "preemptlens_last_analyze_timestamp_seconds": (
-        "When `preemptlens analyze` last finished (analytics_state)."
+        "When `preemptlens analyze` last computed figures (analytics_state); an analyze that finds none of its "
+        "inputs changed keeps them and writes nothing."
     ),
     "preemptlens_unanalyzed_loads": "Loads written since the last analyze; their rows are not in the figures yet.",
     "preemptlens_oldest_unanalyzed_load_timestamp_seconds": (

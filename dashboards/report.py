@@ -117,13 +117,12 @@ class Week:
     @classmethod
     def last_complete(cls, now: datetime) -> Week:
         """The ISO week before the one `now` falls in."""
-        year, number, _ = (now.astimezone(UTC).date() - timedelta(days=7)).isocalendar()
-        return cls(year, number)
+        return cls.of(now - timedelta(days=7))
 
     @classmethod
-    def of(cls, when: datetime) -> Week:
-        """The ISO week `when` (UTC) falls in."""
-        year, number, _ = when.astimezone(UTC).date().isocalendar()
+    def of(cls, moment: datetime) -> Week:
+        """The ISO week (UTC) `moment` falls in."""
+        year, number, _ = moment.astimezone(UTC).date().isocalendar()
         return cls(year, number)
 
     @property

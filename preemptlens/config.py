@@ -4,8 +4,8 @@ Where the file is: `--config`, else $PREEMPTLENS_CONFIG, else ./preemptlens.toml
 when it exists; no file at all is fine (every setting has a default).
 
 A section is one frozen dataclass, named after its TOML table, whose fields are
-its settings; the module that declares it names it `SETTINGS` and is listed in
-`preemptlens.registry.SECTIONS`:
+its settings; the module that declares it names it `SETTINGS` and is listed, with
+the names of the sections it declares, in `preemptlens.registry.SECTIONS`:
 
     @section("pilot", "Pilot evaluation ...")
     @dataclass(frozen=True)
@@ -56,7 +56,7 @@ import stat
 import tomllib
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, fields, is_dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -468,17 +468,21 @@ class ClusterSettings:
 SETTINGS = (WarehouseSettings, ClusterSettings)
 
 
-def declared_sections() -> list[type]:
-    """Every section's dataclass, in documentation order."""
+def declared_sections(names: Collection[str] | None = None) -> list[type]:
+    """Every section's dataclass (or those named), in documentation order, importing only the modules that
+    declare them."""
     found: list[type] = []
-    for module_name in SECTIONS:
+    for module_name, declares in SECTIONS.items():
+        if names is not None and not any(n in names for n in declares):
+            continue
         declared = importlib.import_module(module_name).SETTINGS
         found.extend(declared if isinstance(declared, tuple) else (declared,))
     return found
 
 
-def sections() -> list[Section]:
-    return [section_of(d) for d in declared_sections()]
+def sections(names: Collection[str] | None = None) -> list[Section]:
+    """Every section (or those named), importing only the modules that declare them."""
+    return [section_of(d) for d in declared_sections(names)]
 
 
 @dataclass
@@ -696,10 +700,16 @@ def load_config(explicit: str | None = None, overrides: Mapping[str, Any] | None
             raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
     problems: list[str] = []
     values: dict[str, dict[str, Any]] = {}
-    known = {s.name: s for s in sections()}
+    names = {name for declares in SECTIONS.values() for name in declares}
     for name in raw:
-        if name not in known:
-            problems.append(f"[{name}]: unknown section (known: {', '.join(sorted(known))})")
+        if name not in names:
+            problems.append(f"[{name}]: unknown section (known: {', '.join(sorted(names))})")
+    # A section set nowhere (file, environment, overrides) holds its defaults: Config.of builds it then, and
+    # its module (often heavy to import) is not read here.
+    set_somewhere = set(raw) | {"cluster"} | {str(k).split(".", 1)[0] for k in overrides or {}} | {
+        key[len(ENV_PREFIX):].split("__", 1)[0].lower() for key in os.environ
+        if key.startswith(ENV_PREFIX) and "__" in key}
+    known = {s.name: s for s in sections(set_somewhere & names)}
     for section in known.values():
         given = raw.get(section.name, {})
         if not isinstance(given, dict):
@@ -735,8 +745,9 @@ def load_config(explicit: str | None = None, overrides: Mapping[str, Any] | None
         if tier not in TIERS:
             problems.append(f"cluster.tiers.{klass}: {tier!r} is not one of {', '.join(TIERS)}")
     if not problems:
-        # Each section's checks across its fields (`__post_init__`), now rather than at first use.
-        for declared in declared_sections():
+        # Each section's checks across its fields (`__post_init__`), now rather than at first use; a section set
+        # nowhere holds its defaults, which pass them.
+        for declared in declared_sections(set_somewhere & names):
             try:
                 config.of(declared)
             except (PreemptlensError, ValueError) as exc:

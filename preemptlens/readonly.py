@@ -5,8 +5,8 @@ warehouse open, no other process can open it, not even read-only, and a
 reader holding it would in turn lock the collector out. So readers (the SQL
 command, the dashboard, the report) never keep the warehouse open. They read
 a snapshot, `<warehouse>.snapshot`, that the writer publishes after a commit:
-DuckDB copies the database into a temporary file, which is then atomically
-renamed over the old snapshot. A reader that has the old snapshot open keeps reading the old
+it checkpoints the database and copies the file into a temporary file, which
+is then atomically renamed over the old snapshot. A reader that has the old snapshot open keeps reading the old
 file (POSIX rename), the next connection sees the new one, and a reader only
 ever sees whole batches because the copy is taken between transactions.
 
@@ -35,7 +35,6 @@ import io
 import json
 import logging
 import math
-import multiprocessing
 import os
 import re
 import resource
@@ -56,7 +55,16 @@ import pyarrow as pa
 
 from preemptlens.config import parse_size, section, setting, size_text
 from preemptlens.errors import PreemptlensError, SchemaError
-from preemptlens.warehouse import SQL_DIR, copy_database, is_lock_error, remove_stale_publishes, snapshot_path
+from preemptlens.queryserver import CONTEXT
+from preemptlens.warehouse import (
+    SQL_DIR,
+    copy_database,
+    copy_file,
+    has_wal,
+    is_lock_error,
+    remove_stale_publishes,
+    snapshot_path,
+)
 
 log = logging.getLogger(__name__)
 
@@ -138,6 +146,9 @@ def _newest_write(warehouse: Path) -> float:
 def _refresh_from_idle_warehouse(warehouse: Path) -> bool:
     """Copy an unlocked warehouse into a fresh snapshot; False if a writer holds it."""
     con = duckdb.connect()
+    # Opened before the read-only attach takes DuckDB's shared lock and closed after it is released: closing
+    # a descriptor of the file while attached would drop that lock and let a writer in mid-copy.
+    handle = os.open(warehouse, os.O_RDONLY)
     try:
         try:
             con.execute("ATTACH $path AS source (READ_ONLY)", {"path": str(warehouse)})
@@ -146,10 +157,15 @@ def _refresh_from_idle_warehouse(warehouse: Path) -> bool:
                 return False
             raise
         remove_stale_publishes(warehouse)
-        copy_database(con, "source", snapshot_path(warehouse))
+        if has_wal(warehouse):
+            # A writer ended without checkpointing: the file alone lacks its last transactions.
+            copy_database(con, "source", snapshot_path(warehouse))
+        else:
+            copy_file(handle, snapshot_path(warehouse))
         return True
     finally:
         con.close()
+        os.close(handle)
 
 
 def current_snapshot(warehouse: str | Path, wait_s: float = 30.0) -> Path:
@@ -394,8 +410,7 @@ def _leading_word(sql: str) -> str:
 
 # Children are forked from a server that has imported this module and nothing else: cheap to
 # start (no interpreter start-up per query) and free of the parent's threads and open databases.
-_CONTEXT = multiprocessing.get_context("forkserver")
-_CONTEXT.set_forkserver_preload(["preemptlens.readonly"])
+_CONTEXT = CONTEXT
 
 
 class _Popen(popen_forkserver.Popen):

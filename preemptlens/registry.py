@@ -50,30 +50,32 @@ EFFECTORS: dict[str, str] = {
 }
 
 # Modules whose `SETTINGS` (a section's frozen dataclass or a tuple of them, see preemptlens.config) make up the
-# configuration, in documentation order.
-SECTIONS: tuple[str, ...] = (
-    "preemptlens.config",
-    "preemptlens.analytics.params",
-    "preemptlens.analytics.tuning",
-    "preemptlens.analytics.victim_order",
-    "preemptlens.analytics.pilot",
-    "preemptlens.analytics.livecost",
-    "preemptlens.analytics.actions",
-    "preemptlens.collectors.prometheus",
-    "preemptlens.collectors.slurm",
-    "preemptlens.collectors.slurm.actions",
-    "preemptlens.collectors.kubernetes",
-    "preemptlens.collectors.checkpoints",
-    "preemptlens.readonly",
-    "preemptlens.analytics.alerts",
-    "preemptlens.commands.serve",
-    "preemptlens.dashboards.data",
-    "preemptlens.dashboards.access",
-    "preemptlens.dashboards.report",
-    "preemptlens.analytics.lake",
-    "preemptlens.analytics.spark",
-    "preemptlens.dashboards.metrics",
-)
+# configuration, in documentation order, each with the names of the sections it declares: reading a
+# configuration imports only the modules of the sections it sets (most of these modules import DuckDB, polars
+# or a client library a command may not need). A test checks the names against what the modules declare.
+SECTIONS: dict[str, tuple[str, ...]] = {
+    "preemptlens.config": ("warehouse", "cluster"),
+    "preemptlens.analytics.params": ("analytics",),
+    "preemptlens.analytics.tuning": ("tuning",),
+    "preemptlens.analytics.victim_order": ("victim_order",),
+    "preemptlens.analytics.pilot": ("pilot",),
+    "preemptlens.analytics.livecost": ("live_cost",),
+    "preemptlens.analytics.actions": ("kueue_boost", "kai_protect", "slurm_protect"),
+    "preemptlens.collectors.prometheus": ("prometheus",),
+    "preemptlens.collectors.slurm": ("slurm",),
+    "preemptlens.collectors.slurm.actions": ("slurm_actions",),
+    "preemptlens.collectors.kubernetes": ("kubernetes",),
+    "preemptlens.collectors.checkpoints": ("checkpoints",),
+    "preemptlens.readonly": ("sql",),
+    "preemptlens.analytics.alerts": ("alerts",),
+    "preemptlens.commands.serve": ("serve",),
+    "preemptlens.dashboards.data": ("dashboard",),
+    "preemptlens.dashboards.access": ("access",),
+    "preemptlens.dashboards.report": ("report",),
+    "preemptlens.analytics.lake": ("lake",),
+    "preemptlens.analytics.spark": ("spark",),
+    "preemptlens.dashboards.metrics": ("metrics",),
+}
 
 
 def source_module(name: str) -> str:

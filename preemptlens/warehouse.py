@@ -13,6 +13,7 @@ import glob
 import logging
 import os
 import re
+import stat
 import threading
 import time
 import uuid
@@ -170,15 +171,14 @@ def is_lock_error(exc: duckdb.Error) -> bool:
 
 
 def copy_database(con: duckdb.DuckDBPyConnection, source: str, target: Path) -> None:
-    """Copy the attached database `source` into a new file that then replaces `target`.
+    """Copy the attached database `source` into a new file that then replaces `target`, re-encoding every table.
 
-    DuckDB copies through its own open handle: opening the warehouse file
-    a second time in the writer and closing it would drop the writer's POSIX
-    lock (fcntl locks belong to the process, and any close releases them),
-    letting readers in while it writes.
+    The slow way (seconds per hundred MB): used only when the file on disk does not hold every committed
+    transaction yet (a write-ahead log remains), see copy_file. DuckDB copies through its own open handle:
+    opening the warehouse file a second time in the writer and closing it would drop the writer's POSIX
+    lock (fcntl locks belong to the process, and any close releases them), letting readers in while it writes.
     """
-    temp = target.with_name(f"{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    temp.unlink(missing_ok=True)
+    temp = _publish_temp(target)
     try:
         con.execute("ATTACH $path AS _snapshot_copy", {"path": str(temp)})
         try:
@@ -186,15 +186,73 @@ def copy_database(con: duckdb.DuckDBPyConnection, source: str, target: Path) -> 
         finally:
             # Detaching checkpoints the copy into its file.
             con.execute("DETACH _snapshot_copy")
-        make_private(temp)
-        with open(temp, "rb") as handle:
-            os.fsync(handle.fileno())
-        os.replace(temp, target)
-        # The rename itself is only durable once the directory entry is on disk.
-        _fsync_directory(target.parent)
+        _install(temp, target)
     finally:
         temp.unlink(missing_ok=True)
         Path(f"{temp}.wal").unlink(missing_ok=True)
+
+
+def copy_file(handle: int, target: Path) -> None:
+    """Copy the database file open as `handle` byte for byte into a new file that then replaces `target`.
+
+    Only for a file that holds every committed transaction (checkpointed, no write-ahead log) and that nobody
+    writes meanwhile (this process holds DuckDB's lock on it and is between transactions). `handle` stays open
+    for as long as DuckDB holds the file: closing any descriptor of it would drop DuckDB's lock (see
+    copy_database). The kernel copies (copy_file_range: shared extents where the file system has them).
+    """
+    temp = _publish_temp(target)
+    size = os.fstat(handle).st_size
+    out = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, stat.S_IMODE(os.fstat(handle).st_mode))
+    try:
+        try:
+            done = 0
+            while done < size:
+                copied = os.copy_file_range(handle, out, size - done, done, done)
+                if copied == 0:
+                    break
+                done += copied
+        except (AttributeError, OSError):
+            # No copy_file_range here (or not between these file systems): read and write.
+            done = 0
+        while done < size:
+            chunk = os.pread(handle, min(8 << 20, size - done), done)
+            if not chunk:
+                break
+            done += os.pwrite(out, chunk, done)
+        if done != size:
+            raise SchemaError(f"cannot publish the snapshot {target}: the warehouse file changed size while copied")
+        os.fsync(out)
+        os.close(out)
+        out = -1
+        _install(temp, target)
+    finally:
+        if out >= 0:
+            os.close(out)
+        temp.unlink(missing_ok=True)
+
+
+def _publish_temp(target: Path) -> Path:
+    temp = target.with_name(f"{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    temp.unlink(missing_ok=True)
+    return temp
+
+
+def _install(temp: Path, target: Path) -> None:
+    """Make the finished copy `temp` the snapshot, durably, readable by the service's user only."""
+    make_private(temp)
+    with open(temp, "rb") as handle:
+        os.fsync(handle.fileno())
+    os.replace(temp, target)
+    # The rename itself is only durable once the directory entry is on disk.
+    _fsync_directory(target.parent)
+
+
+def has_wal(database: str | Path) -> bool:
+    """Whether committed transactions of `database` still sit in its write-ahead log, not in the file."""
+    try:
+        return os.stat(f"{database}.wal").st_size > 0
+    except FileNotFoundError:
+        return False
 
 
 def _fsync_directory(folder: Path) -> None:
@@ -233,13 +291,19 @@ def _process_runs(pid: int) -> bool:
     return True
 
 
-def publish_snapshot(con: duckdb.DuckDBPyConnection, warehouse: str | Path) -> Path:
+def publish_snapshot(con: duckdb.DuckDBPyConnection, warehouse: str | Path, handle: int | None = None) -> Path:
     """Publish the committed state of the warehouse that `con` holds open for writing.
 
-    Call it between transactions (after a commit): the copy then holds whole
-    transactions only.
+    Call it between transactions (after a commit): the copy then holds whole transactions only. With
+    `handle` (a descriptor of the warehouse file kept open while `con` holds it) the checkpointed file is
+    copied as it is; without one, or should a checkpoint leave a write-ahead log, DuckDB re-encodes it.
     """
     target = snapshot_path(warehouse)
+    if handle is not None:
+        con.execute("CHECKPOINT")
+        if not has_wal(warehouse):
+            copy_file(handle, target)
+            return target
     database = con.execute("SELECT current_database()").fetchall()[0][0]
     copy_database(con, str(database), target)
     return target
@@ -270,9 +334,13 @@ class Warehouse:
         if not read_only and self.path != ":memory:":
             private_umask()
         self.con = self._connect(lock_wait_s)
+        # A descriptor of the file, held as long as DuckDB holds it, to publish the snapshot by copying the
+        # file: opened after DuckDB's lock is taken and closed after DuckDB lets go (see copy_file).
+        self._handle: int | None = None
         if not read_only and self.path != ":memory:":
             for made in (self.path, f"{self.path}.wal", snapshot_path(self.path)):
                 make_private(made)
+            self._handle = os.open(self.path, os.O_RDONLY)
             # The writer's lock is held now: no other writer is publishing this warehouse.
             for stale in remove_stale_publishes(self.path):
                 log.info("removed %s, left by an interrupted snapshot publish", stale)
@@ -306,7 +374,7 @@ class Warehouse:
         """Publish the committed state for readers (between transactions only)."""
         if self.read_only or self.path == ":memory:":
             return
-        publish_snapshot(self.con, self.path)
+        publish_snapshot(self.con, self.path, self._handle)
         self._dirty = False
         self._published_at = time.monotonic()
 
@@ -315,9 +383,14 @@ class Warehouse:
         self._dirty = True
 
     def close(self) -> None:
-        if self._dirty:
-            self.publish()
-        self.con.close()
+        try:
+            if self._dirty:
+                self.publish()
+            self.con.close()
+        finally:
+            if self._handle is not None:
+                os.close(self._handle)
+                self._handle = None
 
     def __enter__(self) -> Warehouse:
         return self
@@ -533,15 +606,17 @@ class Warehouse:
         for check in rules.checks:
             problems.append((check.column, ~check.ok.fill_null(True), check.reason))
 
-        # The first failing field of each row names the reason it is quarantined.
+        # The first failing field of each row names the reason it is quarantined; only the rows that fail
+        # somewhere (few, usually none) are told which.
+        failing = typed.select(
+            pl.any_horizontal([failed.fill_null(False) for _, failed, _ in problems]) if problems else pl.lit(False)
+        ).to_series()
         field_expr: pl.Expr = pl.lit(None, dtype=pl.String)
         reason_expr: pl.Expr = pl.lit(None, dtype=pl.String)
         for name, failed, reason in reversed(problems):
             field_expr = pl.when(failed.fill_null(False)).then(pl.lit(name)).otherwise(field_expr)
             reason_expr = pl.when(failed.fill_null(False)).then(pl.lit(reason)).otherwise(reason_expr)
-        typed = typed.with_columns(field_expr.alias("__field"), reason_expr.alias("__reason"))
-
-        bad = typed.filter(pl.col("__field").is_not_null())
+        bad = typed.filter(failing).with_columns(field_expr.alias("__field"), reason_expr.alias("__reason"))
         if not given_record:
             # Named by its key as the source gave it; built for rejected rows only.
             bad = bad.with_columns(
@@ -566,9 +641,11 @@ class Warehouse:
             # Only the text columns: a typed value may not convert to Python (a time in year 0).
             for row in bad.select(RECORD_COLUMN, "__field", "__reason", *raw_names).iter_rows(named=True)
         ]
-        good = typed.filter(pl.col("__field").is_null()).select([c.name for c in columns])
-        # Within one batch the last record of a key wins, as a later load would.
-        good = good.unique(subset=list(rules.key), keep="last", maintain_order=True)
+        good = (typed.filter(~failing) if bad.height else typed).select([c.name for c in columns])
+        # Within one batch the last record of a key wins, as a later load would. A batch whose keys only
+        # ever increase (a collector's sorted page) holds no key twice.
+        if not _strictly_increasing(good, rules.key):
+            good = good.unique(subset=list(rules.key), keep="last", maintain_order=True)
         return good, rejects
 
     def _merge(self, table: str, good: pl.DataFrame, source: str, load_id: str) -> tuple[int, int]:
@@ -587,7 +664,11 @@ class Warehouse:
             target += ")"
             on = " AND ".join(f"s.{quote(k)} = t.{quote(k)}" for k in rules.key)
             col_list = ", ".join(quote(c) for c in [*cols, "source"])
-            if not self._scalar(f"SELECT EXISTS (SELECT 1 FROM _incoming s JOIN {target} t ON {on})", bounds):
+            # A range with nothing stored in it (the usual new page of samples) needs no join to say so.
+            stored = not rules.range_column or self._scalar(f"SELECT EXISTS (SELECT 1 FROM {target})", bounds)
+            if not stored or not self._scalar(
+                f"SELECT EXISTS (SELECT 1 FROM _incoming s JOIN {target} t ON {on})", bounds
+            ):
                 # No incoming key is stored yet (a first load, a backfill): every
                 # row is new, and the join and comparison below would only say
                 # so, at more than the cost of the insert itself.
@@ -673,6 +754,18 @@ class Warehouse:
                 "cursor = excluded.cursor, updated_at = excluded.updated_at",
                 {"c": m.collector, "cl": m.cluster, "s": m.stream, "cur": m.cursor, "t": now},
             )
+
+
+def _strictly_increasing(frame: pl.DataFrame, key: Sequence[str]) -> bool:
+    """Whether every row's key is greater than the one before (compared column by column): then no key is
+    there twice. An order the comparison cannot tell (NaN, a NULL) reads as not increasing."""
+    if frame.height < 2:
+        return True
+    later: pl.Expr = pl.lit(False)
+    for name in reversed(key):
+        now, before = pl.col(name), pl.col(name).shift()
+        later = (now > before) | ((now == before) & later)
+    return bool(frame.select(later.slice(1).fill_null(False).all()).item())
 
 
 def _cast(source_type: pl.DataType, col: Column) -> pl.Expr:

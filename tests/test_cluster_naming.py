@@ -18,6 +18,7 @@ from preemptlens.commands import simulate
 from preemptlens.config import ClusterSettings, Config, load_config
 from preemptlens.errors import ConfigError
 
+SACCT_TEXT = Path(__file__).resolve().parent / "cases" / "sacct" / "requeued_job_22_05.txt"
 KUBECONFIG = """apiVersion: v1
 kind: Config
 clusters:
@@ -98,6 +99,7 @@ def test_slurm_reads_clustername_and_refuses_a_nameless_file(tmp_path: Path) -> 
             "ClusterName             = gpu-east\nPreemptType             = preempt/partition_prio\n"
     assert cluster_name_from_config(shown) == "gpu-east"
     assert cluster_name_from_config("PreemptType = preempt/none\n") == ""
-    collector = slurm.build(_args(slurm, ["--sacct-file", str(tmp_path / "x.json")]), _config(tmp_path))
+    # A recorded --parsable2 document names no cluster (a JSON one does: tests/slurm/test_slurm_parse.py).
+    collector = slurm.build(_args(slurm, ["--sacct-file", str(SACCT_TEXT)]), _config(tmp_path))
     with pytest.raises(ConfigError, match=r"cluster\.name is not set"):
         list(collector.batches({}))

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
+import json
+import os
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +26,7 @@ from preemptlens.config import (
     setting,
 )
 from preemptlens.errors import ConfigError
+from preemptlens.registry import SECTIONS
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
 
@@ -77,6 +83,7 @@ def test_secret_references_resolve_and_never_print(monkeypatch: pytest.MonkeyPat
     from preemptlens import config as config_module
 
     monkeypatch.setattr(config_module, "SETTINGS", (*config_module.SETTINGS, ProbeSettings))
+    monkeypatch.setitem(config_module.SECTIONS, "preemptlens.config", ("warehouse", "cluster", "probe"))
     secret_file = tmp_path / "token"
     secret_file.write_text("from-file-s3cr3t\n")
     path = tmp_path / "c.toml"
@@ -102,6 +109,47 @@ def test_every_setting_is_documented() -> None:
     for declared in sections():
         for one in declared.settings:
             assert one.help.strip(), f"{declared.name}.{one.key} has no help text"
+
+
+def test_the_registry_names_the_sections_each_module_declares() -> None:
+    for module_name, names in SECTIONS.items():
+        declared = importlib.import_module(module_name).SETTINGS
+        assert tuple(section_of(d).name for d in (declared if isinstance(declared, tuple) else (declared,))) == \
+            names, module_name
+
+
+# Loads a configuration in a fresh interpreter and prints which section modules that imported.
+LOADER = """
+import json, sys
+from preemptlens.config import load_config
+from preemptlens.errors import ConfigError
+from preemptlens.registry import SECTIONS
+try:
+    load_config(sys.argv[1] or None)
+    outcome = "ok"
+except ConfigError as exc:
+    outcome = exc.message
+print(json.dumps([outcome, sorted(m for m in SECTIONS if m in sys.modules)]))
+"""
+
+
+def _load_in_fresh_interpreter(path: str, **env: str) -> tuple[str, list[str]]:
+    done = subprocess.run([sys.executable, "-c", LOADER, path], capture_output=True, text=True, check=True,
+                          env={**{k: v for k, v in os.environ.items() if not k.startswith("PREEMPTLENS_")}, **env})
+    outcome, modules = json.loads(done.stdout)
+    return outcome, modules
+
+
+def test_only_the_sections_a_configuration_sets_are_imported_and_each_is_checked(tmp_path: Path) -> None:
+    assert _load_in_fresh_interpreter("") == ("ok", ["preemptlens.config"])
+    path = tmp_path / "c.toml"
+    path.write_text('[prometheus]\nurl = "ftp://nowhere"\n[sql]\nmax_rows = 5\n')
+    outcome, modules = _load_in_fresh_interpreter(str(path))
+    assert "prometheus.url" in outcome, "a section set in the file is still checked when read"
+    assert modules == ["preemptlens.collectors.prometheus", "preemptlens.config", "preemptlens.readonly"]
+    # A section set through the environment is checked too.
+    outcome, modules = _load_in_fresh_interpreter("", PREEMPTLENS_LIVE_COST__KEEP_DAYS="many")
+    assert "live_cost.keep_days" in outcome and "preemptlens.analytics.livecost" in modules
 
 
 BROKEN_REFERENCES = [

@@ -77,3 +77,62 @@ def test_a_live_publisher_s_copy_is_left_alone(tmp_path: Path) -> None:
         wh.load("pools", pl.DataFrame({"cluster": ["c1"], "pool": ["a"], "gpus": [8],
                                        "valid_from": [datetime(2026, 11, 1, tzinfo=UTC)]}), "test")
     assert mine.exists() and snapshot.exists()
+
+
+# Tries to open the warehouse for writing; prints what happened.
+OPENER = """
+import sys, duckdb
+try:
+    duckdb.connect(sys.argv[1]).close()
+    print("opened")
+except duckdb.IOException as exc:
+    print("locked" if "lock" in str(exc).lower() else f"error: {exc}")
+"""
+
+
+def _other_process_opens(path: Path) -> str:
+    return subprocess.run([sys.executable, "-c", OPENER, str(path)], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def test_a_publish_copies_the_file_and_keeps_the_writer_s_lock(tmp_path: Path) -> None:
+    path = tmp_path / "w.duckdb"
+    with Warehouse(path) as wh:
+        os.chmod(path, 0o640)
+        wh.load("pools", pl.DataFrame({"cluster": ["c1"], "pool": ["a"], "gpus": [8],
+                                       "valid_from": [datetime(2026, 11, 1, tzinfo=UTC)]}), "test")
+        wh.publish()
+        # Copying the file opened and closed no descriptor of it: DuckDB's lock still keeps others out.
+        assert _other_process_opens(path) == "locked"
+        assert query(path, "SELECT count(*) FROM pools").frame.item() == 1
+        wh.load("pools", pl.DataFrame({"cluster": ["c1"], "pool": ["b"], "gpus": [4],
+                                       "valid_from": [datetime(2026, 11, 1, tzinfo=UTC)]}), "test")
+    snapshot = snapshot_path(path)
+    assert os.stat(snapshot).st_mode & 0o777 == 0o640, "the snapshot is as private as the warehouse"
+    # Closing wrote nothing after the last publish, so a reader does not copy the warehouse again.
+    assert snapshot.stat().st_mtime >= path.stat().st_mtime
+    assert not Path(f"{path}.wal").exists()
+    assert query(path, "SELECT count(*) FROM pools").frame.item() == 2
+    assert _other_process_opens(path) == "opened"
+
+
+# Commits rows and is killed before anything checkpoints them: they sit in the write-ahead log only.
+CRASHED_WRITER = """
+import os, signal, sys, duckdb
+con = duckdb.connect(sys.argv[1])
+con.execute("SET checkpoint_threshold = '1GB'")
+con.execute("INSERT INTO marker VALUES (2), (3)")
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_reader_after_a_crashed_writer_copies_the_transactions_of_its_log(tmp_path: Path) -> None:
+    path = tmp_path / "w.duckdb"
+    with Warehouse(path) as wh:
+        wh.con.execute("CREATE TABLE marker (x INTEGER)")
+        wh.con.execute("INSERT INTO marker VALUES (1)")
+        wh.mark_changed()
+    assert query(path, "SELECT count(*) FROM marker").frame.item() == 1
+    subprocess.run([sys.executable, "-c", CRASHED_WRITER, str(path)], check=False)
+    assert Path(f"{path}.wal").stat().st_size > 0
+    assert query(path, "SELECT count(*) FROM marker").frame.item() == 3

@@ -286,3 +286,22 @@ def test_samples_of_a_new_window_are_inserted_once(wh: Warehouse) -> None:
     assert (report.loaded, report.unchanged) == (40, 0)
     assert wh.load("gpu_samples", samples_frame(4, 20), "test").unchanged == 80
     assert wh.query("SELECT count(*) AS n FROM gpu_samples")["n"][0] == 80
+
+
+def test_a_key_twice_in_a_sorted_batch_or_in_any_order_keeps_the_last_record(wh: Warehouse) -> None:
+    """A batch sorted by its key skips the dedupe only when no key repeats: a repeated key, adjacent in a
+    sorted batch or anywhere in another, still leaves the last record."""
+    frame = samples_frame(2, 3)  # sorted by GPU, then time
+    again = frame.slice(2, 1).with_columns(pl.lit(0.99).alias("busy"))
+    sorted_twice = pl.concat([frame.head(3), again, frame.tail(frame.height - 3)])
+    assert wh.load("gpu_samples", sorted_twice, "test").loaded == frame.height
+    unsorted_twice = pl.concat([frame.tail(frame.height - 3), frame.head(3), again.with_columns(pl.lit(0.5).alias(
+        "busy"))])
+    assert wh.load("gpu_samples", unsorted_twice, "test").loaded == 1  # the one changed record
+    stored = wh.query("SELECT busy FROM gpu_samples WHERE gpu_uuid = $g AND time = $t",
+                      {"g": again["gpu_uuid"].item(), "t": again["time"].item()})
+    assert stored["busy"].to_list() == [0.5]
+    # A sorted batch with no key twice loads whole and stores every row once.
+    later = samples_frame(2, 3, T0 + timedelta(hours=1))
+    assert wh.load("gpu_samples", later, "test").loaded == later.height
+    assert wh.query("SELECT count(*) FROM gpu_samples").item() == 2 * frame.height

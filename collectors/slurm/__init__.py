@@ -289,12 +289,10 @@ class SlurmCollector:
         return self._config_text
 
     def _name_cluster(self) -> None:
-        """Without cluster.name, rows carry the ClusterName slurm.conf gives the cluster."""
-        if self.o.cluster:
+        """Without cluster.name, rows carry the ClusterName slurm.conf gives the cluster (a recorded document's:
+        its records' own, see _file_batches)."""
+        if self.o.cluster or self.o.sacct_file:
             return
-        if self.o.sacct_file:
-            raise ConfigError("slurm: cluster.name is not set, and no Slurm is asked for its ClusterName when "
-                              "reading a recorded sacct document", "set cluster.name to the cluster's ClusterName")
         try:
             name = cluster_name_from_config(self._show_config())
         except SourceError as exc:
@@ -397,11 +395,42 @@ class SlurmCollector:
                 read = read_document(stream, fmt, path.name)
         except OSError as exc:
             raise SourceError(f"slurm: cannot read {path}: {exc.strerror}") from None
-        yield self._pooled(build_batch(self.o.cluster, read, self.o.policy))
+        if self.o.cluster:
+            yield self._pooled(build_batch(self.o.cluster, read, self.o.policy))
+        else:
+            yield from self._per_cluster(read, path)
         if not read.count() and read.rejects:
             # The quarantine above is committed; the run still fails, saying why.
             raise SourceError(f"slurm: nothing could be read from {path}: {read.rejects[0].reason}",
                               "see the quarantine table for every record")
+
+    def _per_cluster(self, read: SacctRead, path: Path) -> Iterator[Batch]:
+        """Without cluster.name, a recorded document's rows carry each record's own `cluster` (sacct -M lists
+        several clusters' records in one document); one batch per cluster, the quarantined records in the first."""
+        records = read.frame()
+        unnamed = records.filter(pl.col("cluster").is_null())
+        if unnamed.height:
+            raise ConfigError(
+                f"slurm: cluster.name is not set, and {unnamed.height} record(s) of {path} name no cluster (the first: "
+                f"{unnamed['loc'][0]}; sacct --parsable2 output carries none)",
+                "set cluster.name to the cluster's ClusterName, or record the document with sacct --json")
+        names = sorted(records["cluster"].unique().to_list())
+        if self.o.ctld_log and len(names) != 1:
+            held = f"records of clusters {', '.join(names)}" if names else "no readable record"
+            raise ConfigError(f"slurm: cluster.name is not set and {path} holds {held}: whose is the slurmctld log "
+                              f"{self.o.ctld_log}?", "set cluster.name")
+        if not names:
+            # Nothing readable: what was quarantined is still stored (the collection then fails, saying why).
+            yield build_batch("", read, self.o.policy)
+        for i, name in enumerate(names):
+            mine = SacctRead([records.filter(pl.col("cluster") == name)], read.rejects if i == 0 else [],
+                             read.bad_jobs)
+            yield self._pooled(build_batch(name, mine, self.o.policy))
+        if len(names) == 1:
+            # The slurmctld log read after the document is of the same cluster.
+            self.o.cluster = names[0]
+        log.info("slurm: cluster.name is not set; %s names its records' cluster%s %s", path,
+                 "s" if len(names) > 1 else "", ", ".join(names))
 
     def _pooled(self, batch: Batch) -> Batch:
         """Jobs and runs name their pool (see slurm_pools), not their partition."""
@@ -498,7 +527,7 @@ _READ_SCHEMA: dict[str, pl.DataType] = {
     "state": pl.String(), "raw_state": pl.String(), "reason": pl.String(), "submit": pl.Int64(),
     "eligible": pl.Int64(), "start": pl.Int64(), "end": pl.Int64(), "gpus": pl.Int32(), "nodes": pl.String(),
     "restart_cnt": pl.Int64(), "alias": pl.String(), "work_dir": pl.String(), "stdout": pl.String(),
-    "stderr": pl.String(),
+    "stderr": pl.String(), "cluster": pl.String(),
 }
 _RECORD_SCHEMA = {name: dtype for name, dtype in _READ_SCHEMA.items() if name != "loc"}
 assert list(_RECORD_SCHEMA) == list(SacctRecord._fields)
@@ -753,7 +782,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--until", help="end of the window, written as --since; default now. A window that "
                         "ends in the past does not move the cursor")
     parser.add_argument("--sacct-file", help="read a recorded sacct document (JSON, or --parsable2 text "
-                        "named *.txt) instead of running sacct")
+                        "named *.txt) instead of running sacct; without cluster.name a JSON document's rows carry "
+                        "each record's own cluster")
     parser.add_argument("--format", choices=("auto", "json", "parsable2"), help="overrides slurm.format")
 
 

@@ -128,6 +128,8 @@ class SacctRecord(NamedTuple):
     work_dir: str | None = None
     stdout: str | None = None
     stderr: str | None = None
+    # The record's own cluster (JSON's `cluster` member; --parsable2 has none).
+    cluster: str | None = None
 
 
 # -- the record type ----------------------------------------------------------
@@ -210,6 +212,7 @@ class Job(msgspec.Struct, gc=False):
     stderr: Any = None
     stdout_expanded: Any = None
     stderr_expanded: Any = None
+    cluster: Any = None
 
 
 _ANY = msgspec.json.Decoder()
@@ -489,6 +492,7 @@ def decode_run(records: list[Any]) -> dict[str, list[Any]]:
         "work_dir": _texts([job.working_directory for job in jobs], "working_directory"),
         "stdout": [_output(job, "stdout", job_id, raw) for job, (job_id, raw) in zip(jobs, ids, strict=True)],
         "stderr": [_output(job, "stderr", job_id, raw) for job, (job_id, raw) in zip(jobs, ids, strict=True)],
+        "cluster": _texts([job.cluster for job in jobs], "cluster"),
     }
 
 

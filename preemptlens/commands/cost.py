@@ -11,14 +11,15 @@ from datetime import UTC, datetime
 
 import polars as pl
 
-from preemptlens.analytics.livecost import LiveCostSettings, compute, records, top
+from preemptlens.analytics.livecost import Instant, LiveCostSettings, compute, default_instant, records, top
 from preemptlens.config import Config, WarehouseSettings, number_argument
 from preemptlens.times import TIME_HELP, parse_when
 from preemptlens.warehouse import Warehouse
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--at", default="now", help=f"the instant to compute at ({TIME_HELP}); default now")
+    parser.add_argument("--at", help=f"the instant to compute at ({TIME_HELP}); default now, or the data's end "
+                        "when every scheduler source's data ended more than live_cost.max_data_age_s before now")
     parser.add_argument("--top", type=number_argument(int, 0, 100_000),
                         help="jobs to print, costliest first (default live_cost.top_jobs)")
     parser.add_argument("--cluster", help="print only this cluster's jobs")
@@ -48,14 +49,21 @@ def render(frame: pl.DataFrame) -> str:
 
 def run(args: argparse.Namespace, config: Config) -> int:
     settings = config.of(LiveCostSettings)
-    at = parse_when(args.at, "--at", datetime.now(UTC))
+    now = datetime.now(UTC)
     limit = args.top if args.top is not None else settings.top_jobs
     with Warehouse(config.of(WarehouseSettings).path) as wh:
+        instant = Instant(parse_when(args.at, "--at", now)) if args.at else default_instant(wh, now, settings)
+        at = instant.at
         done = compute(wh, at, settings)
-        frame = top(wh.con, max(limit, 0), cluster=args.cluster, pool=args.pool)
+        frame = top(wh.con, max(limit, 0), cluster=args.cluster, pool=args.pool, at=at)
     if args.json:
-        print(json.dumps({"computed_at": at.isoformat(), "jobs": records(frame)}, indent=1))
+        answer: dict[str, object] = {"computed_at": at.isoformat(), "jobs": records(frame)}
+        if instant.note:
+            answer["note"] = instant.note
+        print(json.dumps(answer, indent=1))
         return 0
+    if instant.note:
+        print(instant.note)
     print(
         f"live cost at {at:%Y-%m-%d %H:%M:%S} UTC: {done.jobs} running job(s), {done.unknown} of unknown cost; "
         f"{done.deleted} history row(s) past live_cost.keep_days deleted"

@@ -18,7 +18,8 @@ if TYPE_CHECKING:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("name", nargs="?", help="the pilot to evaluate (default: list pilots and candidates)")
-    parser.add_argument("--cluster", help="cluster of the pilot (default: cluster.name)")
+    parser.add_argument("--cluster", help="cluster of the pilot (default: cluster.name, else the warehouse's only "
+                        "cluster)")
     parser.add_argument("--pools", help="comma-separated pools that changed")
     parser.add_argument("--control", help="comma-separated control pools that did not change")
     parser.add_argument("--tiers", help="comma-separated tiers the change concerns")
@@ -51,6 +52,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
         candidates,
         declared,
         evaluate,
+        on_cluster,
         readiness,
         render,
         render_candidates,
@@ -71,5 +73,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
             print(render_candidates(candidates(wh.query)))
             return 0
         pilot = _from_args(args, config)
+        if not pilot.cluster:
+            pilot = on_cluster(pilot, wh.query("SELECT DISTINCT cluster FROM jobs ORDER BY 1")["cluster"].to_list())
         print(render(evaluate(wh.query, pilot, th)))
     return 0

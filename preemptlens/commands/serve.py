@@ -270,10 +270,10 @@ class Server:
                 self.publish(wh)
         return f"{batches} batch(es), {rows} row(s) loaded"
 
-    def command(self, name: str, module: ModuleType) -> str:
+    def command(self, name: str, module: ModuleType, argv: tuple[str, ...] = ()) -> str:
         from preemptlens.cli import command_args
 
-        args = command_args(module, prog=f"preemptlens {name}")
+        args = command_args(module, argv, prog=f"preemptlens {name}")
         status = int(module.run(args, self.config))
         with self.writer() as wh:
             if wh is None:
@@ -391,7 +391,8 @@ class Server:
                 log.info("report: no `preemptlens report` in this installation; not scheduled")
             else:
                 trigger = CronTrigger.from_crontab(self.settings.report_cron, timezone=UTC)
-                job = self._guarded("report", functools.partial(self.command, "report", report))
+                # The week the calendar says, with data or not (a stalled collection shows as a week without).
+                job = self._guarded("report", functools.partial(self.command, "report", report, ("--week", "last")))
                 scheduler.add_job(job, trigger, id="report")
                 added.append("report")
         return added

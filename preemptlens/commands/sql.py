@@ -14,14 +14,19 @@ import json
 import sys
 from dataclasses import replace
 from datetime import date, datetime
-from typing import Any, TextIO
-
-import polars as pl
+from typing import TYPE_CHECKING, Any, TextIO
 
 from preemptlens.config import Config, WarehouseSettings, number_argument
 from preemptlens.errors import PreemptlensError
 from preemptlens.escape import csv_text, text_value
-from preemptlens.readonly import Limits, QueryError, Result, named_queries, query
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from preemptlens.readonly import Limits, Result
+
+# preemptlens.readonly (DuckDB, Arrow, polars) is imported where a command needs it: a query first starts the
+# fork server its child comes from (preemptlens.queryserver), which then loads while this process does.
 
 FORMATS = ("table", "csv", "json")
 PROMPT = "preemptlens> "
@@ -83,6 +88,8 @@ def _print(result: Result, fmt: str, limits: Limits, out: TextIO) -> None:
 
 
 def _limits(args: argparse.Namespace, config: Config) -> Limits:
+    from preemptlens.readonly import Limits
+
     # Only what the flags give is replaced: every other [sql] limit stays as configured.
     base = config.of(Limits)
     return replace(
@@ -93,6 +100,12 @@ def _limits(args: argparse.Namespace, config: Config) -> Limits:
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
+    if not args.list:
+        from preemptlens import queryserver
+
+        queryserver.start()
+    from preemptlens.readonly import QueryError, named_queries, query
+
     limits = _limits(args, config)
     warehouse = config.of(WarehouseSettings).path
     if args.list:
@@ -114,6 +127,8 @@ def run(args: argparse.Namespace, config: Config) -> int:
 
 def prompt(warehouse: str, limits: Limits, fmt: str, stdin: TextIO, out: TextIO) -> int:
     """Read statements ending in `;` until EOF or `.quit`; an error does not end the session."""
+    from preemptlens.readonly import named_queries, query
+
     interactive = stdin.isatty()
     if interactive:
         print("read-only SQL over the latest snapshot; end a statement with ';', .queries, .tables, .quit", file=out)

@@ -23,9 +23,9 @@ requeue as (
     select * from expected_requeue
 ),
 
-loaded as (
-    -- when each source last loaded: a collection reads the scheduler's present state whether or not it changed
-    select source, max(finished_at) as loaded_at from _loads group by source
+data_ends as (
+    -- how far each source's data reach (sql/live/data_ends.sql): its newest record or live read, not its load time
+    select * from source_data_ends
 ),
 
 running as (
@@ -44,13 +44,13 @@ running as (
         j.checkpoint_interval_s,
         j.work_s,
         j.source as job_source,
-        l.loaded_at,
-        -- a stalled collection leaves a job "running" in the data: what it risks now is not known
-        coalesce(epoch(cast($at as timestamptz)) - epoch(l.loaded_at) > $max_age_s, true) as stale,
+        d.data_end,
+        -- a stalled collection, or data that ended, leave a job "running": what it risks then is not known
+        coalesce(epoch(cast($at as timestamptz)) - epoch(d.data_end) > $max_age_s, true) as stale,
         row_number() over (partition by r.cluster, r.job_id order by r.run desc) as latest
     from runs as r
     inner join jobs_ as j on j.cluster = r.cluster and j.job_id = r.job_id
-    left join loaded as l on l.source = j.source
+    left join data_ends as d on d.cluster = r.cluster and d.source = j.source
     where r.start_time <= $at and (r.end_time is null or r.end_time > $at)
 ),
 
@@ -199,8 +199,8 @@ final as (
         progress_source,
         nullif(concat_ws(
             '; ',
-            case when stale then 'progress at risk: no load from the scheduler since '
-                || coalesce(strftime(loaded_at, '%Y-%m-%d %H:%M UTC'), 'ever') || ' (live_cost.max_data_age_s)' end,
+            case when stale then 'progress at risk: the scheduler''s data end at '
+                || coalesce(strftime(data_end, '%Y-%m-%d %H:%M UTC'), 'no record') || ' (live_cost.max_data_age_s)' end,
             case when expected_warmup_s is null
                 then 'warm-up: no measured warm-up of the job, its team or its pool' end,
             case when expected_requeue_s is null

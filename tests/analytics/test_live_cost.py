@@ -11,9 +11,11 @@ for its tier. R3 (pool b, 1 GPU) has no checkpoint data at all and runs since 95
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
@@ -21,6 +23,7 @@ from analytics_scenario import Scenario, analysed, at
 
 from preemptlens.analytics.livecost import LiveCostSettings, compute, top
 from preemptlens.cli import main
+from preemptlens.contract import Batch, Watermark
 from preemptlens.warehouse import Warehouse
 
 AT = 10_000.0
@@ -133,7 +136,8 @@ def test_recomputing_the_same_instant_changes_nothing_and_history_is_bounded(wh:
     compute(wh, at(AT), SETTINGS)
     assert wh.query("SELECT * FROM live_costs ORDER BY job_id").equals(before)
     later = at(AT) + timedelta(days=SETTINGS.keep_days, seconds=1)
-    done = compute(wh, later, SETTINGS)
+    # Long after the data's end: only a data age as long keeps the costs known.
+    done = compute(wh, later, dataclasses.replace(SETTINGS, max_data_age_s=2 * SETTINGS.keep_days * 86400))
     assert done.deleted == 3
     assert wh.query("SELECT DISTINCT computed_at FROM live_costs")["computed_at"].to_list() == [later]
     assert wh.query("SELECT computed_at FROM live_cost_computations")["computed_at"].to_list() == [later]
@@ -166,24 +170,37 @@ def test_a_computation_with_no_running_job_empties_the_latest(wh: Warehouse, sc:
     assert wh.query("SELECT count(*) AS n FROM live_costs")["n"][0] == 3, "their history stays"
 
 
-def test_a_stalled_collection_makes_costs_unknown_instead_of_ever_larger(wh: Warehouse, sc: Scenario) -> None:
+def test_data_that_ended_make_costs_unknown_instead_of_ever_larger_whenever_they_were_loaded(
+    wh: Warehouse, sc: Scenario
+) -> None:
+    """Freshness is how far the source's data reach, its newest record (L1's start at 10 001 s) or the cursor
+    of a live read, never when the rows were loaded (today, weeks after them)."""
     build(sc)
     sc.analyze()
-    loaded = wh.query("SELECT max(finished_at) AS t FROM _loads")["t"][0]
+    data_end = at(10_001)
 
-    def costs(seconds_after_load: float) -> pl.DataFrame:
-        moment = loaded + timedelta(seconds=seconds_after_load)
+    def r1(moment: datetime) -> dict[str, Any]:
         compute(wh, moment, SETTINGS)
-        return wh.query("SELECT * FROM live_costs WHERE computed_at = $t AND job_id = 'R1'", {"t": moment})
+        return wh.query("SELECT * FROM live_costs WHERE computed_at = $t AND job_id = 'R1'", {"t": moment}).row(
+            0, named=True)
 
-    fresh = costs(SETTINGS.max_data_age_s - 60).row(0, named=True)
+    fresh = r1(data_end + timedelta(seconds=SETTINGS.max_data_age_s - 60))
     assert fresh["at_risk_s"] is not None and fresh["cost_gpu_s"] is not None and fresh["unknown"] is None
-    stale = costs(SETTINGS.max_data_age_s + 60).row(0, named=True)
+    late = data_end + timedelta(seconds=SETTINGS.max_data_age_s + 60)
+    stale = r1(late)
     assert stale["at_risk_s"] is None and stale["cost_gpu_s"] is None and stale["near_completion_share"] is None
-    assert "no load from the scheduler since" in stale["unknown"]
+    assert "the scheduler's data end at 2026-11-02 10:46 UTC" in stale["unknown"]
     # what the job's history says stays known
     assert (stale["expected_warmup_s"], stale["expected_requeue_s"]) == (fresh["expected_warmup_s"],
                                                                          fresh["expected_requeue_s"])
+    # A live read of the scheduler reported (nothing new) up to its cursor, sacct's window end: fresh again.
+    wh.load_batch(Batch(source="test", watermarks=[Watermark("test", "c1", "sacct", (late - timedelta(
+        minutes=5)).isoformat())]))
+    assert r1(late)["cost_gpu_s"] is not None
+    # The source's other cluster, or another source's read, says nothing of it.
+    wh.load_batch(Batch(source="other", watermarks=[Watermark("other", "c1", "sacct", (late + timedelta(
+        days=9)).isoformat()), Watermark("test", "c2", "sacct", (late + timedelta(days=9)).isoformat())]))
+    assert r1(late + timedelta(hours=2))["cost_gpu_s"] is None
 
 
 def test_the_live_at_risk_is_the_ledgers_lost_progress(wh: Warehouse, sc: Scenario) -> None:
@@ -236,6 +253,81 @@ def test_the_command_before_any_analyze_says_what_to_run(
     assert main(["--warehouse", str(tmp_path / "w.duckdb"), "cost"]) == 2
     err = capsys.readouterr().err
     assert "preemptlens analyze" in err and "Traceback" not in err
+
+
+def test_the_command_computes_at_the_data_s_end_when_the_data_ended_earlier(
+    wh: Warehouse, sc: Scenario, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The rows were loaded just now, but their newest record is L1's start at 10 001 s, weeks ago: the wall
+    clock would find every job's progress at risk unknown (or, judged by the load time, weeks of it)."""
+    build(sc)
+    sc.analyze()
+    path = wh.path
+    wh.close()
+    assert main(["--warehouse", path, "cost", "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["computed_at"] == at(10_001).isoformat()
+    assert "the data end at 2026-11-02 10:46:41 UTC" in answer["note"]
+    assert {j["job_id"]: j["computed_at"] for j in answer["jobs"]} == dict.fromkeys(
+        ("R1", "L1", "R2", "R3"), at(10_001).isoformat())
+    assert main(["--warehouse", path, "cost"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("the data end at 2026-11-02 10:46:41 UTC") and "computed at the data's end" in out
+    assert "live cost at 2026-11-02 10:46:41 UTC: 4 running job(s)" in out
+    # --at now is the wall clock, where the data say nothing of what runs
+    assert main(["--warehouse", path, "cost", "--at", "now", "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert "note" not in answer and answer["jobs"] and all(j["cost_gpu_s"] is None for j in answer["jobs"])
+
+
+def test_the_command_prints_the_rows_of_its_instant_not_of_a_later_computation(
+    wh: Warehouse, sc: Scenario, capsys: pytest.CaptureFixture[str]
+) -> None:
+    build(sc)
+    sc.analyze()
+    compute(wh, at(10_002), SETTINGS)  # L1 runs by then
+    path = wh.path
+    wh.close()
+    assert main(["--warehouse", path, "cost", "--at", at(AT).isoformat(), "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert [(j["job_id"], j["computed_at"]) for j in answer["jobs"]] == [
+        (job, at(AT).isoformat()) for job in ("R1", "R2", "R3")]
+
+
+def test_an_action_reads_the_computation_of_its_instant_and_says_why_no_job_is_eligible(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """R1 (8 GPUs) has nothing saved in its second run until 9 000 s: at 5 000 s a preemption would throw away
+    8 x (3 700 s at risk + 50 s warm-up + 400 s requeue) = 9.2 GPU-h, above kueue_boost's 8 GPU-h; at 10 000 s
+    8 x 1 450 s = 3.2 GPU-h. An action run as of 5 060 s reads 5 000 s's computation, not the later one."""
+    path = tmp_path / "w.duckdb"
+    with Warehouse(path) as wh:
+        sc = Scenario(wh)
+        build(sc)
+        for table, rows in sc.rows.items():
+            wh.load(table, pl.DataFrame(rows, infer_schema_length=None), "kubernetes")
+        sc.rows.clear()
+        sc.analyze()
+        for moment in (5000, AT):
+            compute(wh, at(moment), SETTINGS)
+    toml = tmp_path / "preemptlens.toml"
+    toml.write_text("[kueue_boost]\nenabled = true\n")
+
+    def act(seconds: float) -> str:
+        now = (at(seconds)).isoformat()
+        assert main(["--warehouse", str(path), "--config", str(toml), "act", "--now", now]) == 0
+        return capsys.readouterr().out
+
+    assert act(5060).startswith("kueue_boost (dry-run): 1 applied")
+    with Warehouse(path) as wh:
+        assert wh.query("SELECT job_id, cost_gpu_s FROM actions").rows() == [("R1", 8 * 4150.0)]
+    out = act(AT + 60)
+    assert "no job is eligible: of the 3 job(s) in the live costs computed at 2026-11-02 10:46 UTC" in out
+    assert "2 of unknown live cost" in out
+    out = act(AT + 7200)
+    assert "3 computed more than kueue_boost.stale_after_s (30 min) before 2026-11-02 12:46 UTC" in out
+    assert "`--now 2026-11-02T10:46:40Z` evaluates as of that computation" in out
+    assert "no live cost was computed at or before 2026-11-02 09:00 UTC" in act(3600)
 
 
 # The Preemptions page's victim costs, from a hand-made live-cost history of pool a:

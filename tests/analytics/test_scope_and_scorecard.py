@@ -144,4 +144,6 @@ def test_analyze_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
         "unknown)" in out
     )
     assert main(["--warehouse", str(path), "analyze", "--quiet"]) == 0
-    assert "idle stretches: unchanged refresh" in capsys.readouterr().out
+    assert "nothing changed since the analyze of" in capsys.readouterr().out
+    assert main(["--warehouse", str(path), "analyze", "--quiet", "--full"]) == 0
+    assert "idle stretches: full refresh" in capsys.readouterr().out

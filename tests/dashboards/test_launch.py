@@ -25,6 +25,7 @@ st.metric("file watcher", st.get_option("server.fileWatcherType"))
 st.metric("toolbar", st.get_option("client.toolbarMode"))
 st.metric("address", f"{st.get_option('server.address')}:{st.get_option('server.port')}")
 st.metric("configuration modules imported", str("preemptlens.collectors.kubernetes" in sys.modules))
+st.metric("unset section modules imported", str("preemptlens.collectors.prometheus" in sys.modules))
 st.metric("snapshots open", len(data._OPEN))
 """
 
@@ -36,6 +37,8 @@ class Launched(Dashboard):
         self.port = free_port()
         env = {k: v for k, v in os.environ.items() if not k.startswith("PREEMPTLENS_")}
         env["PREEMPTLENS_WAREHOUSE__PATH"] = str(warehouse)
+        # A section the configuration sets: its module is imported by load_config, in the launcher's warm-up.
+        env["PREEMPTLENS_KUBERNETES__CONTEXT"] = "gpu-east"
         argv = dashboard.launch(app, "--server.port", str(self.port), "--server.address", "127.0.0.1", *options)
         self.serve(argv, log, env)
 
@@ -71,6 +74,7 @@ def test_the_launcher_warms_the_server_then_serves_the_app_with_its_options(
             "toolbar": "viewer",
             "address": f"127.0.0.1:{served.port}",
             "configuration modules imported": "True",
+            "unset section modules imported": "False",
             "snapshots open": "1",
         }
         assert not file_change_prompt(browser, app, seconds=3)

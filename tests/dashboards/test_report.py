@@ -116,6 +116,21 @@ def test_cli_writes_html_and_markdown_and_rerun_replaces_them(
     assert "not an ISO week" in capsys.readouterr().err
 
 
+def test_a_pilot_naming_no_cluster_is_of_the_warehouse_s_only_cluster(
+    cluster_warehouse: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "preemptlens.toml"
+    config.write_text('[pilot.pilots.trial]\npools = ["a100"]\ncontrol = ["h100"]\nstart = "2026-11-16T00:00:00Z"\n'
+                      'what = "preemption on in a100"\n')
+    argv = ["--config", str(config), "--warehouse", str(cluster_warehouse)]
+    assert main([*argv, "pilot", "trial"]) == 0
+    assert "pilot trial on cluster c1: preemption on in a100" in capsys.readouterr().out
+    assert main([*argv, "report", "--week", "2026-W48", "--out", str(tmp_path)]) == 0
+    markdown = (tmp_path / "preemptlens-2026-W48.md").read_text()
+    assert "**Pilot trial** (preemption on in a100; c1: a100 against h100" in markdown
+    assert "has no jobs" not in markdown
+
+
 def test_html_needs_no_script_and_loads_nothing(page: Page, written: Path) -> None:
     """A mail client runs no script and fetches nothing: the charts are PNG images inside the file."""
     assert page.scripts == [] and all(src.startswith("data:image/png;base64,") for src in page.loads)

@@ -16,6 +16,7 @@ from preemptlens.analytics.params import AnalyticsSettings
 from preemptlens.analytics.refresh import analyze
 from preemptlens.commands.serve import Server
 from preemptlens.config import load_config
+from preemptlens.contract import Batch, Watermark
 from preemptlens.dashboards.metrics import METRICS, MetricsServer, SnapshotCollector
 from preemptlens.warehouse import Warehouse
 from tests.prometheus.conftest import free_port
@@ -155,8 +156,10 @@ def test_serve_cost_job_waits_for_analyze_then_stores_and_publishes(tmp_path: Pa
         started = datetime.now(UTC) - timedelta(hours=1)
         wh.load("jobs", pl.DataFrame({"cluster": ["c1"], "job_id": ["r1"], "tier": ["low"], "preemptible": [True],
                                       "pool": ["a"], "gpus": [2], "submit_time": [started]}), "test")
-        wh.load("job_runs", pl.DataFrame({"cluster": ["c1"], "job_id": ["r1"], "run": [1], "pool": ["a"],
-                                          "gpus": [2], "start_time": [started], "state": ["running"]}), "test")
+        # A live read of the scheduler: it reports up to its cursor (now), though the run started an hour ago.
+        wh.load_batch(Batch("test", {"job_runs": pl.DataFrame({
+            "cluster": ["c1"], "job_id": ["r1"], "run": [1], "pool": ["a"], "gpus": [2], "start_time": [started],
+            "state": ["running"]})}, watermarks=[Watermark("test", "c1", "sacct", datetime.now(UTC).isoformat())]))
     assert server.cost().startswith("1 running job(s), 1 of unknown cost")
     status, body = SnapshotCollector(path).live_costs(10)
     assert status == 200

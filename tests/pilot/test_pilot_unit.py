@@ -12,7 +12,16 @@ import pytest
 from pilot_scenario import HARMFUL
 
 from preemptlens.analytics import alerts
-from preemptlens.analytics.pilot import Pilot, PilotSettings, _Cell, _Draws, _quantile_reps, _ratio_reps, declared
+from preemptlens.analytics.pilot import (
+    Pilot,
+    PilotSettings,
+    _Cell,
+    _Draws,
+    _quantile_reps,
+    _ratio_reps,
+    declared,
+    on_cluster,
+)
 from preemptlens.analytics.scorecard import verdict_text
 from preemptlens.analytics.simulator import PolicyChange, PolicyConfig, PoolSpec, SimConfig, simulate
 from preemptlens.cli import main
@@ -145,6 +154,42 @@ def test_pilot_command_prints_the_evaluation_and_the_candidates(harmful_warehous
     assert main(["--config", cfg, "--warehouse", str(harmful_warehouse), "pilot", "trial", "--control", "c1,zz"]) == 2
     err = capsys.readouterr().err
     assert "no jobs in pool(s) zz of cluster 'pilot'" in err and "Traceback" not in err
+
+
+def test_a_pilot_naming_no_cluster_is_of_the_only_one(harmful_warehouse: Path, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """This warehouse holds the pilot's cluster and its counterfactual: which one must be said (a warehouse of
+    one cluster: tests/dashboards/test_report.py)."""
+    cfg = str(_config(tmp_path, PILOT_TOML.replace('[cluster]\nname = "pilot"\n', "")))
+    assert main(["--config", cfg, "--warehouse", str(harmful_warehouse), "pilot", "trial"]) == 2
+    err = capsys.readouterr().err
+    assert "pilot trial: no cluster given, and the warehouse holds clusters pilot, pilot-cf" in err
+    assert "give --cluster" in err and "Traceback" not in err
+    assert main(["--config", cfg, "--warehouse", str(harmful_warehouse), "pilot", "trial", "--cluster", "pilot"]) == 0
+    assert "pilot trial on cluster pilot: preemption on" in capsys.readouterr().out
+    (pilot,) = declared(load_config(cfg)).values()
+    assert pilot.cluster == "" and on_cluster(pilot, ["pilot"]).cluster == "pilot"
+    with pytest.raises(ConfigError, match="the warehouse holds no jobs"):
+        on_cluster(pilot, [])
+
+
+def test_the_report_without_a_week_reports_the_last_week_with_data(harmful_warehouse: Path, tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """The simulation ended in early 2026, long before the last complete week: that week has no data."""
+    with Warehouse(harmful_warehouse, read_only=True) as wh:
+        last = wh.query("SELECT max(greatest(coalesce(end_time, start_time), start_time)) AS t FROM job_runs")["t"][0]
+    week = report.Week.of(last - timedelta(microseconds=1))
+    assert week.end <= report.Week.last_complete(datetime.now(UTC)).start
+    out = tmp_path / "reports"
+    assert main(["--warehouse", str(harmful_warehouse), "report", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert f"the data end at {last:%Y-%m-%d %H:%M} UTC, before the last complete week: reporting {week.label}" \
+        in printed
+    assert (out / f"preemptlens-{week.label}.md").exists()
+    # `--week last` (serve's) is the calendar's week, with data or not
+    assert main(["--warehouse", str(harmful_warehouse), "report", "--week", "last", "--out", str(out)]) == 0
+    calendar = report.Week.last_complete(datetime.now(UTC)).label
+    assert capsys.readouterr().out.startswith(f"weekly report {calendar}:")
 
 
 def test_pilot_loss_alert_fires_once_per_week_for_a_running_pilot(harmful_warehouse: Path, tmp_path: Path) -> None:

@@ -34,7 +34,7 @@ from preemptlens.collectors.slurm.policy import (
     preempt_type_from_config,
 )
 from preemptlens.collectors.slurm.sacct import DocumentError, iter_json_jobs, parse_json_record, run_state
-from preemptlens.errors import SourceError
+from preemptlens.errors import ConfigError, SourceError
 from preemptlens.warehouse import Warehouse
 
 CASES = Path(__file__).resolve().parent.parent / "cases" / "sacct"
@@ -502,3 +502,46 @@ def test_policy_from_scontrol_and_sacctmgr() -> None:
     assert [qpolicy.tier(q) for q in ("urgent", "scavenger", "normal")] == ["high", "low", "low"]
     assert qpolicy.preemptible("urgent", "high") is False
     assert qpolicy.preemptible("scavenger", "low") is True
+
+
+def _collect(path: Path, cluster: str = "", **options: Any) -> Warehouse:
+    collector = SlurmCollector(Options(cluster, sacct_file=str(path), read_policy=False, **options))
+    wh = Warehouse(":memory:")
+    for batch in collector.batches({}):
+        wh.load_batch(batch)
+    return wh
+
+
+def test_a_recorded_json_document_is_named_by_its_records_cluster(tmp_path: Path) -> None:
+    """requeued_job_22_05.json is real `sacct --json` of the local Slurm (ClusterName=plens): without
+    cluster.name its rows carry the records' own `cluster`; cluster.name, when set, still wins."""
+    wh = _collect(CASES / "requeued_job_22_05.json")
+    assert wh.query("SELECT DISTINCT cluster FROM job_runs UNION SELECT DISTINCT cluster FROM jobs")["cluster"] \
+        .to_list() == ["plens"]
+    named = _collect(CASES / "requeued_job_22_05.json", cluster="gpu-east")
+    assert named.query("SELECT DISTINCT cluster FROM job_runs")["cluster"].to_list() == ["gpu-east"]
+    # `sacct -M plens,other --json` lists each cluster's records, each naming its own (here: the same real
+    # records, a second time under another cluster's name): one cluster's rows each, and no job mixed up.
+    doc = json.loads((CASES / "requeued_job_22_05.json").read_text())
+    doc["jobs"] += [{**job, "cluster": "other"} for job in doc["jobs"]]
+    both = tmp_path / "two_clusters.json"
+    both.write_text(json.dumps(doc))
+    counts = _collect(both).query("SELECT cluster, count(*) AS runs FROM job_runs GROUP BY ALL ORDER BY 1").rows()
+    single = _collect(CASES / "requeued_job_22_05.json").query("SELECT count(*) FROM job_runs").item()
+    assert counts == [("other", single), ("plens", single)]
+
+
+def test_a_document_naming_no_cluster_still_needs_cluster_name(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"cluster.name is not set, and 7 record\(s\) of .*requeued_job_22_05.txt "
+                       r"name no cluster .*parsable2"):
+        _collect(CASES / "requeued_job_22_05.txt", format="parsable2")
+    doc = json.loads((CASES / "requeued_job_22_05.json").read_text())
+    doc["jobs"] += [{**job, "cluster": "other"} for job in doc["jobs"]]
+    both = tmp_path / "two_clusters.json"
+    both.write_text(json.dumps(doc))
+    log = CASES / "requeued_job_22_05.slurmctld.log"
+    with pytest.raises(ConfigError, match="holds records of clusters other, plens: whose is the slurmctld log"):
+        _collect(both, ctld_log=str(log))
+    # One cluster: its slurmctld log is that cluster's too.
+    wh = _collect(CASES / "requeued_job_22_05.json", ctld_log=str(log))
+    assert set(wh.query("SELECT DISTINCT cluster FROM preemption_links")["cluster"].to_list()) == {"plens"}

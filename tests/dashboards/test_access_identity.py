@@ -61,13 +61,16 @@ def logged_in_as(site: tuple[Provider, Dashboard], user: str) -> tuple[str, str]
         browser.wait_rendered(timeout_s=120, title="preemptlens")
         click_button(browser, "Log in")
         provider_login(browser, user)
+        # A team member lands on My preemptions, a viewer on the Overview: open /mine for both.
+        browser.wait_rendered(timeout_s=120)
+        browser.navigate(dashboard.url.rstrip("/") + "/mine")
         state, _ = browser.wait_rendered(timeout_s=120, title="My preemptions")
         sidebar = str(js(browser, "document.querySelector('[data-testid=\"stSidebar\"]').innerText"))
         return state.text, sidebar
 
 
 def own(text: str) -> int:
-    found = re.search(r"Your preemptions\s*\n+\s*(\d+)", text)
+    found = re.search(r"Your jobs\s*\n+\s*Preemptions\s*\n+\s*(\d+)", text)
     assert found, text[:400]
     return int(found.group(1))
 

@@ -17,11 +17,12 @@ run_totals as (
     group by job_id
 ),
 waste as (
+    -- the warm-up as measured (restart_warmup_s), also where the ledger charges it to the restart's own loss
     select
         victim_job_id as job_id,
         sum(lost_s + coalesce(warmup_s, 0)) as waste_s,
-        median(warmup_s) as warmup_s
-    from preemption_ledger
+        median(restart_warmup_s) as warmup_s
+    from stg_preemptions
     where cluster = $c
     group by victim_job_id
 ),

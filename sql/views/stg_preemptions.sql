@@ -62,6 +62,7 @@ link_match as (
         cluster,
         job_id,
         run,
+        link_time,
         preemptor_job_id,
         reason,
         row_number() over (
@@ -75,7 +76,15 @@ link_match as (
 preempted as (
     select
         r.*,
-        r.end_time as preempted_at,
+        -- a source that truncates the run's end to the second (sacct) was killed at its link's time when the
+        -- link falls within that second (the slurmctld log keeps the millisecond): a checkpoint written between
+        -- the two saved the run
+        case
+            when epoch(r.end_time) = floor(epoch(r.end_time))
+                and epoch(lm.link_time) > epoch(r.end_time) and epoch(lm.link_time) < epoch(r.end_time) + 1
+                then lm.link_time
+            else r.end_time
+        end as preempted_at,
         coalesce(r.preemptor_job_id, lm.preemptor_job_id) as preemptor_id,
         coalesce(r.reason, lm.reason) as preempt_reason
     from runs as r
@@ -212,16 +221,22 @@ costed as (
     select
         m.*,
         progress_at_risk_s(
-            basis, epoch(preempted_at) - epoch(coalesce(last_checkpoint_time, start_time)), run_age_s,
-            checkpoint_interval_s
+            m.basis, epoch(m.preempted_at) - epoch(coalesce(m.last_checkpoint_time, m.start_time)), m.run_age_s,
+            m.checkpoint_interval_s
         ) as lost_s,
-        restart_time is null as requeue_censored,
-        epoch(coalesce(restart_time, data_end)) - epoch(preempted_at) as requeue_delay_s,
+        m.restart_time is null as requeue_censored,
+        epoch(coalesce(m.restart_time, m.data_end)) - epoch(m.preempted_at) as requeue_delay_s,
         case
-            when basis <> 'declared' and resumed_epoch is not null
-                then greatest(0, resumed_epoch - epoch(restart_time))
+            -- a restart preempted before it saved anything loses everything since its start, its warm-up with
+            -- it: that row counts the warm-up, this one does not count it again
+            when m.basis <> 'declared' and again.job_id is not null then 0
+            when m.basis <> 'declared' and m.resumed_epoch is not null
+                then greatest(0, m.resumed_epoch - epoch(m.restart_time))
         end as warmup_s
     from measured as m
+    left join measured as again
+        on again.cluster = m.cluster and again.job_id = m.job_id and again.run = m.restart_run
+        and again.basis <> 'declared' and again.last_checkpoint_time is null
 ),
 
 history as (
@@ -280,6 +295,9 @@ final as (
         h.requeue_delay_s,
         h.requeue_censored,
         h.warmup_s,
+        -- the restart's warm-up as measured, also where it is charged to the restart's own loss (warmup_s 0)
+        case when h.basis <> 'declared' and h.resumed_epoch is not null
+            then greatest(0, h.resumed_epoch - epoch(h.restart_time)) end as restart_warmup_s,
         h.requeue_delay_s + coalesce(h.warmup_s, 0) + h.lost_s as recovery_s,
         h.prior_job_preemptions,
         h.prior_team_preemptions,

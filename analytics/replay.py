@@ -51,10 +51,10 @@ from statistics import median
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from preemptlens.analytics.policy_in_force import PolicyBasis, policy_in_force
 from preemptlens.analytics.simulator.engine import Outcome, _Scheduler, paused_gc, simulate_jobs
 from preemptlens.analytics.simulator.model import JobSpec, PolicyConfig, PoolSpec
-from preemptlens.contract import TIER_RANK, TIERS
-from preemptlens.errors import ConfigError, SchemaError
+from preemptlens.errors import SchemaError
 from preemptlens.warehouse import Warehouse, query_sql
 
 if TYPE_CHECKING:
@@ -106,14 +106,6 @@ class Figures:
     @property
     def preemptions_per_week(self) -> float:
         return self.preemptions / self.weeks if self.weeks else 0.0
-
-
-@dataclass(frozen=True)
-class PolicyBasis:
-    """The policy in force and, per setting, where it came from (configured or inferred)."""
-
-    policy: PolicyConfig
-    basis: Mapping[str, str]
 
 
 @dataclass(frozen=True)
@@ -175,111 +167,6 @@ def _relative(observed: float | None, replayed: float | None, floor: float) -> f
     return abs(replayed - observed) / scale
 
 
-# -- policy in force -------------------------------------------------------------
-
-
-def infer_policy(wh: Warehouse, window: Window, configured: TuningSettings) -> PolicyBasis:
-    """The preemption policy in force: configured values win, the rest is inferred from the ledger.
-
-    Of `configured` it reads min_run_s, grace_s, requeue_hold_s (negative: infer) and
-    may_preempt (empty: infer). Inference: the requeue hold is the shortest
-    forced wait (eligible - submit) of a requeued run; the grace time is the most
-    common gap between a preemptor's eligibility and its start; the minimum run
-    time is the youngest victim's age at the signal (run age less the grace time,
-    or less its save time when it saved a final checkpoint), rounded down to
-    a usual setting (0, 5, 10, 15, 20, 30, 45, 60 or 120 minutes).
-    """
-    params = {"c": window.cluster, "t0": window.start, "t1": window.end}
-    basis: dict[str, str] = {}
-    ledger = wh.query(
-        query_sql("replay", "policy_ledger"),
-        params,
-    )
-    requeue_hold = float(configured.requeue_hold_s)
-    if requeue_hold >= 0:
-        basis["requeue_hold_s"] = "configured"
-    else:
-        holds = wh.query(
-            query_sql("replay", "requeue_hold"),
-            params,
-        )["hold"][0]
-        requeue_hold = max(0.0, float(holds)) if holds is not None else 0.0
-        basis["requeue_hold_s"] = "inferred" if holds is not None else "assumed 0 (no requeued run)"
-
-    grace = float(configured.grace_s)
-    if grace >= 0:
-        basis["grace_s"] = "configured"
-    else:
-        gaps = wh.query(
-            query_sql("replay", "preemptor_start_gaps"),
-            params,
-        )["gap"].drop_nulls()
-        values = [g for g in gaps.to_list() if g >= 0]
-        grace = _grace_from(values)
-        basis["grace_s"] = "inferred" if values else "assumed 0 (no preemptor with a start)"
-
-    min_run = float(configured.min_run_s)
-    if min_run >= 0:
-        basis["min_run_s"] = "configured"
-    else:
-        # A victim that saved a final checkpoint ended save_s after the signal, any other one grace_s after.
-        ages = wh.query(
-            query_sql("replay", "victim_signal_ages"),
-            {**params, "g": grace},
-        )["signal_age"].drop_nulls().to_list()
-        if ages:
-            youngest = max(0.0, float(min(ages)))
-            min_run = max(v for v in _EXEMPT_LADDER_S if v <= youngest)
-            basis["min_run_s"] = "inferred"
-        else:
-            min_run = 0.0
-            basis["min_run_s"] = "assumed 0 (no preemption)"
-
-    given = configured.may_preempt
-    if given:
-        may_preempt = {t: tuple(given.get(t, ())) for t in TIERS}
-        basis["may_preempt"] = "configured"
-    else:
-        pairs = {
-            (p, v)
-            for p, v in zip(ledger["preemptor_tier"].to_list(), ledger["victim_tier"].to_list(), strict=True)
-            if p is not None and v is not None and TIER_RANK[v] < TIER_RANK[p]
-        }
-        # A tier that outranks an observed preemptor may evict what that preemptor evicted.
-        may_preempt = {
-            t: tuple(
-                v for v in TIERS if any(pv == v and TIER_RANK[pp] <= TIER_RANK[t] for pp, pv in pairs)
-                and TIER_RANK[v] < TIER_RANK[t]
-            )
-            for t in TIERS
-        }
-        basis["may_preempt"] = "inferred" if pairs else "assumed none (no preemption with known tiers)"
-    try:
-        policy = PolicyConfig(
-            enabled=True,
-            may_preempt=MappingProxyType(may_preempt),
-            min_run_s=min_run,
-            grace_s=grace,
-            requeue_hold_s=requeue_hold,
-        )
-    except ConfigError as exc:
-        raise ConfigError(str(exc), "check [tuning] may_preempt, min_run_s, grace_s, requeue_hold_s") from None
-    return PolicyBasis(policy, MappingProxyType(basis))
-
-
-def _grace_from(gaps: list[float]) -> float:
-    """Victims that save a final checkpoint exit early, any other one exactly at the kill: the
-    kill time shows as the most common gap; failing that (every victim saved), the largest
-    gap not far above the typical one bounds it from below."""
-    if not gaps:
-        return 0.0
-    value, count = Counter(gaps).most_common(1)[0]
-    if count >= 3:
-        return float(value)
-    typical = median(gaps)
-    return float(max(g for g in gaps if g <= 3 * typical))
-
-
 # -- workload ------------------------------------------------------------------------
 
 
@@ -287,7 +174,8 @@ def _grace_from(gaps: list[float]) -> float:
 
 def _need_views(wh: Warehouse) -> None:
     present = {r[0] for r in wh.con.execute("select table_name from information_schema.tables").fetchall()}
-    missing = [v for v in ("stg_runs", "preemption_ledger", "hoarding_stretches") if v not in present]
+    missing = [v for v in ("stg_runs", "stg_preemptions", "preemption_ledger", "hoarding_stretches")
+               if v not in present]
     if missing:
         raise SchemaError(
             f"warehouse {wh.path} has no view {', '.join(missing)}",
@@ -306,7 +194,7 @@ def load_workload(
     """JobSpecs of the jobs submitted in `window`, the cluster's pools and the policy in force."""
     _need_views(wh)
     params = {"c": window.cluster, "t0": window.start, "t1": window.end}
-    actual = infer_policy(wh, window, configured)
+    actual = policy_in_force(wh, window, configured)
     grace = actual.policy.grace_s
     pools_rows = wh.query(
         query_sql("replay", "pool_capacity"),
@@ -433,7 +321,8 @@ def load_workload(
         f"final checkpoint at the signal seen for {len(observed_savers)} of {len(seen)} preempted jobs with "
         f"checkpoints; jobs never preempted get it with that share ({100 * final_share:.0f}%), "
         f"save time {save_default:.0f} s",
-        "policy in force: " + ", ".join(f"{k} {v}" for k, v in actual.basis.items()),
+        "policy in force: " + actual.describe(),
+        *actual.notes,
     ]
     if skipped:
         notes.append("left out: " + ", ".join(f"{n} {why}" for why, n in skipped.items()))
@@ -557,7 +446,9 @@ def _run_shared(variant: Variant) -> Figures:
 
 def _picklable(variant: Variant) -> Variant:
     policy = variant.policy
-    return replace(variant, policy=replace(policy, may_preempt=dict(policy.may_preempt)))
+    return replace(variant, policy=replace(policy, may_preempt=dict(policy.may_preempt),
+                                           min_run_by_tier=dict(policy.min_run_by_tier),
+                                           grace_by_tier=dict(policy.grace_by_tier)))
 
 
 def sweep(workload: Workload, variants: Sequence[Variant], processes: int | None = None) -> list[Figures]:

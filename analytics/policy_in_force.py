@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 _EXEMPT_LADDER_S = (0.0, 30.0, 60.0, 120.0, 180.0, 300.0, 600.0, 900.0, 1200.0, 1800.0, 2700.0, 3600.0, 7200.0)
 # Settings of PolicyConfig a snapshot or [tuning] may give, in the order they are reported.
 _REPORTED = ("scheduler", "enabled", "may_preempt", "min_run_s", "min_run_by_tier", "grace_s", "grace_by_tier",
-             "requeue_hold_s", "queue_order", "youngest_first", "reorder_count", "strict_order",
+             "requeue_hold_s", "latency_s", "queue_order", "youngest_first", "reorder_count", "strict_order",
              "min_exempt_priority", "kill_at_grace_end")
 
 
@@ -53,6 +53,8 @@ class PolicyBasis:
     # The scheduler that stated the policy ("" when none did), when its snapshot was read, and notes on it.
     stated_by: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # The spread of the measured scheduling latency (its quartiles), within which the replay's intervals vary it.
+    latency_range: tuple[float, float] | None = None
 
     def kind(self, name: str) -> str:
         """configured | scheduler | inferred | assumed."""
@@ -80,8 +82,10 @@ def _shown(value: Any) -> str:
     return "none" if value is None else str(value)
 
 
-def policy_in_force(wh: Warehouse, window: Window, configured: TuningSettings) -> PolicyBasis:
-    """Configured values win, then the scheduler's stored snapshot, then inference from the ledger."""
+def policy_in_force(wh: Warehouse, window: Window, configured: TuningSettings, half_resolution_s: float = 0.0
+                    ) -> PolicyBasis:
+    """Configured values win, then the scheduler's stored snapshot, then inference from the ledger (with times
+    recorded in whole seconds, `half_resolution_s` 0.5, taken at the middle of their second)."""
     params = {"c": window.cluster, "t0": window.start, "t1": window.end}
     values: dict[str, Any] = {}
     basis: dict[str, str] = {}
@@ -103,12 +107,12 @@ def policy_in_force(wh: Warehouse, window: Window, configured: TuningSettings) -
         for name, (value, why) in stated.items():
             values[name], basis[name] = value, f"{stated_by}: {why}"
     _configured(configured, values, basis)
-    _infer(wh, params, values, basis)
+    latency_range = _infer(wh, params, values, basis, half_resolution_s)
     try:
         policy = PolicyConfig(**{k: _frozen(v) for k, v in values.items()})
     except ConfigError as exc:
         raise ConfigError(str(exc), "check [tuning] may_preempt, min_run_s, grace_s, requeue_hold_s") from None
-    return PolicyBasis(policy, MappingProxyType(basis), stated_by, tuple(notes))
+    return PolicyBasis(policy, MappingProxyType(basis), stated_by, tuple(notes), latency_range)
 
 
 def _frozen(value: Any) -> Any:
@@ -125,8 +129,11 @@ def _configured(configured: TuningSettings, values: dict[str, Any], basis: dict[
         basis["may_preempt"] = "configured ([tuning] may_preempt)"
 
 
-def _infer(wh: Warehouse, params: dict[str, Any], values: dict[str, Any], basis: dict[str, str]) -> None:
-    """What neither the scheduler nor [tuning] says, from the window's preemptions; each with its evidence."""
+def _infer(wh: Warehouse, params: dict[str, Any], values: dict[str, Any], basis: dict[str, str], half: float
+           ) -> tuple[float, float] | None:
+    """What neither the scheduler nor [tuning] says, from the window's preemptions; each with its evidence.
+    Returns the measured latency's quartiles, when it was measured."""
+    latency_range = None
     if "requeue_hold_s" not in values:
         hold = wh.query(query_sql("replay", "requeue_hold"), params)["hold"][0]
         if hold is None:
@@ -150,6 +157,15 @@ def _infer(wh: Warehouse, params: dict[str, Any], values: dict[str, Any], basis:
                                   "signal, rounded down to a usual setting")
         else:
             values["min_run_s"], basis["min_run_s"] = 0.0, "assumed: no preemption"
+    if "latency_s" not in values:
+        found = wh.query(query_sql("replay", "start_latency"), {**params, "h": half}).row(0, named=True)
+        if found["latency"] is None:
+            values["latency_s"], basis["latency_s"] = 0.0, "assumed: no run waited for GPUs let go"
+        else:
+            values["latency_s"] = round(float(found["latency"]), 2)
+            latency_range = (float(found["low"]), float(found["high"]))
+            basis["latency_s"] = (f"inferred: the median of {found['n']} waits from GPUs let go to the start of a "
+                                  "run that waited for them")
     if "may_preempt" not in values:
         ledger = wh.query(query_sql("replay", "policy_ledger"), params)
         pairs = {
@@ -167,6 +183,7 @@ def _infer(wh: Warehouse, params: dict[str, Any], values: dict[str, Any], basis:
         }
         basis["may_preempt"] = (f"inferred: {len(pairs)} preemptor/victim tier pairs in the ledger" if pairs
                                 else "assumed: no preemption with known tiers")
+    return latency_range
 
 
 def _grace_from(gaps: list[tuple[float, float]]) -> tuple[float, str]:
@@ -314,7 +331,7 @@ def _simulator(rows: list[dict[str, Any]]) -> tuple[dict[str, tuple[Any, str]], 
     conf = by.get(("cluster", ""), {})
     out: dict[str, tuple[Any, str]] = {}
     for name, (value, _raw) in conf.items():
-        if name in ("min_run_s", "grace_s", "requeue_hold_s"):
+        if name in ("min_run_s", "grace_s", "requeue_hold_s", "latency_s"):
             out[name] = (float(value), "its own setting")
         elif name in ("enabled", "youngest_first", "strict_order", "kill_at_grace_end"):
             out[name] = (value == "true", "its own setting")
@@ -333,7 +350,7 @@ def policy_rows_of(policy: PolicyConfig) -> list[tuple[str, str, str, str]]:
     """A PolicyConfig as scheduler_policy rows (scope, subject, setting, value): what the simulator states."""
     rows = [("cluster", "", name, ("true" if v else "false") if isinstance(v, bool) else
              (f"{v:g}" if isinstance(v, float) else str(v)))
-            for name in ("scheduler", "enabled", "min_run_s", "grace_s", "requeue_hold_s", "queue_order",
+            for name in ("scheduler", "enabled", "min_run_s", "grace_s", "requeue_hold_s", "latency_s", "queue_order",
                          "victim_order", "youngest_first", "reorder_count", "strict_order", "kill_at_grace_end")
             for v in (getattr(policy, name),)]
     rows += [("tier", tier, "preempts", ",".join(policy.may_preempt.get(tier, ()))) for tier in TIERS]

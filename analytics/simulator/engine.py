@@ -57,7 +57,7 @@ from operator import itemgetter
 from preemptlens.analytics.simulator.model import JobSpec, PolicyChange, PolicyConfig, PoolSpec
 from preemptlens.contract import TIER_RANK
 
-_END, _ELIGIBLE, _MINRUN, _CHANGE = 0, 1, 2, 3
+_END, _ELIGIBLE, _MINRUN, _CHANGE, _PASS = 0, 1, 2, 3, 4
 _RANK_TIER = {rank: tier for tier, rank in TIER_RANK.items()}
 
 
@@ -1050,6 +1050,8 @@ class _Scheduler:
         next_arrival = arrivals[0][0] if arrivals else math.inf
         a = 0
         next_report = 86400.0
+        latency = self.policy.latency_s
+        pass_pending: set[int] = set()
         while True:
             t = events[0][0] if events and events[0][0] < next_arrival else next_arrival
             if t >= horizon:
@@ -1058,6 +1060,8 @@ class _Scheduler:
                 self._enqueue(arrivals[a][1], t, t, 0.0)
                 a += 1
                 next_arrival = arrivals[a][0] if a < len(arrivals) else math.inf
+            # A submission is scheduled at once; any other change waits for the next pass.
+            due: set[int] = set(dirty) if latency else set()
             while events and events[0][0] == t:
                 _, _, kind, item = pop(events)
                 if kind == _END:
@@ -1066,12 +1070,24 @@ class _Scheduler:
                     self._make_pending(item, t)
                 elif kind == _CHANGE:
                     self._change(item, t)
+                elif kind == _PASS:
+                    due.add(item)
+                    pass_pending.discard(item)
                 elif item not in dirty and self._waits_to_preempt(item):
                     # A run turning old enough to evict matters only to a job waiting to
                     # preempt: with none, the pool is as its last pass left it.
                     dirty.add(item)
-            for pool in sorted(dirty):
-                self._schedule(pool, t)
+            if latency:
+                # The scheduler acts on other changes `latency` later (its pass after the event): one pass
+                # covers every change before it.
+                for pool in sorted(due):
+                    self._schedule(pool, t)
+                for pool in sorted(dirty - due - pass_pending):
+                    self._push(t + latency, _PASS, pool)
+                    pass_pending.add(pool)
+            else:
+                for pool in sorted(dirty):
+                    self._schedule(pool, t)
             dirty.clear()
             if progress is not None and t >= next_report:
                 progress(t)

@@ -94,6 +94,9 @@ class PolicyConfig:
     # Slurm requeues a victim only when its grace time is over: one that saved at the signal still holds its GPUs
     # until then (a job that exits on its own in the grace time is not requeued). Kubernetes frees them at exit.
     kill_at_grace_end: bool = False
+    # Seconds from a change other than a submission (GPUs let go, a run eligible again or old enough to evict)
+    # to the scheduler's pass that acts on it (a submission is scheduled at once): Slurm's epilog and cycle.
+    latency_s: float = 0.0
     # Per victim tier (Slurm QOS PreemptExemptTime, partition or QOS GraceTime; KAI Queue preemptMinRuntime):
     # overrides of min_run_s and grace_s for that tier's victims.
     min_run_by_tier: Mapping[str, float] = field(default_factory=lambda: _frozen_values({}))
@@ -124,7 +127,7 @@ class PolicyConfig:
                     problems.append(f"may_preempt[{preemptor}]: unknown tier {victim!r}")
                 elif TIER_RANK[victim] >= TIER_RANK[preemptor]:
                     problems.append(f"may_preempt[{preemptor}]: {victim} is not a lower tier")
-        for name in ("min_run_s", "grace_s", "requeue_hold_s"):
+        for name in ("min_run_s", "grace_s", "requeue_hold_s", "latency_s"):
             if getattr(self, name) < 0:
                 problems.append(f"{name} must be >= 0")
         if problems:

@@ -33,6 +33,31 @@ final_saves as (
     from preemption_ledger
     where cluster = $c and epoch(time) - epoch(last_checkpoint_time) between 0 and $g
 ),
+first_steps as (
+    -- the first run's reports of progress (progress or checkpoint rows with a step), the first time each step
+    -- was reached
+    select c.job_id, c.step, min(c.time) as time
+    from checkpoints as c
+    inner join runs as r on r.job_id = c.job_id and r.run = 1
+    where c.cluster = $c and c.step is not null and c.step > 0
+        and (c.run = 1 or (c.run is null and c.time >= r.start_time and (r.end_time is null or c.time <= r.end_time)))
+    group by c.job_id, c.step
+),
+first_two as (
+    select job_id, step, time, row_number() over (partition by job_id order by step) as nth
+    from first_steps
+),
+startup as (
+    -- a first run's start-up: from its start to its work's beginning, the first two steps extrapolated back to 0
+    select
+        a.job_id,
+        least(greatest(0, epoch(a.time) - a.step * (epoch(b.time) - epoch(a.time)) / (b.step - a.step)
+            - epoch(r.start_time)), epoch(a.time) - epoch(r.start_time)) as startup_s
+    from first_two as a
+    inner join first_two as b on b.job_id = a.job_id and b.nth = 2
+    inner join runs as r on r.job_id = a.job_id and r.run = 1
+    where a.nth = 1 and epoch(b.time) > epoch(a.time)
+),
 ckpt_seq as (
     select
         job_id, run, time,
@@ -41,16 +66,23 @@ ckpt_seq as (
     where cluster = $c and kind = 'checkpoint'
 ),
 ckpt_gaps as (
-    -- spacing of checkpoints within a run, and a first run's first checkpoint after its start
-    -- (no warm-up before it): a job with one checkpoint per run still shows its cadence
-    select k.job_id, epoch(k.time) - epoch(coalesce(k.previous_time, r.start_time)) as gap
+    -- spacing of checkpoints within a run, and a first run's first checkpoint after its work began (its
+    -- start plus its start-up): a job with one checkpoint per run still shows its cadence. Measured from the
+    -- start alone, that first gap holds the start-up too: it counts only when the job shows no other gap.
+    select
+        k.job_id,
+        epoch(k.time) - case when k.previous_time is not null then epoch(k.previous_time)
+            else epoch(r.start_time) + coalesce(su.startup_s, 0) end as gap,
+        k.previous_time is null and su.startup_s is null as biased
     from ckpt_seq as k
     inner join runs as r on r.job_id = k.job_id and r.run = k.run
+    left join startup as su on su.job_id = k.job_id
     left join final_saves as f on f.job_id = k.job_id and f.run = k.run and f.time = k.time
     where f.job_id is null and (k.previous_time is not null or k.run = 1)
 ),
 cadence as (
-    select job_id, median(gap) as interval_s from ckpt_gaps where gap > 0 group by job_id
+    select job_id, coalesce(median(gap) filter (where not biased), median(gap)) as interval_s
+    from ckpt_gaps where gap > 0 group by job_id
 ),
 resumed as (
     -- a completed restart of a job whose warm-up the ledger could not measure, and the step it resumed
@@ -115,10 +147,11 @@ active_spans as (
         case
             when s.previous_end is not null then epoch(s.start_time) - epoch(s.previous_end)
             else epoch(s.start_time) - epoch(s.run_start)
-                - case when s.restarted then coalesce(w.warmup_s, 0) else 0 end
+                - case when s.restarted then coalesce(w.warmup_s, 0) else coalesce(su.startup_s, 0) end
         end as active_s
     from idle_seq as s
     left join waste as w on w.job_id = s.job_id
+    left join startup as su on su.job_id = s.job_id
 ),
 idle_totals as (
     select
@@ -139,6 +172,7 @@ select
     j.work_s, t.run_s, t.last_state, coalesce(t.still_running, false) as still_running,
     coalesce(w.waste_s, 0) as waste_s,
     coalesce(w.warmup_s, case when lw.warmup_s >= 0 then lw.warmup_s end) as warmup_s,
+    su.startup_s,
     coalesce(i.idle_total_s, 0) as idle_total_s, i.idle_median_s, i.active_s as hoard_active_s
 from window_jobs as j
 left join run_totals as t on t.job_id = j.job_id
@@ -146,4 +180,5 @@ left join waste as w on w.job_id = j.job_id
 left join cadence as c on c.job_id = j.job_id
 left join idle_totals as i on i.job_id = j.job_id
 left join late_warmup as lw on lw.job_id = j.job_id
+left join startup as su on su.job_id = j.job_id
 order by j.submit_time, length(j.job_id), j.job_id

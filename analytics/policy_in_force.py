@@ -55,6 +55,8 @@ class PolicyBasis:
     notes: tuple[str, ...] = field(default_factory=tuple)
     # The spread of the measured scheduling latency (its quartiles), within which the replay's intervals vary it.
     latency_range: tuple[float, float] | None = None
+    # The scheduler's version where it states one (Slurm's SLURM_VERSION), "" otherwise.
+    version: str = ""
 
     def kind(self, name: str) -> str:
         """configured | scheduler | inferred | assumed."""
@@ -91,9 +93,10 @@ def policy_in_force(wh: Warehouse, window: Window, configured: TuningSettings, h
     basis: dict[str, str] = {}
     notes: list[str] = []
     rows = wh.query(query_sql("replay", "stored_policy"), params).to_dicts()
-    stated_by = ""
+    stated_by = version = ""
     if rows:
         stated_by = str(rows[0]["scheduler"])
+        version = next((str(r["value"]) for r in rows if r["scope"] == "cluster" and r["setting"] == "version"), "")
         read_at = rows[0]["valid_from"]
         notes.append(f"policy read from {stated_by} at {read_at.isoformat()}"
                      + (" (after the window's start: assumed in force since before it)" if read_at > window.start
@@ -112,7 +115,7 @@ def policy_in_force(wh: Warehouse, window: Window, configured: TuningSettings, h
         policy = PolicyConfig(**{k: _frozen(v) for k, v in values.items()})
     except ConfigError as exc:
         raise ConfigError(str(exc), "check [tuning] may_preempt, min_run_s, grace_s, requeue_hold_s") from None
-    return PolicyBasis(policy, MappingProxyType(basis), stated_by, tuple(notes), latency_range)
+    return PolicyBasis(policy, MappingProxyType(basis), stated_by, tuple(notes), latency_range, version)
 
 
 def _frozen(value: Any) -> Any:
@@ -326,7 +329,7 @@ def _may_preempt(classes: dict[str, dict[str, tuple[str, str]]], kind: str) -> t
 
 
 def _simulator(rows: list[dict[str, Any]]) -> tuple[dict[str, tuple[Any, str]], list[str]]:
-    """The simulator states its own PolicyConfig (policy_rows_of)."""
+    """The simulator states its own PolicyConfig (simulator.frames.policy_frame)."""
     by = _by(rows)
     conf = by.get(("cluster", ""), {})
     out: dict[str, tuple[Any, str]] = {}
@@ -346,15 +349,60 @@ def _simulator(rows: list[dict[str, Any]]) -> tuple[dict[str, tuple[Any, str]], 
     return out, []
 
 
-def policy_rows_of(policy: PolicyConfig) -> list[tuple[str, str, str, str]]:
-    """A PolicyConfig as scheduler_policy rows (scope, subject, setting, value): what the simulator states."""
-    rows = [("cluster", "", name, ("true" if v else "false") if isinstance(v, bool) else
-             (f"{v:g}" if isinstance(v, float) else str(v)))
-            for name in ("scheduler", "enabled", "min_run_s", "grace_s", "requeue_hold_s", "latency_s", "queue_order",
-                         "victim_order", "youngest_first", "reorder_count", "strict_order", "kill_at_grace_end")
-            for v in (getattr(policy, name),)]
-    rows += [("tier", tier, "preempts", ",".join(policy.may_preempt.get(tier, ()))) for tier in TIERS]
-    return rows
+def _kueue(rows: list[dict[str, Any]]) -> tuple[dict[str, tuple[Any, str]], list[str]]:
+    """ClusterQueues' preemption policies (the most common one where they differ: pools are flavors here)."""
+    by = _by(rows)
+    queues = {subject: row for (scope, subject), row in by.items() if scope == "cluster_queue"}
+    notes: list[str] = []
+    out: dict[str, tuple[Any, str]] = {
+        "scheduler": ("kueue", "pkg/scheduler/preemption candidate order, fill-back"),
+        "queue_order": ("submit", "a preempted Workload keeps its creation time in the queue"),
+        "kill_at_grace_end": (False, "an evicted pod lets its GPUs go when it exits"),
+        "min_run_s": (0.0, "no minimum run before preemption in released Kueue (minAdmitDuration is proposed)"),
+    }
+    within = Counter(row.get("within_cluster_queue", ("Never", ""))[0] for row in queues.values())
+    reclaim = Counter(row.get("reclaim_within_cohort", ("Never", ""))[0] for row in queues.values())
+    if not within:
+        return out, notes
+    # The most common; between equally common ones, one that preempts (the replay is of preemption).
+    common, count = max(within.items(), key=lambda kv: (kv[1], kv[0] != "Never"))
+    if len(within) > 1:
+        notes.append("ClusterQueues differ in withinClusterQueue (" + ", ".join(f"{k} {v}" for k, v in
+                     within.items()) + f"); replayed with {common}")
+    if common == "LowerOrNewerEqualPriority":
+        notes.append("withinClusterQueue LowerOrNewerEqualPriority also lets a newer Workload of equal priority be "
+                     "preempted; the replay preempts lower tiers only")
+    evicts = common != "Never"
+    out["enabled"] = (evicts or any(k != "Never" for k in reclaim),
+                      f"withinClusterQueue {common} on {count} of {len(queues)} ClusterQueues")
+    if evicts:
+        out["may_preempt"] = ({t: tuple(v for v in TIERS if TIER_RANK[v] < TIER_RANK[t]) for t in TIERS},
+                              f"withinClusterQueue {common}: a lower priority may be preempted")
+    if any(k != "Never" for k in reclaim):
+        notes.append("reclaimWithinCohort between ClusterQueues is not replayed (pools are flavors): "
+                     + ", ".join(f"{k} {v}" for k, v in reclaim.items()))
+    return out, notes
 
 
-_STATED = {"slurm": _slurm, "simulator": _simulator}
+def _kai(rows: list[dict[str, Any]]) -> tuple[dict[str, tuple[Any, str]], list[str]]:
+    """KAI Queues' preemptMinRuntime (the most common among the queues that set one)."""
+    by = _by(rows)
+    notes: list[str] = []
+    out: dict[str, tuple[Any, str]] = {
+        "scheduler": ("kai", "actions/preempt, victims in reverse job order"),
+        "queue_order": ("submit", "a PodGroup keeps its creation time"),
+        "kill_at_grace_end": (False, "an evicted pod lets its GPUs go when it exits"),
+    }
+    given = {subject: _seconds(row["min_run_s"][0]) for (scope, subject), row in by.items()
+             if scope == "queue" and "min_run_s" in row}
+    values = Counter(v for v in given.values() if v is not None)
+    if values:
+        common, count = values.most_common(1)[0]
+        out["min_run_s"] = (common, f"preemptMinRuntime of {count} of {len(given)} queues that set one")
+        if len(values) > 1:
+            notes.append("KAI queues differ in preemptMinRuntime (" + ", ".join(
+                f"{q} {v:g} s" for q, v in sorted(given.items()) if v is not None) + f"); replayed with {common:g} s")
+    return out, notes
+
+
+_STATED = {"slurm": _slurm, "simulator": _simulator, "kueue": _kueue, "kai": _kai}

@@ -573,10 +573,11 @@ def jittered_figures(workload: Workload, variant: Variant, draws: int, processes
 def interval(workload: Workload, variant: Variant, draws: int, processes: int | None = None) -> Interval | None:
     """The range of the variant's figures over `draws` jittered replays; None when draws is 0."""
     found = jittered_figures(workload, variant, draws, processes)
-    return Interval(_bound(found, min), _bound(found, max), len(found)) if found else None
+    return Interval(bound(found, min), bound(found, max), len(found)) if found else None
 
 
-def _bound(figures: Sequence[Figures], pick: Any) -> Figures:
+def bound(figures: Sequence[Figures], pick: Any) -> Figures:
+    """Each figure's `pick` (min or max) over several replays' figures."""
     def of(name: str) -> Any:
         values = [getattr(f, name) for f in figures if getattr(f, name) is not None]
         return pick(values) if values else None

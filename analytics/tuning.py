@@ -149,6 +149,7 @@ SETTINGS = TuningSettings
 KINDS = (
     "not_yet",
     "min_run_time",
+    "victim_order",
     "near_completion",
     "grace_time",
     "checkpoint_interval",
@@ -200,6 +201,19 @@ class Context:
     @property
     def cluster(self) -> str:
         return self.workload.window.cluster
+
+    @property
+    def scheduler(self) -> str | None:
+        """The scheduler the cluster runs: the one that stated its policy, else what its jobs came from (None
+        when not known: a simulated or imported cluster)."""
+        stated = self.workload.actual.stated_by
+        if stated in (snippets.SLURM, snippets.KUEUE, snippets.KAI, snippets.VOLCANO, snippets.KUBERNETES):
+            return stated
+        sources = {r["source"] for r in self.q("select distinct source from jobs where cluster = $c")}
+        for name in (snippets.SLURM, snippets.KUBERNETES):
+            if sources == {name}:
+                return name
+        return None
 
     def q(self, sql: str, **extra: Any) -> list[dict[str, Any]]:
         window = self.workload.window
@@ -712,9 +726,41 @@ def not_yet(ctx: Context) -> list[Suggestion]:
     ]
 
 
+def slurm_victim_order(ctx: Context) -> list[Suggestion]:
+    """Slurm evicts by job order (the oldest jobs first: those that have done the most work) unless
+    PreemptParameters=youngest_first: replayed both ways where Slurm is the scheduler modelled."""
+    policy = ctx.workload.actual.policy
+    if policy.scheduler != "slurm" or policy.youngest_first or not ctx.baseline.preemptions:
+        return []
+    variant = Variant("youngest_first", replace(policy, youngest_first=True))
+    found = _best(ctx, [variant])
+    if found is None:
+        return []
+    _, fig = found
+    ages = ctx.q("select median(run_age_s) as age, count(*) as n from preemption_ledger "
+                 "where cluster = $c and time >= $t0 and time < $t1")[0]
+    return [
+        Suggestion(
+            kind="victim_order",
+            subject="",
+            title="Preempt the youngest jobs first (Slurm PreemptParameters=youngest_first)",
+            setting="Slurm victim order",
+            current="job order (oldest jobs first)",
+            proposed="youngest first",
+            evidence=(
+                f"{ages['n']} victims had run a median {significant(float(ages['age'] or 0.0))} s; Slurm takes "
+                "candidates in job order, so the jobs that have run longest go first"
+            ),
+            snippets=snippets.slurm_victim_order(ctx.workload.actual.version),
+            **_effect(ctx, fig, variant=variant),
+        )
+    ]
+
+
 GENERATORS: tuple[Callable[[Context], list[Suggestion]], ...] = (
     not_yet,
     min_run_time,
+    slurm_victim_order,
     near_completion,
     grace_time,
     checkpoint_interval,
@@ -734,7 +780,8 @@ def suggest(ctx: Context, only: Sequence[str] | None = None) -> list[Suggestion]
     for generator in GENERATORS:
         if only is None or generator.__name__ in only:
             found.extend(generator(ctx))
-    return rank(found)
+    scheduler = ctx.scheduler
+    return rank([replace(s, snippets=snippets.for_scheduler(s.snippets, scheduler)) for s in found])
 
 
 def context(wh: Warehouse, window: Window, settings: TuningSettings) -> Context:

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 import polars as pl
 
 from preemptlens.collectors.base import capacity_changes, known_pools
+from preemptlens.collectors.kubernetes import policy
 from preemptlens.collectors.kubernetes.events import ParseError, locate, preemptions
 from preemptlens.collectors.kubernetes.objects import Rows, pod_rows, podgroup_rows, workload_rows
 from preemptlens.collectors.kubernetes.pools import (
@@ -187,7 +188,7 @@ def _raw(obj: Any) -> str:
 
 class KubernetesCollector:
     name: ClassVar[str] = SOURCE
-    tables: ClassVar[tuple[str, ...]] = ("preemption_links", "jobs", "job_runs", "pools")
+    tables: ClassVar[tuple[str, ...]] = ("preemption_links", "jobs", "job_runs", "pools", "scheduler_policy")
 
     def __init__(
         self,
@@ -317,6 +318,8 @@ class KubernetesCollector:
             )
         if self.read_capacity:
             yield self._pools_batch(watermarks.get((self.cluster, "pools")), seen)
+        # The preemption policy ClusterQueues or KAI Queues state (policy.py), for the replay.
+        yield from policy.batches(self, watermarks.get((self.cluster, "policy")))
 
     def _collect(self, stream: Stream, watcher: ListWatch, since: str | None) -> Iterator[Batch]:
         from preemptlens.collectors.kubernetes.watch import BadLine, Change, Mark

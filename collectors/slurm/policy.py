@@ -119,6 +119,9 @@ def policy_rows(policy: Policy) -> list[tuple[str, str, str, str, str]]:
             f"{value:g}" if isinstance(value, float) else str(value))
         rows.append((scope, subject, setting, text, raw))
 
+    version = conf.get("SLURM_VERSION", "")
+    if version:
+        add("cluster", "", "version", version, f"SLURM_VERSION={version}")
     raw_type = conf.get("PreemptType", "")
     add("cluster", "", "preempt_type", policy.preempt_type, f"PreemptType={raw_type}")
     add("cluster", "", "preempt_mode", _mode(policy.global_mode), f"PreemptMode={policy.global_mode}")

@@ -244,6 +244,11 @@ def repeat_victims(boost: int, half_life_s: float) -> dict[str, str]:
             "# Kueue with the PriorityBoost feature gate adds a Workload's kueue.x-k8s.io/priority-boost annotation\n"
             "# to its priority: preemptlens boosts a running victim whose preemption would now cost the most.\n"
             + action("kueue_boost", max_boost=boost)
+            + "# Proposed for Kueue 0.20 (KEP-14468, KEP-13396; check your release before relying on them):\n"
+            "# a backoff before a ClusterQueue borrows a resource again after it was reclaimed,\n"
+            "#   reclaimBackoff: {enable: true, backoffBaseSeconds: 60, backoffMaxSeconds: 3600,\n"
+            "#                    backoffResetSeconds: 600}   (Kueue Configuration)\n"
+            "# and a PreemptionLimit object capping how often one Workload may be preempted.\n"
         ),
         KAI: (
             "# time-based fairshare: usage decays, so queues that were preempted get ahead again\n"

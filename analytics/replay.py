@@ -316,6 +316,8 @@ def load_workload(
     # A start-up or warm-up is measured from a run's recorded start.
     warmups = [max(0.0, r["warmup_s"] - half) for r in rows if r["warmup_s"] is not None]
     warmup_default = median(warmups) if warmups else 0.0
+    startups = [max(0.0, r["startup_s"] - half) for r in rows if r["startup_s"] is not None]
+    startup_default = median(startups) if startups else 0.0
 
     jobs: list[JobSpec] = []
     skipped: Counter[str] = Counter()
@@ -329,7 +331,7 @@ def load_workload(
         if gpus < 1 or gpus > pool.gpus or (gpus > pool.gpus_per_node and gpus % pool.gpus_per_node):
             skipped["does not fit its pool"] += 1
             continue
-        startup = max(0.0, float(r["startup_s"] or 0.0) - half)
+        startup = max(0.0, float(r["startup_s"]) - half) if r["startup_s"] is not None else startup_default
         done = max(0.0, float(r["run_s"] or 0.0) - float(r["waste_s"]) - float(r["idle_total_s"]) - startup)
         if r["work_s"] is not None:
             stopped = r["last_state"] in _STOPPED and not r["still_running"]
@@ -377,7 +379,9 @@ def load_workload(
         )
     notes = [
         f"{len(jobs)} jobs replayed from {window.start.isoformat()} to {window.end.isoformat()}",
-        f"warm-up measured for {len(warmups)} jobs, the rest assume the median {warmup_default:.0f} s",
+        f"warm-up measured for {len(warmups)} jobs, the rest assume the median {significant(warmup_default)} s",
+        f"a first run's start-up measured for {len(startups)} jobs, the rest assume the median "
+        f"{significant(startup_default)} s",
         f"final checkpoint at the signal seen for {len(observed_savers)} of {len(seen)} preempted jobs with "
         f"checkpoints; jobs never preempted get it with that share ({100 * final_share:.0f}%), "
         f"save time {save_default:.0f} s",

@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, replace
+from datetime import datetime
 from pathlib import Path
 
 # This checkout's code and the suite's Slurm harness.
@@ -125,6 +126,44 @@ def pairs(wh: Warehouse, workload: Workload, window: Window) -> tuple[int, int, 
     return len(real), len(replayed), len(real & replayed)
 
 
+def analyse(wh: Warehouse, windows: dict[str, Window], exempt: int, grace: int, draws: int) -> bool:
+    """Replay the A window under A and under B, and print every comparison; whether each is within target."""
+    settings = TuningSettings(processes=0)
+    window = windows["A"]
+    workload = load_workload(wh, window, settings)
+    print("\npolicy in force during A, as the replay reads it:")
+    print("   " + workload.actual.describe())
+    for note in workload.notes[:4]:
+        print(f"   {note}")
+    actual = Variant("A", workload.actual.policy)
+    policy_b = replace(workload.actual.policy, min_run_s=float(exempt))
+    if grace:
+        policy_b = replace(policy_b, grace_by_tier={**workload.actual.policy.grace_by_tier, "low": float(grace)})
+    changed = Variant("B", policy_b)
+    started = time.monotonic()
+    rep_a, rep_b = run_variant(workload, actual), run_variant(workload, changed)
+    spread_a = interval(workload, actual, draws)
+    spread_b = interval(workload, changed, draws)
+    replay_s = time.monotonic() - started
+    real_a = observed_figures(wh, window)
+    real_b = observed_figures(wh, windows["B"])
+    results = [table("reproduction: the A play replayed under A (target within 10%)", real_a, rep_a, spread_a,
+                     0.10)]
+    real_n, replayed_n, both = pairs(wh, workload, window)
+    print(f"   victim/preemptor pairs: {real_n} real, {replayed_n} replayed, {both} in both")
+    if "A again" in windows:
+        again = observed_figures(wh, windows["A again"])
+        table("two real histories of one workload under A: the second against the first (how far the "
+              "scheduler is from itself)", real_a, again, None, 0.10)
+    results.append(table(f"prediction: the A play replayed under B (PreemptExemptTime {exempt} s"
+                         + (f", GraceTime {grace} s" if grace else "") + ") against the B play",
+                         real_b, rep_b, spread_b, 0.15))
+    results.append(change_table(real_a, real_b, rep_a, rep_b, 0.15))
+    print(f"\nreplays {replay_s:.1f} s (2 + {2 * draws} jittered)")
+    return all(e is None or e <= limit for r, limit in zip(results, (0.10, 0.15, 0.15), strict=True)
+               for e in r.errors.values())
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=26)
@@ -136,7 +175,18 @@ def main() -> int:
     parser.add_argument("--no-repeat", action="store_true", help="skip the second play under policy A")
     parser.add_argument("--draws", type=int, default=12, help="replays with jittered inputs per interval")
     parser.add_argument("--keep", help="keep the warehouse at this path")
+    parser.add_argument("--analyse", metavar="WAREHOUSE", help="only compare again the plays a kept warehouse "
+                        "holds (their windows from --windows)")
+    parser.add_argument("--windows", help="with --analyse: TAG=START/END,... as the plays printed them")
     args = parser.parse_args()
+    if args.analyse:
+        windows = {}
+        for item in (args.windows or "").split(","):
+            tag, _, span = item.partition("=")
+            begin, _, end = span.partition("/")
+            windows[tag.replace("_", " ")] = Window("plens", datetime.fromisoformat(begin), datetime.fromisoformat(end))
+        with Warehouse(Path(args.analyse)) as wh:
+            return 0 if analyse(wh, windows, args.exempt, args.grace, args.draws) else 1
     missing = tools_missing()
     if missing:
         print(f"needs the Slurm packages ({', '.join(missing)}): run tests/run.sh as root first")
@@ -160,43 +210,12 @@ def main() -> int:
             plays[tag] = play(cluster, jobs, tag.replace(" ", "-"))
             collect(cluster, wh, plays[tag].started, [plays[tag].dir])
             print(f"   {tag}: {plays[tag].started.isoformat()} to {plays[tag].ended.isoformat()}", flush=True)
-        played_s = time.monotonic() - began
-        settings = TuningSettings(processes=0)
-        window = window_of(plays["A"])
-        workload = load_workload(wh, window, settings)
-        print("\npolicy in force during A, as the replay reads it:")
-        print("   " + workload.actual.describe())
-        for note in workload.notes[:3]:
-            print(f"   {note}")
-        actual = Variant("A", workload.actual.policy)
-        policy_b = replace(workload.actual.policy, min_run_s=float(args.exempt))
-        if args.grace:
-            grace = {**workload.actual.policy.grace_by_tier, "low": float(args.grace)}
-            policy_b = replace(policy_b, grace_by_tier=grace)
-        changed = Variant("B", policy_b)
-        started = time.monotonic()
-        rep_a, rep_b = run_variant(workload, actual), run_variant(workload, changed)
-        spread_a = interval(workload, actual, args.draws)
-        spread_b = interval(workload, changed, args.draws)
-        replay_s = time.monotonic() - started
-        real_a = observed_figures(wh, window)
-        real_b = observed_figures(wh, window_of(plays["B"]))
-        results = [table("reproduction: the A play replayed under A (target within 10%)", real_a, rep_a, spread_a,
-                         0.10)]
-        real_n, replayed_n, both = pairs(wh, workload, window)
-        print(f"   victim/preemptor pairs: {real_n} real, {replayed_n} replayed, {both} in both")
-        if "A again" in plays:
-            again = observed_figures(wh, window_of(plays["A again"]))
-            table("two real histories of one workload under A: the second against the first (how far the "
-                  "scheduler is from itself)", real_a, again, None, 0.10)
-        results.append(table(f"prediction: the A play replayed under B (PreemptExemptTime {args.exempt} s"
-                             + (f", GraceTime {args.grace} s" if args.grace else "") + ") against the B play",
-                             real_b, rep_b, spread_b, 0.15))
-        results.append(change_table(real_a, real_b, rep_a, rep_b, 0.15))
-        print(f"\nplays {played_s / 60:.1f} min on the real Slurm; replays {replay_s:.1f} s "
-              f"(2 + {2 * args.draws} jittered)")
-        return 0 if all(e is None or e <= limit for r, limit in zip(results, (0.10, 0.15, 0.15), strict=True)
-                        for e in r.errors.values()) else 1
+        print(f"\nplays {(time.monotonic() - began) / 60:.1f} min on the real Slurm; again with --analyse {path} "
+              "--windows " + ",".join(f"{tag.replace(' ', '_')}={p.started.isoformat()}/{p.ended.isoformat()}"
+                                      for tag, p in plays.items()))
+        ok = analyse(wh, {tag: window_of(p) for tag, p in plays.items()}, args.exempt, args.grace, args.draws)
+        wh.close()
+        return 0 if ok else 1
     finally:
         cluster.stop()
         if not args.keep:

@@ -12,7 +12,8 @@ run_totals as (
         sum(effective_s) as run_s,
         arg_max(state, run) as last_state,
         arg_max(pool, run) as last_pool,
-        bool_or(end_time is null) as still_running
+        bool_or(end_time is null) as still_running,
+        count(*) as runs
     from runs
     group by job_id
 ),
@@ -43,20 +44,37 @@ first_steps as (
         and (c.run = 1 or (c.run is null and c.time >= r.start_time and (r.end_time is null or c.time <= r.end_time)))
     group by c.job_id, c.step
 ),
-first_two as (
+first_report as (
     select job_id, step, time, row_number() over (partition by job_id order by step) as nth
     from first_steps
 ),
+job_rates as (
+    -- steps per second of work, from consecutive advancing reports of any run; a pair from a run's first report
+    -- may span its start-up or warm-up, so it does not count
+    select job_id, median(rate) as rate
+    from (
+        select
+            job_id,
+            (step - lag(step) over w) / (epoch(time) - epoch(lag(time) over w)) as rate,
+            lag(step) over w > min(step) over (partition by job_id, run) as after_first
+        from checkpoints
+        where cluster = $c and step is not null
+        window w as (partition by job_id, run order by time, step)
+    ) as pairs
+    where rate > 0 and after_first
+    group by job_id
+),
 startup as (
-    -- a first run's start-up: from its start to its work's beginning, the first two steps extrapolated back to 0
+    -- a first run's start-up: from its start to its work's beginning, its first report of progress taken back
+    -- to step 0 at the job's rate (a run preempted after one report still shows it)
     select
         a.job_id,
-        least(greatest(0, epoch(a.time) - a.step * (epoch(b.time) - epoch(a.time)) / (b.step - a.step)
-            - epoch(r.start_time)), epoch(a.time) - epoch(r.start_time)) as startup_s
-    from first_two as a
-    inner join first_two as b on b.job_id = a.job_id and b.nth = 2
+        least(greatest(0, epoch(a.time) - a.step / jr.rate - epoch(r.start_time)),
+            epoch(a.time) - epoch(r.start_time)) as startup_s
+    from first_report as a
+    inner join job_rates as jr on jr.job_id = a.job_id
     inner join runs as r on r.job_id = a.job_id and r.run = 1
-    where a.nth = 1 and epoch(b.time) > epoch(a.time)
+    where a.nth = 1
 ),
 ckpt_seq as (
     select
@@ -172,7 +190,10 @@ select
     j.work_s, t.run_s, t.last_state, coalesce(t.still_running, false) as still_running,
     coalesce(w.waste_s, 0) as waste_s,
     coalesce(w.warmup_s, case when lw.warmup_s >= 0 then lw.warmup_s end) as warmup_s,
-    su.startup_s,
+    -- without two progress reports, a job that declares its work and ran once to completion shows its start-up
+    -- as the rest of its run
+    coalesce(su.startup_s, case when t.runs = 1 and t.last_state = 'completed' and j.work_s is not null
+        then greatest(0, t.run_s - j.work_s - coalesce(i.idle_total_s, 0)) end) as startup_s,
     coalesce(i.idle_total_s, 0) as idle_total_s, i.idle_median_s, i.active_s as hoard_active_s
 from window_jobs as j
 left join run_totals as t on t.job_id = j.job_id

@@ -39,7 +39,8 @@ if TYPE_CHECKING:
 _EXEMPT_LADDER_S = (0.0, 30.0, 60.0, 120.0, 180.0, 300.0, 600.0, 900.0, 1200.0, 1800.0, 2700.0, 3600.0, 7200.0)
 # Settings of PolicyConfig a snapshot or [tuning] may give, in the order they are reported.
 _REPORTED = ("scheduler", "enabled", "may_preempt", "min_run_s", "min_run_by_tier", "grace_s", "grace_by_tier",
-             "requeue_hold_s", "latency_s", "queue_order", "youngest_first", "reorder_count", "strict_order",
+             "requeue_hold_s", "latency_s", "submit_latency_s", "queue_order", "youngest_first", "reorder_count",
+             "strict_order",
              "min_exempt_priority", "kill_at_grace_end")
 
 
@@ -57,6 +58,8 @@ class PolicyBasis:
     latency_range: tuple[float, float] | None = None
     # The scheduler's version where it states one (Slurm's SLURM_VERSION), "" otherwise.
     version: str = ""
+    # Likewise for the latency from a submission to the scheduler acting on it.
+    submit_latency_range: tuple[float, float] | None = None
 
     def kind(self, name: str) -> str:
         """configured | scheduler | inferred | assumed."""
@@ -110,12 +113,12 @@ def policy_in_force(wh: Warehouse, window: Window, configured: TuningSettings, h
         for name, (value, why) in stated.items():
             values[name], basis[name] = value, f"{stated_by}: {why}"
     _configured(configured, values, basis)
-    latency_range = _infer(wh, params, values, basis, half_resolution_s)
+    latency_range, submit_range = _infer(wh, params, values, basis, half_resolution_s)
     try:
         policy = PolicyConfig(**{k: _frozen(v) for k, v in values.items()})
     except ConfigError as exc:
         raise ConfigError(str(exc), "check [tuning] may_preempt, min_run_s, grace_s, requeue_hold_s") from None
-    return PolicyBasis(policy, MappingProxyType(basis), stated_by, tuple(notes), latency_range, version)
+    return PolicyBasis(policy, MappingProxyType(basis), stated_by, tuple(notes), latency_range, version, submit_range)
 
 
 def _frozen(value: Any) -> Any:
@@ -133,10 +136,11 @@ def _configured(configured: TuningSettings, values: dict[str, Any], basis: dict[
 
 
 def _infer(wh: Warehouse, params: dict[str, Any], values: dict[str, Any], basis: dict[str, str], half: float
-           ) -> tuple[float, float] | None:
+           ) -> tuple[tuple[float, float] | None, tuple[float, float] | None]:
     """What neither the scheduler nor [tuning] says, from the window's preemptions; each with its evidence.
-    Returns the measured latency's quartiles, when it was measured."""
+    Returns the measured latencies' quartiles (after GPUs let go, after a submission), when measured."""
     latency_range = None
+    submit_range = None
     if "requeue_hold_s" not in values:
         hold = wh.query(query_sql("replay", "requeue_hold"), params)["hold"][0]
         if hold is None:
@@ -169,6 +173,17 @@ def _infer(wh: Warehouse, params: dict[str, Any], values: dict[str, Any], basis:
             latency_range = (float(found["low"]), float(found["high"]))
             basis["latency_s"] = (f"inferred: the median of {found['n']} waits from GPUs let go to the start of a "
                                   "run that waited for them")
+    if "submit_latency_s" not in values:
+        found = wh.query(query_sql("replay", "submit_latency"), {**params, "m": values["min_run_s"], "h": half}
+                         ).row(0, named=True)
+        if found["latency"] is None:
+            values["submit_latency_s"] = 0.0
+            basis["submit_latency_s"] = "assumed: no preemptor that preempted as soon as it was submitted"
+        else:
+            values["submit_latency_s"] = round(float(found["latency"]), 2)
+            basis["submit_latency_s"] = (f"inferred: the median of {found['n']} preemptors' waits from submission "
+                                         "to their first victim's preemption")
+            submit_range = (float(found["low"]), float(found["high"]))
     if "may_preempt" not in values:
         ledger = wh.query(query_sql("replay", "policy_ledger"), params)
         pairs = {
@@ -186,7 +201,7 @@ def _infer(wh: Warehouse, params: dict[str, Any], values: dict[str, Any], basis:
         }
         basis["may_preempt"] = (f"inferred: {len(pairs)} preemptor/victim tier pairs in the ledger" if pairs
                                 else "assumed: no preemption with known tiers")
-    return latency_range
+    return latency_range, submit_range
 
 
 def _grace_from(gaps: list[tuple[float, float]]) -> tuple[float, str]:
@@ -334,7 +349,7 @@ def _simulator(rows: list[dict[str, Any]]) -> tuple[dict[str, tuple[Any, str]], 
     conf = by.get(("cluster", ""), {})
     out: dict[str, tuple[Any, str]] = {}
     for name, (value, _raw) in conf.items():
-        if name in ("min_run_s", "grace_s", "requeue_hold_s", "latency_s"):
+        if name in ("min_run_s", "grace_s", "requeue_hold_s", "latency_s", "submit_latency_s"):
             out[name] = (float(value), "its own setting")
         elif name in ("enabled", "youngest_first", "strict_order", "kill_at_grace_end"):
             out[name] = (value == "true", "its own setting")

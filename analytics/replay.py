@@ -514,7 +514,7 @@ def _replay(workload: Workload, variant: Variant) -> Outcome:
 def jittered(workload: Workload, policy: PolicyConfig, seed: int) -> tuple[list[JobSpec], PolicyConfig]:
     """The workload's jobs and `policy` with their measured inputs drawn again within their measurement error:
     a submission recorded in whole seconds anywhere in its second, a start-up or warm-up measured from such a
-    start within half a second, the scheduler's latency within its measured quartiles. Exact inputs (the
+    start within half a second, the scheduler's latencies within their measured quartiles. Exact inputs (the
     simulator's) are left as they are, so their interval is a point."""
     rng = random.Random(seed)
     half = workload.resolution_s / 2
@@ -532,6 +532,9 @@ def jittered(workload: Workload, policy: PolicyConfig, seed: int) -> tuple[list[
     spread = workload.actual.latency_range
     if spread is not None and policy.latency_s:
         policy = replace(policy, latency_s=max(0.0, rng.uniform(*spread)))
+    spread = workload.actual.submit_latency_range
+    if spread is not None and policy.submit_latency_s:
+        policy = replace(policy, submit_latency_s=max(0.0, rng.uniform(*spread)))
     return jobs, policy
 
 
@@ -558,8 +561,8 @@ class Interval:
 
 def uncertain(workload: Workload) -> bool:
     """Whether any input has a measurement error to jitter within (else every interval is a point)."""
-    return bool(workload.resolution_s) or (workload.actual.latency_range is not None
-                                           and workload.actual.latency_range[0] != workload.actual.latency_range[1])
+    ranges = (workload.actual.latency_range, workload.actual.submit_latency_range)
+    return bool(workload.resolution_s) or any(r is not None and r[0] != r[1] for r in ranges)
 
 
 def jittered_figures(workload: Workload, variant: Variant, draws: int, processes: int | None = None

@@ -76,7 +76,7 @@ _ROWS: tuple[tuple[str, Callable[[Figures], float | None], str, str], ...] = (
     ("work thrown away (GPU-hours)", lambda f: f.thrown_away_gpu_h, "{:,.1f}", "no warm-up measured"),
     ("critical+high wait, median (s)", lambda f: f.high_wait_median_s, "{:,.0f}", "no critical or high job"),
     ("critical+high wait, p90 (s)", lambda f: f.high_wait_p90_s, "{:,.0f}", "no critical or high job"),
-    ("victims per week", lambda f: f.victims_per_week, "{:,.1f}", ""),
+    ("victims per week", lambda f: f.victims_per_week, "{:,.1f}", "a window under a day is not extrapolated"),
     ("preemptions", lambda f: f.preemptions, "{:,.0f}", ""),
 )
 

@@ -1051,13 +1051,14 @@ class _Scheduler:
         a = 0
         next_report = 86400.0
         latency = self.policy.latency_s
+        submit_latency = self.policy.submit_latency_s
         pass_pending: set[int] = set()
         while True:
             t = events[0][0] if events and events[0][0] < next_arrival else next_arrival
             if t >= horizon:
                 break
             while next_arrival == t:
-                self._enqueue(arrivals[a][1], t, t, 0.0)
+                self._enqueue(arrivals[a][1], t, t + submit_latency, 0.0)
                 a += 1
                 next_arrival = arrivals[a][0] if a < len(arrivals) else math.inf
             # A submission is scheduled at once; any other change waits for the next pass.
@@ -1068,6 +1069,9 @@ class _Scheduler:
                     self._end(item, t)
                 elif kind == _ELIGIBLE:
                     self._make_pending(item, t)
+                    if latency and len(self.job_runs[item]) == 1:
+                        # A submission, seen once submit_latency has passed: acted on in that pass.
+                        due.add(self.job_pool[item])
                 elif kind == _CHANGE:
                     self._change(item, t)
                 elif kind == _PASS:

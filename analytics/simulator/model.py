@@ -97,6 +97,9 @@ class PolicyConfig:
     # Seconds from a change other than a submission (GPUs let go, a run eligible again or old enough to evict)
     # to the scheduler's pass that acts on it (a submission is scheduled at once): Slurm's epilog and cycle.
     latency_s: float = 0.0
+    # Seconds from a submission to the scheduler's pass that sees it (a job starts, or signals its victims, no
+    # earlier): slurmctld's reply to sbatch and its first pass.
+    submit_latency_s: float = 0.0
     # Per victim tier (Slurm QOS PreemptExemptTime, partition or QOS GraceTime; KAI Queue preemptMinRuntime):
     # overrides of min_run_s and grace_s for that tier's victims.
     min_run_by_tier: Mapping[str, float] = field(default_factory=lambda: _frozen_values({}))
@@ -127,7 +130,7 @@ class PolicyConfig:
                     problems.append(f"may_preempt[{preemptor}]: unknown tier {victim!r}")
                 elif TIER_RANK[victim] >= TIER_RANK[preemptor]:
                     problems.append(f"may_preempt[{preemptor}]: {victim} is not a lower tier")
-        for name in ("min_run_s", "grace_s", "requeue_hold_s", "latency_s"):
+        for name in ("min_run_s", "grace_s", "requeue_hold_s", "latency_s", "submit_latency_s"):
             if getattr(self, name) < 0:
                 problems.append(f"{name} must be >= 0")
         if problems:

@@ -546,6 +546,8 @@ class Interval:
     low: Figures
     high: Figures
     draws: int
+    # Each figure's median over the draws: the replay's estimate once the inputs' error is taken into account.
+    median: Figures | None = None
 
     def of(self, name: str) -> tuple[float | None, float | None]:
         return getattr(self.low, name), getattr(self.high, name)
@@ -580,7 +582,7 @@ def jittered_figures(workload: Workload, variant: Variant, draws: int, processes
 def interval(workload: Workload, variant: Variant, draws: int, processes: int | None = None) -> Interval | None:
     """The range of the variant's figures over `draws` jittered replays; None when draws is 0."""
     found = jittered_figures(workload, variant, draws, processes)
-    return Interval(bound(found, min), bound(found, max), len(found)) if found else None
+    return Interval(bound(found, min), bound(found, max), len(found), bound(found, median)) if found else None
 
 
 def bound(figures: Sequence[Figures], pick: Any) -> Figures:

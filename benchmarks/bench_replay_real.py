@@ -41,6 +41,7 @@ from slurm_harness import SlurmCluster, tools_missing  # noqa: E402
 from preemptlens.analytics.replay import (  # noqa: E402
     WAIT_FLOOR_S,
     Figures,
+    Interval,
     Variant,
     Window,
     Workload,
@@ -71,27 +72,39 @@ def _error(real: float | None, predicted: float | None, field: str) -> float | N
     return abs(predicted - real) / scale if scale else (0.0 if predicted == real else None)
 
 
+def _central(point: Figures, spread: Interval | None) -> Figures:
+    return spread.median if spread is not None and spread.median is not None else point
+
+
 def window_of(p: Played) -> Window:
     return Window("plens", p.started, p.ended)
 
 
-def table(title: str, real: Figures, predicted: Figures, spread: object, limit: float) -> Result:
+def table(title: str, real: Figures, predicted: Figures, spread: Interval | None, limit: float) -> Result:
+    """Real against replayed: with an interval, the replayed figure is its median over the jittered replays (the
+    estimate that takes the inputs' measurement error into account), the replay of the inputs as measured
+    (whole-second times at the middle of their second) beside it."""
     print(f"\n{title}")
-    print(f"   {'figure':28} {'real':>10} {'replayed':>10}  {'range over jittered replays':32} {'error':>7}")
+    columns = ("replayed", "as measured", "range over jittered replays") if spread else ("other play", "", "")
+    print(f"   {'figure':28} {'real':>10} {columns[0]:>10} {columns[1]:>12}  {columns[2]:32} {'error':>7}")
     errors = {}
     for label, field in FIGURES:
-        r, p = getattr(real, field), getattr(predicted, field)
-        low, high = spread.of(field) if spread is not None else (None, None)  # type: ignore[attr-defined]
-        shown = f"{significant(low)} to {significant(high)}" if low is not None else "-"
+        r = getattr(real, field)
+        point = getattr(predicted, field)
+        p = getattr(spread.median, field) if spread is not None and spread.median is not None else point
+        low, high = spread.of(field) if spread is not None else (None, None)
+        shown = f"{significant(low)} to {significant(high)}" if low is not None else ""
         err = _error(r, p, field)
         errors[field] = err
         mark = "" if err is None else ("ok" if err <= limit else "MISS")
-        print(f"   {label:28} {significant(r):>10} {significant(p):>10}  {shown:32} "
+        aside = significant(point) if spread is not None else ""
+        print(f"   {label:28} {significant(r):>10} {significant(p):>10} {aside:>12}  {shown:32} "
               f"{'n/a' if err is None else f'{100 * err:.1f}%':>7} {mark}")
     return Result(errors)
 
 
 def change_table(real_a: Figures, real_b: Figures, rep_a: Figures, rep_b: Figures, limit: float) -> Result:
+    """The change A -> B, real (two plays) against predicted (the replays' medians under A and under B)."""
     print(f"\nthe change A -> B: real (two plays) against predicted (the A play replayed under A and under B), "
           f"target within {100 * limit:.0f}% of the real change (of the real B figure where the change is under "
           "a tenth of it)")
@@ -158,7 +171,7 @@ def analyse(wh: Warehouse, windows: dict[str, Window], exempt: int, grace: int, 
     results.append(table(f"prediction: the A play replayed under B (PreemptExemptTime {exempt} s"
                          + (f", GraceTime {grace} s" if grace else "") + ") against the B play",
                          real_b, rep_b, spread_b, 0.15))
-    results.append(change_table(real_a, real_b, rep_a, rep_b, 0.15))
+    results.append(change_table(real_a, real_b, _central(rep_a, spread_a), _central(rep_b, spread_b), 0.15))
     print(f"\nreplays {replay_s:.1f} s (2 + {2 * draws} jittered)")
     return all(e is None or e <= limit for r, limit in zip(results, (0.10, 0.15, 0.15), strict=True)
                for e in r.errors.values())

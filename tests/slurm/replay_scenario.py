@@ -63,14 +63,15 @@ class Planned:
     at_s: float  # submission, seconds after the play's start
 
 
-def plan(seed: int, low: int, high: int, span_s: float) -> list[Planned]:
-    """`low` training jobs (the first few at once, to fill the GPUs) and `high` serving jobs over `span_s`."""
+def plan(seed: int, low: int, high: int, span_s: float, steps: tuple[int, int] = (30, 75)) -> list[Planned]:
+    """`low` training jobs of `steps` steps (the first few at once, to fill the GPUs) and `high` serving jobs
+    over `span_s`."""
     rng = random.Random(seed)
     jobs = []
     filling = min(low, 5)
     for i in range(low):
         at = 0.0 if i < filling else round(rng.uniform(5.0, span_s))
-        jobs.append(Planned(f"train-{i}", "low", rng.choice((1, 1, 2, 2, 4)), rng.randint(30, 75),
+        jobs.append(Planned(f"train-{i}", "low", rng.choice((1, 1, 2, 2, 4)), rng.randint(*steps),
                             10, 3.0, at))
     for i in range(high):
         at = round(rng.uniform(8.0, span_s))

@@ -1,7 +1,7 @@
 """The preemption policy in force: configured, else read from the scheduler, else inferred from the ledger.
 
 The replay runs the scheduler's own rules, so it reads them where the scheduler states them: the
-`scheduler_policy` snapshot in force at the window's start (written by the Slurm collector from `scontrol show
+`scheduler_policy` snapshot in force over most of the window (written by the Slurm collector from `scontrol show
 config`, partitions and QOS; by the Kubernetes collector from Kueue ClusterQueues and KAI Queues; by the simulator
 from its own policy). Settings of `[tuning]` win over it; only what neither gives is inferred from the ledger, and
 every value is reported with where it came from (`PolicyBasis.describe`).
@@ -106,7 +106,7 @@ def policy_in_force(wh: Warehouse, window: Window, configured: TuningSettings, h
                         else ""))
         if rows[0]["changes_inside"]:
             notes.append(f"the policy changed {rows[0]['changes_inside']} time(s) inside the window: replayed "
-                         "under the one in force at its start")
+                         "under the one in force over most of it")
         stated, stated_notes = _STATED[stated_by](rows) if stated_by in _STATED else ({}, [
             f"{stated_by}'s policy rows are not modelled"])
         notes.extend(stated_notes)

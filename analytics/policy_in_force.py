@@ -173,9 +173,15 @@ def _infer(wh: Warehouse, params: dict[str, Any], values: dict[str, Any], basis:
             latency_range = (float(found["low"]), float(found["high"]))
             basis["latency_s"] = (f"inferred: the median of {found['n']} waits from GPUs let go to the start of a "
                                   "run that waited for them")
+    grace = max([float(values["grace_s"]), *(float(v) for v in values.get("grace_by_tier", {}).values())])
+    if "submit_latency_s" not in values and grace and not values.get("kill_at_grace_end"):
+        # A preemption's recorded time is its victim's end: after the grace time, or sooner for a victim that
+        # saved and exited. How much sooner is not known, nor then how long the scheduler took to signal.
+        values["submit_latency_s"] = 0.0
+        basis["submit_latency_s"] = "assumed 0 s: victims end within their grace time, which hides it"
     if "submit_latency_s" not in values:
-        found = wh.query(query_sql("replay", "submit_latency"), {**params, "m": values["min_run_s"], "h": half}
-                         ).row(0, named=True)
+        found = wh.query(query_sql("replay", "submit_latency"), {**params, "m": values["min_run_s"], "h": half,
+                                                                 "g": grace}).row(0, named=True)
         if found["latency"] is None:
             values["submit_latency_s"] = 0.0
             basis["submit_latency_s"] = "assumed: no preemptor that preempted as soon as it was submitted"

@@ -1,3 +1,5 @@
+-- Per preemption, the preemptor's wait from eligibility to start and its victim's run time at that eligibility.
+-- (Eligibility falls back to the submission; a victim that old was never held by a minimum run time.)
 -- Per preemption: seconds from the preemptor's eligibility (or submission) to its start, and how long its victim
 -- had run by that eligibility (a victim that old was never held by a minimum run time).
 select

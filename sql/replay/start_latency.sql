@@ -1,3 +1,4 @@
+-- The median wait from GPUs let go to the start of a run that waited for them, with its quartiles.
 -- How long the scheduler takes to start a run once the GPUs it waited for are let go: from the last end on its
 -- hosts (at its preemption's time when preempted) to the start of a run that was waiting then. Preemptors are
 -- left out (they start as their victims leave), and so are first starts right at submission (a submission is

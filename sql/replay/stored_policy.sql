@@ -1,3 +1,4 @@
+-- The scheduler_policy snapshot in force over most of the window, with the count of other snapshots read in it.
 -- The scheduler_policy snapshot in force over most of the window: each snapshot holds from its reading to the
 -- next one's (the first one also before it), and the one whose span covers most of the window is taken; with the
 -- number of other snapshots read inside the window (a policy that changed there).

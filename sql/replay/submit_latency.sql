@@ -1,5 +1,6 @@
+-- The median wait from a preemptor's submission to its first victim's signal, with its quartiles.
 -- How long the scheduler takes to act on a submission: from a preemptor's submission to its first victim's
--- preemption, for preemptors that could preempt at once: no minimum run time ($m) held their first victim back,
+-- signal (its preemption less the grace time $g, after which the scheduler kills it), for preemptors that could preempt at once: no minimum run time ($m) held their first victim back,
 -- and the GPUs of their pool that runs they may not preempt (of their own tier or above, or not preemptible)
 -- held at their submission left room enough. Times recorded in whole seconds ($h: half of that resolution) are
 -- truncated, so a submission is taken at the middle of its second.
@@ -35,7 +36,7 @@ held as (
     group by p.job_id
 ),
 decisions as (
-    select epoch(p.first_time) - epoch(p.submit_time) - $h as latency
+    select epoch(p.first_time) - $g - epoch(p.submit_time) - $h as latency
     from preemptors as p
     inner join capacity as c on c.pool = p.pool
     left join held as h on h.job_id = p.job_id

@@ -1,3 +1,4 @@
+-- How many of the window's runs have a time that is not a whole second, and how many the simulator wrote.
 -- Whether the window's run times are whole seconds read from a scheduler that truncates them (sacct, Kubernetes
 -- timestamps): then each is the true time truncated. The simulator writes exact whole seconds.
 select

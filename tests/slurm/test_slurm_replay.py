@@ -4,7 +4,8 @@ A seeded handful of training jobs that checkpoint and restart from their checkpo
 preempt them, played twice on the suite's Slurm: under PreemptExemptTime 0, then 20 s. Collected as a user
 would (`collect slurm`, `import` of the checkpoint and progress rows, `analyze`), the first play is replayed:
 under the policy it read from Slurm it must reproduce that play, and under the changed policy the second.
-Tolerances are wider than the benchmark's: with a handful of preemptions one more or less is 10-20%, and two
+It runs after test_slurm_real (by name), which reads every job of the last hour. Tolerances are wider than the
+benchmark's: with a handful of preemptions one more or less is 10-20%, and two
 plays of one workload differ by that much already (bench_replay_real prints both).
 """
 

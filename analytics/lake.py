@@ -62,6 +62,7 @@ RAW_TIME: dict[str, str | None] = {
     "preemption_links": "time",
     "checkpoints": "time",
     "gpu_samples": "time",
+    "scheduler_policy": "valid_from",
 }
 # What the views read besides the raw tables; the lake must hold them for the SQL to run on it.
 ANALYTICS_INPUTS: dict[str, str | None] = {

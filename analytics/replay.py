@@ -42,6 +42,7 @@ import hashlib
 import math
 import multiprocessing
 import os
+import random
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -51,10 +52,10 @@ from statistics import median
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from preemptlens.analytics.policy_in_force import PolicyBasis, policy_in_force
 from preemptlens.analytics.simulator.engine import Outcome, _Scheduler, paused_gc, simulate_jobs
 from preemptlens.analytics.simulator.model import JobSpec, PolicyConfig, PoolSpec
-from preemptlens.contract import TIER_RANK, TIERS
-from preemptlens.errors import ConfigError, SchemaError
+from preemptlens.errors import SchemaError
 from preemptlens.warehouse import Warehouse, query_sql
 
 if TYPE_CHECKING:
@@ -65,12 +66,10 @@ HIGH_TIERS = ("critical", "high")
 _WEEK_S = 7 * 86400.0
 # Terminal states in which a job stopped without finishing its work.
 _STOPPED = ("failed", "cancelled", "timeout", "node_fail")
-# A median wait of a few seconds makes any relative error huge and meaningless:
-# wait errors are relative to at least this.
-_WAIT_SCALE_S = 300.0
-# Exemption times administrators set; an inferred one is rounded down to the nearest of these,
-# since the youngest victim seen is only an upper bound of the real value.
-_EXEMPT_LADDER_S = (0.0, 300.0, 600.0, 900.0, 1200.0, 1800.0, 2700.0, 3600.0, 7200.0)
+# Wait errors are relative to the real wait, but a miss below a second is no miss: sacct records whole seconds.
+WAIT_FLOOR_S = 1.0
+# Fewer days than this are not extrapolated to a week: a figure per week says so instead.
+MIN_DAYS_PER_WEEK = 1.0
 
 
 @dataclass(frozen=True)
@@ -100,20 +99,56 @@ class Figures:
     warmup_assumed_victims: int = 0
 
     @property
-    def victims_per_week(self) -> float:
-        return self.victim_jobs / self.weeks if self.weeks else 0.0
+    def victims_per_week(self) -> float | None:
+        """None when the window is shorter than MIN_DAYS_PER_WEEK: too short to extrapolate (`per_week_note`)."""
+        return self.victim_jobs / self.weeks if self.weeks * 7 >= MIN_DAYS_PER_WEEK else None
 
     @property
-    def preemptions_per_week(self) -> float:
-        return self.preemptions / self.weeks if self.weeks else 0.0
+    def preemptions_per_week(self) -> float | None:
+        return self.preemptions / self.weeks if self.weeks * 7 >= MIN_DAYS_PER_WEEK else None
+
+    @property
+    def per_week_note(self) -> str:
+        """Why a figure per week is missing: the window is too short to extrapolate from."""
+        return f"the window of {duration(self.weeks * _WEEK_S)} is too short to extrapolate to a week"
 
 
-@dataclass(frozen=True)
-class PolicyBasis:
-    """The policy in force and, per setting, where it came from (configured or inferred)."""
+def duration(seconds: float) -> str:
+    """A span as people say it: 42 s, 11 min, 3.5 h, 2.1 days."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 2 * 86400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
 
-    policy: PolicyConfig
-    basis: Mapping[str, str]
+
+def significant(value: float | None, digits: int = 3) -> str:
+    """A figure with enough digits to show its size (0.0205, 1.84, 1,234), never "-0.0"."""
+    if value is None:
+        return "unknown"
+    if value == 0 or not math.isfinite(value):
+        return "0" if value == 0 else str(value)
+    decimals = max(0, min(6, digits - 1 - math.floor(math.log10(abs(value)))))
+    text = f"{value:,.{decimals}f}"
+    return "0" if float(text.replace(",", "")) == 0 else text
+
+
+def change(before: float | None, after: float | None, unit: str = "") -> str:
+    """`before -> after (+delta)`, all three with the decimals that show the smallest of them to three digits."""
+    if before is None or after is None:
+        return f"{significant(before)} -> {significant(after)}{unit}"
+    delta = after - before
+    sizes = [abs(v) for v in (before, after, delta) if v]
+    decimals = max(0, min(6, 2 - math.floor(math.log10(min(sizes))))) if sizes else 0
+
+    def shown(v: float, sign: bool = False) -> str:
+        if round(v, decimals) == 0:
+            return f"{0:.{decimals}f}"
+        return f"{v:+,.{decimals}f}" if sign else f"{v:,.{decimals}f}"
+
+    return f"{shown(before)} -> {shown(after)} ({shown(delta, sign=True)}){unit}"
 
 
 @dataclass(frozen=True)
@@ -130,6 +165,9 @@ class Workload:
     final_share: float = 0.0
     # Jobs whose warm-up after a restart was measured; None: every job's warm-up is given (a synthetic workload).
     warmup_measured: frozenset[str] | None = None
+    # The recorded times' resolution (1 s: sacct's whole seconds; 0: exact): replayed waits are read as the
+    # source records them.
+    resolution_s: float = 0.0
 
     @property
     def horizon_s(self) -> float:
@@ -147,10 +185,11 @@ class Validation:
         """Relative error of each figure (None when the observed figure is zero or missing)."""
         pairs = {
             "preemptions": (self.observed.preemptions, self.replayed.preemptions),
+            "victims": (self.observed.victim_jobs, self.replayed.victim_jobs),
             "lost_gpu_h": (self.observed.lost_gpu_h, self.replayed.lost_gpu_h),
             "high_wait_median_s": (self.observed.high_wait_median_s, self.replayed.high_wait_median_s),
         }
-        return {k: _relative(o, r, _WAIT_SCALE_S if k == "high_wait_median_s" else 0.0) for k, (o, r) in pairs.items()}
+        return {k: _relative(o, r, WAIT_FLOOR_S if k == "high_wait_median_s" else 0.0) for k, (o, r) in pairs.items()}
 
     @property
     def ok(self) -> bool:
@@ -158,9 +197,15 @@ class Validation:
 
     def describe(self) -> str:
         parts = []
+        observed, replayed = self.observed, self.replayed
+        values = {"preemptions": (observed.preemptions, replayed.preemptions),
+                  "victims": (observed.victim_jobs, replayed.victim_jobs),
+                  "lost_gpu_h": (observed.lost_gpu_h, replayed.lost_gpu_h),
+                  "high_wait_median_s": (observed.high_wait_median_s, replayed.high_wait_median_s)}
         for name, err in self.errors.items():
             shown = "n/a" if err is None else f"{100 * err:.1f}%"
-            parts.append(f"{name} {shown}")
+            real, again = values[name]
+            parts.append(f"{name} {shown} ({significant(real)} real, {significant(again)} replayed)")
         limit = f"{100 * self.tolerance:.0f}%"
         verdict = "reproduces the past" if self.ok else f"does NOT reproduce the past within {limit}"
         return f"replay error under the actual policy: {', '.join(parts)} ({verdict})"
@@ -175,111 +220,6 @@ def _relative(observed: float | None, replayed: float | None, floor: float) -> f
     return abs(replayed - observed) / scale
 
 
-# -- policy in force -------------------------------------------------------------
-
-
-def infer_policy(wh: Warehouse, window: Window, configured: TuningSettings) -> PolicyBasis:
-    """The preemption policy in force: configured values win, the rest is inferred from the ledger.
-
-    Of `configured` it reads min_run_s, grace_s, requeue_hold_s (negative: infer) and
-    may_preempt (empty: infer). Inference: the requeue hold is the shortest
-    forced wait (eligible - submit) of a requeued run; the grace time is the most
-    common gap between a preemptor's eligibility and its start; the minimum run
-    time is the youngest victim's age at the signal (run age less the grace time,
-    or less its save time when it saved a final checkpoint), rounded down to
-    a usual setting (0, 5, 10, 15, 20, 30, 45, 60 or 120 minutes).
-    """
-    params = {"c": window.cluster, "t0": window.start, "t1": window.end}
-    basis: dict[str, str] = {}
-    ledger = wh.query(
-        query_sql("replay", "policy_ledger"),
-        params,
-    )
-    requeue_hold = float(configured.requeue_hold_s)
-    if requeue_hold >= 0:
-        basis["requeue_hold_s"] = "configured"
-    else:
-        holds = wh.query(
-            query_sql("replay", "requeue_hold"),
-            params,
-        )["hold"][0]
-        requeue_hold = max(0.0, float(holds)) if holds is not None else 0.0
-        basis["requeue_hold_s"] = "inferred" if holds is not None else "assumed 0 (no requeued run)"
-
-    grace = float(configured.grace_s)
-    if grace >= 0:
-        basis["grace_s"] = "configured"
-    else:
-        gaps = wh.query(
-            query_sql("replay", "preemptor_start_gaps"),
-            params,
-        )["gap"].drop_nulls()
-        values = [g for g in gaps.to_list() if g >= 0]
-        grace = _grace_from(values)
-        basis["grace_s"] = "inferred" if values else "assumed 0 (no preemptor with a start)"
-
-    min_run = float(configured.min_run_s)
-    if min_run >= 0:
-        basis["min_run_s"] = "configured"
-    else:
-        # A victim that saved a final checkpoint ended save_s after the signal, any other one grace_s after.
-        ages = wh.query(
-            query_sql("replay", "victim_signal_ages"),
-            {**params, "g": grace},
-        )["signal_age"].drop_nulls().to_list()
-        if ages:
-            youngest = max(0.0, float(min(ages)))
-            min_run = max(v for v in _EXEMPT_LADDER_S if v <= youngest)
-            basis["min_run_s"] = "inferred"
-        else:
-            min_run = 0.0
-            basis["min_run_s"] = "assumed 0 (no preemption)"
-
-    given = configured.may_preempt
-    if given:
-        may_preempt = {t: tuple(given.get(t, ())) for t in TIERS}
-        basis["may_preempt"] = "configured"
-    else:
-        pairs = {
-            (p, v)
-            for p, v in zip(ledger["preemptor_tier"].to_list(), ledger["victim_tier"].to_list(), strict=True)
-            if p is not None and v is not None and TIER_RANK[v] < TIER_RANK[p]
-        }
-        # A tier that outranks an observed preemptor may evict what that preemptor evicted.
-        may_preempt = {
-            t: tuple(
-                v for v in TIERS if any(pv == v and TIER_RANK[pp] <= TIER_RANK[t] for pp, pv in pairs)
-                and TIER_RANK[v] < TIER_RANK[t]
-            )
-            for t in TIERS
-        }
-        basis["may_preempt"] = "inferred" if pairs else "assumed none (no preemption with known tiers)"
-    try:
-        policy = PolicyConfig(
-            enabled=True,
-            may_preempt=MappingProxyType(may_preempt),
-            min_run_s=min_run,
-            grace_s=grace,
-            requeue_hold_s=requeue_hold,
-        )
-    except ConfigError as exc:
-        raise ConfigError(str(exc), "check [tuning] may_preempt, min_run_s, grace_s, requeue_hold_s") from None
-    return PolicyBasis(policy, MappingProxyType(basis))
-
-
-def _grace_from(gaps: list[float]) -> float:
-    """Victims that save a final checkpoint exit early, any other one exactly at the kill: the
-    kill time shows as the most common gap; failing that (every victim saved), the largest
-    gap not far above the typical one bounds it from below."""
-    if not gaps:
-        return 0.0
-    value, count = Counter(gaps).most_common(1)[0]
-    if count >= 3:
-        return float(value)
-    typical = median(gaps)
-    return float(max(g for g in gaps if g <= 3 * typical))
-
-
 # -- workload ------------------------------------------------------------------------
 
 
@@ -287,7 +227,8 @@ def _grace_from(gaps: list[float]) -> float:
 
 def _need_views(wh: Warehouse) -> None:
     present = {r[0] for r in wh.con.execute("select table_name from information_schema.tables").fetchall()}
-    missing = [v for v in ("stg_runs", "preemption_ledger", "hoarding_stretches") if v not in present]
+    missing = [v for v in ("stg_runs", "stg_preemptions", "preemption_ledger", "hoarding_stretches")
+               if v not in present]
     if missing:
         raise SchemaError(
             f"warehouse {wh.path} has no view {', '.join(missing)}",
@@ -306,7 +247,11 @@ def load_workload(
     """JobSpecs of the jobs submitted in `window`, the cluster's pools and the policy in force."""
     _need_views(wh)
     params = {"c": window.cluster, "t0": window.start, "t1": window.end}
-    actual = infer_policy(wh, window, configured)
+    times = wh.query(query_sql("replay", "time_resolution"), params).row(0, named=True)
+    # Whole-second run times (sacct) are the true times truncated: each is taken at the middle of its second.
+    resolution = 1.0 if times["n"] and not times["fractional"] and not times["exact"] else 0.0
+    half = resolution / 2
+    actual = policy_in_force(wh, window, configured, half)
     grace = actual.policy.grace_s
     pools_rows = wh.query(
         query_sql("replay", "pool_capacity"),
@@ -368,8 +313,11 @@ def load_workload(
     seen = observed_savers | regular
     final_share = len(observed_savers) / len(seen) if seen else 0.0
     save_default = median(final_save.values()) if final_save else 30.0
-    warmups = [r["warmup_s"] for r in rows if r["warmup_s"] is not None]
+    # A start-up or warm-up is measured from a run's recorded start.
+    warmups = [max(0.0, r["warmup_s"] - half) for r in rows if r["warmup_s"] is not None]
     warmup_default = median(warmups) if warmups else 0.0
+    startups = [max(0.0, r["startup_s"] - half) for r in rows if r["startup_s"] is not None]
+    startup_default = median(startups) if startups else 0.0
 
     jobs: list[JobSpec] = []
     skipped: Counter[str] = Counter()
@@ -383,7 +331,8 @@ def load_workload(
         if gpus < 1 or gpus > pool.gpus or (gpus > pool.gpus_per_node and gpus % pool.gpus_per_node):
             skipped["does not fit its pool"] += 1
             continue
-        done = max(0.0, float(r["run_s"] or 0.0) - float(r["waste_s"]) - float(r["idle_total_s"]))
+        startup = max(0.0, float(r["startup_s"]) - half) if r["startup_s"] is not None else startup_default
+        done = max(0.0, float(r["run_s"] or 0.0) - float(r["waste_s"]) - float(r["idle_total_s"]) - startup)
         if r["work_s"] is not None:
             stopped = r["last_state"] in _STOPPED and not r["still_running"]
             work = min(float(r["work_s"]), done) if stopped else float(r["work_s"])
@@ -412,7 +361,7 @@ def load_workload(
                 preemptible=bool(r["preemptible"]),
                 pool=pool.name,
                 gpus=gpus,
-                submit_s=float(r["submit_s"]),
+                submit_s=float(r["submit_s"]) + half,
                 work_s=work,
                 team=r["team"],
                 user=r["user_name"],
@@ -422,18 +371,22 @@ def load_workload(
                 checkpoint_interval_s=float(interval) if interval else None,
                 final_checkpoint=saver,
                 save_s=final_save.get(job_id, save_default),
-                warmup_s=float(r["warmup_s"]) if r["warmup_s"] is not None else warmup_default,
+                startup_s=startup,
+                warmup_s=max(0.0, float(r["warmup_s"]) - half) if r["warmup_s"] is not None else warmup_default,
                 hoard_active_s=hoard_active,
                 hoard_idle_s=hoard_idle,
             )
         )
     notes = [
         f"{len(jobs)} jobs replayed from {window.start.isoformat()} to {window.end.isoformat()}",
-        f"warm-up measured for {len(warmups)} jobs, the rest assume the median {warmup_default:.0f} s",
+        f"warm-up measured for {len(warmups)} jobs, the rest assume the median {significant(warmup_default)} s",
+        f"a first run's start-up measured for {len(startups)} jobs, the rest assume the median "
+        f"{significant(startup_default)} s",
         f"final checkpoint at the signal seen for {len(observed_savers)} of {len(seen)} preempted jobs with "
         f"checkpoints; jobs never preempted get it with that share ({100 * final_share:.0f}%), "
         f"save time {save_default:.0f} s",
-        "policy in force: " + ", ".join(f"{k} {v}" for k, v in actual.basis.items()),
+        "policy in force: " + actual.describe(),
+        *actual.notes,
     ]
     if skipped:
         notes.append("left out: " + ", ".join(f"{n} {why}" for why, n in skipped.items()))
@@ -447,6 +400,7 @@ def load_workload(
         saves=MappingProxyType({j: final_save[j] for j in observed_savers}),
         final_share=final_share,
         warmup_measured=frozenset(str(r["job_id"]) for r in rows if r["warmup_s"] is not None),
+        resolution_s=resolution,
     )
 
 
@@ -475,12 +429,18 @@ def observed_figures(wh: Warehouse, window: Window) -> Figures:
     )
 
 
-def outcome_figures(out: Outcome, warmup_measured: frozenset[str] | None = None) -> Figures:
+def outcome_figures(out: Outcome, warmup_measured: frozenset[str] | None = None, resolution_s: float = 0.0
+                    ) -> Figures:
     """The same figures from a replay, measured the way the ledger measures them.
 
     `warmup_measured` (the workload's) tells which victims' warm-up is an assumption: work thrown away is
-    unknown when a victim needed one and no warm-up at all was measured to base it on.
+    unknown when a victim needed one and no warm-up at all was measured to base it on. With `resolution_s`
+    (whole seconds), waits are between the truncated times, as the source records them.
     """
+
+    def recorded(t: float) -> float:
+        return math.floor(t / resolution_s) * resolution_s if resolution_s else t
+
     found = [p for p in out.preemptions() if p.time_s < out.horizon_s]
     waits = []
     for j, runs in enumerate(out.job_runs):
@@ -488,7 +448,7 @@ def outcome_figures(out: Outcome, warmup_measured: frozenset[str] | None = None)
             continue
         first = out.runs[runs[0]]
         start = out.horizon_s if first.start_s is None else min(first.start_s, out.horizon_s)
-        waits.append(start - out.jobs[j].submit_s)
+        waits.append(recorded(start) - recorded(out.jobs[j].submit_s))
     victims = {p.victim for p in found}
     assumed = 0 if warmup_measured is None else sum(1 for v in victims if out.jobs[v].job_id not in warmup_measured)
     return Figures(
@@ -520,30 +480,122 @@ def quantile(values: Sequence[float], q: float) -> float | None:
 
 @dataclass(frozen=True)
 class Variant:
-    """One what-if: a policy, optionally with changed jobs (e.g. other checkpoint intervals)."""
+    """One what-if: a policy, optionally with changed jobs (e.g. other checkpoint intervals); with `jitter`, the
+    inputs perturbed within their measurement error by that seed (`jittered_jobs`)."""
 
     label: str
     policy: PolicyConfig
     job_changes: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     protect_near_completion: float | None = None
+    jitter: int | None = None
 
 
 def run_variant(workload: Workload, variant: Variant) -> Figures:
     # The outcome is dropped inside the pause, so the collector never sees it.
     with paused_gc():
-        return outcome_figures(_replay(workload, variant), workload.warmup_measured)
+        return outcome_figures(_replay(workload, variant), workload.warmup_measured, workload.resolution_s)
 
 
 def _replay(workload: Workload, variant: Variant) -> Outcome:
     jobs: Sequence[JobSpec] = workload.jobs
+    policy = variant.policy
+    if variant.jitter is not None:
+        jobs, policy = jittered(workload, policy, variant.jitter)
     if variant.job_changes:
         jobs = [replace(j, **variant.job_changes[j.job_id]) if j.job_id in variant.job_changes else j for j in jobs]
     if variant.protect_near_completion is None:
-        return simulate_jobs(jobs, workload.pools, variant.policy, workload.horizon_s)
+        return simulate_jobs(jobs, workload.pools, policy, workload.horizon_s)
     # Near-completion protection is a knob of the engine, not yet of PolicyConfig.
-    scheduler = _Scheduler(jobs, workload.pools, variant.policy, workload.horizon_s, 60.0,
+    scheduler = _Scheduler(jobs, workload.pools, policy, workload.horizon_s, 60.0,
                            protect_share=variant.protect_near_completion)
     return scheduler.run(None)
+
+
+def jittered(workload: Workload, policy: PolicyConfig, seed: int) -> tuple[list[JobSpec], PolicyConfig]:
+    """The workload's jobs and `policy` with their measured inputs drawn again within their measurement error:
+    a submission recorded in whole seconds anywhere in its second, a start-up or warm-up measured from such a
+    start within half a second, the scheduler's latencies within their measured quartiles. Exact inputs (the
+    simulator's) are left as they are, so their interval is a point."""
+    rng = random.Random(seed)
+    half = workload.resolution_s / 2
+    jobs = list(workload.jobs)
+    if half:
+        jobs = [
+            replace(
+                j,
+                submit_s=j.submit_s + rng.uniform(-half, half),
+                startup_s=max(0.0, j.startup_s + rng.uniform(-half, half)) if j.startup_s else 0.0,
+                warmup_s=max(0.0, j.warmup_s + rng.uniform(-half, half)) if j.warmup_s else 0.0,
+            )
+            for j in jobs
+        ]
+    spread = workload.actual.latency_range
+    if spread is not None and policy.latency_s:
+        policy = replace(policy, latency_s=max(0.0, rng.uniform(*spread)))
+    spread = workload.actual.submit_latency_range
+    if spread is not None and policy.submit_latency_s:
+        policy = replace(policy, submit_latency_s=max(0.0, rng.uniform(*spread)))
+    return jobs, policy
+
+
+@dataclass(frozen=True)
+class Interval:
+    """The range of a figure over replays with jittered inputs (`jittered`): how far the measurement error
+    alone moves it."""
+
+    low: Figures
+    high: Figures
+    draws: int
+    # Each figure's median over the draws: the replay's estimate once the inputs' error is taken into account.
+    median: Figures | None = None
+
+    def of(self, name: str) -> tuple[float | None, float | None]:
+        return getattr(self.low, name), getattr(self.high, name)
+
+    def shown(self, name: str, unit: str = "") -> str:
+        low, high = self.of(name)
+        if low is None or high is None:
+            return "unknown"
+        if self.draws == 1:
+            return f"{significant(low)}{unit} (exact inputs)"
+        return f"{significant(low)}-{significant(high)}{unit} over {self.draws} replays"
+
+
+def uncertain(workload: Workload) -> bool:
+    """Whether any input has a measurement error to jitter within (else every interval is a point)."""
+    ranges = (workload.actual.latency_range, workload.actual.submit_latency_range)
+    return bool(workload.resolution_s) or any(r is not None and r[0] != r[1] for r in ranges)
+
+
+def jittered_figures(workload: Workload, variant: Variant, draws: int, processes: int | None = None
+                     ) -> list[Figures]:
+    """The variant replayed with its inputs jittered by seeds 1..draws (paired: one seed draws the same inputs
+    for every variant); the plain replay once when no input is uncertain."""
+    if draws <= 0:
+        return []
+    if not uncertain(workload):
+        return [run_variant(workload, variant)]
+    return sweep(workload, [replace(variant, label=f"{variant.label} jitter {k}", jitter=k)
+                            for k in range(1, draws + 1)], processes)
+
+
+def interval(workload: Workload, variant: Variant, draws: int, processes: int | None = None) -> Interval | None:
+    """The range of the variant's figures over `draws` jittered replays; None when draws is 0."""
+    found = jittered_figures(workload, variant, draws, processes)
+    return Interval(bound(found, min), bound(found, max), len(found), bound(found, median)) if found else None
+
+
+def bound(figures: Sequence[Figures], pick: Any) -> Figures:
+    """Each figure's `pick` (min or max) over several replays' figures."""
+    def of(name: str) -> Any:
+        values = [getattr(f, name) for f in figures if getattr(f, name) is not None]
+        return pick(values) if values else None
+
+    return Figures(
+        preemptions=of("preemptions"), lost_gpu_h=of("lost_gpu_h"), high_wait_median_s=of("high_wait_median_s"),
+        victim_jobs=of("victim_jobs"), weeks=figures[0].weeks, thrown_away_gpu_h=of("thrown_away_gpu_h"),
+        high_wait_p90_s=of("high_wait_p90_s"), warmup_assumed_victims=of("warmup_assumed_victims") or 0,
+    )
 
 
 # The workload a sweep's worker processes replay: set before they fork, so it is
@@ -557,7 +609,9 @@ def _run_shared(variant: Variant) -> Figures:
 
 def _picklable(variant: Variant) -> Variant:
     policy = variant.policy
-    return replace(variant, policy=replace(policy, may_preempt=dict(policy.may_preempt)))
+    return replace(variant, policy=replace(policy, may_preempt=dict(policy.may_preempt),
+                                           min_run_by_tier=dict(policy.min_run_by_tier),
+                                           grace_by_tier=dict(policy.grace_by_tier)))
 
 
 def sweep(workload: Workload, variants: Sequence[Variant], processes: int | None = None) -> list[Figures]:

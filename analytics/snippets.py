@@ -15,6 +15,7 @@ durations as Go durations).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 # Scheduler names as stored in the suggestions table.
 SLURM, KUEUE, KAI, VOLCANO, KUBERNETES = "slurm", "kueue", "kai", "volcano", "kubernetes"
@@ -61,8 +62,15 @@ def min_runtime(seconds: float, qos: tuple[str, ...]) -> dict[str, str]:
             f"    volcano.sh/cooldown-time: \"{go_duration(seconds)}\"\n"
         ),
         KUEUE: (
-            "# Kueue has no minimum run time before preemption (proposed upstream, not released).\n"
-            "# Closest: keep short-lived preemptible work out of the ClusterQueue that high tiers\n"
+            "# Released Kueue has no minimum run time before preemption. Kueue 0.20 proposes one (KEP-8522,\n"
+            "# KEP-9876, alpha and feature-gated where merged: check your release before relying on it):\n"
+            "# per ClusterQueue, for preemption inside it:\n"
+            "spec:\n  preemption:\n    withinClusterQueue: LowerPriority\n"
+            f"    withinClusterQueueConfig:\n      minAdmitDuration: {go_duration(max(seconds, 60.0))}\n"
+            "# and in the Kueue Configuration, for reclaim and fair sharing across ClusterQueues:\n"
+            "# preemptionProtection:\n"
+            f"#   reclaimWithinCohort:\n#     minAdmitDuration: {go_duration(max(seconds, 60.0))}\n"
+            "# Without it: keep short-lived preemptible work out of the ClusterQueue that high tiers\n"
             "# preempt from, or set withinClusterQueue: Never for it.\n"
         ),
     }
@@ -77,6 +85,37 @@ def kueue_boost(value: int) -> str:
         "# Kueue 0.17 to 0.19 (feature gate PriorityBoost) read the annotation, which 0.20 ignores:\n"
         f"kubectl annotate workload <name> kueue.x-k8s.io/priority-boost={value} --overwrite\n"
     )
+
+
+def slurm_victim_order(version: str) -> dict[str, str]:
+    """Slurm's own victim order: by job order (the oldest jobs, which have done the most work, first) unless told
+    to take the youngest first (src/slurmctld/preempt.c, `_sort_by_youngest`); PreemptParameters exists from
+    23.02, before it the option is SchedulerParameters' preempt_youngest_first."""
+    numbers = [int(x) for x in version.split(".")[:2] if x.isdigit()]
+    old = len(numbers) == 2 and tuple(numbers) < (23, 2)
+    line = ("SchedulerParameters=<your parameters>,preempt_youngest_first" if old
+            else "PreemptParameters=youngest_first")
+    return {
+        SLURM: (
+            "# Preempt the youngest jobs first instead of by job order (oldest first), slurm.conf"
+            + (f" (Slurm {version}):\n" if version else ":\n") + f"{line}\n"
+            + ("" if version else "# (before Slurm 23.02: SchedulerParameters=...,preempt_youngest_first)\n")
+            + "# then: scontrol reconfigure\n"
+        ),
+    }
+
+
+def for_scheduler(found: Mapping[str, str], scheduler: str | None) -> dict[str, str]:
+    """Only the snippets of the scheduler the cluster runs (all of them when it is not known): a Kueue or KAI
+    cluster also gets the plain Kubernetes ones (pod specs); a Kubernetes cluster whose scheduler is not known
+    gets every Kubernetes scheduler's."""
+    if scheduler is None:
+        return dict(found)
+    wanted = {
+        KUBERNETES: {KUEUE, KAI, VOLCANO, KUBERNETES},
+        KUEUE: {KUEUE, KUBERNETES}, KAI: {KAI, KUBERNETES}, VOLCANO: {VOLCANO, KUBERNETES},
+    }.get(scheduler, {scheduler})
+    return {name: text for name, text in found.items() if name in wanted}
 
 
 def action(name: str, **settings: float) -> str:
@@ -134,10 +173,12 @@ def grace_time(seconds: float, partitions: tuple[str, ...]) -> dict[str, str]:
     return {
         SLURM: (
             "# SIGTERM at preemption, then the kill GraceTime seconds later: time for a final checkpoint.\n"
-            "# slurm.conf (seconds) on the preemptible partitions:\n"
+            "# slurm.conf (seconds) on the preemptible partitions (preempt/partition_prio):\n"
             f"{parts}\n"
-            f"# or per QOS: sacctmgr modify qos <qos> set GraceTime={t}\n"
+            f"# or per QOS (preempt/qos): sacctmgr modify qos <qos> set GraceTime={t}\n"
             "# PreemptParameters=send_user_signal lets the batch script's trap see the signal too.\n"
+            "# slurmctld requeues the job only when its grace time is over: a job that exits on its\n"
+            "# own after saving is not requeued. Trap SIGTERM, save, then wait for the kill.\n"
         ),
         KUBERNETES: f"spec:\n  terminationGracePeriodSeconds: {secs}\n",
         KUEUE: f"# pod template of the Job:\nspec:\n  terminationGracePeriodSeconds: {secs}\n",
@@ -216,6 +257,11 @@ def repeat_victims(boost: int, half_life_s: float) -> dict[str, str]:
             + "# boost a victim that keeps losing its place:\n"
             + kueue_boost(boost)
             + action("kueue_boost", max_boost=boost)
+            + "# Proposed for Kueue 0.20 (KEP-14468, KEP-13396; check your release before relying on them):\n"
+            "# a backoff before a ClusterQueue borrows a resource again after it was reclaimed,\n"
+            "#   reclaimBackoff: {enable: true, backoffBaseSeconds: 60, backoffMaxSeconds: 3600,\n"
+            "#                    backoffResetSeconds: 600}   (Kueue Configuration)\n"
+            "# and a PreemptionLimit object capping how often one Workload may be preempted.\n"
         ),
         KAI: (
             "# time-based fairshare: usage decays, so queues that were preempted get ahead again\n"

@@ -26,8 +26,11 @@ from preemptlens.analytics.replay import (
     Variant,
     Window,
     Workload,
+    change,
     hashed_share,
+    jittered_figures,
     load_workload,
+    significant,
     sweep,
     validate,
 )
@@ -136,6 +139,12 @@ class TuningSettings:
         bounds=(1, 1000),
     )
     processes: int = setting(0, "Worker processes for replay sweeps; 0 uses every core.", bounds=(0, 256))
+    jitter_replays: int = setting(
+        8,
+        "Replays with inputs jittered within their measurement error (whole-second times, the scheduler's "
+        "latency) behind every what-if's interval; 0 prints none. Exact inputs (simulated) need one replay.",
+        bounds=(0, 200),
+    )
 
     def __post_init__(self) -> None:
         problems = []
@@ -163,6 +172,7 @@ SETTINGS = TuningSettings
 KINDS = (
     "not_yet",
     "min_run_time",
+    "victim_order",
     "near_completion",
     "grace_time",
     "checkpoint_interval",
@@ -201,10 +211,32 @@ class Context:
     baseline: Figures
     validation: Validation
     processes: int | None
+    # The actual policy replayed with jittered inputs, once, paired with every variant's jittered replays.
+    _baseline_draws: list[Figures] | None = None
+
+    def baseline_draws(self) -> list[Figures]:
+        if self._baseline_draws is None:
+            self._baseline_draws = jittered_figures(
+                self.workload, Variant("actual", self.workload.actual.policy), self.settings.jitter_replays,
+                self.processes)
+        return self._baseline_draws
 
     @property
     def cluster(self) -> str:
         return self.workload.window.cluster
+
+    @property
+    def scheduler(self) -> str | None:
+        """The scheduler the cluster runs: the one that stated its policy, else what its jobs came from (None
+        when not known: a simulated or imported cluster)."""
+        stated = self.workload.actual.stated_by
+        if stated in (snippets.SLURM, snippets.KUEUE, snippets.KAI, snippets.VOLCANO, snippets.KUBERNETES):
+            return stated
+        sources = {r["source"] for r in self.q("select distinct source from jobs where cluster = $c")}
+        for name in (snippets.SLURM, snippets.KUBERNETES):
+            if sources == {name}:
+                return name
+        return None
 
     def q(self, sql: str, **extra: Any) -> list[dict[str, Any]]:
         window = self.workload.window
@@ -244,19 +276,50 @@ def _wait_delta(base: Figures, fig: Figures) -> float:
     return fig.high_wait_median_s - base.high_wait_median_s
 
 
-def _effect(ctx: Context, fig: Figures, extra: str = "") -> dict[str, Any]:
-    wait = _wait_delta(ctx.baseline, fig)
-    victims = fig.victims_per_week - ctx.baseline.victims_per_week
+def _effect(ctx: Context, fig: Figures, extra: str = "", variant: Variant | None = None,
+            draws: Sequence[Figures] | None = None, of_what: str = "") -> dict[str, Any]:
+    """The replayed effect, each change with enough digits to show its size, and its interval: the change over
+    replays with jittered inputs (`variant` replayed paired with the baseline's draws), or over `draws` the
+    caller made (`of_what` says of what) against the baseline."""
+    base = ctx.baseline
+    wait = _wait_delta(base, fig)
+    before, after = base.victims_per_week, fig.victims_per_week
+    if before is not None and after is not None:
+        victims = f"victims per week {change(before, after)}"
+        per_week: float | None = after - before
+    else:
+        victims = (f"victims in the window {base.victim_jobs} -> {fig.victim_jobs} "
+                   f"({fig.victim_jobs - base.victim_jobs:+d}); per week unknown: {base.per_week_note}")
+        per_week = None
+    spread = ""
+    if of_what and draws:
+        cuts = [d.lost_gpu_h - base.lost_gpu_h for d in draws]
+        waits = [_wait_delta(base, d) for d in draws]
+        spread = (f" [over {of_what}: lost GPU-hours change {significant(min(cuts))} to {significant(max(cuts))}, "
+                  f"high-priority median wait change {significant(min(waits))} to {significant(max(waits))} s]")
+        draws = None
+    elif draws is None and variant is not None:
+        draws = jittered_figures(ctx.workload, variant, ctx.settings.jitter_replays, ctx.processes)
+    if draws:
+        paired = list(zip(ctx.baseline_draws(), draws, strict=False)) if len(draws) > 1 else []
+        if paired:
+            cuts = [d.lost_gpu_h - b.lost_gpu_h for b, d in paired]
+            waits = [_wait_delta(b, d) for b, d in paired]
+            spread = (f" [over {len(paired)} replays with jittered inputs: lost GPU-hours change "
+                      f"{significant(min(cuts))} to {significant(max(cuts))}, high-priority median wait change "
+                      f"{significant(min(waits))} to {significant(max(waits))} s]")
+        else:
+            spread = " [exact inputs: no measurement error to jitter]"
     text = (
-        f"replayed over the window: lost GPU-hours {ctx.baseline.lost_gpu_h:.1f} -> {fig.lost_gpu_h:.1f} "
-        f"({-ctx.gain(fig):+.1f}), high-priority median wait {wait:+.0f} s, victims per week {victims:+.1f}"
-        f"{extra}; {ctx.validation.describe()}"
+        f"replayed over the window: lost GPU-hours {change(base.lost_gpu_h, fig.lost_gpu_h)}, high-priority "
+        f"median wait {change(base.high_wait_median_s, fig.high_wait_median_s, ' s')}, {victims}"
+        f"{extra}{spread}; {ctx.validation.describe()}"
     )
     return {
         "effect": text,
-        "lost_gpu_h_change": fig.lost_gpu_h - ctx.baseline.lost_gpu_h,
+        "lost_gpu_h_change": fig.lost_gpu_h - base.lost_gpu_h,
         "high_wait_change_s": wait,
-        "victims_per_week_change": victims,
+        "victims_per_week_change": per_week,
         "saving_gpu_h": ctx.gain(fig),
         "score": ctx.score(fig),
     }
@@ -330,7 +393,7 @@ def min_run_time(ctx: Context) -> list[Suggestion]:
                 f"{rows['early_lost']:.1f} GPU-hours; sweep of {', '.join(_minutes(c) for c in candidates)}"
             ),
             snippets=snippets.min_runtime(value, _preemptible_qos(ctx)),
-            **_effect(ctx, fig),
+            **_effect(ctx, fig, variant=variant),
         )
     ]
 
@@ -379,7 +442,7 @@ def near_completion(ctx: Context) -> list[Suggestion]:
                 f"{', '.join(f'{100 * c:.0f}%' for c in shares)}"
             ),
             snippets=snippets.near_completion(chosen, float(protected["left_s"] or 0.0), _preemptible_qos(ctx)),
-            **_effect(ctx, fig),
+            **_effect(ctx, fig, variant=variant),
         )
     ]
 
@@ -442,7 +505,7 @@ def grace_time(ctx: Context) -> list[Suggestion]:
                 f"last checkpoint; {measured}"
             ),
             snippets=snippets.grace_time(value, partitions),
-            **_effect(ctx, fig, assumed),
+            **_effect(ctx, fig, assumed, variant=variant),
         )
     ]
 
@@ -540,7 +603,8 @@ def checkpoint_interval(ctx: Context) -> list[Suggestion]:
         proposed = max(60.0, round(optimum / 60) * 60)
         members = [j for j in workload.jobs if (j.team or "(none)") == team and j.checkpoint_interval_s]
         changes = {j.job_id: {"checkpoint_interval_s": proposed} for j in members}
-        fig = sweep(workload, [Variant(f"interval {team}", policy, changes)], 1)[0]
+        interval_variant = Variant(f"interval {team}", policy, changes)
+        fig = sweep(workload, [interval_variant], 1)[0]
         # The engine writes checkpoints for free; charge their cost here.
         gpu_s = sum(j.gpus * j.work_s for j in members if j.work_s < workload.horizon_s)
         overhead_h = cost * gpu_s * (1 / proposed - 1 / current) / 3600.0
@@ -568,7 +632,9 @@ def checkpoint_interval(ctx: Context) -> list[Suggestion]:
                        "to check it against")
                 ),
                 snippets=snippets.checkpoint_interval(team, proposed),
-                **_effect(ctx, adjusted, f" (checkpoint overhead {overhead_h:+.1f} GPU-hours included)"),
+                **_effect(ctx, adjusted, f" (checkpoint overhead {significant(overhead_h)} GPU-hours included)",
+                          draws=[replace(d, lost_gpu_h=d.lost_gpu_h + overhead_h) for d in jittered_figures(
+                              workload, interval_variant, ctx.settings.jitter_replays, ctx.processes)]),
             )
         )
     return found
@@ -626,11 +692,12 @@ def tier_limits(ctx: Context) -> list[Suggestion]:
             draws = [d for d in draws if d]
             if not draws:
                 continue
-            fig = _mean_figures(sweep(
+            drawn = sweep(
                 workload,
                 [Variant(f"limit {team['team']} draw {i}", workload.actual.policy, d) for i, d in enumerate(draws)],
                 ctx.processes,
-            ))
+            )
+            fig = _mean_figures(drawn)
             demoted = round(sum(len(d) for d in draws) / len(draws))
             if not ctx.worth_it(fig):
                 continue
@@ -649,7 +716,8 @@ def tier_limits(ctx: Context) -> list[Suggestion]:
                     ),
                     snippets=snippets.tier_limits(team["team"], "high", cap, keep),
                     **_effect(ctx, fig, f" (about {demoted} of the team's {len(team_high)} high jobs replayed as "
-                                        f"normal; mean of {len(draws)} draws)"),
+                                        f"normal; mean of {len(draws)} draws)",
+                              draws=drawn, of_what=f"the {len(draws)} draws of which high jobs the cap turns away"),
                 )
             )
     return found
@@ -759,9 +827,41 @@ def not_yet(ctx: Context) -> list[Suggestion]:
     ]
 
 
+def slurm_victim_order(ctx: Context) -> list[Suggestion]:
+    """Slurm evicts by job order (the oldest jobs first: those that have done the most work) unless
+    PreemptParameters=youngest_first: replayed both ways where Slurm is the scheduler modelled."""
+    policy = ctx.workload.actual.policy
+    if policy.scheduler != "slurm" or policy.youngest_first or not ctx.baseline.preemptions:
+        return []
+    variant = Variant("youngest_first", replace(policy, youngest_first=True))
+    found = _best(ctx, [variant])
+    if found is None:
+        return []
+    _, fig = found
+    ages = ctx.q("select median(run_age_s) as age, count(*) as n from preemption_ledger "
+                 "where cluster = $c and time >= $t0 and time < $t1")[0]
+    return [
+        Suggestion(
+            kind="victim_order",
+            subject="",
+            title="Preempt the youngest jobs first (Slurm PreemptParameters=youngest_first)",
+            setting="Slurm victim order",
+            current="job order (oldest jobs first)",
+            proposed="youngest first",
+            evidence=(
+                f"{ages['n']} victims had run a median {significant(float(ages['age'] or 0.0))} s; Slurm takes "
+                "candidates in job order, so the jobs that have run longest go first"
+            ),
+            snippets=snippets.slurm_victim_order(ctx.workload.actual.version),
+            **_effect(ctx, fig, variant=variant),
+        )
+    ]
+
+
 GENERATORS: tuple[Callable[[Context], list[Suggestion]], ...] = (
     not_yet,
     min_run_time,
+    slurm_victim_order,
     near_completion,
     grace_time,
     checkpoint_interval,
@@ -781,7 +881,8 @@ def suggest(ctx: Context, only: Sequence[str] | None = None) -> list[Suggestion]
     for generator in GENERATORS:
         if only is None or generator.__name__ in only:
             found.extend(generator(ctx))
-    return rank(found)
+    scheduler = ctx.scheduler
+    return rank([replace(s, snippets=snippets.for_scheduler(s.snippets, scheduler)) for s in found])
 
 
 def context(wh: Warehouse, window: Window, settings: TuningSettings) -> Context:
@@ -806,9 +907,18 @@ def store(wh: Warehouse, ctx: Context, found: Sequence[Suggestion]) -> None:
         wh.con.execute("DELETE FROM suggestions WHERE cluster = $c AND window_start = $t0 AND window_end = $t1", key)
         wh.con.execute("DELETE FROM replay_validation WHERE cluster = $c AND window_start = $t0 AND window_end = $t1",
                        key)
+        draws = ctx.baseline_draws()
+        intervals = {
+            name: [min(values), max(values)]
+            for name in ("preemptions", "victim_jobs", "lost_gpu_h", "high_wait_median_s", "thrown_away_gpu_h")
+            for values in ([getattr(d, name) for d in draws if getattr(d, name) is not None],) if values
+        }
         wh.con.execute(
-            "INSERT INTO replay_validation VALUES ($c, $t0, $t1, $jobs, $policy, "
-            "$op, $rp, $ol, $rl, $ow, $rw, $ep, $el, $ew, $ok, $notes, $at)",
+            "INSERT INTO replay_validation (cluster, window_start, window_end, jobs, policy, observed_preemptions, "
+            "replayed_preemptions, observed_lost_gpu_h, replayed_lost_gpu_h, observed_high_wait_s, "
+            "replayed_high_wait_s, preemptions_error, lost_gpu_h_error, high_wait_error, reproduces, notes, "
+            "created_at, observed_victims, replayed_victims, victims_error, replayed_intervals) VALUES ($c, $t0, $t1, "
+            "$jobs, $policy, $op, $rp, $ol, $rl, $ow, $rw, $ep, $el, $ew, $ok, $notes, $at, $ov, $rv, $ev, $iv)",
             {
                 **key,
                 "jobs": len(ctx.workload.jobs),
@@ -820,6 +930,8 @@ def store(wh: Warehouse, ctx: Context, found: Sequence[Suggestion]) -> None:
                 "ok": v.ok,
                 "notes": "\n".join(ctx.workload.notes),
                 "at": created,
+                "ov": v.observed.victim_jobs, "rv": v.replayed.victim_jobs, "ev": errors["victims"],
+                "iv": json.dumps(intervals) if len(draws) > 1 else None,
             },
         )
         for position, s in enumerate(found, start=1):
@@ -851,9 +963,15 @@ def store(wh: Warehouse, ctx: Context, found: Sequence[Suggestion]) -> None:
 def _policy_json(ctx: Context) -> dict[str, Any]:
     policy = ctx.workload.actual.policy
     return {
+        "scheduler": policy.scheduler,
         "min_run_s": policy.min_run_s,
         "grace_s": policy.grace_s,
         "requeue_hold_s": policy.requeue_hold_s,
+        "latency_s": policy.latency_s,
+        "queue_order": policy.queue_order,
         "may_preempt": {k: list(v) for k, v in policy.may_preempt.items()},
+        "min_run_by_tier": dict(policy.min_run_by_tier),
+        "grace_by_tier": dict(policy.grace_by_tier),
         "basis": dict(ctx.workload.actual.basis),
+        "stated_by": ctx.workload.actual.stated_by,
     }

@@ -41,6 +41,8 @@ class Comparison:
 
     today: Figures
     cost: Figures
+    # How the scheduler in force picks its victims (`ORDER_OF`), in the heading.
+    scheduler: str = "generic"
 
     def rows(self) -> list[tuple[str, str, str]]:
         """(figure, today, cost-aware), each value formatted or 'unknown (<missing input>)'."""
@@ -53,7 +55,7 @@ class Comparison:
         width = max(len(r[0]) for r in self.rows())
         column = max(12, *(len(v) for r in self.rows() for v in r[1:]))
         out = [
-            "victim order, both replayed over the window: today's (lowest tier, then youngest run) against "
+            f"victim order, both replayed over the window: today's ({ORDER_OF.get(self.scheduler, 'generic')}) against "
             "cost-aware (least live cost: GPUs x (lost progress + warm-up + requeue hold))",
             f"   {'':{width}}  {'today':>{column}}  {'cost-aware':>{column}}",
         ]
@@ -74,12 +76,22 @@ _ROWS: tuple[tuple[str, Callable[[Figures], float | None], str, str], ...] = (
     ("work thrown away (GPU-hours)", lambda f: f.thrown_away_gpu_h, "{:,.1f}", "no warm-up measured"),
     ("critical+high wait, median (s)", lambda f: f.high_wait_median_s, "{:,.0f}", "no critical or high job"),
     ("critical+high wait, p90 (s)", lambda f: f.high_wait_p90_s, "{:,.0f}", "no critical or high job"),
-    ("victims per week", lambda f: f.victims_per_week, "{:,.1f}", ""),
+    ("victims per week", lambda f: f.victims_per_week, "{:,.1f}", "a window under a day is not extrapolated"),
     ("preemptions", lambda f: f.preemptions, "{:,.0f}", ""),
 )
+
+
+# Today's victim order of each scheduler model (analytics/simulator/engine.py).
+ORDER_OF = {
+    "generic": "lowest tier, then youngest run",
+    "slurm": "Slurm: lowest PriorityTier, then job order (oldest first) or youngest first, fewest jobs",
+    "kueue": "Kueue: lowest priority, then most recently admitted",
+    "kai": "KAI: lowest priority, then newest job",
+}
 
 
 def compare(workload: Workload, today: Figures) -> Comparison:
     """`today`: the replay under the policy in force (today's order); the cost-aware one is replayed here."""
     policy = replace(workload.actual.policy, victim_order="cost")
-    return Comparison(today, run_variant(workload, Variant("victim order cost", policy)))
+    return Comparison(today, run_variant(workload, Variant("victim order cost", policy)),
+                      workload.actual.policy.scheduler)

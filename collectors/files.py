@@ -30,7 +30,8 @@ MAX_LINE_BYTES = 1 << 20
 # How much of a rejected line quarantine keeps.
 RAW_CHARS = 500
 # Tables a file may hold; the simulator's truth tables are not importable.
-IMPORTABLE = ("pools", "jobs", "job_runs", "job_aliases", "preemption_links", "checkpoints", "gpu_samples")
+IMPORTABLE = ("pools", "jobs", "job_runs", "job_aliases", "preemption_links", "checkpoints", "gpu_samples",
+              "scheduler_policy")
 
 
 def table_for(path: Path, explicit: str | None) -> str:

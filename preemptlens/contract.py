@@ -39,6 +39,9 @@ RUN_STATES: tuple[str, ...] = (
     "node_fail",
 )
 CHECKPOINT_KINDS: tuple[str, ...] = ("checkpoint", "progress")
+# scheduler_policy: which scheduler states the policy, and what a row's subject is.
+POLICY_SCHEDULERS: tuple[str, ...] = ("slurm", "kueue", "kai", "volcano", "kubernetes", "simulator")
+POLICY_SCOPES: tuple[str, ...] = ("cluster", "partition", "qos", "cluster_queue", "queue", "tier")
 
 
 @dataclass(frozen=True)
@@ -199,6 +202,10 @@ RULES: dict[str, TableRules] = {
             _at_least("power_w", 0),
         ),
     ),
+    "scheduler_policy": TableRules(
+        key=("cluster", "valid_from", "scope", "subject", "setting"),
+        checks=(_one_of("scheduler", POLICY_SCHEDULERS), _one_of("scope", POLICY_SCOPES)),
+    ),
     "sim_truth_preemptions": TableRules(key=("cluster", "victim_job_id", "victim_run")),
     "sim_truth_hoarding": TableRules(key=("cluster", "job_id", "run", "idle_start")),
 }
@@ -210,8 +217,10 @@ RULES: dict[str, TableRules] = {
 MAX_ID_CHARS = 256
 # Any other text (reasons, node lists): at most this many characters.
 MAX_TEXT_CHARS = 8192
-# Text columns that are not ids or names (paths run to PATH_MAX); every other text column is held to MAX_ID_CHARS.
-FREE_TEXT_COLUMNS: frozenset[str] = frozenset({"reason", "hosts", "work_dir", "stdout_path", "stderr_path"})
+# Text columns that are not ids or names (paths run to PATH_MAX; a policy value or its raw line is free text);
+# every other text column is held to MAX_ID_CHARS.
+FREE_TEXT_COLUMNS: frozenset[str] = frozenset(
+    {"reason", "hosts", "work_dir", "stdout_path", "stderr_path", "value", "raw"})
 # Default of warehouse.future_slack_s: a time later than now plus this is quarantined (clocks drift a
 # little; a year-2999 end time would become the data's end and stretch every window to it).
 def encodable(text: str) -> bool:

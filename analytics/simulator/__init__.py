@@ -73,6 +73,7 @@ class Simulation:
         sim, out = self.config, self.outcome
         return {
             "pools": sim_frames.pools_frame(sim),
+            "scheduler_policy": sim_frames.policy_frame(sim),
             "jobs": sim_frames.jobs_frame(sim, out),
             "job_runs": sim_frames.job_runs_frame(sim, out),
             "checkpoints": sim_frames.checkpoints_frame(sim, out),

@@ -16,22 +16,29 @@ Model, as the raw tables must show it:
   advance them.
 - Jobs of <= gpus_per_node GPUs pack onto one node (best fit); bigger jobs take
   whole nodes and must be a multiple of gpus_per_node.
-- Pending jobs start in tier order, then eligible time, then arrival order, with
-  greedy backfill. A job that does not fit and whose tier may preempt picks
-  victims on the node(s) that cost the fewest evicted GPUs; on a node the
-  lowest-tier, youngest runs go first and only until the job fits. Victims must
-  be preemptible, of a tier the policy lets this tier evict, and have run for at
-  least `min_run_s`. Under the policy's victim order "cost" the same eligible
-  runs are candidates, but the node(s) and the set of victims on them are those
-  of the least live cost (`victim_cost_gpu_s`), ties by the order above. The
-  GPUs it needs are reserved for the preemptor at once and it starts when the
-  last victim has let go.
+- A first run spends the job's `startup_s` before its useful work begins.
+- Pending jobs start in tier order, then eligible time (or, with the policy's
+  queue order "submit", their job's first submission: a requeued run keeps its
+  place), then arrival order, with greedy backfill. A job that does not fit and
+  whose tier may preempt picks victims. The generic model picks them on the
+  node(s) that cost the fewest evicted GPUs; on a node the lowest-tier, youngest
+  runs go first and only until the job fits. The Slurm, Kueue and KAI models
+  follow those schedulers' own choice (`_modelled_victims`). Victims must be
+  preemptible, of a tier the policy lets this tier evict, and have run for at
+  least their tier's minimum run time. Under the policy's victim order "cost"
+  the same eligible runs are candidates, but the node(s) and the set of victims
+  on them are those of the least live cost (`victim_cost_gpu_s`), ties by the
+  generic order. The GPUs it needs are reserved for the preemptor at once and
+  it starts when the last victim has let go.
 - Signal at time t: a job with `final_checkpoint` whose `save_s` fits in the
   grace time captures a final checkpoint at t, stops working and exits at
-  t + save_s; any other victim keeps running until the kill at t + grace. A
-  victim that finishes on its own before then completes normally. The run's end
-  is the preemption time; lost GPU-seconds = gpus x (end - last checkpoint of
-  the run, or run start when it has none), so warm-up counts as lost.
+  t + save_s (or, with `kill_at_grace_end`, holds its GPUs until the kill);
+  any other victim keeps running until the kill at t + grace. A victim that
+  finishes on its own before then completes normally. The run's end is the
+  preemption time; lost GPU-seconds = gpus x (end - last checkpoint of the run,
+  or run start when it has none), so a start-up or warm-up counts as lost; the
+  restart's warm-up is the preemption's cost, unless the restart is preempted
+  before it saves anything (its own loss then holds the warm-up).
 - A victim is requeued at its end (new run, submit = end) and is eligible after
   `requeue_hold_s`; it restarts from its last checkpoint.
 """
@@ -50,7 +57,7 @@ from operator import itemgetter
 from preemptlens.analytics.simulator.model import JobSpec, PolicyChange, PolicyConfig, PoolSpec
 from preemptlens.contract import TIER_RANK
 
-_END, _ELIGIBLE, _MINRUN, _CHANGE = 0, 1, 2, 3
+_END, _ELIGIBLE, _MINRUN, _CHANGE, _PASS = 0, 1, 2, 3, 4
 _RANK_TIER = {rank: tier for tier, rank in TIER_RANK.items()}
 
 
@@ -204,6 +211,10 @@ class Outcome:
                 nxt = self.runs[run_ids[k + 1]] if k + 1 < len(run_ids) else None
                 last = run.last_checkpoint()
                 last_s = None if last is None else last[0]
+                warmup = self.jobs[j].warmup_s
+                if nxt is not None and nxt.state == "preempted" and nxt.last_checkpoint() is None:
+                    # The restart lost everything since its start, its warm-up with it: counted there, not here.
+                    warmup = 0.0
                 found.append(
                     PreemptionTruth(
                         victim=j,
@@ -216,7 +227,7 @@ class Outcome:
                         last_checkpoint_s=last_s,
                         lost_gpu_s=self.jobs[j].gpus * lost_progress_s(run.end_s, run.start_s, last_s),
                         restart_s=None if nxt is None else nxt.start_s,
-                        warmup_s=self.jobs[j].warmup_s,
+                        warmup_s=warmup,
                     )
                 )
         return found
@@ -283,6 +294,9 @@ class _Scheduler:
         for n, free in enumerate(self.node_free):
             self.buckets[lay.node_pool[n]][free].add(n)
         self.node_runs: list[set[int]] = [set() for _ in lay.node_names]
+        self.pool_nodes: list[list[int]] = [[] for _ in pools]
+        for n, p in enumerate(lay.node_pool):
+            self.pool_nodes[p].append(n)
         self.run_nodes: dict[int, tuple[int, ...]] = {}  # running run -> its nodes
         # Per node, the unsignalled runs that some tier may evict, as (tier rank, -start,
         # -job, run, GPUs): sorted in victim order, and the victim search walks these
@@ -347,11 +361,10 @@ class _Scheduler:
             pool = self.pool_index[name]
             self._set_policy(pool, change.policy, change.protect_share)
             self.dirty.add(pool)
-            min_run = change.policy.min_run_s
-            nodes = [n for n, p in enumerate(self.layout.node_pool) if p == pool]
-            for start in sorted({-e[1] for n in nodes for e in self.node_victims[n]}):
-                if start + min_run > t:
-                    self._push(start + min_run, _MINRUN, pool)
+            for free_at in sorted({-e[1] + change.policy.min_run_of(_RANK_TIER[e[0]])
+                                   for n in self.pool_nodes[pool] for e in self.node_victims[n]}):
+                if free_at > t:
+                    self._push(free_at, _MINRUN, pool)
 
     def _check(self, job: JobSpec) -> None:
         if job.pool not in self.pool_index:
@@ -407,9 +420,14 @@ class _Scheduler:
     def _make_pending(self, j: int, eligible: float) -> None:
         job = self.jobs[j]
         pool = self.job_pool[j]
-        entry = (eligible, self.seq, j)
-        self.seq += 1
-        self.pending[pool][self.job_rank[j]].setdefault(job.gpus, []).append(entry)
+        queue = self.pending[pool][self.job_rank[j]].setdefault(job.gpus, [])
+        if self.pool_policy[pool].queue_order == "submit":
+            # A requeued run keeps its job's place: sorted in by the first submission.
+            insort(queue, (job.submit_s, j, j))
+        else:
+            # It turns pending now, so appending keeps the order.
+            queue.append((eligible, self.seq, j))
+            self.seq += 1
         self.dirty.add(pool)
 
     def _start(self, j: int, t: float, gpu_ids: list[int]) -> None:
@@ -448,13 +466,13 @@ class _Scheduler:
             node_victims = self.node_victims
             for node in taken:
                 insort(node_victims[node], entry)
-            min_run = self.pool_policy[self.job_pool[j]].min_run_s
+            min_run = self.pool_policy[self.job_pool[j]].min_run_of(job.tier)
             if min_run > 0:
                 self._push(t + min_run, _MINRUN, self.job_pool[j])
 
     def _plan(self, job: JobSpec, run: Run, start: float) -> None:
         """Lay out a run that nothing interrupts: work, idle stretches, checkpoints, end."""
-        t = start + (job.warmup_s if run.run > 1 else 0.0)
+        t = start + (job.warmup_s if run.run > 1 else job.startup_s)
         run.warmup_end_s = t
         done = run.restored_step
         target = job.work_s
@@ -500,9 +518,10 @@ class _Scheduler:
         entry = (self.job_rank[j], -run.start_s, -j, r, job.gpus)
         for node in self.run_nodes[r]:
             self.node_victims[node].remove(entry)
-        grace = self.pool_policy[self.job_pool[j]].grace_s
+        policy = self.pool_policy[self.job_pool[j]]
+        grace = policy.grace_of(job.tier)
         final = job.final_checkpoint and bool(job.checkpoint_interval_s) and 0 < job.save_s <= grace
-        stop = t + job.save_s if final else t + grace
+        stop = t + job.save_s if final and not policy.kill_at_grace_end else t + grace
         run.signal_s = t
         if run.end_s <= stop:
             return  # finishes on its own before the kill; the preemptor just waits for it
@@ -643,11 +662,19 @@ class _Scheduler:
         for a preemptor of `rank` in `pool`: a tier the policy lets it evict, run at least min_run_s, and not
         protected. One rule for every victim search, by fewest GPUs or by least cost."""
         allowed = self.victim_ranks[pool][rank]
-        min_run = self.pool_policy[pool].min_run_s
+        policy = self.pool_policy[pool]
+        min_runs = [policy.min_run_of(_RANK_TIER[v]) for v in range(len(_RANK_TIER))]
         protected = self._protected if self.pool_protect[pool] is not None else None
+        exempt_above = policy.min_exempt_priority
+        runs, jobs = self.runs, self.jobs
+
+        def exempt(r: int) -> bool:
+            value = jobs[runs[r].job].priority_value
+            return exempt_above is not None and value is not None and value > exempt_above
 
         def evictable(tier: int, neg_start: float, r: int) -> bool:
-            return bool(allowed[tier]) and t + neg_start >= min_run and not (protected and protected(r, t))
+            return (bool(allowed[tier]) and t + neg_start >= min_runs[tier]
+                    and not (protected and protected(r, t)) and not (exempt_above is not None and exempt(r)))
 
         return evictable
 
@@ -816,17 +843,164 @@ class _Scheduler:
         costs.sort()
         return [(c[3], [e[3] for e in node_victims[c[3]]]) for c in chosen + costs[:wanted]]
 
+    # -- the schedulers' own victim choice ------------------------------------------
+
+    def _candidates(self, pool: int, rank: int, t: float) -> list[int]:
+        """Every run of the pool that a preemptor of `rank` may evict at t, each once."""
+        evictable = self._evictable(pool, rank, t)
+        seen: set[int] = set()
+        found = []
+        for n in self.pool_nodes[pool]:
+            for tier, neg_start, _, r, _ in self.node_victims[n]:
+                if r not in seen and evictable(tier, neg_start, r):
+                    seen.add(r)
+                    found.append(r)
+        return found
+
+    def _run_nodes_gpus(self, r: int) -> dict[int, int]:
+        gpu_node = self.gpu_node
+        held: dict[int, int] = {}
+        for g in self.runs[r].gpu_ids:
+            held[gpu_node[g]] = held.get(gpu_node[g], 0) + 1
+        return held
+
+    def _first_fit(self, pool: int, need: int, order: Sequence[int], held: dict[int, dict[int, int]]
+                   ) -> tuple[int, list[int]] | None:
+        """Evict `order`'s runs one by one (as the schedulers simulate it) until the ask fits: the position of
+        the run that made it fit and the nodes chosen (one node, the fullest that fits, then the lowest; or
+        whole free nodes, those free before any eviction first)."""
+        gpn = self.gpn[pool]
+        avail = {n: self.node_free[n] for n in self.pool_nodes[pool]}
+        wanted = need // gpn
+        whole = [n for n in self.pool_nodes[pool] if avail[n] >= gpn] if need > gpn else []
+        for k, r in enumerate(order):
+            for n, c in held[r].items():
+                before = avail[n]
+                avail[n] = before + c
+                if need > gpn and before < gpn <= avail[n]:
+                    whole.append(n)
+            if need <= gpn:
+                fits = [n for n in held[r] if avail[n] >= need]
+                if fits:
+                    return k, [min(fits, key=lambda n: (avail[n], n))]
+            elif len(whole) >= wanted:
+                base = self.node_free
+                return k, sorted(whole, key=lambda n: (base[n] < gpn, n))[:wanted]
+        return None
+
+    def _fits_without(self, pool: int, need: int, out: Sequence[int], held: dict[int, dict[int, int]]) -> bool:
+        """Whether the ask fits once the runs `out` are gone."""
+        gpn = self.gpn[pool]
+        avail = {n: self.node_free[n] for n in self.pool_nodes[pool]}
+        for r in out:
+            for n, c in held[r].items():
+                avail[n] += c
+        if need <= gpn:
+            return any(a >= need for a in avail.values())
+        return sum(1 for a in avail.values() if a >= gpn) >= need // gpn
+
+    def _modelled_victims(self, pool: int, j: int, rank: int, t: float) -> tuple[list[int], list[int]] | None:
+        """The nodes and victims the modelled scheduler chooses for job j, None when no eviction makes it fit.
+
+        - slurm (src/slurmctld/preempt.c, plugins/preempt/{partition_prio,qos}, select/cons_tres `_run_now`):
+          candidates by (victim's PriorityTier or QOS priority, nodes used) and then the controller's job list
+          order (job submission), or youngest first with PreemptParameters=youngest_first; the candidates are
+          taken out in that order until the job fits, then `reorder_count` times the one that made it fit is
+          moved first (with strict_order alone, else ahead of the others by the chosen nodes they use) and
+          the search runs again; the victims are the candidates taken out that use the chosen nodes.
+        - kueue (pkg/scheduler/preemption, classical): candidates by lower priority, then the most recently
+          admitted; taken out until it fits, then added back in reverse order while it still fits.
+        - kai (actions/preempt, the victims queue is the job order reversed): lowest priority, then the
+          newest job; whole jobs are added until the preemptor fits.
+        """
+        policy = self.pool_policy[pool]
+        need = self.jobs[j].gpus
+        cands = self._candidates(pool, rank, t)
+        if not cands:
+            return None
+        held = {r: self._run_nodes_gpus(r) for r in cands}
+        runs, jobs, job_rank = self.runs, self.jobs, self.job_rank
+        model = policy.scheduler
+        if model == "slurm":
+            if policy.youngest_first:
+                order = sorted(cands, key=lambda r: (-(runs[r].start_s or 0.0), runs[r].job))
+            else:
+                order = sorted(cands, key=lambda r: (job_rank[runs[r].job], len(held[r]), runs[r].job))
+            passes = 0
+            while True:
+                found = self._first_fit(pool, need, order, held)
+                if found is None:
+                    return None
+                k, nodes = found
+                passes += 1
+                if passes - 1 > policy.reorder_count or len(order) <= passes:
+                    break
+                last = order[k]
+                if policy.strict_order:
+                    order = [last, *order[:k], *order[k + 1:]]
+                else:
+                    chosen = set(nodes)
+                    usable = {r: sum(1 for n in held[r] if n in chosen) for r in order[:k]}
+                    usable[last] = 1 << 30
+                    order = sorted(order, key=lambda r: -usable.get(r, 0))
+            on = set(nodes)
+            victims = [r for r in order[: k + 1] if on.intersection(held[r])]
+            return nodes, victims
+        if model == "kueue":
+            order = sorted(cands, key=lambda r: (job_rank[runs[r].job], -(runs[r].start_s or 0.0), runs[r].job))
+        else:
+            order = sorted(cands, key=lambda r: (job_rank[runs[r].job], -jobs[runs[r].job].submit_s, -runs[r].job))
+        found = self._first_fit(pool, need, order, held)
+        if found is None:
+            return None
+        k, nodes = found
+        taken = list(order[: k + 1])
+        if model == "kueue":
+            for i in range(len(taken) - 2, -1, -1):
+                rest = taken[:i] + taken[i + 1:]
+                if self._fits_without(pool, need, rest, held):
+                    taken = rest
+            nodes = self._fitting_nodes(pool, need, taken, held)
+        on = set(nodes)
+        return nodes, [r for r in taken if on.intersection(held[r])]
+
+    def _fitting_nodes(self, pool: int, need: int, out: Sequence[int], held: dict[int, dict[int, int]]) -> list[int]:
+        """The nodes the ask takes once `out` are gone: the fullest node that fits, or whole free nodes."""
+        gpn = self.gpn[pool]
+        avail = {n: self.node_free[n] for n in self.pool_nodes[pool]}
+        for r in out:
+            for n, c in held[r].items():
+                avail[n] += c
+        if need <= gpn:
+            return [min((n for n, a in avail.items() if a >= need), key=lambda n: (avail[n], n))]
+        return sorted((n for n, a in avail.items() if a >= gpn), key=lambda n: (self.node_free[n] < gpn, n))[
+            : need // gpn]
+
     def _preempt(self, pool: int, j: int, t: float) -> bool:
         job = self.jobs[j]
         rank = self.job_rank[j]
         gpn = self.gpn[pool]
-        by_cost = self.pool_policy[pool].victim_order == "cost"
+        policy = self.pool_policy[pool]
+        by_cost = policy.victim_order == "cost"
         lay = self.layout
         first = lay.node_first_gpu
         gpu_node = self.gpu_node
         owner = self.owner
         reserved = self.reserved
-        if job.gpus <= gpn:
+        if not by_cost and policy.scheduler != "generic":
+            chosen = self._modelled_victims(pool, j, rank, t)
+            if chosen is None:
+                return False
+            nodes, victims = chosen
+            if job.gpus <= gpn:
+                n = nodes[0]
+                free = [g for g in range(first[n], first[n] + gpn) if owner[g] < 0 and reserved[g] < 0]
+                gained = [g for r in victims for g in self.runs[r].gpu_ids if gpu_node[g] == n]
+                gpu_ids = (free + gained)[: job.gpus]
+            else:
+                gpu_ids = [g for n in nodes for g in range(first[n], first[n] + gpn)]
+            victims = sorted(victims, key=self._victim_order)
+        elif job.gpus <= gpn:
             one = (self._cheapest_node if by_cost else self._best_node)(pool, job.gpus, rank, t)
             if one is None:
                 return False
@@ -876,28 +1050,48 @@ class _Scheduler:
         next_arrival = arrivals[0][0] if arrivals else math.inf
         a = 0
         next_report = 86400.0
+        latency = self.policy.latency_s
+        submit_latency = self.policy.submit_latency_s
+        pass_pending: set[int] = set()
         while True:
             t = events[0][0] if events and events[0][0] < next_arrival else next_arrival
             if t >= horizon:
                 break
             while next_arrival == t:
-                self._enqueue(arrivals[a][1], t, t, 0.0)
+                self._enqueue(arrivals[a][1], t, t + submit_latency, 0.0)
                 a += 1
                 next_arrival = arrivals[a][0] if a < len(arrivals) else math.inf
+            # A submission is scheduled at once; any other change waits for the next pass.
+            due: set[int] = set(dirty) if latency else set()
             while events and events[0][0] == t:
                 _, _, kind, item = pop(events)
                 if kind == _END:
                     self._end(item, t)
                 elif kind == _ELIGIBLE:
                     self._make_pending(item, t)
+                    if latency and len(self.job_runs[item]) == 1:
+                        # A submission, seen once submit_latency has passed: acted on in that pass.
+                        due.add(self.job_pool[item])
                 elif kind == _CHANGE:
                     self._change(item, t)
+                elif kind == _PASS:
+                    due.add(item)
+                    pass_pending.discard(item)
                 elif item not in dirty and self._waits_to_preempt(item):
                     # A run turning old enough to evict matters only to a job waiting to
                     # preempt: with none, the pool is as its last pass left it.
                     dirty.add(item)
-            for pool in sorted(dirty):
-                self._schedule(pool, t)
+            if latency:
+                # The scheduler acts on other changes `latency` later (its pass after the event): one pass
+                # covers every change before it.
+                for pool in sorted(due):
+                    self._schedule(pool, t)
+                for pool in sorted(dirty - due - pass_pending):
+                    self._push(t + latency, _PASS, pool)
+                    pass_pending.add(pool)
+            else:
+                for pool in sorted(dirty):
+                    self._schedule(pool, t)
             dirty.clear()
             if progress is not None and t >= next_report:
                 progress(t)

@@ -25,6 +25,7 @@ import polars as pl
 
 from preemptlens.analytics.simulator.engine import Outcome, Run
 from preemptlens.analytics.simulator.model import SimConfig
+from preemptlens.contract import TIERS
 from preemptlens.warehouse import RECORD_COLUMN
 
 PROGRESS_EVERY_S = 600.0
@@ -59,6 +60,28 @@ def pools_frame(sim: SimConfig) -> pl.DataFrame:
             "gpus": [p.gpus for p in sim.pools],
             "gpus_per_node": [p.gpus_per_node for p in sim.pools],
         }
+    )
+
+
+def policy_frame(sim: SimConfig) -> pl.DataFrame:
+    """The policy the simulated scheduler ran, as scheduler_policy rows (read back by analytics.policy_in_force):
+    the replay of a simulated cluster then runs its rules instead of inferring them."""
+    policy = sim.policy
+    rows = [
+        ("cluster", "", name, ("true" if value else "false") if isinstance(value, bool)
+         else (f"{value:g}" if isinstance(value, float) else str(value)))
+        for name in ("scheduler", "enabled", "min_run_s", "grace_s", "requeue_hold_s", "latency_s",
+                     "submit_latency_s", "queue_order",
+                     "victim_order", "youngest_first", "reorder_count", "strict_order", "kill_at_grace_end")
+        for value in (getattr(policy, name),)
+    ]
+    rows += [("tier", tier, "preempts", ",".join(policy.may_preempt.get(tier, ()))) for tier in TIERS]
+    return pl.DataFrame(
+        {"cluster": [sim.cluster] * len(rows), "valid_from": [sim.start] * len(rows),
+         "scheduler": ["simulator"] * len(rows), "scope": [r[0] for r in rows], "subject": [r[1] for r in rows],
+         "setting": [r[2] for r in rows], "value": [r[3] for r in rows]},
+        schema={"cluster": pl.String, "valid_from": pl.Datetime("us", "UTC"), "scheduler": pl.String,
+                "scope": pl.String, "subject": pl.String, "setting": pl.String, "value": pl.String},
     )
 
 

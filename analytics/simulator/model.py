@@ -28,9 +28,19 @@ PRIORITY_CLASSES: Mapping[str, tuple[str, float]] = MappingProxyType(
 
 # How a preemptor's victims are chosen (PolicyConfig.victim_order).
 VICTIM_ORDERS = ("priority", "cost")
+# Whose victim choice the engine follows (PolicyConfig.scheduler); see engine.py for each model and its source.
+SCHEDULER_MODELS = ("generic", "slurm", "kueue", "kai")
+# Order of the pending queue within a tier (PolicyConfig.queue_order): by the time a run became eligible (a
+# requeued victim queues behind newer jobs), or by its job's first submission (a requeued victim keeps its place,
+# as Slurm's job priority, Kueue's Workload creation time and KAI's PodGroup creation time do).
+QUEUE_ORDERS = ("eligible", "submit")
 
 
 def _frozen(mapping: Mapping[str, tuple[str, ...]]) -> Mapping[str, tuple[str, ...]]:
+    return MappingProxyType(dict(mapping))
+
+
+def _frozen_values(mapping: Mapping[str, float]) -> Mapping[str, float]:
     return MappingProxyType(dict(mapping))
 
 
@@ -71,11 +81,46 @@ class PolicyConfig:
     grace_s: float = 60.0
     requeue_hold_s: float = 120.0
     victim_order: str = "priority"
+    # The scheduler whose victim choice is modelled, and that choice's own settings (engine.py).
+    scheduler: str = "generic"
+    queue_order: str = "eligible"
+    # Slurm (PreemptParameters, before 23.02 SchedulerParameters preempt_*): candidates youngest first instead of
+    # by job order; passes that reorder the candidates to preempt fewer jobs; keep the order strict; jobs whose
+    # priority is above min_exempt_priority are never preempted.
+    youngest_first: bool = False
+    reorder_count: int = 1
+    strict_order: bool = False
+    min_exempt_priority: float | None = None
+    # Slurm requeues a victim only when its grace time is over: one that saved at the signal still holds its GPUs
+    # until then (a job that exits on its own in the grace time is not requeued). Kubernetes frees them at exit.
+    kill_at_grace_end: bool = False
+    # Seconds from a change other than a submission (GPUs let go, a run eligible again or old enough to evict)
+    # to the scheduler's pass that acts on it (a submission is scheduled at once): Slurm's epilog and cycle.
+    latency_s: float = 0.0
+    # Seconds from a submission to the scheduler's pass that sees it (a job starts, or signals its victims, no
+    # earlier): slurmctld's reply to sbatch and its first pass.
+    submit_latency_s: float = 0.0
+    # Per victim tier (Slurm QOS PreemptExemptTime, partition or QOS GraceTime; KAI Queue preemptMinRuntime):
+    # overrides of min_run_s and grace_s for that tier's victims.
+    min_run_by_tier: Mapping[str, float] = field(default_factory=lambda: _frozen_values({}))
+    grace_by_tier: Mapping[str, float] = field(default_factory=lambda: _frozen_values({}))
 
     def __post_init__(self) -> None:
         problems = []
         if self.victim_order not in VICTIM_ORDERS:
             problems.append(f"victim_order must be one of {', '.join(VICTIM_ORDERS)}, not {self.victim_order!r}")
+        if self.scheduler not in SCHEDULER_MODELS:
+            problems.append(f"scheduler must be one of {', '.join(SCHEDULER_MODELS)}, not {self.scheduler!r}")
+        if self.queue_order not in QUEUE_ORDERS:
+            problems.append(f"queue_order must be one of {', '.join(QUEUE_ORDERS)}, not {self.queue_order!r}")
+        if self.reorder_count < 0:
+            problems.append("reorder_count must be >= 0")
+        for name in ("min_run_by_tier", "grace_by_tier"):
+            for tier, value in getattr(self, name).items():
+                if tier not in TIER_RANK:
+                    problems.append(f"{name}: unknown tier {tier!r}")
+                elif value < 0:
+                    problems.append(f"{name}[{tier}] must be >= 0")
         for preemptor, victims in self.may_preempt.items():
             if preemptor not in TIER_RANK:
                 problems.append(f"may_preempt: unknown tier {preemptor!r}")
@@ -85,7 +130,7 @@ class PolicyConfig:
                     problems.append(f"may_preempt[{preemptor}]: unknown tier {victim!r}")
                 elif TIER_RANK[victim] >= TIER_RANK[preemptor]:
                     problems.append(f"may_preempt[{preemptor}]: {victim} is not a lower tier")
-        for name in ("min_run_s", "grace_s", "requeue_hold_s"):
+        for name in ("min_run_s", "grace_s", "requeue_hold_s", "latency_s", "submit_latency_s"):
             if getattr(self, name) < 0:
                 problems.append(f"{name} must be >= 0")
         if problems:
@@ -93,6 +138,14 @@ class PolicyConfig:
 
     def victims_of(self, tier: str) -> frozenset[str]:
         return frozenset(self.may_preempt.get(tier, ())) if self.enabled else frozenset()
+
+    def min_run_of(self, tier: str) -> float:
+        """The minimum run time before a run of `tier` may be preempted."""
+        return float(self.min_run_by_tier.get(tier, self.min_run_s))
+
+    def grace_of(self, tier: str) -> float:
+        """The time between the signal and the kill of a victim of `tier`."""
+        return float(self.grace_by_tier.get(tier, self.grace_s))
 
 
 @dataclass(frozen=True)
@@ -162,6 +215,8 @@ class WorkloadConfig:
     final_checkpoint_share: float = 0.5
     save_s_range: tuple[float, float] = (10.0, 60.0)
     warmup_s_range: tuple[float, float] = (60.0, 600.0)
+    # A first run's start-up; (0, 0) draws none (and leaves every other draw as it was).
+    startup_s_range: tuple[float, float] = (0.0, 0.0)
     # Jobs that hold GPUs while idle (notebooks, stalled jobs).
     hoarding_share: float = 0.06
     hoard_active_s_range: tuple[float, float] = (1200.0, 7200.0)
@@ -275,6 +330,9 @@ class JobSpec:
     checkpoint_interval_s: float | None = None
     final_checkpoint: bool = False
     save_s: float = 30.0
+    # A first run's start-up (start to its first progress) and a restart's warm-up (reload to resumed progress):
+    # no useful work is done in either.
+    startup_s: float = 0.0
     warmup_s: float = 0.0
     hoard_active_s: float | None = None
     hoard_idle_s: float | None = None

@@ -106,6 +106,9 @@ def generate_jobs(sim: SimConfig) -> list[JobSpec]:
     busy = rng.uniform(0.55, 0.92, size=n)
     mem = np.round(rng.uniform(0.3, 0.95, size=n) * 81_559.0)
     users = rng.integers(1, 9, size=n)
+    # Drawn last and only when asked for, so that workloads without a start-up stay as they were.
+    low, high = cfg.startup_s_range
+    startup = np.round(rng.uniform(low, high, size=n)) if high > 0 else np.zeros(n)
 
     jobs = []
     for i in range(n):
@@ -130,6 +133,7 @@ def generate_jobs(sim: SimConfig) -> list[JobSpec]:
                 checkpoint_interval_s=float(interval[i]) if checkpoints[i] else None,
                 final_checkpoint=bool(final[i]),
                 save_s=float(save_s[i]),
+                startup_s=float(startup[i]),
                 warmup_s=float(warmup[i]),
                 hoard_active_s=float(active[i]) if hoards[i] else None,
                 hoard_idle_s=float(idle[i]) if hoards[i] else None,

@@ -57,6 +57,7 @@ import polars as pl
 
 from preemptlens import outbound
 from preemptlens.collectors.base import capacity_changes, known_pools
+from preemptlens.collectors.kubernetes import policy
 from preemptlens.collectors.kubernetes.events import (
     DEFAULT_REPORTERS,
     KAI,
@@ -390,7 +391,8 @@ def _raw(obj: Any) -> str:
 
 class KubernetesCollector:
     name: ClassVar[str] = SOURCE
-    tables: ClassVar[tuple[str, ...]] = ("preemption_links", "jobs", "job_runs", "job_aliases", "pools")
+    tables: ClassVar[tuple[str, ...]] = (
+        "preemption_links", "jobs", "job_runs", "job_aliases", "pools", "scheduler_policy")
 
     def __init__(
         self,
@@ -529,6 +531,8 @@ class KubernetesCollector:
             )
         if self.read_capacity:
             yield self._pools_batch(watermarks.get((self.cluster, "pools")), seen)
+        # The preemption policy ClusterQueues or KAI Queues state (policy.py), for the replay.
+        yield from policy.batches(self, watermarks.get((self.cluster, "policy")))
 
     def _collect(self, stream: Stream, watcher: ListWatch, since: str | None) -> Iterator[Batch]:
         from preemptlens.collectors.kubernetes.watch import BadLine, Change, Listing, Mark

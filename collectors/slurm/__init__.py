@@ -25,6 +25,7 @@ the window fell.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import logging
 import os
@@ -47,8 +48,10 @@ from preemptlens.collectors.slurm.policy import (
     QOS_FORMAT,
     Policy,
     cluster_name_from_config,
+    config_values,
     parse_partitions,
     parse_qos,
+    policy_rows,
     preempt_type_from_config,
 )
 from preemptlens.collectors.slurm.pools import Node, capacity, parse_nodes, pool_map
@@ -179,7 +182,8 @@ class Options:
 
 class SlurmCollector:
     name: ClassVar[str] = NAME
-    tables: ClassVar[tuple[str, ...]] = ("pools", "jobs", "job_runs", "job_aliases", "preemption_links")
+    tables: ClassVar[tuple[str, ...]] = ("pools", "jobs", "job_runs", "job_aliases", "preemption_links",
+                                         "scheduler_policy")
 
     def __init__(self, options: Options) -> None:
         self.o = options
@@ -271,7 +275,8 @@ class SlurmCollector:
                 p.preempt_type = wanted
             return
         try:
-            kind, mode = preempt_type_from_config(self._show_config())
+            text = self._show_config()
+            kind, mode = preempt_type_from_config(text)
             p.preempt_type = kind if wanted == "auto" else wanted
             p.global_mode = mode
             p.partitions = parse_partitions(self._run(["scontrol", "show", "partition", "-o"]))
@@ -279,6 +284,13 @@ class SlurmCollector:
             self._pool_of = pool_map(self._nodes, self.o.pools)
             if p.preempt_type == "qos":
                 p.qos = parse_qos(self._run(["sacctmgr", "-n", "-P", "show", "qos", QOS_FORMAT]))
+            else:
+                # A QOS's PreemptExemptTime holds whatever decides the victims; without slurmdbd there is none.
+                try:
+                    p.qos = parse_qos(self._run(["sacctmgr", "-n", "-P", "show", "qos", QOS_FORMAT]))
+                except SourceError as exc:
+                    log.info("slurm: no QOS read (%s); PreemptExemptTime is the global one", exc.message)
+            p.config = config_values(text)
         except SourceError as exc:
             # Tiers then come from config alone; the runs are still worth reading.
             log.warning("slurm: cannot read partitions/QOS, tiers come from config only: %s", exc.message)
@@ -311,6 +323,9 @@ class SlurmCollector:
         cursor = watermarks.get((self.o.cluster, "sacct"))
         if self._nodes:
             yield self._pools_batch(watermarks.get((self.o.cluster, "pools")), cursor)
+        policy = self._policy_batch(watermarks.get((self.o.cluster, "policy")))
+        if policy is not None:
+            yield policy
         yield from self._sacct_batches(cursor)
         if self.o.ctld_log:
             yield self._log_batch(watermarks.get((self.o.cluster, "log")))
@@ -456,6 +471,28 @@ class SlurmCollector:
         )
         return Batch(source=NAME, frames={"pools": frame},
                      watermarks=[Watermark(NAME, self.o.cluster, "pools", cursor)])
+
+    def _policy_batch(self, cursor: str | None) -> Batch | None:
+        """The preemption settings in force (policy.policy_rows), as one snapshot when they changed since the
+        last one stored (the cursor is their digest)."""
+        rows = policy_rows(self.o.policy)
+        if not rows:
+            return None
+        digest = hashlib.sha256(json.dumps(rows).encode()).hexdigest()
+        if digest == cursor:
+            return None
+        now = datetime.now(UTC)
+        frame = pl.DataFrame(
+            {"cluster": [self.o.cluster] * len(rows), "valid_from": [now] * len(rows),
+             "scheduler": ["slurm"] * len(rows), "scope": [r[0] for r in rows], "subject": [r[1] for r in rows],
+             "setting": [r[2] for r in rows], "value": [r[3] for r in rows], "raw": [r[4] for r in rows],
+             "_record": [f"{r[0]} {r[1] or '(cluster)'} {r[2]} from scontrol/sacctmgr" for r in rows]},
+            schema={"cluster": pl.String, "valid_from": pl.Datetime("us", "UTC"), "scheduler": pl.String,
+                    "scope": pl.String, "subject": pl.String, "setting": pl.String, "value": pl.String,
+                    "raw": pl.String, "_record": pl.String},
+        )
+        return Batch(source=NAME, frames={"scheduler_policy": frame},
+                     watermarks=[Watermark(NAME, self.o.cluster, "policy", digest)])
 
     def _log_batch(self, cursor_text: str | None) -> Batch:
         path = Path(self.o.ctld_log)

@@ -28,6 +28,7 @@ class Partition:
     name: str
     priority_tier: int | None
     preempt_mode: str | None
+    grace_s: float | None = None  # GraceTime (seconds from signal to kill)
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,9 @@ class Qos:
     name: str
     preempt: tuple[str, ...]
     preempt_mode: str | None
+    exempt_s: float | None = None  # PreemptExemptTime (minimum run before a job may be preempted)
+    grace_s: float | None = None  # GraceTime
+    priority: int | None = None
 
 
 @dataclass
@@ -47,6 +51,8 @@ class Policy:
     default_tier: str = "normal"
     preemptible_tiers: tuple[str, ...] = ("low", "normal")
     preemptible_override: Mapping[str, bool] = field(default_factory=dict)
+    # `scontrol show config`, key to value, as read (empty when it was not read).
+    config: Mapping[str, str] = field(default_factory=dict)
 
     def priority_class(self, partition: str | None, qos: str | None) -> str | None:
         return qos if self.preempt_type == "qos" else partition
@@ -92,6 +98,141 @@ class Policy:
         return None
 
 
+def policy_rows(policy: Policy) -> list[tuple[str, str, str, str, str]]:
+    """The preemption settings in force as scheduler_policy rows (scope, subject, setting, value, raw).
+
+    Facts as slurmctld applies them (src/slurmctld/preempt.c, acct_policy.c, job_mgr.c of 22.05-26.05):
+    PreemptExemptTime is the minimum run before a job may be preempted (the job's QOS value, else the global
+    one; NONE is none), never a grace time; GraceTime (of the partition with preempt/partition_prio, of the QOS
+    with preempt/qos) is the time from SIGTERM to the kill; a requeued job may start again after the requeue
+    delay (SchedulerParameters requeue_delay=, else AuthInfo cred_expire=, default 120 s) plus one second;
+    PreemptParameters (before 23.02: SchedulerParameters preempt_*) youngest_first, reorder_count= (default
+    1), strict_order, min_exempt_priority=.
+    """
+    conf = policy.config
+    rows: list[tuple[str, str, str, str, str]] = []
+    if not conf:
+        return rows
+
+    def add(scope: str, subject: str, setting: str, value: object, raw: str) -> None:
+        text = ("true" if value else "false") if isinstance(value, bool) else (
+            f"{value:g}" if isinstance(value, float) else str(value))
+        rows.append((scope, subject, setting, text, raw))
+
+    version = conf.get("SLURM_VERSION", "")
+    if version:
+        add("cluster", "", "version", version, f"SLURM_VERSION={version}")
+    raw_type = conf.get("PreemptType", "")
+    add("cluster", "", "preempt_type", policy.preempt_type, f"PreemptType={raw_type}")
+    add("cluster", "", "preempt_mode", _mode(policy.global_mode), f"PreemptMode={policy.global_mode}")
+    exempt = conf.get("PreemptExemptTime", "")
+    add("cluster", "", "min_run_s", slurm_duration_s(exempt) or 0.0, f"PreemptExemptTime={exempt}")
+    sched = _words(conf.get("SchedulerParameters", ""))
+    auth = _words(conf.get("AuthInfo", ""))
+    if "requeue_delay" in sched:
+        delay, raw = _number(sched["requeue_delay"]), f"SchedulerParameters requeue_delay={sched['requeue_delay']}"
+    elif "cred_expire" in auth:
+        delay, raw = _number(auth["cred_expire"]), f"AuthInfo cred_expire={auth['cred_expire']}"
+    else:
+        delay, raw = 120.0, "AuthInfo without cred_expire (default 120 s)"
+    if delay is not None:
+        add("cluster", "", "requeue_hold_s", delay + 1.0, raw + " (+1 s)")
+    params = _words(conf.get("PreemptParameters", ""))
+    old = {k.removeprefix("preempt_"): v for k, v in sched.items() if k.startswith("preempt_")}
+    for name in ("youngest_first", "strict_order", "send_user_signal"):
+        if name in params or name in old:
+            given = "PreemptParameters" if name in params else f"SchedulerParameters preempt_{name}"
+            add("cluster", "", name, True, given)
+        else:
+            add("cluster", "", name, False, "not in PreemptParameters or SchedulerParameters")
+    if "reorder_count" in params or "reorder_count" in old:
+        text = params.get("reorder_count") or old.get("reorder_count", "")
+        count = _number(text)
+        if count is not None:
+            add("cluster", "", "reorder_count", int(count), f"reorder_count={text}")
+    else:
+        add("cluster", "", "reorder_count", 1, "reorder_count not set (default 1)")
+    if "min_exempt_priority" in params:
+        value = _number(params["min_exempt_priority"])
+        if value is not None:
+            add("cluster", "", "min_exempt_priority", value, f"min_exempt_priority={params['min_exempt_priority']}")
+    priority = conf.get("PriorityType", "")
+    if priority:
+        add("cluster", "", "priority_type", priority, f"PriorityType={priority}")
+    age = conf.get("PriorityWeightAge", "")
+    if age and _number(age) is not None:
+        add("cluster", "", "priority_weight_age", _number(age), f"PriorityWeightAge={age}")
+    for name, part in sorted(policy.partitions.items()):
+        if part.priority_tier is not None:
+            add("partition", name, "priority_tier", part.priority_tier, f"PriorityTier={part.priority_tier}")
+        if part.preempt_mode:
+            add("partition", name, "preempt_mode", _mode(part.preempt_mode), f"PreemptMode={part.preempt_mode}")
+        if part.grace_s is not None:
+            add("partition", name, "grace_s", part.grace_s, f"GraceTime={part.grace_s:g}")
+    for name, qos in sorted(policy.qos.items()):
+        add("qos", name, "preempts", ",".join(qos.preempt), f"Preempt={','.join(qos.preempt)}")
+        if qos.preempt_mode:
+            add("qos", name, "preempt_mode", _mode(qos.preempt_mode), f"PreemptMode={qos.preempt_mode}")
+        if qos.exempt_s is not None:
+            add("qos", name, "min_run_s", qos.exempt_s, f"PreemptExemptTime={qos.exempt_s:g} s")
+        if qos.grace_s is not None:
+            add("qos", name, "grace_s", qos.grace_s, f"GraceTime={qos.grace_s:g} s")
+        if qos.priority is not None:
+            add("qos", name, "priority", qos.priority, f"Priority={qos.priority}")
+    # The tier and preemptibility of each class that decides preemption (partitions, or QOS with preempt/qos).
+    scope, classes = ("qos", policy.qos) if policy.preempt_type == "qos" else ("partition", policy.partitions)
+    for name in sorted(classes):
+        tier = policy.tier(name)
+        add(scope, name, "tier", tier, "derived: " + ("cluster.tiers" if name in policy.tiers else scope))
+        add(scope, name, "preemptible", policy.preemptible(name, tier), "derived")
+    return rows
+
+
+def slurm_duration_s(text: str) -> float | None:
+    """Seconds of a Slurm time ([days-]hh:mm:ss, mm:ss, minutes); None for NONE, INFINITE, UNLIMITED or blank."""
+    text = text.strip()
+    if not text or text.upper() in ("NONE", "INFINITE", "UNLIMITED", "N/A", "(NULL)"):
+        return None
+    days = 0
+    if "-" in text:
+        head, _, text = text.partition("-")
+        if not head.isdigit():
+            return None
+        days = int(head)
+    parts = text.split(":")
+    if not all(p.isdigit() for p in parts) or len(parts) > 3:
+        return None
+    numbers = [int(p) for p in parts]
+    if len(parts) == 1:
+        # A bare number is minutes, as slurm.conf reads it; with days, hours.
+        seconds = numbers[0] * (3600 if days else 60)
+    elif len(parts) == 2:
+        seconds = numbers[0] * 3600 + numbers[1] * 60 if days else numbers[0] * 60 + numbers[1]
+    else:
+        seconds = numbers[0] * 3600 + numbers[1] * 60 + numbers[2]
+    return float(days * 86400 + seconds)
+
+
+def _words(text: str) -> dict[str, str]:
+    """`a,b=3,c` as {a: "", b: "3", c: ""} (case kept; "(null)" is nothing)."""
+    if text.strip().lower() in ("", "(null)"):
+        return {}
+    found = {}
+    for word in text.split(","):
+        key, _, value = word.strip().partition("=")
+        if key:
+            found[key.strip()] = value.strip()
+    return found
+
+
+def _number(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if value == value and abs(value) != float("inf") else None
+
+
 def _mode(text: str) -> str:
     words = [w.strip().upper() for w in text.split(",") if w.strip()]
     main = [w for w in words if w not in _MODIFIERS]
@@ -105,6 +246,11 @@ def _config_values(text: str) -> dict[str, str]:
         if sep:
             values[key.strip()] = value.strip()
     return values
+
+
+def config_values(text: str) -> dict[str, str]:
+    """`scontrol show config` as key to value."""
+    return _config_values(text)
 
 
 def cluster_name_from_config(text: str) -> str:
@@ -129,15 +275,18 @@ def parse_partitions(text: str) -> dict[str, Partition]:
         if not name:
             continue
         tier = words.get("PriorityTier", "")
-        found[name] = Partition(name, int(tier) if tier.isdigit() else None, words.get("PreemptMode") or None)
+        grace = words.get("GraceTime", "")
+        found[name] = Partition(name, int(tier) if tier.isdigit() else None, words.get("PreemptMode") or None,
+                                float(grace) if grace.isdigit() else None)
     return found
 
 
-QOS_FORMAT = "format=Name,Preempt,PreemptMode"
+QOS_FORMAT = "format=Name,Preempt,PreemptMode,PreemptExemptTime,GraceTime,Priority"
 
 
 def parse_qos(text: str) -> dict[str, Qos]:
-    """`sacctmgr -n -P show qos format=Name,Preempt,PreemptMode`."""
+    """`sacctmgr -n -P show qos format=Name,Preempt,PreemptMode,PreemptExemptTime,GraceTime,Priority` (the
+    first three fields are enough: older callers asked for no more)."""
     found: dict[str, Qos] = {}
     for line in text.splitlines():
         parts = line.split("|")
@@ -145,5 +294,9 @@ def parse_qos(text: str) -> dict[str, Qos]:
             continue
         preempt = tuple(p for p in parts[1].split(",") if p)
         mode = parts[2].strip()
-        found[parts[0]] = Qos(parts[0], preempt, None if mode in ("", "cluster") else mode)
+        extra = [*parts[3:6], "", "", ""][:3]
+        priority = extra[2].strip()
+        found[parts[0]] = Qos(parts[0], preempt, None if mode in ("", "cluster") else mode,
+                              slurm_duration_s(extra[0]), slurm_duration_s(extra[1]),
+                              int(priority) if priority.isdigit() else None)
     return found

@@ -11,7 +11,7 @@ import json
 from datetime import datetime
 
 from preemptlens.analytics import victim_order
-from preemptlens.analytics.replay import Window, default_window
+from preemptlens.analytics.replay import Interval, Window, bound, default_window
 from preemptlens.analytics.tuning import GENERATORS, Suggestion, TuningSettings, context, store, suggest
 from preemptlens.config import ClusterSettings, Config, WarehouseSettings
 from preemptlens.errors import ConfigError
@@ -72,6 +72,15 @@ def run(args: argparse.Namespace, config: Config) -> int:
         print(ctx.validation.describe())
         print("   observed: " + json.dumps(vars(ctx.validation.observed), default=str))
         print("   replayed: " + json.dumps(vars(ctx.validation.replayed), default=str))
+        draws = ctx.baseline_draws()
+        if len(draws) > 1:
+            spread = Interval(bound(draws, min), bound(draws, max), len(draws))
+            print("   replayed with inputs jittered within their measurement error: " + ", ".join(
+                f"{label} {spread.shown(name, unit)}" for label, name, unit in (
+                    ("preemptions", "preemptions", ""), ("victims", "victim_jobs", ""),
+                    ("lost GPU-hours", "lost_gpu_h", ""), ("high-priority median wait", "high_wait_median_s", " s"))))
+        elif draws:
+            print("   exact inputs: every replayed figure is a point (no measurement error to jitter)")
         for note in ctx.workload.notes:
             print(f"   {note}")
         if not ctx.validation.ok:

@@ -104,7 +104,9 @@ at_risk as (
 ),
 
 warmups as (
-    select * from ledger where warmup_s is not null
+    -- the warm-ups measured after restarts, also those the ledger charges to a restart's own loss (warmup_s 0)
+    select cluster, victim_job_id, victim_team, pool, restart_warmup_s as warmup_s
+    from stg_preemptions where restart_warmup_s is not null
 ),
 
 job_warmup as (

@@ -67,6 +67,7 @@ link_match as (
         cluster,
         job_id,
         run,
+        link_time,
         preemptor_job_id,
         reason,
         row_number() over (
@@ -99,7 +100,15 @@ victim_runs as (
 preempted as (
     select
         r.*,
-        r.end_time as preempted_at,
+        -- a source that truncates the run's end to the second (sacct) was killed at its link's time when the
+        -- link falls within that second (the slurmctld log keeps the millisecond): a checkpoint written between
+        -- the two saved the run
+        case
+            when epoch(r.end_time) = floor(epoch(r.end_time))
+                and epoch(lm.link_time) > epoch(r.end_time) and epoch(lm.link_time) < epoch(r.end_time) + 1
+                then lm.link_time
+            else r.end_time
+        end as preempted_at,
         coalesce(r.preemptor_job_id, lm.preemptor_job_id) as preemptor_id,
         -- a run the scheduler did not mark preempted (a pod deleted, a gang cancelled) is one by its link,
         -- whose reason says why; its own ("deleted") does not
@@ -381,26 +390,36 @@ costed as (
     select
         m.*,
         progress_at_risk_s(
-            basis,
+            m.basis,
             case
-                when basis = 'rollback' then greatest(0, epoch(preempted_at) - reached_epoch)
-                else epoch(preempted_at) - epoch(coalesce(last_checkpoint_time, start_time))
+                when m.basis = 'rollback' then greatest(0, epoch(m.preempted_at) - m.reached_epoch)
+                else epoch(m.preempted_at) - epoch(coalesce(m.last_checkpoint_time, m.start_time))
             end,
-            run_age_s,
-            checkpoint_interval_s
+            m.run_age_s,
+            m.checkpoint_interval_s
         ) as lost_s,
-        case basis
-            when 'checkpoint' then checkpoint_source
-            when 'rollback' then restart_source
-            when 'declared' then job_source
+        case m.basis
+            when 'checkpoint' then m.checkpoint_source
+            when 'rollback' then m.restart_source
+            when 'declared' then m.job_source
         end as progress_source,
-        restart_time is null as requeue_censored,
-        epoch(coalesce(restart_time, data_end)) - epoch(preempted_at) as requeue_delay_s,
+        m.restart_time is null as requeue_censored,
+        epoch(coalesce(m.restart_time, m.data_end)) - epoch(m.preempted_at) as requeue_delay_s,
         case
-            when basis <> 'declared' and resumed_epoch is not null
-                then greatest(0, resumed_epoch - epoch(restart_time))
+            -- a restart preempted before it saved anything loses everything since its start (basis checkpoint
+            -- or assumed without a checkpoint in it), its warm-up with it: that row counts the warm-up, this
+            -- one does not count it again. The restart is the job's next preempted run then: a window, not a
+            -- self-join, which Spark would inline twice.
+            when m.basis <> 'declared'
+                and lead(m.run) over by_run = m.restart_run
+                and lead(m.basis) over by_run in ('checkpoint', 'assumed')
+                and lead(m.last_checkpoint_time) over by_run is null
+                then 0
+            when m.basis <> 'declared' and m.resumed_epoch is not null
+                then greatest(0, m.resumed_epoch - epoch(m.restart_time))
         end as warmup_s
     from measured as m
+    window by_run as (partition by m.cluster, m.job_id order by m.run)
 ),
 
 history as (
@@ -468,6 +487,9 @@ final as (
         h.requeue_delay_s,
         h.requeue_censored,
         h.warmup_s,
+        -- the restart's warm-up as measured, also where it is charged to the restart's own loss (warmup_s 0)
+        case when h.basis <> 'declared' and h.resumed_epoch is not null
+            then greatest(0, h.resumed_epoch - epoch(h.restart_time)) end as restart_warmup_s,
         h.requeue_delay_s + coalesce(h.warmup_s, 0) + h.lost_s as recovery_s,
         h.prior_job_preemptions,
         h.prior_team_preemptions,

@@ -77,7 +77,8 @@ def test_lost_progress_measured_from_last_checkpoint(ledger: pl.DataFrame) -> No
 def test_no_checkpoint_data_assumes_everything_since_run_start(ledger: pl.DataFrame) -> None:
     assert row(ledger, "V2", 1)["basis"] == "assumed"
     assert row(ledger, "V2", 1)["lost_gpu_s"] == 4 * 1000
-    assert row(ledger, "V2", 2)["lost_gpu_s"] == 4 * 500
+    # V2's second run ends at 2000 s by its whole-second record; its link, 2000.5 s, is the kill
+    assert row(ledger, "V2", 2)["lost_gpu_s"] == 4 * 500.5
 
 
 def test_declared_interval_gives_expected_loss(ledger: pl.DataFrame) -> None:
@@ -99,7 +100,7 @@ def test_no_later_restart_is_censored_at_data_end(ledger: pl.DataFrame) -> None:
     v2 = row(ledger, "V2", 2)
     assert v2["restart_time"] is None
     assert v2["requeue_censored"] is True
-    assert v2["requeue_delay_s"] == DATA_END - 2000
+    assert v2["requeue_delay_s"] == DATA_END - 2000.5
     # the first preemption of V2 restarted with run 2
     assert row(ledger, "V2", 1)["requeue_delay_s"] == 500
 

@@ -69,6 +69,10 @@ class SlurmCluster:
     env: dict[str, str] = field(default_factory=dict)
     pids: list[tuple[str, int]] = field(default_factory=list)
     ports: dict[str, int] = field(default_factory=dict)
+    # Preemption settings written into slurm.conf (see `set_policy`): PreemptExemptTime, the low partition's
+    # GraceTime.
+    exempt_s: int = 0
+    low_grace_s: int = 0
 
     @property
     def conf(self) -> Path:
@@ -127,6 +131,21 @@ class SlurmCluster:
         self._write_configs()
         self._start_slurmctld()
         self._start_slurmd()
+
+    def set_policy(self, exempt_s: int = 0, low_grace_s: int = 0) -> None:
+        """Another PreemptExemptTime or low-partition GraceTime: slurm.conf rewritten and re-read by
+        `scontrol reconfigure` (no daemon restarts; running jobs are left alone)."""
+        self.exempt_s, self.low_grace_s = exempt_s, low_grace_s
+        self._write_configs()
+        self.run("scontrol", "reconfigure")
+        wanted = f"{exempt_s // 3600:02d}:{exempt_s % 3600 // 60:02d}:{exempt_s % 60:02d}"
+
+        def applied() -> bool:
+            conf = self.run("scontrol", "show", "config", check=False).stdout
+            part = self.run("scontrol", "show", "partition", "low", "-o", check=False).stdout
+            return f"PreemptExemptTime       = {wanted}" in conf and f"GraceTime={low_grace_s} " in part
+
+        wait_until("slurmctld re-reading slurm.conf", applied, 30)
 
     def _cancel_all(self) -> None:
         jobs = self.run("squeue", "-h", "-o", "%A", check=False).stdout.split()
@@ -208,6 +227,7 @@ class SlurmCluster:
         host = socket.gethostname().split(".")[0]
         (etc / "gres.conf").write_text(f"AutoDetect=off\nNodeName={NODE} Name=gpu File={dev}/nvidia[0-{GPUS - 1}]\n")
         (self.root / "spool" / NODE).mkdir(parents=True, exist_ok=True)
+        low = f"PriorityTier=1 PreemptMode=REQUEUE GraceTime={self.low_grace_s}"
         (etc / "slurm.conf").write_text(f"""\
 ClusterName={CLUSTER}
 SlurmctldHost={host}(127.0.0.1)
@@ -239,6 +259,7 @@ SchedulerParameters=sched_interval=2,bf_interval=2
 JobRequeue=1
 PreemptType=preempt/{self.preempt}
 PreemptMode=REQUEUE
+PreemptExemptTime={self.exempt_s // 3600:02d}:{self.exempt_s % 3600 // 60:02d}:{self.exempt_s % 60:02d}
 GresTypes=gpu
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=127.0.0.1
@@ -249,7 +270,7 @@ InactiveLimit=0
 KillWait=2
 MinJobAge=600
 NodeName={NODE} NodeHostname={host} NodeAddr=127.0.0.1 CPUs=16 RealMemory=16000 Gres=gpu:{GPUS} State=UNKNOWN
-PartitionName=low Nodes={NODE} Default=YES PriorityTier=1 PreemptMode=REQUEUE MaxTime=INFINITE State=UP
+PartitionName=low Nodes={NODE} Default=YES {low} MaxTime=INFINITE State=UP
 PartitionName=high Nodes={NODE} PriorityTier=10 PreemptMode=OFF MaxTime=INFINITE State=UP
 """)
         dbd = etc / "slurmdbd.conf"

@@ -47,7 +47,9 @@ def test_configured_policy_wins_over_inference(clusters: Clusters) -> None:
     actual = load_workload(wh, window, settings).actual
     assert (actual.policy.min_run_s, actual.policy.grace_s) == (120, 30)
     assert actual.policy.may_preempt["critical"] == ("low",)
-    assert actual.basis["min_run_s"] == "configured" and actual.basis["requeue_hold_s"] == "inferred"
+    assert actual.kind("min_run_s") == "configured" and actual.kind("requeue_hold_s") == "inferred"
+    # Every inferred value is printed with its evidence.
+    assert "requeue_hold_s 300 s (inferred: " in actual.describe()
 
 
 def test_observed_figures_count_only_jobs_of_the_window(clusters: Clusters) -> None:

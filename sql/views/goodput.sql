@@ -28,15 +28,17 @@ sampled as (
 ),
 
 restarts as (
-    -- a restart after a preemption warms up for the ledger's warm-up (unknown where it is not measured),
-    -- from the start of the run the victim restarted in
+    -- a restart after a preemption warms up for its measured warm-up (unknown where it is not measured), from
+    -- the start of the run the victim restarted in: restart_warmup_s, also where the ledger charges it to the
+    -- restart's own loss (its warmup_s 0 then), since the preemption piece below starts after the warm-up
     select
-        l.cluster,
-        l.victim_job_id as job_id,
-        l.restart_run as run,
-        l.warmup_s
-    from ledger as l
-    where l.restart_run is not null
+        p.cluster,
+        p.victim_job_id as job_id,
+        p.restart_run as run,
+        -- a restart preempted within its warm-up has none measured: all of it is in its own loss (warmup_s 0)
+        coalesce(p.restart_warmup_s, p.warmup_s) as warmup_s
+    from stg_preemptions as p
+    where p.restart_run is not null
 ),
 
 failed_before as (

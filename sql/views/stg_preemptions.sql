@@ -406,14 +406,19 @@ costed as (
         m.restart_time is null as requeue_censored,
         epoch(coalesce(m.restart_time, m.data_end)) - epoch(m.preempted_at) as requeue_delay_s,
         case
-            -- a restart preempted before it saved anything loses everything since its start (basis checkpoint
-            -- or assumed without a checkpoint in it), its warm-up with it: that row counts the warm-up, this
-            -- one does not count it again. The restart is the job's next preempted run then: a window, not a
-            -- self-join, which Spark would inline twice.
+            -- a restart preempted before it saved anything loses everything since its start (no checkpoint
+            -- in it; by rollback, a restored step it had not got past), its warm-up with it: that row counts
+            -- the warm-up, this one does not count it again. The restart is the job's next preempted run then:
+            -- a window, not a self-join, which Spark would inline twice.
             when m.basis <> 'declared'
                 and lead(m.run) over by_run = m.restart_run
-                and lead(m.basis) over by_run in ('checkpoint', 'assumed')
-                and lead(m.last_checkpoint_time) over by_run is null
+                and lead(
+                    case m.basis
+                        when 'rollback' then m.reached_epoch <= epoch(m.start_time)
+                        when 'declared' then false
+                        else m.last_checkpoint_time is null
+                    end
+                ) over by_run
                 then 0
             when m.basis <> 'declared' and m.resumed_epoch is not null
                 then greatest(0, m.resumed_epoch - epoch(m.restart_time))

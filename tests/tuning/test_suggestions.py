@@ -118,7 +118,9 @@ def test_checkpoint_interval_from_young_daly_when_intervals_are_far_too_long(sug
         "long_intervals", **{**CHURN, "checkpoint_share": 1.0, "checkpoint_intervals_s": (7200.0,)}
     )
     flagged = [s for s in found if s.kind == "checkpoint_interval"]
-    assert flagged and changes(found)[0].kind == "checkpoint_interval"
+    # Given only where replaying the team's past preemptions at the advised interval saves GPU-hours, its
+    # checkpoint overhead included; where it ranks depends on what else the cluster could change.
+    assert flagged and all(s.saving_gpu_h > 0 and s.score > 0 for s in flagged)
     for s in flagged:
         assert s.current == "120 min"
         assert "Young/Daly" in s.evidence

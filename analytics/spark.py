@@ -165,6 +165,11 @@ def spark_session(config: Config | None = None, *, master: str | None = None) ->
         # Inferring filters from the constraints of every join cost stg_preemptions a quarter of its CPU
         # (its CTEs are inlined into many joins) and filters nothing the SQL does not already say.
         .config("spark.sql.constraintPropagation.enabled", "false")
+        # Every lake table is partitioned by cluster and every join of the views is within a cluster, so
+        # dynamic partition pruning prunes nothing here; yet it hangs a copy of the join's other side on each
+        # scan as a subquery, and those copies nest: stg_preemptions' plan grew to thousands of subqueries
+        # and its broadcasts ran the driver out of heap.
+        .config("spark.sql.optimizer.dynamicPartitionPruning.enabled", "false")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.log.level", "ERROR")

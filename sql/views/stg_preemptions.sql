@@ -98,6 +98,9 @@ victim_runs as (
 ),
 
 preempted as (
+    -- Spark inlines a CTE at each reference, and with this one its links and all runs: the CTEs below take it
+    -- at most once each and pass its columns on rather than join it again (43 copies in one plan had run
+    -- Spark's driver out of heap)
     select
         r.*,
         -- a source that truncates the run's end to the second (sacct) was killed at its link's time when the
@@ -161,6 +164,8 @@ next_run as (
         p.cluster,
         p.job_id,
         p.run,
+        p.start_time,
+        p.preempted_at,
         n.run as next_run,
         n.start_time as next_start,
         n.end_time as next_end,
@@ -172,12 +177,17 @@ next_run as (
 
 restart_report as (
     -- the first progress report of the next run: the step its restart resumed from (the goodput method)
-    select cluster, job_id, run, step as restart_step, stream_of(origin, source) as restart_source
+    select
+        cluster, job_id, run, start_time, preempted_at,
+        step as restart_step,
+        stream_of(origin, source) as restart_source
     from (
         select
             nr.cluster,
             nr.job_id,
             nr.run,
+            nr.start_time,
+            nr.preempted_at,
             g.step,
             g.origin,
             g.source,
@@ -195,29 +205,29 @@ restart_report as (
 
 run_reports as (
     -- the preempted run's own progress reports beside the step its restart resumed from, each with the report
-    -- before and after it (windows, not self-joins: Spark inlines every reference to a CTE)
+    -- before and after it (windows, not self-joins: Spark inlines every reference to a CTE, and for the same
+    -- reason the run's times come with restart_report rather than from preempted once more)
     select
-        p.cluster,
-        p.job_id,
-        p.run,
-        p.start_time,
-        p.preempted_at,
+        rr.cluster,
+        rr.job_id,
+        rr.run,
+        rr.start_time,
+        rr.preempted_at,
         rr.restart_step,
         g.time,
         g.step,
-        lag(g.time) over (partition by p.cluster, p.job_id, p.run order by g.time, g.step) as prev_time,
-        lag(g.step) over (partition by p.cluster, p.job_id, p.run order by g.time, g.step) as prev_step,
-        lead(g.time) over (partition by p.cluster, p.job_id, p.run order by g.time, g.step) as next_time,
-        lead(g.step) over (partition by p.cluster, p.job_id, p.run order by g.time, g.step) as next_step,
-        row_number() over (partition by p.cluster, p.job_id, p.run order by g.time, g.step) as k
-    from preempted as p
-    inner join restart_report as rr on rr.cluster = p.cluster and rr.job_id = p.job_id and rr.run = p.run
+        lag(g.time) over (partition by rr.cluster, rr.job_id, rr.run order by g.time, g.step) as prev_time,
+        lag(g.step) over (partition by rr.cluster, rr.job_id, rr.run order by g.time, g.step) as prev_step,
+        lead(g.time) over (partition by rr.cluster, rr.job_id, rr.run order by g.time, g.step) as next_time,
+        lead(g.step) over (partition by rr.cluster, rr.job_id, rr.run order by g.time, g.step) as next_step,
+        row_number() over (partition by rr.cluster, rr.job_id, rr.run order by g.time, g.step) as k
+    from restart_report as rr
     inner join progress as g
-        on g.cluster = p.cluster
-        and g.job_id = p.job_id
-        and (g.run = p.run or g.run is null)
-        and g.time >= p.start_time
-        and g.time <= p.preempted_at
+        on g.cluster = rr.cluster
+        and g.job_id = rr.job_id
+        and (g.run = rr.run or g.run is null)
+        and g.time >= rr.start_time
+        and g.time <= rr.preempted_at
 ),
 
 rollback_marks as (
@@ -273,15 +283,16 @@ rollback as (
 ),
 
 resumed_step as (
-    -- the step a restart resumes from: the last checkpoint's before the preemption, else the rollback's
-    select
-        p.cluster,
-        p.job_id,
-        p.run,
-        coalesce(rs.step, rb.restart_step) as step
-    from preempted as p
-    left join restored_step as rs on rs.cluster = p.cluster and rs.job_id = p.job_id and rs.run = p.run
-    left join rollback as rb on rb.cluster = p.cluster and rb.job_id = p.job_id and rb.run = p.run
+    -- the step a restart resumes from: the last checkpoint's before the preemption, else the rollback's. From
+    -- the two alone, not joined to preempted: it is only left-joined to, so a run with neither needs no row, and
+    -- on Spark each reference to preempted is one more inlined copy of its plan
+    select cluster, job_id, run, coalesce(max(restored), max(rolled_back)) as step
+    from (
+        select cluster, job_id, run, step as restored, cast(null as double) as rolled_back from restored_step
+        union all
+        select cluster, job_id, run, cast(null as double) as restored, restart_step as rolled_back from rollback
+    ) as steps
+    group by cluster, job_id, run
 ),
 
 checkpoint_source as (
@@ -305,12 +316,16 @@ checkpoint_source as (
 ),
 
 next_progress as (
+    -- each advancing report of the next run with the one after it (a window, not a self-join, as run_reports)
     select
         nr.cluster,
         nr.job_id,
         nr.run,
+        coalesce(rs.step, 0) as resumed_from,
         g.time,
         g.step,
+        lead(g.time) over (partition by nr.cluster, nr.job_id, nr.run order by g.time) as next_time,
+        lead(g.step) over (partition by nr.cluster, nr.job_id, nr.run order by g.time) as next_step,
         row_number() over (partition by nr.cluster, nr.job_id, nr.run order by g.time) as nth
     from next_run as nr
     inner join progress as g
@@ -327,17 +342,12 @@ next_progress as (
 warmup as (
     -- extrapolate the first two advancing progress reports of the next run back to the restored step
     select
-        a.cluster,
-        a.job_id,
-        a.run,
-        epoch(a.time) - (a.step - coalesce(rs.step, 0)) * (epoch(b.time) - epoch(a.time)) / (b.step - a.step)
-            as resumed_epoch
-    from next_progress as a
-    inner join next_progress as b
-        on b.cluster = a.cluster and b.job_id = a.job_id and b.run = a.run and b.nth = 2
-    left join resumed_step as rs
-        on rs.cluster = a.cluster and rs.job_id = a.job_id and rs.run = a.run
-    where a.nth = 1 and b.step > a.step
+        cluster,
+        job_id,
+        run,
+        epoch(time) - (step - resumed_from) * (epoch(next_time) - epoch(time)) / (next_step - step) as resumed_epoch
+    from next_progress
+    where nth = 1 and next_step > step
 ),
 
 preemptor_run as (
@@ -441,16 +451,18 @@ history as (
 ),
 
 job_runtime as (
+    -- keyed by the preempted runs, which history has one row each of: joined from preempted, not from
+    -- history, whose plan (every CTE above) Spark would otherwise inline a second time
     select
-        h.cluster,
-        h.job_id,
-        h.run,
-        sum(case when r.run <= h.run then r.effective_s else 0 end) as runtime_so_far_s,
+        p.cluster,
+        p.job_id,
+        p.run,
+        sum(case when r.run <= p.run then r.effective_s else 0 end) as runtime_so_far_s,
         sum(r.effective_s) as runtime_total_s,
         max(case when r.state = 'completed' then 1 else 0 end) = 1 as job_completed
-    from history as h
-    inner join runs as r on r.cluster = h.cluster and r.job_id = h.job_id
-    group by h.cluster, h.job_id, h.run
+    from preempted as p
+    inner join runs as r on r.cluster = p.cluster and r.job_id = p.job_id
+    group by p.cluster, p.job_id, p.run
 ),
 
 unknown_runtime as (

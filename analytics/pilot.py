@@ -145,10 +145,11 @@ ORDER BY candidate DESC NULLS LAST, checkpoint_coverage DESC NULLS LAST, cluster
 """
 
 _READINESS_SQL = """
-SELECT DISTINCT cluster, verdict, yes_count, no_count, unknown_count, fix_first, unanswered, collect
-FROM readiness_scorecard
-WHERE len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster)
-ORDER BY cluster
+SELECT DISTINCT s.cluster, v.verdict, v.borderline, v.fix_first, v.adoption, s.yes_count, s.no_count, s.unknown_count
+FROM readiness_scorecard AS s
+INNER JOIN readiness_verdict AS v ON v.cluster = s.cluster
+WHERE len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), s.cluster)
+ORDER BY s.cluster
 """
 
 Query = Callable[[str, dict[str, object]], pl.DataFrame]
@@ -720,6 +721,7 @@ def readiness(query: Query, clusters: Sequence[str] = ()) -> list[str]:
     lines = []
     for r in query(_READINESS_SQL, {"clusters": list(clusters)}).iter_rows(named=True):
         lines.append(f"readiness of {r['cluster']}: {verdict_text(r)}")
+        lines.append(f"  adoption order: {r['adoption']}")
     return lines
 
 

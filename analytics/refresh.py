@@ -7,13 +7,18 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import polars as pl
 
+from preemptlens.analytics import counterfactual, scorecard
 from preemptlens.analytics.hoarding import StretchRefresh, infer_step, refresh_stretches
 from preemptlens.analytics.params import AnalyticsSettings, param_columns, param_row
 from preemptlens.analytics.views import apply_views
 from preemptlens.warehouse import Warehouse, quote
+
+if TYPE_CHECKING:
+    from preemptlens.analytics.tuning import TuningSettings
 
 # For the refresh only, then restored. The views carry no ORDER BY, so their
 # tables need not keep the order rows were produced in, which lets large
@@ -64,6 +69,8 @@ class AnalyzeReport:
     views: list[str]
     seconds: dict[str, float] = field(default_factory=dict)
     view_seconds: dict[str, float] = field(default_factory=dict)
+    # Per cluster: whether the counterfactual was replayed (and how long it took), unchanged, or why there is none.
+    counterfactual: dict[str, str] = field(default_factory=dict)
 
 
 def write_params(wh: Warehouse, params: AnalyticsSettings, sample_step_s: float) -> None:
@@ -85,12 +92,19 @@ def write_params(wh: Warehouse, params: AnalyticsSettings, sample_step_s: float)
             wh.con.unregister("_weights")
 
 
-def analyze(wh: Warehouse, params: AnalyticsSettings, *, full: bool = False) -> AnalyzeReport:
+def analyze(wh: Warehouse, params: AnalyticsSettings, *, full: bool = False,
+            tuning: TuningSettings | None = None) -> AnalyzeReport:
+    """`tuning`: the [tuning] settings naming the preemption policy in force, which the counterfactual replays
+    (default: inferred from the ledger)."""
+    if tuning is None:
+        from preemptlens.analytics.tuning import TuningSettings
+
+        tuning = TuningSettings()
     with engine_settings(wh):
-        return _analyze(wh, params, full=full)
+        return _analyze(wh, params, tuning, full=full)
 
 
-def _analyze(wh: Warehouse, params: AnalyticsSettings, *, full: bool) -> AnalyzeReport:
+def _analyze(wh: Warehouse, params: AnalyticsSettings, tuning: TuningSettings, *, full: bool) -> AnalyzeReport:
     seconds: dict[str, float] = {}
     started = time.perf_counter()
     step = params.sample_step_s or infer_step(wh)
@@ -104,6 +118,14 @@ def _analyze(wh: Warehouse, params: AnalyticsSettings, *, full: bool) -> Analyze
     started = time.perf_counter()
     view_seconds = apply_views(wh)
     seconds["views"] = time.perf_counter() - started
+
+    started = time.perf_counter()
+    replayed = counterfactual.refresh(wh, params, tuning)
+    seconds["counterfactual"] = time.perf_counter() - started
+
+    started = time.perf_counter()
+    scorecard.refresh(wh, params)
+    seconds["verdict"] = time.perf_counter() - started
     # Readers (the dashboard, /metrics) tell fresh figures from stale ones by this row.
     wh.con.execute(
         "INSERT INTO analytics_state VALUES ('analyze.finished_at', '', $t) ON CONFLICT (name) DO UPDATE SET "
@@ -111,4 +133,4 @@ def _analyze(wh: Warehouse, params: AnalyticsSettings, *, full: bool) -> Analyze
         {"t": datetime.now(UTC)},
     )
     wh.mark_changed()
-    return AnalyzeReport(step, stretches, list(view_seconds), seconds, view_seconds)
+    return AnalyzeReport(step, stretches, list(view_seconds), seconds, view_seconds, replayed)

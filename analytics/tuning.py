@@ -17,9 +17,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from statistics import median
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from preemptlens.analytics import snippets
+from preemptlens.analytics import scorecard, snippets
 from preemptlens.analytics.replay import (
     Figures,
     Validation,
@@ -34,6 +34,10 @@ from preemptlens.analytics.replay import (
 from preemptlens.config import section, setting
 from preemptlens.errors import ConfigError, SchemaError
 from preemptlens.warehouse import Warehouse, query_sql
+
+if TYPE_CHECKING:
+    # Only its type: analytics.victim_order builds on analytics.replay, as this module does.
+    from preemptlens.analytics.victim_order import Comparison
 
 
 @section("tuning", "What-if replay and the suggestions of `preemptlens suggest` (docs/tuning.md).")
@@ -143,9 +147,12 @@ KINDS = (
     "near_completion",
     "grace_time",
     "checkpoint_interval",
+    "victim_order",
     "tier_limits",
     "idle_reclaim",
     "repeat_victims",
+    "quotas",
+    "published_rules",
 )
 
 
@@ -167,6 +174,9 @@ class Suggestion:
     # Relative cut in lost GPU-hours plus relative cut in preemptions: what ranks the suggestions.
     score: float = 0.0
     snippets: Mapping[str, str] = field(default_factory=dict)
+    # The replayed change (None when the effect was not replayed): the counterfactual's best alternative
+    # builds on the first one.
+    variant: Variant | None = field(default=None, compare=False)
 
 
 @dataclass
@@ -178,6 +188,11 @@ class Context:
     baseline: Figures
     validation: Validation
     processes: int | None
+    # What failed in the verdict's evidence (scorecard.failing): their fixes rank first.
+    failures: tuple[str, ...] = ()
+    compare_victim_order: bool = True
+    # The cost-aware victim order replayed beside today's, once the victim_order generator has run.
+    victim_comparison: Comparison | None = None
 
     @property
     def cluster(self) -> str:
@@ -224,10 +239,11 @@ def _wait_delta(base: Figures, fig: Figures) -> float:
 def _effect(ctx: Context, fig: Figures, extra: str = "") -> dict[str, Any]:
     wait = _wait_delta(ctx.baseline, fig)
     victims = fig.victims_per_week - ctx.baseline.victims_per_week
+    # The replay's own error is stored and shown once (replay_validation), not repeated in every effect.
     text = (
         f"replayed over the window: lost GPU-hours {ctx.baseline.lost_gpu_h:.1f} -> {fig.lost_gpu_h:.1f} "
         f"({-ctx.gain(fig):+.1f}), high-priority median wait {wait:+.0f} s, victims per week {victims:+.1f}"
-        f"{extra}; {ctx.validation.describe()}"
+        f"{extra}"
     )
     return {
         "effect": text,
@@ -295,6 +311,7 @@ def min_run_time(ctx: Context) -> list[Suggestion]:
                 f"{rows['early_lost']:.1f} GPU-hours; sweep of {', '.join(_minutes(c) for c in candidates)}"
             ),
             snippets=snippets.min_runtime(value, _preemptible_qos(ctx)),
+            variant=variant,
             **_effect(ctx, fig),
         )
     ]
@@ -342,6 +359,7 @@ def near_completion(ctx: Context) -> list[Suggestion]:
                 f"{', '.join(f'{100 * c:.0f}%' for c in shares)}"
             ),
             snippets=snippets.near_completion(chosen, float(protected["left_s"] or 0.0), _preemptible_qos(ctx)),
+            variant=variant,
             **_effect(ctx, fig),
         )
     ]
@@ -405,6 +423,7 @@ def grace_time(ctx: Context) -> list[Suggestion]:
                 f"last checkpoint; {measured}"
             ),
             snippets=snippets.grace_time(value, partitions),
+            variant=variant,
             **_effect(ctx, fig, assumed),
         )
     ]
@@ -445,7 +464,8 @@ def checkpoint_interval(ctx: Context) -> list[Suggestion]:
             for j in workload.jobs
             if (j.team or "(none)") == team and j.checkpoint_interval_s
         }
-        fig = sweep(workload, [Variant(f"interval {team}", policy, changes)], 1)[0]
+        variant = Variant(f"interval {team}", policy, changes)
+        fig = sweep(workload, [variant], 1)[0]
         # The engine writes checkpoints for free; charge their cost here.
         gpu_s = sum(j.gpus * j.work_s for j in workload.jobs if j.job_id in changes and j.work_s < workload.horizon_s)
         overhead_h = cost * gpu_s * (1 / proposed - 1 / current) / 3600.0
@@ -467,6 +487,7 @@ def checkpoint_interval(ctx: Context) -> list[Suggestion]:
                     f"sqrt(2 x {cost:.0f} s x {mtbp:.0f} s) = {optimum:.0f} s"
                 ),
                 snippets=snippets.checkpoint_interval(team, proposed),
+                variant=variant,
                 **_effect(ctx, adjusted, f" (checkpoint overhead {overhead_h:+.1f} GPU-hours included)"),
             )
         )
@@ -525,11 +546,9 @@ def tier_limits(ctx: Context) -> list[Suggestion]:
             draws = [d for d in draws if d]
             if not draws:
                 continue
-            fig = _mean_figures(sweep(
-                workload,
-                [Variant(f"limit {team['team']} draw {i}", workload.actual.policy, d) for i, d in enumerate(draws)],
-                ctx.processes,
-            ))
+            limited = [Variant(f"limit {team['team']} draw {i}", workload.actual.policy, d)
+                       for i, d in enumerate(draws)]
+            fig = _mean_figures(sweep(workload, limited, ctx.processes))
             demoted = round(sum(len(d) for d in draws) / len(draws))
             if not ctx.worth_it(fig):
                 continue
@@ -547,6 +566,7 @@ def tier_limits(ctx: Context) -> list[Suggestion]:
                         f"drives {100 * team['high_share_slope']:+.1f} points a week"
                     ),
                     snippets=snippets.tier_limits(team["team"], "high", cap, keep),
+                    variant=limited[0],
                     **_effect(ctx, fig, f" (about {demoted} of the team's {len(team_high)} high jobs replayed as "
                                         f"normal; mean of {len(draws)} draws)"),
                 )
@@ -580,7 +600,7 @@ def idle_reclaim(ctx: Context) -> list[Suggestion]:
             effect=(
                 f"from the ledger (not replayed): {row['avoidable']} preemptions and {row['avoidable_lost']:.1f} "
                 f"lost GPU-hours avoided; {idle['reclaimable']:.1f} GPU-hours held idle beyond "
-                f"{_minutes(release)} freed; {ctx.validation.describe()}"
+                f"{_minutes(release)} freed"
             ),
             lost_gpu_h_change=-float(row["avoidable_lost"]),
             victims_per_week_change=-row["avoidable"] / ctx.baseline.weeks if ctx.baseline.weeks else None,
@@ -622,7 +642,7 @@ def repeat_victims(ctx: Context) -> list[Suggestion]:
             ),
             effect=(
                 "not replayed (the scheduler model has no priority boost): spreads preemptions over more jobs "
-                f"instead of the same {len(repeat)}; {ctx.validation.describe()}"
+                f"instead of the same {len(repeat)}"
             ),
             saving_gpu_h=0.0,
             snippets=snippets.repeat_victims(100, 7 * 86400.0),
@@ -631,31 +651,116 @@ def repeat_victims(ctx: Context) -> list[Suggestion]:
 
 
 def not_yet(ctx: Context) -> list[Suggestion]:
-    # Only measured noes decide it (two or more: the scorecard's "should not be the main tool"); a question the
-    # data cannot answer is never a reason to advise against preemption.
+    """The verdict's advice (readiness_verdict, analytics/scorecard.py): do not rely on preemption while the
+    evidence says it should not be the main tool; the fixes of what failed follow it in the ranking."""
     rows = ctx.q(
         query_sql("tuning", "readiness_gaps")
     )
-    if not rows or rows[0]["no_count"] < 2:
+    if not rows or rows[0]["verdict"] != scorecard.NOT_MAIN:
         return []
     r = rows[0]
-    fix = r["fix_first"] or "the questions answered no"
+    reasons = [x for x in scorecard.reasons_of(r) if not x.startswith("could not answer")]
+    verdict = f"borderline: {r['verdict']}" if r["borderline"] else r["verdict"]
     return [
         Suggestion(
             kind="not_yet",
             subject="",
-            title="Do not rely on preemption yet",
+            title="Do not rely on preemption as a main tool yet",
             setting="preemption as a main tool",
             current=None,
             proposed=None,
-            evidence=(
-                f"readiness scorecard: {r['yes_count']} yes, {r['no_count']} no, {r['unknown_count']} unknown of 4; "
-                f"no to: {r['no']}"
-            ),
-            effect=f"{r['verdict']}; fix first: {fix}",
-            snippets=snippets.not_yet(fix),
+            evidence="; ".join(reasons),
+            effect=f"{verdict}; the fixes for what failed come next in this list",
+            snippets=snippets.not_yet("the fixes for what failed, next in this list"),
         )
     ]
+
+
+def victim_order(ctx: Context) -> list[Suggestion]:
+    """The cost-aware victim order replayed beside today's (analytics/victim_order.py), stored with the other
+    suggestions; schedulers do not offer it, preemptlens's actions approximate it from the live cost."""
+    if not ctx.compare_victim_order:
+        return []
+    from preemptlens.analytics.victim_order import compare
+
+    comparison = ctx.victim_comparison = compare(ctx.workload, ctx.baseline)
+    fig = comparison.cost
+    if not ctx.worth_it(fig):
+        return []
+    rows = "; ".join(f"{name} {a} -> {b}" for name, a, b in comparison.rows())
+    policy = replace(ctx.workload.actual.policy, victim_order="cost")
+    return [
+        Suggestion(
+            kind="victim_order",
+            subject="",
+            title="Choose the victims whose preemption costs least (lost progress + warm-up + requeue hold)",
+            setting="victim order",
+            current="lowest tier, then youngest run",
+            proposed="least live cost among the same eligible runs",
+            evidence="replayed with victims chosen by least live cost: " + rows,
+            snippets=snippets.victim_order(),
+            variant=Variant("victims chosen by least live cost", policy),
+            **_effect(ctx, fig),
+        )
+    ]
+
+
+def readiness_fixes(ctx: Context, found: Sequence[Suggestion]) -> list[Suggestion]:
+    """For each failure of the verdict's evidence that no other suggestion addresses, its own first fix
+    (scorecard.FIXES), not replayed: so that what `suggest` ranks and what the verdict says to fix first are
+    one list."""
+    added: list[Suggestion] = []
+    have = {s.kind for s in found}
+    for item in ctx.failures:
+        if set(scorecard.FIXES[item]) & have:
+            continue
+        kind = scorecard.FIXES[item][0]
+        made = _GENERIC[kind](ctx, item)
+        added.append(made)
+        have.add(kind)
+    return added
+
+
+def _failure_words(item: str) -> str:
+    if item.startswith("Q"):
+        return f"{item} answered no ({scorecard.QUESTIONS[int(item[1:])]})"
+    return {"net": "preemption cost more than it saved against plain queueing",
+            "avoidable": "too many preemptions could have used idle-hoarded GPUs",
+            "hoarding": "more allocated GPU-hours are held idle than analytics.reclaim_idle_share"}[item]
+
+
+def _generic(kind: str, title: str, setting: str, proposed: str, make: Callable[[], dict[str, str]]
+             ) -> Callable[[Context, str], Suggestion]:
+    def build(ctx: Context, item: str) -> Suggestion:
+        return Suggestion(
+            kind=kind, subject="", title=title, setting=setting, current=None, proposed=proposed,
+            evidence=f"the verdict's evidence: {_failure_words(item)}",
+            effect="not replayed: the article's remedy for this failure; no setting change was measured",
+            snippets=make(),
+        )
+
+    return build
+
+
+_GENERIC: Mapping[str, Callable[[Context, str], Suggestion]] = {
+    "idle_reclaim": _generic("idle_reclaim", "Reclaim idle-hoarded GPUs before preempting for them",
+                             "idle GPU reclaim", "warn and release idle GPUs",
+                             lambda: snippets.idle_reclaim(1800.0, 3600.0)),
+    "quotas": _generic("quotas", "Set GPU quotas per team and tiered pools before relying on preemption",
+                       "quotas and tiered pools", "a quota per team, a reserved pool for time-sensitive work",
+                       snippets.quotas),
+    "tier_limits": _generic("tier_limits", "Limit how much work may be critical or high",
+                            "high-tier quota", "a GPU cap on the critical and high tiers per team",
+                            snippets.tier_cap),
+    "checkpoint_interval": _generic("checkpoint_interval", "Make preemptible jobs checkpoint (and say how often)",
+                                    "checkpoints", "every preemptible job checkpoints",
+                                    lambda: snippets.checkpoint_interval("<team>", 1800.0)),
+    "victim_order": _generic("victim_order", "Choose the victims whose preemption costs least",
+                             "victim order", "least live cost among the same eligible runs", snippets.victim_order),
+    "published_rules": _generic("published_rules", "Publish the preemption rules and notify every victim",
+                                "published rules and notices", "who may preempt whom, and a notice per victim",
+                                snippets.published_rules),
+}
 
 
 GENERATORS: tuple[Callable[[Context], list[Suggestion]], ...] = (
@@ -664,15 +769,19 @@ GENERATORS: tuple[Callable[[Context], list[Suggestion]], ...] = (
     near_completion,
     grace_time,
     checkpoint_interval,
+    victim_order,
     tier_limits,
     idle_reclaim,
     repeat_victims,
 )
 
 
-def rank(found: Sequence[Suggestion]) -> list[Suggestion]:
-    """The readiness advice first (it overrides tuning), then by relative improvement."""
-    return sorted(found, key=lambda s: (s.kind != "not_yet", -s.score, KINDS.index(s.kind), s.subject))
+def rank(found: Sequence[Suggestion], failures: Sequence[str] = ()) -> list[Suggestion]:
+    """The verdict's advice first (it overrides tuning), then the fixes of what the verdict found failing,
+    then the rest, each group by relative improvement (a change that was not replayed scores nothing)."""
+    fixes = set(scorecard.addressed(failures))
+    return sorted(found, key=lambda s: (s.kind != "not_yet", s.kind not in fixes, -s.score, KINDS.index(s.kind),
+                                        s.subject))
 
 
 def suggest(ctx: Context, only: Sequence[str] | None = None) -> list[Suggestion]:
@@ -680,10 +789,12 @@ def suggest(ctx: Context, only: Sequence[str] | None = None) -> list[Suggestion]
     for generator in GENERATORS:
         if only is None or generator.__name__ in only:
             found.extend(generator(ctx))
-    return rank(found)
+    if only is None:
+        found += readiness_fixes(ctx, found)
+    return rank(found, ctx.failures)
 
 
-def context(wh: Warehouse, window: Window, settings: TuningSettings) -> Context:
+def context(wh: Warehouse, window: Window, settings: TuningSettings, compare_victim_order: bool = True) -> Context:
     """Load the workload, replay it under the actual policy and validate it against the ledger."""
     params = wh.query("select * from analytics_params").to_dicts()
     if not params:
@@ -691,7 +802,14 @@ def context(wh: Warehouse, window: Window, settings: TuningSettings) -> Context:
     workload = load_workload(wh, window, settings)
     validation, baseline = validate(wh, workload, settings.validation_tolerance)
     processes = settings.processes or None
-    return Context(wh, workload, settings, params[0], baseline, validation, processes)
+    return Context(wh, workload, settings, params[0], baseline, validation, processes,
+                   scorecard.failures_of(wh, window.cluster), compare_victim_order)
+
+
+def first_change(found: Sequence[Suggestion]) -> Suggestion | None:
+    """The highest-ranked suggestion whose effect was replayed: the counterfactual's best alternative
+    builds on it."""
+    return next((s for s in found if s.variant is not None), None)
 
 
 def store(wh: Warehouse, ctx: Context, found: Sequence[Suggestion]) -> None:

@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from preemptlens.analytics.pilot import Evaluation, Pilot, PilotSettings, evaluate
-from preemptlens.analytics.scorecard import answer_text, verdict_text
+from preemptlens.analytics.scorecard import answer_text, evidence_text
 from preemptlens.analytics.snippets import KAI, KUBERNETES, KUEUE, SLURM, VOLCANO
 from preemptlens.config import section, setting
-from preemptlens.dashboards import data
+from preemptlens.dashboards import answer, data
 from preemptlens.errors import PreemptlensError
 
 # The rendering stack (jinja2, plotly and the figures) is imported where a report is rendered:
@@ -106,6 +106,9 @@ class WeeklyReport:
     headline: dict[str, Any]
     net_daily: pl.DataFrame
     scorecard: pl.DataFrame
+    evidence: pl.DataFrame
+    # Does preemption pay here? Per cluster the verdict and the counterfactual headline (the first section).
+    answers: list[answer.ClusterAnswer]
     worst: pl.DataFrame
     hoarding_teams: pl.DataFrame
     hoarding_jobs: pl.DataFrame
@@ -167,6 +170,8 @@ def build(
         headline=data.headline(r, f),
         net_daily=data.net_benefit(r, f),
         scorecard=data.scorecard(r, f),
+        evidence=data.evidence(r, f),
+        answers=answer.read(r, f),
         worst=data.worst(r, f, top_n),
         hoarding_teams=data.top_holders(r, f, "team", top_n),
         hoarding_jobs=data.top_holders(r, f, "job", top_n),
@@ -290,22 +295,22 @@ def _suggestion_items(report: WeeklyReport) -> list[dict[str, Any]]:
 
 
 def _scorecard_rows(report: WeeklyReport) -> list[dict[str, str]]:
+    evidence = report.evidence.to_dicts()
     return [
         {
             "cluster": s["cluster"],
             "question": s["question"],
-            "answer": answer_text(s["answer"], s["missing"]),
-            "evidence": s["evidence"],
+            "answer": answer_text(s["answer"], s["missing"], s["borderline"]),
+            "evidence": evidence_text([e for e in evidence
+                                       if e["cluster"] == s["cluster"] and e["question_no"] == s["question_no"]]),
         }
         for s in report.scorecard.iter_rows(named=True)
     ]
 
 
-def _verdicts(report: WeeklyReport) -> list[str]:
-    seen: dict[str, str] = {}
-    for s in report.scorecard.iter_rows(named=True):
-        seen.setdefault(s["cluster"], f"{s['cluster']}: {verdict_text(s)}")
-    return list(seen.values())
+def _answers(report: WeeklyReport) -> list[dict[str, Any]]:
+    """The first section: per cluster the verdict and the counterfactual headline (dashboards/answer.py)."""
+    return [{**vars(a), "line": a.line, "markdown": answer.markdown(a)} for a in report.answers]
 
 
 def _pilot_rows(report: WeeklyReport) -> list[dict[str, Any]]:
@@ -369,7 +374,7 @@ def _context(report: WeeklyReport) -> dict[str, Any]:
         "suggestions_missing": report.suggestions is None,
         "suggestions": _suggestion_items(report),
         "scorecard": _scorecard_rows(report),
-        "verdicts": _verdicts(report),
+        "answers": _answers(report),
         "pilots": _pilot_rows(report),
     }
 

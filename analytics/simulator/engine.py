@@ -23,7 +23,9 @@ Model, as the raw tables must show it:
   be preemptible, of a tier the policy lets this tier evict, and have run for at
   least `min_run_s`. Under the policy's victim order "cost" the same eligible
   runs are candidates, but the node(s) and the set of victims on them are those
-  of the least live cost (`victim_cost_gpu_s`), ties by the order above. The
+  of the least live cost (`victim_cost_gpu_s`), ties by the order above. With a
+  trigger threshold (`trigger_wait_s`) a job preempts only once it has waited
+  that long since it became eligible; until then it waits like any other. The
   GPUs it needs are reserved for the preemptor at once and it starts when the
   last victim has let go.
 - Signal at time t: a job with `final_checkpoint` whose `save_s` fits in the
@@ -352,6 +354,10 @@ class _Scheduler:
             for start in sorted({-e[1] for n in nodes for e in self.node_victims[n]}):
                 if start + min_run > t:
                     self._push(start + min_run, _MINRUN, pool)
+            trigger = change.policy.trigger_wait_s
+            for eligible in sorted({e[0] for queues in self.pending[pool] for q in queues.values() for e in q}):
+                if trigger > 0 and eligible + trigger > t:
+                    self._push(eligible + trigger, _MINRUN, pool)
 
     def _check(self, job: JobSpec) -> None:
         if job.pool not in self.pool_index:
@@ -411,6 +417,10 @@ class _Scheduler:
         self.seq += 1
         self.pending[pool][self.job_rank[j]].setdefault(job.gpus, []).append(entry)
         self.dirty.add(pool)
+        trigger = self.pool_policy[pool].trigger_wait_s
+        if trigger > 0 and self.rank_preempts[pool][self.job_rank[j]]:
+            # Reaching the trigger threshold matters like a run turning old enough to evict.
+            self._push(eligible + trigger, _MINRUN, pool)
 
     def _start(self, j: int, t: float, gpu_ids: list[int]) -> None:
         job = self.jobs[j]
@@ -588,6 +598,7 @@ class _Scheduler:
                 continue
             # The fewest GPUs no preemption could free in this pass: bigger asks fail too.
             unfreeable = math.inf
+            trigger = self.pool_policy[pool].trigger_wait_s
             # Room and unfreeable only shrink during a pass, so an ask above both is
             # skipped unseen: merge the size queues that can act, in start order.
             heads: list[tuple[tuple[float, int, int], int, int]] = []
@@ -604,7 +615,7 @@ class _Scheduler:
                     self._start(entry[2], t, self._place(pool, size))
                     room = self._room(pool)
                     done.setdefault(size, []).append(i)
-                elif may_preempt and size < unfreeable:
+                elif may_preempt and size < unfreeable and t - entry[0] >= trigger:
                     if self._preempt(pool, entry[2], t):
                         room = self._room(pool)
                         done.setdefault(size, []).append(i)

@@ -58,7 +58,9 @@ class PolicyConfig:
     eligible again (Slurm's requeue delay). `victim_order` is how the victims are
     chosen among the eligible runs: "priority" as schedulers do today (lowest tier,
     then youngest run), or "cost": the set with the least live cost
-    (`sim_engine.victim_cost_gpu_s`), ties by today's order.
+    (`sim_engine.victim_cost_gpu_s`), ties by today's order. `trigger_wait_s` is the
+    article's trigger threshold written down in advance: a job may preempt only once it
+    has waited that long since it became eligible (0: at once, as schedulers do today).
     """
 
     enabled: bool = True
@@ -71,6 +73,7 @@ class PolicyConfig:
     grace_s: float = 60.0
     requeue_hold_s: float = 120.0
     victim_order: str = "priority"
+    trigger_wait_s: float = 0.0
 
     def __post_init__(self) -> None:
         problems = []
@@ -85,7 +88,7 @@ class PolicyConfig:
                     problems.append(f"may_preempt[{preemptor}]: unknown tier {victim!r}")
                 elif TIER_RANK[victim] >= TIER_RANK[preemptor]:
                     problems.append(f"may_preempt[{preemptor}]: {victim} is not a lower tier")
-        for name in ("min_run_s", "grace_s", "requeue_hold_s"):
+        for name in ("min_run_s", "grace_s", "requeue_hold_s", "trigger_wait_s"):
             if getattr(self, name) < 0:
                 problems.append(f"{name} must be >= 0")
         if problems:

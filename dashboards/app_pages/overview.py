@@ -1,12 +1,13 @@
-"""Overview: headline counts, net benefit over time, and the readiness scorecard with its evidence."""
+"""Overview: the answer (verdict and counterfactual headline), headline counts, net benefit over time, and the
+readiness scorecard with its evidence."""
 
 from __future__ import annotations
 
 import polars as pl
 import streamlit as st
 
-from preemptlens.analytics.scorecard import answer_text, verdict_text
-from preemptlens.dashboards import figures
+from preemptlens.analytics.scorecard import answer_text, evidence_text, measure_text
+from preemptlens.dashboards import answer, figures
 from preemptlens.dashboards.data import NO_SAMPLES, avoidable_text, unknown_or
 from preemptlens.dashboards.views_common import Charts, context, duration, window_caption
 
@@ -21,6 +22,8 @@ if ctx.reader.via == "open":
         "opens it. To share it, put it behind a login (access.proxy_headers or access.oidc, docs/deploy.md).",
         icon=":material/lock_open:",
     )
+
+answer.show(answer.build(ctx.q("scorecard", f), ctx.q("counterfactual", f)))
 
 head = ctx.q("headline", f)
 cols = st.columns(4)
@@ -58,31 +61,31 @@ st.caption(
 
 st.header("Readiness scorecard")
 card: pl.DataFrame = ctx.q("scorecard", f)
+evidence: pl.DataFrame = ctx.q("evidence", f)
 if card.height == 0:
     st.info("No runs in the warehouse yet: nothing to score.")
 for cluster in card["cluster"].unique(maintain_order=True).to_list():
     rows = card.filter(pl.col("cluster") == cluster)
-    first = rows.row(0, named=True)
-    verdict = f"{cluster}: {verdict_text(first)}"
-    if first["yes_count"] == 4:
-        st.success(verdict)
-    elif first["unknown_count"]:
-        st.info(verdict)
-    else:
-        st.warning(verdict)
+    mine = evidence.filter(pl.col("cluster") == cluster)
     st.dataframe(
         pl.DataFrame(
             {
                 "#": rows["question_no"],
                 "question": rows["question"],
-                "answer": [answer_text(r["answer"], r["missing"]) for r in rows.iter_rows(named=True)],
-                "evidence": rows["evidence"],
+                "answer": [answer_text(r["answer"], r["missing"], r["borderline"]) for r in rows.iter_rows(named=True)],
+                "evidence": [
+                    evidence_text(mine.filter(pl.col("question_no") == q).to_dicts()) for q in rows["question_no"]
+                ],
             }
         ),
         hide_index=True,
         key=f"scorecard_{cluster}",
     )
+    also = mine.filter(pl.col("question_no") == 0).to_dicts()
+    if also:
+        st.caption("Also read by the verdict: " + "; ".join(measure_text(e) for e in also) + ".")
 with st.expander("Evidence behind the scorecard"):
-    st.dataframe(ctx.q("evidence", f), hide_index=True, key="evidence")
-st.caption("The scorecard covers all the data of each cluster; only the cluster filter applies.")
+    st.dataframe(evidence, hide_index=True, key="evidence")
+st.caption("The scorecard covers all the data of each cluster; only the cluster filter applies. Intervals are "
+           "bootstrap intervals over days; a measure whose interval holds its threshold is borderline.")
 charts.draw()

@@ -9,7 +9,8 @@ at 0 and waits until hour 4, then runs for an hour. So:
 - allocated net of hoarding: hours 0-1 3/4, hours 2-3 4/4, hour 4 2/4: 2 of 5
   hours busy (0.4, below 0.5): the GPUs are not really scarce, one is hoarded;
   by allocation alone 4 of 5 hours would reach 0.85;
-- normal and low jobs wait 0 and 4 h before their first start: median 2 h.
+- a's 4 GPUs wait 0, b's 2 GPUs 4 h: the GPU-weighted time in the queue is (4 x 0 + 2 x 4 h) / 6 = 80 min;
+- job c asks for 8 GPUs of the 4-GPU pool: it can never start, so Q1 leaves it out and counts it apart.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from analytics_scenario import Scenario
+from analytics_scenario import Scenario, at
 
 from preemptlens.dashboards.metrics import read_families
 
@@ -30,6 +31,8 @@ def build(sc: Scenario, *, samples: bool) -> None:
     sc.run("a", 1, 4, "p", 0, 4 * HOUR, "completed", submit=0)
     sc.job("b", "low", 2, "p", 0)
     sc.run("b", 1, 2, "p", 4 * HOUR, 5 * HOUR, "completed", submit=0)
+    sc.job("c", "low", 8, "p", 0)
+    sc.add("job_runs", job_id="c", run=1, gpus=8, pool="p", submit_time=at(0), state="pending")
     if samples:
         sc.samples("a", "h1", 0, 0, 2 * HOUR, busy=0.0)
         sc.samples("a", "h1", 0, 2 * HOUR, 4 * HOUR, busy=0.9)
@@ -47,15 +50,16 @@ def test_q1_measures_by_hand(sc: Scenario) -> None:
     assert e["queue_pressure_hours_share"]["passes"] is True
     assert e["busy_hours_share"]["value"] == pytest.approx(2 / 5)
     assert e["busy_hours_share"]["passes"] is False
-    assert e["lower_tier_wait_p50_s"]["value"] == pytest.approx(2 * HOUR)
-    assert e["high_wait_unpreempted_p50_s"]["value"] is None
-    assert e["high_wait_unpreempted_p50_s"]["missing"] == "no critical or high runs: their wait unknown"
+    assert e["queued_gpu_wait_s"]["value"] == pytest.approx(2 * 4 * HOUR / 6)
+    assert e["queued_gpu_wait_s"]["passes"] is True
+    assert e["jobs_never_fit"]["value"] == 1 and e["jobs_never_fit"]["passes"] is None
     assert e["hoarded_share_of_allocated"]["value"] == pytest.approx(2 / 18)
     card = sc.view("readiness_scorecard", "question_no").to_dicts()
     # work waits, but GPUs held idle are not scarce GPUs: a measured no
     assert card[0]["answer"] is False
     assert card[0]["missing"] is None
-    assert "reclaiming idle GPUs" in card[0]["fix_first"]
+    (verdict,) = sc.view("readiness_verdict", "cluster").to_dicts()
+    assert verdict["fix_first"].startswith("reclaim idle GPUs")
 
 
 def test_without_gpu_samples_q1_and_hoarding_are_unknown_not_no(sc: Scenario) -> None:
@@ -74,10 +78,11 @@ def test_without_gpu_samples_q1_and_hoarding_are_unknown_not_no(sc: Scenario) ->
     assert "Q1" in card[0]["unanswered"]
     assert "no GPU samples: hoarding unknown" in card[0]["collect"]
     # Q2 is unknown too (one week: no trend); Q3 a measured no (no checkpoints). No fix on the strength of an
-    # unknown: neither reclaiming (hoarding unknown) nor quotas (Q1 and Q2 unknown), only Q3's tiered pools.
+    # unknown: neither reclaiming (hoarding unknown) nor quotas (Q1 and Q2 unknown), only Q3's checkpoints.
     assert [c["answer"] for c in card] == [None, None, False, None]
-    assert card[0]["fix_first"] == "tiered pools"
-    assert card[0]["verdict"] == "cannot tell yet"
+    (verdict,) = sc.view("readiness_verdict", "cluster").to_dicts()
+    assert verdict["fix_first"] == "checkpoints"
+    assert verdict["verdict"] == "cannot tell yet"
 
 
 def test_without_pools_capacity_is_unknown(sc: Scenario) -> None:

@@ -360,8 +360,10 @@ def breakeven_text(net: Mapping[str, Any]) -> str:
     if kind != "factor" or factor is None:
         return "break-even unknown"
     crit, high = weights.get("critical", 0.0) * factor, weights.get("high", 0.0) * factor
-    return (f"it breaks even when critical and high work is worth {factor:,.2f}x its configured weight "
-            f"(critical {crit:,.2f}, high {high:,.2f}); configured: {configured}")
+    at = f"{factor:,.2f}x their configured weights (critical {crit:,.3g}, high {high:,.3g})"
+    if factor <= 1:
+        return f"it pays at the configured weights ({configured}), and would down to critical and high work at {at}"
+    return f"it breaks even only once critical and high work is worth {at}; configured: {configured}"
 
 
 def adoption_step(ev: Evidence) -> tuple[int | None, str]:

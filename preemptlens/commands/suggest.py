@@ -9,6 +9,7 @@ verdict its ranked fixes (one list: the fixes of what failed rank first).
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from datetime import datetime
 
 from preemptlens.analytics import counterfactual, scorecard, victim_order
@@ -131,14 +132,15 @@ def run(args: argparse.Namespace, config: Config) -> int:
         if not args.no_store:
             store(wh, ctx, found)
             first = first_change(found)
-            if counterfactual.store_best(wh, ctx.workload, config.of(AnalyticsSettings),
-                                         None if first is None else first.variant, ctx.processes):
+            # named as the suggestion is titled
+            best = None if first is None or first.variant is None else replace(first.variant, label=first.title)
+            if counterfactual.store_best(wh, ctx.workload, config.of(AnalyticsSettings), best, ctx.processes):
                 print("the counterfactual's best alternative is now: "
-                      + counterfactual.best_variant(ctx.workload, None if first is None else first.variant)[0])
+                      + counterfactual.best_variant(ctx.workload, best)[0])
             scorecard.refresh(wh)
-            line = scorecard.verdict_line(wh, cluster)
-            if line:
-                print(f"verdict: {line}")
+            verdict = scorecard.verdict_line(wh, cluster)
+            if verdict:
+                print(f"verdict: {verdict}")
         if not found:
             print("no suggestions: the data shows none of the problems the rules look for")
         scheduler = args.scheduler or _scheduler_of(wh, cluster)

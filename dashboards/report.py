@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from preemptlens.analytics.pilot import Evaluation, Pilot, PilotSettings, evaluate
+from preemptlens.analytics.pilot import Evaluation, Pilot, PilotSettings, evaluate, signed_text
 from preemptlens.analytics.scorecard import answer_text, evidence_text
 from preemptlens.analytics.snippets import KAI, KUBERNETES, KUEUE, SLURM, VOLCANO
 from preemptlens.config import section, setting
@@ -325,14 +325,15 @@ def _pilot_rows(report: WeeklyReport) -> list[dict[str, Any]]:
         if isinstance(ev, str):
             rows.append({**row, "verdict": "unknown", "reasons": [ev], "figures": []})
             continue
-        reasons = list(ev.reasons)
+        reasons = [f"warning: {w}" for w in ev.warnings] + list(ev.reasons)
         if ev.verdict == "keep piloting" and ev.more_weeks:
             reasons.append(f"about {ev.more_weeks:.1f} more week(s) of data would settle it")
         figures = [
             {
                 "figure": f.label,
-                "difference in differences": "unknown" if f.did is None else f"{f.did:+,.3g} {f.unit}",
-                "interval": "–" if f.low is None or f.high is None else f"{f.low:+,.3g} to {f.high:+,.3g}",
+                "difference in differences": signed_text(f.did, f.unit),
+                "interval": "–" if f.low is None or f.high is None
+                else f"{signed_text(f.low, f.unit)} to {signed_text(f.high, f.unit)}",
                 "n (pilot b/a, control b/a)": "/".join(str(x) for x in f.n) + f" {f.n_of}",
             }
             for f in ev.figures

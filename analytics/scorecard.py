@@ -503,12 +503,13 @@ def headline_text(answer: counterfactual.Answer) -> str:
     if run["thrown_away_gpu_h"] == 0 and run["high_wait_saved_gpu_h"] == 0 and run["lower_wait_added_gpu_h"] == 0:
         return ("nothing was preempted in the recorded window: today's policy and plain queueing replay the same "
                 f"({run['jobs']:,} jobs, {_window(run)})")
-    saved = run["high_wait_saved_gpu_h"]
-    verb = "saved" if saved >= 0 else "cost"
-    return (f"against plain queueing, preemption {verb} critical+high work {gpu_hours(abs(saved))} of waiting; "
-            f"it cost {gpu_hours(run['thrown_away_gpu_h'])} thrown away and "
-            f"{gpu_hours(run['lower_wait_added_gpu_h'])} of lower-tier waiting "
-            f"(replayed on {run['jobs']:,} jobs, {_window(run)})")
+    saved, lower = run["high_wait_saved_gpu_h"], run["lower_wait_added_gpu_h"]
+    upper = (f"saved critical+high work {gpu_hours(saved)} of waiting" if saved >= 0
+             else f"cost critical+high work {gpu_hours(-saved)} of extra waiting")
+    cost = (f"it cost {gpu_hours(run['thrown_away_gpu_h'])} thrown away and {gpu_hours(lower)} of lower-tier waiting"
+            if lower >= 0 else f"it cost {gpu_hours(run['thrown_away_gpu_h'])} thrown away, and lower tiers waited "
+            f"{gpu_hours(-lower)} less too")
+    return f"against plain queueing, preemption {upper}; {cost} (replayed on {run['jobs']:,} jobs, {_window(run)})"
 
 
 def _window(run: Mapping[str, Any]) -> str:

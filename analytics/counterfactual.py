@@ -28,16 +28,18 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import multiprocessing
 import os
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import polars as pl
 
 from preemptlens.analytics.replay import (
     Figures,
@@ -149,6 +151,33 @@ def job_table(out: Outcome, start_day_s: float = 0.0) -> JobTable:
     return JobTable(tier, gpus, day, first_wait, completion, waiting, thrown, victim_waiting, busy, preemptions)
 
 
+def hourly_busy(out: Outcome, start_hour_s: float = 0.0) -> np.ndarray:
+    """GPU-seconds doing work (allocated and not in an idle stretch) in each UTC hour of a replay; hour k covers
+    [k x 3600 - start_hour_s, (k + 1) x 3600 - start_hour_s) seconds after the replay's start, where
+    `start_hour_s` is the start's seconds past its UTC hour."""
+    horizon = out.horizon_s
+    busy = np.zeros(math.ceil((horizon + start_hour_s) / 3600.0))
+
+    def add(a: float, b: float, gpus: float) -> None:
+        a, b = a + start_hour_s, b + start_hour_s
+        while a < b:
+            k = int(a // 3600.0)
+            end = min(b, (k + 1) * 3600.0)
+            busy[k] += gpus * (end - a)
+            a = end
+
+    for run in out.runs:
+        if run.start_s is None or run.start_s >= horizon:
+            continue
+        gpus = float(out.jobs[run.job].gpus)
+        stop = horizon if run.end_s is None else min(run.end_s, horizon)
+        add(run.start_s, stop, gpus)
+        for a, b in run.idle:
+            if a < stop:
+                add(a, min(b, stop), -gpus)
+    return busy
+
+
 def _quantile(values: np.ndarray, q: float) -> float | None:
     values = values[~np.isnan(values)]
     # linear interpolation between the closest ranks, as DuckDB's quantile_cont
@@ -229,6 +258,8 @@ class Scenario:
     trigger_wait_s: float | None
     table: JobTable
     figures: tuple[TierFigures, ...]
+    # Busy GPU-seconds per UTC hour (hourly_busy), kept for the plain queue (scenario none) only.
+    hours: np.ndarray | None = None
 
 
 def _policy_json(variant: Variant) -> dict[str, Any]:
@@ -248,14 +279,15 @@ def _policy_json(variant: Variant) -> dict[str, Any]:
 def run_scenario(workload: Workload, key: str, label: str, variant: Variant) -> tuple[Scenario, Figures]:
     """One scenario replayed: its per-job table and per-tier figures, and the replay's Figures (what the
     validation against the ledger compares)."""
-    start_day_s = workload.window.start.timestamp() % _DAY_S
+    start = workload.window.start.timestamp()
     with paused_gc():
         out = replay_outcome(workload, variant)
-        table = job_table(out, start_day_s)
+        table = job_table(out, start % _DAY_S)
         figures = outcome_figures(out, workload.warmup_measured)
+        hours = hourly_busy(out, start % 3600.0) if key == "none" else None
         del out  # dropped inside the pause: the collector never scans it
     trigger = variant.policy.trigger_wait_s if key.startswith("trigger") else None
-    return Scenario(key, label, _policy_json(variant), trigger, table, tier_figures(table)), figures
+    return Scenario(key, label, _policy_json(variant), trigger, table, tier_figures(table), hours), figures
 
 
 # The workload the worker processes replay: set before they fork, so it is inherited instead of pickled.
@@ -427,7 +459,8 @@ def _duration(seconds: float) -> str:
 
 def _forget(wh: Warehouse, cluster: str) -> None:
     with wh.transaction():
-        for table in ("counterfactual_runs", "counterfactual_scenarios", "counterfactual_figures"):
+        for table in ("counterfactual_runs", "counterfactual_scenarios", "counterfactual_figures",
+                      "counterfactual_hours"):
             wh.con.execute(f"DELETE FROM {table} WHERE cluster = $c", {"c": cluster})  # noqa: S608
 
 
@@ -456,7 +489,25 @@ def store(wh: Warehouse, computed: Computed, mark: str) -> None:
         )
         for s in computed.scenarios:
             _store_scenario(wh, cluster, s, none, computed.weights, computed.samples, computed.confidence)
+        _store_hours(wh, cluster, computed.window.start, none.hours)
     wh.mark_changed()
+
+
+def _store_hours(wh: Warehouse, cluster: str, start: datetime, busy: np.ndarray | None) -> None:
+    wh.con.execute("DELETE FROM counterfactual_hours WHERE cluster = $c", {"c": cluster})
+    if busy is None or busy.size == 0:
+        return
+    first = start.replace(minute=0, second=0, microsecond=0)
+    frame = pl.DataFrame({
+        "cluster": [cluster] * busy.size,
+        "hour": pl.datetime_range(first, first + timedelta(hours=busy.size - 1), "1h", time_zone="UTC", eager=True),
+        "busy_gpu_s": busy,
+    })
+    wh.con.register("_cf_hours", frame.to_arrow())
+    try:
+        wh.con.execute("INSERT INTO counterfactual_hours SELECT cluster, hour, busy_gpu_s FROM _cf_hours")
+    finally:
+        wh.con.unregister("_cf_hours")
 
 
 def _store_scenario(wh: Warehouse, cluster: str, s: Scenario, none: Scenario, weights: Mapping[str, float],

@@ -89,9 +89,10 @@ FIX_NAMES: Mapping[str, str] = {
 
 # Each measure in words: its label, the unit its value is in, and what it means.
 MEASURES: Mapping[str, tuple[str, str, str]] = {
-    "busy_hours_share": ("busy hours", "share",
-                         "hours in which GPUs doing lasting work (not idle-hoarded, not work later thrown away) "
-                         "reach analytics.scarce_allocation_share of capacity"),
+    "busy_hours_share": ("busy hours without preemption", "share",
+                         "hours in which the GPUs doing work (not idle-hoarded) reach "
+                         "analytics.scarce_allocation_share of capacity when the recorded jobs are replayed without "
+                         "preemption"),
     "queue_pressure_hours_share": ("hours under queue pressure", "share",
                                    "hours in which work worth analytics.scarce_queue_share of capacity waits"),
     "queued_gpu_wait_s": ("queue time per GPU of a job", "duration",

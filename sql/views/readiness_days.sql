@@ -67,47 +67,6 @@ capacity as (
     group by h.cluster, h.hour
 ),
 
--- GPU-seconds per hour of a set of intervals: each interval once for every hour it overlaps, summed per hour,
--- without pairing every hour with every interval
-run_hours as (
-    select
-        cluster,
-        gpus,
-        effective_start as a,
-        effective_end as b,
-        unnest(generate_series(date_trunc('hour', effective_start), effective_end, interval 1 hour)) as hour
-    from runs
-),
-
-allocated as (
-    select cluster, hour, sum(gpus * greatest(0, epoch(least(b, hour + interval 1 hour)) - epoch(greatest(a, hour))))
-        as allocated_gpu_s
-    from run_hours
-    group by cluster, hour
-),
-
-wasted_intervals as (
-    -- work thrown away occupied GPUs without doing lasting work: the progress lost before each preemption and
-    -- the restart's warm-up; preemption adds these hours of allocation, so busy hours leave them out
-    select cluster, victim_gpus as gpus, time - to_seconds(lost_s) as a, time as b
-    from ledger
-    where lost_s > 0
-    union all
-    select cluster, victim_gpus, time + to_seconds(requeue_delay_s), time + to_seconds(requeue_delay_s + warmup_s)
-    from ledger
-    where warmup_s > 0 and not requeue_censored
-),
-
-wasted as (
-    select cluster, hour, sum(gpus * greatest(0, epoch(least(b, hour + interval 1 hour)) - epoch(greatest(a, hour))))
-        as wasted_gpu_s
-    from (
-        select *, unnest(generate_series(date_trunc('hour', a), b, interval 1 hour)) as hour
-        from wasted_intervals
-    )
-    group by cluster, hour
-),
-
 run_submits as (
     -- a first run the source gives no submit time of was submitted with its job
     select
@@ -139,28 +98,22 @@ waiting as (
     group by cluster, hour
 ),
 
-idle_per_hour as (
-    select cluster, hour, sum(greatest(0, epoch(least(end_time, hour + interval 1 hour)) - epoch(greatest(start_time, hour))))
-        as hoarded_gpu_s
-    from (
-        select *, unnest(generate_series(date_trunc('hour', start_time), end_time, interval 1 hour)) as hour
-        from hoarding
-    )
-    group by cluster, hour
+plain_queue as (
+    -- the GPUs doing work in each hour when the recorded jobs are replayed without preemption
+    -- (analytics/counterfactual.py): preemption packs GPUs differently and throws work away, so busy hours are
+    -- read on the plain queue, the same whatever the policy in force
+    select * from counterfactual_hours
 ),
 
 hourly as (
     select
         c.cluster,
         c.hour,
-        (coalesce(a.allocated_gpu_s, 0) - coalesce(i.hoarded_gpu_s, 0) - coalesce(x.wasted_gpu_s, 0))
-            / c.capacity_gpu_s >= p.scarce_allocation_share as busy,
+        coalesce(q.busy_gpu_s, 0) / c.capacity_gpu_s >= p.scarce_allocation_share as busy,
         coalesce(w.waiting_gpu_s, 0) / c.capacity_gpu_s >= p.scarce_queue_share as pressed
     from capacity as c
     cross join params as p
-    left join allocated as a on a.cluster = c.cluster and a.hour = c.hour
-    left join idle_per_hour as i on i.cluster = c.cluster and i.hour = c.hour
-    left join wasted as x on x.cluster = c.cluster and x.hour = c.hour
+    left join plain_queue as q on q.cluster = c.cluster and q.hour = c.hour
     left join waiting as w on w.cluster = c.cluster and w.hour = c.hour
     where c.capacity_gpu_s > 0
 ),
@@ -192,6 +145,7 @@ parts as (
     select cluster, 'busy_hours_share' as measure, 'ratio' as kind, date_trunc('day', hour) as day,
         case when busy then 1.0 else 0.0 end as num, 1.0 as den
     from hourly
+    where cluster in (select cluster from plain_queue)
     union all
     select cluster, 'queue_pressure_hours_share', 'ratio', date_trunc('day', hour),
         case when pressed then 1.0 else 0.0 end, 1.0

@@ -67,7 +67,8 @@ inputs as (
         s.cluster in (select cluster from pools_) as has_pools,
         s.cluster in (select cluster from sampled) as has_samples,
         s.cluster in (select cluster from gains) as has_gains,
-        s.cluster in (select cluster from preemption_ledger) as has_preemptions
+        s.cluster in (select cluster from preemption_ledger) as has_preemptions,
+        s.cluster in (select cluster from counterfactual_hours) as has_plain_queue
     from (select distinct cluster from runs) as s
 ),
 
@@ -80,11 +81,13 @@ value_of as (
 
 measures as (
     select k.cluster, 1 as question_no, 'busy_hours_share' as measure,
-        case when k.has_pools and k.has_samples then coalesce(v.value, 0) end as value,
+        case when k.has_pools and k.has_samples and k.has_plain_queue then coalesce(v.value, 0) end as value,
         p.scarce_hours_share as threshold, '>=' as comparison, 'all' as rule,
         nullif(concat_ws('; ',
             case when not k.has_pools then 'no pools rows: capacity unknown' end,
-            case when not k.has_samples then 'no GPU samples: hoarding unknown' end), '') as missing
+            case when not k.has_samples then 'no GPU samples: hoarding unknown' end,
+            case when k.has_pools and not k.has_plain_queue
+                then 'no replay without preemption: plain-queue busy hours unknown' end), '') as missing
     from inputs as k cross join params as p
     left join value_of as v on v.cluster = k.cluster and v.measure = 'busy_hours_share'
     union all

@@ -357,7 +357,8 @@ def breakeven_text(net: Mapping[str, Any]) -> str:
     if kind == "never":
         return f"it does not pay at any weight: critical and high work gained no queue time (weights {configured})"
     if kind == "always":
-        return f"it pays at any weight: normal and low work lost nothing (weights {configured})"
+        return ("it pays at any weight of critical and high work: at their weights the normal and low tiers lost "
+                f"nothing on balance (weights {configured})")
     if kind != "factor" or factor is None:
         return "break-even unknown"
     crit, high = weights.get("critical", 0.0) * factor, weights.get("high", 0.0) * factor

@@ -48,6 +48,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="share of jobs submitted high tier at the start (default 0.10; narrow priorities: less)")
     parser.add_argument("--critical-share", type=float, default=_DEFAULTS.workload.critical_share,
                         help="share of jobs submitted critical tier (default 0.02)")
+    parser.add_argument("--max-gpus", type=int,
+                        help="largest job in GPUs (default: the workload's sizes up to 64, capped by the pool)")
+    parser.add_argument("--short-jobs", action="store_true",
+                        help="short, small jobs: at most 8 GPUs, runs of at most 6 h, warm-ups of 30-120 s (victims "
+                        "that recover quickly, as a first pilot picks them)")
     parser.add_argument("--checkpoint-share", type=float, default=_DEFAULTS.workload.checkpoint_share,
                         help="share of jobs that checkpoint (default 0.75; 1 makes every victim recoverable)")
     parser.add_argument("--final-checkpoint-share", type=float, default=_DEFAULTS.workload.final_checkpoint_share,
@@ -122,6 +127,16 @@ def config_from(args: argparse.Namespace, config: Config, now: datetime | None =
         high_share=args.high_share, critical_share=args.critical_share, checkpoint_share=args.checkpoint_share,
         final_checkpoint_share=args.final_checkpoint_share,
     )
+    if args.short_jobs:
+        workload = dataclasses.replace(workload, sizes=(1, 2, 4, 8), size_weights=(0.4, 0.2, 0.2, 0.2),
+                                       work_sigma=0.8, work_max_s=6 * 3600.0, warmup_s_range=(30.0, 120.0))
+    if args.max_gpus is not None:
+        kept = [(size, w) for size, w in zip(workload.sizes, workload.size_weights, strict=True)
+                if size <= args.max_gpus]
+        if not kept:
+            raise ConfigError(f"--max-gpus {args.max_gpus}: no job size fits (sizes {workload.sizes})")
+        workload = dataclasses.replace(workload, sizes=tuple(k[0] for k in kept),
+                                       size_weights=tuple(k[1] for k in kept))
     policy = PolicyConfig(
         enabled=not args.no_preemption,
         min_run_s=args.min_run,

@@ -1,0 +1,55 @@
+"""docs/tuning.md's recipe, run as written: every verdict, and every pilot verdict, on simulated data.
+
+Each `sh` block of the section "Every verdict on data you control" is run in order in one folder (later blocks
+may read the warehouses of earlier ones); a `toml` block whose first line is `# file: NAME` is written there
+first. Each block's `# expect:` text must appear in the output of its last command.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from preemptlens.cli import main
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "tuning.md"
+SECTION = "## 4. Every verdict on data you control (the recipe)"
+
+
+def blocks() -> list[tuple[str, str]]:
+    text = DOC.read_text()
+    start = text.index(SECTION)
+    end = text.index("\n## ", start + len(SECTION))
+    return re.findall(r"```(sh|toml)\n(.*?)```", text[start:end], flags=re.DOTALL)
+
+
+def test_recipe_gives_every_verdict(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PREEMPTLENS_CONFIG", raising=False)
+    found = blocks()
+    expected = []
+    for kind, body in found:
+        lines = body.strip().splitlines()
+        if kind == "toml":
+            name = lines[0].removeprefix("# file:").strip()
+            (tmp_path / name).write_text("\n".join(lines[1:]) + "\n")
+            continue
+        expect = lines[0].removeprefix("# expect:").strip()
+        commands = [shlex.split(line) for line in lines[1:]]
+        out = ""
+        for argv in commands:
+            assert argv[0] == "preemptlens"
+            assert main(argv[1:]) == 0, argv
+            out = capsys.readouterr().out
+        assert expect in out, (expect, out[-3000:])
+        expected.append(expect)
+    # the recipe covers the three verdicts the issue names and the three pilot verdicts, with the warning
+    assert any("can be a main tool (4 yes" in e for e in expected)
+    assert any(e.startswith("verdict: borderline") for e in expected)
+    assert any("should not be the main tool" in e for e in expected)
+    for verdict in ("WIDEN", "KEEP PILOTING", "ROLL BACK"):
+        assert f"verdict: {verdict}" in expected

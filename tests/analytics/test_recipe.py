@@ -7,13 +7,16 @@ first. Each block's `# expect:` text must appear in the output of its last comma
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from pathlib import Path
 
 import pytest
 
+from preemptlens.analytics import scorecard
 from preemptlens.cli import main
+from preemptlens.warehouse import Warehouse
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "tuning.md"
 SECTION = "## 4. Every verdict on data you control (the recipe)"
@@ -53,3 +56,34 @@ def test_recipe_gives_every_verdict(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert any("should not be the main tool" in e for e in expected)
     for verdict in ("WIDEN", "KEEP PILOTING", "ROLL BACK"):
         assert f"verdict: {verdict}" in expected
+    check_fixes_are_suggests_ranking(tmp_path, capsys)
+
+
+def ranked(path: Path) -> tuple[list[str], dict]:
+    with Warehouse(path, read_only=True) as wh:
+        kinds = wh.query("SELECT kind FROM suggestions ORDER BY rank")["kind"].to_list()
+        (verdict,) = wh.query("SELECT * FROM readiness_verdict").to_dicts()
+    return kinds, verdict
+
+
+def check_fixes_are_suggests_ranking(folder: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Where preemption does not pay, what the verdict says to fix first is suggest's ranking of the fixes of
+    what failed (one list); where it pays, the verdict names nothing to fix and suggest does not advise
+    against preemption."""
+    for name in ("costs", "pays"):
+        config = ["--config", "policy.toml"] if name == "pays" else []
+        assert main([*config, "--warehouse", f"{name}.duckdb", "suggest"]) == 0
+        printed = capsys.readouterr().out
+        kinds, verdict = ranked(folder / f"{name}.duckdb")
+        fixes = json.loads(verdict["fix_kinds"])
+        assert verdict["fixes_ranked"]
+        if name == "pays":
+            assert verdict["verdict"] == scorecard.MAIN and not fixes and verdict["fix_first"] is None
+            assert "not_yet" not in kinds
+            continue
+        assert verdict["verdict"] == scorecard.NOT_MAIN and fixes
+        # suggest leads with its advice, then exactly the fixes, in the verdict's order
+        assert kinds[0] == "not_yet"
+        leading = list(dict.fromkeys(kinds[1:]))[: len(fixes)]
+        assert leading == fixes, (kinds, fixes)
+        assert f"fix first: {verdict['fix_first']}" in printed

@@ -388,8 +388,8 @@ def adoption_step(ev: Evidence) -> tuple[int | None, str]:
             why = _structure_missing(ev.structure) if number == 1 else "its evidence is unknown"
             return None, f"cannot tell whether step {number} of 5 ({what}) is done: {why}"
         if not done:
-            return number, f"step {number} of 5: {what}"
-    return 5, "step 5 of 5: decide whether to widen preemption"
+            return number, f"step {number} of 5: {what}" + (_structure_text(ev.structure) if number == 1 else "")
+    return 5, "step 5 of 5: decide whether to widen preemption" + _structure_text(ev.structure)
 
 
 def _structure_done(structure: Mapping[str, Any] | None) -> bool | None:
@@ -405,6 +405,15 @@ def _structure_missing(structure: Mapping[str, Any] | None) -> str:
     if structure is None:
         return "no scheduler quotas or pools collected (Slurm QOS and partitions, Kueue ClusterQueues, KAI queues)"
     return str(structure.get("detail") or "quotas or pools unknown")
+
+
+def _structure_text(structure: Mapping[str, Any] | None) -> str:
+    """What the scheduler showed, for step 1 (quotas and tiered pools)."""
+    if structure is None:
+        return ""
+    quotas = "quotas yes" if structure["has_quotas"] else "no GPU quotas"
+    pools = "tiered pools yes" if structure["has_tiered_pools"] else "no tiered pools"
+    return f" ({quotas}, {pools}: {structure['detail']})"
 
 
 # -- storage and reading ------------------------------------------------------------------------------

@@ -40,6 +40,7 @@ from typing import IO, Any, ClassVar
 import polars as pl
 
 from preemptlens.collectors.base import capacity_changes
+from preemptlens.collectors.slurm import quotas
 from preemptlens.collectors.slurm.log import LogCursor, read_log, zone_of
 from preemptlens.collectors.slurm.policy import (
     PREEMPT_TYPES,
@@ -164,7 +165,8 @@ class Options:
 
 class SlurmCollector:
     name: ClassVar[str] = NAME
-    tables: ClassVar[tuple[str, ...]] = ("pools", "jobs", "job_runs", "job_aliases", "preemption_links")
+    tables: ClassVar[tuple[str, ...]] = ("pools", "jobs", "job_runs", "job_aliases", "preemption_links",
+                                         "scheduler_quotas")
 
     def __init__(self, options: Options) -> None:
         self.o = options
@@ -283,6 +285,8 @@ class SlurmCollector:
         cursor = watermarks.get((self.o.cluster, "sacct"))
         if self._nodes:
             yield self._pools_batch(watermarks.get((self.o.cluster, "pools")), cursor)
+        if self.o.read_policy and not self.o.sacct_file:
+            yield from quotas.batches(self.o.cluster, self._run, NAME, watermarks.get((self.o.cluster, "quotas")))
         yield from self._sacct_batches(cursor)
         if self.o.ctld_log:
             yield self._log_batch(watermarks.get((self.o.cluster, "log")))

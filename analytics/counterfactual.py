@@ -151,31 +151,25 @@ def job_table(out: Outcome, start_day_s: float = 0.0) -> JobTable:
     return JobTable(tier, gpus, day, first_wait, completion, waiting, thrown, victim_waiting, busy, preemptions)
 
 
-def hourly_busy(out: Outcome, start_hour_s: float = 0.0) -> np.ndarray:
-    """GPU-seconds doing work (allocated and not in an idle stretch) in each UTC hour of a replay; hour k covers
-    [k x 3600 - start_hour_s, (k + 1) x 3600 - start_hour_s) seconds after the replay's start, where
-    `start_hour_s` is the start's seconds past its UTC hour."""
+def hourly_allocated(out: Outcome, start_hour_s: float = 0.0) -> np.ndarray:
+    """GPU-seconds allocated to runs in each UTC hour of a replay; hour k covers [k x 3600 - start_hour_s,
+    (k + 1) x 3600 - start_hour_s) seconds after the replay's start, where `start_hour_s` is the start's
+    seconds past its UTC hour. Idle stretches are left in: the scorecard takes out the idle GPU-seconds it
+    measured (hoarding_stretches), not the replay's model of them."""
     horizon = out.horizon_s
-    busy = np.zeros(math.ceil((horizon + start_hour_s) / 3600.0))
-
-    def add(a: float, b: float, gpus: float) -> None:
-        a, b = a + start_hour_s, b + start_hour_s
-        while a < b:
-            k = int(a // 3600.0)
-            end = min(b, (k + 1) * 3600.0)
-            busy[k] += gpus * (end - a)
-            a = end
-
+    allocated = np.zeros(math.ceil((horizon + start_hour_s) / 3600.0))
     for run in out.runs:
         if run.start_s is None or run.start_s >= horizon:
             continue
         gpus = float(out.jobs[run.job].gpus)
-        stop = horizon if run.end_s is None else min(run.end_s, horizon)
-        add(run.start_s, stop, gpus)
-        for a, b in run.idle:
-            if a < stop:
-                add(a, min(b, stop), -gpus)
-    return busy
+        a = run.start_s + start_hour_s
+        b = (horizon if run.end_s is None else min(run.end_s, horizon)) + start_hour_s
+        while a < b:
+            k = int(a // 3600.0)
+            end = min(b, (k + 1) * 3600.0)
+            allocated[k] += gpus * (end - a)
+            a = end
+    return allocated
 
 
 def _quantile(values: np.ndarray, q: float) -> float | None:
@@ -258,7 +252,7 @@ class Scenario:
     trigger_wait_s: float | None
     table: JobTable
     figures: tuple[TierFigures, ...]
-    # Busy GPU-seconds per UTC hour (hourly_busy), kept for the plain queue (scenario none) only.
+    # Allocated GPU-seconds per UTC hour (hourly_allocated), kept for the plain queue (scenario none) only.
     hours: np.ndarray | None = None
 
 
@@ -284,7 +278,7 @@ def run_scenario(workload: Workload, key: str, label: str, variant: Variant) -> 
         out = replay_outcome(workload, variant)
         table = job_table(out, start % _DAY_S)
         figures = outcome_figures(out, workload.warmup_measured)
-        hours = hourly_busy(out, start % 3600.0) if key == "none" else None
+        hours = hourly_allocated(out, start % 3600.0) if key == "none" else None
         del out  # dropped inside the pause: the collector never scans it
     trigger = variant.policy.trigger_wait_s if key.startswith("trigger") else None
     return Scenario(key, label, _policy_json(variant), trigger, table, tier_figures(table), hours), figures
@@ -493,19 +487,20 @@ def store(wh: Warehouse, computed: Computed, mark: str) -> None:
     wh.mark_changed()
 
 
-def _store_hours(wh: Warehouse, cluster: str, start: datetime, busy: np.ndarray | None) -> None:
+def _store_hours(wh: Warehouse, cluster: str, start: datetime, allocated: np.ndarray | None) -> None:
     wh.con.execute("DELETE FROM counterfactual_hours WHERE cluster = $c", {"c": cluster})
-    if busy is None or busy.size == 0:
+    if allocated is None or allocated.size == 0:
         return
     first = start.replace(minute=0, second=0, microsecond=0)
     frame = pl.DataFrame({
-        "cluster": [cluster] * busy.size,
-        "hour": pl.datetime_range(first, first + timedelta(hours=busy.size - 1), "1h", time_zone="UTC", eager=True),
-        "busy_gpu_s": busy,
+        "cluster": [cluster] * allocated.size,
+        "hour": pl.datetime_range(first, first + timedelta(hours=allocated.size - 1), "1h", time_zone="UTC",
+                                  eager=True),
+        "allocated_gpu_s": allocated,
     })
     wh.con.register("_cf_hours", frame.to_arrow())
     try:
-        wh.con.execute("INSERT INTO counterfactual_hours SELECT cluster, hour, busy_gpu_s FROM _cf_hours")
+        wh.con.execute("INSERT INTO counterfactual_hours SELECT cluster, hour, allocated_gpu_s FROM _cf_hours")
     finally:
         wh.con.unregister("_cf_hours")
 

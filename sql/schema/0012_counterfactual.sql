@@ -62,13 +62,13 @@ CREATE TABLE counterfactual_figures (
     PRIMARY KEY (cluster, scenario, tier)
 );
 
--- One row per cluster and UTC hour of the window: the GPU-seconds doing work (allocated, not idle) when the
--- recorded jobs are replayed without preemption. Scorecard Q1's busy hours read it, so that scarcity reads the
--- same whatever the policy in force (preemption packs GPUs differently and throws work away).
+-- One row per cluster and UTC hour of the window: the GPU-seconds allocated when the recorded jobs are
+-- replayed without preemption. Scorecard Q1's busy hours read it (less the idle GPU-seconds measured), so that
+-- scarcity reads the same whatever the policy in force (preemption packs GPUs differently and throws work away).
 CREATE TABLE counterfactual_hours (
     cluster                   VARCHAR NOT NULL,
     hour                      TIMESTAMPTZ NOT NULL,
-    busy_gpu_s                DOUBLE NOT NULL,
+    allocated_gpu_s           DOUBLE NOT NULL,
     PRIMARY KEY (cluster, hour)
 );
 

@@ -99,21 +99,34 @@ waiting as (
 ),
 
 plain_queue as (
-    -- the GPUs doing work in each hour when the recorded jobs are replayed without preemption
+    -- the GPUs allocated in each hour when the recorded jobs are replayed without preemption
     -- (analytics/counterfactual.py): preemption packs GPUs differently and throws work away, so busy hours are
     -- read on the plain queue, the same whatever the policy in force
     select * from counterfactual_hours
+),
+
+idle_per_hour as (
+    -- the idle GPU-seconds measured (hoarding stretches), which the plain queue's allocation holds too
+    select cluster, hour, sum(greatest(0, epoch(least(end_time, hour + interval 1 hour)) - epoch(greatest(start_time, hour))))
+        as hoarded_gpu_s
+    from (
+        select *, unnest(generate_series(date_trunc('hour', start_time), end_time, interval 1 hour)) as hour
+        from hoarding
+    )
+    group by cluster, hour
 ),
 
 hourly as (
     select
         c.cluster,
         c.hour,
-        coalesce(q.busy_gpu_s, 0) / c.capacity_gpu_s >= p.scarce_allocation_share as busy,
+        (coalesce(q.allocated_gpu_s, 0) - coalesce(i.hoarded_gpu_s, 0)) / c.capacity_gpu_s
+            >= p.scarce_allocation_share as busy,
         coalesce(w.waiting_gpu_s, 0) / c.capacity_gpu_s >= p.scarce_queue_share as pressed
     from capacity as c
     cross join params as p
     left join plain_queue as q on q.cluster = c.cluster and q.hour = c.hour
+    left join idle_per_hour as i on i.cluster = c.cluster and i.hour = c.hour
     left join waiting as w on w.cluster = c.cluster and w.hour = c.hour
     where c.capacity_gpu_s > 0
 ),

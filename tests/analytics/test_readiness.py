@@ -1,15 +1,14 @@
 """The readiness scorecard's Q1 measures by hand, and unknown as a value: no data is null, never a "no".
 
-Pool p has 4 GPUs for five hours of data. Job a (normal) holds all 4 for hours
-0-4, one of them idle (busy 0) for hours 0-2; job b (low, 2 GPUs) is submitted
-at 0 and waits until hour 4, then runs for an hour. So:
+Pool p has 4 GPUs, pool q 1, for five hours of data. Job a (normal) holds all of p's 4 GPUs from hour 0 and
+still runs at the data's end, one of them idle (busy 0) for hours 0-3; job e holds q's GPU for the five hours
+and completes; job b (low, 2 GPUs) is submitted at 0 into p and waits throughout. Replayed without preemption
+(there was none) the same runs hold the same GPUs. So:
 
-- waiting: 2 GPU-hours in each of hours 0-3, half the capacity: 4 of 5 hours
-  under queue pressure (0.8);
-- allocated net of hoarding: hours 0-1 3/4, hours 2-3 4/4, hour 4 2/4: 2 of 5
-  hours busy (0.4, below 0.5): the GPUs are not really scarce, one is hoarded;
-  by allocation alone 4 of 5 hours would reach 0.85;
-- a's 4 GPUs wait 0, b's 2 GPUs 4 h: the GPU-weighted time in the queue is (4 x 0 + 2 x 4 h) / 6 = 80 min;
+- waiting: b's 2 GPU-hours in each hour, 2/5 of the capacity: 5 of 5 hours under queue pressure;
+- allocated net of the idle GPU: hours 0-2 4/5, hours 3-4 5/5: 2 of 5 hours busy (0.4, below 0.5): the GPUs
+  are not really scarce, one is hoarded; by allocation alone every hour would reach 0.85;
+- a's 4 and e's GPU waited 0, b's 2 GPUs 5 h: the GPU-weighted time in the queue is 2 x 5 h / 7;
 - job c asks for 8 GPUs of the 4-GPU pool: it can never start, so Q1 leaves it out and counts it apart.
 """
 
@@ -27,15 +26,18 @@ HOUR = 3600.0
 
 def build(sc: Scenario, *, samples: bool) -> None:
     sc.pool("p", 4)
+    sc.pool("q", 1)
     sc.job("a", "normal", 4, "p", 0)
-    sc.run("a", 1, 4, "p", 0, 4 * HOUR, "completed", submit=0)
+    sc.run("a", 1, 4, "p", 0, None, "running", submit=0)
+    sc.job("e", "normal", 1, "q", 0)
+    sc.run("e", 1, 1, "q", 0, 5 * HOUR, "completed", submit=0)
     sc.job("b", "low", 2, "p", 0)
-    sc.run("b", 1, 2, "p", 4 * HOUR, 5 * HOUR, "completed", submit=0)
+    sc.add("job_runs", job_id="b", run=1, gpus=2, pool="p", submit_time=at(0), state="pending")
     sc.job("c", "low", 8, "p", 0)
     sc.add("job_runs", job_id="c", run=1, gpus=8, pool="p", submit_time=at(0), state="pending")
     if samples:
-        sc.samples("a", "h1", 0, 0, 2 * HOUR, busy=0.0)
-        sc.samples("a", "h1", 0, 2 * HOUR, 4 * HOUR, busy=0.9)
+        sc.samples("a", "h1", 0, 0, 3 * HOUR, busy=0.0)
+        sc.samples("a", "h1", 0, 3 * HOUR, 5 * HOUR, busy=0.9)
 
 
 def evidence(sc: Scenario) -> dict[str, dict]:
@@ -46,14 +48,14 @@ def test_q1_measures_by_hand(sc: Scenario) -> None:
     build(sc, samples=True)
     sc.analyze()
     e = evidence(sc)
-    assert e["queue_pressure_hours_share"]["value"] == pytest.approx(4 / 5)
+    assert e["queue_pressure_hours_share"]["value"] == pytest.approx(5 / 5)
     assert e["queue_pressure_hours_share"]["passes"] is True
     assert e["busy_hours_share"]["value"] == pytest.approx(2 / 5)
     assert e["busy_hours_share"]["passes"] is False
-    assert e["queued_gpu_wait_s"]["value"] == pytest.approx(2 * 4 * HOUR / 6)
+    assert e["queued_gpu_wait_s"]["value"] == pytest.approx(2 * 5 * HOUR / 7)
     assert e["queued_gpu_wait_s"]["passes"] is True
     assert e["jobs_never_fit"]["value"] == 1 and e["jobs_never_fit"]["passes"] is None
-    assert e["hoarded_share_of_allocated"]["value"] == pytest.approx(2 / 18)
+    assert e["hoarded_share_of_allocated"]["value"] == pytest.approx(3 / 25)
     card = sc.view("readiness_scorecard", "question_no").to_dicts()
     # work waits, but GPUs held idle are not scarce GPUs: a measured no
     assert card[0]["answer"] is False
@@ -108,3 +110,24 @@ def test_metrics_show_an_unknown_answer_as_nan_with_known_0(sc: Scenario) -> Non
     assert answer["3"] == 0.0 and known["3"] == 1.0
     (unknown,) = families["preemptlens_readiness_unknown"].samples
     assert unknown.value == 3.0
+
+
+def test_verdict_alert_words_the_verdict_as_everywhere_and_posts_once_per_verdict(sc: Scenario) -> None:
+    from datetime import UTC, datetime
+
+    from preemptlens.analytics import alerts, scorecard
+    from preemptlens.config import load_config
+
+    build(sc, samples=True)
+    sc.analyze()
+    rule = alerts.RULES["verdict"]
+    (alert,) = rule.evaluate(sc.wh, load_config(), datetime.now(UTC))
+    line = scorecard.verdict_line(sc.wh, "c1")
+    assert line is not None and alert.text.startswith(f"c1: {line}.")
+    assert alert.facts["verdict"] == scorecard.NOT_MAIN or alert.facts["verdict"] == scorecard.CANNOT_TELL
+    # the same verdict keeps its key (delivered once); another verdict gets another key
+    (again,) = rule.evaluate(sc.wh, load_config(), datetime.now(UTC))
+    assert again.dedupe_key == alert.dedupe_key
+    sc.wh.con.execute("UPDATE readiness_verdict SET verdict = $v", {"v": scorecard.MAIN})
+    (changed,) = rule.evaluate(sc.wh, load_config(), datetime.now(UTC))
+    assert changed.dedupe_key != alert.dedupe_key

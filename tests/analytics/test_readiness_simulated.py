@@ -27,8 +27,8 @@ from preemptlens.cli import main
 from preemptlens.config import load_config
 from preemptlens.warehouse import Warehouse
 
-ISSUE_CLUSTER = ["simulate", "--cluster", "sim", "--start", "2026-01-05", "--gpus", "128", "--days", "14", "--seed", "3",
-                 "--step", "300"]
+ISSUE_CLUSTER = ["simulate", "--cluster", "sim", "--start", "2026-01-05", "--gpus", "128", "--days", "14",
+                 "--seed", "3", "--step", "300"]
 
 
 def scorecard(path: Path) -> tuple[dict[str, dict], list[dict]]:

@@ -17,7 +17,7 @@ a main tool once the remaining no is fixed. The verdict is borderline when readi
 other way would change it, and says what it rests on.
 
 What to fix first is one list with `preemptlens suggest`: each failure maps to its own fixes (FIXES), and the
-fixes are taken in suggest's ranking (its stored suggestions; suggest ranks the fixes of what failed first).
+fixes are taken in suggest's ranking (its stored suggestions, where each failure has a fix of its own).
 """
 
 from __future__ import annotations

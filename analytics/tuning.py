@@ -177,6 +177,8 @@ class Suggestion:
     # The replayed change (None when the effect was not replayed): the counterfactual's best alternative
     # builds on the first one.
     variant: Variant | None = field(default=None, compare=False)
+    # Added for a failure of the verdict no rule addressed (readiness_fixes): ranks after the rules' own.
+    generic: bool = field(default=False, compare=False)
 
 
 @dataclass
@@ -188,7 +190,7 @@ class Context:
     baseline: Figures
     validation: Validation
     processes: int | None
-    # What failed in the verdict's evidence (scorecard.failing): their fixes rank first.
+    # What failed in the verdict's evidence (scorecard.failing): each gets a fix in the list.
     failures: tuple[str, ...] = ()
     compare_victim_order: bool = True
     # The cost-aware victim order replayed beside today's, once the victim_order generator has run.
@@ -670,8 +672,8 @@ def not_yet(ctx: Context) -> list[Suggestion]:
             current=None,
             proposed=None,
             evidence="; ".join(reasons),
-            effect=f"{verdict}; the fixes for what failed come next in this list",
-            snippets=snippets.not_yet("the fixes for what failed, next in this list"),
+            effect=f"{verdict}; fix first what failed: the fixes for it in this list",
+            snippets=snippets.not_yet("the fixes for what failed, in this list"),
         )
     ]
 
@@ -737,6 +739,7 @@ def _generic(kind: str, title: str, setting: str, proposed: str, make: Callable[
             evidence=f"the verdict's evidence: {_failure_words(item)}",
             effect="not replayed: the article's remedy for this failure; no setting change was measured",
             snippets=make(),
+            generic=True,
         )
 
     return build
@@ -776,12 +779,10 @@ GENERATORS: tuple[Callable[[Context], list[Suggestion]], ...] = (
 )
 
 
-def rank(found: Sequence[Suggestion], failures: Sequence[str] = ()) -> list[Suggestion]:
-    """The verdict's advice first (it overrides tuning), then the fixes of what the verdict found failing,
-    then the rest, each group by relative improvement (a change that was not replayed scores nothing)."""
-    fixes = set(scorecard.addressed(failures))
-    return sorted(found, key=lambda s: (s.kind != "not_yet", s.kind not in fixes, -s.score, KINDS.index(s.kind),
-                                        s.subject))
+def rank(found: Sequence[Suggestion]) -> list[Suggestion]:
+    """The verdict's advice first (it overrides tuning), then by relative improvement (a change that was not
+    replayed scores nothing). The verdict's fix_first is this order's fixes of what failed."""
+    return sorted(found, key=lambda s: (s.kind != "not_yet", -s.score, s.generic, KINDS.index(s.kind), s.subject))
 
 
 def suggest(ctx: Context, only: Sequence[str] | None = None) -> list[Suggestion]:
@@ -791,7 +792,7 @@ def suggest(ctx: Context, only: Sequence[str] | None = None) -> list[Suggestion]
             found.extend(generator(ctx))
     if only is None:
         found += readiness_fixes(ctx, found)
-    return rank(found, ctx.failures)
+    return rank(found)
 
 
 def context(wh: Warehouse, window: Window, settings: TuningSettings, compare_victim_order: bool = True) -> Context:

@@ -126,6 +126,8 @@ def run(args: argparse.Namespace, config: Config) -> int:
         if not ctx.validation.ok:
             print("   the what-ifs below come from a replay that does not reproduce the past: read them as rough")
         found = suggest(ctx, args.only)
+        if compare and ctx.victim_comparison is None:  # its rule was not asked for: the comparison still shows
+            ctx.victim_comparison = victim_order.compare(ctx.workload, ctx.baseline)
         if ctx.victim_comparison is not None:
             for line in ctx.victim_comparison.lines():
                 print(line)

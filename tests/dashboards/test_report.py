@@ -18,7 +18,7 @@ from preemptlens.cli import main
 from preemptlens.dashboards.report import ReportError, Week
 from preemptlens.warehouse import Warehouse
 
-SECTIONS = ("net-benefit", "worst-preemptions", "top-hoarders", "scope-creep", "suggestions")
+SECTIONS = ("answer", "net-benefit", "worst-preemptions", "top-hoarders", "scope-creep", "suggestions")
 
 
 class Page(HTMLParser):
@@ -133,8 +133,14 @@ def test_net_benefit_section(page: Page) -> None:
     # the two currencies apart: work thrown away 20 + 8 + 4 (no warm-ups), waiting 4 GPUs x 3 h + ...
     assert "Work thrown away GPU-hours 32.0" in text
     assert "lost progress 32.0 GPU-h plus warm-up" in text
-    assert "Readiness: c1: preemption should not be the main tool" in text
     assert len(page.sections["net-benefit"]["tables"]["scorecard"]) == 1 + 4
+
+
+def test_answer_section_comes_first_with_the_verdict(page: Page) -> None:
+    # does preemption pay here: the verdict first, worded as the CLI and the dashboard word it
+    text = " ".join(page.sections["answer"]["text"].split())
+    assert "Verdict: c1: preemption should not be the main tool" in text
+    assert "Adoption order:" in text
 
 
 def test_worst_preemptions_section(page: Page) -> None:

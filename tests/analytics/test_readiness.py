@@ -131,3 +131,20 @@ def test_verdict_alert_words_the_verdict_as_everywhere_and_posts_once_per_verdic
     sc.wh.con.execute("UPDATE readiness_verdict SET verdict = $v", {"v": scorecard.MAIN})
     (changed,) = rule.evaluate(sc.wh, load_config(), datetime.now(UTC))
     assert changed.dedupe_key != alert.dedupe_key
+
+
+def test_metrics_give_the_verdict_the_net_and_borderline_answers(sc: Scenario) -> None:
+    build(sc, samples=True)
+    sc.analyze()
+    families = {f.name: f for f in read_families(sc.wh.con, top_teams=5)}
+    (verdict,) = sc.view("readiness_verdict", "cluster").to_dicts()
+    (sample,) = families["preemptlens_verdict"].samples
+    assert sample.labels == {"cluster": "c1", "verdict": verdict["verdict"]} and sample.value == 1.0
+    (borderline,) = families["preemptlens_verdict_borderline"].samples
+    assert borderline.value == float(verdict["borderline"])
+    assert {s.labels["question"] for s in families["preemptlens_readiness_borderline"].samples} == {"1", "2", "3", "4"}
+    # nothing was preempted: today's policy replays as no preemption, a net of exactly 0 with its bounds
+    net = {s.labels["bound"]: s.value for s in families["preemptlens_counterfactual_net_gpu_hours"].samples}
+    assert net == {"value": 0.0, "low": 0.0, "high": 0.0}
+    # and no break-even factor to give (the upper tiers gain nothing at any weight)
+    assert families["preemptlens_counterfactual_breakeven_factor"].samples == []

@@ -330,7 +330,8 @@ def _reasons(ev: Evidence, net_state: str | None, too_avoidable: bool | None) ->
         elif net_state == "pays":
             reasons.append(f"against plain queueing, preemption saved more than it cost ({weighed})")
         else:
-            reasons.append(f"against plain queueing, preemption about breaks even ({weighed})")
+            reasons.append(f"against plain queueing, preemption's net cannot be told from zero: its interval "
+                           f"holds 0 ({weighed})")
         if not net["reproduces"]:
             reasons.append("the replay behind the net does not reproduce the recorded window within tolerance: "
                            "read the net as rough")
@@ -364,7 +365,8 @@ def breakeven_text(net: Mapping[str, Any]) -> str:
     crit, high = weights.get("critical", 0.0) * factor, weights.get("high", 0.0) * factor
     at = f"{factor:,.2f}x their configured weights (critical {crit:,.3g}, high {high:,.3g})"
     if factor <= 1:
-        return f"it pays at the configured weights ({configured}), and would down to critical and high work at {at}"
+        return (f"it pays at the configured weights ({configured}), and would still with critical and high work "
+                f"weighted as low as {at}")
     return f"it breaks even only once critical and high work is worth {at}; configured: {configured}"
 
 

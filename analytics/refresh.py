@@ -129,7 +129,7 @@ def _analyze(wh: Warehouse, params: AnalyticsSettings, tuning: TuningSettings, *
     seconds["views"] += time.perf_counter() - started
 
     started = time.perf_counter()
-    scorecard.refresh(wh, params)
+    scorecard.refresh(wh)
     seconds["verdict"] = time.perf_counter() - started
     # Readers (the dashboard, /metrics) tell fresh figures from stale ones by this row.
     wh.con.execute(

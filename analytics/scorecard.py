@@ -27,13 +27,10 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from preemptlens.analytics import counterfactual
 from preemptlens.warehouse import Warehouse
-
-if TYPE_CHECKING:
-    from preemptlens.analytics.params import AnalyticsSettings
 
 SCORECARD_SQL = "SELECT * FROM readiness_scorecard ORDER BY cluster, question_no"
 EVIDENCE_SQL = "SELECT * FROM readiness_evidence ORDER BY cluster, question_no, rule, measure"
@@ -275,8 +272,11 @@ def decide(ev: Evidence) -> Verdict:
     net_state = _net_state(ev.net)
     avoid = ev.measure("avoidable_share")
     too_avoidable = None if avoid is None or avoid["passes"] is None else not avoid["passes"]
-    point = _decide(ev.answers, "pays" if net_state == "borderline" and ev.net and ev.net["net_value"] >= 0
-                    else "costs" if net_state == "borderline" else net_state, too_avoidable)
+    # a net whose interval holds 0 is read by its sign
+    leaning = net_state
+    if net_state == "borderline" and ev.net is not None:
+        leaning = "pays" if ev.net["net_value"] >= 0 else "costs"
+    point = _decide(ev.answers, leaning, too_avoidable)
     # The verdict with every borderline piece of evidence read the other way, all at once in each direction
     # (the verdict is monotone in each): borderline when the best and the worst case differ.
     best = {q: (True if ev.borderline.get(q) and a is not None else a) for q, a in ev.answers.items()}
@@ -452,7 +452,7 @@ def _has(wh: Warehouse, table: str) -> bool:
                                {"t": table}).fetchall()[0][0])
 
 
-def refresh(wh: Warehouse, params: AnalyticsSettings | None = None) -> list[Verdict]:
+def refresh(wh: Warehouse) -> list[Verdict]:
     """Decide every cluster's verdict and store it in readiness_verdict (replacing the previous ones)."""
     verdicts = [decide(ev) for ev in gather(wh)]
     now = datetime.now(UTC)

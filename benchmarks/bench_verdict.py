@@ -44,7 +44,7 @@ def without_counterfactual(wh: Warehouse, params: AnalyticsSettings) -> None:
         write_params(wh, params, step)
         refresh_stretches(wh, params, step, full=True)
         apply_views(wh)
-        scorecard.refresh(wh, params)
+        scorecard.refresh(wh)
 
 
 def main() -> None:

@@ -15,8 +15,9 @@ import polars as pl
 from preemptlens.analytics import counterfactual, scorecard
 from preemptlens.dashboards import data
 
-# How the verdict is coloured: good news, a warning, or not enough evidence.
-LEVELS = {scorecard.MAIN: "success", scorecard.ONCE_FIXED: "warning", scorecard.NOT_MAIN: "error",
+# How the verdict is coloured: good news, a warning, or not enough evidence (st.error stays for failures, such
+# as a query that failed; a verdict against preemption is a finding).
+LEVELS = {scorecard.MAIN: "success", scorecard.ONCE_FIXED: "warning", scorecard.NOT_MAIN: "warning",
           scorecard.CANNOT_TELL: "info"}
 
 
@@ -24,7 +25,7 @@ LEVELS = {scorecard.MAIN: "success", scorecard.ONCE_FIXED: "warning", scorecard.
 class ClusterAnswer:
     cluster: str
     verdict: str  # the verdict in one line, as the CLI prints it
-    level: str  # success | warning | error | info
+    level: str  # success | warning | info
     borderline: bool
     reasons: tuple[str, ...]
     fix_first: str | None

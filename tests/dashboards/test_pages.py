@@ -77,7 +77,7 @@ def test_overview_headline_net_benefit_and_scorecard(app: AppTest) -> None:
 
     (verdict,) = app.warning
     assert "c1: preemption should not be the main tool" in verdict.value
-    scorecard = app.dataframe[0].value
+    scorecard = next(d.value for d in app.dataframe if "question" in d.value.columns)
     assert list(scorecard["question"].str[:20]) == [
         "Are GPUs scarce for ", "Are priorities clear", "Do victims recover c", "Are the rules visibl"
     ]

@@ -60,13 +60,15 @@ QUESTIONS = {
 # checkpoints, near-completion protection, compensation (and the settings that throw less away); Q4, rules
 # not visible: published rules and notices. A net loss is cut by throwing less away; avoidable preemptions by
 # reclaiming the idle GPUs.
-_RECOVERY = ("checkpoint_interval", "near_completion", "repeat_victims", "victim_order", "grace_time", "min_run_time")
+_RECOVERY = ("checkpoint_interval", "near_completion", "repeat_victims", "cost_victim_order", "grace_time",
+             "min_run_time")
 FIXES: Mapping[str, tuple[str, ...]] = {
     "Q1": ("quotas", "idle_reclaim"),
     "Q2": ("tier_limits",),
     "Q3": _RECOVERY,
     "Q4": ("published_rules",),
-    "net": ("victim_order", "near_completion", "min_run_time", "grace_time", "checkpoint_interval", "repeat_victims"),
+    "net": ("cost_victim_order", "near_completion", "min_run_time", "grace_time", "checkpoint_interval",
+            "repeat_victims"),
     "avoidable": ("idle_reclaim",),
     "hoarding": ("idle_reclaim",),
 }
@@ -78,7 +80,7 @@ FIX_NAMES: Mapping[str, str] = {
     "checkpoint_interval": "checkpoints",
     "near_completion": "near-completion protection",
     "repeat_victims": "compensation for repeat victims",
-    "victim_order": "choosing the cheapest victims",
+    "cost_victim_order": "choosing the cheapest victims",
     "grace_time": "a grace time for final checkpoints",
     "min_run_time": "a minimum run time",
     "published_rules": "published rules and victim notices",

@@ -147,7 +147,7 @@ KINDS = (
     "near_completion",
     "grace_time",
     "checkpoint_interval",
-    "victim_order",
+    "cost_victim_order",
     "tier_limits",
     "idle_reclaim",
     "repeat_victims",
@@ -678,7 +678,7 @@ def not_yet(ctx: Context) -> list[Suggestion]:
     ]
 
 
-def victim_order(ctx: Context) -> list[Suggestion]:
+def cost_victim_order(ctx: Context) -> list[Suggestion]:
     """The cost-aware victim order replayed beside today's (analytics/victim_order.py), stored with the other
     suggestions; schedulers do not offer it, preemptlens's actions approximate it from the live cost."""
     if not ctx.compare_victim_order:
@@ -693,7 +693,7 @@ def victim_order(ctx: Context) -> list[Suggestion]:
     policy = replace(ctx.workload.actual.policy, victim_order="cost")
     return [
         Suggestion(
-            kind="victim_order",
+            kind="cost_victim_order",
             subject="",
             title="Choose the victims whose preemption costs least (lost progress + warm-up + requeue hold)",
             setting="victim order",
@@ -758,7 +758,7 @@ _GENERIC: Mapping[str, Callable[[Context, str], Suggestion]] = {
     "checkpoint_interval": _generic("checkpoint_interval", "Make preemptible jobs checkpoint (and say how often)",
                                     "checkpoints", "every preemptible job checkpoints",
                                     lambda: snippets.checkpoint_interval("<team>", 1800.0)),
-    "victim_order": _generic("victim_order", "Choose the victims whose preemption costs least",
+    "cost_victim_order": _generic("cost_victim_order", "Choose the victims whose preemption costs least",
                              "victim order", "least live cost among the same eligible runs", snippets.victim_order),
     "published_rules": _generic("published_rules", "Publish the preemption rules and notify every victim",
                                 "published rules and notices", "who may preempt whom, and a notice per victim",
@@ -772,7 +772,7 @@ GENERATORS: tuple[Callable[[Context], list[Suggestion]], ...] = (
     near_completion,
     grace_time,
     checkpoint_interval,
-    victim_order,
+    cost_victim_order,
     tier_limits,
     idle_reclaim,
     repeat_victims,

@@ -23,7 +23,7 @@ NO_CHECKPOINTS_LONG_WARMUP = {**CHURN, "checkpoint_share": 0.0, "warmup_s_range"
 
 
 def changes(found: list[Suggestion]) -> list[Suggestion]:
-    return [s for s in found if s.kind not in ("not_yet", "victim_order")]
+    return [s for s in found if s.kind not in ("not_yet", "cost_victim_order")]
 
 
 def kinds(found: list[Suggestion]) -> set[str]:

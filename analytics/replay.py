@@ -496,6 +496,12 @@ def run_variant(workload: Workload, variant: Variant) -> Figures:
         return outcome_figures(_replay(workload, variant), workload.warmup_measured, workload.resolution_s)
 
 
+def replay_outcome(workload: Workload, variant: Variant) -> Outcome:
+    """The whole outcome of one what-if, for a reader that needs more than its Figures (the counterfactual
+    headline's per-tier figures)."""
+    return _replay(workload, variant)
+
+
 def _replay(workload: Workload, variant: Variant) -> Outcome:
     jobs: Sequence[JobSpec] = workload.jobs
     policy = variant.policy

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+<<<<<<< HEAD
 from preemptlens import escape
 from preemptlens.analytics.pilot import Evaluation, Pilot, PilotSettings, evaluate
 from preemptlens.analytics.scorecard import answer_text, verdict_text
@@ -45,6 +46,13 @@ from preemptlens.dashboards.formats import (
     plural,
 )
 from preemptlens.dashboards.headline import Net, answers
+=======
+from preemptlens.analytics.pilot import Evaluation, Pilot, PilotSettings, evaluate, signed_text
+from preemptlens.analytics.scorecard import answer_text, evidence_text
+from preemptlens.analytics.snippets import KAI, KUBERNETES, KUEUE, SLURM, VOLCANO
+from preemptlens.config import section, setting
+from preemptlens.dashboards import answer, data
+>>>>>>> verdict
 from preemptlens.errors import PreemptlensError
 from preemptlens.private import make_private, private_folder
 
@@ -147,6 +155,9 @@ class WeeklyReport:
     headline: dict[str, Any]
     net_daily: pl.DataFrame
     scorecard: pl.DataFrame
+    evidence: pl.DataFrame
+    # Does preemption pay here? Per cluster the verdict and the counterfactual headline (the first section).
+    answers: list[answer.ClusterAnswer]
     worst: pl.DataFrame
     hoarding_teams: pl.DataFrame
     hoarding_jobs: pl.DataFrame
@@ -221,6 +232,8 @@ def build(
         headline=data.headline(r, f),
         net_daily=data.net_benefit(r, f),
         scorecard=data.scorecard(r, f),
+        evidence=data.evidence(r, f),
+        answers=answer.read(r, f),
         worst=data.worst(r, f, top_n),
         hoarding_teams=data.top_holders(r, f, "team", top_n),
         hoarding_jobs=data.top_holders(r, f, "job", top_n),
@@ -385,22 +398,27 @@ def _evidence_of(report: WeeklyReport, cluster: str, question: int) -> str:
 
 
 def _scorecard_rows(report: WeeklyReport) -> list[dict[str, str]]:
+    evidence = report.evidence.to_dicts()
     return [
         {
             "cluster": s["cluster"],
             "question": s["question"],
+<<<<<<< HEAD
             "answer": answer_text(s["answer"], s["missing"], s["failed"]),
             "evidence": _evidence_of(report, s["cluster"], s["question_no"]),
+=======
+            "answer": answer_text(s["answer"], s["missing"], s["borderline"]),
+            "evidence": evidence_text([e for e in evidence
+                                       if e["cluster"] == s["cluster"] and e["question_no"] == s["question_no"]]),
+>>>>>>> verdict
         }
         for s in report.scorecard.iter_rows(named=True)
     ]
 
 
-def _verdicts(report: WeeklyReport) -> list[str]:
-    seen: dict[str, str] = {}
-    for s in report.scorecard.iter_rows(named=True):
-        seen.setdefault(s["cluster"], f"{s['cluster']}: {verdict_text(s)}")
-    return list(seen.values())
+def _answers(report: WeeklyReport) -> list[dict[str, Any]]:
+    """The first section: per cluster the verdict and the counterfactual headline (dashboards/answer.py)."""
+    return [{**vars(a), "line": a.line, "markdown": answer.markdown(a)} for a in report.answers]
 
 
 def _pilot_rows(report: WeeklyReport) -> list[dict[str, Any]]:
@@ -415,17 +433,24 @@ def _pilot_rows(report: WeeklyReport) -> list[dict[str, Any]]:
         if isinstance(ev, str):
             rows.append({**row, "verdict": "unknown", "reasons": [ev], "figures": []})
             continue
-        reasons = list(ev.reasons)
+        reasons = [f"warning: {w}" for w in ev.warnings] + list(ev.reasons)
         if ev.verdict == "keep piloting" and ev.more_weeks:
             reasons.append(f"about {ev.more_weeks:.1f} more week(s) of data would settle it")
         figures = [
             {
                 "figure": f.label,
+<<<<<<< HEAD
                 "difference in differences": "unknown" if f.did is None else pilot_value(f.did, f.unit, sign=True),
                 "interval": "–" if f.low is None or f.high is None
                 else f"{pilot_value(f.low, f.unit, sign=True)} to {pilot_value(f.high, f.unit, sign=True)}",
                 "observations (pilot before/after, control before/after)": "/".join(f"{x:,}" for x in f.n)
                 + f" {f.n_of}",
+=======
+                "difference in differences": signed_text(f.did, f.unit),
+                "interval": "–" if f.low is None or f.high is None
+                else f"{signed_text(f.low, f.unit)} to {signed_text(f.high, f.unit)}",
+                "n (pilot b/a, control b/a)": "/".join(str(x) for x in f.n) + f" {f.n_of}",
+>>>>>>> verdict
             }
             for f in ev.figures
             if f.role in ("gain", "cost", "balance")
@@ -500,7 +525,7 @@ def _context(report: WeeklyReport) -> dict[str, Any]:
         "suggestions_missing": report.suggestions is None,
         "suggestions": _suggestion_items(report),
         "scorecard": _scorecard_rows(report),
-        "verdicts": _verdicts(report),
+        "answers": _answers(report),
         "pilots": _pilot_rows(report),
         **coverage.report_context(report.coverage, report.goodput),
     }

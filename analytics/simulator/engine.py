@@ -28,8 +28,10 @@ Model, as the raw tables must show it:
   least their tier's minimum run time. Under the policy's victim order "cost"
   the same eligible runs are candidates, but the node(s) and the set of victims
   on them are those of the least live cost (`victim_cost_gpu_s`), ties by the
-  generic order. The GPUs it needs are reserved for the preemptor at once and
-  it starts when the last victim has let go.
+  generic order. With a trigger threshold (`trigger_wait_s`) a job preempts
+  only once it has waited that long since it became eligible; until then it
+  waits like any other. The GPUs it needs are reserved for the preemptor at
+  once and it starts when the last victim has let go.
 - Signal at time t: a job with `final_checkpoint` whose `save_s` fits in the
   grace time captures a final checkpoint at t, stops working and exits at
   t + save_s (or, with `kill_at_grace_end`, holds its GPUs until the kill);
@@ -365,6 +367,10 @@ class _Scheduler:
                                    for n in self.pool_nodes[pool] for e in self.node_victims[n]}):
                 if free_at > t:
                     self._push(free_at, _MINRUN, pool)
+            trigger = change.policy.trigger_wait_s
+            for eligible in sorted({e[0] for queues in self.pending[pool] for q in queues.values() for e in q}):
+                if trigger > 0 and eligible + trigger > t:
+                    self._push(eligible + trigger, _MINRUN, pool)
 
     def _check(self, job: JobSpec) -> None:
         if job.pool not in self.pool_index:
@@ -429,6 +435,10 @@ class _Scheduler:
             queue.append((eligible, self.seq, j))
             self.seq += 1
         self.dirty.add(pool)
+        trigger = self.pool_policy[pool].trigger_wait_s
+        if trigger > 0 and self.rank_preempts[pool][self.job_rank[j]]:
+            # Reaching the trigger threshold matters like a run turning old enough to evict.
+            self._push(eligible + trigger, _MINRUN, pool)
 
     def _start(self, j: int, t: float, gpu_ids: list[int]) -> None:
         job = self.jobs[j]
@@ -607,6 +617,7 @@ class _Scheduler:
                 continue
             # The fewest GPUs no preemption could free in this pass: bigger asks fail too.
             unfreeable = math.inf
+            trigger = self.pool_policy[pool].trigger_wait_s
             # Room and unfreeable only shrink during a pass, so an ask above both is
             # skipped unseen: merge the size queues that can act, in start order.
             heads: list[tuple[tuple[float, int, int], int, int]] = []
@@ -623,7 +634,7 @@ class _Scheduler:
                     self._start(entry[2], t, self._place(pool, size))
                     room = self._room(pool)
                     done.setdefault(size, []).append(i)
-                elif may_preempt and size < unfreeable:
+                elif may_preempt and size < unfreeable and t - entry[0] >= trigger:
                     if self._preempt(pool, entry[2], t):
                         room = self._room(pool)
                         done.setdefault(size, []).append(i)

@@ -68,7 +68,9 @@ class PolicyConfig:
     eligible again (Slurm's requeue delay). `victim_order` is how the victims are
     chosen among the eligible runs: "priority" as schedulers do today (lowest tier,
     then youngest run), or "cost": the set with the least live cost
-    (`sim_engine.victim_cost_gpu_s`), ties by today's order.
+    (`sim_engine.victim_cost_gpu_s`), ties by today's order. `trigger_wait_s` is the
+    article's trigger threshold written down in advance: a job may preempt only once it
+    has waited that long since it became eligible (0: at once, as schedulers do today).
     """
 
     enabled: bool = True
@@ -104,6 +106,8 @@ class PolicyConfig:
     # overrides of min_run_s and grace_s for that tier's victims.
     min_run_by_tier: Mapping[str, float] = field(default_factory=lambda: _frozen_values({}))
     grace_by_tier: Mapping[str, float] = field(default_factory=lambda: _frozen_values({}))
+    # Preempt only once the preemptor has waited this long since it became eligible (the article's trigger).
+    trigger_wait_s: float = 0.0
 
     def __post_init__(self) -> None:
         problems = []
@@ -130,7 +134,7 @@ class PolicyConfig:
                     problems.append(f"may_preempt[{preemptor}]: unknown tier {victim!r}")
                 elif TIER_RANK[victim] >= TIER_RANK[preemptor]:
                     problems.append(f"may_preempt[{preemptor}]: {victim} is not a lower tier")
-        for name in ("min_run_s", "grace_s", "requeue_hold_s", "latency_s", "submit_latency_s"):
+        for name in ("min_run_s", "grace_s", "requeue_hold_s", "latency_s", "submit_latency_s", "trigger_wait_s"):
             if getattr(self, name) < 0:
                 problems.append(f"{name} must be >= 0")
         if problems:

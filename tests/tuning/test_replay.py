@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -90,8 +91,12 @@ def test_suggest_command_prints_the_error_and_stores_idempotently(
             "--end", window.end.isoformat(), "--scheduler", "slurm"]
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert out.startswith("replay error under the actual policy: preemptions ")
-    assert "PreemptExemptTime=" in out
+    # the replay's error first, once, as a small table; then only the asked scheduler's configuration
+    assert out.startswith("replay under the policy in force ")
+    assert out.count("replay under the policy in force") == 1 and "   preemptions " in out
+    assert "PreemptExemptTime=" in out and "--- kueue" not in out and "--- slurm" in out
+    # no raw dicts, no 16-digit floats
+    assert "{" not in out.split("1. ")[0] and not re.search(r"\d\.\d{7,}", out)
     with Warehouse(path) as reopened:
         first = reopened.query("select kind, subject, rank, title from suggestions order by rank")
         validation = reopened.query("select * from replay_validation")

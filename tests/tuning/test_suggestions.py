@@ -1,7 +1,8 @@
 """Each suggestion comes out on top where the simulated cluster has its problem, and not at all where it has not.
 
-"On top" is among the setting changes: the readiness advice (`not_yet`) is always
-listed first when the scorecard says so, and is tested on its own.
+"On top" is among the setting changes: the verdict's advice (`not_yet`) is always listed first when the
+verdict says so, and is tested on its own; the cost-aware victim order, replayed beside every rule, is tested
+in test_victim_order_replay.py.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 
 from sim_cluster import CHURN
 
+from preemptlens.analytics import scorecard
 from preemptlens.analytics.simulator.model import TeamSpec
 from preemptlens.analytics.tuning import Suggestion
 
@@ -21,7 +23,7 @@ NO_CHECKPOINTS_LONG_WARMUP = {**CHURN, "checkpoint_share": 0.0, "warmup_s_range"
 
 
 def changes(found: list[Suggestion]) -> list[Suggestion]:
-    return [s for s in found if s.kind != "not_yet"]
+    return [s for s in found if s.kind not in ("not_yet", "cost_victim_order")]
 
 
 def kinds(found: list[Suggestion]) -> set[str]:
@@ -159,20 +161,20 @@ def test_no_repeat_victims_on_a_quiet_cluster(suggestions_for: Suggest) -> None:
     assert "repeat_victims" not in kinds(found)
 
 
-def test_not_yet_leads_when_the_scorecard_says_so(suggestions_for: Suggest) -> None:
+def test_not_yet_leads_when_the_verdict_says_so(suggestions_for: Suggest) -> None:
     ctx, found = suggestions_for("no_min_run", **NO_CHECKPOINTS_LONG_WARMUP, policy={"min_run_s": 0})
-    card = ctx.wh.query(
-        "select distinct yes_count, no_count, unknown_count, fix_first from readiness_scorecard where cluster = 'sim'"
-    ).row(0, named=True)
-    # two measured noes: the advice rests on measured answers only
-    assert card["no_count"] >= 2
+    verdict = ctx.wh.query("select * from readiness_verdict where cluster = 'sim'").row(0, named=True)
+    assert verdict["verdict"] == scorecard.NOT_MAIN
     assert found[0].kind == "not_yet"
-    assert card["fix_first"] in found[0].effect
-    assert f"{card['yes_count']} yes, {card['no_count']} no, {card['unknown_count']} unknown of 4" in found[0].evidence
-    noes = ctx.wh.query("select question from readiness_scorecard where cluster = 'sim' and not answer")
-    assert noes.height >= 2 and all(q in found[0].evidence for q in noes["question"].to_list())
-    assert card["fix_first"] in " ".join(found[0].snippets.values())
+    # its evidence is the verdict's, worded as everywhere else
+    for reason in scorecard.reasons_of(verdict):
+        if not reason.startswith("could not answer"):
+            assert reason in found[0].evidence
+    assert scorecard.NOT_MAIN in found[0].effect
     assert [s.kind for s in found].count("not_yet") == 1
+    # every failure of the verdict has a fix of its own among the suggestions
+    failures = scorecard.failures_of(ctx.wh, "sim")
+    assert failures and all(set(scorecard.FIXES[item]) & kinds(found) for item in failures)
 
 
 def test_not_yet_absent_when_the_scorecard_answers_enough_yes(suggestions_for: Suggest) -> None:
@@ -189,8 +191,10 @@ def test_not_yet_absent_when_the_scorecard_answers_enough_yes(suggestions_for: S
     # never noes, so nothing advises against preemption
     assert card["answer"].to_list() == [None, None, True, True]
     assert card["missing"].to_list()[:2] == [
-        "no GPU samples: hoarding unknown", "fewer than two weeks of runs: trend unknown"
+        "no GPU samples: hoarding unknown", "fewer than 4 weeks of submissions: trend unknown"
     ]
+    verdict = ctx.wh.query("select verdict from readiness_verdict where cluster = 'sim'")["verdict"][0]
+    assert verdict != scorecard.NOT_MAIN
     assert "not_yet" not in kinds(found)
     assert changes(found), "a ready cluster still gets its setting changes"
 

@@ -21,9 +21,8 @@ import duckdb
 import polars as pl
 
 from preemptlens import __version__
-from preemptlens.analytics import attribution, hoarding, views
+from preemptlens.analytics import attribution, counterfactual, hoarding, scorecard, views
 from preemptlens.analytics import params as params_module
-from preemptlens.analytics import counterfactual, scorecard
 from preemptlens.analytics.hoarding import StretchRefresh, infer_step, refresh_stretches
 from preemptlens.analytics.params import AnalyticsSettings, param_columns, param_row
 from preemptlens.analytics.views import apply_views, mentions, registry

@@ -232,6 +232,7 @@ class Context:
                 self.workload, Variant("actual", self.workload.actual.policy), self.settings.jitter_replays,
                 self.processes)
         return self._baseline_draws
+
     # What failed in the verdict's evidence (scorecard.failing): each gets a fix in the list.
     failures: tuple[str, ...] = ()
     compare_victim_order: bool = True
@@ -1006,7 +1007,7 @@ def context(wh: Warehouse, window: Window, settings: TuningSettings, compare_vic
     validation, baseline = validate(wh, workload, settings.validation_tolerance)
     processes = settings.processes or None
     return Context(wh, workload, settings, params[0], baseline, validation, processes,
-                   scorecard.failures_of(wh, window.cluster), compare_victim_order)
+                   failures=scorecard.failures_of(wh, window.cluster), compare_victim_order=compare_victim_order)
 
 
 def first_change(found: Sequence[Suggestion]) -> Suggestion | None:

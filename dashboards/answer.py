@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from preemptlens import escape
 from preemptlens.analytics import counterfactual, scorecard
 from preemptlens.dashboards import data
 
@@ -111,17 +112,19 @@ def show(answers: list[ClusterAnswer]) -> None:
 
 
 def markdown(a: ClusterAnswer) -> str:
-    """The answer block in Markdown (the weekly report's first section)."""
-    lines = [f"**Verdict:** {a.line}", "", _sentence(a.headline)]
+    """The answer block in Markdown (the weekly report's first section), every text from the data escaped
+    (preemptlens.escape): a cluster or team name never becomes markup."""
+    e = escape.markdown
+    lines = [f"**Verdict:** {e(a.line)}", "", e(_sentence(a.headline))]
     if a.net:
-        lines += ["", _sentence(a.net)]
+        lines += ["", e(_sentence(a.net))]
     if a.fix_first:
-        lines += ["", f"**Fix first:** {a.fix_first}."]
+        lines += ["", f"**Fix first:** {e(a.fix_first)}."]
     if a.adoption:
-        lines += ["", f"Adoption order: {a.adoption}."]
+        lines += ["", f"Adoption order: {e(a.adoption)}."]
     if a.replay:
-        lines += ["", _sentence(a.replay)]
-    lines += [""] + [f"- {r}" for r in (*a.reasons, *a.alternatives)]
+        lines += ["", e(_sentence(a.replay))]
+    lines += [""] + [f"- {e(r)}" for r in (*a.reasons, *a.alternatives)]
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -1042,7 +1042,7 @@ def analysis_params(r: Reader) -> dict[str, Any]:
     return rows.row(0, named=True) if rows.height else {}
 
 
-# Loss coverage and goodput (docs/figures.md, section 10) over the window's days, per team (or per pool when
+# Loss coverage and goodput (docs/figures.md, section 11) over the window's days, per team (or per pool when
 # only pools are selected) and over them all (the row whose `cluster` is NULL): the sums of the views' day rows,
 # a part unknown (NULL) when it is unknown on any of them.
 _PROGRESS_WHERE = """

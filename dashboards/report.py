@@ -28,13 +28,12 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-<<<<<<< HEAD
 from preemptlens import escape
 from preemptlens.analytics.pilot import Evaluation, Pilot, PilotSettings, evaluate
-from preemptlens.analytics.scorecard import answer_text, verdict_text
+from preemptlens.analytics.scorecard import answer_text
 from preemptlens.analytics.snippets import KAI, KUBERNETES, KUEUE, SLURM, VOLCANO
 from preemptlens.config import section, setting
-from preemptlens.dashboards import coverage, data
+from preemptlens.dashboards import answer, coverage, data
 from preemptlens.dashboards.formats import (
     duration,
     gpu_hours,
@@ -45,14 +44,7 @@ from preemptlens.dashboards.formats import (
     pilot_value,
     plural,
 )
-from preemptlens.dashboards.headline import Net, answers
-=======
-from preemptlens.analytics.pilot import Evaluation, Pilot, PilotSettings, evaluate, signed_text
-from preemptlens.analytics.scorecard import answer_text, evidence_text
-from preemptlens.analytics.snippets import KAI, KUBERNETES, KUEUE, SLURM, VOLCANO
-from preemptlens.config import section, setting
-from preemptlens.dashboards import answer, data
->>>>>>> verdict
+from preemptlens.dashboards.headline import Net
 from preemptlens.errors import PreemptlensError
 from preemptlens.private import make_private, private_folder
 
@@ -163,7 +155,6 @@ class WeeklyReport:
     hoarding_jobs: pl.DataFrame
     idle_daily: pl.DataFrame
     team_net: pl.DataFrame
-    evidence: pl.DataFrame
     tier_shares: pl.DataFrame
     team_shares: pl.DataFrame
     suggestions: pl.DataFrame | None
@@ -239,7 +230,6 @@ def build(
         hoarding_jobs=data.top_holders(r, f, "job", top_n),
         idle_daily=data.idle_daily(r, f),
         team_net=data.team_net(r, f),
-        evidence=data.evidence(r, f),
         tier_shares=data.tier_shares(r, trend),
         team_shares=data.team_high_shares(r, trend),
         suggestions=data.suggestions(r, f, top_n),
@@ -398,19 +388,12 @@ def _evidence_of(report: WeeklyReport, cluster: str, question: int) -> str:
 
 
 def _scorecard_rows(report: WeeklyReport) -> list[dict[str, str]]:
-    evidence = report.evidence.to_dicts()
     return [
         {
             "cluster": s["cluster"],
             "question": s["question"],
-<<<<<<< HEAD
-            "answer": answer_text(s["answer"], s["missing"], s["failed"]),
+            "answer": answer_text(s["answer"], s["missing"], s["borderline"], s["failed"]),
             "evidence": _evidence_of(report, s["cluster"], s["question_no"]),
-=======
-            "answer": answer_text(s["answer"], s["missing"], s["borderline"]),
-            "evidence": evidence_text([e for e in evidence
-                                       if e["cluster"] == s["cluster"] and e["question_no"] == s["question_no"]]),
->>>>>>> verdict
         }
         for s in report.scorecard.iter_rows(named=True)
     ]
@@ -439,18 +422,11 @@ def _pilot_rows(report: WeeklyReport) -> list[dict[str, Any]]:
         figures = [
             {
                 "figure": f.label,
-<<<<<<< HEAD
                 "difference in differences": "unknown" if f.did is None else pilot_value(f.did, f.unit, sign=True),
                 "interval": "–" if f.low is None or f.high is None
                 else f"{pilot_value(f.low, f.unit, sign=True)} to {pilot_value(f.high, f.unit, sign=True)}",
                 "observations (pilot before/after, control before/after)": "/".join(f"{x:,}" for x in f.n)
                 + f" {f.n_of}",
-=======
-                "difference in differences": signed_text(f.did, f.unit),
-                "interval": "–" if f.low is None or f.high is None
-                else f"{signed_text(f.low, f.unit)} to {signed_text(f.high, f.unit)}",
-                "n (pilot b/a, control b/a)": "/".join(str(x) for x in f.n) + f" {f.n_of}",
->>>>>>> verdict
             }
             for f in ev.figures
             if f.role in ("gain", "cost", "balance")
@@ -459,23 +435,16 @@ def _pilot_rows(report: WeeklyReport) -> list[dict[str, Any]]:
     return rows
 
 
-def _answer(report: WeeklyReport) -> dict[str, Any]:
-    """The dashboard's first screen in words: per cluster the verdict and the one action, and the net in both
-    currencies (money too with a price per GPU-hour)."""
+def _net_cards(report: WeeklyReport) -> dict[str, Any]:
+    """The net in both currencies as the dashboard's Overview shows it under its answer (money too with a price
+    per GPU-hour); the answer itself is `answers` (dashboards/answer.py)."""
     net = Net.of(report.headline, report.net_daily)
-    several = report.scorecard["cluster"].n_unique() > 1
 
     def card(label: str, gpu_h: float | None, sign: bool = False) -> dict[str, str | None]:
         text = "unknown" if gpu_h is None else (f"{gpu_h:+,.0f}" if sign else number(gpu_h, 0))
         return {"label": label, "value": text, "money": money(gpu_h, report.price, report.currency)}
 
     return {
-        "answers": [
-            {"verdict": a.verdict + (f" ({a.cluster})" if several else ""), "why": a.why, "action": a.action,
-             "tone": a.tone}
-            for a in answers(report.scorecard, report.suggestions)
-        ],
-        "counterfactual": net.counterfactual(),
         "cards": [
             card("Wait saved, GPU-h", net.gain), card("Victims' wait, GPU-h", net.waiting),
             card("Net wait saved, GPU-h", net.waiting_net, sign=True),
@@ -500,7 +469,7 @@ def _context(report: WeeklyReport) -> dict[str, Any]:
         "no_data": report.runs_in_week == 0,
         "data_span": "no runs at all" if first is None or last is None else
         f"runs from {first:%Y-%m-%d} to {last:%Y-%m-%d} ({Week.of(first).label} to {Week.of(last).label})",
-        **_answer(report),
+        **_net_cards(report),
         "head": {
             "preemptions": f"{head['preemptions']:,}",
             "victim_jobs": f"{head['victim_jobs']:,}",

@@ -57,16 +57,9 @@ def assert_verdict_reads_the_same(folder: Path, cli_out: str) -> None:
         app = AppTest.from_file(str(ROOT / "dashboards" / "app.py"), default_timeout=120)
         app.run()
     assert not app.exception, app.exception
-<<<<<<< HEAD
-    # The Overview's answer box heads with the verdict (its counts and gaps follow in the box's own words).
-    shown = [m.value.split(" ", 2)[2] for m in app.markdown if m.value.startswith("#### :material/")]
-    verdict = cli.split(" (", 1)[0]
-    assert shown == [verdict[:1].upper() + verdict[1:]]
-=======
     shown = [a.value for kind in (app.success, app.info, app.warning, app.error) for a in kind
              if a.value.startswith("demo: ")]
     assert shown == [f"demo: {cli}"]
->>>>>>> verdict
     assert md == cli and html.unescape(page) == cli
     # the verdict counts answers three ways and names each unanswered question
     assert re.search(r"\(\d yes, \d no, \d unknown of 4\)", cli)

@@ -2,13 +2,9 @@
 print the answer: does preemption pay here?
 
 Incremental by default: only the gpu_samples that loads since the last run
-<<<<<<< HEAD
-wrote are rescanned, and only the views whose inputs changed are recomputed
-(none when nothing changed); `--full` rebuilds everything.
-=======
-wrote are rescanned, and a cluster whose inputs did not change is not replayed
-again; `--full` rebuilds everything.
->>>>>>> verdict
+wrote are rescanned, only the views whose inputs changed are recomputed
+(none when nothing changed) and a cluster whose inputs did not change is not
+replayed again; `--full` rebuilds everything.
 """
 
 from __future__ import annotations
@@ -62,7 +58,6 @@ def run(args: argparse.Namespace, config: Config) -> int:
         if not args.quiet:
             print(render(wh))
         timings = ", ".join(f"{k} {v:.2f} s" for k, v in report.seconds.items())
-<<<<<<< HEAD
         if report.unchanged_since is not None:
             print(f"nothing changed since the analyze of {report.unchanged_since:%Y-%m-%d %H:%M:%S} UTC (no load, "
                   f"no setting, no live cost): its {len(report.kept)} views are current; --full recomputes them")
@@ -73,15 +68,9 @@ def run(args: argparse.Namespace, config: Config) -> int:
                 f"idle stretches: {report.stretches.mode} refresh, {report.stretches.stretches} stretches "
                 f"(sampling step {report.sample_step_s:g} s); {built}{kept}; {timings}"
             )
-        if not args.quiet:
-            print(render(wh))
-=======
-        print(
-            f"idle stretches: {report.stretches.mode} refresh, {report.stretches.stretches} stretches "
-            f"(sampling step {report.sample_step_s:g} s); {len(report.views)} views refreshed; {timings}"
-        )
         for cluster, what in report.counterfactual.items():
             if what != "unchanged":
                 print(f"counterfactual of {cluster}: {what}")
->>>>>>> verdict
+        if not args.quiet:
+            print(render(wh))
     return 0

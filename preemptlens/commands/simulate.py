@@ -32,25 +32,17 @@ _DEFAULTS = SimConfig()
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cluster", help="cluster name in every row (default: cluster.name, else 'sim')")
-<<<<<<< HEAD
     parser.add_argument("--gpus", type=number_argument(int, 8, 1_000_000), default=64,
                         help="GPUs in the cluster, in nodes of 8 (default 64)")
     parser.add_argument("--pools", type=number_argument(int, 1, 1000), default=1,
                         help="split the nodes into this many pools (default 1)")
     parser.add_argument("--days", type=number_argument(float, 0.01, 3660), default=_DEFAULTS.days,
                         help="simulated days (default 7)")
+    parser.add_argument("--start", help=f"when the simulation starts: {TIME_HELP} (default: it ends at the last "
+                        "whole hour)")
     parser.add_argument("--seed", type=number_argument(int, 0, 2**32 - 1), default=_DEFAULTS.workload.seed,
                         help="random seed")
     parser.add_argument("--load", type=number_argument(float, 0, 100), default=_DEFAULTS.workload.load,
-=======
-    parser.add_argument("--gpus", type=int, default=64, help="GPUs in the cluster, in nodes of 8 (default 64)")
-    parser.add_argument("--pools", type=int, default=1, help="split the nodes into this many pools (default 1)")
-    parser.add_argument("--days", type=float, default=_DEFAULTS.days, help="simulated days (default 7)")
-    parser.add_argument("--start", help=f"when the simulation starts: {TIME_HELP} (default: it ends at the last "
-                        "whole hour)")
-    parser.add_argument("--seed", type=int, default=_DEFAULTS.workload.seed, help="random seed")
-    parser.add_argument("--load", type=float, default=_DEFAULTS.workload.load,
->>>>>>> verdict
                         help="work submitted as a share of capacity (default 0.85)")
     parser.add_argument("--hoarding-share",
                         type=number_argument(float, 0, 1), default=_DEFAULTS.workload.hoarding_share,
@@ -73,18 +65,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-preemptor-records", action="store_true",
                         help="a black-box scheduler: runs do not name their preemptor or the reason")
     parser.add_argument("--no-preemption", action="store_true", help="simulate with preemption off")
-<<<<<<< HEAD
-    parser.add_argument("--min-run", type=number_argument(float, 0, 7 * 86_400), default=_DEFAULTS.policy.min_run_s,
-=======
-    parser.add_argument("--trigger", type=float, default=0.0,
+    parser.add_argument("--trigger", type=number_argument(float, 0, 7 * 86_400), default=0.0,
                         help="seconds a job must have waited before it may preempt (the article's trigger "
                         "threshold; default 0: at once)")
     parser.add_argument("--pilot-pools",
                         help="comma-separated pools (or a number: the first N pools) where preemption is turned on "
                         "at --pilot-start; every other pool runs without preemption throughout (the control)")
     parser.add_argument("--pilot-start", help=f"when the pilot turns preemption on: {TIME_HELP}")
-    parser.add_argument("--min-run", type=float, default=_DEFAULTS.policy.min_run_s,
->>>>>>> verdict
+    parser.add_argument("--min-run", type=number_argument(float, 0, 7 * 86_400), default=_DEFAULTS.policy.min_run_s,
                         help="seconds a run must have run before it may be preempted")
     parser.add_argument("--grace", type=number_argument(float, 0, 86_400), default=_DEFAULTS.policy.grace_s,
                         help="seconds between the preemption signal and the kill")

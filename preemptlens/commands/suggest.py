@@ -12,14 +12,9 @@ import argparse
 from dataclasses import replace
 from datetime import datetime
 
-<<<<<<< HEAD
-from preemptlens.analytics import victim_order
-from preemptlens.analytics.replay import Interval, Window, bound, default_window
-from preemptlens.analytics.tuning import GENERATORS, Suggestion, TuningSettings, context, store, suggest
-=======
 from preemptlens.analytics import counterfactual, scorecard, victim_order
 from preemptlens.analytics.params import AnalyticsSettings
-from preemptlens.analytics.replay import Validation, Window, default_window
+from preemptlens.analytics.replay import Interval, Validation, Window, bound, default_window
 from preemptlens.analytics.tuning import (
     GENERATORS,
     Suggestion,
@@ -29,7 +24,6 @@ from preemptlens.analytics.tuning import (
     store,
     suggest,
 )
->>>>>>> verdict
 from preemptlens.config import ClusterSettings, Config, WarehouseSettings
 from preemptlens.errors import ConfigError
 from preemptlens.times import TIME_HELP, parse_when
@@ -123,11 +117,10 @@ def run(args: argparse.Namespace, config: Config) -> int:
         if window.end <= window.start:
             raise ConfigError(f"window {window.start.isoformat()} .. {window.end.isoformat()} is empty",
                               "give --end after --start")
-<<<<<<< HEAD
-        ctx = context(wh, window, settings)
-        print(ctx.validation.describe())
-        print("   observed: " + json.dumps(vars(ctx.validation.observed), default=str))
-        print("   replayed: " + json.dumps(vars(ctx.validation.replayed), default=str))
+        compare = config.of(victim_order.VictimOrderSettings).compare
+        ctx = context(wh, window, settings, compare)
+        for line in _validation_lines(ctx.validation):
+            print(line)
         draws = ctx.baseline_draws()
         if len(draws) > 1:
             spread = Interval(bound(draws, min), bound(draws, max), len(draws))
@@ -137,12 +130,6 @@ def run(args: argparse.Namespace, config: Config) -> int:
                     ("lost GPU-hours", "lost_gpu_h", ""), ("high-priority median wait", "high_wait_median_s", " s"))))
         elif draws:
             print("   exact inputs: every replayed figure is a point (no measurement error to jitter)")
-=======
-        compare = config.of(victim_order.VictimOrderSettings).compare
-        ctx = context(wh, window, settings, compare)
-        for line in _validation_lines(ctx.validation):
-            print(line)
->>>>>>> verdict
         for note in ctx.workload.notes:
             print(f"   {note}")
         if not ctx.validation.ok:

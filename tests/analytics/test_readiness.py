@@ -33,15 +33,11 @@ def build(sc: Scenario, *, samples: bool) -> None:
     sc.job("e", "normal", 1, "q", 0)
     sc.run("e", 1, 1, "q", 0, 5 * HOUR, "completed", submit=0)
     sc.job("b", "low", 2, "p", 0)
-<<<<<<< HEAD
-    sc.run("b", 1, 2, "p", 4 * HOUR, 5 * HOUR, "completed", submit=0)
-    # a's training log reports its step but no checkpoint: collected, so Q3 is a measured no
-    sc.checkpoint("a", 1, HOUR, 100.0, kind="progress")
-=======
     sc.add("job_runs", job_id="b", run=1, gpus=2, pool="p", submit_time=at(0), state="pending")
     sc.job("c", "low", 8, "p", 0)
     sc.add("job_runs", job_id="c", run=1, gpus=8, pool="p", submit_time=at(0), state="pending")
->>>>>>> verdict
+    # a's training log reports its step but no checkpoint: collected, so Q3 is a measured no
+    sc.checkpoint("a", 1, HOUR, 100.0, kind="progress")
     if samples:
         sc.samples("a", "h1", 0, 0, 3 * HOUR, busy=0.0)
         sc.samples("a", "h1", 0, 3 * HOUR, 5 * HOUR, busy=0.9)
@@ -119,7 +115,6 @@ def test_metrics_show_an_unknown_answer_as_nan_with_known_0(sc: Scenario) -> Non
     assert unknown.value == 3.0
 
 
-<<<<<<< HEAD
 def q3(sc: Scenario) -> tuple[dict[str, dict], dict]:
     e = {r["measure"]: r for r in sc.view("readiness_evidence", "measure").to_dicts() if r["question_no"] == 3}
     card = sc.view("readiness_scorecard", "question_no").to_dicts()[2]
@@ -172,7 +167,7 @@ def test_q3_a_measured_no_says_jobs_checkpoint_rarely(sc: Scenario) -> None:
     assert e["checkpoint_coverage"]["value"] == 0 and e["checkpoint_coverage"]["passes"] is False
     assert card["answer"] is False
     failed = sc.wh.query(f"SELECT failed FROM ({SCORECARD_SQL}) WHERE question_no = 3")["failed"][0]
-    assert answer_text(card["answer"], card["missing"], failed) == "no (jobs checkpoint rarely)"
+    assert answer_text(card["answer"], card["missing"], failed=failed) == "no (jobs checkpoint rarely)"
 
 
 def test_q3_loss_to_gain_from_measured_losses_once_enough_are(sc: Scenario) -> None:
@@ -215,7 +210,8 @@ def test_q3_a_restart_past_its_run_start_shows_the_job_checkpoints(sc: Scenario)
     assert e["checkpoint_coverage"]["value"] == 1.0
     assert e["loss_to_gain"]["value"] is not None
     assert card["answer"] is not False
-=======
+
+
 def test_verdict_alert_words_the_verdict_as_everywhere_and_posts_once_per_verdict(sc: Scenario) -> None:
     from datetime import UTC, datetime
 
@@ -252,4 +248,3 @@ def test_metrics_give_the_verdict_the_net_and_borderline_answers(sc: Scenario) -
     assert net == {"value": 0.0, "low": 0.0, "high": 0.0}
     # and no break-even factor to give (the upper tiers gain nothing at any weight)
     assert families["preemptlens_counterfactual_breakeven_factor"].samples == []
->>>>>>> verdict

@@ -21,14 +21,10 @@ from preemptlens.config import load_config
 from preemptlens.dashboards.report import ReportError, Week
 from preemptlens.warehouse import Warehouse
 
-<<<<<<< HEAD
 SECTIONS = (
     "answer", "net-benefit", "worst-preemptions", "top-hoarders", "loss-coverage", "goodput", "scope-creep",
     "suggestions",
 )
-=======
-SECTIONS = ("answer", "net-benefit", "worst-preemptions", "top-hoarders", "scope-creep", "suggestions")
->>>>>>> verdict
 
 
 class Page(HTMLParser):
@@ -170,9 +166,8 @@ def test_the_answer_comes_first(page: Page) -> None:
 def test_net_benefit_section(page: Page) -> None:
     text = " ".join(page.sections["net-benefit"]["text"].split())
     assert f"Preemptions {fc.PREEMPTIONS_W48}" in text
-<<<<<<< HEAD
     assert "Median requeue delay 60 min over 3 victims that restarted" in text
-    assert "Readiness: c1: preemption should not be the main tool" in text
+    assert "Verdict: c1: preemption should not be the main tool" in text
     header, *rows = page.sections["net-benefit"]["tables"]["scorecard"]
     assert header == ["cluster", "question", "answer", "evidence"] and len(rows) == 4
     assert rows[2][3].startswith("preemptible GPU-hours of checkpointing jobs: ")
@@ -180,12 +175,6 @@ def test_net_benefit_section(page: Page) -> None:
     teams = {r[0]: r for r in page.sections["net-benefit"]["tables"]["team-net"][1:]}
     assert teams["total"][1:] == ["3", "16.0 GPU-h", "32.0 GPU-h", "28.0 GPU-h", "18.0"]
     assert teams["nlp"][1:] == ["1", "0.0 GPU-h", "20.0 GPU-h", "12.0 GPU-h", "-32.0"]
-=======
-    # the two currencies apart: work thrown away 20 + 8 + 4 (no warm-ups), waiting 4 GPUs x 3 h + ...
-    assert "Work thrown away GPU-hours 32.0" in text
-    assert "lost progress 32.0 GPU-h plus warm-up" in text
-    assert len(page.sections["net-benefit"]["tables"]["scorecard"]) == 1 + 4
->>>>>>> verdict
 
 
 def test_answer_section_comes_first_with_the_verdict(page: Page) -> None:

@@ -14,27 +14,18 @@ from pilot_scenario import HARMFUL
 
 from preemptlens.analytics import alerts
 from preemptlens.analytics.pilot import (
-<<<<<<< HEAD
-=======
     Figure,
->>>>>>> verdict
     Pilot,
     PilotSettings,
     _Cell,
     _Draws,
     _quantile_reps,
     _ratio_reps,
-<<<<<<< HEAD
+    decide,
     declared,
     on_cluster,
 )
-from preemptlens.analytics.scorecard import verdict_text
-=======
-    decide,
-    declared,
-)
 from preemptlens.analytics.scorecard import verdict_line
->>>>>>> verdict
 from preemptlens.analytics.simulator import PolicyChange, PolicyConfig, PoolSpec, SimConfig, simulate
 from preemptlens.cli import main
 from preemptlens.config import Secret, load_config

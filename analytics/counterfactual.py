@@ -51,6 +51,7 @@ from preemptlens.analytics.replay import (
     load_workload,
     observed_figures,
     outcome_figures,
+    picklable,
     replay_outcome,
 )
 from preemptlens.analytics.simulator.engine import Outcome, paused_gc
@@ -298,12 +299,11 @@ def run_scenarios(workload: Workload, items: Sequence[tuple[str, str, Variant]],
     workers = min(len(items), processes or os.cpu_count() or 1)
     if workers <= 1:
         return [run_scenario(workload, *item) for item in items]
-    picklable = [(k, t, replace(v, policy=replace(v.policy, may_preempt=dict(v.policy.may_preempt))))
-                 for k, t, v in items]
+    sendable = [(k, t, picklable(v)) for k, t, v in items]
     _SHARED[:] = [workload]
     try:
         with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
-            return list(pool.map(_run_shared, picklable))
+            return list(pool.map(_run_shared, sendable))
     finally:
         _SHARED.clear()
 

@@ -613,7 +613,8 @@ def _run_shared(variant: Variant) -> Figures:
     return run_variant(_SHARED[0], variant)
 
 
-def _picklable(variant: Variant) -> Variant:
+def picklable(variant: Variant) -> Variant:
+    """`variant` with its policy's read-only mappings as dicts, which a worker process can be sent."""
     policy = variant.policy
     return replace(variant, policy=replace(policy, may_preempt=dict(policy.may_preempt),
                                            min_run_by_tier=dict(policy.min_run_by_tier),
@@ -628,7 +629,7 @@ def sweep(workload: Workload, variants: Sequence[Variant], processes: int | None
     _SHARED[:] = [workload]
     try:
         with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
-            return list(pool.map(_run_shared, [_picklable(v) for v in variants]))
+            return list(pool.map(_run_shared, [picklable(v) for v in variants]))
     finally:
         _SHARED.clear()
 

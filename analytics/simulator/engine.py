@@ -888,13 +888,18 @@ class _Scheduler:
                 return k, sorted(whole, key=lambda n: (base[n] < gpn, n))[:wanted]
         return None
 
-    def _fits_without(self, pool: int, need: int, out: Sequence[int], held: dict[int, dict[int, int]]) -> bool:
-        """Whether the ask fits once the runs `out` are gone."""
-        gpn = self.gpn[pool]
+    def _free_without(self, pool: int, out: Sequence[int], held: dict[int, dict[int, int]]) -> dict[int, int]:
+        """Free GPUs per node of the pool once the runs `out` are gone."""
         avail = {n: self.node_free[n] for n in self.pool_nodes[pool]}
         for r in out:
             for n, c in held[r].items():
                 avail[n] += c
+        return avail
+
+    def _fits_without(self, pool: int, need: int, out: Sequence[int], held: dict[int, dict[int, int]]) -> bool:
+        """Whether the ask fits once the runs `out` are gone."""
+        gpn = self.gpn[pool]
+        avail = self._free_without(pool, out, held)
         if need <= gpn:
             return any(a >= need for a in avail.values())
         return sum(1 for a in avail.values() if a >= gpn) >= need // gpn
@@ -967,10 +972,7 @@ class _Scheduler:
     def _fitting_nodes(self, pool: int, need: int, out: Sequence[int], held: dict[int, dict[int, int]]) -> list[int]:
         """The nodes the ask takes once `out` are gone: the fullest node that fits, or whole free nodes."""
         gpn = self.gpn[pool]
-        avail = {n: self.node_free[n] for n in self.pool_nodes[pool]}
-        for r in out:
-            for n, c in held[r].items():
-                avail[n] += c
+        avail = self._free_without(pool, out, held)
         if need <= gpn:
             return [min((n for n, a in avail.items() if a >= need), key=lambda n: (avail[n], n))]
         return sorted((n for n, a in avail.items() if a >= gpn), key=lambda n: (self.node_free[n] < gpn, n))[

@@ -24,9 +24,10 @@ from preemptlens.errors import SourceError
 from preemptlens.warehouse import LoadReport, Warehouse
 
 pytestmark = pytest.mark.slow
-# Slurm's times are whole seconds; what a job observes is later by its own
-# launch latency, so starts get half a second more than ends.
-END_TOLERANCE_S = 1.0
+# Slurm's times are whole seconds, cut down, and what a job observes comes later
+# by the signal's or the launch's own latency: an end recorded at :03 was seen
+# at :04.010 in one CI run. Half a second of latency on top of the cut second.
+END_TOLERANCE_S = 1.5
 START_TOLERANCE_S = 1.5
 
 

@@ -131,6 +131,8 @@ def _configured(configured: TuningSettings, values: dict[str, Any], basis: dict[
         given = float(getattr(configured, name))
         if given >= 0:
             values[name], basis[name] = given, f"configured ([tuning] {name})"
+    if configured.backfill:
+        values["backfill"], basis["backfill"] = configured.backfill, "configured ([tuning] backfill)"
     if configured.may_preempt:
         values["may_preempt"] = {t: tuple(configured.may_preempt.get(t, ())) for t in TIERS}
         basis["may_preempt"] = "configured ([tuning] may_preempt)"

@@ -27,8 +27,10 @@ Model, as the raw tables must show it:
   it would take then. A job after it starts in that pass only if it fits now
   and either ends by the reserved start (its length is known to the engine;
   Slurm reads the time limit) or keeps off the reserved nodes but for the GPUs
-  there beyond the reserved job's; it does not preempt (its victims' GPUs could
-  then be held past the reserved start). One reservation per pool and pass: it
+  there beyond the reserved job's; one that preempts picks its victims as
+  ever but waits if its GPUs would be on the reserved nodes beyond those spare
+  ones (it would hold them past the reserved start; Slurm's backfill may
+  preempt under the same rule). One reservation per pool and pass: it
   is what keeps a big high-tier job from waiting for ever behind a stream of
   small ones (greedy backfill starves it, and a replay "without preemption"
   then overstates what preemption saves). Under "greedy" every lower job takes
@@ -687,15 +689,15 @@ class _Scheduler:
         pending = self.pending[pool]
         reserve = self.pool_policy[pool].backfill == "reserve"
         # Under "reserve", the first job in start order that can neither start nor preempt gets a reserved start
-        # (`_reserve`); the jobs after it only backfill (`_backfill_gpus`) and do not preempt, since a preemptor's
-        # GPUs could then be held past that start. One reservation per pool and pass: Slurm's backfill reserves
+        # (`_reserve`); the jobs after it only backfill (`_outlasting_gpus`), and preempt only off the reserved
+        # GPUs (`_preempt`). One reservation per pool and pass: Slurm's backfill reserves
         # for every job it considers (up to bf_max_job_test), but the first one is what keeps a big job from
         # starving, and one keeps the pass cheap.
         held: tuple[int, float, dict[int, int], set[int]] | None = None
         outlast_fails = math.inf  # the fewest GPUs a run outlasting the reserved start found no room for
         for rank in range(len(pending) - 1, -1, -1):
             by_size = pending[rank]
-            may_preempt = self.rank_preempts[pool][rank] and held is None
+            may_preempt = self.rank_preempts[pool][rank]
             looking = reserve and held is None  # this rank's first blocked job would get the reservation
             if not by_size or (room == 0 and not may_preempt and not looking):
                 continue
@@ -757,20 +759,18 @@ class _Scheduler:
                     room = self._room(pool)
                     done.setdefault(size, []).append(i)
                 elif may_preempt and size < unfreeable:
-                    if self._preempt(pool, entry[2], t):
+                    if self._preempt(pool, entry[2], t, held):
                         room = self._room(pool)
                         done.setdefault(size, []).append(i)
                     else:
                         unfreeable = size
                         if reserve and held is None:
                             held = self._reserve(pool, entry[2], t)
-                            may_preempt = False
                         heapq.heappop(heads)
                         continue
                 else:
                     if reserve and held is None:
                         held = self._reserve(pool, entry[2], t)
-                        may_preempt = False
                     heapq.heappop(heads)
                     continue
                 queue = by_size[size]
@@ -1219,7 +1219,8 @@ class _Scheduler:
         return sorted((n for n, a in avail.items() if a >= gpn), key=lambda n: (self.node_free[n] < gpn, n))[
             : need // gpn]
 
-    def _preempt(self, pool: int, j: int, t: float) -> bool:
+    def _preempt(self, pool: int, j: int, t: float,
+                 held: tuple[int, float, dict[int, int], set[int]] | None = None) -> bool:
         job = self.jobs[j]
         rank = self.job_rank[j]
         gpn = self.gpn[pool]
@@ -1258,6 +1259,18 @@ class _Scheduler:
                 return False
             victims = sorted({r for _, vs in several for r in vs}, key=self._victim_order)
             gpu_ids = [g for n, _ in several for g in range(first[n], first[n] + gpn)]
+        if held is not None:
+            # Behind a reserved start the victims are chosen as ever, but the preemptor may not take the
+            # reserved nodes' GPUs beyond the spare ones (it would hold them past the start): then it waits.
+            spare = held[2]
+            taking: dict[int, int] = {}
+            for g in gpu_ids:
+                if gpu_node[g] in spare:
+                    taking[gpu_node[g]] = taking.get(gpu_node[g], 0) + 1
+            if any(spare[n] < c for n, c in taking.items()):
+                return False
+            for n, c in taking.items():
+                spare[n] -= c
         still_held = 0
         for g in gpu_ids:
             node = gpu_node[g]

@@ -720,7 +720,7 @@ class _Scheduler:
                     self._start(entry[2], t, self._place(pool, size))
                     room = self._room(pool)
                     done.setdefault(size, []).append(i)
-                elif size <= room:
+                elif size <= room and held is not None:
                     gpu_ids = None
                     late = held[3]
                     if size >= outlast_fails and entry[2] in late:

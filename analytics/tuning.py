@@ -64,6 +64,14 @@ class TuningSettings:
         "Forced wait of a requeued victim in force, seconds; negative infers it from the runs' eligible times.",
         bounds=(-1, 7 * 86_400),
     )
+    backfill: str = setting(
+        "",
+        "Backfill of the scheduler in force: \"reserve\" (a blocked job's start is reserved, Slurm's "
+        "sched/backfill) or \"greedy\" (lower jobs take any GPUs that fit, Kueue BestEffortFIFO); empty takes "
+        "what the scheduler states, else \"reserve\" (Slurm's SchedulerType is not collected: "
+        "sched/backfill is assumed).",
+        choices=("", "reserve", "greedy"),
+    )
     may_preempt: dict[str, Any] = setting(
         {},
         "Which tiers each tier may preempt, e.g. { high = [\"normal\", \"low\"] }; empty infers it from the "

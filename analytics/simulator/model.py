@@ -34,6 +34,11 @@ SCHEDULER_MODELS = ("generic", "slurm", "kueue", "kai")
 # requeued victim queues behind newer jobs), or by its job's first submission (a requeued victim keeps its place,
 # as Slurm's job priority, Kueue's Workload creation time and KAI's PodGroup creation time do).
 QUEUE_ORDERS = ("eligible", "submit")
+# What the pending jobs below a blocked one may do (PolicyConfig.backfill): "reserve" holds the start of the
+# highest-ranked job that can neither start nor preempt, and lets a lower job start only where it does not delay
+# that start (Slurm's sched/backfill, EASY backfill); "greedy" lets every lower job take any GPUs that fit it
+# (the engine before reservations; Kueue's BestEffortFIFO), so a big job can wait for ever behind small ones.
+BACKFILLS = ("reserve", "greedy")
 
 
 def _frozen(mapping: Mapping[str, tuple[str, ...]]) -> Mapping[str, tuple[str, ...]]:
@@ -86,6 +91,8 @@ class PolicyConfig:
     # The scheduler whose victim choice is modelled, and that choice's own settings (engine.py).
     scheduler: str = "generic"
     queue_order: str = "eligible"
+    # Whether a blocked job gets a reserved start that lower jobs may not delay (BACKFILLS; engine.py).
+    backfill: str = "reserve"
     # Slurm (PreemptParameters, before 23.02 SchedulerParameters preempt_*): candidates youngest first instead of
     # by job order; passes that reorder the candidates to preempt fewer jobs; keep the order strict; jobs whose
     # priority is above min_exempt_priority are never preempted.
@@ -117,6 +124,8 @@ class PolicyConfig:
             problems.append(f"scheduler must be one of {', '.join(SCHEDULER_MODELS)}, not {self.scheduler!r}")
         if self.queue_order not in QUEUE_ORDERS:
             problems.append(f"queue_order must be one of {', '.join(QUEUE_ORDERS)}, not {self.queue_order!r}")
+        if self.backfill not in BACKFILLS:
+            problems.append(f"backfill must be one of {', '.join(BACKFILLS)}, not {self.backfill!r}")
         if self.reorder_count < 0:
             problems.append("reorder_count must be >= 0")
         for name in ("min_run_by_tier", "grace_by_tier"):

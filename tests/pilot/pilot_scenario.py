@@ -140,10 +140,15 @@ HELPFUL = Scenario(
 )
 
 # A pilot that hurts: little scarcity (55% load) and victims that never checkpoint, with the usual
-# heavy-tailed run times.
+# heavy-tailed run times. Calibrated under greedy backfill, and kept there: with reservations the seed's
+# victims throw away less (6.6% of capacity, not 10%) and the high tier's p90 wait without preemption is
+# 3.8 h of waiting for long runs, a true gain, so the evaluator rightly finds the net effect (-3.8%) not yet
+# clear ("keep piloting") instead of clearly harmful.
 HARMFUL = Scenario(
     load=0.55,
     checkpoint_share=0.0,
+    before=replace(OFF, backfill="greedy"),
+    after=replace(ON, backfill="greedy"),
     workload=(("sizes", (1, 2, 4, 8)), ("size_weights", (0.4, 0.2, 0.2, 0.2))),
 )
 

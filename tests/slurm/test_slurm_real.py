@@ -24,9 +24,10 @@ from preemptlens.errors import SourceError
 from preemptlens.warehouse import LoadReport, Warehouse
 
 pytestmark = pytest.mark.slow
-# Slurm's times are whole seconds; what a job observes is later by its own
-# launch latency, so starts get half a second more than ends.
-END_TOLERANCE_S = 1.0
+# Slurm's times are whole seconds, cut down, and what a job observes comes later
+# by the signal's or the launch's own latency: an end recorded at :03 was seen
+# at :04.010 in one CI run. Half a second of latency on top of the cut second.
+END_TOLERANCE_S = 1.5
 START_TOLERANCE_S = 1.5
 
 
@@ -103,12 +104,14 @@ def _epoch(value: object) -> float:
     return value.timestamp()  # type: ignore[attr-defined,no-any-return]
 
 
-def test_every_preemption_found_with_victim_preemptor_gpus_and_times(played) -> None:  # type: ignore[no-untyped-def]
+def test_every_preemption_found_with_victim_preemptor_gpus_and_times(  # type: ignore[no-untyped-def]
+    played, slurm_cluster: SlurmCluster
+) -> None:
     wh, obs, _, _, _ = played
     assert obs.terms, "the scenario saw no preemption"
     runs = {(r["job_id"], r["run"]): r for r in wh.query("SELECT * FROM job_runs").iter_rows(named=True)}
     # The slurmctld log is read whole: links of earlier modules' jobs are there too, before this module began.
-    began = next(iter(_BEGAN.values()))
+    began = _BEGAN[id(slurm_cluster)]
     links = [lk for lk in wh.query("SELECT * FROM preemption_links").iter_rows(named=True) if lk["time"] >= began]
     links_of: dict[str, list[dict[str, object]]] = {}
     for link in links:

@@ -82,13 +82,17 @@ def test_replay_without_analyze_names_what_is_missing(tmp_path: Path) -> None:
 def test_suggest_command_prints_the_error_and_stores_idempotently(
     clusters: Clusters, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    # Tuned under greedy backfill (tests/tuning/test_suggestions.py, NO_MIN_RUN): with reservations this seed
+    # gives no exemption worth suggesting.
     wh, window = clusters.get("cli", **CHURN, checkpoint_share=0.0, warmup_s_range=(1200.0, 1800.0),
-                              policy={"min_run_s": 0})
+                              policy={"min_run_s": 0, "backfill": "greedy"})
     path = wh.path
     wh.close()
     clusters.built.pop("cli")
-    args = ["--warehouse", path, "suggest", "--cluster", "sim", "--start", window.start.isoformat(),
-            "--end", window.end.isoformat(), "--scheduler", "slurm"]
+    config = Path(path).with_suffix(".toml")
+    config.write_text('[tuning]\nbackfill = "greedy"\n')
+    args = ["--config", str(config), "--warehouse", path, "suggest", "--cluster", "sim", "--start",
+            window.start.isoformat(), "--end", window.end.isoformat(), "--scheduler", "slurm"]
     assert main(args) == 0
     out = capsys.readouterr().out
     # the replay's error first, once, as a small table; then only the asked scheduler's configuration

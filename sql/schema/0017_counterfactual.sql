@@ -86,3 +86,35 @@ CREATE TABLE readiness_verdict (
     adoption                  VARCHAR NOT NULL,    -- the step in words
     computed_at               TIMESTAMPTZ NOT NULL
 );
+
+-- The verdict's settings (trend_min_weeks, avoidable_share_max, the bootstrap's samples and confidence)
+-- replace scarce_high_wait_s, which the counterfactual's queue time replaces. analytics_params is rewritten
+-- by every `analyze` in the settings' order, so it is rebuilt here in that order.
+DROP TABLE analytics_params;
+CREATE TABLE analytics_params (
+    idle_busy_below              DOUBLE,
+    idle_zero_rule               BOOLEAN,
+    hoarding_window_s            DOUBLE,
+    sample_step_s                DOUBLE,
+    link_tolerance_s             DOUBLE,
+    near_completion_share        DOUBLE,
+    early_victim_s               DOUBLE,
+    long_runner_factor           DOUBLE,
+    trend_weeks                  INTEGER,
+    scarce_allocation_share      DOUBLE,
+    scarce_queue_share           DOUBLE,
+    scarce_hours_share           DOUBLE,
+    scarce_queue_wait_s          DOUBLE,
+    high_tier_share_max          DOUBLE,
+    high_tier_slope_max          DOUBLE,
+    checkpoint_coverage_min      DOUBLE,
+    loss_to_gain_max             DOUBLE,
+    trend_min_weeks              INTEGER,
+    visibility_min               DOUBLE,
+    reclaim_idle_share           DOUBLE,
+    avoidable_share_max          DOUBLE,
+    readiness_bootstrap_samples  INTEGER,
+    readiness_confidence         DOUBLE,
+    requeue_window_s             DOUBLE,
+    loss_coverage_min            DOUBLE
+);

@@ -14,11 +14,13 @@ and completes; job b (low, 2 GPUs) is submitted at 0 into p and waits throughout
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
 from analytics_scenario import Scenario, at
 
+from preemptlens.analytics import scorecard
 from preemptlens.analytics.scorecard import SCORECARD_SQL, answer_text
 from preemptlens.dashboards.metrics import read_families
 
@@ -145,7 +147,13 @@ def test_q3_without_checkpoint_data_is_unknown_naming_the_collector_not_no(sc: S
         "unknown (no checkpoint or progress data: enable `preemptlens collect checkpoints` (its files, logs, "
         "prometheus or annotations stream)"
     )
-    assert "Q3" in card["unanswered"] and "tiered pools" not in (card["fix_first"] or "")
+    # an unknown is no failure: the verdict names no recovery fix for it
+    verdict = sc.wh.query("SELECT cluster, fix_kinds FROM readiness_verdict").row(0, named=True)
+    failures = scorecard.failures_of(sc.wh, verdict["cluster"])
+    assert "Q3" in card["unanswered"] and "Q3" not in failures
+    kinds = set(json.loads(verdict["fix_kinds"]))
+    assert kinds <= set(scorecard.addressed(failures))
+    assert all(set(scorecard.FIXES[item]) & kinds for item in failures)
 
 
 def test_q3_declared_intervals_answer_only_when_they_already_pass(sc: Scenario) -> None:

@@ -31,7 +31,7 @@ class ClusterAnswer:
     reasons: tuple[str, ...]
     fix_first: str | None
     adoption: str | None
-    headline: str  # the counterfactual headline, or why there is none
+    headline: str  # the counterfactual headline, or why there is none (each of these three a sentence)
     net: str | None
     replay: str | None
     reproduces: bool | None
@@ -69,15 +69,15 @@ def _one(row: dict, answer: counterfactual.Answer | None) -> ClusterAnswer:
         level = "warning" if borderline and LEVELS[row["verdict"]] == "success" else LEVELS[row["verdict"]]
         reasons = tuple(scorecard.reasons_of(v))
     if answer is None:
-        head = "no counterfactual: the recorded window could not be replayed (it needs pools and runs)"
+        head = "No counterfactual: the recorded window could not be replayed (it needs pools and runs)."
         return ClusterAnswer(row["cluster"], verdict, level, borderline, reasons, row["fix_first"], row["adoption"],
                              head, None, None, None)
     return ClusterAnswer(
         cluster=row["cluster"], verdict=verdict, level=level, borderline=borderline, reasons=reasons,
         fix_first=row["fix_first"], adoption=row["adoption"],
-        headline=scorecard.headline_text(answer),
-        net=scorecard.net_text(answer),
-        replay=scorecard.replay_error_text(answer.run),
+        headline=_sentence(scorecard.headline_text(answer)),
+        net=_sentence(scorecard.net_text(answer)),
+        replay=_sentence(scorecard.replay_error_text(answer.run)),
         reproduces=bool(answer.run["reproduces"]),
         alternatives=tuple(scorecard.alternatives_text(answer)),
         tiers=tuple(scorecard.tier_rows(answer)),
@@ -93,15 +93,15 @@ def show(answers: list[ClusterAnswer]) -> None:
         st.info("No runs in the warehouse yet: nothing to answer.")
     for a in answers:
         getattr(st, a.level)(a.line)
-        st.markdown(f"**{_sentence(a.headline)}**")
+        st.markdown(f"**{a.headline}**")
         if a.net:
-            st.markdown(_sentence(a.net))
+            st.markdown(a.net)
         if a.fix_first:
             st.markdown(f"**Fix first:** {a.fix_first}.")
         if a.adoption:
             st.caption(f"Adoption order: {a.adoption}.")
         if a.replay:
-            st.caption(_sentence(a.replay) + ("" if a.reproduces else " Read the replayed figures as rough."))
+            st.caption(a.replay + ("" if a.reproduces else " Read the replayed figures as rough."))
         with st.expander(f"Why: the verdict's evidence and the replayed figures per tier ({a.cluster})"):
             for reason in a.reasons:
                 st.markdown(f"- {reason}")
@@ -115,15 +115,15 @@ def markdown(a: ClusterAnswer) -> str:
     """The answer block in Markdown (the weekly report's first section), every text from the data escaped
     (preemptlens.escape): a cluster or team name never becomes markup."""
     e = escape.markdown
-    lines = [f"**Verdict:** {e(a.line)}", "", e(_sentence(a.headline))]
+    lines = [f"**Verdict:** {e(a.line)}", "", e(a.headline)]
     if a.net:
-        lines += ["", e(_sentence(a.net))]
+        lines += ["", e(a.net)]
     if a.fix_first:
         lines += ["", f"**Fix first:** {e(a.fix_first)}."]
     if a.adoption:
         lines += ["", f"Adoption order: {e(a.adoption)}."]
     if a.replay:
-        lines += ["", e(_sentence(a.replay))]
+        lines += ["", e(a.replay)]
     lines += [""] + [f"- {e(r)}" for r in (*a.reasons, *a.alternatives)]
     return "\n".join(lines).rstrip() + "\n"
 

@@ -243,10 +243,21 @@ def test_the_engine_protects_a_costly_requeued_victim_collected_from_the_real_sl
             wait_until("H1 running", lambda: p.state(h1) == "RUNNING")
             victim = next(j for j in (first, second) if p.state(j) == "PENDING")
             other = second if victim == first else first
+
+            def accounted(job: str) -> bool:
+                shown = c.run("sacct", "-n", "-X", "-D", "-j", job, "-o", "state%20").stdout
+                return "PREEMPTED" in shown or "REQUEUED" in shown
+
+            # slurmdbd records the preempted run a moment after slurmctld requeues the job
+            wait_until("V's preempted run in the accounting", lambda: accounted(victim))
             collect(wh)
-            # Slurm's accounting shows the preempted run and no row for the attempt that waits.
-            runs = wh.query("SELECT state, end_time FROM job_runs WHERE job_id = $j ORDER BY run", {"j": victim})
-            assert runs.rows()[-1][0] in ("preempted", "requeued") and runs.rows()[-1][1] is not None
+            # Slurm's accounting shows the preempted run, and the attempt that waits once slurmdbd has its record
+            # (pending, not started): both orders happen.
+            runs = wh.query("SELECT state, start_time, end_time FROM job_runs WHERE job_id = $j ORDER BY run",
+                            {"j": victim}).rows()
+            ended = [r for r in runs if r[0] != "pending"]
+            assert ended[-1][0] in ("preempted", "requeued") and ended[-1][2] is not None
+            assert runs[:len(ended)] == ended and all(r[0] == "pending" and r[1] is None for r in runs[len(ended):])
 
             report = actions.run(wh, enforce, bound, datetime.now(UTC))[0]
             # The waiting victim is protected; the running job, as costly, is not (Slurm could not move it).
@@ -258,10 +269,6 @@ def test_the_engine_protects_a_costly_requeued_victim_collected_from_the_real_sl
             jobs.append(h2)
             wait_until("H2 running", lambda: p.state(h2) == "RUNNING")
             assert (p.state(victim), p.state(other)) == ("RUNNING", "PENDING")
-
-            def accounted(job: str) -> bool:
-                shown = c.run("sacct", "-n", "-X", "-D", "-j", job, "-o", "state%20").stdout
-                return "PREEMPTED" in shown or "REQUEUED" in shown
 
             wait_until("O's preempted run in the accounting", lambda: accounted(other))
 

@@ -25,9 +25,10 @@ Model, as the raw tables must show it:
   time it fits as the GPUs held now are let go (runs at their planned end or
   kill time, GPUs promised to a preemptor when its run would end), on the nodes
   it would take then. A job after it starts in that pass only if it fits now
-  and either ends by the reserved start (its length is known to the engine;
-  Slurm reads the time limit) or keeps off the reserved nodes but for the GPUs
-  there beyond the reserved job's; one that preempts picks its victims as
+  and either ends by the reserved start (planned for the work it has left,
+  as Slurm reads the time limit: `_planned_end`) or keeps off the reserved
+  nodes but for the GPUs there beyond the reserved job's; one that preempts
+  picks its victims as
   ever but waits if its GPUs would be on the reserved nodes beyond those spare
   ones (it would hold them past the reserved start; Slurm's backfill may
   preempt under the same rule). One reservation per pool and pass: it
@@ -317,8 +318,11 @@ class _Scheduler:
             self.pool_nodes[p].append(n)
         self.run_nodes: dict[int, tuple[int, ...]] = {}  # running run -> its nodes
         # Per pool, its running runs as (planned end or kill time, run), sorted: a reservation reads the GPUs
-        # let go in time order and stops once the blocked job fits.
+        # let go in time order and stops once the blocked job fits. The planned end (`_planned_end`) is not
+        # always the run's end (a warm-up or idle stretches outlast it, a failing run ends before it): `planned`
+        # keeps each running run's key.
         self.pool_ends: list[list[tuple[float, int]]] = [[] for _ in pools]
+        self.planned: dict[int, float] = {}
         # Per node, the unsignalled runs that some tier may evict, as (tier rank, -start,
         # -job, run, GPUs): sorted in victim order, and the victim search walks these
         # instead of every GPU of the pool.
@@ -342,7 +346,7 @@ class _Scheduler:
         # reserved nodes -> GPUs on them a run outlasting the start may still take). A pass reuses it while the
         # count and the job are the same, so a pool that stays blocked does not rebuild it at every event.
         self.pool_gen = [0] * len(pools)
-        # It also keeps the jobs (that do not hoard: their run length is fixed) found to end after its start.
+        # It also keeps the jobs found to end after its start (a job's planned length is fixed).
         self.reservation: list[tuple[int, int, float, dict[int, int], set[int]] | None] = [None] * len(pools)
         # Per pool, the policy in force: a scheduled change (a pilot) swaps one pool's rules at its time.
         self.pool_policy = [policy] * len(pools)
@@ -496,11 +500,13 @@ class _Scheduler:
             if count:
                 self._node_free_delta(node, -count)
         self.run_nodes[r] = tuple(taken)
+        planned = self._planned_end(j, t)
         self._plan(job, run, t)
         assert run.end_s is not None
-        insort(self.pool_ends[self.job_pool[j]], (run.end_s, r))
+        self.planned[r] = planned
+        insort(self.pool_ends[self.job_pool[j]], (planned, r))
         if not backfill:
-            self._keep_reservation(self.job_pool[j], run.end_s, taken, promised)
+            self._keep_reservation(self.job_pool[j], planned, taken, promised)
         heapq.heappush(self.events, (run.end_s, self.seq, _END, r))
         self.seq += 1
         if self.job_victim[j]:
@@ -513,10 +519,9 @@ class _Scheduler:
                 self._push(t + min_run, _MINRUN, self.job_pool[j])
 
     def _lay_out(self, job: JobSpec, run_no: int, restored: float, start: float,
-                 work: list[tuple[float, float, float]] | None = None,
-                 idle: list[tuple[float, float]] | None = None) -> tuple[float, float, bool]:
+                 work: list[tuple[float, float, float]], idle: list[tuple[float, float]]) -> tuple[float, float, bool]:
         """(end, end of the start-up or warm-up, fails) of a run that nothing interrupts, filling `work` and
-        `idle` when given: one rule for the run itself (`_plan`) and for a reservation's look ahead."""
+        `idle`."""
         t = start + (job.warmup_s if run_no > 1 else job.startup_s)
         warmup_end = t
         done = restored
@@ -531,31 +536,29 @@ class _Scheduler:
                 idle_at = math.ceil((t + job.hoard_active_s) / self.grid) * self.grid
                 if idle_at - t >= target - done:
                     break
-                if work is not None:
-                    work.append((t, idle_at, done))
+                work.append((t, idle_at, done))
                 done += idle_at - t
-                if idle is not None:
-                    idle.append((idle_at, idle_at + job.hoard_idle_s))
+                idle.append((idle_at, idle_at + job.hoard_idle_s))
                 t = idle_at + job.hoard_idle_s
         if done < target:
-            if work is not None:
-                work.append((t, t + (target - done), done))
+            work.append((t, t + (target - done), done))
             t += target - done
         return t, warmup_end, fails
 
     def _planned_end(self, j: int, start: float) -> float:
-        """When job j's latest run, started at `start`, would end if nothing interrupted it."""
+        """When job j's latest run, started at `start`, is planned to end: once it has done the work it has
+        left, which a reservation reads as the run's time limit.
+
+        Not its start-up or warm-up, idle stretches or a failure: a replay of the recorded window cannot know
+        them for a run the window never showed (a job still pending at its end, a victim's restart that never
+        came, one preempted before it would have failed), and a reservation built on them would make its own
+        past unreproducible: the simulated demo's replay missed it by half the lost GPU-hours. Slurm plans
+        with the job's time limit, which states no more than that either. A run may so outlast its planned
+        end: a reservation then expects its GPUs at once (`_reserved_start`).
+        """
         job = self.jobs[j]
-        if job.hoard_active_s is None or job.hoard_idle_s is None:
-            # No idle stretches: the same sums as `_lay_out`, in its order, so the same float.
-            run = self.runs[self.job_runs[j][-1]]
-            target = job.work_s
-            if run.run == 1 and job.fail_after_work_s is not None and job.fail_after_work_s < target:
-                target = job.fail_after_work_s
-            t = start + (job.warmup_s if run.run > 1 else job.startup_s)
-            return t + (target - run.restored_step) if run.restored_step < target else t
-        run = self.runs[self.job_runs[j][-1]]
-        return self._lay_out(job, run.run, run.restored_step, start)[0]
+        left = job.work_s - self.runs[self.job_runs[j][-1]].restored_step
+        return start + left if left > 0 else start
 
     def _keep_reservation(self, pool: int, end: float, taken: dict[int, int], promised: bool) -> None:
         """Whether the pool's last reservation still holds after a start other than a backfill (which keeps
@@ -615,12 +618,16 @@ class _Scheduler:
         final = job.final_checkpoint and bool(job.checkpoint_interval_s) and 0 < job.save_s <= grace
         stop = t + job.save_s if final and not policy.kill_at_grace_end else t + grace
         run.signal_s = t
+        planned = self.planned[r]
+        if stop < planned:
+            # The kill time is known: the run is let go by then whatever its plan.
+            ends = self.pool_ends[self.job_pool[j]]
+            del ends[bisect_left(ends, (planned, r))]
+            insort(ends, (stop, r))
+            self.planned[r] = stop
         if run.end_s <= stop:
             return  # finishes on its own before the kill; the preemptor just waits for it
         run.preemptor = preemptor
-        ends = self.pool_ends[self.job_pool[j]]
-        del ends[bisect_left(ends, (run.end_s, r))]
-        insort(ends, (stop, r))
         run.end_s = stop
         worked_until = t if final else stop
         step = run.step_at(worked_until)
@@ -642,7 +649,7 @@ class _Scheduler:
         self.dirty.add(self.job_pool[j])
         nodes = self.run_nodes.pop(r)
         ends = self.pool_ends[self.job_pool[j]]
-        del ends[bisect_left(ends, (t, r))]
+        del ends[bisect_left(ends, (self.planned.pop(r), r))]
         for node in nodes:
             self.node_runs[node].discard(r)
         if self.job_victim[j] and run.signal_s is None:
@@ -750,8 +757,7 @@ class _Scheduler:
                             # Gone by the reserved start: it may go anywhere (EASY backfill).
                             gpu_ids = self._place(pool, size)
                         else:
-                            # Started in a later pass it ends later still (a hoarder's idle stretches
-                            # follow the grid and might shift, but it is not tried again against this start).
+                            # Started in a later pass it ends later still.
                             late.add(entry[2])
                     if gpu_ids is None and size < outlast_fails:
                         gpu_ids = self._outlasting_gpus(pool, size, held[2])
@@ -811,13 +817,14 @@ class _Scheduler:
     def _reserved_start(self, pool: int, j: int, t: float) -> tuple[float, dict[int, int]]:
         """The earliest time job j fits, as the GPUs held now are let go (a run at its planned end or kill time,
         a GPU promised to a preemptor when that preemptor's run would end), and the nodes it would take then,
-        each with the GPUs left on it beyond the job's (none on whole nodes). (inf, {}) if it never fits."""
+        each with the GPUs left on it beyond the job's (none on whole nodes). (inf, {}) if it never fits; now
+        if it would have fitted earlier (a run outlasting its planned end is expected to go at once)."""
         need = self.jobs[j].gpus
         gpn = self.gpn[pool]
         runs, owner, reserved, gpu_node = self.runs, self.owner, self.reserved, self.gpu_node
         node_reserved = self.node_reserved
         avail = list(self.node_free)
-        jobs, run_nodes = self.jobs, self.run_nodes
+        jobs, run_nodes, planned = self.jobs, self.run_nodes, self.planned
 
         def from_runs() -> Iterator[tuple[float, int, int]]:
             for end, r in self.pool_ends[pool]:
@@ -842,7 +849,7 @@ class _Scheduler:
             if self.job_pool[p] != pool:
                 continue
             # The preemptor starts when its last victim lets go, then runs its planned length.
-            begins = max((runs[owner[g]].end_s or t for g in slots if owner[g] >= 0), default=t)
+            begins = max((planned[owner[g]] for g in slots if owner[g] >= 0), default=t)
             end = self._planned_end(p, begins)
             promised.extend((end, gpu_node[g], 1) for g in slots)
         releases = heapq.merge(from_runs(), sorted(promised)) if promised else from_runs()
@@ -858,12 +865,12 @@ class _Scheduler:
                     fits = [m for m in touched if avail[m] >= need]
                     if fits:
                         m = min(fits, key=lambda m: (avail[m], m))
-                        return at, {m: avail[m] - need}
+                        return max(at, t), {m: avail[m] - need}
                 else:
                     whole.update(m for m in touched if avail[m] >= gpn)
                     if len(whole) >= wanted:
                         # As `_place`, the lowest-numbered whole nodes.
-                        return at, {m: 0 for m in sorted(whole)[:wanted]}
+                        return max(at, t), {m: 0 for m in sorted(whole)[:wanted]}
                 touched = []
             if n < 0:
                 break
@@ -876,8 +883,9 @@ class _Scheduler:
         """The GPUs a job that fits now but would outlast the reserved start takes: off the reserved nodes,
         except for the GPUs there beyond the reserved job's (`spare`, which it uses up); None if there are none.
 
-        A run that ends by the reserved start goes anywhere instead. The engine knows each run's length, where
-        Slurm trusts the job's time limit: the model backfills as Slurm would with exact limits.
+        A run planned to end by the reserved start goes anywhere instead. The engine plans a run for the work it
+        needs (`_planned_end`), where Slurm trusts the job's time limit: the model backfills as Slurm would with
+        exact limits.
         """
         gpn = self.gpn[pool]
         buckets = self.buckets[pool]

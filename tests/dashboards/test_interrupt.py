@@ -7,6 +7,7 @@ warm-up (dashboards.launch says when it begins and takes seconds more), or the e
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -111,10 +112,14 @@ def test_ctrl_c_as_the_command_hands_over_to_the_launcher_is_not_lost(sim_wareho
     assert len([line for line in text.splitlines() if line.startswith(INTERRUPTED)]) == 1, text
 
 
-def test_ctrl_c_while_serve_warms_its_dashboard_stops_both_cleanly(tmp_path: Path) -> None:
+def test_ctrl_c_while_serve_warms_its_dashboard_stops_both_cleanly(sim_warehouse: Path, tmp_path: Path) -> None:
+    # A warehouse with data, as the dashboard's own test has: an empty one warms in less time than the signal
+    # takes to arrive, and the dashboard is then running, not starting.
+    warehouse = tmp_path / "w.duckdb"
+    shutil.copy(sim_warehouse, warehouse)
     config = tmp_path / "serve.toml"
     config.write_text(
-        f'[warehouse]\npath = "{tmp_path / "w.duckdb"}"\n'
+        f'[warehouse]\npath = "{warehouse}"\n'
         f'[serve]\njobs = ["alerts", "dashboard"]\nalerts_interval_s = 3600\n'
         f"dashboard_port = {free_port()}\nmetrics_port = 0\n"
         "[alerts]\nrules = []\n"
@@ -124,6 +129,7 @@ def test_ctrl_c_while_serve_warms_its_dashboard_stops_both_cleanly(tmp_path: Pat
     # was still starting and says so in one line.
     assert status == 0, text
     assert "Traceback" not in text
+    assert "dashboard warmed in" not in text, "the interrupt came after the warm-up"
     assert [line for line in text.splitlines() if "interrupted" in line] == [
         "preemptlens dashboard: interrupted while starting"
     ]

@@ -640,7 +640,8 @@ def render(wh: Warehouse) -> str:
             lines.append("  no counterfactual: the recorded window could not be replayed (it needs pools and runs)")
         v = verdicts.get(cluster)
         if v is not None:
-            lines.append(f"  verdict: {verdict_text({**v, **rows[0]})}")
+            # the verdict's own fields (its borderline, not the first question's), the scorecard's tallies
+            lines.append(f"  verdict: {verdict_text({**rows[0], **v})}")
             lines += [f"    - {r}" for r in reasons_of(v)]
             lines.append(f"  adoption: {v['adoption']}")
         lines.append("  readiness scorecard:")

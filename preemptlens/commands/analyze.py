@@ -71,6 +71,4 @@ def run(args: argparse.Namespace, config: Config) -> int:
         for cluster, what in report.counterfactual.items():
             if what != "unchanged":
                 print(f"counterfactual of {cluster}: {what}")
-        if not args.quiet:
-            print(render(wh))
     return 0

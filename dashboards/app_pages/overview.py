@@ -43,6 +43,9 @@ def metric(column: st.delta_generator.DeltaGenerator, label: str, gpu_h: float |
     column.metric(label, value, delta=cash, delta_color="off", delta_arrow="off", help=help)
 
 
+# The answer above is the replay against plain queueing, over all the data; these are the ledger's, in the window.
+st.markdown("**As recorded in this window** (the preemption ledger: what each preemption cost its victim and "
+            "saved its preemptor)")
 cols = st.columns(5)
 metric(cols[0], "Wait saved, GPU-h", net.gain,
        "The preemptors' gain, in waiting: preemptor GPUs × how much earlier they started than by waiting for "

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from preemptlens.analytics.scorecard import verdict_text
+from preemptlens.analytics.scorecard import duration, verdict_text
 from preemptlens.config import ClusterSettings, Config, section, setting
 from preemptlens.contract import TIERS
 from preemptlens.errors import ConfigError
@@ -714,7 +714,7 @@ def decide(figures: Sequence[Figure], th: PilotSettings, days_after: int) -> tup
     if worse and not gained:
         # A cost is clearly worse and no gain is clear: the pilot has shown what it costs and not what it buys.
         reasons += [f"clearly worse: {span(f)} (limit {limit(f)})" for f in worse]
-        reasons.append(f"and no clear gain of {_duration(g)} or more for time-sensitive work: "
+        reasons.append(f"and no clear gain of {duration(g)} or more for time-sensitive work: "
                        + "; ".join(span(f) for f in gains))
         return "roll back", reasons, None
     if worse and gained:
@@ -728,7 +728,7 @@ def decide(figures: Sequence[Figure], th: PilotSettings, days_after: int) -> tup
                        "weigh them (the evidence above), or narrow the pilot to recoverable victims")
         return "keep piloting", reasons, 0.0
     if no_gain:
-        reasons.append(f"no gain of {_duration(g)} or more for time-sensitive work, and no cost clearly worse: "
+        reasons.append(f"no gain of {duration(g)} or more for time-sensitive work, and no cost clearly worse: "
                        + "; ".join(span(f) for f in gains))
         reasons.append("more weeks will not show a gain the intervals already exclude")
         return "keep piloting", reasons, None
@@ -767,19 +767,6 @@ def readiness(query: Query, clusters: Sequence[str] = ()) -> list[str]:
 # -- text ----------------------------------------------------------------------
 
 
-def _duration(seconds: float) -> str:
-    """A duration as a reader says it (45 s, 12 min, 3.4 h, 2.1 days), never in e-notation."""
-    s = abs(seconds)
-    sign = "-" if seconds < 0 else ""
-    if s < 90:
-        return f"{sign}{s:.0f} s"
-    if s < 90 * 60:
-        return f"{sign}{s / 60:.0f} min"
-    if s < 48 * 3600:
-        return f"{sign}{s / 3600:.1f} h"
-    return f"{sign}{s / 86400:.1f} days"
-
-
 def _number(value: float) -> str:
     """Enough digits to show its size, never e-notation: 1,234; 12.3; 0.0123; 0.000012."""
     if value == 0:
@@ -792,7 +779,7 @@ def value_text(value: float | None, unit: str) -> str:
     if value is None:
         return "unknown"
     if unit == "s":
-        return _duration(value)
+        return duration(value)
     if unit == "share":
         return f"{100 * value:.2f}%"
     return f"{_number(value)} {unit}"

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from preemptlens.collectors.base import quota_changes
+from preemptlens.collectors.slurm.policy import partition_words
 from preemptlens.contract import Batch, Watermark
 from preemptlens.errors import SourceError
 
@@ -48,16 +49,12 @@ def gpu_limit(tres: str) -> float | None:
 
 
 def partition_rows(text: str) -> list[dict[str, Any]]:
-    """`scontrol show partition -o`: one partition per line of KEY=VALUE words."""
     found = []
-    for line in text.splitlines():
-        words = dict(w.split("=", 1) for w in line.split() if "=" in w)
-        name = words.get("PartitionName")
-        if not name:
-            continue
+    for words in partition_words(text):
         tier = words.get("PriorityTier", "")
-        found.append({"kind": "partition", "name": name, "priority_tier": int(tier) if tier.isdigit() else None,
-                      "nodes": words.get("Nodes") or None, "gpu_limit": None})
+        found.append({"kind": "partition", "name": words["PartitionName"],
+                      "priority_tier": int(tier) if tier.isdigit() else None, "nodes": words.get("Nodes") or None,
+                      "gpu_limit": None})
     return found
 
 

@@ -680,6 +680,33 @@ class IdleHoarding:
 
 
 @dataclass(frozen=True)
+class VerdictChange:
+    """The verdict of a cluster (readiness_verdict, worded by analytics.scorecard as everywhere else), once for
+    each verdict it reaches: the dedupe key holds the verdict and whether it is borderline, so a verdict that
+    changes posts again and an unchanged one never does."""
+
+    name: str = "verdict"
+
+    def evaluate(self, wh: Warehouse, config: Config, now: datetime) -> list[Alert]:
+        from preemptlens.analytics import scorecard
+
+        found = []
+        for r in wh.query(scorecard.VERDICT_SQL).iter_rows(named=True):
+            line = scorecard.verdict_line(wh, r["cluster"]) or scorecard.verdict_text(r)
+            reasons = scorecard.reasons_of(r)
+            found.append(Alert(
+                dedupe_key=f"{self.name}:{r['cluster']}:{r['verdict']}:{'borderline' if r['borderline'] else 'firm'}",
+                rule=self.name,
+                target=PLATFORM,
+                title=f"{r['cluster']}: {line.split(' (')[0]}",
+                text=f"{r['cluster']}: {line}." + "".join(f"\n- {reason}" for reason in reasons),
+                facts={"cluster": r["cluster"], "verdict": r["verdict"], "borderline": r["borderline"],
+                       "fix_first": r["fix_first"], "adoption": r["adoption"]},
+            ))
+        return found
+
+
+@dataclass(frozen=True)
 class PilotLoss:
     """A running pilot ([pilot] pilots) whose evaluation up to now shows a clear loss (verdict roll back:
     the costs clearly exceed the gains); at most one alert per pilot and ISO week."""
@@ -725,3 +752,4 @@ register_rule(CostExceedsGain())
 register_rule(ScopeCreep())
 register_rule(IdleHoarding())
 register_rule(PilotLoss())
+register_rule(VerdictChange())

@@ -63,6 +63,7 @@ RAW_TIME: dict[str, str | None] = {
     "checkpoints": "time",
     "gpu_samples": "time",
     "scheduler_policy": "valid_from",
+    "scheduler_quotas": "observed_at",
 }
 # What the views read besides the raw tables; the lake must hold them for the SQL to run on it.
 ANALYTICS_INPUTS: dict[str, str | None] = {
@@ -70,6 +71,7 @@ ANALYTICS_INPUTS: dict[str, str | None] = {
     "analytics_tier_weights": None,
     "gpu_idle_stretches": "start_time",
     "live_costs": "computed_at",  # preemption_live_costs reads the live-cost history
+    "counterfactual_hours": "hour",  # readiness_days reads the plain queue's allocation
 }
 # A derived table is partitioned by the first of these it has.
 DERIVED_TIME = ("time", "window_start", "week", "day", "start_time", "submit_time")

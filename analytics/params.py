@@ -19,6 +19,10 @@ from preemptlens.errors import ConfigError
 IDLE_RULES = ("threshold", "zero")
 
 
+def _share(value: float) -> str | None:
+    return None if 0 <= value <= 1 else "a share between 0 and 1"
+
+
 @section("analytics", "How `preemptlens analyze` computes the figures (docs/figures.md).")
 @dataclass(frozen=True)
 class AnalyticsSettings:
@@ -82,13 +86,8 @@ class AnalyticsSettings:
     )
     scarce_queue_wait_s: float = setting(
         3600.0,
-        "Scorecard Q1: median wait (seconds) before the first start of normal and low jobs, which never "
-        "preempt, at or above which GPUs count as scarce.",
-    )
-    scarce_high_wait_s: float = setting(
-        300.0,
-        "Scorecard Q1: median wait (seconds) critical and high runs would have had without preemption "
-        "(until their counterfactual start) at or above which GPUs count as scarce.",
+        "Scorecard Q1: time in the queue (seconds) a job's GPUs spend on average, first wait and waits to restart "
+        "together, at or above which GPUs count as scarce.",
     )
     high_tier_share_max: float = setting(
         0.25,
@@ -109,6 +108,12 @@ class AnalyticsSettings:
         "Scorecard Q3: largest ratio of lost (plus warm-up) GPU-seconds to gained GPU-seconds.",
         bounds=(0, 1000),
     )
+    trend_min_weeks: int = setting(
+        4,
+        "Scorecard Q2: fewest weeks of submissions a trend of the critical-plus-high share is fitted on (else "
+        "unknown).",
+        check=lambda v: None if v >= 2 else "at least 2",
+    )
     visibility_min: float = setting(
         0.9,
         "Scorecard Q4: smallest share of preemptions that record both a reason and a preemptor.",
@@ -118,6 +123,30 @@ class AnalyticsSettings:
         0.1,
         "Scorecard verdict: share of allocated GPU-hours held idle above which reclaiming idle GPUs "
         "comes first.",
+    )
+    avoidable_share_max: float = setting(
+        0.25,
+        "Verdict: share of preemptions the ledger finds avoidable (enough idle-hoarded GPUs in the pool) above "
+        "which preemption stands in for reclaiming idle GPUs and is not the main tool.",
+        check=_share,
+    )
+    readiness_bootstrap_samples: int = setting(
+        200,
+        "Scorecard: bootstrap replicates (days resampled) behind each measure's interval.",
+        check=lambda v: None if 50 <= v <= 10000 else "between 50 and 10000",
+    )
+    readiness_confidence: float = setting(
+        0.9,
+        "Scorecard: confidence of each measure's interval; a measure whose interval holds its threshold is "
+        "borderline.",
+        check=lambda v: None if 0.5 <= v < 1 else "at least 0.5 and below 1",
+    )
+    trigger_wait_candidates_s: list[float] = setting(
+        [300.0, 900.0, 1800.0, 3600.0],
+        "Counterfactual headline: trigger thresholds (seconds a preemptor must have waited before it may "
+        "preempt) replayed beside today's policy.",
+        check=lambda v: None if v and all(isinstance(x, int | float) and 0 < x <= 30 * 86400 for x in v)
+        else "a non-empty list of seconds above 0 and at most 30 days",
     )
     requeue_window_s: float = setting(
         7 * 86400.0,

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from preemptlens.analytics.scorecard import verdict_text
+from preemptlens.analytics.scorecard import duration, verdict_text
 from preemptlens.config import ClusterSettings, Config, section, setting
 from preemptlens.contract import TIERS
 from preemptlens.errors import ConfigError
@@ -89,6 +89,12 @@ class PilotSettings:
         0.01,
         "Rise of GPU-hours of work thrown away (lost progress plus warm-up) per capacity GPU-hour of the "
         "pools that counts as clearly worse once the interval lies above it.",
+    )
+    min_control_pools: int = setting(
+        3,
+        "Fewest control pools below which a pilot's evaluation warns that its intervals are too narrow (the "
+        "bootstrap draws pools, and from one or two it cannot see how much pools differ on their own).",
+        check=lambda v: None if 1 <= v <= 1000 else "between 1 and 1000",
     )
     min_days_after: int = setting(
         7,
@@ -153,10 +159,11 @@ ORDER BY candidate DESC NULLS LAST, checkpoint_coverage DESC NULLS LAST, cluster
 """
 
 _READINESS_SQL = """
-SELECT DISTINCT cluster, verdict, yes_count, no_count, unknown_count, fix_first, unanswered, collect
-FROM readiness_scorecard
-WHERE len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster)
-ORDER BY cluster
+SELECT DISTINCT s.cluster, v.verdict, v.borderline, v.fix_first, v.adoption, s.yes_count, s.no_count, s.unknown_count
+FROM readiness_scorecard AS s
+INNER JOIN readiness_verdict AS v ON v.cluster = s.cluster
+WHERE len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), s.cluster)
+ORDER BY s.cluster
 """
 
 Query = Callable[[str, dict[str, object]], pl.DataFrame]
@@ -441,6 +448,8 @@ class Evaluation:
     reasons: tuple[str, ...]
     more_weeks: float | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # What makes the verdict less sure than its intervals say (too few control pools).
+    warnings: tuple[str, ...] = field(default_factory=tuple)
 
     def figure(self, key: str) -> Figure:
         return next(f for f in self.figures if f.key == key)
@@ -611,10 +620,17 @@ def evaluate(query: Query, pilot: Pilot, th: PilotSettings, now: datetime | None
         f"intervals: {th.confidence:.0%} bootstrap percentile intervals, {th.bootstrap_samples} replicates "
         "resampling UTC days (the same for pilot and control pools) and pools (the same before and after)"
     )
+    warnings = []
+    if len(pilot.control) < th.min_control_pools:
+        warnings.append(
+            f"only {len(pilot.control)} control pool(s), fewer than pilot.min_control_pools ({th.min_control_pools}): "
+            "the bootstrap cannot see how much pools differ on their own, so the intervals come out too narrow and "
+            "a 'clearly' may be chance; add control pools"
+        )
     return Evaluation(
         pilot=pilot, thresholds=th, before_start=before_start, after_end=after_end,
         days_before=days["before"], days_after=days["after"], figures=tuple(figures),
-        verdict=verdict, reasons=tuple(reasons), more_weeks=weeks, notes=tuple(notes),
+        verdict=verdict, reasons=tuple(reasons), more_weeks=weeks, notes=tuple(notes), warnings=tuple(warnings),
     )
 
 
@@ -659,7 +675,10 @@ def decide(figures: Sequence[Figure], th: PilotSettings, days_after: int) -> tup
     g = th.min_wait_gain_s
 
     def span(f: Figure) -> str:
-        return f"{f.label} {f.did:+.3g} {f.unit} [{f.low:+.3g}, {f.high:+.3g}]"
+        return f"{f.label} {signed_text(f.did, f.unit)} [{signed_text(f.low, f.unit)}, {signed_text(f.high, f.unit)}]"
+
+    def limit(f: Figure) -> str:
+        return signed_text(_cost_limit(f, th), f.unit)
 
     gained = [f for f in gains if f.high is not None and f.high < -g]
     no_gain = bool(gains) and all(f.low is not None and f.low > -g for f in gains)
@@ -690,17 +709,18 @@ def decide(figures: Sequence[Figure], th: PilotSettings, days_after: int) -> tup
     if net_loss:
         reasons.append(f"costs clearly exceed gains: {span(balance)}")
         reasons += [f"though time-sensitive work gained: {span(f)}" for f in gained]
-        reasons += [f"clearly worse: {span(f)} (limit {_cost_limit(f, th):+.3g} {f.unit})" for f in worse]
+        reasons += [f"clearly worse: {span(f)} (limit {limit(f)})" for f in worse]
         return "roll back", reasons, None
-    if worse and no_gain:
-        reasons += [f"clearly worse: {span(f)} (limit {_cost_limit(f, th):+.3g} {f.unit})" for f in worse]
-        reasons.append("and no gain of " + f"{g:g} s or more for time-sensitive work: "
+    if worse and not gained:
+        # A cost is clearly worse and no gain is clear: the pilot has shown what it costs and not what it buys.
+        reasons += [f"clearly worse: {span(f)} (limit {limit(f)})" for f in worse]
+        reasons.append(f"and no clear gain of {duration(g)} or more for time-sensitive work: "
                        + "; ".join(span(f) for f in gains))
         return "roll back", reasons, None
     if worse and gained:
         total = by_key["completion_p50_s_all"]
         reasons += [f"time-sensitive work gained clearly: {span(f)}" for f in gained]
-        reasons += [f"clearly worse: {span(f)} (limit {_cost_limit(f, th):+.3g} {f.unit})" for f in worse]
+        reasons += [f"clearly worse: {span(f)} (limit {limit(f)})" for f in worse]
         if total.known and total.low is not None and total.low > _cost_limit(total, th):
             reasons.append(f"total completion time got clearly worse: {span(total)}")
             return "roll back", reasons, None
@@ -708,7 +728,7 @@ def decide(figures: Sequence[Figure], th: PilotSettings, days_after: int) -> tup
                        "weigh them (the evidence above), or narrow the pilot to recoverable victims")
         return "keep piloting", reasons, 0.0
     if no_gain:
-        reasons.append("no gain of " + f"{g:g} s or more for time-sensitive work, and no cost clearly worse: "
+        reasons.append(f"no gain of {duration(g)} or more for time-sensitive work, and no cost clearly worse: "
                        + "; ".join(span(f) for f in gains))
         reasons.append("more weeks will not show a gain the intervals already exclude")
         return "keep piloting", reasons, None
@@ -740,20 +760,36 @@ def readiness(query: Query, clusters: Sequence[str] = ()) -> list[str]:
     lines = []
     for r in query(_READINESS_SQL, {"clusters": list(clusters)}).iter_rows(named=True):
         lines.append(f"readiness of {r['cluster']}: {verdict_text(r)}")
+        lines.append(f"  adoption order: {r['adoption']}")
     return lines
 
 
 # -- text ----------------------------------------------------------------------
 
 
-def _fmt(value: float | None, unit: str) -> str:
+def _number(value: float) -> str:
+    """Enough digits to show its size, never e-notation: 1,234; 12.3; 0.0123; 0.000012."""
+    if value == 0:
+        return "0"
+    digits = max(0, 2 - math.floor(math.log10(abs(value)))) if abs(value) < 100 else 0
+    return f"{value:,.{digits}f}"
+
+
+def value_text(value: float | None, unit: str) -> str:
     if value is None:
         return "unknown"
     if unit == "s":
-        return f"{value:,.0f} s"
+        return duration(value)
     if unit == "share":
-        return f"{value:.3f}"
-    return f"{value:,.3g} {unit}"
+        return f"{100 * value:.2f}%"
+    return f"{_number(value)} {unit}"
+
+
+def signed_text(value: float | None, unit: str) -> str:
+    if value is None:
+        return "unknown"
+    text = value_text(value, unit)
+    return text if text.startswith("-") else f"+{text}"
 
 
 def render(ev: Evaluation) -> str:
@@ -769,16 +805,18 @@ def render(ev: Evaluation) -> str:
         f" {'diff-in-diff [interval]':>34}  n (pilot b/a, control b/a)",
     ]
     for f in ev.figures:
-        did = "unknown" if f.did is None else _fmt(f.did, f.unit)
-        ci = "" if f.low is None or f.high is None else f" [{_fmt(f.low, f.unit)}, {_fmt(f.high, f.unit)}]"
+        did = signed_text(f.did, f.unit)
+        ci = ("" if f.low is None or f.high is None
+              else f" [{signed_text(f.low, f.unit)}, {signed_text(f.high, f.unit)}]")
         lines.append(
-            f"  {f.label:58} {_fmt(f.pilot_before, f.unit):>14} {_fmt(f.pilot_after, f.unit):>14} "
-            f"{_fmt(f.control_before, f.unit):>14} {_fmt(f.control_after, f.unit):>14} {did + ci:>34}  "
+            f"  {f.label:58} {value_text(f.pilot_before, f.unit):>14} {value_text(f.pilot_after, f.unit):>14} "
+            f"{value_text(f.control_before, f.unit):>14} {value_text(f.control_after, f.unit):>14} {did + ci:>34}  "
             f"{'/'.join(str(x) for x in f.n)} {f.n_of}"
         )
         if f.missing:
             lines.append(f"      unknown: {f.missing}")
-    lines += ["", f"  verdict: {ev.verdict.upper()}"]
+    lines += [""] + [f"  WARNING: {w}" for w in ev.warnings]
+    lines += [f"  verdict: {ev.verdict.upper()}"]
     lines += [f"    - {r}" for r in ev.reasons]
     if ev.verdict == "keep piloting" and ev.more_weeks:
         lines.append(f"    about {ev.more_weeks:.1f} more week(s) of data at the current rate would settle it")
@@ -802,6 +840,6 @@ def render_candidates(frame: pl.DataFrame) -> str:
             f"recoverable {yn(r['recoverable'])} (checkpoint coverage {cov}), "
             f"shared {yn(r['shared'])} ({r['teams']} team(s)), "
             f"scarce {yn(r['scarce'])} (busy days {scarce_days}, normal/low median wait "
-            f"{_fmt(r['lower_tier_wait_p50_s'], 's')})"
+            f"{value_text(r['lower_tier_wait_p50_s'], 's')})"
         )
     return "\n".join(lines)

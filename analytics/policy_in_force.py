@@ -39,7 +39,8 @@ if TYPE_CHECKING:
 _EXEMPT_LADDER_S = (0.0, 30.0, 60.0, 120.0, 180.0, 300.0, 600.0, 900.0, 1200.0, 1800.0, 2700.0, 3600.0, 7200.0)
 # Settings of PolicyConfig a snapshot or [tuning] may give, in the order they are reported.
 _REPORTED = ("scheduler", "enabled", "may_preempt", "min_run_s", "min_run_by_tier", "grace_s", "grace_by_tier",
-             "requeue_hold_s", "latency_s", "submit_latency_s", "queue_order", "youngest_first", "reorder_count",
+             "requeue_hold_s", "latency_s", "submit_latency_s", "queue_order", "backfill", "youngest_first",
+             "reorder_count",
              "strict_order",
              "min_exempt_priority", "kill_at_grace_end")
 
@@ -130,6 +131,8 @@ def _configured(configured: TuningSettings, values: dict[str, Any], basis: dict[
         given = float(getattr(configured, name))
         if given >= 0:
             values[name], basis[name] = given, f"configured ([tuning] {name})"
+    if configured.backfill:
+        values["backfill"], basis["backfill"] = configured.backfill, "configured ([tuning] backfill)"
     if configured.may_preempt:
         values["may_preempt"] = {t: tuple(configured.may_preempt.get(t, ())) for t in TIERS}
         basis["may_preempt"] = "configured ([tuning] may_preempt)"
@@ -278,7 +281,10 @@ def _slurm(rows: list[dict[str, Any]]) -> tuple[dict[str, tuple[Any, str]], list
     by = _by(rows)
     conf = by.get(("cluster", ""), {})
     notes: list[str] = []
-    out: dict[str, tuple[Any, str]] = {"scheduler": ("slurm", "preemption plugins and select/cons_tres")}
+    out: dict[str, tuple[Any, str]] = {"scheduler": ("slurm", "preemption plugins and select/cons_tres"),
+                                       # SchedulerType is not collected; sched/backfill is Slurm's default.
+                                       "backfill": ("reserve", "sched/backfill (the default SchedulerType): a "
+                                                    "blocked job's start is reserved")}
     kind = conf.get("preempt_type", ("none", ""))[0]
     mode = conf.get("preempt_mode", ("OFF", ""))[0]
     out["enabled"] = (kind != "none" and mode != "OFF",
@@ -361,7 +367,7 @@ def _simulator(rows: list[dict[str, Any]]) -> tuple[dict[str, tuple[Any, str]], 
             out[name] = (value == "true", "its own setting")
         elif name == "reorder_count":
             out[name] = (int(value), "its own setting")
-        elif name in ("scheduler", "queue_order", "victim_order"):
+        elif name in ("scheduler", "queue_order", "victim_order", "backfill"):
             out[name] = (value, "its own setting")
     tiers = {subject: row for (scope, subject), row in by.items() if scope == "tier"}
     if tiers:
@@ -381,6 +387,16 @@ def _kueue(rows: list[dict[str, Any]]) -> tuple[dict[str, tuple[Any, str]], list
         "kill_at_grace_end": (False, "an evicted pod lets its GPUs go when it exits"),
         "min_run_s": (0.0, "no minimum run before preemption in released Kueue (minAdmitDuration is proposed)"),
     }
+    strategies = Counter(row.get("queueing_strategy", ("BestEffortFIFO", ""))[0] for row in queues.values())
+    strategy = max(strategies.items(), key=lambda kv: kv[1])[0] if strategies else "BestEffortFIFO"
+    # BestEffortFIFO lets a Workload that does not fit be passed (by priority, then age): greedy. StrictFIFO
+    # blocks the queue at its head; the nearest model is the reservation, which still backfills.
+    out["backfill"] = ("reserve", f"queueingStrategy {strategy}: the head blocks (replayed with backfill)") \
+        if strategy == "StrictFIFO" else ("greedy", f"queueingStrategy {strategy}: a Workload that does not fit "
+                                          "is passed by the next ones")
+    if len(strategies) > 1:
+        notes.append("ClusterQueues differ in queueingStrategy (" + ", ".join(f"{k} {v}" for k, v in
+                     strategies.items()) + f"); replayed with {strategy}")
     within = Counter(row.get("within_cluster_queue", ("Never", ""))[0] for row in queues.values())
     reclaim = Counter(row.get("reclaim_within_cohort", ("Never", ""))[0] for row in queues.values())
     if not within:
@@ -412,6 +428,8 @@ def _kai(rows: list[dict[str, Any]]) -> tuple[dict[str, tuple[Any, str]], list[s
     out: dict[str, tuple[Any, str]] = {
         "scheduler": ("kai", "actions/preempt, victims in reverse job order"),
         "queue_order": ("submit", "a PodGroup keeps its creation time"),
+        "backfill": ("greedy", "actions/allocate goes on to the next PodGroup when one does not fit (no reserved "
+                     "start)"),
         "kill_at_grace_end": (False, "an evicted pod lets its GPUs go when it exits"),
     }
     given = {subject: _seconds(row["min_run_s"][0]) for (scope, subject), row in by.items()

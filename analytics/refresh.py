@@ -15,18 +15,21 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import polars as pl
 
 from preemptlens import __version__
-from preemptlens.analytics import attribution, hoarding, views
+from preemptlens.analytics import attribution, counterfactual, hoarding, scorecard, views
 from preemptlens.analytics import params as params_module
 from preemptlens.analytics.hoarding import StretchRefresh, infer_step, refresh_stretches
 from preemptlens.analytics.params import AnalyticsSettings, param_columns, param_row
-from preemptlens.analytics.views import apply_views, mentions, registry
+from preemptlens.analytics.views import COMPUTED_TABLES, apply_views, mentions, registry
 from preemptlens.warehouse import SQL_DIR, Warehouse, quote
+
+if TYPE_CHECKING:
+    from preemptlens.analytics.tuning import TuningSettings
 
 # For the refresh only, then restored. The views carry no ORDER BY, so their
 # tables need not keep the order rows were produced in, which lets large
@@ -81,6 +84,8 @@ class AnalyzeReport:
     kept: list[str] = field(default_factory=list)
     # Set when nothing at all had changed: when the figures were last computed (nothing was written).
     unchanged_since: datetime | None = None
+    # Per cluster: whether the counterfactual was replayed (and how long it took), unchanged, or why there is none.
+    counterfactual: dict[str, str] = field(default_factory=dict)
 
 
 # What `analyze` last computed from, in analytics_state: a digest of all its inputs and one per view.
@@ -108,13 +113,14 @@ def _digest(*parts: object) -> str:
 def _code() -> str:
     """The SQL and code every figure is computed by: an upgrade or an edit recomputes them all."""
     files = [p for folder in ("views", "functions", "scans") for p in sorted((SQL_DIR / folder).glob("*.sql"))]
-    files += [Path(m.__file__) for m in (hoarding, attribution, views, params_module) if m.__file__]
+    files += [Path(m.__file__) for m in (hoarding, attribution, views, params_module, counterfactual, scorecard)
+              if m.__file__]
     files.append(Path(__file__))
     return _digest(__version__, duckdb.__version__, [(f.name, hashlib.sha256(f.read_bytes()).hexdigest())
                                                      for f in files])
 
 
-def inputs(wh: Warehouse, params: AnalyticsSettings) -> Inputs:
+def inputs(wh: Warehouse, params: AnalyticsSettings, tuning: TuningSettings | None = None) -> Inputs:
     """What the figures of this warehouse are computed from now.
 
     Raw tables change only through the load API, each load recorded in `_loads` (rename-cluster records
@@ -137,7 +143,9 @@ def inputs(wh: Warehouse, params: AnalyticsSettings) -> Inputs:
     ).fetchall()[0]
     state: dict[str, object] = {}
     for table in sorted({t for tables in read.values() for t in tables}):
-        if table in _DERIVED:
+        if table in _DERIVED or table in COMPUTED_TABLES:
+            # computed from the loads and the settings, both already in the digest: hashing its rows would
+            # read the counterfactual before this analyze replays it, and change on the analyze after
             state[table] = loads
         elif "_load_id" in columns[table]:
             state[table] = (loads, wh.con.execute(f"SELECT count(*) FROM {quote(table)}").fetchall()[0][0])  # noqa: S608
@@ -145,13 +153,16 @@ def inputs(wh: Warehouse, params: AnalyticsSettings) -> Inputs:
             state[table] = wh.con.execute(
                 f"SELECT count(*), coalesce(sum(hash(t)), 0) FROM {quote(table)} AS t"  # noqa: S608 -- a table name
             ).fetchall()[0]
-    common = _digest(_code(), dataclasses.asdict(params), wh.schema_version())
+    # The [tuning] policy is what the counterfactual replays: a change to it recomputes the figures.
+    common = _digest(_code(), dataclasses.asdict(params), dataclasses.asdict(tuning) if tuning else None,
+                     wh.schema_version())
     digests: dict[str, str] = {}
     for view in ordered:  # parents first
         parents = mentions(view, names)
         digests[view.name] = _digest(common, view.sql, [(t, state[t]) for t in read[view.name]],
                                      [digests[p] for p in parents])
-    return Inputs(_digest(common, sorted(digests.items())), digests)
+    # Any load counts overall: the counterfactual replays also read raw tables no view reads (scheduler_policy).
+    return Inputs(_digest(common, sorted(digests.items()), loads), digests)
 
 
 def _last_inputs(wh: Warehouse) -> tuple[dict[str, Any], datetime | None]:
@@ -184,15 +195,22 @@ def write_params(wh: Warehouse, params: AnalyticsSettings, sample_step_s: float)
             wh.con.unregister("_weights")
 
 
-def analyze(wh: Warehouse, params: AnalyticsSettings, *, full: bool = False) -> AnalyzeReport:
+def analyze(wh: Warehouse, params: AnalyticsSettings, *, full: bool = False,
+            tuning: TuningSettings | None = None) -> AnalyzeReport:
+    """`tuning`: the [tuning] settings naming the preemption policy in force, which the counterfactual replays
+    (default: inferred from the ledger)."""
+    if tuning is None:
+        from preemptlens.analytics.tuning import TuningSettings
+
+        tuning = TuningSettings()
     with engine_settings(wh):
-        return _analyze(wh, params, full=full)
+        return _analyze(wh, params, tuning, full=full)
 
 
-def _analyze(wh: Warehouse, params: AnalyticsSettings, *, full: bool) -> AnalyzeReport:
+def _analyze(wh: Warehouse, params: AnalyticsSettings, tuning: TuningSettings, *, full: bool) -> AnalyzeReport:
     seconds: dict[str, float] = {}
     started = time.perf_counter()
-    now_from = inputs(wh, params)
+    now_from = inputs(wh, params, tuning)
     last, computed_at = _last_inputs(wh)
     stored = {str(r[0]) for r in wh.con.execute(
         "SELECT table_name FROM information_schema.tables WHERE table_type = 'BASE TABLE'").fetchall()}
@@ -216,8 +234,24 @@ def _analyze(wh: Warehouse, params: AnalyticsSettings, *, full: bool) -> Analyze
     seconds["idle stretches"] = time.perf_counter() - started
 
     started = time.perf_counter()
-    view_seconds = apply_views(wh, keep=kept, state={INPUTS_KEY: now_from.dump()})
+    # The views that do not read the counterfactual; those that do are built after it, always (second pass).
+    view_seconds = apply_views(wh, keep=kept, state={INPUTS_KEY: now_from.dump()}, second=False)
     seconds["views"] = time.perf_counter() - started
+
+    started = time.perf_counter()
+    replayed = counterfactual.refresh(wh, params, tuning)
+    seconds["counterfactual"] = time.perf_counter() - started
+
+    # the views that read the counterfactual (the scorecard's busy hours are read on the plain queue), kept
+    # like the others unless a replay rewrote what they read
+    started = time.perf_counter()
+    fresh = any(done.startswith("replayed") for done in replayed.values())
+    view_seconds.update(apply_views(wh, keep=() if fresh else kept, second=True))
+    seconds["views"] += time.perf_counter() - started
+
+    started = time.perf_counter()
+    scorecard.refresh(wh)
+    seconds["verdict"] = time.perf_counter() - started
     # Readers (the dashboard, /metrics) tell fresh figures from stale ones by this row.
     wh.con.execute(
         "INSERT INTO analytics_state VALUES ('analyze.finished_at', '', $t) ON CONFLICT (name) DO UPDATE SET "
@@ -225,4 +259,4 @@ def _analyze(wh: Warehouse, params: AnalyticsSettings, *, full: bool) -> Analyze
         {"t": datetime.now(UTC)},
     )
     wh.mark_changed()
-    return AnalyzeReport(step, stretches, list(view_seconds), seconds, view_seconds, kept)
+    return AnalyzeReport(step, stretches, list(view_seconds), seconds, view_seconds, kept, counterfactual=replayed)

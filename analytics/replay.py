@@ -9,8 +9,10 @@ replay under the actual policy with the observed figures and every caller
 reports that error next to its results.
 
 What is measured and what is approximated (docs/tuning.md has the full list):
-- work needed: `jobs.work_s` where the source gives it (capped at the work done
-  for jobs that failed or were cancelled), else the useful run time: the runs'
+- work needed: `jobs.work_s` where the source gives it (a job that stopped in
+  its only run without finishing it stops again after the work it did, and is
+  planned for the whole work, as the scheduler planned it; one that stopped
+  later is capped at the work done), else the useful run time: the runs'
   time minus the progress lost at preemptions, the measured warm-ups and the
   idle-hoarding stretches. A job still running at the end of the data needs at
   least the window again, so it never completes inside the replay.
@@ -333,15 +335,22 @@ def load_workload(
             continue
         startup = max(0.0, float(r["startup_s"]) - half) if r["startup_s"] is not None else startup_default
         done = max(0.0, float(r["run_s"] or 0.0) - float(r["waste_s"]) - float(r["idle_total_s"]) - startup)
+        fail_after = None
         if r["work_s"] is not None:
-            stopped = r["last_state"] in _STOPPED and not r["still_running"]
-            work = min(float(r["work_s"]), done) if stopped else float(r["work_s"])
+            work = float(r["work_s"])
+            if r["last_state"] in _STOPPED and not r["still_running"] and done < work:
+                # A reservation plans a run for the work it needs (`_planned_end`: no scheduler sees a crash
+                # coming), so a first run that stopped is the whole job that fails after what it did.
+                if r["runs"] == 1:
+                    fail_after = done
+                else:
+                    work = done
         elif r["still_running"] or r["run_s"] is None:
             # Needs at least what it did plus the rest of the window: it never completes in the replay.
             work = done + horizon
         else:
             work = done
-        if work <= 0:
+        if work <= 0 or fail_after == 0:
             skipped["no work recorded"] += 1
             continue
         interval = r["measured_interval_s"] or r["declared_interval_s"]
@@ -375,6 +384,7 @@ def load_workload(
                 warmup_s=max(0.0, float(r["warmup_s"]) - half) if r["warmup_s"] is not None else warmup_default,
                 hoard_active_s=hoard_active,
                 hoard_idle_s=hoard_idle,
+                fail_after_work_s=fail_after,
             )
         )
     notes = [
@@ -496,6 +506,12 @@ def run_variant(workload: Workload, variant: Variant) -> Figures:
         return outcome_figures(_replay(workload, variant), workload.warmup_measured, workload.resolution_s)
 
 
+def replay_outcome(workload: Workload, variant: Variant) -> Outcome:
+    """The whole outcome of one what-if, for a reader that needs more than its Figures (the counterfactual
+    headline's per-tier figures)."""
+    return _replay(workload, variant)
+
+
 def _replay(workload: Workload, variant: Variant) -> Outcome:
     jobs: Sequence[JobSpec] = workload.jobs
     policy = variant.policy
@@ -607,7 +623,8 @@ def _run_shared(variant: Variant) -> Figures:
     return run_variant(_SHARED[0], variant)
 
 
-def _picklable(variant: Variant) -> Variant:
+def picklable(variant: Variant) -> Variant:
+    """`variant` with its policy's read-only mappings as dicts, which a worker process can be sent."""
     policy = variant.policy
     return replace(variant, policy=replace(policy, may_preempt=dict(policy.may_preempt),
                                            min_run_by_tier=dict(policy.min_run_by_tier),
@@ -622,7 +639,7 @@ def sweep(workload: Workload, variants: Sequence[Variant], processes: int | None
     _SHARED[:] = [workload]
     try:
         with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
-            return list(pool.map(_run_shared, [_picklable(v) for v in variants]))
+            return list(pool.map(_run_shared, [picklable(v) for v in variants]))
     finally:
         _SHARED.clear()
 

@@ -1,15 +1,35 @@
-"""The readiness scorecard in words: the one wording of an answer and of the verdict.
+"""The verdict: does preemption belong as a main tool here? One verdict from all the evidence, worded once.
 
-The CLI, the dashboard, the weekly report and the alerts all word the
-scorecard through these functions, so a verdict reads the same everywhere.
-An answer is three-valued: yes, no, or unknown with the missing inputs named.
+The CLI, the dashboard, the weekly report, /metrics and the alerts all read the verdict that `refresh` stores
+in `readiness_verdict` and word it through these functions, so it reads the same everywhere. Its evidence:
+
+- the article's four questions (readiness_scorecard: yes, no, unknown, each borderline when a measure whose
+  bootstrap interval over days holds its threshold could turn it);
+- the counterfactual net (analytics/counterfactual.py): today's policy against no preemption on the same
+  recorded jobs, tier-weighted, with its interval;
+- the avoidable share: preemptions the ledger finds could have used idle-hoarded GPUs.
+
+Preemption should not be the main tool when two or more questions answer no (the article: with only one or
+two of four, not the main tool), when it clearly costs more than it saves at the configured tier weights, or
+when clearly more of its preemptions than `analytics.avoidable_share_max` stood in for reclaiming idle GPUs.
+Otherwise an unknown leaves it "cannot tell yet"; four yes and a net that pays make it a main tool, three yes
+a main tool once the remaining no is fixed. The verdict is borderline when reading its borderline evidence the
+other way would change it, and says what it rests on.
+
+What to fix first is one list with `preemptlens suggest`: each failure maps to its own fixes (FIXES), and the
+fixes are taken in suggest's ranking (its stored suggestions, where each failure has a fix of its own).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
+from preemptlens.analytics import counterfactual
 from preemptlens.warehouse import Warehouse
 
 # A measured no in words, by the measure that failed, where its name alone would not say why: Q3 tells a
@@ -26,41 +46,613 @@ FAILED_COLUMN = (
 )
 SCORECARD_SQL = f"SELECT s.*, {FAILED_COLUMN} FROM readiness_scorecard AS s ORDER BY cluster, question_no"  # noqa: S608 -- constants only
 
+EVIDENCE_SQL = "SELECT * FROM readiness_evidence ORDER BY cluster, question_no, rule, measure"
+VERDICT_SQL = "SELECT * FROM readiness_verdict ORDER BY cluster"
+SUGGESTION_KINDS_SQL = """
+WITH latest AS (SELECT cluster, max(window_end) AS window_end FROM suggestions GROUP BY cluster)
+SELECT s.cluster, s.kind FROM suggestions AS s
+INNER JOIN latest AS l ON l.cluster = s.cluster AND l.window_end = s.window_end
+ORDER BY s.cluster, s.rank
+"""
 
-def answer_text(answer: bool | None, missing: str | None = None, failed: str | None = None) -> str:
-    """'yes', 'no' (with why, when a failed measure of `failed` says more than its name), or
-    'unknown (what is missing)'."""
-    if answer is None:
-        return f"unknown ({missing})" if missing else "unknown"
-    if answer:
-        return "yes"
-    because = [NO_BECAUSE[m] for m in (failed or "").split(",") if m in NO_BECAUSE]
-    return f"no ({'; '.join(because)})" if because else "no"
+MAIN = "preemption can be a main tool"
+ONCE_FIXED = "preemption can be a main tool once the remaining no is fixed"
+NOT_MAIN = "preemption should not be the main tool"
+CANNOT_TELL = "cannot tell yet"
+VERDICTS = (MAIN, ONCE_FIXED, NOT_MAIN, CANNOT_TELL)
+
+QUESTIONS = {
+    1: "Are GPUs scarce for long stretches (not just at peaks)?",
+    2: "Are priorities clear and narrow?",
+    3: "Do victims recover cheaply?",
+    4: "Are the rules visible?",
+}
+
+# What fixes each failure, as suggestion kinds (analytics/tuning.py); the article's remedies: Q1, GPUs not
+# really scarce: reclaim idle GPUs and set quotas; Q2, priorities too broad: tier limits; Q3, costly recovery:
+# checkpoints, near-completion protection, compensation (and the settings that throw less away); Q4, rules
+# not visible: published rules and notices. A net loss is cut by throwing less away; avoidable preemptions by
+# reclaiming the idle GPUs.
+_RECOVERY = ("checkpoint_interval", "near_completion", "repeat_victims", "cost_victim_order", "grace_time",
+             "min_run_time")
+FIXES: Mapping[str, tuple[str, ...]] = {
+    "Q1": ("quotas", "idle_reclaim"),
+    "Q2": ("tier_limits",),
+    "Q3": _RECOVERY,
+    "Q4": ("published_rules",),
+    "net": ("cost_victim_order", "near_completion", "min_run_time", "grace_time", "checkpoint_interval",
+            "repeat_victims"),
+    "avoidable": ("idle_reclaim",),
+    "hoarding": ("idle_reclaim",),
+}
+# Each fix in a few words, for fix_first.
+FIX_NAMES: Mapping[str, str] = {
+    "idle_reclaim": "reclaim idle GPUs",
+    "quotas": "quotas and tiered pools",
+    "tier_limits": "tier limits",
+    "checkpoint_interval": "checkpoints",
+    "near_completion": "near-completion protection",
+    "repeat_victims": "compensation for repeat victims",
+    "cost_victim_order": "choosing the cheapest victims",
+    "grace_time": "a grace time for final checkpoints",
+    "min_run_time": "a minimum run time",
+    "published_rules": "published rules and victim notices",
+}
+
+# Each measure in words: its label, the unit its value is in, and what it means.
+MEASURES: Mapping[str, tuple[str, str, str]] = {
+    "busy_hours_share": ("busy hours without preemption", "share",
+                         "hours in which the GPUs doing work (not idle-hoarded) reach "
+                         "analytics.scarce_allocation_share of capacity when the recorded jobs are replayed without "
+                         "preemption"),
+    "queue_pressure_hours_share": ("hours under queue pressure", "share",
+                                   "hours in which work worth analytics.scarce_queue_share of capacity waits"),
+    "queued_gpu_wait_s": ("queue time per GPU of a job", "duration",
+                          "GPU-weighted mean of each job's time in the queue, first wait and waits to restart"),
+    "jobs_never_fit": ("jobs larger than their pool", "jobs", "they can never start, so Q1 leaves them out"),
+    "high_gpu_hour_share": ("critical+high share of GPU-hours", "share", "GPU-hours of runs"),
+    "high_share_weekly_slope_abs": ("weekly change of the critical+high share of demand", "points",
+                                    "GPUs asked for at submission, fitted over the last weeks"),
+    "checkpoint_coverage": ("preemptible GPU-hours with checkpoint data", "share", ""),
+    "loss_to_gain": ("work thrown away per GPU-hour of wait saved", "ratio", ""),
+    "visibility": ("preemptions recording a reason and a preemptor", "share", ""),
+    "hoarded_share_of_allocated": ("allocated GPU-hours held idle", "share", ""),
+    "avoidable_share": ("preemptions that idle-hoarded GPUs could have served", "share", ""),
+}
 
 
-def verdict_text(row: Mapping[str, Any]) -> str:
-    """The verdict of one cluster from any of its scorecard rows: counts only measured answers, names a fix
-    only from a measured no, and says which questions it could not answer and what data would answer them."""
-    text = f"{row['verdict']} ({row['yes_count']} yes, {row['no_count']} no, {row['unknown_count']} unknown of 4)"
-    if row["fix_first"]:
-        text += f"; fix first: {row['fix_first']}"
-    if row["unanswered"]:
-        text += f"; could not answer {row['unanswered']}"
-    if row["collect"]:
-        text += f" (missing: {row['collect']})"
+# -- wording of numbers ------------------------------------------------------------------------
+
+
+def duration(seconds: float | None) -> str:
+    """A duration as a reader says it: 45 s, 12 min, 3.4 h, 2.1 days."""
+    if seconds is None or not math.isfinite(seconds):
+        return "unknown"
+    s = abs(seconds)
+    sign = "-" if seconds < 0 else ""
+    if s < 90:
+        return f"{sign}{s:.0f} s"
+    if s < 90 * 60:
+        return f"{sign}{s / 60:.0f} min"
+    if s < 48 * 3600:
+        return f"{sign}{s / 3600:.1f} h"
+    return f"{sign}{s / 86400:.1f} days"
+
+
+def gpu_hours(value: float | None, signed: bool = False) -> str:
+    if value is None or not math.isfinite(value):
+        return "unknown"
+    digits = 0 if abs(value) >= 100 else 1
+    return f"{value:{'+' if signed else ''},.{digits}f}".replace("-", "−") + " GPU-h"
+
+
+def value_text(measure: str, value: float | None) -> str:
+    unit = MEASURES.get(measure, (measure, "ratio", ""))[1]
+    if value is None:
+        return "unknown"
+    if unit == "share":
+        return f"{100 * value:.0f}%" if abs(value - round(value, 2)) < 1e-9 or value >= 0.1 else f"{100 * value:.1f}%"
+    if unit == "duration":
+        return duration(value)
+    if unit == "points":
+        return f"{100 * value:.1f} points a week"
+    if unit == "jobs":
+        return f"{value:,.0f}"
+    return f"{value:,.2f}"
+
+
+def measure_text(row: Mapping[str, Any]) -> str:
+    """One measure with its interval and threshold: 'busy hours 19% [13%, 27%] (needs >= 50%)'."""
+    label = MEASURES.get(row["measure"], (row["measure"], "ratio", ""))[0]
+    text = f"{label} {value_text(row['measure'], row['value'])}"
+    if row["value"] is not None and row.get("low") is not None and row.get("high") is not None:
+        text += f" [{value_text(row['measure'], row['low'])}, {value_text(row['measure'], row['high'])}]"
+    if row.get("threshold") is not None:
+        needs = "at least" if row["comparison"] == ">=" else "at most"
+        text += f" (needs {needs} {value_text(row['measure'], row['threshold'])})"
+    if row.get("borderline"):
+        text += ", borderline"
     return text
 
 
+def evidence_text(rows: Sequence[Mapping[str, Any]]) -> str:
+    """A question's measures in words: the required ones, then 'and one of' the alternatives."""
+    required = [measure_text(r) for r in rows if r["rule"] == "all"]
+    options = [measure_text(r) for r in rows if r["rule"] == "any"]
+    info = [measure_text(r) for r in rows if r["rule"] == "info" and r["value"]]
+    parts = list(required)
+    if options:
+        parts.append("and one of: " + ", ".join(options))
+    parts += [f"left out: {t}" for t in info]
+    return "; ".join(parts)
+
+
+def answer_text(answer: bool | None, missing: str | None = None, borderline: bool = False,
+                failed: str | None = None) -> str:
+    """'yes', 'no', 'borderline no', or 'unknown (what is missing)'; a no says why when a failed measure of
+    `failed` (comma-separated, FAILED_COLUMN) says more than its name."""
+    if answer is None:
+        return f"unknown ({missing})" if missing else "unknown"
+    word = "yes" if answer else "no"
+    because = [] if answer else [NO_BECAUSE[m] for m in (failed or "").split(",") if m in NO_BECAUSE]
+    word = f"{word} ({'; '.join(because)})" if because else word
+    return f"borderline {word}" if borderline else word
+
+
+# -- the verdict ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Everything the verdict of one cluster reads."""
+
+    cluster: str
+    answers: Mapping[int, bool | None]
+    borderline: Mapping[int, bool]
+    evidence: Sequence[Mapping[str, Any]]
+    net: Mapping[str, Any] | None  # counterfactual_runs row
+    suggested: Sequence[str] = ()  # suggest's kinds, in its rank order; empty: suggest has not run
+    structure: Mapping[str, Any] | None = None  # pool_structure row
+
+    def measure(self, name: str) -> Mapping[str, Any] | None:
+        return next((r for r in self.evidence if r["measure"] == name), None)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    cluster: str
+    verdict: str
+    borderline: bool
+    reasons: tuple[str, ...]
+    fix_kinds: tuple[str, ...]
+    fixes_ranked: bool
+    adoption_step: int | None
+    adoption: str
+    failures: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def fix_first(self) -> str | None:
+        return ", ".join(FIX_NAMES.get(k, k) for k in self.fix_kinds) or None
+
+
+def _net_state(net: Mapping[str, Any] | None) -> str | None:
+    """pays | costs | borderline (interval holds 0) | None (unknown: no counterfactual, no preemption)."""
+    if net is None or net.get("net_value") is None:
+        return None
+    low, high, value = net.get("net_low"), net.get("net_high"), net["net_value"]
+    if low is None or high is None:
+        return "pays" if value > 0 else "costs" if value < 0 else None
+    if low > 0:
+        return "pays"
+    if high < 0:
+        return "costs"
+    if low == high == 0:
+        return None  # nothing was preempted: nothing to weigh
+    return "borderline"
+
+
+def _decide(answers: Mapping[int, bool | None], net: str | None, avoidable: bool | None) -> str:
+    """The verdict from the answers (True yes), the net state (pays/costs/None) and whether the avoidable share
+    is too high (None unknown)."""
+    noes = sum(1 for a in answers.values() if a is False)
+    if noes >= 2 or net == "costs" or avoidable:
+        return NOT_MAIN
+    if any(a is None for a in answers.values()) or net is None:
+        return CANNOT_TELL
+    if noes == 0:
+        return MAIN
+    return ONCE_FIXED
+
+
+def failing(ev: Evidence) -> tuple[str, ...]:
+    """What failed: 'hoarding' (more allocated GPU-hours held idle than analytics.reclaim_idle_share: a fix, not
+    a reason against preemption) and 'avoidable' first, since idle GPUs are the article's first suspect when GPUs
+    look scarce; then 'Q1'..'Q4' answered no, and 'net' when preemption costs more than it saves (or leans so)."""
+    found = []
+    for item, measure in (("hoarding", "hoarded_share_of_allocated"), ("avoidable", "avoidable_share")):
+        row = ev.measure(measure)
+        if row is not None and row["passes"] is False:
+            found.append(item)
+    found += [f"Q{q}" for q in sorted(ev.answers) if ev.answers[q] is False]
+    if _net_state(ev.net) == "costs" or (_net_state(ev.net) == "borderline" and ev.net and ev.net["net_value"] < 0):
+        found.append("net")
+    return tuple(found)
+
+
+def addressed(failures: Sequence[str]) -> tuple[str, ...]:
+    """The suggestion kinds that fix these failures, each once, in the order of the failures."""
+    kinds: list[str] = []
+    for item in failures:
+        kinds += [k for k in FIXES.get(item, ()) if k not in kinds]
+    return tuple(kinds)
+
+
+def decide(ev: Evidence) -> Verdict:
+    net_state = _net_state(ev.net)
+    avoid = ev.measure("avoidable_share")
+    too_avoidable = None if avoid is None or avoid["passes"] is None else not avoid["passes"]
+    # a net whose interval holds 0 is read by its sign
+    leaning = net_state
+    if net_state == "borderline" and ev.net is not None:
+        leaning = "pays" if ev.net["net_value"] >= 0 else "costs"
+    point = _decide(ev.answers, leaning, too_avoidable)
+    # The verdict with every borderline piece of evidence read the other way, all at once in each direction
+    # (the verdict is monotone in each): borderline when the best and the worst case differ.
+    best = {q: (True if ev.borderline.get(q) and a is not None else a) for q, a in ev.answers.items()}
+    worst = {q: (False if ev.borderline.get(q) and a is not None else a) for q, a in ev.answers.items()}
+    avoid_border = bool(avoid and avoid["borderline"])
+    best_v = _decide(best, "pays" if net_state == "borderline" else net_state,
+                     False if avoid_border else too_avoidable)
+    worst_v = _decide(worst, "costs" if net_state == "borderline" else net_state,
+                      True if avoid_border else too_avoidable)
+    rests_on = [f"Q{q}" for q, b in sorted(ev.borderline.items()) if b and ev.answers.get(q) is not None]
+    if net_state == "borderline":
+        rests_on.append("the net")
+    if avoid_border:
+        rests_on.append("the avoidable share")
+    borderline = best_v != worst_v
+    reasons = _reasons(ev, net_state, too_avoidable)
+    if borderline:
+        reasons.insert(0, "borderline: it rests on " + ", ".join(rests_on)
+                       + f" (read the other way: {worst_v if point != worst_v else best_v})")
+    failures = failing(ev)
+    wanted = addressed(failures)
+    ranked = bool(ev.suggested)
+    kinds = tuple(k for k in dict.fromkeys(ev.suggested) if k in wanted)
+    # a failure no suggestion addresses (suggest has not run) names its own first fix, after the ranked ones
+    kinds += _defaults([item for item in failures if not set(FIXES[item]) & set(kinds)])
+    step, adoption = adoption_step(ev)
+    return Verdict(ev.cluster, point, borderline, tuple(reasons), kinds, ranked, step, adoption, failures)
+
+
+def _defaults(failures: Sequence[str]) -> tuple[str, ...]:
+    """Each failure's first fix, in the order of the failures."""
+    return tuple(dict.fromkeys(FIXES[item][0] for item in failures))
+
+
+def _reasons(ev: Evidence, net_state: str | None, too_avoidable: bool | None) -> list[str]:
+    reasons = []
+    for q in sorted(ev.answers):
+        a = ev.answers[q]
+        if a is False:
+            failed = [measure_text(r) for r in ev.evidence
+                      if r["question_no"] == q and r["rule"] in ("all", "any") and r["passes"] is False]
+            reasons.append(f"Q{q} {QUESTIONS[q][0].lower()}{QUESTIONS[q][1:-1]}? "
+                           f"{answer_text(a, borderline=ev.borderline.get(q, False))}: {', '.join(failed)}")
+    net = ev.net
+    if net is not None and net_state is not None:
+        weighed = (f"net {gpu_hours(net['net_value'], signed=True)} tier-weighted "
+                   f"[{gpu_hours(net['net_low'], signed=True)}, {gpu_hours(net['net_high'], signed=True)}]")
+        if net_state == "costs":
+            reasons.append(f"against plain queueing, preemption cost more than it saved at the configured tier "
+                           f"weights ({weighed}); {breakeven_text(net)}")
+        elif net_state == "pays":
+            reasons.append(f"against plain queueing, preemption saved more than it cost ({weighed})")
+        else:
+            reasons.append(f"against plain queueing, preemption's net cannot be told from zero: its interval "
+                           f"holds 0 ({weighed})")
+        if not net["reproduces"]:
+            reasons.append("the replay behind the net does not reproduce the recorded window within tolerance: "
+                           "read the net as rough")
+    elif net is None:
+        reasons.append("no counterfactual: the recorded window could not be replayed (it needs pools and runs)")
+    else:
+        reasons.append("nothing was preempted in the recorded window: nothing to weigh against plain queueing")
+    avoid = ev.measure("avoidable_share")
+    if too_avoidable:
+        assert avoid is not None
+        reasons.append(f"{value_text('avoidable_share', avoid['value'])} of preemptions could have used idle-hoarded "
+                       f"GPUs instead (at most {value_text('avoidable_share', avoid['threshold'])})")
+    unknown = [f"Q{q}" for q, a in sorted(ev.answers.items()) if a is None]
+    if unknown:
+        reasons.append(f"could not answer {', '.join(unknown)}")
+    return reasons
+
+
+def breakeven_text(net: Mapping[str, Any]) -> str:
+    """Where today's preemption breaks even against plain queueing, next to the weights in force."""
+    weights = json.loads(net["tier_weights"]) if isinstance(net["tier_weights"], str) else net["tier_weights"]
+    configured = ", ".join(f"{t} {weights[t]:g}" for t in ("critical", "high", "normal", "low") if t in weights)
+    kind, factor = net["breakeven"], net.get("breakeven_factor")
+    if kind == "never":
+        return f"it does not pay at any weight: critical and high work gained no queue time (weights {configured})"
+    if kind == "always":
+        return ("it pays at any weight of critical and high work: at their weights the normal and low tiers lost "
+                f"nothing on balance (weights {configured})")
+    if kind != "factor" or factor is None:
+        return "break-even unknown"
+    crit, high = weights.get("critical", 0.0) * factor, weights.get("high", 0.0) * factor
+    at = f"{factor:,.2f}x their configured weights (critical {crit:,.3g}, high {high:,.3g})"
+    if factor <= 1:
+        return (f"it pays at the configured weights ({configured}), and would still with critical and high work "
+                f"weighted as low as {at}")
+    return f"it breaks even only once critical and high work is worth {at}; configured: {configured}"
+
+
+def adoption_step(ev: Evidence) -> tuple[int | None, str]:
+    """Which step of the article's adoption order the cluster is on: the first not yet done.
+
+    1 quotas, queues and tiered pools (read from the scheduler: pool_structure); 2 the work that truly needs
+    time guarantees identified (Q2 yes); 3 preemption piloted on recoverable jobs (Q3 yes); 4 completion time,
+    user experience and retry cost measured (the counterfactual reproduces the past and Q4 yes); 5 decide
+    whether to widen (everything above done: the verdict says).
+    """
+    steps = [
+        ("add quotas, queues and tiered pools", _structure_done(ev.structure)),
+        ("identify the work that truly needs time guarantees (narrow, stable priorities)", ev.answers.get(2)),
+        ("pilot preemption only on recoverable jobs", ev.answers.get(3)),
+        ("measure completion time, user experience and retry cost",
+         None if ev.net is None or ev.answers.get(4) is None else bool(ev.net["reproduces"] and ev.answers[4])),
+    ]
+    for number, (what, done) in enumerate(steps, start=1):
+        if done is None:
+            why = _structure_missing(ev.structure) if number == 1 else "its evidence is unknown"
+            return None, f"cannot tell whether step {number} of 5 ({what}) is done: {why}"
+        if not done:
+            return number, f"step {number} of 5: {what}" + (_structure_text(ev.structure) if number == 1 else "")
+    return 5, "step 5 of 5: decide whether to widen preemption" + _structure_text(ev.structure)
+
+
+def _structure_done(structure: Mapping[str, Any] | None) -> bool | None:
+    if structure is None:
+        return None
+    quotas, pools = structure.get("has_quotas"), structure.get("has_tiered_pools")
+    if quotas is None or pools is None:
+        return None
+    return bool(quotas and pools)
+
+
+def _structure_missing(structure: Mapping[str, Any] | None) -> str:
+    if structure is None:
+        return "no scheduler quotas or pools collected (Slurm QOS and partitions, Kueue ClusterQueues, KAI queues)"
+    return str(structure.get("detail") or "quotas or pools unknown")
+
+
+def _structure_text(structure: Mapping[str, Any] | None) -> str:
+    """What the scheduler showed, for step 1 (quotas and tiered pools)."""
+    if structure is None:
+        return ""
+    quotas = "quotas yes" if structure["has_quotas"] else "no GPU quotas"
+    pools = "tiered pools yes" if structure["has_tiered_pools"] else "no tiered pools"
+    return f" ({quotas}, {pools}: {structure['detail']})"
+
+
+# -- storage and reading ------------------------------------------------------------------------------
+
+
+def gather(wh: Warehouse) -> list[Evidence]:
+    card = wh.query(SCORECARD_SQL).to_dicts()
+    evidence = wh.query(EVIDENCE_SQL).to_dicts()
+    nets = {r["cluster"]: r for r in wh.query(counterfactual.READ_RUNS).to_dicts()}
+    suggested: dict[str, list[str]] = {}
+    if _has(wh, "suggestions"):
+        for r in wh.query(SUGGESTION_KINDS_SQL).to_dicts():
+            suggested.setdefault(r["cluster"], []).append(r["kind"])
+    structure: dict[str, dict[str, Any]] = {}
+    if _has(wh, "pool_structure"):
+        structure = {r["cluster"]: r for r in wh.query("SELECT * FROM pool_structure").to_dicts()}
+    found = []
+    for cluster in dict.fromkeys(r["cluster"] for r in card):
+        rows = [r for r in card if r["cluster"] == cluster]
+        found.append(Evidence(
+            cluster=cluster,
+            answers={r["question_no"]: r["answer"] for r in rows},
+            borderline={r["question_no"]: bool(r["borderline"]) for r in rows},
+            evidence=[e for e in evidence if e["cluster"] == cluster],
+            net=nets.get(cluster),
+            suggested=tuple(suggested.get(cluster, ())),
+            structure=structure.get(cluster),
+        ))
+    return found
+
+
+def _has(wh: Warehouse, table: str) -> bool:
+    return bool(wh.con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = $t",
+                               {"t": table}).fetchall()[0][0])
+
+
+def refresh(wh: Warehouse) -> list[Verdict]:
+    """Decide every cluster's verdict and store it in readiness_verdict (replacing the previous ones)."""
+    verdicts = [decide(ev) for ev in gather(wh)]
+    now = datetime.now(UTC)
+    with wh.transaction():
+        wh.con.execute("DELETE FROM readiness_verdict")
+        for v in verdicts:
+            wh.con.execute(
+                "INSERT INTO readiness_verdict VALUES "
+                "($c, $v, $b, $reasons, $fix, $kinds, $ranked, $step, $adoption, $at)",
+                {"c": v.cluster, "v": v.verdict, "b": v.borderline, "reasons": json.dumps(list(v.reasons)),
+                 "fix": v.fix_first, "kinds": json.dumps(list(v.fix_kinds)), "ranked": v.fixes_ranked,
+                 "step": v.adoption_step, "adoption": v.adoption, "at": now},
+            )
+    wh.mark_changed()
+    return verdicts
+
+
+def failures_of(wh: Warehouse, cluster: str) -> tuple[str, ...]:
+    """What failed on a cluster (for suggest's ranking: the fixes of what failed come first)."""
+    for ev in gather(wh):
+        if ev.cluster == cluster:
+            return failing(ev)
+    return ()
+
+
+# -- wording --------------------------------------------------------------------------------------------
+
+
+def verdict_text(row: Mapping[str, Any]) -> str:
+    """The verdict of one cluster in one line, from its readiness_verdict row (with the scorecard's tallies
+    when given): the verdict, whether it is borderline, and what to fix first."""
+    text = f"borderline: {row['verdict']}" if row["borderline"] else str(row["verdict"])
+    if "yes_count" in row and row.get("yes_count") is not None:
+        text += f" ({row['yes_count']} yes, {row['no_count']} no, {row['unknown_count']} unknown of 4)"
+    if row.get("fix_first"):
+        text += f"; fix first: {row['fix_first']}"
+    return text
+
+
+def verdict_line(wh: Warehouse, cluster: str) -> str | None:
+    """A cluster's stored verdict in one line, with the scorecard's tallies; None before `analyze`."""
+    rows = wh.query(
+        "SELECT v.*, s.yes_count, s.no_count, s.unknown_count FROM readiness_verdict AS v "
+        "INNER JOIN (SELECT DISTINCT cluster, yes_count, no_count, unknown_count FROM readiness_scorecard) AS s "
+        "ON s.cluster = v.cluster WHERE v.cluster = $c",
+        {"c": cluster},
+    ).to_dicts()
+    return verdict_text(rows[0]) if rows else None
+
+
+def reasons_of(row: Mapping[str, Any]) -> list[str]:
+    reasons = row.get("reasons")
+    if isinstance(reasons, str):
+        return [str(r) for r in json.loads(reasons)]
+    return list(reasons or [])
+
+
+def headline_text(answer: counterfactual.Answer) -> str:
+    """The counterfactual headline in one sentence: today's policy against plain queueing."""
+    run = answer.run
+    if run["thrown_away_gpu_h"] == 0 and run["high_wait_saved_gpu_h"] == 0 and run["lower_wait_added_gpu_h"] == 0:
+        return ("nothing was preempted in the recorded window: today's policy and plain queueing replay the same "
+                f"({run['jobs']:,} jobs, {_window(run)})")
+    saved, lower = run["high_wait_saved_gpu_h"], run["lower_wait_added_gpu_h"]
+    upper = (f"saved critical+high work {gpu_hours(saved)} of waiting" if saved >= 0
+             else f"cost critical+high work {gpu_hours(-saved)} of extra waiting")
+    cost = (f"it cost {gpu_hours(run['thrown_away_gpu_h'])} thrown away and {gpu_hours(lower)} of lower-tier waiting"
+            if lower >= 0 else f"it cost {gpu_hours(run['thrown_away_gpu_h'])} thrown away, and lower tiers waited "
+            f"{gpu_hours(-lower)} less too")
+    return f"against plain queueing, preemption {upper}; {cost} (replayed on {run['jobs']:,} jobs, {_window(run)})"
+
+
+def _window(run: Mapping[str, Any]) -> str:
+    return f"{run['window_start']:%Y-%m-%d} to {run['window_end']:%Y-%m-%d}"
+
+
+def replay_error_text(run: Mapping[str, Any]) -> str:
+    parts = []
+    for key, name in (("preemptions_error", "preemptions"), ("lost_gpu_h_error", "lost GPU-hours"),
+                      ("high_wait_error", "critical+high median wait")):
+        value = run.get(key)
+        parts.append(f"{name} {'n/a' if value is None else f'{100 * value:.1f}%'}")
+    state = "reproduces the recorded window" if run["reproduces"] else "does NOT reproduce the recorded window"
+    return f"replay under today's policy {state}: error {', '.join(parts)}"
+
+
+def net_text(answer: counterfactual.Answer) -> str:
+    run = answer.run
+    text = (f"net at the configured tier weights: {gpu_hours(run['net_value'], signed=True)} tier-weighted "
+            f"[{gpu_hours(run['net_low'], signed=True)}, {gpu_hours(run['net_high'], signed=True)}]; "
+            + breakeven_text(run))
+    return text
+
+
+def alternatives_text(answer: counterfactual.Answer) -> list[str]:
+    """The trigger thresholds and the best alternative, each with its net against plain queueing."""
+    lines = []
+    for s in answer.scenarios:
+        if s["scenario"] in ("none", "today"):
+            continue
+        lines.append(f"{s['label']}: net {gpu_hours(s['net_value'], signed=True)} "
+                     f"[{gpu_hours(s['net_low'], signed=True)}, {gpu_hours(s['net_high'], signed=True)}], "
+                     f"{s['preemptions']:,} preemptions")
+    return lines
+
+
+TIER_COLUMNS = (
+    ("wait_p50_s", "first-start wait, median", "duration"),
+    ("wait_p90_s", "first-start wait, p90", "duration"),
+    ("completion_p50_s", "completion time, median", "duration"),
+    ("thrown_away_gpu_h", "work thrown away", "gpu_h"),
+    ("victim_waiting_gpu_h", "victims' waiting", "gpu_h"),
+    ("waiting_gpu_h", "all queue time", "gpu_h"),
+    ("busy_gpu_h", "busy", "gpu_h"),
+)
+
+
+def tier_rows(answer: counterfactual.Answer, scenarios: Sequence[str] = ("none", "today", "best")
+              ) -> list[dict[str, str]]:
+    """Per tier, each figure under the given scenarios side by side, worded with units."""
+    rows = []
+    best_trigger = answer.best_trigger()
+    keys = list(scenarios)
+    if best_trigger is not None and best_trigger["scenario"] not in keys:
+        keys.insert(2, best_trigger["scenario"])
+    labels = {"none": "no preemption", "today": "today", "best": "best alternative"}
+    for tier in ("critical", "high", "normal", "low", "all"):
+        for column, name, unit in TIER_COLUMNS:
+            row = {"tier": tier, "figure": name}
+            for key in keys:
+                f = answer.figure(key, tier)
+                value = None if f is None else f[column]
+                label = labels.get(key) or _trigger_label(key)
+                row[label] = duration(value) if unit == "duration" else gpu_hours(value)
+            rows.append(row)
+    return rows
+
+
+def _trigger_label(key: str) -> str:
+    return f"trigger {duration(float(key.removeprefix('trigger_')))}"
+
+
 def render(wh: Warehouse) -> str:
+    """What `analyze` and `demo` print: per cluster the counterfactual headline first, then the verdict, then
+    the four questions with their evidence in words."""
     card = wh.query(SCORECARD_SQL)
     if card.height == 0:
         return "readiness scorecard: no runs in the warehouse yet"
+    verdicts = {r["cluster"]: r for r in wh.query(VERDICT_SQL).to_dicts()}
+    answers = counterfactual.read(wh)
+    evidence = wh.query(EVIDENCE_SQL).to_dicts()
     lines: list[str] = []
     for cluster in card["cluster"].unique(maintain_order=True):
         rows = card.filter(card["cluster"] == cluster).to_dicts()
-        lines.append(f"readiness scorecard for cluster {cluster}:")
+        lines.append(f"does preemption pay on cluster {cluster}?")
+        answer = answers.get(cluster)
+        if answer is not None:
+            lines.append(f"  {headline_text(answer)}")
+            lines.append(f"  {net_text(answer)}")
+            lines.append(f"  {replay_error_text(answer.run)}")
+            best = answer.best_trigger()
+            if best is not None:
+                lines.append(f"  best trigger threshold: {best['label']}: net "
+                             f"{gpu_hours(best['net_value'], signed=True)}")
+        else:
+            lines.append("  no counterfactual: the recorded window could not be replayed (it needs pools and runs)")
+        v = verdicts.get(cluster)
+        if v is not None:
+            # the verdict's own fields (its borderline, not the first question's), the scorecard's tallies
+            lines.append(f"  verdict: {verdict_text({**rows[0], **v})}")
+            lines += [f"    - {r}" for r in reasons_of(v)]
+            lines.append(f"  adoption: {v['adoption']}")
+        lines.append("  readiness scorecard:")
         for r in rows:
-            lines.append(f"  Q{r['question_no']} {r['question']} {answer_text(r['answer'], r['missing'], r['failed'])}")
-            lines.append(f"     {r['evidence']}")
-        lines.append(f"  verdict: {verdict_text(rows[0])}")
+            lines.append(f"  Q{r['question_no']} {r['question']} "
+                         f"{answer_text(r['answer'], r['missing'], r['borderline'], r['failed'])}")
+            mine = [e for e in evidence if e["cluster"] == cluster and e["question_no"] == r["question_no"]]
+            lines.append(f"     {evidence_text(mine)}")
+        other = [e for e in evidence if e["cluster"] == cluster and e["question_no"] == 0]
+        if other:
+            lines.append(f"  also read by the verdict: {'; '.join(measure_text(e) for e in other)}")
+        if rows[0]["collect"]:
+            lines.append(f"  to answer the rest, collect: {rows[0]['collect']}")
     return "\n".join(lines)

@@ -272,6 +272,78 @@ def repeat_victims(boost: int, half_life_s: float) -> dict[str, str]:
     }
 
 
+def quotas() -> dict[str, str]:
+    """Per-team GPU quotas and pools with their own guarantees: the article's first step, before preemption."""
+    return {
+        SLURM: (
+            "# a GPU limit per team (account), and a partition per pool tier\n"
+            "sacctmgr modify account <team> set GrpTRES=gres/gpu=<GPUs>\n"
+            "# slurm.conf: a reserved pool for time-sensitive work beside the shared one\n"
+            "PartitionName=reserved Nodes=<nodes> PriorityTier=2 AllowQos=<time-sensitive QOS>\n"
+            "PartitionName=shared Nodes=<nodes> PriorityTier=1 Default=YES\n"
+        ),
+        KUEUE: (
+            "# one ClusterQueue per team with its GPU quota, sharing unused quota in a cohort\n"
+            "apiVersion: kueue.x-k8s.io/v1beta1\nkind: ClusterQueue\nmetadata:\n  name: <team>\nspec:\n"
+            "  cohort: <cohort>\n  namespaceSelector: {}\n  resourceGroups:\n"
+            "  - coveredResources: [\"nvidia.com/gpu\"]\n    flavors:\n    - name: <flavor>\n      resources:\n"
+            "      - name: nvidia.com/gpu\n        nominalQuota: <GPUs>\n"
+        ),
+        KAI: (
+            "# one queue per team with its guaranteed GPUs and a limit\n"
+            "apiVersion: scheduling.run.ai/v2\nkind: Queue\nmetadata:\n  name: <team>\nspec:\n"
+            "  parentQueue: <department>\n  resources:\n    gpu:\n      quota: <GPUs>\n      limit: <GPUs>\n"
+            "      overQuotaWeight: 1\n"
+        ),
+        KUBERNETES: (
+            "apiVersion: v1\nkind: ResourceQuota\nmetadata:\n  name: gpus\n  namespace: <team>\nspec:\n"
+            "  hard:\n    requests.nvidia.com/gpu: \"<GPUs>\"\n"
+        ),
+    }
+
+
+def tier_cap() -> dict[str, str]:
+    """A cap on the GPUs the critical and high tiers may hold, per team, before their share grows further."""
+    return {
+        SLURM: "sacctmgr modify qos <high QOS> set GrpTRES=gres/gpu=<GPUs>\n"
+               "# or per team: a QOS high-<team> with its own GrpTRES=gres/gpu=<GPUs>\n",
+        KUBERNETES: (
+            "apiVersion: v1\nkind: ResourceQuota\nmetadata:\n  name: high-gpus\n  namespace: <team>\nspec:\n"
+            "  hard:\n    requests.nvidia.com/gpu: \"<GPUs>\"\n  scopeSelector:\n    matchExpressions:\n"
+            "    - operator: In\n      scopeName: PriorityClass\n      values: [\"<high PriorityClass>\"]\n"
+        ),
+    }
+
+
+def victim_order() -> dict[str, str]:
+    """No scheduler chooses victims by what they would lose; preemptlens's actions hold the costliest back."""
+    text = "# Schedulers evict the lowest tier's youngest runs first; none weighs what a victim would lose.\n"
+    return {
+        SLURM: text + action("slurm_protect"),
+        KUEUE: text + action("kueue_boost"),
+        KAI: text + action("kai_protect"),
+    }
+
+
+def published_rules() -> dict[str, str]:
+    """Rules victims can see: who may preempt whom and why, and a notice to each victim."""
+    notice = (
+        "# preemptlens: a notice to each victim team (what happened, who preempted it, when to expect a restart)\n"
+        "[alerts]\nrules = [\"victim_notice\"]\n# and per team: alerts.team_webhooks.<team> = { \"$env\" = \"...\" }\n"
+    )
+    return {
+        SLURM: (
+            "# record who preempted whom: keep the slurmctld log that names the preemptor and let\n"
+            "# `preemptlens collect slurm` read it; publish PreemptType, PreemptMode and the partitions'\n"
+            "# PriorityTier where users read the cluster's rules\n" + notice
+        ),
+        KUBERNETES: (
+            "# publish the PriorityClasses and who may preempt whom; keep the scheduler's Preempted events\n"
+            "# (or Kueue's Workload conditions) long enough for `preemptlens collect kubernetes`\n" + notice
+        ),
+    }
+
+
 def not_yet(fix_first: str) -> dict[str, str]:
     text = (
         "# No scheduler change: do not rely on preemption yet.\n"

@@ -17,9 +17,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from statistics import median
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from preemptlens.analytics import snippets
+from preemptlens.analytics import scorecard, snippets
 from preemptlens.analytics.replay import (
     Figures,
     Validation,
@@ -38,6 +38,10 @@ from preemptlens.analytics.simulator.engine import lost_progress_s
 from preemptlens.config import section, setting
 from preemptlens.errors import ConfigError, SchemaError
 from preemptlens.warehouse import Warehouse, query_sql
+
+if TYPE_CHECKING:
+    # Only its type: analytics.victim_order builds on analytics.replay, as this module does.
+    from preemptlens.analytics.victim_order import Comparison
 
 
 @section("tuning", "What-if replay and the suggestions of `preemptlens suggest` (docs/tuning.md).")
@@ -59,6 +63,14 @@ class TuningSettings:
         -1.0,
         "Forced wait of a requeued victim in force, seconds; negative infers it from the runs' eligible times.",
         bounds=(-1, 7 * 86_400),
+    )
+    backfill: str = setting(
+        "",
+        "Backfill of the scheduler in force: \"reserve\" (a blocked job's start is reserved, Slurm's "
+        "sched/backfill) or \"greedy\" (lower jobs take any GPUs that fit, Kueue BestEffortFIFO); empty takes "
+        "what the scheduler states, else \"reserve\" (Slurm's SchedulerType is not collected: "
+        "sched/backfill is assumed).",
+        choices=("", "reserve", "greedy"),
     )
     may_preempt: dict[str, Any] = setting(
         {},
@@ -176,9 +188,12 @@ KINDS = (
     "near_completion",
     "grace_time",
     "checkpoint_interval",
+    "cost_victim_order",
     "tier_limits",
     "idle_reclaim",
     "repeat_victims",
+    "quotas",
+    "published_rules",
 )
 
 
@@ -200,6 +215,11 @@ class Suggestion:
     # Relative cut in lost GPU-hours plus relative cut in preemptions: what ranks the suggestions.
     score: float = 0.0
     snippets: Mapping[str, str] = field(default_factory=dict)
+    # The replayed change (None when the effect was not replayed): the counterfactual's best alternative
+    # builds on the first one.
+    variant: Variant | None = field(default=None, compare=False)
+    # Added for a failure of the verdict no rule addressed (readiness_fixes): ranks after the rules' own.
+    generic: bool = field(default=False, compare=False)
 
 
 @dataclass
@@ -220,6 +240,12 @@ class Context:
                 self.workload, Variant("actual", self.workload.actual.policy), self.settings.jitter_replays,
                 self.processes)
         return self._baseline_draws
+
+    # What failed in the verdict's evidence (scorecard.failing): each gets a fix in the list.
+    failures: tuple[str, ...] = ()
+    compare_victim_order: bool = True
+    # The cost-aware victim order replayed beside today's, once the victim_order generator has run.
+    victim_comparison: Comparison | None = None
 
     @property
     def cluster(self) -> str:
@@ -281,6 +307,7 @@ def _effect(ctx: Context, fig: Figures, extra: str = "", variant: Variant | None
     """The replayed effect, each change with enough digits to show its size, and its interval: the change over
     replays with jittered inputs (`variant` replayed paired with the baseline's draws), or over `draws` the
     caller made (`of_what` says of what) against the baseline."""
+    # The replay's own error is stored and shown once (replay_validation), not repeated in every effect.
     base = ctx.baseline
     wait = _wait_delta(base, fig)
     before, after = base.victims_per_week, fig.victims_per_week
@@ -313,7 +340,7 @@ def _effect(ctx: Context, fig: Figures, extra: str = "", variant: Variant | None
     text = (
         f"replayed over the window: lost GPU-hours {change(base.lost_gpu_h, fig.lost_gpu_h)}, high-priority "
         f"median wait {change(base.high_wait_median_s, fig.high_wait_median_s, ' s')}, {victims}"
-        f"{extra}{spread}; {ctx.validation.describe()}"
+        f"{extra}{spread}"
     )
     return {
         "effect": text,
@@ -393,6 +420,7 @@ def min_run_time(ctx: Context) -> list[Suggestion]:
                 f"{rows['early_lost']:.1f} GPU-hours; sweep of {', '.join(_minutes(c) for c in candidates)}"
             ),
             snippets=snippets.min_runtime(value, _preemptible_qos(ctx)),
+            variant=variant,
             **_effect(ctx, fig, variant=variant),
         )
     ]
@@ -442,6 +470,7 @@ def near_completion(ctx: Context) -> list[Suggestion]:
                 f"{', '.join(f'{100 * c:.0f}%' for c in shares)}"
             ),
             snippets=snippets.near_completion(chosen, float(protected["left_s"] or 0.0), _preemptible_qos(ctx)),
+            variant=variant,
             **_effect(ctx, fig, variant=variant),
         )
     ]
@@ -505,6 +534,7 @@ def grace_time(ctx: Context) -> list[Suggestion]:
                 f"last checkpoint; {measured}"
             ),
             snippets=snippets.grace_time(value, partitions),
+            variant=variant,
             **_effect(ctx, fig, assumed, variant=variant),
         )
     ]
@@ -632,6 +662,7 @@ def checkpoint_interval(ctx: Context) -> list[Suggestion]:
                        "to check it against")
                 ),
                 snippets=snippets.checkpoint_interval(team, proposed),
+                variant=interval_variant,
                 **_effect(ctx, adjusted, f" (checkpoint overhead {significant(overhead_h)} GPU-hours included)",
                           draws=[replace(d, lost_gpu_h=d.lost_gpu_h + overhead_h) for d in jittered_figures(
                               workload, interval_variant, ctx.settings.jitter_replays, ctx.processes)]),
@@ -692,11 +723,9 @@ def tier_limits(ctx: Context) -> list[Suggestion]:
             draws = [d for d in draws if d]
             if not draws:
                 continue
-            drawn = sweep(
-                workload,
-                [Variant(f"limit {team['team']} draw {i}", workload.actual.policy, d) for i, d in enumerate(draws)],
-                ctx.processes,
-            )
+            limited = [Variant(f"limit {team['team']} draw {i}", workload.actual.policy, d)
+                       for i, d in enumerate(draws)]
+            drawn = sweep(workload, limited, ctx.processes)
             fig = _mean_figures(drawn)
             demoted = round(sum(len(d) for d in draws) / len(draws))
             if not ctx.worth_it(fig):
@@ -715,6 +744,7 @@ def tier_limits(ctx: Context) -> list[Suggestion]:
                         f"drives {100 * team['high_share_slope']:+.1f} points a week"
                     ),
                     snippets=snippets.tier_limits(team["team"], "high", cap, keep),
+                    variant=limited[0],
                     **_effect(ctx, fig, f" (about {demoted} of the team's {len(team_high)} high jobs replayed as "
                                         f"normal; mean of {len(draws)} draws)",
                               draws=drawn, of_what=f"the {len(draws)} draws of which high jobs the cap turns away"),
@@ -749,7 +779,7 @@ def idle_reclaim(ctx: Context) -> list[Suggestion]:
             effect=(
                 f"from the ledger (not replayed): {row['avoidable']} preemptions and {row['avoidable_lost']:.1f} "
                 f"lost GPU-hours avoided; {idle['reclaimable']:.1f} GPU-hours held idle beyond "
-                f"{_minutes(release)} freed; {ctx.validation.describe()}"
+                f"{_minutes(release)} freed"
             ),
             lost_gpu_h_change=-float(row["avoidable_lost"]),
             victims_per_week_change=-row["avoidable"] / ctx.baseline.weeks if ctx.baseline.weeks else None,
@@ -791,7 +821,7 @@ def repeat_victims(ctx: Context) -> list[Suggestion]:
             ),
             effect=(
                 "not replayed (the scheduler model has no priority boost): spreads preemptions over more jobs "
-                f"instead of the same {len(repeat)}; {ctx.validation.describe()}"
+                f"instead of the same {len(repeat)}"
             ),
             saving_gpu_h=0.0,
             snippets=snippets.repeat_victims(100, 7 * 86400.0),
@@ -800,29 +830,27 @@ def repeat_victims(ctx: Context) -> list[Suggestion]:
 
 
 def not_yet(ctx: Context) -> list[Suggestion]:
-    # Only measured noes decide it (two or more: the scorecard's "should not be the main tool"); a question the
-    # data cannot answer is never a reason to advise against preemption.
+    """The verdict's advice (readiness_verdict, analytics/scorecard.py): do not rely on preemption while the
+    evidence says it should not be the main tool; the fixes of what failed follow it in the ranking."""
     rows = ctx.q(
         query_sql("tuning", "readiness_gaps")
     )
-    if not rows or rows[0]["no_count"] < 2:
+    if not rows or rows[0]["verdict"] != scorecard.NOT_MAIN:
         return []
     r = rows[0]
-    fix = r["fix_first"] or "the questions answered no"
+    reasons = [x for x in scorecard.reasons_of(r) if not x.startswith("could not answer")]
+    verdict = f"borderline: {r['verdict']}" if r["borderline"] else r["verdict"]
     return [
         Suggestion(
             kind="not_yet",
             subject="",
-            title="Do not rely on preemption yet",
+            title="Do not rely on preemption as a main tool yet",
             setting="preemption as a main tool",
             current=None,
             proposed=None,
-            evidence=(
-                f"readiness scorecard: {r['yes_count']} yes, {r['no_count']} no, {r['unknown_count']} unknown of 4; "
-                f"no to: {r['no']}"
-            ),
-            effect=f"{r['verdict']}; fix first: {fix}",
-            snippets=snippets.not_yet(fix),
+            evidence="; ".join(reasons),
+            effect=f"{verdict}; fix first what failed: the fixes for it in this list",
+            snippets=snippets.not_yet("the fixes for what failed, in this list"),
         )
     ]
 
@@ -853,9 +881,98 @@ def slurm_victim_order(ctx: Context) -> list[Suggestion]:
                 "candidates in job order, so the jobs that have run longest go first"
             ),
             snippets=snippets.slurm_victim_order(ctx.workload.actual.version),
+            variant=variant,
             **_effect(ctx, fig, variant=variant),
         )
     ]
+
+
+def cost_victim_order(ctx: Context) -> list[Suggestion]:
+    """The cost-aware victim order replayed beside today's (analytics/victim_order.py), stored with the other
+    suggestions; schedulers do not offer it, preemptlens's actions approximate it from the live cost."""
+    if not ctx.compare_victim_order:
+        return []
+    from preemptlens.analytics.victim_order import compare
+
+    comparison = ctx.victim_comparison = compare(ctx.workload, ctx.baseline)
+    fig = comparison.cost
+    if not ctx.worth_it(fig):
+        return []
+    rows = "; ".join(f"{name} {a} -> {b}" for name, a, b in comparison.rows())
+    policy = replace(ctx.workload.actual.policy, victim_order="cost")
+    return [
+        Suggestion(
+            kind="cost_victim_order",
+            subject="",
+            title="Choose the victims whose preemption costs least (lost progress + warm-up + requeue hold)",
+            setting="victim order",
+            current="lowest tier, then youngest run",
+            proposed="least live cost among the same eligible runs",
+            evidence="replayed with victims chosen by least live cost: " + rows,
+            snippets=snippets.victim_order(),
+            variant=Variant("victims chosen by least live cost", policy),
+            **_effect(ctx, fig),
+        )
+    ]
+
+
+def readiness_fixes(ctx: Context, found: Sequence[Suggestion]) -> list[Suggestion]:
+    """For each failure of the verdict's evidence that no other suggestion addresses, its own first fix
+    (scorecard.FIXES), not replayed: so that what `suggest` ranks and what the verdict says to fix first are
+    one list."""
+    added: list[Suggestion] = []
+    have = {s.kind for s in found}
+    for item in ctx.failures:
+        if set(scorecard.FIXES[item]) & have:
+            continue
+        kind = scorecard.FIXES[item][0]
+        made = _GENERIC[kind](ctx, item)
+        added.append(made)
+        have.add(kind)
+    return added
+
+
+def _failure_words(item: str) -> str:
+    if item.startswith("Q"):
+        return f"{item} answered no ({scorecard.QUESTIONS[int(item[1:])]})"
+    return {"net": "preemption cost more than it saved against plain queueing",
+            "avoidable": "too many preemptions could have used idle-hoarded GPUs",
+            "hoarding": "more allocated GPU-hours are held idle than analytics.reclaim_idle_share"}[item]
+
+
+def _generic(kind: str, title: str, setting: str, proposed: str, make: Callable[[], dict[str, str]]
+             ) -> Callable[[Context, str], Suggestion]:
+    def build(ctx: Context, item: str) -> Suggestion:
+        return Suggestion(
+            kind=kind, subject="", title=title, setting=setting, current=None, proposed=proposed,
+            evidence=f"the verdict's evidence: {_failure_words(item)}",
+            effect="not replayed: the article's remedy for this failure; no setting change was measured",
+            snippets=make(),
+            generic=True,
+        )
+
+    return build
+
+
+_GENERIC: Mapping[str, Callable[[Context, str], Suggestion]] = {
+    "idle_reclaim": _generic("idle_reclaim", "Reclaim idle-hoarded GPUs before preempting for them",
+                             "idle GPU reclaim", "warn and release idle GPUs",
+                             lambda: snippets.idle_reclaim(1800.0, 3600.0)),
+    "quotas": _generic("quotas", "Set GPU quotas per team and tiered pools before relying on preemption",
+                       "quotas and tiered pools", "a quota per team, a reserved pool for time-sensitive work",
+                       snippets.quotas),
+    "tier_limits": _generic("tier_limits", "Limit how much work may be critical or high",
+                            "high-tier quota", "a GPU cap on the critical and high tiers per team",
+                            snippets.tier_cap),
+    "checkpoint_interval": _generic("checkpoint_interval", "Make preemptible jobs checkpoint (and say how often)",
+                                    "checkpoints", "every preemptible job checkpoints",
+                                    lambda: snippets.checkpoint_interval("<team>", 1800.0)),
+    "cost_victim_order": _generic("cost_victim_order", "Choose the victims whose preemption costs least",
+                             "victim order", "least live cost among the same eligible runs", snippets.victim_order),
+    "published_rules": _generic("published_rules", "Publish the preemption rules and notify every victim",
+                                "published rules and notices", "who may preempt whom, and a notice per victim",
+                                snippets.published_rules),
+}
 
 
 GENERATORS: tuple[Callable[[Context], list[Suggestion]], ...] = (
@@ -865,6 +982,7 @@ GENERATORS: tuple[Callable[[Context], list[Suggestion]], ...] = (
     near_completion,
     grace_time,
     checkpoint_interval,
+    cost_victim_order,
     tier_limits,
     idle_reclaim,
     repeat_victims,
@@ -872,8 +990,9 @@ GENERATORS: tuple[Callable[[Context], list[Suggestion]], ...] = (
 
 
 def rank(found: Sequence[Suggestion]) -> list[Suggestion]:
-    """The readiness advice first (it overrides tuning), then by relative improvement."""
-    return sorted(found, key=lambda s: (s.kind != "not_yet", -s.score, KINDS.index(s.kind), s.subject))
+    """The verdict's advice first (it overrides tuning), then by relative improvement (a change that was not
+    replayed scores nothing). The verdict's fix_first is this order's fixes of what failed."""
+    return sorted(found, key=lambda s: (s.kind != "not_yet", -s.score, s.generic, KINDS.index(s.kind), s.subject))
 
 
 def suggest(ctx: Context, only: Sequence[str] | None = None) -> list[Suggestion]:
@@ -881,11 +1000,13 @@ def suggest(ctx: Context, only: Sequence[str] | None = None) -> list[Suggestion]
     for generator in GENERATORS:
         if only is None or generator.__name__ in only:
             found.extend(generator(ctx))
+    if only is None:
+        found += readiness_fixes(ctx, found)
     scheduler = ctx.scheduler
     return rank([replace(s, snippets=snippets.for_scheduler(s.snippets, scheduler)) for s in found])
 
 
-def context(wh: Warehouse, window: Window, settings: TuningSettings) -> Context:
+def context(wh: Warehouse, window: Window, settings: TuningSettings, compare_victim_order: bool = True) -> Context:
     """Load the workload, replay it under the actual policy and validate it against the ledger."""
     params = wh.query("select * from analytics_params").to_dicts()
     if not params:
@@ -893,7 +1014,14 @@ def context(wh: Warehouse, window: Window, settings: TuningSettings) -> Context:
     workload = load_workload(wh, window, settings)
     validation, baseline = validate(wh, workload, settings.validation_tolerance)
     processes = settings.processes or None
-    return Context(wh, workload, settings, params[0], baseline, validation, processes)
+    return Context(wh, workload, settings, params[0], baseline, validation, processes,
+                   failures=scorecard.failures_of(wh, window.cluster), compare_victim_order=compare_victim_order)
+
+
+def first_change(found: Sequence[Suggestion]) -> Suggestion | None:
+    """The highest-ranked suggestion whose effect was replayed: the counterfactual's best alternative
+    builds on it."""
+    return next((s for s in found if s.variant is not None), None)
 
 
 def store(wh: Warehouse, ctx: Context, found: Sequence[Suggestion]) -> None:

@@ -84,12 +84,28 @@ def _words(sql: str) -> frozenset[str]:
     return frozenset(re.findall(r"\w+", _body(sql)))
 
 
+# Tables analytics computes in Python from the views (analytics/counterfactual.py), which some views read in turn.
+COMPUTED_TABLES = ("counterfactual_hours",)
+
+
+def after_computed(views: list[View]) -> set[str]:
+    """The views that read a computed table, directly or through another view: `analyze` builds them in a
+    second pass, once the tables they read are computed from the first."""
+    later: set[str] = set()
+    for view in views:  # parents come first, so one pass sees every parent's mark
+        body = _body(view.sql)
+        if any(re.search(rf"\b{name}\b", body) for name in (*COMPUTED_TABLES, *later)):
+            later.add(view.name)
+    return later
+
+
 def apply_views(
     wh: Warehouse,
     views_dir: Path = VIEWS_DIR,
     *,
     keep: Collection[str] = (),
     state: Mapping[str, str] | None = None,
+    second: bool | None = None,
 ) -> dict[str, float]:
     """Materialise every figure as a table, parents before children, in one transaction.
 
@@ -98,16 +114,22 @@ def apply_views(
     published meanwhile holds the whole refresh or none of it. A view named in
     `keep` whose table exists is left as stored (its inputs did not change:
     analytics/refresh.py). `state` (name -> value) goes into analytics_state in
-    the same transaction. Returns the seconds each view built took, in order.
+    the same transaction. `second`: only the views that read a computed table
+    (True), only the others (False), or all. Returns the seconds each view
+    built took, in order.
     """
     applied: dict[str, float] = {}
+    views = registry(views_dir)
+    if second is not None:
+        later = after_computed(views)
+        views = [v for v in views if (v.name in later) == second]
     with wh.transaction():
         kinds = dict(
             wh.con.execute(
                 "SELECT table_name, table_type FROM information_schema.tables WHERE table_schema = 'main'"
             ).fetchall()
         )
-        for view in registry(views_dir):
+        for view in views:
             if view.name in keep and kinds.get(view.name) == "BASE TABLE":
                 continue
             if kinds.get(view.name) == "VIEW":

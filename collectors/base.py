@@ -1,4 +1,5 @@
-"""Helpers shared by the collectors: the capacity (`pools`) rows every scheduler source writes.
+"""Helpers shared by the collectors: the capacity (`pools`) rows every scheduler source writes, and the frame
+of the quotas and pools a scheduler is configured with (`scheduler_quotas`).
 
 What a collector hands to the load API (Batch, Reject, Watermark, Collector)
 is part of the core: preemptlens.contract.
@@ -11,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+
+import polars as pl
 
 
 @dataclass(frozen=True)
@@ -58,3 +61,37 @@ def capacity_changes(cursor_text: str | None, now: Mapping[str, tuple[int, int |
             rows.append(PoolRow(pool, at, gpus, per_node))
             known["cap"] = [gpus, per_node]
     return rows, json.dumps(state, sort_keys=True)
+
+
+QUOTA_COLUMNS: dict[str, pl.DataType] = {
+    "cluster": pl.String(), "scheduler": pl.String(), "kind": pl.String(), "name": pl.String(),
+    "parent": pl.String(), "gpu_quota": pl.Float64(), "gpu_limit": pl.Float64(), "priority_tier": pl.Int32(),
+    "nodes": pl.String(), "observed_at": pl.Datetime("us", "UTC"), "removed": pl.Boolean(), "_record": pl.String(),
+}
+_QUOTA_VALUES = ("parent", "gpu_quota", "gpu_limit", "priority_tier", "nodes")
+
+
+def quota_changes(cluster: str, cursor_text: str | None, rows: list[dict[str, Any]], at: datetime
+                  ) -> tuple[pl.DataFrame | None, str]:
+    """The `scheduler_quotas` rows to load, and the new cursor: only the objects that are new or changed since
+    the cursor's collection (seen at `at`), and those it held that are gone (`removed`), so that collecting
+    an unchanged scheduler again loads nothing. `rows` hold scheduler, kind, name and the values of what a
+    read that succeeded listed (a failed read must not call this: everything would read as removed)."""
+    before: dict[str, list[Any]] = json.loads(cursor_text) if cursor_text else {}
+    now: dict[str, list[Any]] = {}
+    changed: list[dict[str, Any]] = []
+    for r in rows:
+        key = "\x1f".join((r["scheduler"], r["kind"], r["name"]))
+        values = [r.get(k) for k in _QUOTA_VALUES]
+        now[key] = values
+        if before.get(key) != values:
+            changed.append({**r, "cluster": cluster, "observed_at": at, "removed": False})
+    for key, values in before.items():
+        if key not in now:
+            scheduler, kind, name = key.split("\x1f")
+            changed.append({"cluster": cluster, "scheduler": scheduler, "kind": kind, "name": name,
+                            **dict(zip(_QUOTA_VALUES, values, strict=True)), "observed_at": at, "removed": True,
+                            "_record": f"{kind} {name} (removed)"})
+    frame = pl.DataFrame([{k: r.get(k) for k in QUOTA_COLUMNS} for r in changed], schema=QUOTA_COLUMNS,
+                         orient="row") if changed else None
+    return frame, json.dumps(now, sort_keys=True)

@@ -3,7 +3,7 @@
 `coverage_summary`, `goodput_summary` and the `*_rows` functions turn the frames of `data.coverage` and
 `data.goodput` (the total first, then per team or pool) into sentences and table rows with labels, units and
 rounding; `overview_sections` draws both on a Streamlit page. An unknown figure reads "unknown" with what is
-missing, never 0 (docs/figures.md, section 10).
+missing, never 0 (docs/figures.md, section 11).
 """
 
 from __future__ import annotations

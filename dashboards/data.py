@@ -594,27 +594,47 @@ def net_benefit(r: Reader, f: Filters) -> pl.DataFrame:
     return r.frame(NET_BENEFIT_SQL, f.params("clusters", "pools", "teams", "start", "end"))
 
 
+_CLUSTERS = "len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster)"
 SCORECARD_SQL = f"""
-SELECT cluster, question_no, question, answer, evidence, missing, yes_count, no_count, unknown_count, verdict,
-    fix_first, unanswered, collect, {FAILED_COLUMN}
+SELECT s.cluster, s.question_no, s.question, s.answer, s.borderline, s.missing, s.yes_count, s.no_count,
+    s.unknown_count, s.unanswered, s.collect, v.verdict, v.borderline AS verdict_borderline, v.reasons, v.fix_first,
+    v.adoption, {FAILED_COLUMN}
 FROM readiness_scorecard AS s
-WHERE len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster)
-ORDER BY cluster, question_no
+LEFT JOIN readiness_verdict AS v ON v.cluster = s.cluster
+WHERE len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), s.cluster)
+ORDER BY s.cluster, s.question_no
 """  # noqa: S608 -- constants only
-EVIDENCE_SQL = """
-SELECT cluster, question_no, measure, value, comparison, threshold, rule, passes, missing
+EVIDENCE_SQL = f"""
+SELECT cluster, question_no, measure, value, low, high, comparison, threshold, rule, passes, borderline, missing
 FROM readiness_evidence
-WHERE len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster)
-ORDER BY cluster, question_no, measure
-"""
+WHERE {_CLUSTERS}
+ORDER BY cluster, question_no, rule, measure
+"""  # noqa: S608 -- constants only
+COUNTERFACTUAL_SQL = {  # constants only
+    "runs": f"SELECT * FROM counterfactual_runs WHERE {_CLUSTERS} ORDER BY cluster",  # noqa: S608
+    "scenarios": f"SELECT * FROM counterfactual_scenarios WHERE {_CLUSTERS} "  # noqa: S608
+                 "ORDER BY cluster, trigger_wait_s NULLS FIRST, scenario",
+    "figures": f"SELECT * FROM counterfactual_figures WHERE {_CLUSTERS} ORDER BY cluster, scenario, tier",  # noqa: S608
+}
+VERDICT_SQL = f"SELECT * FROM readiness_verdict WHERE {_CLUSTERS} ORDER BY cluster"  # noqa: S608 -- constants only
 
 
 def scorecard(r: Reader, f: Filters) -> pl.DataFrame:
+    """The four questions per cluster, with the cluster's verdict (readiness_verdict) on every row."""
     return r.frame(SCORECARD_SQL, f.params("clusters"))
 
 
 def evidence(r: Reader, f: Filters) -> pl.DataFrame:
     return r.frame(EVIDENCE_SQL, f.params("clusters"))
+
+
+def counterfactual(r: Reader, f: Filters) -> dict[str, pl.DataFrame]:
+    """The counterfactual headline's stored rows (analytics/counterfactual.py): runs, scenarios, figures."""
+    return {name: r.frame(sql, f.params("clusters")) for name, sql in COUNTERFACTUAL_SQL.items()}
+
+
+def verdicts(r: Reader, f: Filters) -> pl.DataFrame:
+    return r.frame(VERDICT_SQL, f.params("clusters"))
 
 
 def victim_detail(r: Reader, cluster: str, job_id: str) -> VictimDetail:
@@ -1022,7 +1042,7 @@ def analysis_params(r: Reader) -> dict[str, Any]:
     return rows.row(0, named=True) if rows.height else {}
 
 
-# Loss coverage and goodput (docs/figures.md, section 10) over the window's days, per team (or per pool when
+# Loss coverage and goodput (docs/figures.md, section 11) over the window's days, per team (or per pool when
 # only pools are selected) and over them all (the row whose `cluster` is NULL): the sums of the views' day rows,
 # a part unknown (NULL) when it is unknown on any of them.
 _PROGRESS_WHERE = """
@@ -1118,6 +1138,8 @@ QUERIES: dict[str, Callable[..., Any]] = {
     "net_benefit": net_benefit,
     "scorecard": scorecard,
     "evidence": evidence,
+    "counterfactual": counterfactual,
+    "verdicts": verdicts,
     "ledger": ledger,
     "victim_detail": victim_detail,
     "top_holders": top_holders,
@@ -1145,7 +1167,7 @@ def page_queries(f: Filters, *, rows: int, top_n: int, markers: int) -> tuple[tu
     warms in the background and what benchmarks/bench_dashboard.py times. `rows` is a table's page,
     `top_n` a chart's bars, `markers` the timeline's most preemptions (figures.TIMELINE_MARKERS)."""
     return (
-        ("headline", f), ("net_benefit", f), ("team_net", f), ("scorecard", f), ("evidence", f),
+        ("headline", f), ("net_benefit", f), ("team_net", f), ("scorecard", f), ("evidence", f), ("counterfactual", f),
         ("worst", f, markers), ("ledger_page", f, rows, 0), ("top_victims", f, rows),
         ("top_holders", f, "team", top_n), ("idle_daily", f), ("avoidable_rows", f, rows),
         ("tier_shares", f), ("team_high_shares", f), ("team_slopes", f), ("scope_trend", f),

@@ -129,9 +129,27 @@ METRICS: dict[str, str] = {
     "preemptlens_readiness_known": (
         "1 when the data answers the readiness question (yes or no), 0 when the answer is unknown."
     ),
-    "preemptlens_readiness_yes": "Readiness questions answered yes (0-4); four: preemption can be a main tool.",
+    "preemptlens_readiness_yes": "Readiness questions answered yes (0-4); the verdict is preemptlens_verdict.",
     "preemptlens_readiness_unknown": (
         "Readiness questions the data cannot answer (0-4); the scorecard names the missing inputs."
+    ),
+    "preemptlens_readiness_borderline": (
+        "1 when a readiness question's answer rests on a measure whose bootstrap interval over days holds its "
+        "threshold (it could read either way), else 0."
+    ),
+    "preemptlens_verdict": (
+        "The verdict over all the evidence (readiness_verdict), 1 for the cluster's verdict: main tool, main tool "
+        "once the remaining no is fixed, not the main tool, cannot tell yet."
+    ),
+    "preemptlens_verdict_borderline": "1 when the verdict rests on borderline evidence, else 0.",
+    "preemptlens_counterfactual_net_gpu_hours": (
+        "Today's preemption against plain queueing on the same replayed jobs: tier-weighted GPU-hours of "
+        "time-to-result gained (negative: it costs more than it saves), with its bootstrap bounds (bound: value, "
+        "low, high) (counterfactual_runs)."
+    ),
+    "preemptlens_counterfactual_breakeven_factor": (
+        "Multiple of the critical and high tier weights at which today's preemption breaks even against plain "
+        "queueing; absent when it pays at any weight or at none (counterfactual_runs.breakeven)."
     ),
     "preemptlens_last_analyze_timestamp_seconds": (
         "When `preemptlens analyze` last computed figures (analytics_state); an analyze that finds none of its "
@@ -301,6 +319,19 @@ select
 from readiness_scorecard
 """
 
+_READINESS_BORDERLINE = "select cluster, cast(question_no as varchar) as question, " \
+    "cast(borderline as double) as borderline from readiness_scorecard"
+
+_VERDICT = """
+select cluster, verdict, 1.0 as one, cast(borderline as double) as borderline from readiness_verdict
+"""
+
+_COUNTERFACTUAL = """
+select cluster, bound, value, breakeven_factor
+from counterfactual_runs
+cross join lateral (values ('value', net_value), ('low', net_low), ('high', net_high)) as b (bound, value)
+"""
+
 _FRESHNESS = """
 select
     (select epoch(max(updated_at)) from analytics_state) as last_analyze,
@@ -406,6 +437,8 @@ def read_families(con: duckdb.DuckDBPyConnection, top_teams: int, top_jobs: int 
     idle = fold_teams(_rows(con, _IDLE), "idle", top_teams)
     share = _rows(con, _HIGH_SHARE)
     readiness = _rows(con, _READINESS)
+    verdict = _rows(con, _VERDICT)
+    net_counterfactual = _rows(con, _COUNTERFACTUAL)
     fresh = _rows(con, _FRESHNESS).row(0, named=True)
 
     delay = GaugeMetricFamily(
@@ -436,6 +469,13 @@ def read_families(con: duckdb.DuckDBPyConnection, top_teams: int, top_jobs: int 
         _gauge("preemptlens_readiness_known", ("cluster", "question"), readiness, "known"),
         _gauge("preemptlens_readiness_yes", ("cluster",), readiness.unique("cluster"), "yes_count"),
         _gauge("preemptlens_readiness_unknown", ("cluster",), readiness.unique("cluster"), "unknown_count"),
+        _gauge("preemptlens_readiness_borderline", ("cluster", "question"), _rows(con, _READINESS_BORDERLINE),
+               "borderline"),
+        _gauge("preemptlens_verdict", ("cluster", "verdict"), verdict, "one"),
+        _gauge("preemptlens_verdict_borderline", ("cluster",), verdict, "borderline"),
+        _gauge("preemptlens_counterfactual_net_gpu_hours", ("cluster", "bound"), net_counterfactual, "value"),
+        _gauge("preemptlens_counterfactual_breakeven_factor", ("cluster",),
+               net_counterfactual.unique("cluster"), "breakeven_factor"),
         _scalar("preemptlens_last_analyze_timestamp_seconds", fresh["last_analyze"]),
         _scalar("preemptlens_unanalyzed_loads", fresh["unanalyzed"]),
         _scalar("preemptlens_oldest_unanalyzed_load_timestamp_seconds", fresh["oldest_unanalyzed"]),

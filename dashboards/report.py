@@ -30,10 +30,10 @@ import polars as pl
 
 from preemptlens import escape
 from preemptlens.analytics.pilot import Evaluation, Pilot, PilotSettings, evaluate
-from preemptlens.analytics.scorecard import answer_text, verdict_text
+from preemptlens.analytics.scorecard import answer_text
 from preemptlens.analytics.snippets import KAI, KUBERNETES, KUEUE, SLURM, VOLCANO
 from preemptlens.config import section, setting
-from preemptlens.dashboards import coverage, data
+from preemptlens.dashboards import answer, coverage, data
 from preemptlens.dashboards.formats import (
     duration,
     gpu_hours,
@@ -44,7 +44,7 @@ from preemptlens.dashboards.formats import (
     pilot_value,
     plural,
 )
-from preemptlens.dashboards.headline import Net, answers
+from preemptlens.dashboards.headline import Net
 from preemptlens.errors import PreemptlensError
 from preemptlens.private import make_private, private_folder
 
@@ -147,12 +147,14 @@ class WeeklyReport:
     headline: dict[str, Any]
     net_daily: pl.DataFrame
     scorecard: pl.DataFrame
+    evidence: pl.DataFrame
+    # Does preemption pay here? Per cluster the verdict and the counterfactual headline (the first section).
+    answers: list[answer.ClusterAnswer]
     worst: pl.DataFrame
     hoarding_teams: pl.DataFrame
     hoarding_jobs: pl.DataFrame
     idle_daily: pl.DataFrame
     team_net: pl.DataFrame
-    evidence: pl.DataFrame
     tier_shares: pl.DataFrame
     team_shares: pl.DataFrame
     suggestions: pl.DataFrame | None
@@ -221,12 +223,13 @@ def build(
         headline=data.headline(r, f),
         net_daily=data.net_benefit(r, f),
         scorecard=data.scorecard(r, f),
+        evidence=data.evidence(r, f),
+        answers=answer.read(r, f),
         worst=data.worst(r, f, top_n),
         hoarding_teams=data.top_holders(r, f, "team", top_n),
         hoarding_jobs=data.top_holders(r, f, "job", top_n),
         idle_daily=data.idle_daily(r, f),
         team_net=data.team_net(r, f),
-        evidence=data.evidence(r, f),
         tier_shares=data.tier_shares(r, trend),
         team_shares=data.team_high_shares(r, trend),
         suggestions=data.suggestions(r, f, top_n),
@@ -389,18 +392,16 @@ def _scorecard_rows(report: WeeklyReport) -> list[dict[str, str]]:
         {
             "cluster": s["cluster"],
             "question": s["question"],
-            "answer": answer_text(s["answer"], s["missing"], s["failed"]),
+            "answer": answer_text(s["answer"], s["missing"], s["borderline"], s["failed"]),
             "evidence": _evidence_of(report, s["cluster"], s["question_no"]),
         }
         for s in report.scorecard.iter_rows(named=True)
     ]
 
 
-def _verdicts(report: WeeklyReport) -> list[str]:
-    seen: dict[str, str] = {}
-    for s in report.scorecard.iter_rows(named=True):
-        seen.setdefault(s["cluster"], f"{s['cluster']}: {verdict_text(s)}")
-    return list(seen.values())
+def _answers(report: WeeklyReport) -> list[dict[str, Any]]:
+    """The first section: per cluster the verdict and the counterfactual headline (dashboards/answer.py)."""
+    return [{**vars(a), "line": a.line, "markdown": answer.markdown(a)} for a in report.answers]
 
 
 def _pilot_rows(report: WeeklyReport) -> list[dict[str, Any]]:
@@ -415,7 +416,7 @@ def _pilot_rows(report: WeeklyReport) -> list[dict[str, Any]]:
         if isinstance(ev, str):
             rows.append({**row, "verdict": "unknown", "reasons": [ev], "figures": []})
             continue
-        reasons = list(ev.reasons)
+        reasons = [f"warning: {w}" for w in ev.warnings] + list(ev.reasons)
         if ev.verdict == "keep piloting" and ev.more_weeks:
             reasons.append(f"about {ev.more_weeks:.1f} more week(s) of data would settle it")
         figures = [
@@ -434,23 +435,16 @@ def _pilot_rows(report: WeeklyReport) -> list[dict[str, Any]]:
     return rows
 
 
-def _answer(report: WeeklyReport) -> dict[str, Any]:
-    """The dashboard's first screen in words: per cluster the verdict and the one action, and the net in both
-    currencies (money too with a price per GPU-hour)."""
+def _net_cards(report: WeeklyReport) -> dict[str, Any]:
+    """The net in both currencies as the dashboard's Overview shows it under its answer (money too with a price
+    per GPU-hour); the answer itself is `answers` (dashboards/answer.py)."""
     net = Net.of(report.headline, report.net_daily)
-    several = report.scorecard["cluster"].n_unique() > 1
 
     def card(label: str, gpu_h: float | None, sign: bool = False) -> dict[str, str | None]:
         text = "unknown" if gpu_h is None else (f"{gpu_h:+,.0f}" if sign else number(gpu_h, 0))
         return {"label": label, "value": text, "money": money(gpu_h, report.price, report.currency)}
 
     return {
-        "answers": [
-            {"verdict": a.verdict + (f" ({a.cluster})" if several else ""), "why": a.why, "action": a.action,
-             "tone": a.tone}
-            for a in answers(report.scorecard, report.suggestions)
-        ],
-        "counterfactual": net.counterfactual(),
         "cards": [
             card("Wait saved, GPU-h", net.gain), card("Victims' wait, GPU-h", net.waiting),
             card("Net wait saved, GPU-h", net.waiting_net, sign=True),
@@ -475,7 +469,7 @@ def _context(report: WeeklyReport) -> dict[str, Any]:
         "no_data": report.runs_in_week == 0,
         "data_span": "no runs at all" if first is None or last is None else
         f"runs from {first:%Y-%m-%d} to {last:%Y-%m-%d} ({Week.of(first).label} to {Week.of(last).label})",
-        **_answer(report),
+        **_net_cards(report),
         "head": {
             "preemptions": f"{head['preemptions']:,}",
             "victim_jobs": f"{head['victim_jobs']:,}",
@@ -500,7 +494,7 @@ def _context(report: WeeklyReport) -> dict[str, Any]:
         "suggestions_missing": report.suggestions is None,
         "suggestions": _suggestion_items(report),
         "scorecard": _scorecard_rows(report),
-        "verdicts": _verdicts(report),
+        "answers": _answers(report),
         "pilots": _pilot_rows(report),
         **coverage.report_context(report.coverage, report.goodput),
     }

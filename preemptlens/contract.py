@@ -206,6 +206,15 @@ RULES: dict[str, TableRules] = {
         key=("cluster", "valid_from", "scope", "subject", "setting"),
         checks=(_one_of("scheduler", POLICY_SCHEDULERS), _one_of("scope", POLICY_SCOPES)),
     ),
+    "scheduler_quotas": TableRules(
+        key=("cluster", "scheduler", "kind", "name"),
+        checks=(
+            _one_of("scheduler", ("slurm", "kueue", "kai")),
+            _one_of("kind", ("partition", "qos", "account", "cluster_queue", "queue")),
+            _at_least("gpu_quota", 0),
+            _at_least("gpu_limit", 0),
+        ),
+    ),
     "sim_truth_preemptions": TableRules(key=("cluster", "victim_job_id", "victim_run")),
     "sim_truth_hoarding": TableRules(key=("cluster", "job_id", "run", "idle_start")),
 }

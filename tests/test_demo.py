@@ -30,9 +30,10 @@ def run_demo(cwd: Path) -> subprocess.CompletedProcess[str]:
 def test_demo_chain_on_a_fresh_directory(tmp_path: Path) -> None:
     first = run_demo(tmp_path)
     out = first.stdout
-    assert "== analyze" in out and "readiness scorecard for cluster demo" in out
-    assert "== suggest" in out and "== weekly report" in out
-    assert "verdict" in out
+    # the answer first: the counterfactual headline and the verdict, before the suggestions and the report
+    assert out.startswith("== does preemption pay?\ndoes preemption pay on cluster demo?\n  against plain queueing")
+    assert "readiness scorecard:" in out
+    assert out.index("== does preemption pay?") < out.index("== suggest") < out.index("== weekly report")
     assert "open the dashboard with: preemptlens --warehouse preemptlens.duckdb dashboard" in out
     reports = sorted(p.suffix for p in (tmp_path / "reports").iterdir())
     assert reports == [".html", ".md"]
@@ -47,19 +48,18 @@ def assert_verdict_reads_the_same(folder: Path, cli_out: str) -> None:
     """The CLI, the weekly report (Markdown and HTML) and the dashboard's overview word the verdict alike."""
     (cli,) = re.findall(r"^  verdict: (.+)$", cli_out, flags=re.MULTILINE)
     (md_file,) = (folder / "reports").glob("*.md")
-    (md,) = re.findall(r"^\*\*Readiness:\*\* demo: (.+)$", md_file.read_text(), flags=re.MULTILINE)
+    (md,) = re.findall(r"^\*\*Verdict:\*\* demo: (.+)$", md_file.read_text(), flags=re.MULTILINE)
     (html_file,) = (folder / "reports").glob("*.html")
-    (page,) = re.findall(r'<div class="verdict">Readiness: demo: (.+?)</div>', html_file.read_text())
+    (page,) = re.findall(r'<div class="verdict">Verdict: demo: (.+?)</div>', html_file.read_text())
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("PREEMPTLENS_WAREHOUSE__PATH", str(folder / "preemptlens.duckdb"))
         mp.delenv("PREEMPTLENS_CONFIG", raising=False)
         app = AppTest.from_file(str(ROOT / "dashboards" / "app.py"), default_timeout=120)
         app.run()
     assert not app.exception, app.exception
-    # The Overview's answer box heads with the verdict (its counts and gaps follow in the box's own words).
-    shown = [m.value.split(" ", 2)[2] for m in app.markdown if m.value.startswith("#### :material/")]
-    verdict = cli.split(" (", 1)[0]
-    assert shown == [verdict[:1].upper() + verdict[1:]]
+    shown = [a.value for kind in (app.success, app.info, app.warning, app.error) for a in kind
+             if a.value.startswith("demo: ")]
+    assert shown == [f"demo: {cli}"]
     assert md == cli and html.unescape(page) == cli
     # the verdict counts answers three ways and names each unanswered question
     assert re.search(r"\(\d yes, \d no, \d unknown of 4\)", cli)

@@ -69,6 +69,8 @@ def test_every_table_moves_and_the_move_is_recorded(wh: Warehouse, tmp_path: Pat
             if table == "_watermarks":
                 continue
             assert after[(table, "gpu-east")] == before[(table, "demo")] + before[(table, "gpu-east")], table
+        # a whole cluster's verdict is not summed: the old name's goes, the next analyze computes the new one's
+        assert again.query("SELECT cluster FROM readiness_verdict").rows() == [("gpu-east",)]
         # one cursor per stream: the one the collection under the right name wrote
         assert again.watermarks("slurm") == {("gpu-east", "sacct"): "cursor-gpu-east"}
         logged = again.query("SELECT source, loaded FROM _loads WHERE source LIKE 'rename-cluster%'").rows()

@@ -19,7 +19,23 @@ Model, as the raw tables must show it:
 - A first run spends the job's `startup_s` before its useful work begins.
 - Pending jobs start in tier order, then eligible time (or, with the policy's
   queue order "submit", their job's first submission: a requeued run keeps its
-  place), then arrival order, with greedy backfill. A job that does not fit and
+  place), then arrival order. Backfill (the policy's `backfill`): under
+  "reserve" (Slurm's sched/backfill, EASY backfill) the first job in that order
+  that neither fits nor preempts in a pass gets a reserved start: the earliest
+  time it fits as the GPUs held now are let go (runs at their planned end or
+  kill time, GPUs promised to a preemptor when its run would end), on the nodes
+  it would take then. A job after it starts in that pass only if it fits now
+  and either ends by the reserved start (planned for the work it has left,
+  as Slurm reads the time limit: `_planned_end`) or keeps off the reserved
+  nodes but for the GPUs there beyond the reserved job's; one that preempts
+  picks its victims as
+  ever but waits if its GPUs would be on the reserved nodes beyond those spare
+  ones (it would hold them past the reserved start; Slurm's backfill may
+  preempt under the same rule). One reservation per pool and pass: it
+  is what keeps a big high-tier job from waiting for ever behind a stream of
+  small ones (greedy backfill starves it, and a replay "without preemption"
+  then overstates what preemption saves). Under "greedy" every lower job takes
+  any GPUs that fit it (Kueue's BestEffortFIFO). A job that does not fit and
   whose tier may preempt picks victims. The generic model picks them on the
   node(s) that cost the fewest evicted GPUs; on a node the lowest-tier, youngest
   runs go first and only until the job fits. The Slurm, Kueue and KAI models
@@ -28,8 +44,10 @@ Model, as the raw tables must show it:
   least their tier's minimum run time. Under the policy's victim order "cost"
   the same eligible runs are candidates, but the node(s) and the set of victims
   on them are those of the least live cost (`victim_cost_gpu_s`), ties by the
-  generic order. The GPUs it needs are reserved for the preemptor at once and
-  it starts when the last victim has let go.
+  generic order. With a trigger threshold (`trigger_wait_s`) a job preempts
+  only once it has waited that long since it became eligible; until then it
+  waits like any other. The GPUs it needs are reserved for the preemptor at
+  once and it starts when the last victim has let go.
 - Signal at time t: a job with `final_checkpoint` whose `save_s` fits in the
   grace time captures a final checkpoint at t, stops working and exits at
   t + save_s (or, with `kill_at_grace_end`, holds its GPUs until the kill);
@@ -47,8 +65,9 @@ from __future__ import annotations
 
 import gc
 import heapq
+import itertools
 import math
-from bisect import bisect_right, insort
+from bisect import bisect_left, bisect_right, insort
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -298,6 +317,12 @@ class _Scheduler:
         for n, p in enumerate(lay.node_pool):
             self.pool_nodes[p].append(n)
         self.run_nodes: dict[int, tuple[int, ...]] = {}  # running run -> its nodes
+        # Per pool, its running runs as (planned end or kill time, run), sorted: a reservation reads the GPUs
+        # let go in time order and stops once the blocked job fits. The planned end (`_planned_end`) is not
+        # always the run's end (a warm-up or idle stretches outlast it, a failing run ends before it): `planned`
+        # keeps each running run's key.
+        self.pool_ends: list[list[tuple[float, int]]] = [[] for _ in pools]
+        self.planned: dict[int, float] = {}
         # Per node, the unsignalled runs that some tier may evict, as (tier rank, -start,
         # -job, run, GPUs): sorted in victim order, and the victim search walks these
         # instead of every GPU of the pool.
@@ -316,6 +341,13 @@ class _Scheduler:
         self.events: list[tuple[float, int, int, int]] = []
         self.seq = 0
         self.dirty: set[int] = set()
+        # Per pool, a count of the changes that can move a blocked job's reserved start (a start other than a
+        # backfill, a signal, a policy change), and the last reservation: (count then, job, reserved start,
+        # reserved nodes -> GPUs on them a run outlasting the start may still take). A pass reuses it while the
+        # count and the job are the same, so a pool that stays blocked does not rebuild it at every event.
+        self.pool_gen = [0] * len(pools)
+        # It also keeps the jobs found to end after its start (a job's planned length is fixed).
+        self.reservation: list[tuple[int, int, float, dict[int, int], set[int]] | None] = [None] * len(pools)
         # Per pool, the policy in force: a scheduled change (a pilot) swaps one pool's rules at its time.
         self.pool_policy = [policy] * len(pools)
         self.pool_protect = [protect_share] * len(pools)
@@ -360,11 +392,16 @@ class _Scheduler:
         for name in change.pools:
             pool = self.pool_index[name]
             self._set_policy(pool, change.policy, change.protect_share)
+            self.pool_gen[pool] += 1
             self.dirty.add(pool)
             for free_at in sorted({-e[1] + change.policy.min_run_of(_RANK_TIER[e[0]])
                                    for n in self.pool_nodes[pool] for e in self.node_victims[n]}):
                 if free_at > t:
                     self._push(free_at, _MINRUN, pool)
+            trigger = change.policy.trigger_wait_s
+            for eligible in sorted({e[0] for queues in self.pending[pool] for q in queues.values() for e in q}):
+                if trigger > 0 and eligible + trigger > t:
+                    self._push(eligible + trigger, _MINRUN, pool)
 
     def _check(self, job: JobSpec) -> None:
         if job.pool not in self.pool_index:
@@ -429,8 +466,12 @@ class _Scheduler:
             queue.append((eligible, self.seq, j))
             self.seq += 1
         self.dirty.add(pool)
+        trigger = self.pool_policy[pool].trigger_wait_s
+        if trigger > 0 and self.rank_preempts[pool][self.job_rank[j]]:
+            # Reaching the trigger threshold matters like a run turning old enough to evict.
+            self._push(eligible + trigger, _MINRUN, pool)
 
-    def _start(self, j: int, t: float, gpu_ids: list[int]) -> None:
+    def _start(self, j: int, t: float, gpu_ids: list[int], backfill: bool = False) -> None:
         job = self.jobs[j]
         r = self.job_runs[j][-1]
         run = self.runs[r]
@@ -442,9 +483,11 @@ class _Scheduler:
         owner = self.owner
         node_reserved = self.node_reserved
         taken: dict[int, int] = {}  # node -> GPUs taken from its free ones
+        promised = False
         for g in gpu_ids:
             node = gpu_node[g]
             if reserved[g] >= 0:
+                promised = True
                 reserved[g] = -1
                 node_reserved[node] -= 1
                 taken.setdefault(node, 0)
@@ -457,8 +500,13 @@ class _Scheduler:
             if count:
                 self._node_free_delta(node, -count)
         self.run_nodes[r] = tuple(taken)
+        planned = self._planned_end(j, t)
         self._plan(job, run, t)
         assert run.end_s is not None
+        self.planned[r] = planned
+        insort(self.pool_ends[self.job_pool[j]], (planned, r))
+        if not backfill:
+            self._keep_reservation(self.job_pool[j], planned, taken, promised)
         heapq.heappush(self.events, (run.end_s, self.seq, _END, r))
         self.seq += 1
         if self.job_victim[j]:
@@ -470,16 +518,18 @@ class _Scheduler:
             if min_run > 0:
                 self._push(t + min_run, _MINRUN, self.job_pool[j])
 
-    def _plan(self, job: JobSpec, run: Run, start: float) -> None:
-        """Lay out a run that nothing interrupts: work, idle stretches, checkpoints, end."""
-        t = start + (job.warmup_s if run.run > 1 else job.startup_s)
-        run.warmup_end_s = t
-        done = run.restored_step
+    def _lay_out(self, job: JobSpec, run_no: int, restored: float, start: float,
+                 work: list[tuple[float, float, float]], idle: list[tuple[float, float]]) -> tuple[float, float, bool]:
+        """(end, end of the start-up or warm-up, fails) of a run that nothing interrupts, filling `work` and
+        `idle`."""
+        t = start + (job.warmup_s if run_no > 1 else job.startup_s)
+        warmup_end = t
+        done = restored
         target = job.work_s
-        if run.run == 1 and job.fail_after_work_s is not None and job.fail_after_work_s < job.work_s:
+        fails = False
+        if run_no == 1 and job.fail_after_work_s is not None and job.fail_after_work_s < job.work_s:
             target = job.fail_after_work_s
-            run.fails = True
-        work = run.work
+            fails = True
         if job.hoard_active_s is not None and job.hoard_idle_s is not None:
             while done < target and t < self.horizon:
                 # Idle stretches follow the user's clock, so they begin on the sample grid.
@@ -488,11 +538,55 @@ class _Scheduler:
                     break
                 work.append((t, idle_at, done))
                 done += idle_at - t
-                run.idle.append((idle_at, idle_at + job.hoard_idle_s))
+                idle.append((idle_at, idle_at + job.hoard_idle_s))
                 t = idle_at + job.hoard_idle_s
         if done < target:
             work.append((t, t + (target - done), done))
             t += target - done
+        return t, warmup_end, fails
+
+    def _planned_end(self, j: int, start: float) -> float:
+        """When job j's latest run, started at `start`, is planned to end: once it has done the work it has
+        left, which a reservation reads as the run's time limit.
+
+        Not its start-up or warm-up, idle stretches or a failure: a replay of the recorded window cannot know
+        them for a run the window never showed (a job still pending at its end, a victim's restart that never
+        came, one preempted before it would have failed), and a reservation built on them would make its own
+        past unreproducible: the simulated demo's replay missed it by half the lost GPU-hours. Slurm plans
+        with the job's time limit, which states no more than that either. A run may so outlast its planned
+        end: a reservation then expects its GPUs at once (`_reserved_start`).
+        """
+        job = self.jobs[j]
+        left = job.work_s - self.runs[self.job_runs[j][-1]].restored_step
+        return start + left if left > 0 else start
+
+    def _keep_reservation(self, pool: int, end: float, taken: dict[int, int], promised: bool) -> None:
+        """Whether the pool's last reservation still holds after a start other than a backfill (which keeps
+        it by construction): a run ending by the reserved start, or taking only GPUs the reservation leaves
+        over, keeps it (and uses those up); any other start, or a preemptor's (its end was an estimate),
+        invalidates it and the next blocked pass rebuilds it."""
+        cached = self.reservation[pool]
+        if cached is None or cached[0] != self.pool_gen[pool]:
+            return
+        if not promised:
+            if end <= cached[2]:
+                return
+            spare = cached[3]
+            for node, count in taken.items():
+                if node in spare:
+                    spare[node] -= count
+                    if spare[node] < 0:
+                        break
+            else:
+                return
+        self.pool_gen[pool] += 1
+
+    def _plan(self, job: JobSpec, run: Run, start: float) -> None:
+        """Lay out a run that nothing interrupts: work, idle stretches, checkpoints, end."""
+        work = run.work
+        t, run.warmup_end_s, fails = self._lay_out(job, run.run, run.restored_step, start, work, run.idle)
+        if fails:
+            run.fails = True
         run.end_s = t
         interval = job.checkpoint_interval_s
         if interval:
@@ -518,11 +612,19 @@ class _Scheduler:
         entry = (self.job_rank[j], -run.start_s, -j, r, job.gpus)
         for node in self.run_nodes[r]:
             self.node_victims[node].remove(entry)
+        self.pool_gen[self.job_pool[j]] += 1
         policy = self.pool_policy[self.job_pool[j]]
         grace = policy.grace_of(job.tier)
         final = job.final_checkpoint and bool(job.checkpoint_interval_s) and 0 < job.save_s <= grace
         stop = t + job.save_s if final and not policy.kill_at_grace_end else t + grace
         run.signal_s = t
+        planned = self.planned[r]
+        if stop < planned:
+            # The kill time is known: the run is let go by then whatever its plan.
+            ends = self.pool_ends[self.job_pool[j]]
+            del ends[bisect_left(ends, (planned, r))]
+            insort(ends, (stop, r))
+            self.planned[r] = stop
         if run.end_s <= stop:
             return  # finishes on its own before the kill; the preemptor just waits for it
         run.preemptor = preemptor
@@ -546,6 +648,8 @@ class _Scheduler:
         run.state = "preempted" if run.preemptor is not None else ("failed" if run.fails else "completed")
         self.dirty.add(self.job_pool[j])
         nodes = self.run_nodes.pop(r)
+        ends = self.pool_ends[self.job_pool[j]]
+        del ends[bisect_left(ends, (self.planned.pop(r), r))]
         for node in nodes:
             self.node_runs[node].discard(r)
         if self.job_victim[j] and run.signal_s is None:
@@ -600,18 +704,29 @@ class _Scheduler:
     def _schedule(self, pool: int, t: float) -> None:
         room = self._room(pool)
         pending = self.pending[pool]
+        reserve = self.pool_policy[pool].backfill == "reserve"
+        # Under "reserve", the first job in start order that can neither start nor preempt gets a reserved start
+        # (`_reserve`); the jobs after it only backfill (`_outlasting_gpus`), and preempt only off the reserved
+        # GPUs (`_preempt`). One reservation per pool and pass: Slurm's backfill reserves
+        # for every job it considers (up to bf_max_job_test), but the first one is what keeps a big job from
+        # starving, and one keeps the pass cheap.
+        held: tuple[int, float, dict[int, int], set[int]] | None = None
+        outlast_fails = math.inf  # the fewest GPUs a run outlasting the reserved start found no room for
         for rank in range(len(pending) - 1, -1, -1):
             by_size = pending[rank]
             may_preempt = self.rank_preempts[pool][rank]
-            if not by_size or (room == 0 and not may_preempt):
+            looking = reserve and held is None  # this rank's first blocked job would get the reservation
+            if not by_size or (room == 0 and not may_preempt and not looking):
                 continue
             # The fewest GPUs no preemption could free in this pass: bigger asks fail too.
             unfreeable = math.inf
+            trigger = self.pool_policy[pool].trigger_wait_s
             # Room and unfreeable only shrink during a pass, so an ask above both is
-            # skipped unseen: merge the size queues that can act, in start order.
+            # skipped unseen: merge the size queues that can act, in start order. A job
+            # that may be reserved for is seen whatever its size.
             heads: list[tuple[tuple[float, int, int], int, int]] = []
             for size, queue in by_size.items():
-                if size <= room or (may_preempt and size < unfreeable):
+                if size <= room or (may_preempt and size < unfreeable) or looking:
                     heads.append((queue[0], size, 0))
             if not heads:
                 continue
@@ -619,19 +734,60 @@ class _Scheduler:
             done: dict[int, list[int]] = {}  # size -> positions taken out of its queue
             while heads:
                 entry, size, i = heads[0]
-                if size <= room:
+                if size <= room and held is None:
                     self._start(entry[2], t, self._place(pool, size))
                     room = self._room(pool)
                     done.setdefault(size, []).append(i)
-                elif may_preempt and size < unfreeable:
-                    if self._preempt(pool, entry[2], t):
+                elif size <= room and held is not None:
+                    gpu_ids = None
+                    late = held[3]
+                    if size >= outlast_fails and entry[2] in late:
+                        # Only a job that ends by the reserved start could: step over those known not to.
+                        queue = by_size[size]
+                        k = i + 1
+                        while k < len(queue) and queue[k][2] in late:
+                            k += 1
+                        if k < len(queue):
+                            heapq.heapreplace(heads, (queue[k], size, k))
+                        else:
+                            heapq.heappop(heads)
+                        continue
+                    if entry[2] not in late:
+                        if self._planned_end(entry[2], t) <= held[1]:
+                            # Gone by the reserved start: it may go anywhere (EASY backfill).
+                            gpu_ids = self._place(pool, size)
+                        else:
+                            # Started in a later pass it ends later still.
+                            late.add(entry[2])
+                    if gpu_ids is None and size < outlast_fails:
+                        gpu_ids = self._outlasting_gpus(pool, size, held[2])
+                        if gpu_ids is None:
+                            # Nothing of this size or more fits off the reservation in the rest of the pass.
+                            outlast_fails = size
+                    if gpu_ids is None:
+                        # It would delay the reserved start; a later job of the same size may not.
+                        queue = by_size[size]
+                        if i + 1 < len(queue):
+                            heapq.heapreplace(heads, (queue[i + 1], size, i + 1))
+                        else:
+                            heapq.heappop(heads)
+                        continue
+                    self._start(entry[2], t, gpu_ids, backfill=True)
+                    room = self._room(pool)
+                    done.setdefault(size, []).append(i)
+                elif may_preempt and size < unfreeable and t - entry[0] >= trigger:
+                    if self._preempt(pool, entry[2], t, held):
                         room = self._room(pool)
                         done.setdefault(size, []).append(i)
                     else:
                         unfreeable = size
+                        if reserve and held is None:
+                            held = self._reserve(pool, entry[2], t)
                         heapq.heappop(heads)
                         continue
                 else:
+                    if reserve and held is None:
+                        held = self._reserve(pool, entry[2], t)
                     heapq.heappop(heads)
                     continue
                 queue = by_size[size]
@@ -645,6 +801,112 @@ class _Scheduler:
                     del queue[i]
                 if not queue:
                     del by_size[size]
+
+    def _reserve(self, pool: int, j: int, t: float) -> tuple[int, float, dict[int, int], set[int]]:
+        """Job j's reserved start and the GPUs on its reserved nodes that a run outlasting it may still take:
+        (j, start, node -> GPUs, jobs found to end after the start). Reused from an earlier pass while nothing
+        that could move it happened."""
+        cached = self.reservation[pool]
+        if cached is not None and cached[0] == self.pool_gen[pool] and cached[1] == j and t < cached[2]:
+            return cached[1], cached[2], cached[3], cached[4]
+        start, spare = self._reserved_start(pool, j, t)
+        late: set[int] = set()
+        self.reservation[pool] = (self.pool_gen[pool], j, start, spare, late)
+        return j, start, spare, late
+
+    def _reserved_start(self, pool: int, j: int, t: float) -> tuple[float, dict[int, int]]:
+        """The earliest time job j fits, as the GPUs held now are let go (a run at its planned end or kill time,
+        a GPU promised to a preemptor when that preemptor's run would end), and the nodes it would take then,
+        each with the GPUs left on it beyond the job's (none on whole nodes). (inf, {}) if it never fits; now
+        if it would have fitted earlier (a run outlasting its planned end is expected to go at once)."""
+        need = self.jobs[j].gpus
+        gpn = self.gpn[pool]
+        runs, owner, reserved, gpu_node = self.runs, self.owner, self.reserved, self.gpu_node
+        node_reserved = self.node_reserved
+        avail = list(self.node_free)
+        jobs, run_nodes, planned = self.jobs, self.run_nodes, self.planned
+
+        def from_runs() -> Iterator[tuple[float, int, int]]:
+            for end, r in self.pool_ends[pool]:
+                nodes = run_nodes[r]
+                if len(nodes) == 1 and not node_reserved[nodes[0]]:
+                    yield end, nodes[0], jobs[runs[r].job].gpus
+                    continue
+                for n in nodes:
+                    if node_reserved[n]:
+                        break
+                else:
+                    for n in nodes:
+                        yield end, n, gpn
+                    continue
+                for g in runs[r].gpu_ids:
+                    # A GPU promised to a preemptor is let go when the preemptor's run ends (below).
+                    if reserved[g] < 0:
+                        yield end, gpu_node[g], 1
+
+        promised: list[tuple[float, int, int]] = []
+        for p, slots in self.waiting_slots.items():
+            if self.job_pool[p] != pool:
+                continue
+            # The preemptor starts when its last victim lets go, then runs its planned length.
+            begins = max((planned[owner[g]] for g in slots if owner[g] >= 0), default=t)
+            end = self._planned_end(p, begins)
+            promised.extend((end, gpu_node[g], 1) for g in slots)
+        releases = heapq.merge(from_runs(), sorted(promised)) if promised else from_runs()
+        whole = set(self.buckets[pool][gpn])
+        wanted = need // gpn
+        touched: list[int] = []
+        at = -math.inf
+        # The GPUs let go at one time, then whether the job fits: a sentinel closes the last time.
+        for end, n, count in itertools.chain(releases, ((math.inf, -1, 0),)):
+            if end != at and touched:
+                if need <= gpn:
+                    # Only a node that just gained GPUs can fit it now: none did before.
+                    fits = [m for m in touched if avail[m] >= need]
+                    if fits:
+                        m = min(fits, key=lambda m: (avail[m], m))
+                        return max(at, t), {m: avail[m] - need}
+                else:
+                    whole.update(m for m in touched if avail[m] >= gpn)
+                    if len(whole) >= wanted:
+                        # As `_place`, the lowest-numbered whole nodes.
+                        return max(at, t), {m: 0 for m in sorted(whole)[:wanted]}
+                touched = []
+            if n < 0:
+                break
+            at = end
+            avail[n] += count
+            touched.append(n)
+        return math.inf, {}
+
+    def _outlasting_gpus(self, pool: int, size: int, spare: dict[int, int]) -> list[int] | None:
+        """The GPUs a job that fits now but would outlast the reserved start takes: off the reserved nodes,
+        except for the GPUs there beyond the reserved job's (`spare`, which it uses up); None if there are none.
+
+        A run planned to end by the reserved start goes anywhere instead. The engine plans a run for the work it
+        needs (`_planned_end`), where Slurm trusts the job's time limit: the model backfills as Slurm would with
+        exact limits.
+        """
+        gpn = self.gpn[pool]
+        buckets = self.buckets[pool]
+        first = self.layout.node_first_gpu
+        if size <= gpn:
+            barred = {n for n, left in spare.items() if left < size}
+            for k in range(size, gpn + 1):
+                fits = buckets[k] - barred if barred & buckets[k] else buckets[k]
+                if fits:
+                    node = min(fits)
+                    break
+            else:
+                return None
+            if node in spare:
+                spare[node] -= size
+            owner, reserved = self.owner, self.reserved
+            return [g for g in range(first[node], first[node] + gpn) if owner[g] < 0 and reserved[g] < 0][:size]
+        nodes = [n for n in sorted(buckets[gpn]) if n not in spare][: size // gpn]
+        if len(nodes) < size // gpn:
+            return None
+        return [g for n in nodes for g in range(first[n], first[n] + gpn)]
 
     def _protected(self, r: int, t: float) -> bool:
         run = self.runs[r]
@@ -978,7 +1240,8 @@ class _Scheduler:
         return sorted((n for n, a in avail.items() if a >= gpn), key=lambda n: (self.node_free[n] < gpn, n))[
             : need // gpn]
 
-    def _preempt(self, pool: int, j: int, t: float) -> bool:
+    def _preempt(self, pool: int, j: int, t: float,
+                 held: tuple[int, float, dict[int, int], set[int]] | None = None) -> bool:
         job = self.jobs[j]
         rank = self.job_rank[j]
         gpn = self.gpn[pool]
@@ -1017,6 +1280,18 @@ class _Scheduler:
                 return False
             victims = sorted({r for _, vs in several for r in vs}, key=self._victim_order)
             gpu_ids = [g for n, _ in several for g in range(first[n], first[n] + gpn)]
+        if held is not None:
+            # Behind a reserved start the victims are chosen as ever, but the preemptor may not take the
+            # reserved nodes' GPUs beyond the spare ones (it would hold them past the start): then it waits.
+            spare = held[2]
+            taking: dict[int, int] = {}
+            for g in gpu_ids:
+                if gpu_node[g] in spare:
+                    taking[gpu_node[g]] = taking.get(gpu_node[g], 0) + 1
+            if any(spare[n] < c for n, c in taking.items()):
+                return False
+            for n, c in taking.items():
+                spare[n] -= c
         still_held = 0
         for g in gpu_ids:
             node = gpu_node[g]
@@ -1028,6 +1303,7 @@ class _Scheduler:
             self.node_reserved[node] += 1
         self.waiting_slots[j] = list(gpu_ids)
         self.awaiting[j] = still_held
+        self.pool_gen[pool] += 1
         for r in victims:
             self._signal(r, j, t)
         return True

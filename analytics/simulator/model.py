@@ -34,6 +34,11 @@ SCHEDULER_MODELS = ("generic", "slurm", "kueue", "kai")
 # requeued victim queues behind newer jobs), or by its job's first submission (a requeued victim keeps its place,
 # as Slurm's job priority, Kueue's Workload creation time and KAI's PodGroup creation time do).
 QUEUE_ORDERS = ("eligible", "submit")
+# What the pending jobs below a blocked one may do (PolicyConfig.backfill): "reserve" holds the start of the
+# highest-ranked job that can neither start nor preempt, and lets a lower job start only where it does not delay
+# that start (Slurm's sched/backfill, EASY backfill); "greedy" lets every lower job take any GPUs that fit it
+# (the engine before reservations; Kueue's BestEffortFIFO), so a big job can wait for ever behind small ones.
+BACKFILLS = ("reserve", "greedy")
 
 
 def _frozen(mapping: Mapping[str, tuple[str, ...]]) -> Mapping[str, tuple[str, ...]]:
@@ -68,7 +73,9 @@ class PolicyConfig:
     eligible again (Slurm's requeue delay). `victim_order` is how the victims are
     chosen among the eligible runs: "priority" as schedulers do today (lowest tier,
     then youngest run), or "cost": the set with the least live cost
-    (`sim_engine.victim_cost_gpu_s`), ties by today's order.
+    (`sim_engine.victim_cost_gpu_s`), ties by today's order. `trigger_wait_s` is the
+    article's trigger threshold written down in advance: a job may preempt only once it
+    has waited that long since it became eligible (0: at once, as schedulers do today).
     """
 
     enabled: bool = True
@@ -84,6 +91,8 @@ class PolicyConfig:
     # The scheduler whose victim choice is modelled, and that choice's own settings (engine.py).
     scheduler: str = "generic"
     queue_order: str = "eligible"
+    # Whether a blocked job gets a reserved start that lower jobs may not delay (BACKFILLS; engine.py).
+    backfill: str = "reserve"
     # Slurm (PreemptParameters, before 23.02 SchedulerParameters preempt_*): candidates youngest first instead of
     # by job order; passes that reorder the candidates to preempt fewer jobs; keep the order strict; jobs whose
     # priority is above min_exempt_priority are never preempted.
@@ -104,6 +113,8 @@ class PolicyConfig:
     # overrides of min_run_s and grace_s for that tier's victims.
     min_run_by_tier: Mapping[str, float] = field(default_factory=lambda: _frozen_values({}))
     grace_by_tier: Mapping[str, float] = field(default_factory=lambda: _frozen_values({}))
+    # Preempt only once the preemptor has waited this long since it became eligible (the article's trigger).
+    trigger_wait_s: float = 0.0
 
     def __post_init__(self) -> None:
         problems = []
@@ -113,6 +124,8 @@ class PolicyConfig:
             problems.append(f"scheduler must be one of {', '.join(SCHEDULER_MODELS)}, not {self.scheduler!r}")
         if self.queue_order not in QUEUE_ORDERS:
             problems.append(f"queue_order must be one of {', '.join(QUEUE_ORDERS)}, not {self.queue_order!r}")
+        if self.backfill not in BACKFILLS:
+            problems.append(f"backfill must be one of {', '.join(BACKFILLS)}, not {self.backfill!r}")
         if self.reorder_count < 0:
             problems.append("reorder_count must be >= 0")
         for name in ("min_run_by_tier", "grace_by_tier"):
@@ -130,7 +143,7 @@ class PolicyConfig:
                     problems.append(f"may_preempt[{preemptor}]: unknown tier {victim!r}")
                 elif TIER_RANK[victim] >= TIER_RANK[preemptor]:
                     problems.append(f"may_preempt[{preemptor}]: {victim} is not a lower tier")
-        for name in ("min_run_s", "grace_s", "requeue_hold_s", "latency_s", "submit_latency_s"):
+        for name in ("min_run_s", "grace_s", "requeue_hold_s", "latency_s", "submit_latency_s", "trigger_wait_s"):
             if getattr(self, name) < 0:
                 problems.append(f"{name} must be >= 0")
         if problems:

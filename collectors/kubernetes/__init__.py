@@ -56,8 +56,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 import polars as pl
 
 from preemptlens import outbound
-from preemptlens.collectors.base import capacity_changes, known_pools
-from preemptlens.collectors.kubernetes import policy
+from preemptlens.collectors.base import capacity_changes, known_pools, quota_changes
+from preemptlens.collectors.kubernetes import policy, quotas
 from preemptlens.collectors.kubernetes.events import (
     DEFAULT_REPORTERS,
     KAI,
@@ -392,7 +392,7 @@ def _raw(obj: Any) -> str:
 class KubernetesCollector:
     name: ClassVar[str] = SOURCE
     tables: ClassVar[tuple[str, ...]] = (
-        "preemption_links", "jobs", "job_runs", "job_aliases", "pools", "scheduler_policy")
+        "preemption_links", "jobs", "job_runs", "job_aliases", "pools", "scheduler_policy", "scheduler_quotas")
 
     def __init__(
         self,
@@ -530,7 +530,8 @@ class KubernetesCollector:
                 "fix the first problem above and run again",
             )
         if self.read_capacity:
-            yield self._pools_batch(watermarks.get((self.cluster, "pools")), seen)
+            yield self._pools_batch(watermarks.get((self.cluster, "pools")), seen,
+                                    watermarks.get((self.cluster, "quotas")))
         # The preemption policy ClusterQueues or KAI Queues state (policy.py), for the replay.
         yield from policy.batches(self, watermarks.get((self.cluster, "policy")))
 
@@ -609,7 +610,7 @@ class KubernetesCollector:
             return None, exc.message
         return found, ""
 
-    def _pools_batch(self, cursor_text: str | None, seen: _Seen) -> Batch:
+    def _pools_batch(self, cursor_text: str | None, seen: _Seen, quota_cursor_text: str | None = None) -> Batch:
         import kubernetes.client
 
         core = kubernetes.client.CoreV1Api(self.api_client)
@@ -623,13 +624,15 @@ class KubernetesCollector:
         nodes, nodes_problem = self._list_once("nodes", core.list_node,
                                                lambda o: parse_node(o, self.gpu_resource), rejects)
         flavors, _ = self._list_once("resourceflavors", kueue("resourceflavors"), parse_flavor, rejects)
-        queues, queues_problem = self._list_once(
-            "clusterqueues", kueue("clusterqueues"), lambda o: parse_cluster_queue(o, self.gpu_resource), rejects)
+        # the objects listed for capacity also give the quotas and queues (scheduler_quotas)
+        kept_queues = quotas.Keep(lambda o: parse_cluster_queue(o, self.gpu_resource))
+        kept_kai = quotas.Keep(parse_kai_queue)
+        queues, queues_problem = self._list_once("clusterqueues", kueue("clusterqueues"), kept_queues, rejects)
         kai_queues: list[KaiQueue] | None = None
         if self.read_kai_queues:
             kai_queues, kai_problem = self._list_once(
                 "queues", functools.partial(custom.list_cluster_custom_object, "scheduling.run.ai", "v2", "queues"),
-                parse_kai_queue, rejects)
+                kept_kai, rejects)
             if kai_queues is None:
                 log.info("%s: KAI queue pools have no capacity: cannot list Queues (%s)", SOURCE, kai_problem)
             else:
@@ -650,8 +653,15 @@ class KubernetesCollector:
              "gpus_per_node": r.gpus_per_node, "_record": f"pool {r.pool} from {found[r.pool].source}"}
             for r in rows
         ])} if rows else {}
-        return Batch(source=SOURCE, frames=frames, rejects=rejects,
-                     watermarks=[Watermark(SOURCE, self.cluster, "pools", cursor)])
+        marks = [Watermark(SOURCE, self.cluster, "pools", cursor)]
+        if queues is not None or kai_queues is not None:
+            quota_rows, quota_rejects = quotas.rows(kept_queues.objects, kept_kai.objects, self.gpu_resource)
+            rejects += quota_rejects
+            changed, quota_cursor = quota_changes(self.cluster, quota_cursor_text, quota_rows, at)
+            if changed is not None:
+                frames["scheduler_quotas"] = changed
+            marks.append(Watermark(SOURCE, self.cluster, "quotas", quota_cursor))
+        return Batch(source=SOURCE, frames=frames, rejects=rejects, watermarks=marks)
 
     def _batch(self, stream: Stream, pending: _Pending, cursor: str | None) -> Batch:
         for table, rows in stream.reader.flush().items():

@@ -42,6 +42,7 @@ import polars as pl
 
 from preemptlens import outbound
 from preemptlens.collectors.base import capacity_changes
+from preemptlens.collectors.slurm import quotas
 from preemptlens.collectors.slurm.log import LogCursor, read_log, zone_of
 from preemptlens.collectors.slurm.policy import (
     PREEMPT_TYPES,
@@ -183,7 +184,7 @@ class Options:
 class SlurmCollector:
     name: ClassVar[str] = NAME
     tables: ClassVar[tuple[str, ...]] = ("pools", "jobs", "job_runs", "job_aliases", "preemption_links",
-                                         "scheduler_policy")
+                                         "scheduler_policy", "scheduler_quotas")
 
     def __init__(self, options: Options) -> None:
         self.o = options
@@ -326,6 +327,8 @@ class SlurmCollector:
         policy = self._policy_batch(watermarks.get((self.o.cluster, "policy")))
         if policy is not None:
             yield policy
+        if self.o.read_policy and not self.o.sacct_file:
+            yield from quotas.batches(self.o.cluster, self._run, NAME, watermarks.get((self.o.cluster, "quotas")))
         yield from self._sacct_batches(cursor)
         if self.o.ctld_log:
             yield self._log_batch(watermarks.get((self.o.cluster, "log")))

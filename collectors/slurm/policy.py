@@ -15,7 +15,7 @@ by config.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 PREEMPT_TYPES = ("auto", "partition_prio", "qos", "none")
@@ -266,14 +266,18 @@ def preempt_type_from_config(text: str) -> tuple[str, str]:
     return kind, values.get("PreemptMode", "OFF")
 
 
-def parse_partitions(text: str) -> dict[str, Partition]:
-    """`scontrol show partition -o`: one partition per line, KEY=VALUE words."""
-    found: dict[str, Partition] = {}
+def partition_words(text: str) -> Iterator[dict[str, str]]:
+    """`scontrol show partition -o`: one partition per line of KEY=VALUE words, each with its PartitionName."""
     for line in text.splitlines():
         words = dict(w.split("=", 1) for w in line.split() if "=" in w)
-        name = words.get("PartitionName")
-        if not name:
-            continue
+        if words.get("PartitionName"):
+            yield words
+
+
+def parse_partitions(text: str) -> dict[str, Partition]:
+    found: dict[str, Partition] = {}
+    for words in partition_words(text):
+        name = words["PartitionName"]
         tier = words.get("PriorityTier", "")
         grace = words.get("GraceTime", "")
         found[name] = Partition(name, int(tier) if tier.isdigit() else None, words.get("PreemptMode") or None,

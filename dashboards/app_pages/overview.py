@@ -7,10 +7,10 @@ import polars as pl
 import streamlit as st
 
 from preemptlens.analytics.scorecard import answer_text, verdict_text
-from preemptlens.dashboards import coverage, figures
+from preemptlens.dashboards import answer, coverage, figures
 from preemptlens.dashboards.data import NO_SAMPLES, avoidable_text
 from preemptlens.dashboards.formats import duration, measure_label, measure_text, money, number, plural
-from preemptlens.dashboards.headline import Net, answers
+from preemptlens.dashboards.headline import Net
 from preemptlens.dashboards.views_common import Charts, cached, context, md, show_table, window_caption
 from preemptlens.errors import PreemptlensError
 
@@ -29,13 +29,8 @@ except PreemptlensError:
     net_daily = None
 net = Net.of(head, net_daily)
 card: pl.DataFrame = ctx.q("scorecard", f)
-for a in answers(card, ctx.q("suggestions", f, ctx.settings.top_n)):
-    box = st.container(border=True)
-    icon = {"good": ":material/check_circle:", "bad": ":material/warning:"}.get(a.tone, ":material/help:")
-    box.markdown(f"#### {icon} {a.verdict}" + (f" ({md(a.cluster)})" if card["cluster"].n_unique() > 1 else ""))
-    box.markdown(f"{a.why}. {net.counterfactual()}")
-    if a.action:
-        box.markdown(f"**Do first:** {md(a.action)}. The Tuning page says why and how.")
+# The verdict and the counterfactual headline (dashboards/answer.py: worded as the CLI and the report word them).
+answer.show(answer.build(card, ctx.q("counterfactual", f)))
 if card.height == 0:
     st.info("No runs in the warehouse yet: nothing to answer.")
 
@@ -48,6 +43,9 @@ def metric(column: st.delta_generator.DeltaGenerator, label: str, gpu_h: float |
     column.metric(label, value, delta=cash, delta_color="off", delta_arrow="off", help=help)
 
 
+# The answer above is the replay against plain queueing, over all the data; these are the ledger's, in the window.
+st.markdown("**As recorded in this window** (the preemption ledger: what each preemption cost its victim and "
+            "saved its preemptor)")
 cols = st.columns(5)
 metric(cols[0], "Wait saved, GPU-h", net.gain,
        "The preemptors' gain, in waiting: preemptor GPUs × how much earlier they started than by waiting for "
@@ -140,8 +138,11 @@ def evidence_of(cluster: str, question: int) -> str:
 for cluster in card["cluster"].unique(maintain_order=True).to_list():
     rows = card.filter(pl.col("cluster") == cluster)
     # Words, not a table: each answer's evidence is a sentence that a table cell would cut off.
-    st.markdown(f"**{md(cluster)}:** {verdict_text(rows.row(0, named=True))}.\n\n" + "\n".join(
-        f"{r['question_no']}. **{r['question']}** {answer_text(r['answer'], r['missing'], r['failed'])}: "
+    first = rows.row(0, named=True)
+    verdict = verdict_text({**first, "borderline": first["verdict_borderline"]})
+    st.markdown(f"**{md(cluster)}:** {verdict}.\n\n" + "\n".join(
+        f"{r['question_no']}. **{r['question']}** "
+        f"{answer_text(r['answer'], r['missing'], r['borderline'], r['failed'])}: "
         f"{evidence_of(cluster, r['question_no'])}."
         for r in rows.iter_rows(named=True)
     ))

@@ -91,6 +91,8 @@ else:
     else:
         icon = ":material/undo:" if ev.verdict == "roll back" else ":material/hourglass_top:"
         st.warning(f"**Verdict: {ev.verdict}**.{more}", icon=icon)
+    for warning in ev.warnings:
+        st.warning(warning, icon=":material/warning:")
     for reason in ev.reasons:
         st.markdown(f"- {md(reason)}")
     cols = st.columns(3)

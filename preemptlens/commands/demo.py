@@ -2,6 +2,9 @@
 
 Simulate, analyze, suggest, write the weekly report, then open the dashboard
 (on a terminal; elsewhere, or with --no-dashboard, it prints how to open it).
+The answer comes first: does preemption pay on the demo cluster (the
+counterfactual headline and the verdict, after suggest has ranked the fixes),
+then the suggestions, the report and how the cluster was simulated.
 The demo cluster ends at the start of the current ISO week, so the weekly
 report has full weeks to show, and running the demo again in the same week
 changes nothing (the simulation is deterministic under its seed).
@@ -10,7 +13,9 @@ changes nothing (the simulation is deterministic under its seed).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import io
 import sys
 import time
 from datetime import UTC, datetime, timedelta
@@ -19,6 +24,7 @@ from preemptlens.analytics.params import AnalyticsSettings
 from preemptlens.analytics.refresh import analyze
 from preemptlens.analytics.scorecard import render
 from preemptlens.analytics.simulator import DEMO, PoolSpec, SimConfig, simulate_into
+from preemptlens.analytics.tuning import TuningSettings
 from preemptlens.cli import command_args
 from preemptlens.commands import dashboard, report, suggest
 from preemptlens.config import Config, WarehouseSettings, number_argument
@@ -56,19 +62,26 @@ def run(args: argparse.Namespace, config: Config) -> int:
     def say(message: str) -> None:
         print(f"  {message}", file=sys.stderr, flush=True)
 
-    print(f"== simulating the demo cluster into {path}", flush=True)
+    say(f"simulating the demo cluster into {path}")
     with Warehouse(path) as wh:
         summary = simulate_into(wh, sim, progress=say)
-        for line in summary.lines():
-            print(line)
-        print("== analyze", flush=True)
-        analyzed = analyze(wh, config.of(AnalyticsSettings))
-        print(f"{len(analyzed.views)} views refreshed, {analyzed.stretches.stretches} idle stretches")
+        say("analyzing")
+        analyzed = analyze(wh, config.of(AnalyticsSettings), tuning=config.of(TuningSettings))
+    say("replaying suggestions")
+    suggested = io.StringIO()
+    with contextlib.redirect_stdout(suggested):
+        suggest.run(command_args(suggest, ["--cluster", sim.cluster], prog="preemptlens suggest"), config)
+    with Warehouse(path) as wh:
+        print("== does preemption pay?", flush=True)
         print(render(wh))
     print("== suggest", flush=True)
-    suggest.run(command_args(suggest, ["--cluster", sim.cluster], prog="preemptlens suggest"), config)
+    print(suggested.getvalue(), end="")
     print("== weekly report", flush=True)
     report.run(command_args(report, prog="preemptlens report"), config)
+    print("== the demo cluster", flush=True)
+    for line in summary.lines():
+        print(line)
+    print(f"{len(analyzed.views)} views refreshed, {analyzed.stretches.stretches} idle stretches")
     print(f"== done in {time.perf_counter() - began:.0f} s", flush=True)
     dashboard_args = command_args(dashboard, prog="preemptlens dashboard")
     if args.no_dashboard or not sys.stdout.isatty():

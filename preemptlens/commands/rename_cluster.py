@@ -5,7 +5,10 @@ cluster, data loaded as `demo` because nobody set `cluster.name`). Every
 table with a `cluster` column moves in one transaction: raw tables, the
 collectors' cursors (so the next collection continues where it stopped) and
 the derived tables (so readers agree until the next `analyze`). Nothing moves
-when a row of NEW already has the natural key a row of OLD would take. A
+when a row of NEW already has the natural key a row of OLD would take in a
+raw table. In a derived one (a whole cluster's counterfactual or verdict)
+such a row of OLD is dropped: it summed up data that now belongs to NEW, and
+the next `analyze` computes NEW's again. A
 cursor that NEW has too is NEW's: it was written by the collection that names
 the cluster right, and the rows OLD's cursor covered are moved anyway. The
 rename is recorded in `_loads` (source `rename-cluster OLD -> NEW`, `loaded` =
@@ -52,14 +55,20 @@ def _key(wh: Warehouse, table: str) -> tuple[str, ...]:
     return tuple(found[0]) if found else ()
 
 
-def collisions(wh: Warehouse, old: str, new: str) -> dict[str, int]:
-    """Per table, the rows of OLD whose natural key NEW already holds."""
+def _same_key(wh: Warehouse, table: str) -> str | None:
+    """The condition that a row o of OLD has the natural key of a row n of NEW; None when the key has no cluster."""
+    if "cluster" not in _key(wh, table) or table == _CURSORS:
+        return None
+    return "".join(f" AND n.{quote(c)} IS NOT DISTINCT FROM o.{quote(c)}" for c in _key(wh, table) if c != "cluster")
+
+
+def collisions(wh: Warehouse, old: str, new: str, *, raw: bool = True) -> dict[str, int]:
+    """Per raw table (or, with raw=False, per derived table), the rows of OLD whose natural key NEW holds."""
     found: dict[str, int] = {}
     for table in _tables(wh):
-        key = [c for c in _key(wh, table) if c != "cluster"]
-        if "cluster" not in _key(wh, table) or table == _CURSORS:
+        same = _same_key(wh, table)
+        if same is None or (table in RULES) != raw:
             continue
-        same = "".join(f" AND n.{quote(c)} IS NOT DISTINCT FROM o.{quote(c)}" for c in key)
         count = wh.con.execute(
             f"SELECT count(*) FROM {quote(table)} AS o JOIN {quote(table)} AS n "  # noqa: S608 -- quoted identifiers
             f"ON o.cluster = $old AND n.cluster = $new{same}",
@@ -89,6 +98,12 @@ def rename(wh: Warehouse, old: str, new: str) -> dict[str, int]:
             "WHERE n.cluster = $new AND n.collector = o.collector AND n.stream = o.stream)",
             {"old": old, "new": new},
         )
+        for table in collisions(wh, old, new, raw=False):
+            wh.con.execute(
+                f"DELETE FROM {quote(table)} AS o WHERE o.cluster = $old AND EXISTS "  # noqa: S608 -- quoted
+                f"(SELECT 1 FROM {quote(table)} AS n WHERE n.cluster = $new{_same_key(wh, table)})",
+                {"old": old, "new": new},
+            )
         for table in _tables(wh):
             done = wh.con.execute(
                 f"UPDATE {quote(table)} SET cluster = $new WHERE cluster = $old",  # noqa: S608 -- quoted identifier

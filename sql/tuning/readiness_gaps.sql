@@ -1,11 +1,13 @@
--- The readiness scorecard's verdict, how many questions it answered yes, no and unknown, and those it answered no.
+-- The verdict (readiness_verdict), how many questions the scorecard answered yes, no and unknown, and those it answered no.
 select
-    yes_count,
-    no_count,
-    unknown_count,
-    verdict,
-    fix_first,
-    string_agg(case when not answer then question end, ' ' order by question_no) as no
-from readiness_scorecard
-where cluster = $c
-group by yes_count, no_count, unknown_count, verdict, fix_first
+    s.yes_count,
+    s.no_count,
+    s.unknown_count,
+    v.verdict,
+    v.borderline,
+    v.reasons,
+    string_agg(case when not s.answer then s.question end, ' ' order by s.question_no) as no
+from readiness_scorecard as s
+inner join readiness_verdict as v on v.cluster = s.cluster
+where s.cluster = $c
+group by s.yes_count, s.no_count, s.unknown_count, v.verdict, v.borderline, v.reasons

@@ -1,24 +1,26 @@
 """The readiness scorecard's Q1 measures by hand, and unknown as a value: no data is null, never a "no".
 
-Pool p has 4 GPUs for five hours of data. Job a (normal) holds all 4 for hours
-0-4, one of them idle (busy 0) for hours 0-2; job b (low, 2 GPUs) is submitted
-at 0 and waits until hour 4, then runs for an hour. So:
+Pool p has 4 GPUs, pool q 1, for five hours of data. Job a (normal) holds all of p's 4 GPUs from hour 0 and
+still runs at the data's end, one of them idle (busy 0) for hours 0-3; job e holds q's GPU for the five hours
+and completes; job b (low, 2 GPUs) is submitted at 0 into p and waits throughout. Replayed without preemption
+(there was none) the same runs hold the same GPUs. So:
 
-- waiting: 2 GPU-hours in each of hours 0-3, half the capacity: 4 of 5 hours
-  under queue pressure (0.8);
-- allocated net of hoarding: hours 0-1 3/4, hours 2-3 4/4, hour 4 2/4: 2 of 5
-  hours busy (0.4, below 0.5): the GPUs are not really scarce, one is hoarded;
-  by allocation alone 4 of 5 hours would reach 0.85;
-- normal and low jobs wait 0 and 4 h before their first start: median 2 h.
+- waiting: b's 2 GPU-hours in each hour, 2/5 of the capacity: 5 of 5 hours under queue pressure;
+- allocated net of the idle GPU: hours 0-2 4/5, hours 3-4 5/5: 2 of 5 hours busy (0.4, below 0.5): the GPUs
+  are not really scarce, one is hoarded; by allocation alone every hour would reach 0.85;
+- a's 4 and e's GPU waited 0, b's 2 GPUs 5 h: the GPU-weighted time in the queue is 2 x 5 h / 7;
+- job c asks for 8 GPUs of the 4-GPU pool: it can never start, so Q1 leaves it out and counts it apart.
 """
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
-from analytics_scenario import Scenario
+from analytics_scenario import Scenario, at
 
+from preemptlens.analytics import scorecard
 from preemptlens.analytics.scorecard import SCORECARD_SQL, answer_text
 from preemptlens.dashboards.metrics import read_families
 
@@ -27,15 +29,20 @@ HOUR = 3600.0
 
 def build(sc: Scenario, *, samples: bool) -> None:
     sc.pool("p", 4)
+    sc.pool("q", 1)
     sc.job("a", "normal", 4, "p", 0)
-    sc.run("a", 1, 4, "p", 0, 4 * HOUR, "completed", submit=0)
+    sc.run("a", 1, 4, "p", 0, None, "running", submit=0)
+    sc.job("e", "normal", 1, "q", 0)
+    sc.run("e", 1, 1, "q", 0, 5 * HOUR, "completed", submit=0)
     sc.job("b", "low", 2, "p", 0)
-    sc.run("b", 1, 2, "p", 4 * HOUR, 5 * HOUR, "completed", submit=0)
+    sc.add("job_runs", job_id="b", run=1, gpus=2, pool="p", submit_time=at(0), state="pending")
+    sc.job("c", "low", 8, "p", 0)
+    sc.add("job_runs", job_id="c", run=1, gpus=8, pool="p", submit_time=at(0), state="pending")
     # a's training log reports its step but no checkpoint: collected, so Q3 is a measured no
     sc.checkpoint("a", 1, HOUR, 100.0, kind="progress")
     if samples:
-        sc.samples("a", "h1", 0, 0, 2 * HOUR, busy=0.0)
-        sc.samples("a", "h1", 0, 2 * HOUR, 4 * HOUR, busy=0.9)
+        sc.samples("a", "h1", 0, 0, 3 * HOUR, busy=0.0)
+        sc.samples("a", "h1", 0, 3 * HOUR, 5 * HOUR, busy=0.9)
 
 
 def evidence(sc: Scenario) -> dict[str, dict]:
@@ -46,19 +53,20 @@ def test_q1_measures_by_hand(sc: Scenario) -> None:
     build(sc, samples=True)
     sc.analyze()
     e = evidence(sc)
-    assert e["queue_pressure_hours_share"]["value"] == pytest.approx(4 / 5)
+    assert e["queue_pressure_hours_share"]["value"] == pytest.approx(5 / 5)
     assert e["queue_pressure_hours_share"]["passes"] is True
     assert e["busy_hours_share"]["value"] == pytest.approx(2 / 5)
     assert e["busy_hours_share"]["passes"] is False
-    assert e["lower_tier_wait_p50_s"]["value"] == pytest.approx(2 * HOUR)
-    assert e["high_wait_unpreempted_p50_s"]["value"] is None
-    assert e["high_wait_unpreempted_p50_s"]["missing"] == "no critical or high runs: their wait unknown"
-    assert e["hoarded_share_of_allocated"]["value"] == pytest.approx(2 / 18)
+    assert e["queued_gpu_wait_s"]["value"] == pytest.approx(2 * 5 * HOUR / 7)
+    assert e["queued_gpu_wait_s"]["passes"] is True
+    assert e["jobs_never_fit"]["value"] == 1 and e["jobs_never_fit"]["passes"] is None
+    assert e["hoarded_share_of_allocated"]["value"] == pytest.approx(3 / 25)
     card = sc.view("readiness_scorecard", "question_no").to_dicts()
     # work waits, but GPUs held idle are not scarce GPUs: a measured no
     assert card[0]["answer"] is False
     assert card[0]["missing"] is None
-    assert "reclaiming idle GPUs" in card[0]["fix_first"]
+    (verdict,) = sc.view("readiness_verdict", "cluster").to_dicts()
+    assert verdict["fix_first"].startswith("reclaim idle GPUs")
 
 
 def test_without_gpu_samples_q1_and_hoarding_are_unknown_not_no(sc: Scenario) -> None:
@@ -77,10 +85,11 @@ def test_without_gpu_samples_q1_and_hoarding_are_unknown_not_no(sc: Scenario) ->
     assert "Q1" in card[0]["unanswered"]
     assert "no GPU samples: hoarding unknown" in card[0]["collect"]
     # Q2 is unknown too (one week: no trend); Q3 a measured no (no checkpoints). No fix on the strength of an
-    # unknown: neither reclaiming (hoarding unknown) nor quotas (Q1 and Q2 unknown), only Q3's tiered pools.
+    # unknown: neither reclaiming (hoarding unknown) nor quotas (Q1 and Q2 unknown), only Q3's checkpoints.
     assert [c["answer"] for c in card] == [None, None, False, None]
-    assert card[0]["fix_first"] == "tiered pools"
-    assert card[0]["verdict"] == "cannot tell yet"
+    (verdict,) = sc.view("readiness_verdict", "cluster").to_dicts()
+    assert verdict["fix_first"] == "checkpoints"
+    assert verdict["verdict"] == "cannot tell yet"
 
 
 def test_without_pools_capacity_is_unknown(sc: Scenario) -> None:
@@ -138,7 +147,13 @@ def test_q3_without_checkpoint_data_is_unknown_naming_the_collector_not_no(sc: S
         "unknown (no checkpoint or progress data: enable `preemptlens collect checkpoints` (its files, logs, "
         "prometheus or annotations stream)"
     )
-    assert "Q3" in card["unanswered"] and "tiered pools" not in (card["fix_first"] or "")
+    # an unknown is no failure: the verdict names no recovery fix for it
+    verdict = sc.wh.query("SELECT cluster, fix_kinds FROM readiness_verdict").row(0, named=True)
+    failures = scorecard.failures_of(sc.wh, verdict["cluster"])
+    assert "Q3" in card["unanswered"] and "Q3" not in failures
+    kinds = set(json.loads(verdict["fix_kinds"]))
+    assert kinds <= set(scorecard.addressed(failures))
+    assert all(set(scorecard.FIXES[item]) & kinds for item in failures)
 
 
 def test_q3_declared_intervals_answer_only_when_they_already_pass(sc: Scenario) -> None:
@@ -160,7 +175,7 @@ def test_q3_a_measured_no_says_jobs_checkpoint_rarely(sc: Scenario) -> None:
     assert e["checkpoint_coverage"]["value"] == 0 and e["checkpoint_coverage"]["passes"] is False
     assert card["answer"] is False
     failed = sc.wh.query(f"SELECT failed FROM ({SCORECARD_SQL}) WHERE question_no = 3")["failed"][0]
-    assert answer_text(card["answer"], card["missing"], failed) == "no (jobs checkpoint rarely)"
+    assert answer_text(card["answer"], card["missing"], failed=failed) == "no (jobs checkpoint rarely)"
 
 
 def test_q3_loss_to_gain_from_measured_losses_once_enough_are(sc: Scenario) -> None:
@@ -203,3 +218,41 @@ def test_q3_a_restart_past_its_run_start_shows_the_job_checkpoints(sc: Scenario)
     assert e["checkpoint_coverage"]["value"] == 1.0
     assert e["loss_to_gain"]["value"] is not None
     assert card["answer"] is not False
+
+
+def test_verdict_alert_words_the_verdict_as_everywhere_and_posts_once_per_verdict(sc: Scenario) -> None:
+    from datetime import UTC, datetime
+
+    from preemptlens.analytics import alerts, scorecard
+    from preemptlens.config import load_config
+
+    build(sc, samples=True)
+    sc.analyze()
+    rule = alerts.RULES["verdict"]
+    (alert,) = rule.evaluate(sc.wh, load_config(), datetime.now(UTC))
+    line = scorecard.verdict_line(sc.wh, "c1")
+    assert line is not None and alert.text.startswith(f"c1: {line}.")
+    assert alert.facts["verdict"] == scorecard.NOT_MAIN or alert.facts["verdict"] == scorecard.CANNOT_TELL
+    # the same verdict keeps its key (delivered once); another verdict gets another key
+    (again,) = rule.evaluate(sc.wh, load_config(), datetime.now(UTC))
+    assert again.dedupe_key == alert.dedupe_key
+    sc.wh.con.execute("UPDATE readiness_verdict SET verdict = $v", {"v": scorecard.MAIN})
+    (changed,) = rule.evaluate(sc.wh, load_config(), datetime.now(UTC))
+    assert changed.dedupe_key != alert.dedupe_key
+
+
+def test_metrics_give_the_verdict_the_net_and_borderline_answers(sc: Scenario) -> None:
+    build(sc, samples=True)
+    sc.analyze()
+    families = {f.name: f for f in read_families(sc.wh.con, top_teams=5)}
+    (verdict,) = sc.view("readiness_verdict", "cluster").to_dicts()
+    (sample,) = families["preemptlens_verdict"].samples
+    assert sample.labels == {"cluster": "c1", "verdict": verdict["verdict"]} and sample.value == 1.0
+    (borderline,) = families["preemptlens_verdict_borderline"].samples
+    assert borderline.value == float(verdict["borderline"])
+    assert {s.labels["question"] for s in families["preemptlens_readiness_borderline"].samples} == {"1", "2", "3", "4"}
+    # nothing was preempted: today's policy replays as no preemption, a net of exactly 0 with its bounds
+    net = {s.labels["bound"]: s.value for s in families["preemptlens_counterfactual_net_gpu_hours"].samples}
+    assert net == {"value": 0.0, "low": 0.0, "high": 0.0}
+    # and no break-even factor to give (the upper tiers gain nothing at any weight)
+    assert families["preemptlens_counterfactual_breakeven_factor"].samples == []

@@ -152,11 +152,13 @@ def test_every_section_is_there(page: Page) -> None:
 
 def test_the_answer_comes_first(page: Page) -> None:
     text = " ".join(page.sections["answer"]["text"].split())
-    assert text.startswith("Preemption should not be the main tool")
-    # W48: the two critical preemptors each saved 8 GPU-h of waiting; victims waited 12 + 8 + 8 and lost 20 + 8 + 4.
-    assert ("Without preemption, the preemptors would have waited 16.0 GPU-h longer; their victims waited 28.0 GPU-h "
-            "and threw away 32.0 GPU-h of work (3 preemptions)") in text
-    assert "Do first: Fix first:" in text
+    assert text.startswith("Does preemption pay? Verdict: c1: preemption should not be the main tool")
+    # the counterfactual's headline and net as sentences, then the first fix, as the dashboard shows them
+    headline, net, fix = (text.index(s) for s in ("Against plain queueing, preemption saved",
+                                                  "Net at the configured tier weights", "Fix first:"))
+    assert headline < net < fix
+    # W48 from the ledger: the two critical preemptors each saved 8 GPU-h of waiting; victims waited 12 + 8 + 8 and
+    # lost 20 + 8 + 4.
     cards = dict(re.findall(r"(Wait saved|Victims' wait|Net wait saved|Work thrown away|Weighted net), GPU-h "
                             r"([-+\d,.]+)", text))
     assert cards == {"Wait saved": "16", "Victims' wait": "28", "Net wait saved": "-12",
@@ -167,7 +169,6 @@ def test_net_benefit_section(page: Page) -> None:
     text = " ".join(page.sections["net-benefit"]["text"].split())
     assert f"Preemptions {fc.PREEMPTIONS_W48}" in text
     assert "Median requeue delay 60 min over 3 victims that restarted" in text
-    assert "Readiness: c1: preemption should not be the main tool" in text
     header, *rows = page.sections["net-benefit"]["tables"]["scorecard"]
     assert header == ["cluster", "question", "answer", "evidence"] and len(rows) == 4
     assert rows[2][3].startswith("preemptible GPU-hours of checkpointing jobs: ")
@@ -175,6 +176,13 @@ def test_net_benefit_section(page: Page) -> None:
     teams = {r[0]: r for r in page.sections["net-benefit"]["tables"]["team-net"][1:]}
     assert teams["total"][1:] == ["3", "16.0 GPU-h", "32.0 GPU-h", "28.0 GPU-h", "18.0"]
     assert teams["nlp"][1:] == ["1", "0.0 GPU-h", "20.0 GPU-h", "12.0 GPU-h", "-32.0"]
+
+
+def test_answer_section_comes_first_with_the_verdict(page: Page) -> None:
+    # does preemption pay here: the verdict first, worded as the CLI and the dashboard word it
+    text = " ".join(page.sections["answer"]["text"].split())
+    assert "Verdict: c1: preemption should not be the main tool" in text
+    assert "Adoption order:" in text
 
 
 def test_worst_preemptions_section(page: Page) -> None:
@@ -230,7 +238,7 @@ def test_scope_creep_and_suggestions_sections(page: Page) -> None:
 def test_markdown_summary(written: Path) -> None:
     text = (written / "preemptlens-2026-W48.md").read_text()
     assert text.startswith("**Preemption weekly report 2026-W48** (2026-11-23 to 2026-11-29 UTC")
-    assert "\n\n**Preemption should not be the main tool.** " in text
+    assert "\n\n**Verdict:** c1: preemption should not be the main tool (" in text
     assert ("**Net, in two currencies:** waiting: wait saved 16 GPU-h, victims' wait 28 GPU-h, net wait saved "
             "-12 GPU-h; work thrown away 32 GPU-h") in text
     assert "weighted net +18 (both added" in text

@@ -88,7 +88,7 @@ def demo(installed: Installed, tmp_path_factory: pytest.TempPathFactory) -> Path
     done = installed.run(installed.bin("preemptlens"), "demo", "--no-dashboard", "--days", "7", "--gpus", "32",
                          cwd=folder, timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
-    assert "readiness scorecard for cluster demo" in done.stdout and "== weekly report" in done.stdout
+    assert "does preemption pay on cluster demo?" in done.stdout and "== weekly report" in done.stdout
     return folder
 
 

@@ -94,7 +94,8 @@ def test_everything_through_the_real_client(api: FakeApiServer, tmp_path: Path) 
     assert all(h.get("authorization") == f"Bearer {TOKEN}" for _, _, h in api.requests)
 
     marks = _rows(tmp_path, "SELECT stream, cursor FROM _watermarks WHERE collector = 'kubernetes'")
-    assert {m["stream"] for m in marks} == {"events", "events.k8s.io", "workloads", "pods", "podgroups", "pools"}
+    assert {m["stream"] for m in marks} == {"events", "events.k8s.io", "workloads", "pods", "podgroups", "pools",
+                                           "quotas"}
     before = {t: _rows(tmp_path, f"SELECT count(*) AS n FROM {t}")[0]["n"] for t in ("preemption_links", "jobs",
                                                                                           "job_runs")}
     requests_before = len(api.requests)

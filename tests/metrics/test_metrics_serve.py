@@ -250,7 +250,9 @@ def test_cardinality_is_bounded(scraped: Scraped) -> None:
     # Everything preemptlens exposes, whatever the number of teams: a fixed count per pool and cluster.
     total = float(scraped.query('count({__name__=~"preemptlens_.*"})')[0]["value"][1])
     per_pool = 7 + 3 + 4 * (TOP_TEAMS + 1)  # (cluster, pool) gauges, three quantiles, four families by team
-    per_cluster = 12  # week start, four readiness answers and whether each is known, two tallies, data end
+    # week start, four readiness answers, whether each is known and whether it is borderline, two tallies, data
+    # end; the verdict and whether it is borderline, the counterfactual net's three bounds and its break-even
+    per_cluster = 16 + 2 + 3 + 1
     overall = 5 + 1  # freshness and snapshot gauges, and the one collector's watermark
     assert total <= len(pools) * per_pool + per_cluster + overall
 

@@ -129,21 +129,31 @@ _SHORT_JOBS: tuple[tuple[str, object], ...] = (
 
 # A pilot that helps: a congested cluster whose critical and high jobs wait for whole nodes, victims that
 # checkpoint (95%) and save a final checkpoint in the grace time, with a short warm-up. Six weeks, the change
-# after three.
+# after three. Calibrated under greedy backfill, and kept there (what it tests, the evaluator's intervals
+# against the truth, reads the warehouse whatever the engine's backfill): with reservations planned from the
+# work left (the replay's rule) the seed's normal-tier median completion truly rises 43 s where the interval
+# reads [-5,879 s, -175 s], one figure of the eight missing its 90% interval.
 HELPFUL = Scenario(
     days=42.0,
     change_day=21.0,
     load=0.97,
     high_share=0.05,
     checkpoint_share=0.95,
+    before=replace(OFF, backfill="greedy"),
+    after=replace(ON, backfill="greedy"),
     workload=(*_SHORT_JOBS, ("final_checkpoint_share", 1.0), ("warmup_s_range", (30.0, 120.0))),
 )
 
 # A pilot that hurts: little scarcity (55% load) and victims that never checkpoint, with the usual
-# heavy-tailed run times.
+# heavy-tailed run times. Calibrated under greedy backfill, and kept there: with reservations the seed's
+# victims throw away less (6.6% of capacity, not 10%) and the high tier's p90 wait without preemption is
+# 3.8 h of waiting for long runs, a true gain, so the evaluator rightly finds the net effect (-3.8%) not yet
+# clear ("keep piloting") instead of clearly harmful.
 HARMFUL = Scenario(
     load=0.55,
     checkpoint_share=0.0,
+    before=replace(OFF, backfill="greedy"),
+    after=replace(ON, backfill="greedy"),
     workload=(("sizes", (1, 2, 4, 8)), ("size_weights", (0.4, 0.2, 0.2, 0.2))),
 )
 

@@ -3,6 +3,7 @@ and the command, alert rule and weekly report on a simulated pilot."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -13,16 +14,18 @@ from pilot_scenario import HARMFUL
 
 from preemptlens.analytics import alerts
 from preemptlens.analytics.pilot import (
+    Figure,
     Pilot,
     PilotSettings,
     _Cell,
     _Draws,
     _quantile_reps,
     _ratio_reps,
+    decide,
     declared,
     on_cluster,
 )
-from preemptlens.analytics.scorecard import verdict_text
+from preemptlens.analytics.scorecard import verdict_line
 from preemptlens.analytics.simulator import PolicyChange, PolicyConfig, PoolSpec, SimConfig, simulate
 from preemptlens.cli import main
 from preemptlens.config import Secret, load_config
@@ -139,16 +142,21 @@ def test_pilot_command_prints_the_evaluation_and_the_candidates(harmful_warehous
     out = capsys.readouterr().out
     assert "verdict: ROLL BACK" in out
     assert "critical+high queue wait, p90" in out and "unknown: no pool-days" in out  # no GPU samples loaded
+    assert "WARNING" not in out  # four control pools
     assert main(["--config", cfg, "--warehouse", str(harmful_warehouse), "pilot", "adhoc", "--pools", "p1",
                  "--control", "c1,c2", "--start", "2026-01-19", "--what", "preemption on in p1"]) == 0
-    assert "pilot adhoc on cluster pilot: preemption on in p1" in capsys.readouterr().out
+    adhoc = capsys.readouterr().out
+    assert "pilot adhoc on cluster pilot: preemption on in p1" in adhoc
+    assert "WARNING: only 2 control pool(s), fewer than pilot.min_control_pools (3)" in adhoc
+    # figures read as numbers with units: no e-notation, durations as durations
+    assert not re.search(r"\d[eE][+-]\d", adhoc)
     assert main(["--config", cfg, "--warehouse", str(harmful_warehouse), "pilot"]) == 0
     listing = capsys.readouterr().out
     assert "declared pilots: trial" in listing and "pilot/p1 tier low: recoverable no" in listing
     # the scorecard's own wording of the verdict, as the CLI, dashboard and report give it
     with Warehouse(harmful_warehouse) as wh:
-        card = wh.query("SELECT * FROM readiness_scorecard WHERE cluster = 'pilot' LIMIT 1").row(0, named=True)
-    assert f"readiness of pilot: {verdict_text(card)}" in listing
+        line = verdict_line(wh, "pilot")
+    assert f"readiness of pilot: {line}" in listing
     assert main(["--config", cfg, "--warehouse", str(harmful_warehouse), "pilot", "other", "--pools", "p1"]) == 2
     assert "missing control, start, what" in capsys.readouterr().err
     assert main(["--config", cfg, "--warehouse", str(harmful_warehouse), "pilot", "trial", "--control", "c1,zz"]) == 2
@@ -224,3 +232,30 @@ def test_weekly_report_has_a_pilot_section_while_it_runs(harmful_warehouse: Path
     (_, ev) = weekly.pilots[0]
     # Evaluated on the data up to the week's end (here the simulation's end, two weeks after the change).
     assert not isinstance(ev, str) and ev.after_end <= week.end and ev.days_after == 14
+
+
+def _figure(key: str, role: str, unit: str, did: float, low: float, high: float, before: float = 1.0) -> Figure:
+    return Figure(key=key, label=key, unit=unit, role=role, pilot_before=before, pilot_after=before + did,
+                  control_before=0.0, control_after=0.0, n=(100, 100, 100, 100), n_of="runs", did=did, low=low,
+                  high=high, sd_after=1.0, sd_before=1.0)
+
+
+def test_costs_clearly_worse_and_no_clear_gain_roll_back_with_the_costs_listed() -> None:
+    # bench_pilot's case: retries and work thrown away clearly worse, the wait's interval holds both a gain and
+    # none (it neither shows a gain nor rules one out): roll back, naming what got worse
+    figures = [
+        _figure("high_wait_p50_s", "gain", "s", -20.0, -400.0, 300.0),
+        _figure("high_wait_p90_s", "gain", "s", -30.0, -500.0, 200.0),
+        _figure("completion_p50_s_all", "context", "s", 10.0, -50.0, 80.0, before=3600.0),
+        _figure("retries_per_job", "cost", "retries", 0.4, 0.3, 0.5),
+        _figure("thrown_away_share", "cost", "share", 0.05, 0.03, 0.07),
+        _figure("net_benefit_share", "balance", "share", -0.01, -0.05, 0.02),
+    ]
+    verdict, reasons, _ = decide(figures, PilotSettings(), days_after=14)
+    assert verdict == "roll back"
+    assert any(r.startswith("clearly worse: retries_per_job +0.400 retries") for r in reasons), reasons
+    assert any(r.startswith("clearly worse: thrown_away_share +5.00%") for r in reasons), reasons
+    assert reasons[-1].startswith("and no clear gain of 60 s or more for time-sensitive work")
+    # the same costs with a clear gain are weighed, not rolled back
+    gained = [_figure("high_wait_p50_s", "gain", "s", -600.0, -900.0, -300.0), *figures[1:]]
+    assert decide(gained, PilotSettings(), days_after=14)[0] == "keep piloting"

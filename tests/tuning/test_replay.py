@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from sim_cluster import CHURN, Clusters, default_settings
+from sim_cluster import CHURN, Clusters, default_settings, sim_config
 
+from preemptlens.analytics.params import AnalyticsSettings
+from preemptlens.analytics.refresh import analyze
 from preemptlens.analytics.replay import Window, load_workload, observed_figures, validate
+from preemptlens.analytics.simulator import simulate_into
 from preemptlens.cli import main
 from preemptlens.errors import SchemaError
 from preemptlens.warehouse import Warehouse
@@ -31,6 +35,30 @@ def test_replay_reproduces_the_simulated_past_within_ten_percent(clusters: Clust
     assert validation.ok, validation.describe()
     # Jobs that hoard GPUs and checkpoint are in the replayed workload, with their measured habits.
     assert any(j.hoards for j in workload.jobs) and any(j.final_checkpoint for j in workload.jobs)
+
+
+@pytest.mark.parametrize(("seed", "backfill"), [(3, "reserve"), (4, "reserve"), (4, "greedy")])
+def test_replay_of_the_simulators_own_policy_reproduces_it_exactly(tmp_path: Path, seed: int, backfill: str) -> None:
+    # As `preemptlens demo`: the simulator's policy is loaded (no inference error), hoarders and failing jobs are
+    # many. A reservation looks ahead at planned ends, so an input the replay cannot know (the idle stretches of a
+    # hoarder still pending or running at the window's end, a crash ahead of a run preempted first) must not
+    # enter them: seed 4 diverged on the first, seed 3 on the second.
+    sim = sim_config(gpus=32, days=3.0, seed=seed, hoarding_share=0.15, fail_share=0.05, policy={"backfill": backfill})
+    with Warehouse(tmp_path / "w.duckdb") as wh:
+        simulate_into(wh, sim)
+        analyze(wh, AnalyticsSettings())
+        window = Window("sim", sim.start, sim.start + timedelta(seconds=sim.horizon_s))
+        workload = load_workload(wh, window, default_settings())
+        assert workload.actual.policy.backfill == backfill
+        assert any(j.hoards for j in workload.jobs)
+        assert wh.query("select count(*) from job_runs where state = 'failed'").item() > 0
+        validation, _ = validate(wh, workload, 0.0)
+    observed, replayed = validation.observed, validation.replayed
+    assert observed.preemptions > 5, validation.describe()
+    assert (replayed.preemptions, replayed.victim_jobs) == (observed.preemptions, observed.victim_jobs), \
+        validation.describe()
+    assert replayed.lost_gpu_h == pytest.approx(observed.lost_gpu_h, rel=1e-9), validation.describe()
+    assert replayed.high_wait_median_s == observed.high_wait_median_s, validation.describe()
 
 
 def test_policy_in_force_is_inferred_from_the_ledger(clusters: Clusters) -> None:
@@ -81,17 +109,25 @@ def test_replay_without_analyze_names_what_is_missing(tmp_path: Path) -> None:
 def test_suggest_command_prints_the_error_and_stores_idempotently(
     clusters: Clusters, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    # Tuned under greedy backfill (tests/tuning/test_suggestions.py, NO_MIN_RUN): with reservations this seed
+    # gives no exemption worth suggesting.
     wh, window = clusters.get("cli", **CHURN, checkpoint_share=0.0, warmup_s_range=(1200.0, 1800.0),
-                              policy={"min_run_s": 0})
+                              policy={"min_run_s": 0, "backfill": "greedy"})
     path = wh.path
     wh.close()
     clusters.built.pop("cli")
-    args = ["--warehouse", path, "suggest", "--cluster", "sim", "--start", window.start.isoformat(),
-            "--end", window.end.isoformat(), "--scheduler", "slurm"]
+    config = Path(path).with_suffix(".toml")
+    config.write_text('[tuning]\nbackfill = "greedy"\n')
+    args = ["--config", str(config), "--warehouse", path, "suggest", "--cluster", "sim", "--start",
+            window.start.isoformat(), "--end", window.end.isoformat(), "--scheduler", "slurm"]
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert out.startswith("replay error under the actual policy: preemptions ")
-    assert "PreemptExemptTime=" in out
+    # the replay's error first, once, as a small table; then only the asked scheduler's configuration
+    assert out.startswith("replay under the policy in force ")
+    assert out.count("replay under the policy in force") == 1 and "   preemptions " in out
+    assert "PreemptExemptTime=" in out and "--- kueue" not in out and "--- slurm" in out
+    # no raw dicts (quoted keys), no 16-digit floats
+    assert not re.search(r"\{['\"]", out) and not re.search(r"\d\.\d{7,}", out)
     with Warehouse(path) as reopened:
         first = reopened.query("select kind, subject, rank, title from suggestions order by rank")
         validation = reopened.query("select * from replay_validation")

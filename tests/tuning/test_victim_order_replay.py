@@ -109,7 +109,7 @@ def test_suggest_prints_both_orders_as_the_truth_has_them(
 ) -> None:
     path, truths = past
     out = suggest_output(path, CONFIG, capsys)
-    assert "(reproduces the past)" in out
+    assert "reproduces the recorded window" in out
     rows = {line[3:34].strip(): line[34:].split() for line in out.splitlines() if line.startswith("   ")}
     expected = {
         "work thrown away (GPU-hours)": ("thrown_away_gpu_h", "{:,.1f}"),
@@ -127,7 +127,7 @@ def test_the_comparison_can_be_turned_off(
 ) -> None:
     path, _ = past
     out = suggest_output(path, CONFIG + "[victim_order]\ncompare = false\n", capsys)
-    assert "(reproduces the past)" in out and "cost-aware" not in out
+    assert "reproduces the recorded window" in out and "cost-aware" not in out
 
 
 def test_both_columns_equal_the_truth_of_their_order(past: tuple[Path, dict[str, dict[str, float]]]) -> None:

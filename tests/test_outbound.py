@@ -15,6 +15,7 @@ import pytest
 
 from preemptlens.analytics.alerts import Alert, Target, deliver, evaluate
 from preemptlens.cli import main
+from preemptlens.collectors.kubernetes import actions as k8s_actions
 from preemptlens.collectors.kubernetes import watch
 from preemptlens.collectors.slurm import Options, SlurmCollector
 from preemptlens.config import Secret, load_config
@@ -135,6 +136,29 @@ def test_kubernetes_dripping_or_huge_answers_end_in_time(
         # A stream that fails is a warning; the collection goes on with the other streams.
         assert said in caplog.text, caplog.text
         assert took < 10, f"{took:.0f} s"
+
+
+def test_a_kubernetes_effector_read_or_patch_ends_in_time_and_reads_one_object_at_most(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The actions' effectors read and patch one object: a peer that drips or answers 400 MB ends the call."""
+    monkeypatch.setattr(k8s_actions, "CALL_DEADLINE_S", 3.0)
+    for peer, said in ((Drip(), "no whole answer within 3 s"), (Huge(), "answer larger than 8,388,608 bytes")):
+        with peer:
+            _, effector = k8s_actions.build_effector("kai_protect", load_config(kubernetes_config(tmp_path, peer.url)))
+            objects = effector.objects
+            objects._where["pg-1"] = ("team-a", "job-1")  # known from an earlier listing
+            for verb in ("get", "patch"):
+                began = time.monotonic()
+                with pytest.raises(SourceError) as err:
+                    if verb == "get":
+                        objects.get("pg-1")
+                    else:
+                        objects.patch("pg-1", {"metadata": {"labels": {"a": "b"}}})
+                assert said in err.value.message and peer.url not in err.value.message
+                assert time.monotonic() - began < 10
+            time.sleep(0.5)
+            assert peer.sent < CAP, f"{peer.sent:,} bytes read"
 
 
 def hostile_command(folder: Path, name: str, body: str) -> None:

@@ -41,6 +41,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from preemptlens import outbound
 from preemptlens.collectors.kubernetes import KubernetesSettings, api_client, cluster_name
 from preemptlens.config import Config
 from preemptlens.errors import ConfigError, SourceError
@@ -59,6 +60,10 @@ ANNOTATION, FIELD = "annotation", "field"
 NON_PREEMPTIBLE = "non-preemptible"
 MERGE_PATCH = "application/merge-patch+json"
 _TIMEOUT = (10.0, 30.0)
+# One object read or patched: a total deadline (a socket timeout bounds one read, not a dripping answer) and a
+# cap on the answer, which is one object (the API server's own limit on an object is 1.5 MiB in etcd).
+CALL_DEADLINE_S = 45.0
+MAX_OBJECT_BYTES = 8 * 2**20
 
 
 def uid_of(obj: Mapping[str, Any]) -> str | None:
@@ -114,31 +119,51 @@ class _Objects:
         namespace, name = self._where[uid]
         obj = self._call("read", namespace, name, functools.partial(
             self.api.get_namespaced_custom_object, self.group, self.version, namespace, self.plural, name,
-            _request_timeout=_TIMEOUT))
+            _request_timeout=_TIMEOUT, _preload_content=False))
         return obj if isinstance(obj, dict) else {}
 
     def patch(self, uid: str, body: Mapping[str, Any]) -> None:
         namespace, name = self._where[uid]
         self._call("patch", namespace, name, functools.partial(
             self.api.patch_namespaced_custom_object, self.group, self.version, namespace, self.plural, name,
-            dict(body), _content_type=MERGE_PATCH, _request_timeout=_TIMEOUT))
+            dict(body), _content_type=MERGE_PATCH, _request_timeout=_TIMEOUT, _preload_content=False))
 
     def _call(self, verb: str, namespace: str, name: str, call: Callable[[], Any]) -> Any:
+        """The call's answer, read within CALL_DEADLINE_S and MAX_OBJECT_BYTES (`call` asks for the raw response)."""
         import urllib3
         from kubernetes.client.exceptions import ApiException
 
         from preemptlens.collectors.kubernetes.watch import status_text
 
         where = f"kubernetes: cannot {verb} {self.what} {namespace}/{name}"
+        deadline = outbound.Deadline(CALL_DEADLINE_S, where)
+        resp = None
         try:
-            return call()
+            with deadline.current():
+                resp = call()
+            return json.loads(outbound.read_capped(resp.stream(1 << 16), MAX_OBJECT_BYTES, deadline))
+        except outbound.CallTimedOut:
+            raise SourceError(f"{where}: no whole answer within {CALL_DEADLINE_S:g} s",
+                              "check the API server and the network to it") from None
+        except outbound.AnswerTooLarge:
+            raise SourceError(f"{where}: answer larger than {MAX_OBJECT_BYTES:,} bytes",
+                              "check kubernetes.api_url: an API server answers one object") from None
+        except ValueError:
+            raise SourceError(f"{where}: the answer is not JSON", "check kubernetes.api_url") from None
         except ApiException as exc:
             hint = ("grant the Role in docs/deploy.md (Actions)" if exc.status == 403
                     else "check the object and the API server")
             raise SourceError(f"{where}: {status_text(exc)}", hint) from None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
+            if deadline.expired:  # its watchdog shut the socket: the answer came too slowly, not never
+                raise SourceError(f"{where}: no whole answer within {CALL_DEADLINE_S:g} s",
+                                  "check the API server and the network to it") from None
             raise SourceError(f"{where}: API server unreachable ({type(exc).__name__})",
                               "check kubernetes.api_url / the kubeconfig") from None
+        finally:
+            deadline.close()
+            if resp is not None:
+                resp.release_conn()
 
 
 class KueueBoost:

@@ -485,12 +485,7 @@ class VictimNotice:
     name: str = "victim_notice"
 
     def evaluate(self, wh: Warehouse, config: Config, now: datetime) -> list[Alert]:
-        from preemptlens.dashboards.data import DashboardSettings
-
         settings = config.of(AlertsSettings)
-        # A team reads what the dashboard would show it: without dashboard.show_other_teams_jobs, another team's
-        # job (or one whose team is unknown) is named by its tier only, in the text, the reason and the facts.
-        others_shown = config.of(DashboardSettings).show_other_teams_jobs
         rows = wh.query(
             _VICTIM_SQL,
             {
@@ -500,13 +495,10 @@ class VictimNotice:
         )
         alerts = []
         for r in rows.iter_rows(named=True):
-            if not others_shown and r["preemptor_job_id"] and r["preemptor_team"] != r["team"]:
-                r = _masked_preemptor(r)
             job = r["job_id"] + (f" ({r['name']})" if r["name"] else "")
-            tier = f" (tier {r['preemptor_tier']})" if r["preemptor_tier"] else ""
             by = (
-                f"job {r['preemptor_job_id']}{tier}" if r["preemptor_job_id"]
-                else f"a job of another team{tier}" if r.get("masked")
+                f"job {r['preemptor_job_id']}" + (f" (tier {r['preemptor_tier']})" if r["preemptor_tier"] else "")
+                if r["preemptor_job_id"]
                 else "a job the scheduler did not name"
             )
             why = f"the scheduler gave its {r['gpus']} GPU(s) to {by}"
@@ -548,17 +540,6 @@ class VictimNotice:
         return alerts
 
 
-def _masked_preemptor(row: Mapping[str, Any]) -> dict[str, Any]:
-    """The row with the preemptor's job id, name, team and user removed, and the scheduler's reason rid of them
-    (a Kueue or Slurm reason can name the preemptor)."""
-    reason = row["reason"]
-    for name in (row["preemptor_job_id"], row["preemptor_name"], row["preemptor_user"]):
-        if reason and name:
-            reason = reason.replace(str(name), "(another team's job)")
-    return {**row, "preemptor_job_id": None, "preemptor_name": None, "preemptor_team": None, "preemptor_user": None,
-            "reason": reason, "masked": True}
-
-
 # Preempted runs of the lookback window with their job, the preemptor (from
 # the run or a nearby preemption_links row), the next run if it started, and
 # the expected requeue wait of its pool and tier (expected_requeue, the one definition).
@@ -572,7 +553,6 @@ final AS (
     SELECT p.cluster, p.victim_job_id AS job_id, p.victim_run AS run, j.name, p.victim_team AS team,
            p.victim_tier AS tier, p.pool, p.victim_gpus AS gpus, p.time AS preempted_at, p.reason,
            p.preemptor_job_id, coalesce(p.preemptor_tier, pj.tier) AS preemptor_tier, p.restart_time AS restarted_at,
-           pj.name AS preemptor_name, pj.team AS preemptor_team, pj.user_name AS preemptor_user,
            q.expected_requeue_s, q.history_n, {HOLD_COLUMNS}
     FROM preempted p
     JOIN jobs j ON j.cluster = p.cluster AND j.job_id = p.victim_job_id

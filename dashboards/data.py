@@ -69,8 +69,7 @@ class DashboardSettings:
     show_other_teams_jobs: bool = setting(
         True,
         "Whether a reader who is not an admin sees the job ids, job names, users and hosts of other teams' "
-        "jobs (cluster-level figures are shown to everyone); a team's victim notices name another team's "
-        "preemptor only where this allows.",
+        "jobs (cluster-level figures are shown to everyone).",
     )
     default_days: int = setting(
         30, "Time window (days, ending at the newest data) a page opens with.",

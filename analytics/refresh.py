@@ -234,7 +234,7 @@ def _analyze(wh: Warehouse, params: AnalyticsSettings, tuning: TuningSettings, *
     seconds["idle stretches"] = time.perf_counter() - started
 
     started = time.perf_counter()
-    # The views that do not read the counterfactual; those that do are built after it, always (second pass).
+    # The views that do not read the counterfactual; those that do are built after it (second pass).
     view_seconds = apply_views(wh, keep=kept, state={INPUTS_KEY: now_from.dump()}, second=False)
     seconds["views"] = time.perf_counter() - started
 

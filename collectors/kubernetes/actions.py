@@ -137,14 +137,15 @@ class _Objects:
 
         where = f"kubernetes: cannot {verb} {self.what} {namespace}/{name}"
         deadline = outbound.Deadline(CALL_DEADLINE_S, where)
+        too_slow = SourceError(f"{where}: no whole answer within {CALL_DEADLINE_S:g} s",
+                               "check the API server and the network to it")
         resp = None
         try:
             with deadline.current():
                 resp = call()
             return json.loads(outbound.read_capped(resp.stream(1 << 16), MAX_OBJECT_BYTES, deadline))
         except outbound.CallTimedOut:
-            raise SourceError(f"{where}: no whole answer within {CALL_DEADLINE_S:g} s",
-                              "check the API server and the network to it") from None
+            raise too_slow from None
         except outbound.AnswerTooLarge:
             raise SourceError(f"{where}: answer larger than {MAX_OBJECT_BYTES:,} bytes",
                               "check kubernetes.api_url: an API server answers one object") from None
@@ -156,8 +157,7 @@ class _Objects:
             raise SourceError(f"{where}: {status_text(exc)}", hint) from None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             if deadline.expired:  # its watchdog shut the socket: the answer came too slowly, not never
-                raise SourceError(f"{where}: no whole answer within {CALL_DEADLINE_S:g} s",
-                                  "check the API server and the network to it") from None
+                raise too_slow from None
             raise SourceError(f"{where}: API server unreachable ({type(exc).__name__})",
                               "check kubernetes.api_url / the kubeconfig") from None
         finally:

@@ -688,7 +688,7 @@ class VerdictChange:
     name: str = "verdict"
 
     def evaluate(self, wh: Warehouse, config: Config, now: datetime) -> list[Alert]:
-        from preemptlens.analytics import scorecard
+        from preemptlens.analytics.whatif import scorecard
 
         found = []
         for r in wh.query(scorecard.VERDICT_SQL).iter_rows(named=True):

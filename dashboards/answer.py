@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from preemptlens import escape
-from preemptlens.analytics import counterfactual, scorecard
+from preemptlens.analytics.whatif import counterfactual, scorecard
 from preemptlens.dashboards import data
 
 # How the verdict is coloured: good news, a warning, or not enough evidence (st.error stays for failures, such

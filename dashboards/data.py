@@ -40,8 +40,8 @@ import duckdb
 import polars as pl
 
 from preemptlens.analytics.actions import HOLD_COLUMNS, hold_join
-from preemptlens.analytics.scorecard import FAILED_COLUMN
 from preemptlens.analytics.views import registry
+from preemptlens.analytics.whatif.scorecard import FAILED_COLUMN
 from preemptlens.config import host_name, listen_address, section, setting
 from preemptlens.errors import PreemptlensError
 from preemptlens.readonly import Limits, Result, current_snapshot, open_reader, query
@@ -629,7 +629,7 @@ def evidence(r: Reader, f: Filters) -> pl.DataFrame:
 
 
 def counterfactual(r: Reader, f: Filters) -> dict[str, pl.DataFrame]:
-    """The counterfactual headline's stored rows (analytics/counterfactual.py): runs, scenarios, figures."""
+    """The counterfactual headline's stored rows (analytics/whatif/counterfactual.py): runs, scenarios, figures."""
     return {name: r.frame(sql, f.params("clusters")) for name, sql in COUNTERFACTUAL_SQL.items()}
 
 

@@ -30,8 +30,8 @@ import polars as pl
 
 from preemptlens import escape
 from preemptlens.analytics.pilot import Evaluation, Pilot, PilotSettings, evaluate
-from preemptlens.analytics.scorecard import answer_text
-from preemptlens.analytics.snippets import KAI, KUBERNETES, KUEUE, SLURM, VOLCANO
+from preemptlens.analytics.whatif.scorecard import answer_text
+from preemptlens.analytics.whatif.snippets import KAI, KUBERNETES, KUEUE, SLURM, VOLCANO
 from preemptlens.config import section, setting
 from preemptlens.dashboards import answer, coverage, data
 from preemptlens.dashboards.formats import (

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from actions_world import settings
 
-from preemptlens.analytics import snippets
+from preemptlens.analytics.whatif import snippets
 
 
 def _action_section(text: str) -> str:

@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 from analytics_scenario import simulated_and_analysed
 
-from preemptlens.analytics import counterfactual, scorecard
 from preemptlens.analytics.simulator import SimConfig, WorkloadConfig, cluster_of, simulate
+from preemptlens.analytics.whatif import counterfactual, scorecard
 from preemptlens.contract import TIERS
 
 SIM = SimConfig(cluster="gt", start=datetime(2026, 3, 2, tzinfo=UTC), days=4.0, pools=cluster_of(64),

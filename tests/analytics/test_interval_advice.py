@@ -17,8 +17,8 @@ from __future__ import annotations
 import pytest
 from analytics_scenario import Scenario, at
 
-from preemptlens.analytics.replay import default_window
-from preemptlens.analytics.tuning import Context, TuningSettings, check_interval, checkpoint_interval, context
+from preemptlens.analytics.whatif.replay import default_window
+from preemptlens.analytics.whatif.tuning import Context, TuningSettings, check_interval, checkpoint_interval, context
 
 H = 3600.0
 RUN_S = 27000.0

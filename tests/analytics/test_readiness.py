@@ -20,8 +20,8 @@ import math
 import pytest
 from analytics_scenario import Scenario, at
 
-from preemptlens.analytics import scorecard
-from preemptlens.analytics.scorecard import SCORECARD_SQL, answer_text
+from preemptlens.analytics.whatif import scorecard
+from preemptlens.analytics.whatif.scorecard import SCORECARD_SQL, answer_text
 from preemptlens.dashboards.metrics import read_families
 
 HOUR = 3600.0
@@ -223,7 +223,8 @@ def test_q3_a_restart_past_its_run_start_shows_the_job_checkpoints(sc: Scenario)
 def test_verdict_alert_words_the_verdict_as_everywhere_and_posts_once_per_verdict(sc: Scenario) -> None:
     from datetime import UTC, datetime
 
-    from preemptlens.analytics import alerts, scorecard
+    from preemptlens.analytics import alerts
+    from preemptlens.analytics.whatif import scorecard
     from preemptlens.config import load_config
 
     build(sc, samples=True)

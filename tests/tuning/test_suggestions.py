@@ -13,9 +13,9 @@ from typing import Any
 
 from sim_cluster import CHURN
 
-from preemptlens.analytics import scorecard
 from preemptlens.analytics.simulator.model import TeamSpec
-from preemptlens.analytics.tuning import Suggestion
+from preemptlens.analytics.whatif import scorecard
+from preemptlens.analytics.whatif.tuning import Suggestion
 
 Suggest = Callable[..., tuple[Any, list[Suggestion]]]
 

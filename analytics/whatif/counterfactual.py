@@ -1,7 +1,7 @@
 """Does preemption pay here? The recorded window replayed without preemption and under alternatives.
 
 The article's first question ("is preemption more efficient than plain queueing?") is answered by replaying
-the cluster's own recorded workload (analytics/replay.py) four ways on the same jobs:
+the cluster's own recorded workload (analytics/whatif/replay.py) four ways on the same jobs:
 
 - (a) `none`: no preemption at all, plain queueing;
 - (b) `today`: the policy in force (the replay's error against the ledger is measured on this one);
@@ -41,11 +41,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import polars as pl
 
-from preemptlens.analytics.replay import (
+from preemptlens.analytics.simulator.engine import Outcome, paused_gc
+from preemptlens.analytics.whatif.replay import (
     Figures,
     Validation,
     Variant,
-    Window,
     Workload,
     default_window,
     load_workload,
@@ -54,14 +54,13 @@ from preemptlens.analytics.replay import (
     picklable,
     replay_outcome,
 )
-from preemptlens.analytics.simulator.engine import Outcome, paused_gc
+from preemptlens.analytics.whatif.settings import TuningSettings, Window
 from preemptlens.contract import TIERS
 from preemptlens.errors import PreemptlensError
 from preemptlens.warehouse import Warehouse
 
 if TYPE_CHECKING:
     from preemptlens.analytics.params import AnalyticsSettings
-    from preemptlens.analytics.tuning import TuningSettings
 
 log = logging.getLogger(__name__)
 

@@ -38,7 +38,7 @@ from typing import Any, ClassVar
 import polars as pl
 
 from preemptlens.collectors.checkpoints.files import Cursor, Root, Walker, root_of, root_problem
-from preemptlens.collectors.checkpoints.jobs import Runs
+from preemptlens.collectors.checkpoints.jobs import Point, Runs
 from preemptlens.collectors.checkpoints.layouts import LAYOUTS
 from preemptlens.collectors.checkpoints.logs import PRESETS, LogReader, dump_cursors, load_cursors, pattern_problem
 from preemptlens.collectors.checkpoints.logs import patterns as log_patterns
@@ -173,20 +173,6 @@ _FRAME_SCHEMA: dict[str, pl.DataType] = {
     "kind": pl.String(), "step": pl.Float64(), "save_s": pl.Float64(), "origin": pl.String(),
     "_record": pl.String(),
 }
-
-
-@dataclass
-class Point:
-    """One row before it is a frame row."""
-
-    job_id: str
-    run: int | None
-    time: float
-    kind: str
-    step: float | None
-    save_s: float | None
-    origin: str
-    record: str
 
 
 def frame(cluster: str, points: list[Point]) -> pl.DataFrame:

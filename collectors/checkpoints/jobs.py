@@ -111,3 +111,17 @@ class Runs:
 
     def clusters(self) -> set[str]:
         return {c for c, _ in self.jobs}
+
+
+@dataclass
+class Point:
+    """One row before it is a frame row."""
+
+    job_id: str
+    run: int | None
+    time: float
+    kind: str
+    step: float | None
+    save_s: float | None
+    origin: str
+    record: str

@@ -19,7 +19,7 @@ import time as clock
 from datetime import UTC
 from typing import Any
 
-from preemptlens.collectors.checkpoints.jobs import Runs
+from preemptlens.collectors.checkpoints.jobs import Point, Runs
 from preemptlens.collectors.checkpoints.logs import LogReader, parse_time, patterns
 from preemptlens.config import Config
 from preemptlens.contract import Reject
@@ -72,7 +72,6 @@ def read_annotations(config: Config, s: Any, cluster: str, runs: Runs, data: str
 
     import kubernetes.client
 
-    from preemptlens.collectors.checkpoints import Point
 
     if not (s.time_annotation or s.step_annotation):
         raise ConfigError("checkpoints: stream annotations has no checkpoints.time_annotation",
@@ -127,7 +126,6 @@ def read_pod_logs(config: Config, s: Any, cluster: str, runs: Runs, data: str | 
     import kubernetes.client
     from kubernetes.client.exceptions import ApiException
 
-    from preemptlens.collectors.checkpoints import Point
     from preemptlens.collectors.checkpoints.logs import zone_of
 
     client, _ = _client(config)

@@ -22,7 +22,7 @@ import json
 import time as clock
 from typing import Any
 
-from preemptlens.collectors.checkpoints.jobs import Runs
+from preemptlens.collectors.checkpoints.jobs import Point, Runs
 from preemptlens.collectors.prometheus import (
     PrometheusSettings,
     PrometheusSource,
@@ -109,7 +109,6 @@ def _job(labels: dict[str, str], cluster: str, runs: Runs, t: float, metric: str
 
 
 def _reached(answer: Any, cluster: str, runs: Runs, rejects: list[Reject], metric: str) -> list[Any]:
-    from preemptlens.collectors.checkpoints import Point
 
     out = []
     for labels, values in _series(answer):
@@ -127,7 +126,6 @@ def _reached(answer: Any, cluster: str, runs: Runs, rejects: list[Reject], metri
 
 
 def _saves(saved: Any, steps: Any, cluster: str, runs: Runs, rejects: list[Reject], metric: str) -> list[Any]:
-    from preemptlens.collectors.checkpoints import Point
 
     step_at: dict[tuple[str | None, float], float] = {}
     if steps is not None:

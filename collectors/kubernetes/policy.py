@@ -1,6 +1,6 @@
 """The preemption policy Kueue ClusterQueues and KAI Queues state, as `scheduler_policy` rows.
 
-The replay reads these instead of guessing the rules from the ledger (analytics/policy_in_force.py). Fields,
+The replay reads these instead of guessing the rules from the ledger (analytics/whatif/policy_in_force.py). Fields,
 as the projects define them (kueue apis/kueue/v1beta1|v1beta2/clusterqueue_types.go and the ClusterQueue
 concept page; KAI pkg/apis/scheduling/v2/queue_types.go and docs/plugins/minruntime.md):
 
@@ -26,14 +26,24 @@ import logging
 import re
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import polars as pl
 
 from preemptlens.contract import Batch, Watermark
 
-if TYPE_CHECKING:
-    from preemptlens.collectors.kubernetes import KubernetesCollector
+
+class KubernetesCollector(Protocol):
+    """What the policy read takes from the source (collectors/kubernetes/__init__.py), named here so that the
+    package's modules import one way: the source imports this module, never the other way round."""
+
+    api_client: Any
+    streams: list[Any]
+    kueue_version: str
+    read_kai_queues: bool
+    cluster: str
+    page_size: int
+    idle_seconds: float
 
 log = logging.getLogger(__name__)
 

@@ -633,6 +633,20 @@ def counterfactual(r: Reader, f: Filters) -> dict[str, pl.DataFrame]:
     return {name: r.frame(sql, f.params("clusters")) for name, sql in COUNTERFACTUAL_SQL.items()}
 
 
+HAZARD_SQL = f"""
+SELECT cluster, tier, age_from_s, age_to_s, runs_at_risk, preemptions, censored, exposure_h,
+    hazard_per_h, hazard_low_per_h, hazard_high_per_h
+FROM preemption_hazard
+WHERE level = 'tier' AND {_CLUSTERS} AND (len($tiers) = 0 OR list_contains($tiers, tier))
+ORDER BY cluster, tier, age_from_s
+"""  # noqa: S608 -- constants only
+
+
+def hazard(r: Reader, f: Filters) -> pl.DataFrame:
+    """The preemption hazard by run age per victim tier, over every recorded run (not the window's)."""
+    return r.frame(HAZARD_SQL, f.params("clusters", "tiers"))
+
+
 def verdicts(r: Reader, f: Filters) -> pl.DataFrame:
     return r.frame(VERDICT_SQL, f.params("clusters"))
 
@@ -1140,6 +1154,7 @@ QUERIES: dict[str, Callable[..., Any]] = {
     "evidence": evidence,
     "counterfactual": counterfactual,
     "verdicts": verdicts,
+    "hazard": hazard,
     "ledger": ledger,
     "victim_detail": victim_detail,
     "top_holders": top_holders,
@@ -1168,7 +1183,7 @@ def page_queries(f: Filters, *, rows: int, top_n: int, markers: int) -> tuple[tu
     `top_n` a chart's bars, `markers` the timeline's most preemptions (figures.TIMELINE_MARKERS)."""
     return (
         ("headline", f), ("net_benefit", f), ("team_net", f), ("scorecard", f), ("evidence", f), ("counterfactual", f),
-        ("worst", f, markers), ("ledger_page", f, rows, 0), ("top_victims", f, rows),
+        ("worst", f, markers), ("ledger_page", f, rows, 0), ("top_victims", f, rows), ("hazard", f),
         ("top_holders", f, "team", top_n), ("idle_daily", f), ("avoidable_rows", f, rows),
         ("tier_shares", f), ("team_high_shares", f), ("team_slopes", f), ("scope_trend", f),
         ("suggestions", f, top_n), ("catalog",), ("coverage", f), ("goodput", f),

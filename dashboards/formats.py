@@ -161,3 +161,9 @@ def pilot_value(value: float | None, unit: str, sign: bool = False) -> str:
     if unit == "share":
         return f"{value * 100:+.2f}%" if sign else pct(value, 2)
     return f"{plus}{number(value, 2 if abs(value) < 10 else None)} {unit}"
+
+
+def band_label(age_from_s: float, age_to_s: float | None) -> str:
+    """An age band of a run (preemption_hazard): "0 to 15 min", "8.0 h to 1.0 days", "3.0 days and older"."""
+    start = "0" if age_from_s == 0 else duration(age_from_s)
+    return f"{start} and older" if age_to_s is None else f"{start} to {duration(age_to_s)}"

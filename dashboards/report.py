@@ -35,6 +35,7 @@ from preemptlens.analytics.whatif.snippets import KAI, KUBERNETES, KUEUE, SLURM,
 from preemptlens.config import section, setting
 from preemptlens.dashboards import answer, coverage, data
 from preemptlens.dashboards.formats import (
+    band_label,
     duration,
     gpu_hours,
     measure_text,
@@ -151,6 +152,9 @@ class WeeklyReport:
     # Does preemption pay here? Per cluster the verdict and the counterfactual headline (the first section).
     answers: list[answer.ClusterAnswer]
     worst: pl.DataFrame
+    # The preemption hazard by run age per tier, over every recorded run (not the week's): what sets how often
+    # a job should checkpoint.
+    hazard: pl.DataFrame
     hoarding_teams: pl.DataFrame
     hoarding_jobs: pl.DataFrame
     idle_daily: pl.DataFrame
@@ -226,6 +230,7 @@ def build(
         evidence=data.evidence(r, f),
         answers=answer.read(r, f),
         worst=data.worst(r, f, top_n),
+        hazard=data.hazard(r, f),
         hoarding_teams=data.top_holders(r, f, "team", top_n),
         hoarding_jobs=data.top_holders(r, f, "job", top_n),
         idle_daily=data.idle_daily(r, f),
@@ -279,6 +284,19 @@ BASIS = {"checkpoint": "since its last checkpoint", "declared": "half its declar
 
 def _when(value: datetime | None) -> str:
     return "unknown" if value is None else f"{value:%a %Y-%m-%d %H:%M}"
+
+
+def _hazard_rows(report: WeeklyReport) -> list[dict[str, str]]:
+    several = report.hazard["cluster"].n_unique() > 1
+    return [
+        {
+            "tier": f"{b['cluster']}: {b['tier']}" if several else str(b["tier"]),
+            "run age": band_label(b["age_from_s"], b["age_to_s"]),
+            "preemptions": f"{b['preemptions']:,} in {b['exposure_h']:,.0f} run-hours",
+            "per run-hour": f"{b['hazard_per_h']:.3g} ({b['hazard_low_per_h']:.3g} to {b['hazard_high_per_h']:.3g})",
+        }
+        for b in report.hazard.filter(pl.col("hazard_per_h").is_not_null()).iter_rows(named=True)
+    ] if report.hazard.height and report.hazard["preemptions"].sum() else []
 
 
 def _worst_rows(report: WeeklyReport) -> list[dict[str, str]]:
@@ -486,6 +504,7 @@ def _context(report: WeeklyReport) -> dict[str, Any]:
         },
         "team_net": _team_net_rows(report),
         "worst": _worst_rows(report),
+        "hazard": _hazard_rows(report),
         "hoarding_teams": _holder_rows(report.hoarding_teams, "team"),
         "hoarding_jobs": _holder_rows(report.hoarding_jobs, "job"),
         "high_share": pct(this_share),
@@ -589,6 +608,7 @@ def render_html(report: WeeklyReport) -> str:
         built = {
             "net_benefit": figures.net_benefit(report.net_daily, f"Net benefit per day, {week}", window),
             "worst": figures.preemption_timeline(report.worst, f"Worst preemptions of {week}"),
+            "hazard": figures.preemption_hazard(report.hazard),
             "hoarders": figures.top_holders(report.hoarding_teams, f"Idle GPU-hours by team, {week}"),
             "idle_daily": figures.idle_daily(report.idle_daily, f"Idle GPU-hours per day, {week}", window),
             "tier_shares": figures.tier_shares(report.tier_shares, "Tier shares of GPU-hours per week"),

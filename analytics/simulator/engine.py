@@ -123,6 +123,17 @@ class Run:
 _TIME = itemgetter(0)
 
 
+def schedule_interval(schedule: tuple[tuple[float, float], ...], age_s: float) -> float:
+    """The interval of a checkpoint schedule (JobSpec.checkpoint_schedule) at an age: that of the last step from
+    at or before it."""
+    interval = schedule[0][1]
+    for start, every in schedule:
+        if start > age_s:
+            break
+        interval = every
+    return interval
+
+
 def lost_progress_s(end_s: float, run_start_s: float, last_checkpoint_s: float | None) -> float:
     """Progress a run loses when it ends at `end_s`: the time since its last checkpoint, else since its start.
 
@@ -592,17 +603,19 @@ class _Scheduler:
         if interval:
             since = run.restored_step
             add = run.checkpoints.append
+            schedule = job.checkpoint_schedule
             k = 1
+            at = since + (schedule_interval(schedule, 0.0) if schedule else interval)
             for ws, we, w0 in work:
                 top = w0 + (we - ws)
-                at = since + k * interval
                 while at <= top:
                     when = ws + (at - w0)
                     if when >= t:
                         break
                     add((when, at))
                     k += 1
-                    at = since + k * interval
+                    # a fixed cadence multiplies (no drift over thousands of checkpoints); a schedule steps
+                    at = at + schedule_interval(schedule, at - since) if schedule else since + k * interval
 
     def _signal(self, r: int, preemptor: int, t: float) -> None:
         run = self.runs[r]

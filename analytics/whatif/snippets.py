@@ -187,12 +187,25 @@ def grace_time(seconds: float, partitions: tuple[str, ...]) -> dict[str, str]:
     }
 
 
-def checkpoint_interval(team: str, seconds: float) -> dict[str, str]:
-    every = go_duration(seconds)
+def checkpoint_interval(team: str, schedule: tuple[tuple[float, float], ...]) -> dict[str, str]:
+    """A cadence, or a schedule by the run's age ((from s, every s), ascending from 0), as the job writes it."""
+    if len(schedule) == 1:
+        seconds = schedule[0][1]
+        text = (
+            f"# Jobs of {team}: checkpoint every {go_duration(seconds)} ({math.ceil(seconds)} s of training),\n"
+            "# e.g. PyTorch Lightning: ModelCheckpoint(train_time_interval=timedelta(seconds="
+            f"{math.ceil(seconds)}))\n"
+        )
+        return {SLURM: text, KUBERNETES: text}
+    steps = "\n".join(
+        f"#   from {go_duration(start)} of training: every {go_duration(every)}" if start else
+        f"#   from the start: every {go_duration(every)}" for start, every in schedule)
+    bands = ", ".join(f"({math.ceil(start)}, {math.ceil(every)})" for start, every in schedule)
     text = (
-        f"# Jobs of {team}: checkpoint every {every} ({math.ceil(seconds)} s of training),\n"
-        "# e.g. PyTorch Lightning: ModelCheckpoint(train_time_interval=timedelta(seconds="
-        f"{math.ceil(seconds)}))\n"
+        f"# Jobs of {team}: checkpoint often while a run is young (most preemptions come early), rarely later:\n"
+        f"{steps}\n"
+        "# e.g. a callback that saves when the seconds since the last save reach the step's interval,\n"
+        f"# with SCHEDULE = [{bands}]  # (seconds since the run started, interval seconds)\n"
     )
     return {SLURM: text, KUBERNETES: text}
 

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from statistics import median
 from typing import TYPE_CHECKING, Any
 
-from preemptlens.analytics.simulator.engine import lost_progress_s
+from preemptlens.analytics.simulator.engine import lost_progress_s, schedule_interval
 from preemptlens.analytics.whatif import scorecard, snippets
 from preemptlens.analytics.whatif.replay import (
     Figures,
@@ -27,6 +27,7 @@ from preemptlens.analytics.whatif.replay import (
     Variant,
     Workload,
     change,
+    duration,
     hashed_share,
     jittered_figures,
     load_workload,
@@ -426,17 +427,37 @@ class IntervalCheck:
         )
 
 
-def last_checkpoint_under(work_start_s: float, interval_s: float, t: float) -> float | None:
+Schedule = tuple[tuple[float, float], ...]  # (from age s, interval s): JobSpec.checkpoint_schedule
+
+
+def last_checkpoint_under(work_start_s: float, interval: float | Schedule, t: float) -> float | None:
     """The last checkpoint at or before t of a run whose work began at work_start_s, checkpointing every
-    interval_s seconds of it (wall time: idle stretches are not taken out)."""
-    done = math.floor((t - work_start_s) / interval_s)
-    return work_start_s + done * interval_s if done >= 1 else None
+    `interval` seconds of it, or on a schedule by the run's age (wall time: idle stretches are not taken out)."""
+    if not isinstance(interval, tuple):
+        done = math.floor((t - work_start_s) / interval)
+        return work_start_s + done * interval if done >= 1 else None
+    last, at = None, work_start_s + schedule_interval(interval, 0.0)
+    while at <= t:
+        last = at
+        at += schedule_interval(interval, at - work_start_s)
+    return last
 
 
-def check_interval(ctx: Context, team: str, current: float, proposed: float, cost: float,
-                   run_gpu_s: float) -> IntervalCheck:
-    """What the advised interval would have saved on the team's preemptions in the window, replayed one by one
-    with the simulator's own rule of lost progress (engine.lost_progress_s)."""
+def saves_per_s(interval: float | Schedule, exposure: Sequence[tuple[float, float | None, float]]) -> float:
+    """Saves per second of run time: 1 / interval, or for a schedule its rate in each age band weighted by the
+    time runs spent there (`exposure`: (from s, to s or None, GPU-hours) per band of preemption_hazard)."""
+    if not isinstance(interval, tuple):
+        return 1.0 / interval
+    total = sum(e for _, _, e in exposure)
+    if total <= 0:
+        return 1.0 / interval[0][1]
+    return sum(e / schedule_interval(interval, lo) for lo, _, e in exposure) / total
+
+
+def check_interval(ctx: Context, team: str, current: float, proposed: float | Schedule, cost: float,
+                   run_gpu_s: float, exposure: Sequence[tuple[float, float | None, float]] = ()) -> IntervalCheck:
+    """What the advised interval (or schedule) would have saved on the team's preemptions in the window,
+    replayed one by one with the simulator's own rule of lost progress (engine.lost_progress_s)."""
     rows = ctx.q(query_sql("tuning", "interval_check"), team=team)
     lost = sum(r["gpus"] * r["lost_s"] for r in rows)
     advised = sum(
@@ -445,21 +466,82 @@ def check_interval(ctx: Context, team: str, current: float, proposed: float, cos
         )
         for r in rows
     )
-    extra = cost * run_gpu_s * (1 / proposed - 1 / current)
+    extra = cost * run_gpu_s * (saves_per_s(proposed, exposure) - 1 / current)
     return IntervalCheck(len(rows), lost / 3600.0, advised / 3600.0, extra / 3600.0)
 
 
+# A band of the hazard with fewer preemptions than this is pooled with the next: its rate alone is noise.
+_HAZARD_BAND_MIN = 3
+# Adjacent steps of an advised schedule closer than this ratio are one step: a change nobody would configure.
+_SCHEDULE_STEP_RATIO = 1.5
+
+
+def hazard_schedule(bands: Sequence[Mapping[str, Any]], cost: float) -> tuple[Schedule, list[str]]:
+    """Young's interval sqrt(2 x cost / hazard) per age band of the team's preemption hazard (preemption_hazard),
+    bands pooled until each holds _HAZARD_BAND_MIN preemptions (the last one may hold fewer: its rate is read
+    from what it has, or as the rule of three's bound when it has none), and neighbours whose intervals are
+    within _SCHEDULE_STEP_RATIO pooled too; rounded to whole minutes. Returns the schedule and the pooled bands'
+    words."""
+    pooled: list[tuple[float, float, float]] = []  # (from s, preemptions, exposure h)
+    events, exposure, start = 0.0, 0.0, None
+    for b in bands:
+        start = b["age_from_s"] if start is None else start
+        events += b["preemptions"]
+        exposure += b["exposure_h"]
+        if events >= _HAZARD_BAND_MIN:
+            pooled.append((float(start), events, exposure))
+            events, exposure, start = 0.0, 0.0, None
+    if start is not None and exposure > 0:
+        if pooled and events == 0:
+            # a tail without preemptions keeps the last rate rather than the rule of three's wide bound
+            last = pooled.pop()
+            pooled.append((last[0], last[1], last[2] + exposure))
+        else:
+            pooled.append((float(start), events, exposure))
+
+    def every(d: float, e: float) -> float:
+        rate_per_s = (d if d > 0 else 3.0) / (e * 3600.0)
+        return max(60.0, round(math.sqrt(2 * cost / rate_per_s) / 60) * 60)
+
+    # Neighbours whose intervals are within _SCHEDULE_STEP_RATIO are one band: their preemptions and run-hours
+    # pooled and the interval drawn again from both, until every step differs from the next by more.
+    merged = True
+    while merged and len(pooled) > 1:
+        merged = False
+        for k in range(len(pooled) - 1):
+            (lo, d1, e1), (_, d2, e2) = pooled[k], pooled[k + 1]
+            a, b = every(d1, e1), every(d2, e2)
+            if max(a, b) / min(a, b) < _SCHEDULE_STEP_RATIO:
+                pooled[k:k + 2] = [(lo, d1 + d2, e1 + e2)]
+                merged = True
+                break
+    words = [f"from {duration(lo)}: {d:g} in {e:.0f} run-hours" for lo, d, e in pooled]
+    steps = [(0.0 if k == 0 else lo, every(d, e)) for k, (lo, d, e) in enumerate(pooled)]
+    return tuple(steps), words
+
+
+def schedule_text(schedule: Schedule) -> str:
+    if len(schedule) == 1:
+        return _minutes(schedule[0][1])
+    parts = [f"{_minutes(every)} to {duration(schedule[k + 1][0])}" for k, (_, every) in enumerate(schedule[:-1])]
+    return ", then ".join([*parts, f"{_minutes(schedule[-1][1])} after"])
+
+
 def checkpoint_interval(ctx: Context) -> list[Suggestion]:
-    """Young/Daly per team: sqrt(2 x checkpoint cost x mean time between preemptions). The cost is the median
-    time the team's saves took where a source times them (checkpoints.save_s), else its final checkpoints at the
-    signal, else tuning.checkpoint_cost_s (stated); the current interval its jobs' measured cadence, else the
-    declared one. The advice is replayed over the whole window and checked against the preemptions that
-    happened (check_interval); both must show a saving."""
+    """Young's interval per team, from the preemption hazard as it falls with run age: sqrt(2 x checkpoint cost /
+    hazard) in each age band of the team's runs (preemption_hazard), a schedule where the hazard changes with
+    age. The cost is the median time the team's saves took where a source times them (checkpoints.save_s), else
+    its final checkpoints at the signal, else tuning.checkpoint_cost_s (stated); the current interval its jobs'
+    measured cadence, else the declared one. The advice is replayed over the whole window and checked against
+    the preemptions that happened (check_interval); both must show a saving."""
     rows = ctx.q(
         query_sql("tuning", "checkpoint_exposure")
     )
     timed = {r["team"]: r for r in ctx.q(query_sql("tuning", "checkpoint_costs"))}
     cadence = {r["team"]: r for r in ctx.q(query_sql("tuning", "team_cadence"))}
+    hazard: dict[str, list[dict[str, Any]]] = {}
+    for b in ctx.q(query_sql("tuning", "team_hazard")):
+        hazard.setdefault(b["team"], []).append(b)
     found = []
     ratio_min = ctx.settings.checkpoint_ratio_min
     workload = ctx.workload
@@ -474,7 +556,7 @@ def checkpoint_interval(ctx: Context) -> list[Suggestion]:
     policy = workload.actual.policy
     for r in rows:
         team = r["team"]
-        if r["n"] < ctx.settings.min_preemptions or team not in by_team:
+        if r["n"] < ctx.settings.min_preemptions or team not in by_team or team not in hazard:
             continue
         mtbp = r["run_s"] / r["n"]
         if team in timed and timed[team]["save_s"] is not None:
@@ -486,45 +568,51 @@ def checkpoint_interval(ctx: Context) -> list[Suggestion]:
         else:
             cost = ctx.settings.checkpoint_cost_s
             basis = "assumed (tuning.checkpoint_cost_s)"
-        optimum = math.sqrt(2 * cost * mtbp)
-        if optimum <= 0:
+        if cost <= 0:
             continue  # saves that cost nothing trade nothing off: no interval to advise
+        schedule, bands = hazard_schedule(hazard[team], cost)
         current = median(by_team[team])
-        ratio = current / optimum
-        if 1 / ratio_min < ratio < ratio_min:
+        if all(1 / ratio_min < every / current < ratio_min for _, every in schedule):
             continue
-        proposed = max(60.0, round(optimum / 60) * 60)
+        exposure = [(b["age_from_s"], b["age_to_s"], b["exposure_gpu_h"]) for b in hazard[team]]
         members = [j for j in workload.jobs if (j.team or "(none)") == team and j.checkpoint_interval_s]
-        changes = {j.job_id: {"checkpoint_interval_s": proposed} for j in members}
+        first = schedule[0][1]
+        change: dict[str, Any] = {"checkpoint_interval_s": first, "checkpoint_schedule": schedule if len(schedule) > 1
+                                  else ()}
+        changes = {j.job_id: change for j in members}
         interval_variant = Variant(f"interval {team}", policy, changes)
         fig = sweep(workload, [interval_variant], 1)[0]
         # The engine writes checkpoints for free; charge their cost here.
         gpu_s = sum(j.gpus * j.work_s for j in members if j.work_s < workload.horizon_s)
-        overhead_h = cost * gpu_s * (1 / proposed - 1 / current) / 3600.0
+        advised = schedule if len(schedule) > 1 else first
+        overhead_h = cost * gpu_s * (saves_per_s(advised, exposure) - 1 / current) / 3600.0
         adjusted = replace(fig, lost_gpu_h=fig.lost_gpu_h + overhead_h)
         if not ctx.acceptable(adjusted) or ctx.gain(adjusted) <= 0:
             continue
-        check = check_interval(ctx, team, current, proposed, cost, r["gpu_s"])
+        check = check_interval(ctx, team, current, advised, cost, r["gpu_s"], exposure)
         if check.preemptions and check.saving_gpu_h <= 0:
             continue
         known = cadence.get(team, {"measured": 0, "declared": 0})
+        mean_rate = math.sqrt(2 * cost * mtbp)
+        proposed = schedule_text(schedule)
         found.append(
             Suggestion(
                 kind="checkpoint_interval",
                 subject=team,
-                title=f"Team {team}: checkpoint every {_minutes(proposed)} instead of {_minutes(current)}",
+                title=f"Team {team}: checkpoint every {proposed} instead of {_minutes(current)}",
                 setting="checkpoint interval",
                 current=_minutes(current),
-                proposed=_minutes(proposed),
+                proposed=proposed,
                 evidence=(
-                    f"{r['n']} preemptions in {r['run_s'] / 3600:.0f} run-hours: one every "
-                    f"{mtbp / 3600:.1f} h; checkpoint cost {cost:.0f} s ({basis}); current interval the median "
-                    f"of {known['measured']} jobs' measured cadence and {known['declared']} declared; Young/Daly "
-                    f"sqrt(2 x {cost:.0f} s x {mtbp:.0f} s) = {optimum:.0f} s; "
+                    f"{r['n']} preemptions in {r['run_s'] / 3600:.0f} run-hours; by run age "
+                    f"({'; '.join(bands)}); checkpoint cost {cost:.0f} s ({basis}); current interval the median "
+                    f"of {known['measured']} jobs' measured cadence and {known['declared']} declared; Young's "
+                    f"sqrt(2 x {cost:.0f} s / hazard) per age band (a mean rate, one every {mtbp / 3600:.1f} h, "
+                    f"would give {mean_rate:.0f} s at every age); "
                     + (check.describe() if check.preemptions else "no preemption of the team with a measured loss "
                        "to check it against")
                 ),
-                snippets=snippets.checkpoint_interval(team, proposed),
+                snippets=snippets.checkpoint_interval(team, schedule),
                 variant=interval_variant,
                 **_effect(ctx, adjusted, f" (checkpoint overhead {significant(overhead_h)} GPU-hours included)",
                           draws=[replace(d, lost_gpu_h=d.lost_gpu_h + overhead_h) for d in jittered_figures(
@@ -829,7 +917,7 @@ _GENERIC: Mapping[str, Callable[[Context, str], Suggestion]] = {
                             snippets.tier_cap),
     "checkpoint_interval": _generic("checkpoint_interval", "Make preemptible jobs checkpoint (and say how often)",
                                     "checkpoints", "every preemptible job checkpoints",
-                                    lambda: snippets.checkpoint_interval("<team>", 1800.0)),
+                                    lambda: snippets.checkpoint_interval("<team>", ((0.0, 1800.0),))),
     "cost_victim_order": _generic("cost_victim_order", "Choose the victims whose preemption costs least",
                              "victim order", "least live cost among the same eligible runs", snippets.victim_order),
     "published_rules": _generic("published_rules", "Publish the preemption rules and notify every victim",

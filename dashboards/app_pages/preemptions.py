@@ -162,6 +162,10 @@ charts.add(
     lambda: figures.preemption_timeline(ctx.q("worst", f, figures.TIMELINE_MARKERS), total=count),
     key="timeline",
 )
+charts.add(lambda: figures.preemption_hazard(ctx.q("hazard", f)), key="hazard")
+st.caption("Preemption risk by run age is over every recorded run of the clusters and tiers chosen, not only this "
+           "window's: a young run is at more risk than an old one where the line falls, which sets how often a job "
+           "should checkpoint (Tuning, checkpoint interval).")
 st.subheader(f"Ledger ({count:,} preemption{'s' if count != 1 else ''})")
 # The browser gets one page of the ledger at a time, newest first.
 offset = 0

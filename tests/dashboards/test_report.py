@@ -22,7 +22,8 @@ from preemptlens.dashboards.report import ReportError, Week
 from preemptlens.warehouse import Warehouse
 
 SECTIONS = (
-    "answer", "net-benefit", "worst-preemptions", "top-hoarders", "loss-coverage", "goodput", "scope-creep",
+    "answer", "net-benefit", "worst-preemptions", "preemption-hazard", "top-hoarders", "loss-coverage", "goodput",
+    "scope-creep",
     "suggestions",
 )
 
@@ -144,6 +145,7 @@ def test_every_section_is_there(page: Page) -> None:
         assert page.sections[name]["h2"], name
     assert page.sections["net-benefit"]["figures"] == ["Net benefit per day, 2026-W48"]
     assert page.sections["worst-preemptions"]["figures"] == ["Worst preemptions of 2026-W48"]
+    assert page.sections["preemption-hazard"]["figures"] == ["Preemption risk by run age"]
     assert page.sections["top-hoarders"]["figures"] == ["Idle GPU-hours by team, 2026-W48",
                                                         "Idle GPU-hours per day, 2026-W48"]
     assert page.sections["scope-creep"]["figures"] == ["Tier shares of GPU-hours per week",
@@ -327,7 +329,7 @@ def test_html_reads_without_scripts_in_chromium(written: Path, screenshots: Path
             if images and all(images):
                 break
             time.sleep(0.2)
-        assert len(images) == 6 and all(w >= 960 for w in images), images
+        assert len(images) == 7 and all(w >= 960 for w in images), images
         broken = browser.call("Runtime.evaluate", {"expression": BROKEN_WORDS_JS, "returnByValue": True})
         assert json.loads(broken["result"]["value"]) == []
         browser.screenshot_document(screenshots / "report-2026-W48.png")

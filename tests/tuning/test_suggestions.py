@@ -131,7 +131,7 @@ def test_checkpoint_interval_from_young_daly_when_intervals_are_far_too_long(sug
     assert flagged and all(s.saving_gpu_h > 0 and s.score > 0 for s in flagged)
     for s in flagged:
         assert s.current == "120 min"
-        assert "Young/Daly" in s.evidence
+        assert "Young's sqrt(2 x" in s.evidence and "by run age (from 0 s:" in s.evidence
         assert float(s.proposed.split()[0]) < 60
 
 

@@ -647,6 +647,23 @@ def hazard(r: Reader, f: Filters) -> pl.DataFrame:
     return r.frame(HAZARD_SQL, f.params("clusters", "tiers"))
 
 
+RESTART_CAUSES_SQL = f"""
+SELECT team, cause, sum(runs) AS runs, sum(restarts) AS restarts, sum(run_gpu_h) AS run_gpu_h,
+    sum(silent_gpu_h) AS silent_gpu_h
+FROM restart_causes
+WHERE level = 'team' AND ({_CLUSTERS})
+    AND (len(CAST($teams AS VARCHAR[])) = 0 OR list_contains(CAST($teams AS VARCHAR[]), team))
+    AND day >= date_trunc('day', $start) AND day < $end
+GROUP BY team, cause
+ORDER BY team, runs DESC, cause
+"""  # noqa: S608 -- constants only
+
+
+def restart_causes(r: Reader, f: Filters) -> pl.DataFrame:
+    """How the window's runs ended, per team and cause other than completion (run_ends, restart_causes)."""
+    return r.frame(RESTART_CAUSES_SQL, f.params("clusters", "teams", "start", "end"))
+
+
 def verdicts(r: Reader, f: Filters) -> pl.DataFrame:
     return r.frame(VERDICT_SQL, f.params("clusters"))
 
@@ -1155,6 +1172,7 @@ QUERIES: dict[str, Callable[..., Any]] = {
     "counterfactual": counterfactual,
     "verdicts": verdicts,
     "hazard": hazard,
+    "restart_causes": restart_causes,
     "ledger": ledger,
     "victim_detail": victim_detail,
     "top_holders": top_holders,
@@ -1184,6 +1202,7 @@ def page_queries(f: Filters, *, rows: int, top_n: int, markers: int) -> tuple[tu
     return (
         ("headline", f), ("net_benefit", f), ("team_net", f), ("scorecard", f), ("evidence", f), ("counterfactual", f),
         ("worst", f, markers), ("ledger_page", f, rows, 0), ("top_victims", f, rows), ("hazard", f),
+        ("restart_causes", f),
         ("top_holders", f, "team", top_n), ("idle_daily", f), ("avoidable_rows", f, rows),
         ("tier_shares", f), ("team_high_shares", f), ("team_slopes", f), ("scope_trend", f),
         ("suggestions", f, top_n), ("catalog",), ("coverage", f), ("goodput", f),

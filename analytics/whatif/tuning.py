@@ -510,8 +510,8 @@ def hazard_schedule(bands: Sequence[Mapping[str, Any]], cost: float) -> tuple[Sc
         merged = False
         for k in range(len(pooled) - 1):
             (lo, d1, e1), (_, d2, e2) = pooled[k], pooled[k + 1]
-            a, b = every(d1, e1), every(d2, e2)
-            if max(a, b) / min(a, b) < _SCHEDULE_STEP_RATIO:
+            one, two = every(d1, e1), every(d2, e2)
+            if max(one, two) / min(one, two) < _SCHEDULE_STEP_RATIO:
                 pooled[k:k + 2] = [(lo, d1 + d2, e1 + e2)]
                 merged = True
                 break

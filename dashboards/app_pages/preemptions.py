@@ -41,6 +41,17 @@ RUNS_VIEW = {
     "start_time": ("Started", "time"), "end_time": ("Ended", "time"), "preemptor_job_id": ("Preempted by", "text"),
     "reason": ("Reason given", "text"),
 }
+CAUSES_VIEW = {
+    "team": ("Team", "text"), "cause": ("How the run ended", "text"), "runs": ("Runs", "int"),
+    "restarts": ("Ran again after", "int"), "run_gpu_h": ("GPU-hours of those runs", "gpu_h"),
+    "silent_gpu_h": ("GPU-hours after the last progress report", "gpu_h"),
+}
+# How run_ends names a cause, as a reader says it.
+CAUSES = {
+    "preemption": "preempted", "node_failure": "node failure", "requeue": "requeued by a user or an admin",
+    "cancel": "cancelled", "time_limit": "time limit", "crash": "crashed", "hang": "stopped making progress (hang)",
+    "unknown": "unknown",
+}
 # Preemption stories shown for one victim, the latest; its runs table has them all.
 STORIES = 10
 BASIS = {
@@ -194,4 +205,14 @@ else:
     choice = st.selectbox("Victim job (most work thrown away first)", list(labels), key="victim")
     cluster, job_id = labels[choice]
     show_victim(ctx.q("victim_detail", cluster, job_id), job_id, charts)
+
+st.header("How runs ended")
+st.caption("Not every restart is a preemption: each run of the window that ended other than completed, by its "
+           "cause; a hang is a run whose job had stopped reporting progress long before "
+           "the end, whatever the scheduler then did.")
+causes = ctx.q("restart_causes", f).with_columns(pl.col("cause").replace(CAUSES))
+if causes.height == 0:
+    st.info("No run ended other than completed in this window.")
+else:
+    show_table(causes, CAUSES_VIEW, key="restart_causes")
 charts.draw()

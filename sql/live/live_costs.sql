@@ -156,6 +156,8 @@ costed as (
         end as warmup_basis,
         coalesce(jw.warmup_s, tw.warmup_s, pw.warmup_s) as expected_warmup_s,
         q.expected_requeue_s,
+        q.longest_wait_s as requeue_longest_s,
+        q.victims as requeue_victims,
         -- least() skips a NULL: the share is unknown (NULL) without work_s, never 1
         case when a.work_s > 0 and not a.stale then least(1.0, (rt.run_s - coalesce(w.waste_s, 0)) / a.work_s) end
             as near_completion_share,
@@ -166,6 +168,7 @@ costed as (
     left join team_warmup as tw on tw.cluster = a.cluster and tw.team = a.team
     left join pool_warmup as pw on pw.cluster = a.cluster and pw.pool is not distinct from a.pool
     left join requeue as q on q.cluster = a.cluster and q.pool is not distinct from a.pool and q.tier = a.tier
+        and q.gpus is not distinct from a.gpus
     left join job_runtime as rt on rt.cluster = a.cluster and rt.job_id = a.job_id
     left join job_waste as w on w.cluster = a.cluster and w.job_id = a.job_id
     left join job_recent as jr on jr.cluster = a.cluster and jr.job_id = a.job_id
@@ -205,8 +208,12 @@ final as (
                 || coalesce(strftime(data_end, '%Y-%m-%d %H:%M UTC'), 'no record') || ' (live_cost.max_data_age_s)' end,
             case when expected_warmup_s is null
                 then 'warm-up: no measured warm-up of the job, its team or its pool' end,
-            case when expected_requeue_s is null
-                then 'requeue wait: no restarted preemption of its pool and tier within analytics.requeue_window_s' end
+            case
+                when requeue_victims is null then 'requeue wait: no victim of its tier within analytics.requeue_window_s'
+                when expected_requeue_s is null then 'requeue wait: more than '
+                    || cast(round(requeue_longest_s / 3600, 1) as varchar) || ' h, the longest wait seen (fewer than '
+                    || 'half of the recent victims like it restarted within it: expected_requeue)'
+            end
         ), '') as unknown
     from costed
 )

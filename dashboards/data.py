@@ -1093,6 +1093,7 @@ SELECT
     {_part("goodput_gpu_s")} AS goodput_gpu_hours,
     {_part("goodput_gpu_s")} / nullif(sum(allocated_gpu_s) / 3600.0, 0) AS goodput_share,
     sum(goodput_at_most_gpu_s) / nullif(sum(allocated_gpu_s), 0) AS goodput_at_most_share,
+    sum(goodput_at_least_gpu_s) / nullif(sum(allocated_gpu_s), 0) AS goodput_at_least_share,
     {_part("badput_preemption_gpu_s")} AS preemption_gpu_hours,
     {_part("badput_warmup_gpu_s")} AS warmup_gpu_hours,
     {_part("badput_checkpoint_save_gpu_s")} AS checkpoint_save_gpu_hours,

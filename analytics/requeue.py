@@ -59,7 +59,7 @@ def restart_text(e: Mapping[str, Any], tier: str, pool: str | None, waited_s: fl
     of its group, or once that has passed, that it has waited longer than most and the p90; "more than" the
     longest wait seen where too few restarted for the median (or the p90) to be known."""
     if e["requeue_victims"] is None:
-        return f"unknown: no recent victim of tier {tier} to estimate the wait from"
+        return f"expected restart unknown: no recent victim of tier {tier} to estimate the wait from"
     median, p90, longest = e["expected_requeue_s"], e["requeue_p90_s"], e["requeue_longest_s"]
     basis = basis_text(e, tier, pool)
     most = (f"9 in 10 within {duration(p90)}" if p90 is not None

@@ -155,9 +155,11 @@ costed as (
             when pw.warmup_s is not null then 'pool'
         end as warmup_basis,
         coalesce(jw.warmup_s, tw.warmup_s, pw.warmup_s) as expected_warmup_s,
-        q.expected_requeue_s,
-        q.longest_wait_s as requeue_longest_s,
-        q.victims as requeue_victims,
+        -- where fewer than half of its group restarted within the longest wait seen, that wait stands in: a lower
+        -- bound of the wait, and of the cost, which still ranks the job among the costliest
+        coalesce(q.expected_requeue_s, q.longest_wait_s) as expected_requeue_s,
+        q.requeue_group as requeue_basis,
+        q.expected_requeue_s is null and q.longest_wait_s is not null as requeue_at_least,
         -- least() skips a NULL: the share is unknown (NULL) without work_s, never 1
         case when a.work_s > 0 and not a.stale then least(1.0, (rt.run_s - coalesce(w.waste_s, 0)) / a.work_s) end
             as near_completion_share,
@@ -195,6 +197,8 @@ final as (
         warmup_basis,
         gpus * expected_warmup_s as warmup_gpu_s,
         expected_requeue_s,
+        requeue_basis,
+        requeue_at_least,
         gpus * expected_requeue_s as requeue_gpu_s,
         gpus * (at_risk_s + expected_warmup_s + expected_requeue_s) as cost_gpu_s,
         near_completion_share,
@@ -208,12 +212,8 @@ final as (
                 || coalesce(strftime(data_end, '%Y-%m-%d %H:%M UTC'), 'no record') || ' (live_cost.max_data_age_s)' end,
             case when expected_warmup_s is null
                 then 'warm-up: no measured warm-up of the job, its team or its pool' end,
-            case
-                when requeue_victims is null then 'requeue wait: no victim of its tier within analytics.requeue_window_s'
-                when expected_requeue_s is null then 'requeue wait: more than '
-                    || cast(round(requeue_longest_s / 3600, 1) as varchar) || ' h, the longest wait seen (fewer than '
-                    || 'half of the recent victims like it restarted within it: expected_requeue)'
-            end
+            case when expected_requeue_s is null
+                then 'requeue wait: no victim of its tier within analytics.requeue_window_s' end
         ), '') as unknown
     from costed
 )

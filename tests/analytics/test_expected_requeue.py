@@ -13,6 +13,8 @@ All in cluster c1, tier low, the data ending at END = 100 h (a clock job runs to
   median 1 h.
 - pool b, 8 GPUs: one victim restarting after 2 h: too few in its size and its pool, so it reads the tier's
   26 victims: S = 14/26 after the small ones, 14/26 x 13/14 = 0.5 at 1 h: median 1 h.
+- tier normal, pool a, 8 GPUs: one victim, still waiting 30 h at the data's end: no median ("more than 30 h");
+  a normal-tier job of 8 GPUs running at the data's end costs at least 8 x 30 h of waiting.
 """
 
 from __future__ import annotations
@@ -39,9 +41,10 @@ LARGE_RESTARTED = [10 * H, 20 * H, 30 * H, 40 * H, 50 * H]
 LARGE_WAITING = [25 * H, 80 * H, 80 * H, 80 * H, 80 * H]
 
 
-def victim(sc: Scenario, job_id: str, gpus: int, pool: str, preempted: float, wait: float | None) -> None:
-    """A low-tier job preempted at `preempted` that runs again `wait` seconds later (None: not by END)."""
-    sc.job(job_id, "low", gpus, pool, 0, team="vision", user_name="ana")
+def victim(sc: Scenario, job_id: str, gpus: int, pool: str, preempted: float, wait: float | None,
+           tier: str = "low") -> None:
+    """A job preempted at `preempted` that runs again `wait` seconds later (None: not by END)."""
+    sc.job(job_id, tier, gpus, pool, 0, team="vision", user_name="ana")
     sc.run(job_id, 1, gpus, pool, 1, preempted, "preempted", preemptor_job_id="P")
     if wait is not None:
         sc.run(job_id, 2, gpus, pool, preempted + wait, preempted + wait + 600, "completed")
@@ -61,6 +64,9 @@ def build(sc: Scenario) -> None:
     for i, wait in enumerate((1 * H, 2 * H, 3 * H)):
         victim(sc, f"M{i}", 2, "a", 30 * H + 10 * i, wait)
     victim(sc, "B0", 8, "b", 40 * H, 2 * H)
+    victim(sc, "N0", 8, "a", END - 30 * H, None, tier="normal")
+    sc.job("RN", "normal", 8, "a", 0, team="vision")
+    sc.run("RN", 1, 8, "a", 95 * H, None, "running")
     # a running job of 32 GPUs in pool a: no victim of its size, so its live cost reads pool a's estimate
     sc.job("R32", "low", 32, "a", 0, team="vision")
     sc.run("R32", 1, 32, "a", 90 * H, None, "running")
@@ -72,10 +78,10 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
         yield sc
 
 
-def estimate(sc: Scenario, pool: str, size_class: str) -> dict[str, object]:
-    """The estimate for the victims of tier low in `pool` of one size class: the same for every GPU count in it."""
+def estimate(sc: Scenario, pool: str, size_class: str, tier: str = "low") -> dict[str, object]:
+    """The estimate for the victims of `tier` in `pool` of one size class: the same for every GPU count in it."""
     rows = sc.wh.query("SELECT * EXCLUDE (gpus) FROM expected_requeue WHERE pool = $p AND size_class = $s "
-                       "AND tier = 'low'", {"p": pool, "s": size_class}).unique().to_dicts()
+                       "AND tier = $t", {"p": pool, "s": size_class, "t": tier}).unique().to_dicts()
     assert len(rows) == 1
     return rows[0]
 
@@ -156,16 +162,31 @@ def test_notice_and_card_say_the_same_and_that_the_wait_passed_most(scenario: Sc
         assert restart_text(p, "low", "a", p["requeue_delay_s"], _minutes) in notices[job].text
         assert "longer than most" in restart_text(p, "low", "a", p["requeue_delay_s"], duration) or job == "W0"
     assert cards["W0"]["expected_restart_time"] == at(END - 25 * H + 50 * H)
+    # too few restarted for a median: more than the longest wait seen, and from which group
+    assert ("Requeue: expect more than 30.0 h: fewer than half of such victims restarted within the longest wait "
+            "seen; from 1 recent victim of tier normal in any pool (too few with 8-31 GPUs in pool a), 0 restarted."
+            ) in notices["N0"].text
+    assert cards["N0"]["expected_restart_time"] is None
 
 
 def test_live_cost_reads_the_running_jobs_own_estimate(scenario: Scenario) -> None:
     compute(scenario.wh, at(END), LiveCostSettings())
-    row = scenario.wh.query("SELECT * FROM live_costs WHERE job_id = 'R32'").row(0, named=True)
+    rows = {r["job_id"]: r for r in scenario.wh.query("SELECT * FROM live_costs").iter_rows(named=True)}
+    r32 = rows["R32"]
     pool_a = estimate(scenario, "a", "32+")
-    assert row["expected_requeue_s"] == pool_a["expected_requeue_s"]
-    assert row["requeue_gpu_s"] == 32 * pool_a["expected_requeue_s"]
+    assert (r32["expected_requeue_s"], r32["requeue_basis"], r32["requeue_at_least"]) == (
+        pool_a["expected_requeue_s"], "tier and pool", False)
+    assert r32["requeue_gpu_s"] == 32 * pool_a["expected_requeue_s"] == 32 * H
+    # no median within the 30 h seen: that wait stands in as a lower bound, so the job still ranks by its cost
+    rn = rows["RN"]
+    assert (rn["expected_requeue_s"], rn["requeue_basis"], rn["requeue_at_least"]) == (30 * H, "tier", True)
+    assert rn["requeue_gpu_s"] == 8 * 30 * H
+    assert "requeue" not in (rn["unknown"] or ""), "a lower bound is known, not unknown"
 
 
 def test_no_estimate_without_a_victim_of_the_tier(scenario: Scenario) -> None:
-    tiers = scenario.wh.query("SELECT DISTINCT tier FROM expected_requeue")
-    assert tiers.equals(pl.DataFrame({"tier": ["low"]}))
+    tiers = scenario.wh.query("SELECT DISTINCT tier FROM expected_requeue ORDER BY tier")
+    assert tiers.equals(pl.DataFrame({"tier": ["low", "normal"]}))
+    normal = estimate(scenario, "a", "8-31", "normal")
+    assert (normal["expected_requeue_s"], normal["longest_wait_s"], normal["victims"], normal["restarted"]) == (
+        None, 30 * H, 1, 0)

@@ -1,7 +1,7 @@
 """The expected requeue wait (sql/views/expected_requeue.sql, docs/figures.md section 1), read and worded once
-for every outlet that tells a victim when its job should run again: the victim notice (analytics/alerts.py)
-and the job's card on My preemptions (dashboards/data.py `mine`, dashboards/app_pages/mine.py). The live cost
-reads the same rows in sql/live/live_costs.sql.
+for every outlet that tells a victim when its job should run again: the victim notice (analytics/alerts.py),
+the job's card on My preemptions (dashboards/data.py `mine`, dashboards/app_pages/mine.py) and the victim's
+story on the Preemptions page. The live cost reads the same rows in sql/live/live_costs.sql.
 """
 
 from __future__ import annotations

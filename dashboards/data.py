@@ -183,7 +183,8 @@ _FREE_TEXT = re.compile(r"(?:^|_)(?:reason|message|why|undo_why|note|details?)$"
 PUBLIC = frozenset({
     "cluster", "pool", "tier", "team", "state", "basis", "kind", "source", "priority_class", "unknown", "mode",
     "action", "scheduler", "period", "level", "victim_team", "preemptor_team", "cheaper_team", "victim_tier",
-    "preemptor_tier", "cheaper_tier", "victim_cost_unknown", "hold_action", "hold_mode",
+    "preemptor_tier", "cheaper_tier", "victim_cost_unknown", "hold_action", "hold_mode", "requeue_group",
+    "requeue_size_class",
 })
 _WORD = re.compile(r"[^\s,;()\[\]{}<>\"'`]+")
 
@@ -656,8 +657,10 @@ def victim_detail(r: Reader, cluster: str, job_id: str) -> VictimDetail:
             key,
         ),
         preemptions=r.frame(
-            f"SELECT l.*, {_LIVE_COST_COLUMNS} FROM (SELECT {_LEDGER_COLUMNS} FROM preemption_ledger "  # noqa: S608 -- constants only
-            f"WHERE cluster = $c AND victim_job_id = $j) AS l {_LIVE_COST_JOIN} ORDER BY l.time",
+            # with the expected requeue wait of the victim's group, for a victim not restarted yet
+            f"SELECT l.*, {_LIVE_COST_COLUMNS}, {ESTIMATE_COLUMNS} FROM (SELECT {_LEDGER_COLUMNS} "  # noqa: S608 -- constants only
+            f"FROM preemption_ledger WHERE cluster = $c AND victim_job_id = $j) AS l {_LIVE_COST_JOIN} "
+            f"{estimate_join('l.cluster', 'l.pool', 'l.victim_tier', 'l.victim_gpus')} ORDER BY l.time",
             key,
         ),
         checkpoints=r.frame(

@@ -43,6 +43,7 @@ from preemptlens import __version__, escape, outbound
 from preemptlens.analytics.actions import HOLD_COLUMNS, hold_join, hold_text
 from preemptlens.analytics.pilot import PilotSettings, declared
 from preemptlens.analytics.pilot import evaluate as evaluate_pilot
+from preemptlens.analytics.requeue import ESTIMATE_COLUMNS, estimate_join, restart_text
 from preemptlens.config import Config, Secret, http_url, is_reference, resolve_reference, section, setting
 from preemptlens.errors import ConfigError, PreemptlensError
 from preemptlens.warehouse import Warehouse
@@ -506,13 +507,9 @@ class VictimNotice:
                 why += f"; reason given: {r['reason']}"
             if r["restarted_at"] is not None:
                 requeue = f"it was requeued and restarted at {r['restarted_at']:%Y-%m-%d %H:%M} UTC"
-            elif r["expected_requeue_s"] is not None:
-                requeue = (
-                    f"expect a restart in about {_minutes(r['expected_requeue_s'])} "
-                    f"(median of {r['history_n']} recent requeue(s) of tier {r['tier']} in pool {r['pool']})"
-                )
             else:
-                requeue = "no recent requeues of this tier in this pool to estimate the wait from"
+                # still waiting at the data's end, for as long as the ledger's requeue delay says
+                requeue = restart_text(r, r["tier"], r["pool"], r["waiting_s"], _minutes)
             text = (
                 f"Job {job} of team {r['team']}, run {r['run']} (tier {r['tier']}), was preempted at "
                 f"{r['preempted_at']:%Y-%m-%d %H:%M} UTC in pool {r['pool'] or 'unknown'}. "
@@ -542,7 +539,7 @@ class VictimNotice:
 
 # Preempted runs of the lookback window with their job, the preemptor (from
 # the run or a nearby preemption_links row), the next run if it started, and
-# the expected requeue wait of its pool and tier (expected_requeue, the one definition).
+# the expected requeue wait of its pool, tier and size (expected_requeue, the one definition).
 _VICTIM_SQL = f"""
 WITH preempted AS (
     -- the ledger's preemptions (docs/figures.md, section 1): a run the scheduler marked preempted or the one
@@ -553,13 +550,13 @@ final AS (
     SELECT p.cluster, p.victim_job_id AS job_id, p.victim_run AS run, j.name, p.victim_team AS team,
            p.victim_tier AS tier, p.pool, p.victim_gpus AS gpus, p.time AS preempted_at, p.reason,
            p.preemptor_job_id, coalesce(p.preemptor_tier, pj.tier) AS preemptor_tier, p.restart_time AS restarted_at,
-           q.expected_requeue_s, q.history_n, {HOLD_COLUMNS}
+           CASE WHEN p.requeue_censored THEN p.requeue_delay_s END AS waiting_s, {ESTIMATE_COLUMNS},
+           {HOLD_COLUMNS}
     FROM preempted p
     JOIN jobs j ON j.cluster = p.cluster AND j.job_id = p.victim_job_id
     -- a preemptor whose run is not recorded (yet) still has its job's tier
     LEFT JOIN jobs pj ON pj.cluster = p.cluster AND pj.job_id = p.preemptor_job_id
-    LEFT JOIN expected_requeue q ON q.cluster = p.cluster AND q.pool IS NOT DISTINCT FROM p.pool
-        AND q.tier = p.victim_tier
+    {estimate_join("p.cluster", "p.pool", "p.victim_tier", "p.victim_gpus")}
     -- the hold an action had put on the victim (docs/figures.md, Actions)
     {hold_join("p.cluster", "p.victim_job_id", "p.time")}
     WHERE p.victim_team IS NOT NULL
@@ -681,7 +678,7 @@ class IdleHoarding:
 
 @dataclass(frozen=True)
 class VerdictChange:
-    """The verdict of a cluster (readiness_verdict, worded by analytics.scorecard as everywhere else), once for
+    """The verdict of a cluster (readiness_verdict, worded by analytics.whatif.scorecard as everywhere else), once for
     each verdict it reaches: the dedupe key holds the verdict and whether it is borderline, so a verdict that
     changes posts again and an unchanged one never does."""
 

@@ -163,8 +163,8 @@ class AnalyticsSettings:
     )
     requeue_window_s: float = setting(
         7 * 86400.0,
-        "Window (seconds, back from each cluster's data end) of restarted preemptions whose median requeue "
-        "delay per pool and tier is the expected requeue wait (expected_requeue: notices, My preemptions, "
+        "Window (seconds, back from each cluster's data end) of the preemptions, restarted or still waiting, "
+        "whose waits for a restart give the expected requeue wait (expected_requeue: notices, My preemptions, "
         "live cost).",
         bounds=(3600, 366 * 86_400),
     )
@@ -173,6 +173,13 @@ class AnalyticsSettings:
         "Scorecard Q3: smallest share of the preemptions with a known gain whose lost progress is measured "
         "(basis checkpoint or rollback) for the loss to gain to be read from them; below it it is unknown.",
         check=lambda share: None if 0 <= share <= 1 else "expected a share between 0 and 1",
+    )
+    requeue_min_victims: int = setting(
+        10,
+        "Fewest victims of the window a group (tier, pool and GPU size class; then tier and pool) must hold for "
+        "the expected requeue wait to be read from it; with fewer, the next wider group answers (in the end the "
+        "tier's, whatever its size), and the estimate says which.",
+        bounds=(1, 10_000),
     )
 
     def __post_init__(self) -> None:

@@ -1,7 +1,7 @@
 """Does preemption pay here? The answer block the Overview's first screen and the weekly report show on top.
 
 One builder (`build`, or `read` on a reader) takes the stored verdict (readiness_verdict) and
-counterfactual (counterfactual_*) and words them through analytics.scorecard, the one wording the CLI
+counterfactual (counterfactual_*) and words them through analytics.whatif.scorecard, the one wording the CLI
 prints too; `show` draws the result on a Streamlit page and `markdown` writes it for the Markdown report
 (the HTML report's template lays out the same fields). Nothing here computes a figure.
 """

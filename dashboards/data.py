@@ -40,6 +40,7 @@ import duckdb
 import polars as pl
 
 from preemptlens.analytics.actions import HOLD_COLUMNS, hold_join
+from preemptlens.analytics.requeue import ESTIMATE_COLUMNS, estimate_join
 from preemptlens.analytics.views import registry
 from preemptlens.analytics.whatif.scorecard import FAILED_COLUMN
 from preemptlens.config import host_name, listen_address, section, setting
@@ -182,7 +183,8 @@ _FREE_TEXT = re.compile(r"(?:^|_)(?:reason|message|why|undo_why|note|details?)$"
 PUBLIC = frozenset({
     "cluster", "pool", "tier", "team", "state", "basis", "kind", "source", "priority_class", "unknown", "mode",
     "action", "scheduler", "period", "level", "victim_team", "preemptor_team", "cheaper_team", "victim_tier",
-    "preemptor_tier", "cheaper_tier", "victim_cost_unknown", "hold_action", "hold_mode",
+    "preemptor_tier", "cheaper_tier", "victim_cost_unknown", "hold_action", "hold_mode", "requeue_group",
+    "requeue_size_class",
 })
 _WORD = re.compile(r"[^\s,;()\[\]{}<>\"'`]+")
 
@@ -686,8 +688,10 @@ def victim_detail(r: Reader, cluster: str, job_id: str) -> VictimDetail:
             key,
         ),
         preemptions=r.frame(
-            f"SELECT l.*, {_LIVE_COST_COLUMNS} FROM (SELECT {_LEDGER_COLUMNS} FROM preemption_ledger "  # noqa: S608 -- constants only
-            f"WHERE cluster = $c AND victim_job_id = $j) AS l {_LIVE_COST_JOIN} ORDER BY l.time",
+            # with the expected requeue wait of the victim's group, for a victim not restarted yet
+            f"SELECT l.*, {_LIVE_COST_COLUMNS}, {ESTIMATE_COLUMNS} FROM (SELECT {_LEDGER_COLUMNS} "  # noqa: S608 -- constants only
+            f"FROM preemption_ledger WHERE cluster = $c AND victim_job_id = $j) AS l {_LIVE_COST_JOIN} "
+            f"{estimate_join('l.cluster', 'l.pool', 'l.victim_tier', 'l.victim_gpus')} ORDER BY l.time",
             key,
         ),
         checkpoints=r.frame(
@@ -837,16 +841,15 @@ SELECT
     l.wasted_gpu_s / 3600.0 AS thrown_away_gpu_hours,
     l.requeue_delay_s, l.requeue_censored, l.requeue_gpu_s / 3600.0 AS waiting_gpu_hours,
     l.restart_run, l.restart_time,
-    CASE WHEN l.requeue_censored THEN l.time + to_seconds(t.expected_requeue_s) END AS expected_restart_time,
-    t.expected_requeue_s AS typical_requeue_s,
+    CASE WHEN l.requeue_censored THEN l.time + to_seconds(q.expected_requeue_s) END AS expected_restart_time,
+    {ESTIMATE_COLUMNS},
     j.checkpoint_interval_s, l.work_done_share, l.near_completion, p.near_completion_share,
     l.avoidable, l.idle_gpus_in_pool, l.early_victim, l.repeat_victim, l.prior_job_preemptions,
     l.own, {HOLD_COLUMNS}
 FROM hits AS l
 INNER JOIN page_jobs AS k ON k.cluster = l.cluster AND k.victim_job_id = l.victim_job_id
 LEFT JOIN jobs AS j ON j.cluster = l.cluster AND j.job_id = l.victim_job_id
-LEFT JOIN expected_requeue AS t ON t.cluster = l.cluster AND t.pool IS NOT DISTINCT FROM l.pool
-    AND t.tier = l.victim_tier
+{estimate_join("l.cluster", "l.pool", "l.victim_tier", "l.victim_gpus")}
 CROSS JOIN (SELECT near_completion_share FROM analytics_params LIMIT 1) AS p
 {hold_join("l.cluster", "l.victim_job_id", "l.time")}
 ORDER BY k.own DESC, k.latest DESC, l.cluster, l.victim_job_id, l.time DESC, l.victim_run DESC
@@ -885,7 +888,8 @@ def mine(r: Reader, f: Filters, users: tuple[str, ...], teams: tuple[str, ...], 
     Each row has what the preemption cost the victim in two currencies never summed here: work thrown away
     (lost progress plus warm-up, GPU-hours; unknown while the warm-up is) and waiting (the victim's GPUs times
     its requeue delay, running to the end of the data when it has not restarted); the expected restart of
-    one not restarted yet (preemption time plus expected_requeue's wait for its cluster, pool and tier); and
+    one not restarted yet (preemption time plus expected_requeue's median wait for its cluster, pool, tier and
+    size, with the estimate's p90, interval and victims); and
     what would have protected it (its declared checkpoint interval, its share of work done against
     analytics.near_completion_share)."""
     return r.frame(MINE_SQL, {**_mine_params(f, users, teams, job), "limit": limit, "offset": offset})
@@ -1123,6 +1127,7 @@ SELECT
     {_part("goodput_gpu_s")} AS goodput_gpu_hours,
     {_part("goodput_gpu_s")} / nullif(sum(allocated_gpu_s) / 3600.0, 0) AS goodput_share,
     sum(goodput_at_most_gpu_s) / nullif(sum(allocated_gpu_s), 0) AS goodput_at_most_share,
+    sum(goodput_at_least_gpu_s) / nullif(sum(allocated_gpu_s), 0) AS goodput_at_least_share,
     {_part("badput_preemption_gpu_s")} AS preemption_gpu_hours,
     {_part("badput_warmup_gpu_s")} AS warmup_gpu_hours,
     {_part("badput_checkpoint_save_gpu_s")} AS checkpoint_save_gpu_hours,

@@ -2,7 +2,7 @@
 
 `answers` words the verdict per cluster, the counterfactual headline and the one action to take first;
 `Net` is the net in both currencies. Both are plain data, so the dashboard and the report (HTML and
-Markdown) show the same sentences. The verdict is the readiness scorecard's (analytics.scorecard); the
+Markdown) show the same sentences. The verdict is the readiness scorecard's (analytics.whatif.scorecard); the
 counterfactual headline reads the ledger's gain (the preemptors' wait without preemption) against what the
 victims paid; the action is the first suggestion `preemptlens suggest` ranked (the Tuning page's #1), else
 what the scorecard says to fix first.

@@ -40,7 +40,7 @@ from preemptlens.errors import SchemaError
 from preemptlens.warehouse import Warehouse, query_sql
 
 if TYPE_CHECKING:
-    # Only its type: analytics.victim_order builds on analytics.replay, as this module does.
+    # Only its type: analytics.whatif.victim_order builds on analytics.whatif.replay, as this module does.
     from preemptlens.analytics.whatif.victim_order import Comparison
 
 

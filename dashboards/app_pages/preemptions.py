@@ -7,6 +7,7 @@ from typing import Any
 import polars as pl
 import streamlit as st
 
+from preemptlens.analytics.requeue import restart_text
 from preemptlens.dashboards import figures
 from preemptlens.dashboards.data import VictimDetail, avoidable_text, is_hidden
 from preemptlens.dashboards.formats import number
@@ -82,8 +83,9 @@ def lost_story(p: dict[str, Any]) -> str:
 
 def recovery_story(p: dict[str, Any]) -> str:
     if p["requeue_censored"]:
+        expected = restart_text(p, p["victim_tier"], p["pool"], p["requeue_delay_s"], duration)
         requeue = (f"**Not restarted** by the end of the data, {duration(p['requeue_delay_s'])} after the preemption "
-                   "(the wait is still running).")
+                   f"(the wait is still running); {md(expected)}.")
     else:
         requeue = (f"**Ran again** as run {p['restart_run']} at {when(p['restart_time'])}, "
                    f"{duration(p['requeue_delay_s'])} after the preemption "

@@ -298,7 +298,10 @@ def test_victim_notice_to_team_webhook_slack_format(
     assert rows["target"].to_list() == ["team:nlp"] and rows["state"].to_list() == ["sent"]
     facts = json.loads(rows["payload"][0])["facts"]
     assert facts["preemptor_job_id"] == "101" and facts["preemptor_tier"] == "critical"
-    assert facts["expected_requeue_s"] == 600.0 and facts["history_n"] == 1
+    # the low tier's two victims (too few for their pool's own estimate): 200 restarted after 10 min, 100 still
+    # waits, censored at the data's end (its own preemption)
+    assert facts["expected_requeue_s"] == 600.0 and facts["requeue_group"] == "tier"
+    assert (facts["requeue_victims"], facts["requeue_restarted"]) == (2, 1)
 
     (request,) = receiver.requests
     assert request["path"] == f"/team/{URL_TOKEN}"

@@ -5,7 +5,8 @@ expression over the framework's own message (sources below), plus a custom
 pattern per site (named groups `step` and optionally `time`). A line's time
 is its own: the `time` group, else a timestamp near its start (Python
 logging's asctime, Megatron's `[%Y-%m-%d %H:%M:%S.%f]`, ISO 8601, the
-`timestamps=true` prefix of Kubernetes pod logs); a line without one cannot
+`timestamps=true` prefix of Kubernetes pod logs, the Hugging Face examples'
+month-first `%m/%d/%Y %H:%M:%S`); a line without one cannot
 say when the save happened and is counted in one quarantine row per file.
 
 Kinds of line: `checkpoint` (a save completed, dated by the framework's own
@@ -116,11 +117,12 @@ PRESETS: dict[str, tuple[tuple[str, str], ...]] = {
                        r"|\bLast step checkpoint completed\b"),
         ("restore", rf"Loading the checkpoint from {PATH}step-(?P<step>\d{{1,18}})\b"),
         # colored by default: an escape sequence may sit between the step and "loss:"
-        ("progress", r"(?<!validate )\bstep: {0,16}(?P<step>\d{1,18}) {1,16}(?:\x1b\[[0-9;]{0,16}m)?loss:"),
+        ("progress", r"(?<!validate )(?:\x1b\[[0-9;]{0,16}m|\b)step: {0,16}(?P<step>\d{1,18}) {1,16}"
+                     r"(?:\x1b\[[0-9;]{0,16}m)?loss:"),
     ),
     "keras": (
         ("saving", r"Epoch (?P<step>\d{1,18}): (?:[^,\n]{0,256}, )?saving model to"),
-        # Keras 3; tf.keras 2.x logs no completion
+        # Keras 3 (keras/src/callbacks/model_checkpoint.py)
         ("checkpoint", r"Epoch (?P<step>\d{1,18}): finished saving model to"),
     ),
 }
@@ -142,8 +144,11 @@ MATCH_CHARS = 4096
 
 # A timestamp near a line's start: `2026-12-04 19:32:25,123`, `[2026-12-04 19:32:25.123456]`, ISO 8601 with
 # an offset or Z (the pod log API's RFC 3339 prefix).
+# Also the Hugging Face examples' datefmt, `09/01/2026 10:05:00` (month first: run_clm.py and the other
+# examples/pytorch scripts set datefmt="%m/%d/%Y %H:%M:%S").
 _STAMP = re.compile(
     r"(?P<ts>\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})?(?:Z|[+-]\d{2}:?\d{2})?)"
+    r"|(?P<us>\d{2}/\d{2}/\d{4} \d{2}:\d{2}:\d{2})"
 )
 _STAMP_WITHIN = 96
 _NAMED = re.compile(r"\(\?P<\w+>")
@@ -255,6 +260,13 @@ def parse_time(text: str, zone: tzinfo) -> float | None:
         return None  # year 1 or 9999 moved past the calendar's end by its offset
 
 
+def _month_first(text: str, zone: tzinfo) -> float | None:
+    try:
+        return datetime.strptime(text, "%m/%d/%Y %H:%M:%S").replace(tzinfo=zone).astimezone(UTC).timestamp()
+    except (ValueError, OverflowError):
+        return None
+
+
 def _number(text: str) -> float:
     """A step as the line writes it; NaN (quarantined as not a step) where it is not a number."""
     try:
@@ -280,7 +292,8 @@ class LogReader:
         custom = [p for p in found_by if not p.needles]
         combined = "|".join(f"(?:{_NAMED.sub('(?:', p.regex.pattern)})" for p in custom)
         try:
-            self.any_bytes: re.Pattern[bytes] | None = re.compile(combined.encode()) if custom else None
+            # MULTILINE: a pattern's ^ and $ mean a line's start and end, as when it runs on the line itself
+            self.any_bytes: re.Pattern[bytes] | None = re.compile(combined.encode(), re.MULTILINE) if custom else None
         except re.error:
             # A pattern the combination breaks (a named backreference): every line is looked at.
             self.any_bytes = re.compile(b"^", re.MULTILINE)
@@ -411,7 +424,8 @@ class LogReader:
                 when = parse_time(groups["time"], self.zone)
             if when is None:
                 stamp = _STAMP.search(text, 0, min(len(text), m.start() + _STAMP_WITHIN))
-                when = parse_time(stamp.group("ts"), self.zone) if stamp else None
+                when = None if stamp is None else parse_time(stamp.group("ts"), self.zone) if stamp.group("ts") else (
+                    _month_first(stamp.group("us"), self.zone))
             step = _number(groups["step"]) if groups.get("step") else None
             yield Line(p.kind, float("nan") if when is None else when, step, p.origin, record)
             return

@@ -89,7 +89,7 @@ def wh(tmp_path: Path) -> Iterator[Warehouse]:
         yield w
 
 
-@pytest.mark.parametrize("case", sorted(p.stem for p in CASES.glob("*.json")))
+@pytest.mark.parametrize("case", sorted(p.stem for p in CASES.glob("*.json") if not p.stem.startswith("log_")))
 def test_recorded_layouts(case: str, tmp_path: Path, wh: Warehouse) -> None:
     spec = json.loads((CASES / f"{case}.json").read_text())
     assert spec["source"]

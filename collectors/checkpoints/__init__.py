@@ -29,7 +29,6 @@ import json
 import logging
 import math
 import os
-import pwd
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -350,7 +349,7 @@ class CheckpointCollector:
         for (c, job_id), job in sorted(self.runs.jobs.items()):
             if c != cluster:
                 continue
-            uid = _uid_of(job.user)
+            uid = job.uid()
             for path in job.output_files():
                 if path in seen:
                     continue
@@ -369,16 +368,6 @@ class CheckpointCollector:
                     elsewhere += 1
         if elsewhere:
             log.info("checkpoints logs: %d job output file(s) lie outside checkpoints.log_roots: not read", elsewhere)
-
-
-def _uid_of(user: str | None) -> int | None:
-    """The uid of a job's user on this host, by name (the scheduler records the name); None when unknown here."""
-    if not user:
-        return None
-    try:
-        return pwd.getpwnam(user).pw_uid
-    except (KeyError, ValueError):
-        return None
 
 
 @dataclass

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import bisect
 import os
+import pwd
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -43,6 +44,15 @@ class Job:
     stdout_path: str | None
     stderr_path: str | None
     source: str | None = None
+
+    def uid(self) -> int | None:
+        """The uid of the job's user on this host, by the name the scheduler recorded; None when unknown here."""
+        if not self.user:
+            return None
+        try:
+            return pwd.getpwnam(self.user).pw_uid
+        except (KeyError, ValueError):
+            return None
 
     def output_files(self) -> list[str]:
         """Where the job's log is: its recorded stdout and stderr; for a Slurm job that recorded neither (22.05

@@ -364,3 +364,27 @@ def test_a_job_reads_only_its_own_users_log(tmp_path: Path, wh: Warehouse, two_u
     # The owner's own job reads it.
     _collect(wh, settings, _runs({"o1": (start, None)}, stdout={"o1": str(private)}, user=other), ["logs"])
     assert wh.query("SELECT job_id, step FROM checkpoints").rows() == [("o1", 7.0)]
+
+
+def test_a_working_directory_of_another_user_is_not_walked(tmp_path: Path, wh: Warehouse,
+                                                            two_users: tuple[str, str]) -> None:
+    """Stream files with the work_dir rule: a tenant records another user's directory as its working directory;
+    its checkpoints are not loaded under the tenant's job, while the owner's own job finds them."""
+    tenant, other = two_users
+    runs_dir = tmp_path / "lustre" / "runs"
+    _lay_out(runs_dir / "theirs", [["checkpoint-5/trainer_state.json", "f", 5.0]])
+    for p in [runs_dir / "theirs", *(runs_dir / "theirs").rglob("*")]:
+        os.chown(p, pwd.getpwnam(other).pw_uid, -1)
+    settings = {"roots": [{"path": str(runs_dir / "*"), "job": "work_dir"}], "layouts": ["hf_trainer"]}
+
+    def job(user: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+        runs, labels = _runs({"j1": (BASE - 100, BASE + 5000)}, user=user)
+        return runs.with_columns(pl.lit(str(runs_dir / "theirs")).alias("work_dir")), labels
+
+    _collect(wh, settings, job(tenant), ["files"])
+    assert wh.query("SELECT count(*) AS n FROM checkpoints")["n"][0] == 0
+    [(record, field, reason)] = wh.query("SELECT record, field, reason FROM quarantine").rows()
+    assert (record, field) == (str(runs_dir / "theirs"), "owner") and "not to the user of job j1" in reason
+    with Warehouse(tmp_path / "owner.duckdb") as mine:
+        _collect(mine, settings, job(other), ["files"])
+        assert mine.query("SELECT step FROM checkpoints").rows() == [(5.0,)]

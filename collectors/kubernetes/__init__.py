@@ -121,7 +121,7 @@ KAI_GANG_WINDOW_S = 10.0
 # How long the events streams remember a KAI gang eviction: longer than the API server keeps Events (one hour
 # by default), so that a relist after a 410 Gone, which shows them again, adds no link.
 KAI_GANG_MEMORY_S = 86400.0
-BOOST_APIS = ("auto", "annotation", "field", "both")
+BOOST_APIS = ("auto", "annotation")
 
 
 @section("kubernetes", "The Kubernetes collector (`preemptlens collect kubernetes`).")
@@ -159,10 +159,10 @@ class KubernetesSettings:
     )
     kueue_boost_api: str = setting(
         "auto",
-        "Where the kueue_boost action writes a Workload's priority boost: `annotation` "
-        "(kueue.x-k8s.io/priority-boost, read by Kueue 0.17 to 0.19 with the PriorityBoost gate), `field` "
-        "(spec.priorityBoost, Kueue 0.20 on, gate PriorityBoostWithScopedPreemption), `both` (a rollout across "
-        "those versions), or `auto`: the field when the served Workload CRD has it, else the annotation.",
+        "How the kueue_boost action checks where it writes a Workload's priority boost, the annotation "
+        "kueue.x-k8s.io/priority-boost (read by Kueue v0.17.0 and later with the PriorityBoost feature gate; no "
+        "release has a typed field): `auto` first reads the served Workload CRD and refuses a Kueue before 0.17, "
+        "`annotation` writes it without reading the CRD.",
         choices=BOOST_APIS,
     )
 

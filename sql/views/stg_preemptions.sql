@@ -23,7 +23,9 @@ ckpts as (
 ),
 
 progress as (
-    select * from checkpoints where kind = 'progress' and step is not null
+    -- step reports (kind progress: steps completed by then) and restores (kind restore: a checkpoint loaded at
+    -- that step, the step a restart resumes from)
+    select * from checkpoints where kind in ('progress', 'restore') and step is not null
 ),
 
 job_sources as (
@@ -176,10 +178,13 @@ next_run as (
 ),
 
 restart_report as (
-    -- the first progress report of the next run: the step its restart resumed from (the goodput method)
+    -- the step the next run resumed from (the goodput method), from its first report: a restore is that step
+    -- itself; a step report counts the steps completed by then, so the first one after the restart's start is one
+    -- step past it (resuming from step 30, the first report is 31). A report at the start's very instant (a
+    -- sampled counter) has completed nothing yet and is the step itself.
     select
         cluster, job_id, run, start_time, preempted_at,
-        step as restart_step,
+        case when kind = 'restore' or time <= next_start then step else step - 1 end as restart_step,
         stream_of(origin, source) as restart_source
     from (
         select
@@ -188,10 +193,16 @@ restart_report as (
             nr.run,
             nr.start_time,
             nr.preempted_at,
+            nr.next_start,
+            g.time,
+            g.kind,
             g.step,
             g.origin,
             g.source,
-            row_number() over (partition by nr.cluster, nr.job_id, nr.run order by g.time, g.step) as nth
+            row_number() over (
+                partition by nr.cluster, nr.job_id, nr.run
+                order by g.time, case when g.kind = 'restore' then 0 else 1 end, g.step
+            ) as nth
         from next_run as nr
         inner join progress as g
             on g.cluster = nr.cluster

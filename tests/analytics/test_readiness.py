@@ -205,11 +205,11 @@ def test_q3_loss_to_gain_from_measured_losses_once_enough_are(sc: Scenario) -> N
 
 def test_q3_a_restart_past_its_run_start_shows_the_job_checkpoints(sc: Scenario) -> None:
     preempted_pair(sc)
-    # progress reports only: v reached step 500 at 500 s and 900 at 900 s; its restart resumes from step 500, a
-    # checkpoint no collector saw, taken after the run began
+    # progress reports only (steps completed): v reached step 500 at 500 s and 900 at 900 s; its restart resumes
+    # from step 500 (its first report says 501 done), a checkpoint no collector saw, taken after the run began
     for t, step in ((100, 100.0), (500, 500.0), (900, 900.0)):
         sc.checkpoint("v", 1, t, step, kind="progress")
-    for t, step in ((1200, 500.0), (1500, 800.0)):
+    for t, step in ((1200, 501.0), (1500, 800.0)):
         sc.checkpoint("v", 2, t, step, kind="progress")
     sc.analyze()
     ledger = sc.view("preemption_ledger", "time").row(0, named=True)

@@ -12,7 +12,7 @@ import pytest
 from actions_world import H, World, kueue_boost, minutes, section
 from k8s_fake import CRDS, MERGE_PATCH, FakeApiServer, Patch, load_case, serve_workload_crd
 
-from preemptlens.analytics import snippets
+from preemptlens.analytics.whatif import snippets
 from preemptlens.cli import main
 from preemptlens.warehouse import Warehouse
 

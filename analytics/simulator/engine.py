@@ -124,13 +124,15 @@ _TIME = itemgetter(0)
 
 
 def schedule_interval(schedule: tuple[tuple[float, float], ...], age_s: float) -> float:
-    """The interval of a checkpoint schedule (JobSpec.checkpoint_schedule) at an age: that of the last step from
-    at or before it."""
-    interval = schedule[0][1]
-    for start, every in schedule:
-        if start > age_s:
-            break
-        interval = every
+    """The wait from a checkpoint at `age_s` to the next under a checkpoint schedule (JobSpec.checkpoint_schedule):
+    the interval of the step in force, but never past the next step's start by more than that step's own
+    interval (a long interval while preemptions are rare must not carry a run deep into the age they come)."""
+    k = 0
+    while k + 1 < len(schedule) and schedule[k + 1][0] <= age_s:
+        k += 1
+    interval = schedule[k][1]
+    if k + 1 < len(schedule):
+        interval = min(interval, schedule[k + 1][0] - age_s + schedule[k + 1][1])
     return interval
 
 

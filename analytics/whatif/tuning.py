@@ -521,9 +521,13 @@ def hazard_schedule(bands: Sequence[Mapping[str, Any]], cost: float) -> tuple[Sc
 
 
 def schedule_text(schedule: Schedule) -> str:
+    """'30 min'; '5 min to 60 min, then 22 min to 4.0 h, then 110 min after'; a first step longer than itself
+    reads 'none in the first 15 min, then ...' (the run's first save comes one interval into the next step)."""
     if len(schedule) == 1:
         return _minutes(schedule[0][1])
     parts = [f"{_minutes(every)} to {duration(schedule[k + 1][0])}" for k, (_, every) in enumerate(schedule[:-1])]
+    if schedule[0][1] >= schedule[1][0]:
+        parts[0] = f"none in the first {duration(schedule[1][0])}"
     return ", then ".join([*parts, f"{_minutes(schedule[-1][1])} after"])
 
 
@@ -599,7 +603,8 @@ def checkpoint_interval(ctx: Context) -> list[Suggestion]:
             Suggestion(
                 kind="checkpoint_interval",
                 subject=team,
-                title=f"Team {team}: checkpoint every {proposed} instead of {_minutes(current)}",
+                title=f"Team {team}: checkpoint {'' if proposed.startswith('none') else 'every '}{proposed} instead of "
+                      f"every {_minutes(current)}",
                 setting="checkpoint interval",
                 current=_minutes(current),
                 proposed=proposed,

@@ -98,6 +98,9 @@ def test_a_hazard_that_falls_with_age_gives_a_schedule() -> None:
     assert words == ["from 0 s: 40 in 10 run-hours", "from 60 min: 10 in 40 run-hours",
                      "from 4.0 h: 2 in 200 run-hours"]
     assert schedule_text(schedule) == "5 min to 60 min, then 22 min to 4.0 h, then 110 min after"
+    # a first step longer than itself: no save while preemptions are rare, the first one interval into the next
+    assert schedule_text(((0.0, 3540.0), (900.0, 2160.0))) == "none in the first 15 min, then 36 min after"
+    assert last_checkpoint_under(0.0, ((0.0, 3540.0), (900.0, 2160.0)), 3100.0) == 900.0 + 2160.0
     # the last checkpoint of a run under it: every 5 min to 1 h, then every 22 min
     assert last_checkpoint_under(0.0, schedule, 3500.0) == 3300.0
     assert last_checkpoint_under(0.0, schedule, 3600.0 + 1320.0) == 3600.0 + 1320.0

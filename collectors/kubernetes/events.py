@@ -55,7 +55,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -229,6 +229,7 @@ class Preemption:
     reason: str
     reporter: str
     kind: str  # KUBE_SCHEDULER, KUEUE, KAI or VOLCANO
+    victim: ObjectRef | None = None  # the object the event names as its victim (corroborate)
 
 
 @dataclass(frozen=True)
@@ -491,11 +492,12 @@ def preemptions(
         match = _VOLCANO_EVICT.match(event.message)
         why = f"volcano {match.group('action')}" if match else f"volcano evict; {UNRECOGNISED}"
         found = Preemption(victim, event.first_time, None, why + "; preemptor not recorded", reporter, kind)
+    found = replace(found, victim=event.regarding)
     links = [found]
     if event.last_time is not None:
         again = found.preemptor_job_id if event.repeated_verbatim else None
         note = found.reason if again or "preemptor not recorded" in found.reason else (
             found.reason + "; repeat in an event series, preemptor not recorded"
         )
-        links.append(Preemption(found.victim_job_id, event.last_time, again, note, reporter, kind))
+        links.append(replace(found, time=event.last_time, preemptor_job_id=again, reason=note))
     return links

@@ -1,0 +1,8 @@
+-- What bore out a preemption link reported by a Kubernetes Event (issue 33: an Event's writer fields are the
+-- writer's own word). `corroboration`: the victim's state, which only the scheduler writes, that the collector
+-- read back (e.g. "pod condition DisruptionTarget (PreemptionByScheduler)"); NULL when the victim could not be
+-- read any more (deleted, replaced) or writes nothing (KAI before v0.17.0), and for every other source.
+-- `victim_kind`: pod, workload or podgroup for a link from an Event, NULL for the other sources (a scheduler's
+-- log, files), whose links are believed as before. An Event its victim gainsays is quarantined, never loaded.
+ALTER TABLE preemption_links ADD COLUMN corroboration VARCHAR;
+ALTER TABLE preemption_links ADD COLUMN victim_kind VARCHAR;

@@ -175,7 +175,8 @@ _COLUMNS: dict[str, dict[str, pl.DataType]] = {
     "preemption_links": {
         "cluster": pl.String(), "victim_job_id": pl.String(), "time": pl.Datetime("us", "UTC"),
         "preemptor_job_id": pl.String(), "reason": pl.String(), "reporter": pl.String(),
-        "corroboration": pl.String(), "victim_kind": pl.String(),
+        "corroboration": pl.String(), "victim_kind": pl.String(), "preemptor_queue": pl.String(),
+        "preemptor_cohort": pl.String(), "preemptor_priority": pl.Int64(), "victim_priority": pl.Int64(),
     },
     "job_aliases": {"cluster": pl.String(), "alias": pl.String(), "job_id": pl.String()},
     "jobs": {
@@ -279,7 +280,9 @@ class EventReader(Reader):
                 seen.append(p.time)
             links.append({"victim_job_id": p.victim_job_id, "time": p.time, "preemptor_job_id": p.preemptor_job_id,
                           "reason": p.reason, "reporter": p.reporter, "corroboration": verdict.by,
-                          "victim_kind": victim_kind(p.kind)})
+                          "victim_kind": victim_kind(p.kind), "preemptor_queue": p.preemptor_queue,
+                          "preemptor_cohort": p.preemptor_cohort, "preemptor_priority": p.preemptor_priority,
+                          "victim_priority": p.victim_priority})
         return {"preemption_links": links}
 
 

@@ -19,7 +19,9 @@ that the next watch from the stored cursor gets 410 Gone and lists again), and w
 - `claims_not_corroborated`: victims an event claims, whose state could not be read back (deleted), and whose
   collected runs gainsay it: a link, no ledger row, and a data_issues row;
 - `implausible_preemptor`: victims an event names a preemptor for that was running before the preemption:
-  not the ledger's preemptor, and a data_issues row.
+  not the ledger's preemptor, and a data_issues row;
+- `link_fields`: per victim, columns every link of it holds (what bore it out, the Kueue preemptor's
+  ClusterQueue and cohort, the effective priorities).
 
 Then the same collection runs once more with nothing new: nothing loaded may change.
 """
@@ -140,6 +142,9 @@ def test_recorded_case(api: FakeApiServer, tmp_path: Path, name: str) -> None:
         assert victim in {lk["victim_job_id"] for lk in links if lk["corroboration"] is None}
         assert victim not in {r["victim_job_id"] for r in ledger}
         assert (victim, "preemption claimed by an event, not corroborated by its victim") in issues
+    for victim, fields in expect.get("link_fields", {}).items():
+        found = [lk for lk in links if lk["victim_job_id"] == victim]
+        assert found and all({k: lk[k] for k in fields} == fields for lk in found), found
     for victim in expect.get("implausible_preemptor", []):
         assert (victim, "preemptor named by an event is not plausible") in issues
     # every link names the component that wrote it, one the settings trust

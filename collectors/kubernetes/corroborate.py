@@ -170,6 +170,7 @@ class Corroborator:
         self.client = client
         self.kueue_version = kueue_version
         self.read: dict[tuple[str, str, str], tuple[Mapping[str, Any] | None, str]] = {}
+        self.warned: set[str] = set()  # the kinds whose read was refused or failed: said once per collection
 
     def __call__(self, p: Preemption) -> Verdict:
         ref = p.victim
@@ -213,7 +214,10 @@ class Corroborator:
             if exc.status == 404:
                 return None, f"the {kind} is gone"
             why = f"the {kind} cannot be read ({status_text(exc)})"
-            log.warning("kubernetes: %s%s", why, ": grant get on it (docs/deploy.md)" if exc.status == 403 else "")
+            if kind not in self.warned:
+                self.warned.add(kind)
+                log.warning("kubernetes: events' victims are loaded uncorroborated: %s%s", why,
+                            "; grant get on them (docs/deploy.md)" if exc.status == 403 else "")
             return None, why
         except outbound.CallTimedOut:
             return None, f"the {kind} could not be read within {READ_DEADLINE_S:g} s"

@@ -9,6 +9,11 @@ staged as (
     select * from stg_runs
 ),
 
+all_staged as (
+    -- every run with a job, also those no source wrote (a KAI PodGroup's eviction before its pods were seen)
+    select * from stg_job_runs
+),
+
 ledger as (
     select * from preemption_ledger
 ),
@@ -46,7 +51,7 @@ orphan as (
 preemptions as (
     select p.*, r.source
     from ledger as p
-    inner join runs as r on r.cluster = p.cluster and r.job_id = p.victim_job_id and r.run = p.victim_run
+    inner join all_staged as r on r.cluster = p.cluster and r.job_id = p.victim_job_id and r.run = p.victim_run
 ),
 
 unknown_start as (
@@ -96,7 +101,7 @@ unbound_link as (
             as handling
     from links as l
     where not exists (
-        select 1 from runs as r where r.cluster = l.cluster and r.job_id = l.victim_job_id
+        select 1 from all_staged as r where r.cluster = l.cluster and r.job_id = l.victim_job_id
     )
 ),
 

@@ -177,6 +177,7 @@ _COLUMNS: dict[str, dict[str, pl.DataType]] = {
         "preemptor_job_id": pl.String(), "reason": pl.String(), "reporter": pl.String(),
         "corroboration": pl.String(), "victim_kind": pl.String(), "preemptor_queue": pl.String(),
         "preemptor_cohort": pl.String(), "preemptor_priority": pl.Int64(), "victim_priority": pl.Int64(),
+        "victim_started": pl.Datetime("us", "UTC"),
     },
     "job_aliases": {"cluster": pl.String(), "alias": pl.String(), "job_id": pl.String()},
     "jobs": {
@@ -282,7 +283,7 @@ class EventReader(Reader):
                           "reason": p.reason, "reporter": p.reporter, "corroboration": verdict.by,
                           "victim_kind": victim_kind(p.kind), "preemptor_queue": p.preemptor_queue,
                           "preemptor_cohort": p.preemptor_cohort, "preemptor_priority": p.preemptor_priority,
-                          "victim_priority": p.victim_priority})
+                          "victim_priority": p.victim_priority, "victim_started": verdict.started})
         return {"preemption_links": links}
 
 

@@ -16,7 +16,8 @@ What bears a preemption out, per victim, and the write it takes:
   `Preempted`, or an `Evicted` / `Preempted` "Previously: " preemption message (a re-admission), changed no
   earlier than the event less CORROBORATION_WINDOW_S, through `workloads/status`;
 - a PodGroup (KAI): the annotation `kai.scheduler/last-eviction-timestamp` no earlier than the event less
-  CORROBORATION_WINDOW_S (KAI v0.17.0 on), through the scheduler's patch of `podgroups`.
+  CORROBORATION_WINDOW_S (KAI v0.17.0 on), through the scheduler's patch of `podgroups`; its
+  `kai.scheduler/last-start-timestamp`, when not after the eviction, says when the evicted attempt began.
 
 The verdicts:
 
@@ -62,6 +63,7 @@ log = logging.getLogger(__name__)
 # scheduler writes the state and then the event, in one pass, and the event's time is its own clock's.
 CORROBORATION_WINDOW_S = 120.0
 KAI_LAST_EVICTION = "kai.scheduler/last-eviction-timestamp"
+KAI_LAST_START = "kai.scheduler/last-start-timestamp"
 # One victim read: a total deadline and a cap on the answer, which is one object.
 READ_DEADLINE_S = 30.0
 MAX_OBJECT_BYTES = 8 * 2**20
@@ -85,6 +87,9 @@ class Verdict:
     by: str | None  # what bore the preemption out; None: unread
     contradiction: str | None = None  # why the victim gainsays the event (quarantine)
     unread: str | None = None  # why the victim could not be judged
+    # when the evicted attempt began, where the victim's scheduler-written state says it (KAI's
+    # kai.scheduler/last-start-timestamp, set when it allocated the gang): stored with the link
+    started: datetime | None = None
 
 
 def _conditions(obj: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -155,9 +160,18 @@ def judge_podgroup(obj: Mapping[str, Any], p: Preemption) -> Verdict:
         evicted = parse_time(stamp, KAI_LAST_EVICTION)
     except ParseError:
         return Verdict(None, f"the PodGroup's {KAI_LAST_EVICTION} is no time ({stamp!r})")
-    if evicted >= p.time - timedelta(seconds=CORROBORATION_WINDOW_S):
-        return Verdict(f"podgroup annotation {KAI_LAST_EVICTION}")
-    return Verdict(None, f"the PodGroup's last eviction was at {evicted.isoformat()}, before the event")
+    if evicted < p.time - timedelta(seconds=CORROBORATION_WINDOW_S):
+        return Verdict(None, f"the PodGroup's last eviction was at {evicted.isoformat()}, before the event")
+    # KAI stamps the start when it allocates the gang (allocate.go, since v0.6.0); one after the eviction is
+    # the next attempt's, which says nothing of when the evicted one began
+    try:
+        started: datetime | None = parse_time(notes.get(KAI_LAST_START) if isinstance(notes, Mapping) else None,
+                                              KAI_LAST_START)
+    except ParseError:
+        started = None
+    if started is not None and started > min(evicted, p.time):
+        started = None
+    return Verdict(f"podgroup annotation {KAI_LAST_EVICTION}", started=started)
 
 
 JUDGES = {POD: judge_pod, WORKLOAD: judge_workload, PODGROUP: judge_podgroup}

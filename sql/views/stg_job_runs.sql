@@ -55,16 +55,18 @@ unseen as (
     -- A KAI PodGroup read (its jobs row) evicted before any of its pods was seen: an eviction its PodGroup bore
     -- out (a corroborated link: its kai.scheduler/last-eviction-timestamp, KAI v0.17.0 on) that no run of the job
     -- can take, for none had started by then, is a run of its own, numbered back from the first run seen (0, -1,
-    -- ...). Like a Kueue Workload first seen after its eviction, what needs its start is unknown.
+    -- ...). Its start is KAI's last-start-timestamp where the link carries it; without it, like a Kueue Workload
+    -- first seen after its eviction, what needs the start is unknown.
     -- (a join counting the runs begun by then, not a correlated subquery: Spark runs this view too)
     select
         cluster,
         job_id,
         time,
         source,
+        victim_started,
         1 - row_number() over (partition by cluster, job_id order by time desc) as run
     from (
-        select l.cluster, l.victim_job_id as job_id, l.time, l.source, count(r.run) as begun
+        select l.cluster, l.victim_job_id as job_id, l.time, l.source, l.victim_started, count(r.run) as begun
         from links as l
         inner join jobs_ as j on j.cluster = l.cluster and j.job_id = l.victim_job_id
         left join runs as r
@@ -72,7 +74,7 @@ unseen as (
             and r.job_id = l.victim_job_id
             and (r.start_time is null or r.start_time <= l.time)
         where l.victim_kind = 'podgroup' and l.corroboration is not null
-        group by l.cluster, l.victim_job_id, l.time, l.source
+        group by l.cluster, l.victim_job_id, l.time, l.source, l.victim_started
     ) as evictions
     where begun = 0
 ),
@@ -123,7 +125,8 @@ final as (
         nullif(u.time, u.time) as submit_time,
         j.submit_time as job_submit_time,
         nullif(u.time, u.time) as eligible_time,
-        nullif(u.time, u.time) as start_time,
+        -- when its scheduler allocated it, where the PodGroup said so (KAI's last-start-timestamp), else unknown
+        u.victim_started as start_time,
         u.time as end_time,
         u.time as end_or_data_end,
         'preempted' as state,

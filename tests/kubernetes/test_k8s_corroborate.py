@@ -5,12 +5,13 @@ reads and finds silent quarantines it."""
 from __future__ import annotations
 
 import copy
+from datetime import UTC, datetime
 from typing import Any
 
 from k8s_fake import FakeApiServer
 
 from preemptlens.collectors.kubernetes import KubernetesSettings, api_client
-from preemptlens.collectors.kubernetes.corroborate import KAI_LAST_EVICTION, Corroborator, Verdict
+from preemptlens.collectors.kubernetes.corroborate import KAI_LAST_EVICTION, KAI_LAST_START, Corroborator, Verdict
 from preemptlens.collectors.kubernetes.events import preemptions
 
 PODS = "/api/v1/pods"
@@ -83,8 +84,16 @@ def test_what_cannot_be_read_leaves_the_event_unverified(api: FakeApiServer) -> 
 
 def test_a_kai_podgroup_is_judged_by_its_last_eviction_stamp(api: FakeApiServer) -> None:
     group, event = _kai_event("2026-11-05T09:59:58Z")
+    group["metadata"]["annotations"][KAI_LAST_START] = "2026-11-05T08:00:00Z"
     api.add(PODGROUPS, group)
-    assert _judge(api, event, "v1").by == f"podgroup annotation {KAI_LAST_EVICTION}"
+    borne = _judge(api, event, "v1")
+    assert borne.by == f"podgroup annotation {KAI_LAST_EVICTION}"
+    # and the evicted attempt began when KAI allocated it; a start after the eviction is the next attempt's
+    assert borne.started == datetime(2026, 11, 5, 8, 0, tzinfo=UTC)
+    restarted = copy.deepcopy(group)
+    restarted["metadata"]["annotations"][KAI_LAST_START] = "2026-11-05T10:03:00Z"
+    api.modify(PODGROUPS, restarted)
+    assert _judge(api, event, "v1").started is None
     # its last eviction long before the event: this eviction did not happen
     older = copy.deepcopy(group)
     older["metadata"]["annotations"][KAI_LAST_EVICTION] = "2026-11-05T06:00:00Z"

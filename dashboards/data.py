@@ -979,6 +979,14 @@ FROM quarantine AS q LEFT JOIN _loads AS l ON l.load_id = q._load_id
 ORDER BY loaded_at DESC NULLS LAST, q.source, q.record
 LIMIT $limit
 """
+# Every quarantined record counted by what failed: a claim an Event's victim gainsays is field `corroboration`
+# (collectors/kubernetes/corroborate.py), whatever the newest records above show.
+QUARANTINE_COUNTS_SQL = """
+SELECT source, target_table, field, count(*) AS records, min(reason) AS example
+FROM quarantine
+GROUP BY source, target_table, field
+ORDER BY records DESC, source, target_table, field
+"""
 ALERT_ERRORS_SQL = """
 SELECT rule, target, title, state, attempts, created_at, next_attempt_at, last_error
 FROM alerts WHERE last_error IS NOT NULL AND state <> 'sent'
@@ -1001,6 +1009,11 @@ def data_issues(r: Reader) -> pl.DataFrame | None:
     if not r.has("data_issues"):
         return None
     return r.frame(DATA_ISSUES_SQL)
+
+
+def quarantine_counts(r: Reader) -> pl.DataFrame:
+    """Every quarantined record, counted per source, table and the field that failed."""
+    return r.frame(QUARANTINE_COUNTS_SQL)
 
 
 def quarantined(r: Reader, limit: int) -> pl.DataFrame:
@@ -1193,6 +1206,7 @@ QUERIES: dict[str, Callable[..., Any]] = {
     "team_net": team_net,
     "freshness": freshness,
     "quarantined": quarantined,
+    "quarantine_counts": quarantine_counts,
     "alert_errors": alert_errors,
     "data_issues": data_issues,
     "coverage": coverage,

@@ -29,6 +29,7 @@ import hashlib
 import json
 import logging
 import os
+import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator, Mapping
@@ -73,6 +74,7 @@ from preemptlens.collectors.slurm.sacct import (
 from preemptlens.config import ClusterSettings, Config, parse_size, section, setting, size_text, time_zone
 from preemptlens.contract import Batch, Reject, Watermark
 from preemptlens.errors import ConfigError, SourceError
+from preemptlens.private import others_can_change
 from preemptlens.times import TIME_HELP, parse_when
 
 log = logging.getLogger(__name__)
@@ -210,7 +212,7 @@ class SlurmCollector:
         return env
 
     def _exe(self, tool: str) -> str:
-        return str(Path(self.o.bin_dir) / tool) if self.o.bin_dir else tool
+        return program(self.o.bin_dir, tool)
 
     def _run(self, argv: list[str]) -> str:
         try:
@@ -526,6 +528,24 @@ class SlurmCollector:
 
 class _JsonUnavailable(SourceError):
     pass
+
+
+def program(bin_dir: str, tool: str) -> str:
+    """The path of Slurm's `tool` (in `bin_dir`, else found on $PATH) to run, when no other user can change it or
+    a folder above it: preemptlens often runs as root, and would run whatever they put there. A tool not found
+    is returned as named, for the caller's FileNotFoundError."""
+    found = str(Path(bin_dir) / tool) if bin_dir else shutil.which(tool)
+    if found is None:
+        return tool
+    # The folder too, even sticky: there another user could add the program between this check and its run.
+    problem = others_can_change(os.path.dirname(os.path.abspath(found)))
+    if not problem and os.path.exists(found):
+        problem = others_can_change(found)
+    if problem:
+        raise SourceError(f"slurm: refusing to run {found}: {problem}, so another user could choose what runs",
+                          "set slurm.bin_dir to a folder owned by root (or the service's user) that only it can "
+                          "write, holding Slurm's own programs")
+    return found
 
 
 def _missing(tool: str) -> SourceError:

@@ -4,10 +4,12 @@ Webhooks, Prometheus, the Kubernetes client and the Slurm commands each."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import os
 import shutil
+import socket
 import stat
 import subprocess
 import sys
@@ -17,15 +19,17 @@ from pathlib import Path
 
 import pytest
 
+import preemptlens.collectors.kubernetes as k8s
 from preemptlens.analytics.alerts import Alert, AlertsSettings, Target, deliver, evaluate
 from preemptlens.cli import main
 from preemptlens.collectors.kubernetes import actions as k8s_actions
+from preemptlens.collectors.kubernetes import policy as k8s_policy
 from preemptlens.collectors.kubernetes import watch
 from preemptlens.collectors.slurm import Options, SlurmCollector
 from preemptlens.config import Secret, load_config
 from preemptlens.errors import SourceError, TransientSourceError
 from preemptlens.warehouse import Warehouse
-from tests.hostile_peers import Drip, Huge
+from tests.hostile_peers import Drip, Huge, Peer
 from tests.prometheus.helpers import collector
 
 NOW = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
@@ -203,6 +207,41 @@ def test_a_kubernetes_effector_read_or_patch_ends_in_time_and_reads_one_object_a
                 assert time.monotonic() - began < 10
             time.sleep(0.5)
             assert peer.sent < CAP, f"{peer.sent:,} bytes read"
+
+
+class EndlessPages(Peer):
+    """A list that never ends: each page of 64 KiB comes at once and names a next one."""
+
+    def answer(self, conn: socket.socket) -> None:
+        body = json.dumps({"items": [{"metadata": {"name": "q"}, "pad": "x" * 65_000}],
+                           "metadata": {"continue": "more"}}).encode()
+        self.send(conn, b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
+                        b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+
+
+def test_the_kubernetes_policy_read_ends_in_time_and_reads_at_most_its_cap(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ClusterQueues read for the replay's policy: a peer that drips, answers 400 MB, or pages forever ends
+    the read within its total deadline and byte cap, over all pages; the policy rows are left out, not the
+    collection."""
+    monkeypatch.setattr(k8s_policy, "READ_DEADLINE_S", 3.0)
+    monkeypatch.setattr(k8s_policy, "MAX_READ_BYTES", 2**20)
+    cases = ((Drip(), "not read whole within 3 s"), (Huge(), "larger than 1,048,576 bytes"),
+             (EndlessPages(), "larger than 1,048,576 bytes"))
+    for peer, said in cases:
+        caplog.clear()
+        with peer:
+            path = kubernetes_config(tmp_path, peer.url)
+            path.write_text(path.read_text() + 'streams = ["workloads"]\n')
+            collector = k8s.build(argparse.Namespace(), load_config(path))
+            began = time.monotonic()
+            assert list(k8s_policy.batches(collector, None)) == []
+            took = time.monotonic() - began
+            time.sleep(0.5)
+            assert peer.sent < CAP, f"{peer.sent:,} bytes read"
+        assert said in caplog.text, caplog.text
+        assert took < 10, f"{took:.0f} s"
 
 
 def hostile_command(folder: Path, name: str, body: str) -> None:

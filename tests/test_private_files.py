@@ -1,7 +1,9 @@
 """Files on a shared machine, tried by a second Unix user: the warehouse, its snapshot, the lake and the
-reports are the service user's alone whatever umask it started with; a configuration file others can change
-is refused, and others' access to the config, a `$file` secret or the warehouse's folder is warned about.
-Needs root, to create the second user (tests run as root in CI)."""
+reports are the service user's alone whatever umask it started with; a configuration file, a `$file` secret,
+`slurm.bin_dir`, a report folder or a lake others can change is refused, and others' reading the config, a
+secret or the warehouse's folder is warned about. Names planted in a shared folder (symlinks, FIFOs) are never
+written through or waited on, and a forged lake manifest removes nothing outside the lake. Needs root, to create
+the second user (tests run as root in CI)."""
 
 from __future__ import annotations
 

@@ -308,6 +308,12 @@ def write_manifest(folder: Path, tables: dict[str, dict[str, object]]) -> None:
     replace_privately(folder / MANIFEST, text.encode())
 
 
+def refuse_shared_lake(root: Path) -> None:
+    """Exports and Spark remove and replace files in the lake on the manifest's word: a lake another user can
+    change (or a folder above it) is not the service's."""
+    refuse_if_others_can_change(root, "the lake", "chmod 700 it, owned by the service's user, or use another")
+
+
 @contextmanager
 def exclusive(folder: Path) -> Iterator[None]:
     """One exporter per lake: two would race on the manifest. The lock is this user's own regular file (a FIFO
@@ -330,8 +336,7 @@ def export_changed(wh: Warehouse, folder: str | Path) -> ExportReport:
     started = time.perf_counter()
     private_umask()
     root = private_folder(folder)
-    # Export removes files in the lake on the manifest's word: a lake another user can write is not ours.
-    refuse_if_others_can_change(root, "the lake", "chmod 700 it, owned by the service's user, or export elsewhere")
+    refuse_shared_lake(root)
     report = ExportReport(root)
     with exclusive(root):
         manifest = read_manifest(root)

@@ -114,8 +114,8 @@ def _chain_problem(chain: Path) -> str:
     for depth, part in enumerate([chain, *chain.parents]):
         try:
             info = os.lstat(part)
-        except FileNotFoundError:
-            continue  # not made yet: its folder decides who could make it
+        except OSError:
+            continue  # not made yet (its folder decides who could make it), or not ours to see: using it says why
         if info.st_uid not in _trusted_uids():
             return f"{part} belongs to another user (uid {info.st_uid})"
         if stat.S_ISLNK(info.st_mode):

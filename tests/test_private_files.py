@@ -341,6 +341,25 @@ def test_a_forged_lake_manifest_a_fifo_lock_and_leftovers_never_reach_outside_th
     lake.chmod(0o700)
 
 
+def test_a_warehouse_in_a_folder_others_can_write_is_refused(other: str, shared: Path) -> None:
+    loot = shared / "loot"
+    loot.write_text("")
+    owned_by(loot, other)
+    for mode in (0o777, 0o1777):
+        folder = shared / f"open-{mode:o}"
+        folder.mkdir()
+        folder.chmod(mode)
+        # What another user would plant: the name DuckDB gives the warehouse's write-ahead log.
+        (folder / "w.duckdb.wal").symlink_to(loot)
+        config = shared / "preemptlens.toml"
+        config.write_text(f'[warehouse]\npath = "{folder / "w.duckdb"}"\n')
+        config.chmod(0o600)
+        done = run_as_service("import", str(CASES / "jobs.jsonl"), cwd=shared, config=config)
+        assert done.returncode != 0 and f"the warehouse's folder {folder}" in done.stderr, done.stderr
+        assert "is writable by every user" in done.stderr and "Traceback" not in done.stderr
+        assert loot.read_text() == "" and not (folder / "w.duckdb").exists()
+
+
 def test_slurm_programs_another_user_can_change_are_never_run(
     other: str, shared: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -392,7 +411,20 @@ def test_slurm_programs_another_user_can_change_are_never_run(
         collector("")._run(["scontrol", "show", "config"])
     assert not ran.exists()
     # The service's own folder: run.
-    collector(bin_dir(shared / "own"))._run(["scontrol", "show", "config"])
+    own = bin_dir(shared / "own")
+    collector(own)._run(["scontrol", "show", "config"])
+    assert ran.read_text() == "scontrol\n"
+    # The slurm.conf they read names the plugins they load as root: the same check.
+    conf = shared / "open" / "slurm.conf"
+    conf.write_text("ClusterName=c\n")
+    for named in (str(conf), ""):
+        monkeypatch.setenv("SLURM_CONF", str(conf))
+        slurm = SlurmCollector(Options(cluster="c", bin_dir=str(own), slurm_conf=named, timeout_s=10))
+        with pytest.raises(SourceError, match=f"refusing SLURM_CONF {conf}: {shared / 'open'} is writable"):
+            slurm._run(["scontrol", "show", "config"])
+        effector = SlurmQosEffector(QosEffectorOptions("protected", str(own), named, 10.0, "normal"))
+        with pytest.raises(SourceError, match="refusing SLURM_CONF"):
+            effector.command(["scontrol", "show", "config"], "reading ClusterName")
     assert ran.read_text() == "scontrol\n"
 
 

@@ -199,8 +199,9 @@ class SlurmCollector:
 
     def _env(self, epoch_times: bool = False) -> dict[str, str]:
         env = dict(os.environ)
-        if self.o.slurm_conf:
-            env["SLURM_CONF"] = self.o.slurm_conf
+        conf = checked_conf(self.o.slurm_conf)
+        if conf:
+            env["SLURM_CONF"] = conf
         # -S/-E are read as local time: make that UTC like everything here.
         env["TZ"] = "UTC"
         if epoch_times:
@@ -546,6 +547,17 @@ def program(bin_dir: str, tool: str) -> str:
                           "set slurm.bin_dir to a folder owned by root (or the service's user) that only it can "
                           "write, holding Slurm's own programs")
     return found
+
+
+def checked_conf(slurm_conf: str) -> str:
+    """`slurm_conf` (else the environment's SLURM_CONF), when no other user can change it or a folder above it:
+    the Slurm programs, run as root, load the plugins it names. Empty when neither is set (Slurm's default)."""
+    path = slurm_conf or os.environ.get("SLURM_CONF", "")
+    problem = others_can_change(path) if path else ""
+    if problem:
+        raise SourceError(f"slurm: refusing SLURM_CONF {path}: {problem}, so another user could choose what the "
+                          "Slurm programs load", "keep slurm.conf owned by root and writable by it alone")
+    return path
 
 
 def _missing(tool: str) -> SourceError:

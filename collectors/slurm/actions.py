@@ -27,7 +27,7 @@ import subprocess
 from dataclasses import dataclass
 
 from preemptlens import outbound
-from preemptlens.collectors.slurm import SlurmSettings, program
+from preemptlens.collectors.slurm import SlurmSettings, checked_conf, program
 from preemptlens.collectors.slurm.policy import cluster_name_from_config
 from preemptlens.config import ClusterSettings, Config, section, setting
 from preemptlens.errors import ConfigError, SourceError
@@ -174,8 +174,9 @@ class SlurmQosEffector:
         """The command's output; None when it says the job is gone or ended."""
         exe = program(self.s.bin_dir, argv[0])
         env = dict(os.environ)
-        if self.s.slurm_conf:
-            env["SLURM_CONF"] = self.s.slurm_conf
+        conf = checked_conf(self.s.slurm_conf)
+        if conf:
+            env["SLURM_CONF"] = conf
         shown = " ".join(argv)
         try:
             # Killed at the time limit; squeue's list of held jobs and scontrol's answers are small.

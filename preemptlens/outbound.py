@@ -10,7 +10,8 @@ one that answers 400 MB fills the memory of whoever reads it whole. So:
   read blocked on a dripping peer returns at once; `check()` then raises
   `CallTimedOut`. urllib3's connections report their sockets to it once
   `install(pool_manager)` (or `BoundedAdapter` for a requests session) is
-  done: the Prometheus collector and the Kubernetes client use it.
+  done: the Prometheus collector and the Kubernetes client use it. Their host
+  names are then looked up within the deadline too (`resolve`).
 - `read_capped`, `Capped`: the answer's bytes up to a limit, then
   `AnswerTooLarge`, never more in memory.
 - `run`: a command (sacct, scontrol) killed at its deadline, its output capped.
@@ -162,13 +163,40 @@ def _watched(base: type) -> type:
     """`base` (a urllib3 connection class) reporting its socket to the thread's current Deadline."""
 
     class Watched(base):
+        _dns_host: str  # urllib3's: the name connected to (the `host` property strips its trailing dot)
+
         def _new_conn(self) -> socket.socket:
-            # The plain socket, before any TLS handshake: a handshake can drip too.
-            sock = super()._new_conn()
             deadline = current()
+            if deadline is None or _is_address(self._dns_host):
+                sock = super()._new_conn()
+            else:
+                sock = self._connect_resolved(deadline)
+            # The plain socket, before any TLS handshake: a handshake can drip too.
             if deadline is not None:
                 deadline.watch(sock)
             return sock
+
+        def _connect_resolved(self, deadline: Deadline) -> socket.socket:
+            """The name looked up within `deadline` (resolve), then each address connected to as urllib3 connects
+            to a name (its socket options, timeouts and errors); the name is kept for TLS and the Host header."""
+            import urllib3.exceptions
+
+            name = self._dns_host
+            try:
+                infos = resolve(name, self.port, deadline)
+            except socket.gaierror as exc:
+                raise urllib3.exceptions.NameResolutionError(self.host, self, exc) from exc
+            try:
+                for number, info in enumerate(infos):
+                    self._dns_host = str(info[4][0])
+                    try:
+                        return super()._new_conn()
+                    except urllib3.exceptions.HTTPError:
+                        if number == len(infos) - 1:
+                            raise
+                raise urllib3.exceptions.NewConnectionError(self, "the name has no address")
+            finally:
+                self._dns_host = name
 
         def request(self, *args: Any, **kwargs: Any) -> Any:
             # A pooled connection, connected for an earlier call, serves this one.
@@ -179,6 +207,14 @@ def _watched(base: type) -> type:
 
     Watched.__name__ = Watched.__qualname__ = f"Watched{base.__name__}"
     return Watched
+
+
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.strip("[]").split("%", 1)[0])
+    except ValueError:
+        return False
+    return True
 
 
 def _watched_pool(base: Any) -> type:

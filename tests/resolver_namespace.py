@@ -5,8 +5,9 @@ libc's own getaddrinfo asks it, as on a host whose resolver is slow.
 
 Names it answers: `slow.example` after SLOW_S seconds; `loop.example` 127.0.0.1 at once; `meta.example`
 169.254.169.254 (a cloud's metadata address); `mapped.example` only the IPv6 ::ffff:127.0.0.1; `public.example`
-1.1.1.1 (unreachable here: the namespace has no route out). It prints one JSON object: each case's outcome and
-time, the Host header the receiver saw, and how many A questions each name was asked."""
+1.1.1.1 (unreachable here: the namespace has no route out). urllib3's connections under outbound.install (the
+Kubernetes client's, Prometheus's) are tried against the slow name too. It prints one JSON object: each case's
+outcome and time, the Host header the receiver saw, and how many A questions each name was asked."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ import tempfile
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import urllib3
 
 from preemptlens import outbound
 
@@ -84,6 +87,13 @@ class Receiver(BaseHTTPRequestHandler):
         self.send_response(200)
         self.end_headers()
 
+    def do_GET(self) -> None:
+        hosts.append(self.headers.get("Host", ""))
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"{}")
+
     def log_message(self, *args: object) -> None:
         pass
 
@@ -111,6 +121,16 @@ def main() -> None:
         try:
             outcome = str(outbound.post(f"http://{name}:{port}/hook", b"{}", {}, timeout_s=2.0,
                                         allow_private=allow))
+        except Exception as exc:  # noqa: BLE001 -- the outcome is what is reported
+            outcome = type(exc).__name__
+        results[case] = {"outcome": outcome, "seconds": time.monotonic() - began}
+    # A client through urllib3 with outbound.install (the Kubernetes client, Prometheus): the same bound.
+    pool = outbound.install(urllib3.PoolManager(retries=False))
+    for case, name in (("urllib3 slow", "slow.example"), ("urllib3 loop", "loop.example")):
+        began = time.monotonic()
+        try:
+            with outbound.Deadline(2.0) as deadline, deadline.current():
+                outcome = str(pool.request("GET", f"http://{name}:{port}/list", timeout=60.0).status)
         except Exception as exc:  # noqa: BLE001 -- the outcome is what is reported
             outcome = type(exc).__name__
         results[case] = {"outcome": outcome, "seconds": time.monotonic() - began}

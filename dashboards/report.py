@@ -626,7 +626,9 @@ def write(report: WeeklyReport, folder: Path) -> tuple[Path, Path]:
     if problem:
         raise ReportError(f"report folder {folder}: {problem}, so another user could read or replace the reports",
                           "chmod 700 it, or set report.folder or --out to a folder only the service's user can write")
-    remove_own_temps(folder)
+    # Another run may be writing a report there now (serve's and one by hand): only what it would have renamed
+    # long ago is left over.
+    remove_own_temps(folder, older_than_s=600)
     stem = f"preemptlens-{report.week.label}"
     written = []
     for suffix, text in ((".html", render_html(report)), (".md", render_markdown(report))):

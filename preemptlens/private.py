@@ -18,6 +18,7 @@ import logging
 import os
 import re
 import stat
+import time
 import uuid
 from pathlib import Path
 
@@ -149,7 +150,7 @@ def refuse_if_others_can_change(path: str | Path, what: str, hint: str) -> None:
 # -- files created exclusively --------------------------------------------------
 
 _NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-_TEMP = re.compile(r"^\.(?P<name>.+)\.[0-9a-f]{32}\.tmp$")
+_TEMP = re.compile(r"^\..+\.[0-9a-f]{32}\.tmp$")
 
 
 def temp_path(target: Path) -> Path:
@@ -182,10 +183,12 @@ def replace_privately(target: str | Path, data: bytes) -> None:
         temp.unlink(missing_ok=True)
 
 
-def remove_own_temps(folder: str | Path, *, recursive: bool = False) -> list[Path]:
+def remove_own_temps(folder: str | Path, *, recursive: bool = False, older_than_s: float = 0.0) -> None:
     """Delete the temporary files (temp_path's names) an interrupted run left in `folder` (and, when
-    `recursive`, in the folders under it, symlinks not followed); only regular files of this process's user."""
+    `recursive`, in the folders under it, symlinks not followed); only regular files of this process's user,
+    last changed more than `older_than_s` ago (a writer that holds no lock may have one in hand now)."""
     removed = []
+    before = time.time() - older_than_s
     for base, folders, files in os.walk(folder, followlinks=False):
         for name in files:
             if not _TEMP.match(name):
@@ -193,12 +196,13 @@ def remove_own_temps(folder: str | Path, *, recursive: bool = False) -> list[Pat
             path = Path(base) / name
             with contextlib.suppress(OSError):
                 info = os.lstat(path)
-                if stat.S_ISREG(info.st_mode) and info.st_uid == os.geteuid():
+                if stat.S_ISREG(info.st_mode) and info.st_uid == os.geteuid() and info.st_mtime <= before:
                     path.unlink()
                     removed.append(path)
         if not recursive:
             folders.clear()
-    return removed
+    if removed:
+        log.info("removed %d temporary file(s) an interrupted run left in %s", len(removed), folder)
 
 
 def open_lock(path: str | Path) -> int:

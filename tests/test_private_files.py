@@ -260,10 +260,15 @@ def test_a_report_is_never_written_through_a_planted_name_nor_into_a_folder_othe
     plant(own)
     leftover = own / f".preemptlens-2025-W10.md.{'0' * 32}.tmp"
     leftover.write_text("half a report")
+    hour_ago = time.time() - 3600
+    os.utime(leftover, (hour_ago, hour_ago))
+    in_hand = own / f".preemptlens-2025-W11.md.{'1' * 32}.tmp"  # another run's, being written now
+    in_hand.write_text("being written")
     done = run_as_service("report", "--week", "2025-W10", "--out", str(own), cwd=shared, config=config)
     assert done.returncode == 0, done.stderr
     untouched()
-    assert not leftover.exists()
+    assert not leftover.exists() and in_hand.exists()
+    in_hand.unlink()
     for suffix in (".md", ".html"):
         info = os.lstat(own / f"preemptlens-2025-W10{suffix}")
         assert stat.S_ISREG(info.st_mode) and stat.S_IMODE(info.st_mode) == 0o600 and info.st_uid == os.geteuid()

@@ -222,6 +222,23 @@ class Live:
     waiting: bool = False
 
 
+def _recorded_detail(action: str, row_id: int, raw: str | None) -> dict[str, str] | None:
+    """What an apply recorded for its undo (an object of texts), or None, as if nothing had been recorded, when
+    the audit row holds anything else: the effector's undo then restores its documented default, and checks
+    what it is given as its apply checks what it reads."""
+    if not raw:
+        return None
+    try:
+        detail = json.loads(raw)
+    except ValueError:
+        detail = None
+    if isinstance(detail, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in detail.items()):
+        return detail
+    log.warning("%s: actions row %s: detail is not an object of texts; undone as if nothing was recorded",
+                action, row_id)
+    return None
+
+
 @dataclass
 class Held:
     id: int
@@ -367,7 +384,7 @@ class _Cycle:
         )
         return [
             Held(r["id"], r["cluster"], r["job_id"], r["level"], r["mode"], r["applied_at"], r["held_since"],
-                 json.loads(r["detail"]) if r["detail"] else None)
+                 _recorded_detail(self.s.name, r["id"], r["detail"]))
             for r in rows.iter_rows(named=True)
             if self.cluster is None or r["cluster"] == self.cluster
         ]

@@ -91,6 +91,12 @@ class AlertsSettings:
         "slowly is cut off then.",
         bounds=(0.1, 300),
     )
+    allow_private_addresses: bool = setting(
+        False,
+        "Deliver to a webhook whose host resolves to a loopback, private, link-local or other non-public address "
+        "(a receiver on this host or the internal network). Off: such a delivery fails, so that a name pointed at "
+        "an internal service (another user's listener on this host, a cloud's metadata address) receives nothing.",
+    )
     round_s: float = setting(
         60.0,
         "Seconds one round of deliveries may take; alerts still due wait for the next round, and a receiver "
@@ -324,10 +330,13 @@ class _NotDelivered(Exception):
     """A webhook answered but did not take the alert (a redirect), or cannot be posted to at all."""
 
 
-def _post(target: Target, dedupe_key: str, body: bytes, timeout_s: float, now: datetime) -> None:
-    """One delivery: the whole exchange within `timeout_s` and at most 64 KiB of the answer read
-    (preemptlens.outbound), whatever the receiver does. No redirect is followed: a 3xx is a failed delivery;
-    following it would post the alert, signature headers and all, to wherever the receiver points."""
+def _post(target: Target, dedupe_key: str, body: bytes, timeout_s: float, now: datetime,
+          allow_private: bool = False) -> None:
+    """One delivery: the whole exchange, name resolution included, within `timeout_s` and at most 64 KiB of
+    the answer read (preemptlens.outbound), whatever the receiver does. No redirect is followed: a 3xx is a
+    failed delivery; following it would post the alert, signature headers and all, to wherever the receiver
+    points. A host resolving to a non-public address is refused unless `allow_private`
+    (alerts.allow_private_addresses)."""
     url = target.url.reveal()
     if urllib.parse.urlsplit(url).scheme.lower() not in _SCHEMES:
         raise _NotDelivered("the webhook URL is not http or https")
@@ -340,7 +349,11 @@ def _post(target: Target, dedupe_key: str, body: bytes, timeout_s: float, now: d
     }
     if target.signing_key is not None and target.signing_key.reveal():
         headers[SIGNATURE_HEADER] = sign(target.signing_key.reveal(), timestamp, body)
-    status = outbound.post(url, body, headers, timeout_s=timeout_s)
+    try:
+        status = outbound.post(url, body, headers, timeout_s=timeout_s, allow_private=allow_private)
+    except outbound.RefusedAddress:
+        raise _NotDelivered("the webhook's host resolves to a loopback, private or link-local address; "
+                            "set alerts.allow_private_addresses = true if that receiver is meant") from None
     if 300 <= status < 400:
         raise _NotDelivered(f"HTTP {status} (a redirect, not followed)")
     if not 200 <= status < 300:
@@ -377,6 +390,7 @@ def deliver(
     backoff_s: float = 30.0,
     max_backoff_s: float = 3600.0,
     round_s: float = 60.0,
+    allow_private_addresses: bool = False,
 ) -> DeliveryReport:
     """Post every alert due at `now` once; each outcome is committed before the next post.
 
@@ -404,7 +418,7 @@ def deliver(
         try:
             if target is None:
                 raise LookupError(f"no webhook configured for {row['target']}")
-            _post(target, key, render(target, row), timeout_s, datetime.now(UTC))
+            _post(target, key, render(target, row), timeout_s, datetime.now(UTC), allow_private_addresses)
         except (OSError, http.client.HTTPException, ValueError, LookupError, _NotDelivered) as exc:
             # Socket errors and timeouts are OSErrors; ValueError is a malformed URL.
             attempts = int(row["attempts"]) + 1
@@ -451,6 +465,7 @@ def run(wh: Warehouse, config: Config, now: datetime | None = None) -> DeliveryR
         backoff_s=settings.backoff_s,
         max_backoff_s=settings.max_backoff_s,
         round_s=settings.round_s,
+        allow_private_addresses=settings.allow_private_addresses,
     )
 
 

@@ -47,7 +47,7 @@ from preemptlens.dashboards.formats import (
 )
 from preemptlens.dashboards.headline import Net
 from preemptlens.errors import PreemptlensError
-from preemptlens.private import make_private, private_folder
+from preemptlens.private import others_can_change, private_folder, remove_own_temps, replace_privately
 
 # The rendering stack (jinja2, plotly and the figures) is imported where a report is rendered:
 # load_config imports this module for every command.
@@ -631,24 +631,31 @@ def render_markdown(report: WeeklyReport) -> str:
 
 
 def write(report: WeeklyReport, folder: Path) -> tuple[Path, Path]:
-    """Write preemptlens-<week>.html and .md into `folder`; a re-run for the same week replaces them."""
+    """Write preemptlens-<week>.html and .md into `folder`; a re-run for the same week replaces them.
+
+    The reports hold every team's figures: a folder another user can write (or swap) is refused, each file is
+    written into a new private file (never through a name someone planted) renamed over the old one, and the
+    temporary files of an interrupted run are removed first."""
     try:
         private_folder(folder)
     except OSError as exc:
         raise ReportError(
             f"cannot create report folder {folder}: {exc.strerror}", "set report.folder or --out"
         ) from None
+    problem = others_can_change(folder)
+    if problem:
+        raise ReportError(f"report folder {folder}: {problem}, so another user could read or replace the reports",
+                          "chmod 700 it, or set report.folder or --out to a folder only the service's user can write")
+    # Another run may be writing a report there now (serve's and one by hand): only what it would have renamed
+    # long ago is left over.
+    remove_own_temps(folder, older_than_s=600)
     stem = f"preemptlens-{report.week.label}"
     written = []
     for suffix, text in ((".html", render_html(report)), (".md", render_markdown(report))):
         path = folder / f"{stem}{suffix}"
-        temp = path.with_name(f".{path.name}.tmp")
         try:
-            temp.write_text(text, encoding="utf-8")
-            make_private(temp)
-            temp.replace(path)
+            replace_privately(path, text.encode("utf-8"))
         except OSError as exc:
-            temp.unlink(missing_ok=True)
             raise ReportError(f"cannot write {path}: {exc.strerror}", "set report.folder or --out") from None
         written.append(path)
     return written[0], written[1]

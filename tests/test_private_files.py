@@ -478,3 +478,27 @@ def test_a_secret_file_another_user_can_change_is_refused(other: str, shared: Pa
 
     token = config.of(PrometheusSettings).bearer_token
     assert token is not None and token.reveal() == "t0ken-value"
+
+
+def test_a_kubeconfig_or_ca_file_another_user_can_change_is_refused(other: str, shared: Path) -> None:
+    """A kubeconfig runs the programs its exec plugins name, as the collector's user: one another user owns
+    (or can write) is refused before it is read, and so is a CA bundle that decides whom the collector trusts."""
+    theirs = shared / "kubeconfig"
+    theirs.write_text("apiVersion: v1\nkind: Config\nusers:\n- name: u\n  user:\n    exec:\n"
+                      "      apiVersion: client.authentication.k8s.io/v1\n      command: /bin/true\n")
+    theirs.chmod(0o600)
+    owned_by(theirs, other)
+    config = shared / "preemptlens.toml"
+    config.write_text('[cluster]\nname = "c"\n')
+    config.chmod(0o600)
+    done = preemptlens("collect", "kubernetes", "--kubeconfig", str(theirs), cwd=shared, config=config)
+    assert done.returncode != 0
+    assert "kubernetes.kubeconfig" in done.stderr and "belongs to another user" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    ca = shared / "ca.pem"
+    ca.write_text("not a certificate\n")
+    ca.chmod(0o666)
+    config.write_text(f'[cluster]\nname = "c"\n[kubernetes]\napi_url = "https://127.0.0.1:1"\nca_file = "{ca}"\n')
+    done = preemptlens("collect", "kubernetes", cwd=shared, config=config)
+    assert done.returncode != 0 and "kubernetes.ca_file" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr

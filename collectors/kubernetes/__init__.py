@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import polars as pl
 
-from preemptlens import outbound
+from preemptlens import outbound, private
 from preemptlens.collectors.base import capacity_changes, known_pools, quota_changes
 from preemptlens.collectors.kubernetes import policy, quotas
 from preemptlens.collectors.kubernetes.corroborate import CLAIMED, Corroborator, Uncorroborated, Verdict, victim_kind
@@ -726,6 +726,14 @@ def api_client(settings: KubernetesSettings, api_url: str | None = None, kubecon
     cfg = kubernetes.client.Configuration()
     url = api_url or settings.api_url
     path = kubeconfig or settings.kubeconfig
+    # A kubeconfig runs the programs its exec plugins name, and a CA bundle decides whom the collector believes:
+    # neither may be a file another user can change.
+    if path:
+        private.refuse_if_others_can_change(path, "kubernetes.kubeconfig",
+                                            "own it by the service user and chmod 600 it (docs/deploy.md)")
+    if settings.ca_file:
+        private.refuse_if_others_can_change(settings.ca_file, "kubernetes.ca_file",
+                                            "own it by root or the service user, not writable by others")
     try:
         if path:
             kubernetes.config.load_kube_config(

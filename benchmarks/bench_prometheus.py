@@ -254,10 +254,76 @@ def cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def peak_rss_mib() -> float:
+    """This process's peak resident memory (VmHWM). Not ru_maxrss: after fork and exec it starts from the
+    parent's resident memory at the fork, which (d)'s parent, holding the answer it serves, would dominate."""
+    status = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines())
+    return int(status["VmHWM"].split()[0]) / 1024
+
+
 def server_cpu_seconds(pid: int) -> float:
     """CPU seconds the Prometheus process has used (user + system), from /proc."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def answer_of_size(megabytes: int) -> bytes:
+    """A query_range answer of about `megabytes` MB in the shape Prometheus writes (compact JSON; dcgm-exporter
+    labels, 1440 points a series at one minute, values as Go prints them)."""
+    rng = np.random.default_rng(7)
+    t0 = 1_796_018_460
+    values = ",".join(f'[{t0 + 60 * i},"{v:g}"]' for i, v in enumerate(rng.integers(0, 101, 1440) / 100))
+    parts, size, n = [], 0, 0
+    while size < megabytes * 10**6:
+        labels = json.dumps({"DCGM_FI_DRIVER_VERSION": "580.95.05", "Hostname": f"node{n // 8:05d}",
+                             "UUID": f"GPU-{n // 8:05d}-{n % 8}", "device": f"nvidia{n % 8}", "gpu": str(n % 8),
+                             "hpc_job": str(1_000_000 + n), "instance": f"node{n // 8:05d}:9400",
+                             "job": "dcgm-exporter", "modelName": "NVIDIA A100-SXM4-80GB"}, separators=(",", ":"))
+        parts.append(f'{{"metric":{labels},"values":[{values}]}}')
+        size += len(parts[-1]) + 1
+        n += 1
+    return ('{"status":"success","data":{"resultType":"matrix","result":[' + ",".join(parts) + "]}}").encode()
+
+
+def serve_answer(body: bytes) -> tuple[str, Any]:
+    """A local HTTP server on 127.0.0.1 answering every request with `body`, in 1 MiB writes."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Answer(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            view = memoryview(body)
+            for at in range(0, len(body), 1 << 20):
+                self.wfile.write(view[at : at + (1 << 20)])
+
+        do_POST = do_GET
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{server.server_address[1]}", server
+
+
+def run_memory(url: str) -> dict[str, Any]:
+    """One query_range answer read as the collector reads it (its HTTP code and answer reader); the resident
+    memory before the request is the baseline (interpreter, polars, the HTTP stack)."""
+    source = PrometheusSource(options(url))
+    before = int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    if hasattr(source, "read_range"):
+        answer = source.read_range("busy", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", 1_796_018_460_000, 1_796_104_800_000)
+    else:  # a checkout from before the answer was read in the worker (--base)
+        from preemptlens.collectors.prometheus import range_result
+
+        answer = range_result(source.query_range("busy", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", 1_796_018_460_000,
+                                                 1_796_104_800_000))
+    source.close()
+    return {"points": answer.samples.height, "baseline_mib": before}
 
 
 def child(args: argparse.Namespace) -> None:
@@ -271,11 +337,13 @@ def child(args: argparse.Namespace) -> None:
         out = run_collector(args.url, args.since, args.until, args.warehouse)
     elif args.part == "gzip":
         out = run_collector(args.url, args.since, args.until, args.warehouse, headers=GZIP)
+    elif args.part == "memory":
+        out = run_memory(args.url)
     else:
         out = run_naive(args.url, args.since, args.until, args.warehouse)
     out["seconds"] = time.perf_counter() - began
     out["cpu_s"] = cpu_seconds()
-    out["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    out["peak_rss_mib"] = peak_rss_mib()
     if args.record:
         args.requests.write_text(json.dumps(recorded))
     print(json.dumps(out))
@@ -318,6 +386,27 @@ def measure(
     return result
 
 
+def measure_memory(megabytes: int) -> None:
+    """(d): the peak resident memory of reading one answer of `megabytes` MB, beside the answer's size: the
+    answer size cap (prometheus.max_response_bytes) bounds memory only if reading costs a small multiple of it."""
+    body = answer_of_size(megabytes)
+    url, server = serve_answer(body)
+    print(f"load average {' '.join(Path('/proc/loadavg').read_text().split()[:3])}", file=sys.stderr)
+    try:
+        cmd = [sys.executable, str(ROOT / "benchmarks" / "bench_prometheus.py"), "--part", "memory", "--url", url]
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+        if done.returncode != 0:
+            raise SystemExit(f"memory failed:\n{done.stderr}")
+        r = json.loads(done.stdout.strip().splitlines()[-1])
+        grown = r["peak_rss_mib"] - r["baseline_mib"]
+        print(f"(d) one answer of {len(body) / 2**20:,.0f} MiB ({r['points']:,} points) read in {r['seconds']:.1f} s "
+              f"({r['cpu_s']:.1f} CPU s): peak RSS {r['peak_rss_mib']:,.0f} MiB, {grown:,.0f} MiB over the "
+              f"{r['baseline_mib']:,.0f} MiB before the request = {grown / (len(body) / 2**20):.2f}x the answer")
+    finally:
+        server.shutdown()
+
+
 def _median(results: list[dict[str, Any]]) -> dict[str, Any]:
     """Each figure's median over the rounds (a part's rows are the same every round)."""
     return {k: statistics.median(r[k] for r in results) if isinstance(results[0][k], float) else results[0][k]
@@ -335,7 +424,9 @@ def main() -> None:
     parser.add_argument("--base", type=Path, help="another checkout whose collector runs too, right after this one's "
                         "(b), on the same server: before and after side by side")
     parser.add_argument("--repeat", type=int, default=1, help="rounds of the parts; medians are shown")
-    parser.add_argument("--part", choices=("floor", "collector", "gzip", "naive"), help=argparse.SUPPRESS)
+    parser.add_argument("--memory", type=int, metavar="MB", help="only measure the peak memory of reading one "
+                        "query_range answer of about MB megabytes from a local HTTP server (no Prometheus needed)")
+    parser.add_argument("--part", choices=("floor", "collector", "gzip", "naive", "memory"), help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--since", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--until", type=int, help=argparse.SUPPRESS)
@@ -345,6 +436,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.part:
         child(args)
+        return
+    if args.memory:
+        measure_memory(args.memory)
         return
 
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bench-prom-"))

@@ -41,15 +41,22 @@ import re
 import sys
 import time as clock
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
-import orjson
 import polars as pl
 
-from preemptlens.collectors.prometheus.answers import _T_BITS, RangeAnswer, range_result, read_range_result
+from preemptlens.collectors.prometheus.answers import (
+    _T_BITS,
+    AnswerError,
+    Problem,
+    RangeAnswer,
+    SeriesAnswer,
+    range_result,
+    series_result,
+)
 from preemptlens.collectors.prometheus.frames import (
     STREAMS,
     TABLE,
@@ -57,9 +64,8 @@ from preemptlens.collectors.prometheus.frames import (
     duplicated,
     page_frame,
     resolve,
-    series_key,
 )
-from preemptlens.collectors.prometheus.labels import GpuSeries, job_of, normalise
+from preemptlens.collectors.prometheus.labels import GpuSeries, job_of, normalise, series_key
 from preemptlens.collectors.prometheus.queries import MAX_POINTS, Options, Staged, gpu_matchers, options_from
 from preemptlens.collectors.prometheus.source import GET_MAX_URL, PrometheusSource, iso, redact_url
 from preemptlens.config import (
@@ -79,11 +85,40 @@ from preemptlens.errors import ConfigError, SourceError
 from preemptlens.times import TIME_HELP, parse_when
 
 __all__ = [
-    "GET_MAX_URL", "MAX_POINTS", "NAME", "SETTINGS", "STREAMS", "TABLE", "GpuSeries", "Options", "PageParser",
-    "PrometheusCollector", "PrometheusSettings", "PrometheusSource", "RangeAnswer", "Staged", "add_arguments",
-    "build", "duplicated", "gpu_matchers", "iso", "job_of", "normalise", "options_from", "page_frame",
-    "parse_time", "pinned_cluster", "plan_pages", "range_result", "read_range_result", "redact_url", "resolve",
+    "GET_MAX_URL",
+    "MAX_POINTS",
+    "NAME",
+    "SETTINGS",
+    "STREAMS",
+    "TABLE",
+    "AnswerError",
+    "GpuSeries",
+    "Options",
+    "PageParser",
+    "Problem",
+    "PrometheusCollector",
+    "PrometheusSettings",
+    "PrometheusSource",
+    "RangeAnswer",
+    "SeriesAnswer",
+    "Staged",
+    "add_arguments",
+    "build",
+    "duplicated",
+    "gpu_matchers",
+    "iso",
+    "job_of",
+    "normalise",
+    "options_from",
+    "page_frame",
+    "parse_time",
+    "pinned_cluster",
+    "plan_pages",
+    "range_result",
+    "redact_url",
+    "resolve",
     "series_key",
+    "series_result",
 ]
 
 log = logging.getLogger(__name__)
@@ -277,13 +312,13 @@ class PrometheusCollector:
         # built in order, at most one ahead of the page being loaded.
         builder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prometheus-build")
         ahead = -(-self.opts.concurrency // (len(self.opts.queries) + 1)) + 1
-        queued: deque[tuple[dict[str, Future[bytes]], int, int]] = deque()
+        queued: deque[tuple[dict[str, Future[Any]], int, int]] = deque()
         built: deque[Future[tuple[pl.DataFrame, list[Reject], list[str]]]] = deque()
         submitted = 0
         self.partial.clear()
         held = False
 
-        def build(futures: dict[str, Future[bytes]], first: int, last: int) -> tuple[
+        def build(futures: dict[str, Future[Any]], first: int, last: int) -> tuple[
                 pl.DataFrame, list[Reject], list[str]]:
             fetched = {stream: future.result() for stream, future in futures.items()}
             return self.build_page(pool, source, fetched, first, last)
@@ -394,13 +429,13 @@ class PrometheusCollector:
 
     def submit_page(
         self, pool: ThreadPoolExecutor, source: PrometheusSource, first: int, last: int
-    ) -> dict[str, Future[bytes]]:
-        """The first requests of one page, queued on the pool; each answer is kept unparsed, so
-        the workers spend their time waiting on the server and the next request leaves at once."""
+    ) -> dict[str, Future[Any]]:
+        """The first requests of one page, queued on the pool; each worker reads its answer into compact
+        columns as soon as it is in, so no page waits in memory as text."""
         staged = self.opts.staged
         queries = dict(self.opts.queries) if staged else {**self.opts.queries, "weight": self.opts.weight_query}
-        futures = {
-            stream: pool.submit(source.query_range, stream, query, first, last)
+        futures: dict[str, Future[Any]] = {
+            stream: pool.submit(source.read_range, stream, query, first, last)
             for stream, query in queries.items()
         }
         if staged is not None and staged.fallback_metric:
@@ -412,28 +447,28 @@ class PrometheusCollector:
         self,
         pool: ThreadPoolExecutor,
         source: PrometheusSource,
-        fetched: Mapping[str, bytes],
+        fetched: Mapping[str, Any],
         first: int,
         last: int,
     ) -> tuple[pl.DataFrame, list[Reject], list[str]]:
         """The page's rows from its first answers, asking for the fallback values and the
         weights first when the page needs them (see `Staged`)."""
         parser = PageParser(f"[{iso(first)}, {iso(last)}]")
-        answers = {stream: range_result(body) for stream, body in fetched.items() if stream != _FALLBACK_SERIES}
+        answers: dict[str, RangeAnswer] = {s: a for s, a in fetched.items() if s != _FALLBACK_SERIES}
         warnings = [w for answer in answers.values() for w in answer.warnings]
         staged = self.opts.staged
 
         def ask(stream: str, query: str) -> RangeAnswer:
             # Through the pool, so that no more than `concurrency` requests are in flight.
-            answer = range_result(pool.submit(source.query_range, stream, query, first, last).result())
+            answer = pool.submit(source.read_range, stream, query, first, last).result()
             warnings.extend(answer.warnings)
             return answer
 
         fill = None
         if staged is not None and _FALLBACK_SERIES in fetched:
-            listed = orjson.loads(fetched[_FALLBACK_SERIES])
-            warnings.extend(str(w) for w in listed.get("warnings") or ())
-            lacking = self.lacking_busy(answers["busy"], listed["data"], first, last)
+            listed: SeriesAnswer = fetched[_FALLBACK_SERIES]
+            warnings.extend(listed.warnings)
+            lacking = self.lacking_busy(answers["busy"], listed, first, last)
             if lacking:
                 fill = ask("busy fallback", staged.fill_query(gpu_matchers(lacking)))
         results = {}
@@ -461,15 +496,18 @@ class PrometheusCollector:
         return frame, list(parser.rejects.values()), list(dict.fromkeys(warnings))
 
     def lacking_busy(
-        self, busy: RangeAnswer, listed: Sequence[Mapping[str, str]], first: int, last: int
+        self, busy: RangeAnswer, listed: SeriesAnswer, first: int, last: int
     ) -> list[dict[str, str]]:
         """The listed fallback series (without their name) whose label set lacks a busy value at
-        some step of the page: the only ones `or` could take a fallback value from."""
+        some step of the page: the only ones `or` could take a fallback value from. An entry of the
+        list that is not a label set might be any series: then every GPU is asked for."""
+        if listed.unreadable:
+            return [{}]
         steps = (last - first) // self.opts.step_ms + 1
         counts = zip(busy.metrics, busy.counts.tolist(), strict=True)
         complete = {series_key(labels) for labels, n in counts if n == steps}
         lacking = []
-        for named in listed:
+        for named in listed.labels:
             labels = {k: v for k, v in named.items() if k != "__name__"}
             if series_key(labels) not in complete:
                 lacking.append(labels)

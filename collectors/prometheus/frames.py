@@ -4,21 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import orjson
 import polars as pl
 
 from preemptlens.collectors.prometheus.answers import _T_BITS, RangeAnswer
-from preemptlens.collectors.prometheus.labels import normalise
+from preemptlens.collectors.prometheus.labels import normalise, series_key
 from preemptlens.contract import Reject
 
 TABLE = "gpu_samples"
 # Watermark streams, one per contract column a metric fills.
 STREAMS = ("busy", "mem_used_mib", "power_w")
-
-
-def series_key(labels: Mapping[str, str]) -> str:
-    """A label set as one string, the same whatever the order of its labels."""
-    return orjson.dumps(labels, option=orjson.OPT_SORT_KEYS).decode()
 
 
 class PageParser:
@@ -55,21 +49,20 @@ class PageParser:
         return sid
 
     def points(self, answer: RangeAnswer, stream: str) -> pl.DataFrame:
-        """One row per (series, step) of a query_range answer: sid, t (epoch ms), value."""
+        """One row per (series, step) of a query_range answer: sid, t (epoch ms), value. What the answer
+        could not read is quarantined, once per page, record and field."""
         import numpy as np
 
+        for problem in answer.problems:
+            # Named by the answer it is in: a series' points may be unreadable in one answer and not another.
+            record = f"{problem.record} in the {stream} answer over {self.where}"
+            self.rejects.setdefault(record, Reject(
+                TABLE, record, problem.field, f"{problem.reason} ({stream} query, {self.where})", problem.raw))
         sids = [self._sid(labels, stream) for labels in answer.metrics]
         sid = np.repeat(np.array([-1 if s is None else s for s in sids], dtype=np.int32), answer.counts)
-        frame = answer.samples.with_columns(pl.Series("sid", sid, dtype=pl.Int32)).filter(pl.col("sid") >= 0)
-        untimed = frame.filter(pl.col("t").is_null())
-        if untimed.height:
-            for one, n in untimed.group_by("sid").len().iter_rows():
-                key = series_key(self.labels[one])
-                self.rejects.setdefault(f"{key} time {stream}", Reject(
-                    TABLE, f"series {key}", "time",
-                    f"{n} point(s) with a time that is not epoch seconds from 1970 to 2109 "
-                    f"({stream} query, {self.where})", key))
-            frame = frame.filter(pl.col("t").is_not_null())
+        frame = answer.samples.with_columns(pl.Series("sid", sid, dtype=pl.Int32))
+        if any(s is None for s in sids):
+            frame = frame.filter(pl.col("sid") >= 0)
         return frame.select("sid", "t", "value")
 
     def series_frame(self) -> pl.DataFrame:

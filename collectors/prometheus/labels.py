@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import orjson
+
 # gpu_samples.gpu_index is an INTEGER.
 _MAX_GPU_INDEX = 2**31 - 1
 
@@ -65,3 +67,8 @@ def normalise(labels: Mapping[str, str]) -> GpuSeries | tuple[str, str]:
     if index is not None and index > _MAX_GPU_INDEX:
         index = None
     return GpuSeries(host, uuid, labels.get("GPU_I_ID", ""), index, job_of(labels))
+
+
+def series_key(labels: Mapping[str, str]) -> str:
+    """A label set as one string, the same whatever the order of its labels."""
+    return orjson.dumps(labels, option=orjson.OPT_SORT_KEYS).decode()

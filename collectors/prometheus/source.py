@@ -3,18 +3,24 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, NoReturn, Self
+from typing import TYPE_CHECKING, Any, NoReturn, Self, TypeVar
 from urllib.parse import unquote, urlencode, urlsplit, urlunsplit
-
-import orjson
 
 # _Retry derives from it at import; the rest of the HTTP stack (requests, the Prometheus client) is
 # imported where it is used: load_config imports this package for every command.
 from urllib3.util.retry import Retry
 
 from preemptlens import outbound
+from preemptlens.collectors.prometheus.answers import (
+    AnswerError,
+    RangeAnswer,
+    SeriesAnswer,
+    error_detail,
+    range_result,
+    series_result,
+)
 from preemptlens.collectors.prometheus.queries import MAX_POINTS, Options
 from preemptlens.errors import SourceError, TransientSourceError
 
@@ -23,6 +29,8 @@ if TYPE_CHECKING:
     from urllib3.response import BaseHTTPResponse
 
 log = logging.getLogger(__name__)
+
+_Read = TypeVar("_Read")
 
 # Longest request URL sent as GET under method "auto". Proxies and gateways in front of
 # multi-tenant backends commonly cap the request line at 4-8 KiB (HTTP 414 beyond).
@@ -135,7 +143,7 @@ class PrometheusSource:
         url = f"{self.client.url}{path}?{urlencode(data)}"
         return "GET" if len(url) <= GET_MAX_URL else "POST"
 
-    def _send(self, path: str, data: Sequence[tuple[str, str]], what: str) -> bytes:
+    def _send(self, path: str, data: Sequence[tuple[str, str]], what: str) -> bytearray:
         """The body of a successful answer, unparsed."""
         import requests
         from urllib3.exceptions import ReadTimeoutError
@@ -154,7 +162,7 @@ class PrometheusSource:
                     timeout=self.opts.timeout_s,
                     stream=True,
                 )
-                body = outbound.read_capped(response.iter_content(1 << 20), self.opts.max_response_bytes, deadline)
+                body = _read_capped(response, self.opts.max_response_bytes, deadline)
         except outbound.AnswerTooLarge:
             raise SourceError(
                 f"Prometheus at {self.where} answered {what} with more than {self.opts.max_response_bytes:,} bytes",
@@ -193,13 +201,9 @@ class PrometheusSource:
             return body
         self._fail(response, body, what)
 
-    def _fail(self, response: requests.Response, body: bytes, what: str) -> NoReturn:
+    def _fail(self, response: requests.Response, body: bytearray, what: str) -> NoReturn:
         status = response.status_code
-        try:
-            detail = orjson.loads(body)
-            error = f"{detail.get('errorType', '')}: {detail.get('error', '')}"
-        except orjson.JSONDecodeError:
-            error = response.reason or "no detail"
+        error = error_detail(body) or response.reason or "no detail"
         said = f"Prometheus at {self.where} answered HTTP {status} ({error}) to {what}"
         if status == 400:
             raise SourceError(
@@ -226,9 +230,9 @@ class PrometheusSource:
             )
         raise SourceError(said, "check prometheus.url points at the Prometheus HTTP API")
 
-    def query_range(self, stream: str, query: str, start_ms: int, end_ms: int) -> bytes:
-        """The answer's body, unparsed: `range_result` reads it."""
-        what = f"the {stream} query {query!r} over [{iso(start_ms)}, {iso(end_ms)}]"
+    def query_range(self, stream: str, query: str, start_ms: int, end_ms: int) -> bytearray:
+        """The answer's body, unparsed: `range_result` reads it (as `read_range`)."""
+        what = range_what(stream, query, start_ms, end_ms)
         return self._send(
             "/api/v1/query_range",
             [
@@ -240,19 +244,63 @@ class PrometheusSource:
             what,
         )
 
-    def series(self, metrics: Sequence[str], start_ms: int, end_ms: int) -> bytes:
-        """The answer's body listing the series of `metrics` with samples in the window (index
-        only, no samples read). Backends may list more (series with no sample in it), never fewer."""
-        return self._send(
+    def read_range(self, stream: str, query: str, start_ms: int, end_ms: int) -> RangeAnswer:
+        """A query_range answer read; one that cannot be read at all is a SourceError naming the query."""
+        return self.read(range_result, self.query_range(stream, query, start_ms, end_ms),
+                         range_what(stream, query, start_ms, end_ms))
+
+    def series(self, metrics: Sequence[str], start_ms: int, end_ms: int) -> SeriesAnswer:
+        """The series of `metrics` with samples in the window (index only, no samples read). Backends may
+        list more (series with no sample in it), never fewer."""
+        what = f"the series lookup of {', '.join(metrics)} over [{iso(start_ms)}, {iso(end_ms)}]"
+        body = self._send(
             "/api/v1/series",
             [
                 *(("match[]", m) for m in metrics),
                 ("start", f"{start_ms / 1000:.3f}"),
                 ("end", f"{end_ms / 1000:.3f}"),
             ],
-            f"the series lookup of {', '.join(metrics)} over [{iso(start_ms)}, {iso(end_ms)}]",
+            what,
         )
+        return self.read(series_result, body, what)
 
     def series_count(self, metrics: Sequence[str], start_ms: int, end_ms: int) -> int:
         """How many series of `metrics` exist in the window."""
-        return len(orjson.loads(self.series(metrics, start_ms, end_ms))["data"])
+        listed = self.series(metrics, start_ms, end_ms)
+        return len(listed.labels) + listed.unreadable
+
+    def read(self, reader: Callable[[bytearray, str], _Read], body: bytearray, what: str) -> _Read:
+        """`reader(body, what)`, an answer that cannot be read at all made a SourceError (one line)."""
+        try:
+            return reader(body, what)
+        except AnswerError as exc:
+            raise SourceError(
+                f"Prometheus at {self.where}: {exc}",
+                "check that prometheus.url points at the Prometheus HTTP API (or a server that speaks it)",
+            ) from None
+
+
+def range_what(stream: str, query: str, start_ms: int, end_ms: int) -> str:
+    """A query_range request as messages name it."""
+    return f"the {stream} query {query!r} over [{iso(start_ms)}, {iso(end_ms)}]"
+
+
+def _read_capped(response: requests.Response, limit: int, deadline: outbound.Deadline) -> bytearray:
+    """The body, at most `limit` bytes (outbound.AnswerTooLarge beyond), before `deadline`: as
+    outbound.read_capped, but grown in one buffer (joining chunks would hold the answer twice)."""
+    import http.client
+
+    body = bytearray()
+    try:
+        for chunk in response.iter_content(1 << 20):
+            if len(body) + len(chunk) > limit:
+                raise outbound.AnswerTooLarge(f"the answer is larger than {limit:,} bytes")
+            body += chunk
+            deadline.check()
+    except (OSError, http.client.HTTPException, ValueError) as exc:
+        # A socket the deadline shut down ends the read with a broken connection: say what happened.
+        if not isinstance(exc, outbound.AnswerTooLarge):
+            deadline.check()
+        raise
+    deadline.check()
+    return body

@@ -49,7 +49,6 @@ from typing import Any, ClassVar
 import polars as pl
 
 from preemptlens.collectors.prometheus.answers import (
-    _T_BITS,
     AnswerError,
     Problem,
     RangeAnswer,
@@ -516,13 +515,11 @@ class PrometheusCollector:
     def shared_series(self, parser: PageParser, results: Mapping[str, pl.DataFrame]) -> list[int]:
         """The series that share a GPU and step with another in a stream `resolve` averages: the
         only ones whose raw sample counts (weights) it reads."""
-        gid = parser.series_frame()["gid"].cast(pl.Int64)
         shared = [pl.Series("sid", [], pl.Int32)]
         for stream, frame in results.items():
             if stream == "mem_used_mib" and self.opts.mem_aggregation == "max":
                 continue
-            key = gid.gather(frame["sid"]) * _T_BITS + frame["t"]
-            shared.append(frame["sid"].filter(duplicated(key, self.opts.step_ms)))
+            shared.append(frame["sid"].filter(parser.duplicated(frame, self.opts.step_ms)))
         return sorted(pl.concat(shared).unique().to_list())
 
 

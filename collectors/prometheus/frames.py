@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import polars as pl
 
@@ -10,9 +11,13 @@ from preemptlens.collectors.prometheus.answers import _T_BITS, RangeAnswer
 from preemptlens.collectors.prometheus.labels import normalise, series_key
 from preemptlens.contract import Reject
 
+if TYPE_CHECKING:
+    import numpy as np
+
 TABLE = "gpu_samples"
 # Watermark streams, one per contract column a metric fills.
 STREAMS = ("busy", "mem_used_mib", "power_w")
+_T_SHIFT = _T_BITS.bit_length() - 1
 
 
 class PageParser:
@@ -30,6 +35,9 @@ class PageParser:
         self.series_rows: list[tuple[int, int, int | None, str | None]] = []  # sid, gid, gpu index, job
         self.gpus: dict[tuple[str, str, str], int] = {}
         self.rejects: dict[str, Reject] = {}
+        # (sid, t, duplicated) of the streams asked so far: the streams of a page usually answer the same
+        # series at the same steps, and are then counted once.
+        self._duplicates: list[tuple[pl.Series, pl.Series, pl.Series]] = []
 
     def _sid(self, labels: dict[str, str], stream: str) -> int | None:
         key = series_key(labels)
@@ -64,6 +72,19 @@ class PageParser:
         if any(s is None for s in sids):
             frame = frame.filter(pl.col("sid") >= 0)
         return frame.select("sid", "t", "value")
+
+    def duplicated(self, frame: pl.DataFrame, step_ms: int) -> pl.Series:
+        """Which of a stream's points (sid, t) share a GPU and step with another of its points."""
+        import numpy as np
+
+        sid, t = frame["sid"], frame["t"]
+        for seen_sid, seen_t, dup in self._duplicates:
+            if seen_sid.equals(sid) and seen_t.equals(t):
+                return dup
+        gid = np.fromiter((row[1] for row in self.series_rows), dtype=np.int64, count=len(self.series_rows))
+        dup = pl.Series(_duplicated(gid[sid.to_numpy()], t.to_numpy(), step_ms))
+        self._duplicates.append((sid, t, dup))
+        return dup
 
     def series_frame(self) -> pl.DataFrame:
         return pl.DataFrame(
@@ -131,25 +152,32 @@ def resolve(
 
 
 def duplicated(key: pl.Series, step_ms: int) -> pl.Series:
-    """`key.is_duplicated()` of GPU-and-time keys. Answers put their points on the page's step grid: then
-    counting them in a dense grid of GPUs x steps says it in one pass (a key off the grid, or a grid far
-    larger than the keys, is left to the hash-based count)."""
+    """`key.is_duplicated()` of GPU-and-time keys (see `_duplicated`)."""
+    values = key.to_numpy()
+    return pl.Series(_duplicated(values >> _T_SHIFT, values & (_T_BITS - 1), step_ms))
+
+
+def _duplicated(gid: np.ndarray, t: np.ndarray, step_ms: int) -> np.ndarray:
+    """Which (GPU, time) pairs occur more than once. Answers put their points on the page's step grid: then
+    counting them in a dense grid of GPUs x steps says it in one pass (a time off the grid, or a grid far
+    larger than the points, is left to the hash-based count)."""
     import numpy as np
 
-    if key.len() < 2:
-        return pl.Series(np.zeros(key.len(), dtype=bool))
-    values = key.to_numpy()
-    gid, t = values // _T_BITS, values % _T_BITS
-    offset = t - t.min()
-    steps = int(offset.max()) // step_ms + 1
+    if len(t) < 2:
+        return np.zeros(len(t), dtype=bool)
+    t0 = int(t.min())
+    slot = (t - t0) // step_ms
+    steps = int(slot.max()) + 1
     cells = (int(gid.max()) + 1) * steps
-    if cells > 8 * len(values) + 1_000_000 or (offset % step_ms).any():
-        return key.is_duplicated()
-    cell = gid * steps + offset // step_ms
-    return pl.Series(np.bincount(cell, minlength=cells)[cell] > 1)
+    if cells > 8 * len(t) + 1_000_000 or (slot * step_ms + t0 != t).any():
+        return pl.Series((gid.astype(np.int64) << _T_SHIFT) | t).is_duplicated().to_numpy()
+    cell = gid * steps + slot
+    return np.bincount(cell, minlength=cells)[cell] > 1
 
 
-def _aligned(series: pl.DataFrame, results: Mapping[str, pl.DataFrame], step_ms: int) -> pl.DataFrame | None:
+def _aligned(
+    parser: PageParser, series: pl.DataFrame, results: Mapping[str, pl.DataFrame], step_ms: int
+) -> pl.DataFrame | None:
     """The page's rows as `resolve` and the join in page_frame give them, without either, when every stream
     answered the same series at the same steps, in the same order, and no GPU has two series at one step
     (the usual page: the queries differ only in their metric); None otherwise."""
@@ -159,10 +187,10 @@ def _aligned(series: pl.DataFrame, results: Mapping[str, pl.DataFrame], step_ms:
         f["sid"].equals(first["sid"]) and f["t"].equals(first["t"]) for f in frames[1:]
     ):
         return None
+    if parser.duplicated(first, step_ms).any():
+        return None
     sid = first["sid"]
     key = series["gid"].gather(sid).cast(pl.Int64) * _T_BITS + first["t"]
-    if duplicated(key, step_ms).any():
-        return None
     stream = next(iter(results))
     return pl.DataFrame({
         "key": key,
@@ -184,7 +212,7 @@ def page_frame(
     import numpy as np
 
     series = parser.series_frame()
-    merged = _aligned(series, results, step_ms)
+    merged = _aligned(parser, series, results, step_ms)
     if merged is None:
         for stream, frame in results.items():
             how = mem_aggregation if stream == "mem_used_mib" else "avg"

@@ -80,10 +80,10 @@ def test_a_page_of_aligned_streams_equals_the_general_path(
 def test_the_short_cut_is_taken_for_aligned_streams_without_a_shared_step() -> None:
     parser, frames = _page([(0, "1"), (1, "2")], {s: [(0, 0, 1.0), (0, 1, 2.0), (1, 0, 3.0)] for s in
                                                    STREAMS})
-    aligned = page_frames._aligned(parser.series_frame(), frames, STEP)
+    aligned = page_frames._aligned(parser, parser.series_frame(), frames, STEP)
     assert aligned is not None and aligned.height == 3
     # Two series of one GPU at one step (a job boundary) leave it to resolve.
     parser, frames = _page([(0, "1"), (0, "2")], {s: [(0, 0, 1.0), (1, 0, 3.0)] for s in STREAMS})
-    assert page_frames._aligned(parser.series_frame(), frames, STEP) is None
+    assert page_frames._aligned(parser, parser.series_frame(), frames, STEP) is None
     assert np.array_equal(page_frame("c1", parser, frames, WEIGHTS, STEP, "max")["job_id"].to_numpy(),
                           np.array(["1,2"], dtype=object))

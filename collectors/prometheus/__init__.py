@@ -164,7 +164,8 @@ class PrometheusSettings:
     max_response_bytes: str = setting(
         "2GB",
         "Largest answer read from the server (one page of one query); a larger one is an error, never read "
-        "whole into memory (lower prometheus.page_points or narrow the selector).",
+        "whole into memory (lower prometheus.page_points or narrow the selector). Reading an answer takes about "
+        "twice its size in memory, and up to prometheus.concurrency answers are read at once.",
         check=size_text(2**20, 2**40),
     )
     method: str = setting(

@@ -154,18 +154,20 @@ def range_result(body: bytes | bytearray, what: str = "a query_range answer") ->
     with orjson instead, within the size bounds above.
     """
     cuts = _cut(body)
-    skeleton = bytearray()
-    at = 0
-    for begin, end in cuts:
-        skeleton += memoryview(body)[at:begin]
-        at = end
-    skeleton += memoryview(body)[at:]
-    try:
-        answer = orjson.loads(skeleton)
-    except orjson.JSONDecodeError:
-        answer = None
-    del skeleton
-    if answer is not None:
+    answer = None
+    if cuts is not None:
+        skeleton = bytearray()
+        at = 0
+        for begin, end in cuts:
+            skeleton += memoryview(body)[at:begin]
+            at = end
+        skeleton += memoryview(body)[at:]
+        try:
+            answer = orjson.loads(skeleton)
+        except orjson.JSONDecodeError:
+            pass
+        del skeleton
+    if cuts is not None and answer is not None:
         result = _matrix(answer, what)
         plan = _plan(result, len(cuts))
         if plan is not None:
@@ -181,11 +183,16 @@ def range_result(body: bytes | bytearray, what: str = "a query_range answer") ->
     return _read_objects(answer, result)
 
 
-def _cut(body: bytes | bytearray) -> list[tuple[int, int]]:
-    """Where each `values` array's points begin and end: `[begin, end)` holds `[t,"v"],[t,"v"]`."""
-    cuts = []
+def _cut(body: bytes | bytearray) -> list[tuple[int, int]] | None:
+    """Where each `values` array's points begin and end: `[begin, end)` holds `[t,"v"],[t,"v"]`; None when
+    one would begin inside another (the answer is not laid out as the API writes it)."""
+    cuts: list[tuple[int, int]] = []
     for match in _VALUES.finditer(body):
         begin = match.end()
+        if cuts and match.start() < cuts[-1][1]:
+            return None
+        if begin >= len(body):
+            break  # cut off after `"values":[`: orjson says where
         empty = _EMPTY.match(body, begin)
         if empty:
             cuts.append((begin, begin))
@@ -343,10 +350,13 @@ def _points(values: list[Any], record: str) -> tuple[pl.DataFrame, Problem | Non
     times: list[str | None] = []
     numbers: list[str | None] = []
     shapeless: list[Any] = []
+    typeless: list[Any] = []  # values that are neither a number nor a string
     for point in values:
         if isinstance(point, list) and len(point) == 2:
             times.append(_number_text(point[0]))
             numbers.append(_number_text(point[1]))
+            if numbers[-1] is None and not typeless:
+                typeless.append(point[1])
         else:
             shapeless.append(point)
     frame = pl.DataFrame({"t": times, "value": numbers}, schema={"t": pl.String, "value": pl.String}).select(
@@ -360,10 +370,10 @@ def _points(values: list[Any], record: str) -> tuple[pl.DataFrame, Problem | Non
     said = []
     if shapeless:
         said.append(f"{len(shapeless)} point(s) that are not a pair of a time and a value "
-                    f"(first: {excerpt(shapeless[0])})")
+                    f"(such as {excerpt(shapeless[0])})")
     if unnumbered.height:
-        said.append(f"{unnumbered.height} point(s) whose value is not a number "
-                    f"(first: {excerpt(unnumbered['value_text'][0])})")
+        first = typeless[0] if typeless else unnumbered["value_text"][0]
+        said.append(f"{unnumbered.height} point(s) whose value is not a number (such as {excerpt(first)})")
     problem = Problem(record, "value" if not shapeless else "values", "; ".join(said)) if said else None
     # An unreadable time is kept as NULL and said with the others (see _timed).
     return frame.select(pl.col("t_ms").alias("t"), "value"), problem

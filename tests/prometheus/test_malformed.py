@@ -128,8 +128,8 @@ def test_series_and_points_that_cannot_be_read_are_quarantined_and_the_rest_load
                for record in said), said
     gpu2 = next(r for r in said if "GPU-2" in r)
     assert said[gpu2][0] == "values" and said[gpu2][1] == (
-        "1 point(s) that are not a pair of a time and a value (first: [1796018580,\"0.5\",3]); "
-        "1 point(s) whose value is not a number (first: 'x'); "
+        "1 point(s) that are not a pair of a time and a value (such as [1796018580,\"0.5\",3]); "
+        "1 point(s) whose value is not a number (such as 'x'); "
         "1 point(s) with a time that is not epoch seconds from 1970 to 2109 "
         "(busy query, [2026-11-30T06:01:00Z, 2026-11-30T06:05:00Z])"
     )

@@ -25,7 +25,26 @@ takes the medians of N rounds of the parts in turn: before and after side by sid
 Besides wall-clock seconds it prints the CPU seconds of each part's process
 and of Prometheus serving it, since the machine may be shared.
 
-Last measured, --parts floor,collector --base <parent commit> --repeat 3, medians:
+--memory MB runs only (d): one query_range answer of about MB megabytes, in the shape Prometheus writes, served
+by a local HTTP server and read by the collector's HTTP code and answer reader in a process of its own; it
+prints the peak resident memory over the memory before the request, beside the answer's size (the size cap,
+prometheus.max_response_bytes, bounds memory only as far as that ratio is small).
+
+Last measured (2026-12-07, 2 cores shared with six other sessions' test runs), against the commit before the
+Prometheus package (42c1d00):
+
+  --memory 300: one answer of 286 MiB (14,968,800 points): peak 631 MiB over the baseline = 2.21x the answer;
+  before 1,125 MiB = 3.93x (the chunks joined into a second copy, the values text copied three times, and the
+  points concatenated again).
+  --parts floor,collector --base 42c1d00 --repeat 3, load 14-26: (a) 32.0 s (0.8 CPU s); (b) 59.0 s (10.1 CPU
+  s, 718 MiB): 1.85x (a); before 47.8 s (10.7 CPU s, 746 MiB): 1.50x. The rounds scattered more than the
+  change (b: 59.0, 36.0, 85.5 s; before: 47.8, 40.1, 88.9 s; (a): 54.9, 16.4, 32.0 s): at this load the CPU
+  seconds say more. An earlier round at load 4-9, before the change: (a) 23.9 s, (b) 41.5 s (10.4 CPU s):
+  1.73x. Replaying the recorded answers without a server or warehouse: the collector's own reading and page
+  building 4.7 -> 4.0-4.3 CPU s (reading the 28 answers 3.0 -> 2.5, counting duplicate GPU-steps 0.85 ->
+  0.14); with the warehouse load 10.1 CPU s, of which the load (preemptlens/warehouse.py, DuckDB) is about 5.5.
+
+Earlier, --parts floor,collector --base <parent commit> --repeat 3, medians:
 
   load 2.3-2.4: (a) floor 9.3 s (1.2 CPU s); (b) 15.4 s (12.1 CPU s, 791 MiB); the parent's (b) 20.6 s
   (20.8 CPU s, 965 MiB): (b)/(a) 1.65x, the parent's 2.21x. At load 3-6: (a) 15.9 s, (b) 38.0 s, the

@@ -77,7 +77,7 @@ class PrometheusSource:
 
     PrometheusConnect sets up the session (auth, TLS, headers, retry with
     backoff); range queries are sent on that session directly so the body is
-    parsed with orjson and errors are reported without the response body.
+    read by .answers into columns and errors are reported without the response body.
     The session is shared by the worker threads: its pool keeps one connection
     per request in flight.
     """
@@ -231,7 +231,7 @@ class PrometheusSource:
         raise SourceError(said, "check prometheus.url points at the Prometheus HTTP API")
 
     def query_range(self, stream: str, query: str, start_ms: int, end_ms: int) -> bytearray:
-        """The answer's body, unparsed: `range_result` reads it (as `read_range`)."""
+        """The answer's body, unparsed: `range_result` reads it (`read_range` does both)."""
         what = range_what(stream, query, start_ms, end_ms)
         return self._send(
             "/api/v1/query_range",

@@ -47,6 +47,8 @@ _BATCH = 32 << 20
 # objects (about seven times its size) only up to this size; a larger one is an error (or a quarantined series).
 _WHOLE_MAX = 8 << 20
 _EXCERPT = 200
+# The other kinds of answer the query API has (https://prometheus.io/docs/prometheus/latest/querying/api/).
+_RESULT_TYPES = ("vector", "scalar", "string")
 _STR = {str}
 
 
@@ -124,7 +126,8 @@ def _warnings(answer: dict[str, Any]) -> list[str]:
     may be partial."""
     given = answer.get("warnings")
     if isinstance(given, list):
-        warnings = [w if isinstance(w, str) else excerpt(w) for w in given]
+        # On one line each: they are logged.
+        warnings = [" ".join(w.split())[:500] if isinstance(w, str) else excerpt(w) for w in given]
     elif given is None:
         warnings = []
     else:
@@ -216,7 +219,7 @@ def _matrix(answer: Any, what: str) -> list[Any]:
         raise AnswerError(f"{what} has data {excerpt(data)}, not an object")
     kind = data.get("resultType")
     if kind != "matrix":
-        said = f"a {kind}" if isinstance(kind, str) else f"resultType {excerpt(kind)}" if "resultType" in data \
+        said = f"a {kind}" if kind in _RESULT_TYPES else f"resultType {excerpt(kind)}" if "resultType" in data \
             else "no resultType"
         raise AnswerError(f"{what} holds {said} where a query_range answer holds a matrix")
     result = data.get("result")

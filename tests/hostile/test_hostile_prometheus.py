@@ -166,7 +166,7 @@ def test_query_range_answers_of_any_shape(data: st.DataObject) -> None:
         assert str(exc).startswith(WHAT)  # it names the query
         return
     assert len(read.metrics) == len(read.counts) and int(read.counts.sum()) == read.samples.height
-    assert read.samples["t"].null_count() == 0 and all(isinstance(w, str) for w in read.warnings)
+    assert read.samples["t"].null_count() == 0 and all(isinstance(w, str) and "\n" not in w for w in read.warnings)
     build_page(read)
 
 
@@ -181,7 +181,7 @@ def test_series_lookups_of_any_shape(data: st.DataObject) -> None:
         assert str(exc).startswith(what)
         return
     assert all(isinstance(v, str) for labels in listed.labels for v in labels.values())
-    assert listed.unreadable >= 0 and all(isinstance(w, str) for w in listed.warnings)
+    assert listed.unreadable >= 0 and all(isinstance(w, str) and "\n" not in w for w in listed.warnings)
 
 
 @HOSTILE

@@ -12,7 +12,7 @@ from urllib.parse import unquote, urlencode, urlsplit, urlunsplit
 # imported where it is used: load_config imports this package for every command.
 from urllib3.util.retry import Retry
 
-from preemptlens import outbound
+from preemptlens import outbound, private
 from preemptlens.collectors.prometheus.answers import (
     AnswerError,
     RangeAnswer,
@@ -89,6 +89,10 @@ class PrometheusSource:
         self.opts = opts
         self.where = redact_url(opts.url)
         session = requests.Session()
+        if opts.ca_file:
+            # the bundle decides which server the collector believes: not a file another user can change
+            private.refuse_if_others_can_change(opts.ca_file, "prometheus.ca_file",
+                                                "own it by root or the service user, not writable by others")
         session.verify = opts.ca_file or opts.verify_tls
         headers = dict(opts.headers)
         if not any(k.lower() == "accept-encoding" for k in headers):

@@ -14,7 +14,7 @@ from preemptlens.errors import ConfigError
 from preemptlens.times import parse_duration_ms
 
 if TYPE_CHECKING:
-    from preemptlens.collectors.prometheus import PrometheusSettings
+    from preemptlens.collectors.prometheus.settings import PrometheusSettings
 
 MAX_POINTS = 11_000  # Prometheus refuses more points per series in one range query
 _METRIC_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")

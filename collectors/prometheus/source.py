@@ -22,6 +22,7 @@ from preemptlens.collectors.prometheus.answers import (
     series_result,
 )
 from preemptlens.collectors.prometheus.queries import MAX_POINTS, Options
+from preemptlens.collectors.prometheus.settings import GET_MAX_URL
 from preemptlens.errors import SourceError, TransientSourceError
 
 if TYPE_CHECKING:
@@ -32,9 +33,6 @@ log = logging.getLogger(__name__)
 
 _Read = TypeVar("_Read")
 
-# Longest request URL sent as GET under method "auto". Proxies and gateways in front of
-# multi-tenant backends commonly cap the request line at 4-8 KiB (HTTP 414 beyond).
-GET_MAX_URL = 2048
 
 
 def iso(ms: int) -> str:

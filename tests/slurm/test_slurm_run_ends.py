@@ -6,7 +6,8 @@ as in replay_scenario.py); run 1 of each ends as its name says, and a requeued j
 completes. Only the low job holds GPUs, so the 8-GPU high job preempts it alone:
 
 - `victim` (low, 4 GPUs): reports every second until `pre` (high, 8 GPUs) preempts it: PREEMPTED, requeued.
-- `cancel`: reports every second until the test's `scancel`: "CANCELLED by 0".
+- `cancel`: reports every second until the test's `scancel`: "CANCELLED by 0", by its own user (root).
+- `admin`: submitted as user nobody (sbatch --uid), sleeps until root's `scancel`: "CANCELLED by 0", by an admin.
 - `requeue`: reports every second until the test's `scontrol requeue`: REQUEUED, then run 2.
 - `limit` (--time=1): reports every second until Slurm kills it at its time limit (a minute, enforced some
   seconds later): TIMEOUT.
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -39,6 +41,7 @@ from preemptlens.warehouse import Warehouse
 
 pytestmark = pytest.mark.slow
 
+OTHER_USER = "nobody"
 HANG_MIN_S = 60.0  # analytics.hang_min_s: its least allowed value
 NODE_TIMEOUT_S = 10  # SlurmdTimeout while slurmd is stopped
 
@@ -71,12 +74,12 @@ class Play:
         self.ids: dict[str, str] = {}
 
     def submit(self, name: str, *args: str, reports: int = _FOREVER, every: float = 1.0, then: str = _SLEEP,
-               partition: str = "high") -> str:
+               partition: str = "high", out: str = "") -> str:
         script = self.dir / f"{name}.sh"
         script.write_text(_JOB.format(cluster=CLUSTER, rows=self.rows, reports=reports, every=every, then=then))
         self.ids[name] = self.cluster.run(
             "sbatch", "--parsable", "-J", name, "-p", partition, "-A", "vision", "-c", "1", "--mem=100M",
-            "-o", str(self.dir / f"{name}-%j.out"), *args, str(script),
+            "-o", out or str(self.dir / f"{name}-%j.out"), *args, str(script),
         ).stdout.strip().split(";")[0]
         return self.ids[name]
 
@@ -114,6 +117,19 @@ def _silent_for(play: Play, name: str, seconds: float) -> bool:
     return len(reports) >= 4 and datetime.now(UTC).timestamp() - max(reports) >= seconds
 
 
+@contextmanager
+def _another_user(cluster: SlurmCluster) -> Iterator[None]:
+    """Jobs may run as user nobody: it gets an association, and may reach the job scripts slurmd writes under the
+    cluster's private folder (traversal only) while the block runs."""
+    cluster.run("sacctmgr", "-i", "add", "user", OTHER_USER, "account=vision", f"cluster={CLUSTER}", check=False)
+    mode = cluster.root.stat().st_mode
+    cluster.root.chmod(0o711)
+    try:
+        yield
+    finally:
+        cluster.root.chmod(mode)
+
+
 def _node_failure(cluster: SlurmCluster, play: Play) -> None:
     """`node` loses its node: slurmd stopped while it runs, back once sacct records the failure."""
     cluster.set_slurmd_timeout(NODE_TIMEOUT_S)
@@ -141,9 +157,12 @@ def ended(slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory)
     play.submit("cancel")
     play.submit("requeue")
     play.submit("victim", "--gres=gpu:4", partition="low")
-    for name in ("cancel", "requeue", "victim"):
-        play.wait_reports(name, 3)
-    slurm_cluster.run("scancel", play.ids["cancel"])
+    with _another_user(slurm_cluster):
+        play.submit("admin", f"--uid={OTHER_USER}", "--gid=nogroup", "--chdir=/", reports=0, out="/dev/null")
+        wait_until("admin running", lambda: play.running("admin"), 60, lambda: f": {play.sacct()}")
+        for name in ("cancel", "requeue", "victim"):
+            play.wait_reports(name, 3)
+        slurm_cluster.run("scancel", play.ids["cancel"], play.ids["admin"])
     slurm_cluster.run("scontrol", "requeue", play.ids["requeue"])
     play.submit("pre", "--gres=gpu:8", reports=2, then="exit 0")
     for name in ("victim", "requeue"):
@@ -159,7 +178,7 @@ def ended(slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory)
     def settled() -> bool:
         states = play.sacct()
         runs = sum(len(v) for v in states.values())
-        return runs == 11 and "(running)" not in {s for v in states.values() for s in v}
+        return runs == 12 and "(running)" not in {s for v in states.values() for s in v}
 
     wait_until("accounting of every run", settled, 60, lambda: f": {play.sacct()}")
     wh = Warehouse(tmp_path_factory.mktemp("run-ends") / "w.duckdb")
@@ -185,7 +204,7 @@ def test_sacct_recorded_each_end(ended: dict[str, Any]) -> None:
     assert ended["sacct"] == {
         "limit": ["TIMEOUT"], "hang": ["CANCELLED by 0"], "crash": ["FAILED"], "cancel": ["CANCELLED by 0"],
         "requeue": ["REQUEUED", "COMPLETED"], "victim": ["PREEMPTED", "COMPLETED"], "pre": ["COMPLETED"],
-        "node": ["NODE_FAIL", "COMPLETED"],
+        "node": ["NODE_FAIL", "COMPLETED"], "admin": ["CANCELLED by 0"],
     }
 
 
@@ -195,9 +214,19 @@ def test_every_end_classified_by_its_cause(ended: dict[str, Any]) -> None:
         ("victim", 1): "preemption", ("node", 1): "node_failure", ("cancel", 1): "cancel",
         ("requeue", 1): "requeue", ("limit", 1): "time_limit", ("crash", 1): "crash", ("hang", 1): "hang",
         ("pre", 1): "completed", ("victim", 2): "completed", ("requeue", 2): "completed", ("node", 2): "completed",
+        ("admin", 1): "cancel",
     }
     # the jobs that ran again after their end, and only those
     assert {k for k, v in ends.items() if v["restarted"]} == {("victim", 1), ("requeue", 1), ("node", 1)}
+
+
+def test_who_asked_for_each_cancel(ended: dict[str, Any]) -> None:
+    """sacct --json (22.05) names the requester (kill_request_user): root for the three scancels; for
+    `scontrol requeue`, the preemption and the time limit it names nobody."""
+    ends = _ends(ended["wh"], ended["ids"])
+    by = {k: (v["ended_by"], v["cause_by"]) for k, v in ends.items() if k[1] == 1 and v["ended_by"] is not None}
+    assert by == {("cancel", 1): ("root", "user"), ("hang", 1): ("root", "user"), ("admin", 1): ("root", "admin")}
+    assert ends[("requeue", 1)]["cause_by"] is None
 
 
 def test_the_hang_is_its_silence_the_others_were_reporting(ended: dict[str, Any]) -> None:
@@ -222,5 +251,5 @@ def test_restarts_by_cause(ended: dict[str, Any]) -> None:
     rows = wh.query("SELECT cause, sum(runs) AS runs, sum(restarts) AS restarts FROM restart_causes "
                     "WHERE level = 'team' AND team = 'vision' GROUP BY cause").rows()
     assert {cause: (runs, restarts) for cause, runs, restarts in rows} == {
-        "preemption": (1, 1), "node_failure": (1, 1), "cancel": (1, 0), "requeue": (1, 1), "time_limit": (1, 0),
+        "preemption": (1, 1), "node_failure": (1, 1), "cancel": (2, 0), "requeue": (1, 1), "time_limit": (1, 0),
         "crash": (1, 0), "hang": (1, 0)}

@@ -29,6 +29,15 @@ class Partition:
     priority_tier: int | None
     preempt_mode: str | None
     grace_s: float | None = None  # GraceTime (seconds from signal to kill)
+    # DefaultTime (None: NONE) and MaxTime (inf: UNLIMITED/INFINITE) in seconds: a job that sets no time limit
+    # gets DefaultTime, else MaxTime (src/slurmctld/job_mgr.c, slurm-22-05-11-1).
+    default_time_s: float | None = None
+    max_time_s: float | None = None
+
+    @property
+    def time_limit_s(self) -> float | None:
+        """The limit of a job that sets none: DefaultTime, else MaxTime (inf: unlimited; None: not read)."""
+        return self.default_time_s if self.default_time_s is not None else self.max_time_s
 
 
 @dataclass(frozen=True)
@@ -156,6 +165,25 @@ def policy_rows(policy: Policy) -> list[tuple[str, str, str, str, str]]:
         value = _number(params["min_exempt_priority"])
         if value is not None:
             add("cluster", "", "min_exempt_priority", value, f"min_exempt_priority={params['min_exempt_priority']}")
+    # The scheduler's two passes (src/plugins/sched/backfill/backfill.c, src/slurmctld/job_scheduler.c of
+    # slurm-22-05-11-1): backfill every bf_interval s (default 30) plans each blocked job's start from the
+    # running jobs' time limits (an unlimited one ends in a year) and reserves it only within bf_window minutes
+    # (default 1440), at bf_resolution s (default 60); the main pass, every sched_interval s (default 60) and on
+    # events, tries default_queue_depth jobs (default 100) in priority order and stops at a partition whose job
+    # did not fit.
+    for name, default, unit in (("bf_interval", 30.0, "s"), ("bf_window", 1440.0, "min"),
+                                ("bf_resolution", 60.0, "s"), ("bf_max_job_test", 500.0, ""),
+                                ("sched_interval", 60.0, "s"), ("default_queue_depth", 100.0, "")):
+        given = _number(sched[name]) if name in sched else None
+        if given is not None:
+            add("cluster", "", name, given, f"SchedulerParameters {name}={sched[name]}")
+        else:
+            add("cluster", "", name, default, f"{name} not set (default {default:g}{unit and ' ' + unit})")
+    add("cluster", "", "bf_continue", "bf_continue" in sched,
+        "SchedulerParameters bf_continue" if "bf_continue" in sched else "bf_continue not set")
+    scheduler_type = conf.get("SchedulerType", "")
+    if scheduler_type:
+        add("cluster", "", "scheduler_type", scheduler_type, f"SchedulerType={scheduler_type}")
     priority = conf.get("PriorityType", "")
     if priority:
         add("cluster", "", "priority_type", priority, f"PriorityType={priority}")
@@ -169,6 +197,11 @@ def policy_rows(policy: Policy) -> list[tuple[str, str, str, str, str]]:
             add("partition", name, "preempt_mode", _mode(part.preempt_mode), f"PreemptMode={part.preempt_mode}")
         if part.grace_s is not None:
             add("partition", name, "grace_s", part.grace_s, f"GraceTime={part.grace_s:g}")
+        if part.default_time_s is not None:
+            add("partition", name, "default_time_s", part.default_time_s, f"DefaultTime={part.default_time_s:g} s")
+        if part.max_time_s is not None:
+            add("partition", name, "max_time_s", part.max_time_s,
+                "MaxTime=UNLIMITED" if part.max_time_s == float("inf") else f"MaxTime={part.max_time_s:g} s")
     for name, qos in sorted(policy.qos.items()):
         add("qos", name, "preempts", ",".join(qos.preempt), f"Preempt={','.join(qos.preempt)}")
         if qos.preempt_mode:
@@ -211,6 +244,13 @@ def slurm_duration_s(text: str) -> float | None:
     else:
         seconds = numbers[0] * 3600 + numbers[1] * 60 + numbers[2]
     return float(days * 86400 + seconds)
+
+
+def slurm_limit_s(text: str) -> float | None:
+    """A time limit's seconds: inf for UNLIMITED or INFINITE, None for NONE, blank or unreadable."""
+    if text.strip().upper() in ("UNLIMITED", "INFINITE"):
+        return float("inf")
+    return slurm_duration_s(text)
 
 
 def _words(text: str) -> dict[str, str]:
@@ -281,7 +321,9 @@ def parse_partitions(text: str) -> dict[str, Partition]:
         tier = words.get("PriorityTier", "")
         grace = words.get("GraceTime", "")
         found[name] = Partition(name, int(tier) if tier.isdigit() else None, words.get("PreemptMode") or None,
-                                float(grace) if grace.isdigit() else None)
+                                float(grace) if grace.isdigit() else None,
+                                slurm_duration_s(words.get("DefaultTime", "")),
+                                slurm_limit_s(words.get("MaxTime", "")))
     return found
 
 

@@ -48,6 +48,27 @@ def test_the_suites_slurm_states_its_preemption_policy() -> None:
     assert rows[("partition", "low", "preemptible")][0] == "true"
     assert rows[("partition", "high", "preemptible")][0] == "false"
     assert rows[("qos", "normal", "grace_s")][0] == "0"
+    # No DefaultTime and MaxTime=UNLIMITED: a job submitted without --time has no limit, so Slurm's backfill
+    # cannot place a reservation at a finite time.
+    assert ("partition", "low", "default_time_s") not in rows
+    assert rows[("partition", "low", "max_time_s")][0] == "inf"
+    # The two passes: bf_interval and sched_interval as set, the rest at Slurm's defaults (backfill.c,
+    # job_scheduler.c of slurm-22-05-11-1).
+    assert rows[("cluster", "", "bf_interval")] == ("2", "SchedulerParameters bf_interval=2")
+    assert rows[("cluster", "", "sched_interval")][0] == "2"
+    assert rows[("cluster", "", "bf_window")][0] == "1440"
+    assert rows[("cluster", "", "bf_resolution")][0] == "60"
+    assert rows[("cluster", "", "default_queue_depth")][0] == "100"
+    assert rows[("cluster", "", "bf_continue")][0] == "false"
+    assert rows[("cluster", "", "scheduler_type")][0] == "sched/backfill"
+
+
+def test_a_partitions_default_time_comes_before_its_max_time() -> None:
+    text = (CASES / "slurm_22_05_show_partition.txt").read_text()
+    parts = parse_partitions(text.replace("DefaultTime=NONE", "DefaultTime=01:00:00", 1)
+                             .replace("MaxTime=UNLIMITED", "MaxTime=2-00:00:00", 1))
+    assert (parts["low"].default_time_s, parts["low"].max_time_s, parts["low"].time_limit_s) == (3600, 172800, 3600)
+    assert parts["high"].time_limit_s == float("inf")
 
 
 def test_preempt_exempt_time_is_a_minimum_run_and_grace_time_stays_grace() -> None:

@@ -39,7 +39,8 @@ if TYPE_CHECKING:
 _EXEMPT_LADDER_S = (0.0, 30.0, 60.0, 120.0, 180.0, 300.0, 600.0, 900.0, 1200.0, 1800.0, 2700.0, 3600.0, 7200.0)
 # Settings of PolicyConfig a snapshot or [tuning] may give, in the order they are reported.
 _REPORTED = ("scheduler", "enabled", "may_preempt", "min_run_s", "min_run_by_tier", "grace_s", "grace_by_tier",
-             "requeue_hold_s", "latency_s", "submit_latency_s", "queue_order", "backfill", "youngest_first",
+             "requeue_hold_s", "latency_s", "submit_latency_s", "queue_order", "backfill", "backfill_window_s",
+             "youngest_first",
              "reorder_count",
              "strict_order",
              "min_exempt_priority", "kill_at_grace_end")
@@ -293,6 +294,11 @@ def _slurm(rows: list[dict[str, Any]]) -> tuple[dict[str, tuple[Any, str]], list
     for name in ("min_run_s", "requeue_hold_s"):
         if name in conf and _seconds(conf[name][0]) is not None:
             out[name] = (_seconds(conf[name][0]), conf[name][1])
+    # Backfill reserves a blocked job's start only within bf_window minutes (backfill.c, slurm-22-05-11-1); the
+    # runs' planned ends come from the jobs' time limits (jobs.time_limit_s, read by the replay's workload).
+    window = _seconds(conf.get("bf_window", ("", ""))[0])
+    if window is not None:
+        out["backfill_window_s"] = (window * 60.0, conf["bf_window"][1] + " (minutes)")
     for name in ("youngest_first", "strict_order"):
         if name in conf:
             out[name] = (conf[name][0] == "true", conf[name][1])

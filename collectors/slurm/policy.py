@@ -171,14 +171,14 @@ def policy_rows(policy: Policy) -> list[tuple[str, str, str, str, str]]:
     # (default 1440), at bf_resolution s (default 60); the main pass, every sched_interval s (default 60) and on
     # events, tries default_queue_depth jobs (default 100) in priority order and stops at a partition whose job
     # did not fit.
-    for name, default, unit in (("bf_interval", 30.0, "s"), ("bf_window", 1440.0, "min"),
+    for name, default, unit_name in (("bf_interval", 30.0, "s"), ("bf_window", 1440.0, "min"),
                                 ("bf_resolution", 60.0, "s"), ("bf_max_job_test", 500.0, ""),
                                 ("sched_interval", 60.0, "s"), ("default_queue_depth", 100.0, "")):
-        given = _number(sched[name]) if name in sched else None
-        if given is not None:
-            add("cluster", "", name, given, f"SchedulerParameters {name}={sched[name]}")
+        stated = _number(sched[name]) if name in sched else None
+        if stated is not None:
+            add("cluster", "", name, stated, f"SchedulerParameters {name}={sched[name]}")
         else:
-            add("cluster", "", name, default, f"{name} not set (default {default:g}{unit and ' ' + unit})")
+            add("cluster", "", name, default, f"{name} not set (default {default:g}{unit_name and ' ' + unit_name})")
     add("cluster", "", "bf_continue", "bf_continue" in sched,
         "SchedulerParameters bf_continue" if "bf_continue" in sched else "bf_continue not set")
     scheduler_type = conf.get("SchedulerType", "")

@@ -322,8 +322,8 @@ def _limit(value: Any, field: str) -> float | None:
     object not set), None for none (0, or no member)."""
     if value is None:
         return None
-    if type(value) is _Number or isinstance(value, Mapping):
-        given, infinite = (value.set, value.infinite) if type(value) is _Number else (
+    if isinstance(value, _Number | Mapping):
+        given, infinite = (value.set, value.infinite) if isinstance(value, _Number) else (
             value.get("set", True), value.get("infinite", False))
         if infinite:
             return math.inf

@@ -316,7 +316,10 @@ def _slurm(rows: list[dict[str, Any]]) -> tuple[dict[str, tuple[Any, str]], list
         out["queue_order"] = ("submit", f"{conf.get('priority_type', ('', 'PriorityType unset'))[1]}: a requeued "
                               "job keeps its priority and its place")
     out["kill_at_grace_end"] = (True, "slurmctld requeues a victim when its grace time is over")
-    scope = "qos" if kind == "qos" else "partition"
+    # The classes whose tiers the collector derived: those that decide preemption, or without preemption those
+    # that order the queue (partition PriorityTier, else QOS Priority: collectors/slurm/policy.py).
+    scope = "qos" if kind == "qos" or (kind == "none" and any(
+        sc == "qos" and "tier" in row for (sc, _), row in by.items())) else "partition"
     classes = {subject: row for (sc, subject), row in by.items() if sc == scope}
     grace, grace_why = _per_tier(classes, "grace_s", notes, "GraceTime")
     out["grace_s"] = (0.0, "no GraceTime outside partitions and QOS")
@@ -332,15 +335,20 @@ def _slurm(rows: list[dict[str, Any]]) -> tuple[dict[str, tuple[Any, str]], list
         if qos_exempt:
             notes.append("QOS PreemptExemptTime not replayed with preempt/partition_prio (the jobs' QOS are not "
                          f"recorded): {', '.join(qos_exempt)}")
-    may = _may_preempt(classes, kind)
+    may = _may_preempt(classes, kind, scope)
     if may is not None:
         out["may_preempt"] = may
+        if kind == "none":
+            # What preemption would be once turned on (the counterfactual's question for this cluster).
+            out["may_preempt"] = (may[0], f"PreemptType=preempt/none: if turned on, as the queue orders the tiers "
+                                          f"({may[1]})")
     return out, notes
 
 
-def _may_preempt(classes: dict[str, dict[str, tuple[str, str]]], kind: str) -> tuple[dict[str, tuple[str, ...]],
-                                                                                      str] | None:
-    """Which tier may evict which, from the classes that decide it (higher PriorityTier, or QOS Preempt lists)."""
+def _may_preempt(classes: dict[str, dict[str, tuple[str, str]]], kind: str, scope: str
+                 ) -> tuple[dict[str, tuple[str, ...]], str] | None:
+    """Which tier may evict which, from the classes that decide it (higher PriorityTier, or QOS Preempt lists;
+    without preemption, a higher PriorityTier or QOS Priority: what preemption would follow once on)."""
     tiers = {name: row["tier"][0] for name, row in classes.items() if row.get("tier", ("", ""))[0] in TIER_RANK}
     if not tiers:
         return None
@@ -353,7 +361,8 @@ def _may_preempt(classes: dict[str, dict[str, tuple[str, str]]], kind: str) -> t
             if kind == "qos":
                 allowed = b in classes[a].get("preempts", ("", ""))[0].split(",")
             else:
-                pa, pb = (_seconds(classes[x].get("priority_tier", ("", ""))[0]) for x in (a, b))
+                key = "priority_tier" if scope == "partition" else "priority"
+                pa, pb = (_seconds(classes[x].get(key, ("", ""))[0]) for x in (a, b))
                 allowed = pa is not None and pb is not None and pa > pb
             if allowed:
                 may[tier_a].add(tier_b)

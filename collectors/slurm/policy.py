@@ -2,7 +2,10 @@
 
 With `PreemptType=preempt/partition_prio` the partition's PriorityTier
 decides, with `preempt/qos` the QOS `Preempt` lists (a QOS's Priority has
-nothing to do with preemption). The facts come from `scontrol show
+nothing to do with preemption). Without preemption (`preempt/none`) the
+tiers come from what orders the queue: partition PriorityTier, else QOS
+Priority, so that a cluster that does not preempt yet can ask what it would
+gain (`Policy.ordering`). The facts come from `scontrol show
 partition` and `sacctmgr show qos` where those answer; config overrides win:
 `cluster.tiers` names the tier of a partition or QOS, `slurm.preemptible`
 says whether it may be preempted.
@@ -63,8 +66,23 @@ class Policy:
     # `scontrol show config`, key to value, as read (empty when it was not read).
     config: Mapping[str, str] = field(default_factory=dict)
 
+    @property
+    def ordering(self) -> str:
+        """What the tiers come from: the classes that decide preemption (partitions with
+        preempt/partition_prio, QOS with preempt/qos); without preemption, what orders the queue: partition
+        PriorityTier (slurmctld sorts the queue by it first, src/slurmctld/job_scheduler.c), else QOS Priority
+        (a factor of the job's priority), so that a cluster that does not preempt yet can ask what preemption
+        would do."""
+        if self.preempt_type in ("partition_prio", "qos"):
+            return "partition" if self.preempt_type == "partition_prio" else "qos"
+        if len({p.priority_tier for p in self.partitions.values() if p.priority_tier is not None}) >= 2:
+            return "partition"
+        if len({q.priority for q in self.qos.values() if q.priority is not None}) >= 2:
+            return "qos"
+        return "partition"
+
     def priority_class(self, partition: str | None, qos: str | None) -> str | None:
-        return qos if self.preempt_type == "qos" else partition
+        return qos if self.ordering == "qos" else partition
 
     def tier(self, priority_class: str | None) -> str:
         if priority_class is not None and priority_class in self.tiers:
@@ -87,9 +105,29 @@ class Policy:
             own = self.qos[priority_class]
             preempted_by_some = any(priority_class in q.preempt for q in self.qos.values())
             return preempted_by_some and _mode(own.preempt_mode or self.global_mode) != "OFF"
+        if self.preempt_type == "none" and self._derived_tier(priority_class or "") is not None:
+            # Nothing is preempted today: whether it could be once preemption is on, as the queue orders it.
+            return self._ranked_below_another(priority_class or "")
         return tier in self.preemptible_tiers
 
+    def _levels(self) -> tuple[dict[str, int], str]:
+        """Each class's rank in the order that gives the tiers (PriorityTier or QOS Priority), and the scope."""
+        if self.ordering == "qos":
+            return {n: q.priority for n, q in self.qos.items() if q.priority is not None}, "qos"
+        return {n: p.priority_tier for n, p in self.partitions.items() if p.priority_tier is not None}, "partition"
+
+    def _ranked_below_another(self, name: str) -> bool:
+        levels, _ = self._levels()
+        return name in levels and any(v > levels[name] for v in levels.values())
+
     def _derived_tier(self, priority_class: str) -> str | None:
+        if self.preempt_type == "none":
+            ranks, _ = self._levels()
+            if priority_class not in ranks or len(set(ranks.values())) < 2:
+                return None
+            ordered = sorted(set(ranks.values()))
+            rank = ranks[priority_class]
+            return "high" if rank == ordered[-1] else "low" if rank == ordered[0] else "normal"
         if self.preempt_type == "partition_prio" and priority_class in self.partitions:
             levels = sorted({p.priority_tier for p in self.partitions.values() if p.priority_tier is not None})
             own = self.partitions[priority_class].priority_tier
@@ -213,7 +251,7 @@ def policy_rows(policy: Policy) -> list[tuple[str, str, str, str, str]]:
         if qos.priority is not None:
             add("qos", name, "priority", qos.priority, f"Priority={qos.priority}")
     # The tier and preemptibility of each class that decides preemption (partitions, or QOS with preempt/qos).
-    scope, classes = ("qos", policy.qos) if policy.preempt_type == "qos" else ("partition", policy.partitions)
+    scope, classes = ("qos", policy.qos) if policy.ordering == "qos" else ("partition", policy.partitions)
     for name in sorted(classes):
         tier = policy.tier(name)
         add(scope, name, "tier", tier, "derived: " + ("cluster.tiers" if name in policy.tiers else scope))

@@ -184,7 +184,8 @@ class _Times(msgspec.Struct, gc=False):
     eligible: _Num = None
     start: _Num = None
     end: _Num = None
-    limit: _Num = None
+    # Unset where the record has no such member (unknown); null is 22.05's INFINITE or NO_VAL (`_limit`).
+    limit: _Num | msgspec.UnsetType = msgspec.UNSET
 
 
 class _TresItem(msgspec.Struct, gc=False):
@@ -319,9 +320,13 @@ def _epoch(value: Any, field: str) -> int | None:
 
 def _limit(value: Any, field: str) -> float | None:
     """`time.limit` (minutes, either shape) in seconds: inf for INFINITE, PARTITION_LIMIT for NO_VAL (a number
-    object not set), None for none (0, or no member)."""
-    if value is None:
+    object not set), None for none (0, or no member). 22.05 (openapi/dbv0.0.38, parse.c `_dump_to_uint32`)
+    writes null for both INFINITE and NO_VAL: PARTITION_LIMIT, which the partition's own limit resolves (an
+    INFINITE job limit exists only where the partition's is unlimited too)."""
+    if value is msgspec.UNSET:
         return None
+    if value is None:
+        return PARTITION_LIMIT
     if isinstance(value, _Number | Mapping):
         given, infinite = (value.set, value.infinite) if isinstance(value, _Number) else (
             value.get("set", True), value.get("infinite", False))

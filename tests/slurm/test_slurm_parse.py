@@ -184,7 +184,9 @@ def test_parsable2_time_limit_in_every_form_sacct_prints(limit: str, seconds: fl
 
 
 @pytest.mark.parametrize(("limit", "seconds"), [
-    (60, 3600.0), (0xFFFFFFFF, float("inf")), (0xFFFFFFFE, slurm_sacct.PARTITION_LIMIT), (0, None), (None, None),
+    (60, 3600.0), (0xFFFFFFFF, float("inf")), (0xFFFFFFFE, slurm_sacct.PARTITION_LIMIT), (0, None),
+    # 22.05 writes null for INFINITE and NO_VAL alike (dbv0.0.38 parse.c): the partition's limit resolves it.
+    (None, slurm_sacct.PARTITION_LIMIT),
     ({"set": True, "infinite": False, "number": 60}, 3600.0), ({"set": True, "infinite": True, "number": 0},
                                                                 float("inf")),
     ({"set": False, "infinite": False, "number": 0}, slurm_sacct.PARTITION_LIMIT),
@@ -193,6 +195,8 @@ def test_json_time_limit_of_every_version_shape(limit: Any, seconds: float | Non
     record = json.loads((CASES / "mixed_23_02.json").read_text())["jobs"][0]
     record["time"]["limit"] = limit
     assert parse_json_record(record).time_limit_s == seconds
+    del record["time"]["limit"]
+    assert parse_json_record(record).time_limit_s is None  # no member: unknown
 
 
 def test_time_limits_reach_the_jobs_table_a_partitions_limit_where_the_job_set_none() -> None:

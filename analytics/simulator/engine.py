@@ -28,7 +28,8 @@ Model, as the raw tables must show it:
   and either ends by the reserved start (planned from the job's time limit,
   as Slurm's backfill plans it, or where the source states none for the work
   it has left: `_planned_end`) or keeps off the reserved
-  nodes but for the GPUs there beyond the reserved job's; one that preempts
+  nodes but for the GPUs there beyond the reserved job's (none under the
+  Slurm model: its backfill reserves whole nodes); one that preempts
   picks its victims as
   ever but waits if its GPUs would be on the reserved nodes beyond those spare
   ones (it would hold them past the reserved start; Slurm's backfill may
@@ -869,6 +870,9 @@ class _Scheduler:
         touched: list[int] = []
         at = -math.inf
         horizon = t + self.pool_policy[pool].backfill_window_s
+        # Slurm's backfill reserves whole nodes (backfill.c, slurm-22-05-11-1: its node_space map holds node
+        # bitmaps): no run outlasting the reserved start may use the reserved node, even on GPUs left over.
+        whole_node = self.pool_policy[pool].scheduler == "slurm"
         # The GPUs let go at one time, then whether the job fits: a sentinel closes the last time.
         for end, n, count in itertools.chain(releases, ((math.inf, -1, 0),)):
             if end > horizon or end == math.inf:
@@ -880,7 +884,7 @@ class _Scheduler:
                     fits = [m for m in touched if avail[m] >= need]
                     if fits:
                         m = min(fits, key=lambda m: (avail[m], m))
-                        return max(at, t), {m: avail[m] - need}
+                        return max(at, t), {m: 0 if whole_node else avail[m] - need}
                 else:
                     whole.update(m for m in touched if avail[m] >= gpn)
                     if len(whole) >= wanted:

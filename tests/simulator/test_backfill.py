@@ -79,6 +79,19 @@ def test_a_long_job_may_use_the_gpus_the_reserved_one_leaves_over() -> None:
     assert start_of(greedy, "L3") == 30.0 and start_of(greedy, "H") == 9000.0
 
 
+def test_slurm_reserves_whole_nodes() -> None:
+    # As above under the Slurm model: Slurm's backfill reserves whole nodes (backfill.c of slurm-22-05-11-1: its
+    # node_space map holds node bitmaps), so no run outlasting H's reserved start may take the GPU H leaves
+    # over on node 1: L1 starts at once on node 2, L2 only beside H once it starts (the GPU it leaves over),
+    # L3 once H is done.
+    pool = (PoolSpec("gpu", nodes=2, gpus_per_node=8),)
+    jobs = [low("A", 6, 0.0, 5000.0), low("B", 7, 0.0, 9000.0), high("H", 7, 10.0, 1000.0),
+            low("L1", 1, 20.0, 50_000.0), low("L2", 1, 20.0, 50_000.0), low("L3", 1, 30.0, 50_000.0)]
+    out = simulate_jobs(jobs, pool, replace(NO_PREEMPTION, scheduler="slurm"), 100_000.0)
+    assert start_of(out, "L1") == 20.0 and start_of(out, "H") == 5000.0
+    assert (start_of(out, "L2"), start_of(out, "L3")) == (5000.0, 6000.0)
+
+
 def limited(job: JobSpec, limit: float) -> JobSpec:
     return replace(job, time_limit_s=limit)
 

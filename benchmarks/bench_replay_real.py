@@ -1,22 +1,34 @@
-"""The replay against a real Slurm 22.05: does it reproduce what the scheduler did, and predict a policy change?
+"""The replay against a real Slurm 22.05: does it reproduce what the scheduler did, predict a policy change, and
+predict plain queueing with preemption really off?
 
 A seeded workload of training-like jobs that checkpoint and restart from their
 checkpoints (tests/slurm/replay_scenario.py) is played on the suite's real
-Slurm (tests/slurm/slurm_harness.py: one node, 8 GPUs, partition high preempts
-partition low by requeue) under policy A (PreemptExemptTime 0), again under A,
-and under policy B (a minimum run time, PreemptExemptTime --exempt; optionally
-with a low-partition GraceTime --grace). Each play is collected as a user would
-(`collect slurm`, `import` of the jobs' checkpoint and progress rows,
-`analyze`). Then the replay of the first play is compared with it (target:
-within 10% on preemptions, victims, lost GPU-hours and high-tier median wait)
-and, replayed under policy B, with the B play (target: the change A -> B within
-15%), and the second A play shows how far one history is from another.
+Slurm (tests/slurm/slurm_harness.py: one node, 8 GPUs, partition high
+(PriorityTier 10) preempts partition low (PriorityTier 1) by requeue), its
+jobs submitted without time limits on partitions with MaxTime=UNLIMITED (as
+many GPU clusters run: Slurm's backfill can then place no reservation):
 
-    python benchmarks/bench_replay_real.py                 # 24 training + 10 serving jobs, about 20 minutes
+  A    the policy in force (PreemptExemptTime 0)
+  B    a changed policy (PreemptExemptTime --exempt; optionally a low-partition GraceTime --grace)
+  A+t  with --limits: A again, each job submitted with a time limit (--time), so backfill reserves
+  C    PreemptType=preempt/none: plain queueing, the partitions' PriorityTier still ordering the queue
+
+Each play is collected as a user would (`collect slurm`, `import` of the
+jobs' checkpoint and progress rows, `analyze`). Then the A play is replayed
+under the policy it read from Slurm (target: within 10% of the record on
+preemptions, victims, lost GPU-hours and each tier's p50 and p90 first-start
+wait), under policy B against the B play (target: the change A -> B within
+15%), and under no preemption (the counterfactual's `none` scenario) against
+the C play, per tier: p50 and p90 first-start wait, queue GPU-hours, jobs
+completed and their median completion time. The C play is also replayed under
+its own policy (plain queueing reproduced).
+
+    python benchmarks/bench_replay_real.py                  # 20 training + 8 serving jobs, A, B, C: ~20 min
+    python benchmarks/bench_replay_real.py --limits         # and A with time limits: ~27 min on 2 cores
     python benchmarks/bench_replay_real.py --low 12 --high 5 --span 90 --exempt 30
 
 Needs root and the Slurm packages tests/run.sh installs. Figures print as
-real | replayed [range over replays with jittered inputs] | error.
+real | replayed (median over replays with jittered inputs) | as measured | range | error.
 """
 
 from __future__ import annotations
@@ -26,167 +38,225 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
+from statistics import median
 
 # This checkout's code and the suite's Slurm harness.
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "slurm"))
 
-from replay_scenario import Played, collect, plan, play, read_policy  # noqa: E402
-from slurm_harness import SlurmCluster, tools_missing  # noqa: E402
+from replay_scenario import (  # noqa: E402
+    TIERS,
+    Named,
+    Played,
+    collect,
+    plan,
+    play,
+    read_policy,
+    real_figures,
+    replay_figures,
+)
+from slurm_harness import CLUSTER, SlurmCluster, tools_missing  # noqa: E402
 
+from preemptlens.analytics.simulator.model import PolicyConfig  # noqa: E402
 from preemptlens.analytics.whatif.replay import (  # noqa: E402
     WAIT_FLOOR_S,
-    Figures,
-    Interval,
     Variant,
     Window,
     Workload,
-    interval,
     load_workload,
-    observed_figures,
-    run_variant,
+    replay_outcome,
     significant,
 )
-from preemptlens.analytics.whatif.tuning import TuningSettings  # noqa: E402
+from preemptlens.analytics.whatif.settings import TuningSettings  # noqa: E402
 from preemptlens.warehouse import Warehouse  # noqa: E402
 
-FIGURES = (("preemptions", "preemptions"), ("victims", "victim_jobs"), ("lost GPU-hours", "lost_gpu_h"),
-           ("high-tier median wait (s)", "high_wait_median_s"))
+# The figures compared, by name: the ledger's, then per tier.
+LEDGER = ("preemptions", "victims", "lost GPU-h")
+WAITS = tuple(f"{t} wait {q}" for t in TIERS for q in ("p50", "p90"))
+QUEUEING = tuple(f"{t} {f}" for t in (*TIERS, "all") for f in ("wait p50", "wait p90", "queue GPU-h", "completed",
+                                                                "completion p50"))
 
 
 @dataclass
-class Result:
-    """One comparison's errors, by figure (None when the real figure is unknown)."""
+class Replayed:
+    """A policy replayed as measured, and its figures' median and range over replays with jittered inputs (whole-
+    second times anywhere in their second, the scheduler's latencies within their quartiles)."""
 
-    errors: dict[str, float | None]
+    point: Named
+    median: Named
+    low: Named
+    high: Named
 
 
-def _error(real: float | None, predicted: float | None, field: str) -> float | None:
+def replayed(workload: Workload, policy: PolicyConfig, draws: int) -> Replayed:
+    point = replay_figures(workload, replay_outcome(workload, Variant("as measured", policy)))
+    draws_found = [replay_figures(workload, replay_outcome(workload, Variant(f"jitter {k}", policy, jitter=k)))
+                   for k in range(1, draws + 1)] or [point]
+
+    def pick(how: Callable[[list[float]], float]) -> Named:
+        found: Named = {}
+        for name in point:
+            values = [v for d in draws_found if (v := d[name]) is not None]
+            found[name] = how(values) if values else None
+        return found
+
+    return Replayed(point, pick(median), pick(min), pick(max))
+
+
+def _floor(name: str) -> float:
+    """What an error is measured against where the real figure is small: a second of wait (the record's
+    resolution), one job completed; none for counts and GPU-hours."""
+    if "wait" in name or "completion" in name:
+        return WAIT_FLOOR_S
+    return 1.0 if name.endswith("completed") else 0.0
+
+
+def _error(name: str, real: float | None, predicted: float | None, scale: float | None = None) -> float | None:
     if real is None or predicted is None:
         return None
-    scale = max(abs(real), WAIT_FLOOR_S if field == "high_wait_median_s" else 0.0)
+    scale = max(abs(real) if scale is None else scale, _floor(name))
     return abs(predicted - real) / scale if scale else (0.0 if predicted == real else None)
 
 
-def _central(point: Figures, spread: Interval | None) -> Figures:
-    return spread.median if spread is not None and spread.median is not None else point
-
-
-def window_of(p: Played) -> Window:
-    return Window("plens", p.started, p.ended)
-
-
-def table(title: str, real: Figures, predicted: Figures, spread: Interval | None, limit: float) -> Result:
-    """Real against replayed: with an interval, the replayed figure is its median over the jittered replays (the
-    estimate that takes the inputs' measurement error into account), the replay of the inputs as measured
-    (whole-second times at the middle of their second) beside it."""
+def table(title: str, names: tuple[str, ...], real: Named, rep: Replayed, limit: float) -> dict[str, float | None]:
     print(f"\n{title}")
-    columns = ("replayed", "as measured", "range over jittered replays") if spread else ("other play", "", "")
-    print(f"   {'figure':28} {'real':>10} {columns[0]:>10} {columns[1]:>12}  {columns[2]:32} {'error':>7}")
+    print(f"   {'figure':24} {'real':>9} {'replayed':>9} {'as measured':>12}  {'range over jittered':22} {'error':>7}")
     errors = {}
-    for label, field in FIGURES:
-        r = getattr(real, field)
-        point = getattr(predicted, field)
-        p = getattr(spread.median, field) if spread is not None and spread.median is not None else point
-        low, high = spread.of(field) if spread is not None else (None, None)
-        shown = f"{significant(low)} to {significant(high)}" if low is not None else ""
-        err = _error(r, p, field)
-        errors[field] = err
+    for name in names:
+        r, p, a = real.get(name), rep.median.get(name), rep.point.get(name)
+        low, high = rep.low.get(name), rep.high.get(name)
+        err = _error(name, r, p)
+        errors[name] = err
         mark = "" if err is None else ("ok" if err <= limit else "MISS")
-        aside = significant(point) if spread is not None else ""
-        print(f"   {label:28} {significant(r):>10} {significant(p):>10} {aside:>12}  {shown:32} "
+        shown = f"{significant(low)} to {significant(high)}" if low is not None else ""
+        print(f"   {name:24} {significant(r):>9} {significant(p):>9} {significant(a):>12}  {shown:22} "
               f"{'n/a' if err is None else f'{100 * err:.1f}%':>7} {mark}")
-    return Result(errors)
+    return errors
 
 
-def change_table(real_a: Figures, real_b: Figures, rep_a: Figures, rep_b: Figures, limit: float) -> Result:
-    """The change A -> B, real (two plays) against predicted (the replays' medians under A and under B)."""
+def change_table(names: tuple[str, ...], real_a: Named, real_b: Named, rep_a: Named, rep_b: Named, limit: float
+                 ) -> dict[str, float | None]:
+    """The change A -> B, real (two plays) against predicted (the A play replayed under A and under B): its error
+    against the real change, or against a tenth of the real B figure where the change is smaller."""
     print(f"\nthe change A -> B: real (two plays) against predicted (the A play replayed under A and under B), "
-          f"target within {100 * limit:.0f}% of the real change (of the real B figure where the change is under "
-          "a tenth of it)")
-    print(f"   {'figure':28} {'real A -> B':>22} {'predicted A -> B':>22} {'error':>7}")
-    errors = {}
-    for label, field in FIGURES:
-        ra, rb, pa, pb = (getattr(f, field) for f in (real_a, real_b, rep_a, rep_b))
-        if None in (ra, rb, pa, pb):
-            errors[field] = None
-            print(f"   {label:28} {'unknown':>22}")
+          f"target within {100 * limit:.0f}% of the real change (of a tenth of the real B figure where the change "
+          "is smaller)")
+    print(f"   {'figure':24} {'real A -> B':>22} {'predicted A -> B':>22} {'error':>7}")
+    errors: dict[str, float | None] = {}
+    for name in names:
+        ra, rb, pa, pb = real_a.get(name), real_b.get(name), rep_a.get(name), rep_b.get(name)
+        if ra is None or rb is None or pa is None or pb is None:
+            errors[name] = None
+            print(f"   {name:24} {'unknown':>22}")
             continue
-        real_change, predicted_change = rb - ra, pb - pa
-        scale = max(abs(real_change), 0.1 * abs(rb), WAIT_FLOOR_S if field == "high_wait_median_s" else 0.0)
-        err = abs(predicted_change - real_change) / scale if scale else 0.0
-        errors[field] = err
-        real_text = f"{significant(ra)} -> {significant(rb)}"
-        pred_text = f"{significant(pa)} -> {significant(pb)}"
-        print(f"   {label:28} {real_text:>22} {pred_text:>22} {100 * err:6.1f}% {'ok' if err <= limit else 'MISS'}")
-    return Result(errors)
+        err = _error(name, rb - ra, pb - pa, max(abs(rb - ra), 0.1 * abs(rb)))
+        errors[name] = err
+        print(f"   {name:24} {significant(ra) + ' -> ' + significant(rb):>22} "
+              f"{significant(pa) + ' -> ' + significant(pb):>22} "
+              f"{'n/a' if err is None else f'{100 * err:.1f}%':>7} "
+              f"{'' if err is None else 'ok' if err <= limit else 'MISS'}")
+    return errors
 
 
 def pairs(wh: Warehouse, workload: Workload, window: Window) -> tuple[int, int, int]:
     """(real victim/preemptor pairs, replayed pairs, pairs in both)."""
-    from preemptlens.analytics.whatif.replay import _replay
-
-    out = _replay(workload, Variant("actual", workload.actual.policy))
-    replayed = {(out.jobs[p.victim].job_id, out.jobs[p.preemptor].job_id) for p in out.preemptions()}
+    out = replay_outcome(workload, Variant("actual", workload.actual.policy))
+    replayed_pairs = {(out.jobs[p.victim].job_id, out.jobs[p.preemptor].job_id) for p in out.preemptions()}
     real = set(wh.query(
         "SELECT l.victim_job_id, l.preemptor_job_id FROM preemption_ledger AS l JOIN jobs AS j "
         "ON j.cluster = l.cluster AND j.job_id = l.victim_job_id WHERE l.cluster = $c AND j.submit_time >= $t0 "
         "AND j.submit_time < $t1", {"c": window.cluster, "t0": window.start, "t1": window.end}).rows())
-    return len(real), len(replayed), len(real & replayed)
+    return len(real), len(replayed_pairs), len(real & replayed_pairs)
+
+
+def _verdict(errors: Mapping[str, float | None], limit: float) -> str:
+    known = [e for e in errors.values() if e is not None]
+    missed = [n for n, e in errors.items() if e is not None and e > limit]
+    return (f"{len(known) - len(missed)} of {len(known)} figures within {100 * limit:.0f}%"
+            + (f"; missed: {', '.join(missed)}" if missed else ""))
 
 
 def analyse(wh: Warehouse, windows: dict[str, Window], exempt: int, grace: int, draws: int) -> bool:
-    """Replay the A window under A and under B, and print every comparison; whether each is within target."""
+    """Every comparison the plays allow; whether each is within its target."""
     settings = TuningSettings(processes=0)
-    window = windows["A"]
-    workload = load_workload(wh, window, settings)
+    started = time.monotonic()
+    closing: list[str] = []
+    ok = True
+    workload = load_workload(wh, windows["A"], settings)
     print("\npolicy in force during A, as the replay reads it:")
     print("   " + workload.actual.describe())
-    for note in workload.notes[:4]:
+    for note in workload.notes[:5]:
         print(f"   {note}")
-    actual = Variant("A", workload.actual.policy)
-    policy_b = replace(workload.actual.policy, min_run_s=float(exempt))
-    if grace:
-        policy_b = replace(policy_b, grace_by_tier={**workload.actual.policy.grace_by_tier, "low": float(grace)})
-    changed = Variant("B", policy_b)
-    started = time.monotonic()
-    rep_a, rep_b = run_variant(workload, actual), run_variant(workload, changed)
-    spread_a = interval(workload, actual, draws)
-    spread_b = interval(workload, changed, draws)
-    replay_s = time.monotonic() - started
-    real_a = observed_figures(wh, window)
-    real_b = observed_figures(wh, windows["B"])
-    results = [table("reproduction: the A play replayed under A (target within 10%)", real_a, rep_a, spread_a,
-                     0.10)]
-    real_n, replayed_n, both = pairs(wh, workload, window)
+    actual = workload.actual.policy
+    rep_a = replayed(workload, actual, draws)
+    real_a = real_figures(wh, windows["A"])
+    errors = table("(a) reproduction: the A play replayed under the policy in force (target within 10%)",
+                   (*LEDGER, *WAITS), real_a, rep_a, 0.10)
+    closing.append("(a) reproduction (no time limits): " + _verdict(errors, 0.10))
+    ok &= all(e is None or e <= 0.10 for e in errors.values())
+    real_n, replayed_n, both = pairs(wh, workload, windows["A"])
     print(f"   victim/preemptor pairs: {real_n} real, {replayed_n} replayed, {both} in both")
-    if "A again" in windows:
-        again = observed_figures(wh, windows["A again"])
-        table("two real histories of one workload under A: the second against the first (how far the "
-              "scheduler is from itself)", real_a, again, None, 0.10)
-    results.append(table(f"prediction: the A play replayed under B (PreemptExemptTime {exempt} s"
-                         + (f", GraceTime {grace} s" if grace else "") + ") against the B play",
-                         real_b, rep_b, spread_b, 0.15))
-    results.append(change_table(real_a, real_b, _central(rep_a, spread_a), _central(rep_b, spread_b), 0.15))
-    print(f"\nreplays {replay_s:.1f} s (2 + {2 * draws} jittered)")
-    return all(e is None or e <= limit for r, limit in zip(results, (0.10, 0.15, 0.15), strict=True)
-               for e in r.errors.values())
+    if "B" in windows:
+        policy_b = replace(actual, min_run_s=float(exempt))
+        if grace:
+            policy_b = replace(policy_b, grace_by_tier={**actual.grace_by_tier, "low": float(grace)})
+        rep_b = replayed(workload, policy_b, draws)
+        real_b = real_figures(wh, windows["B"])
+        what = f"PreemptExemptTime {exempt} s" + (f", GraceTime {grace} s" if grace else "")
+        table(f"(b) prediction: the A play replayed under B ({what}) against the B play", (*LEDGER, *WAITS),
+              real_b, rep_b, 0.15)
+        errors = change_table((*LEDGER, *WAITS), real_a, real_b, rep_a.median, rep_b.median, 0.15)
+        closing.append(f"(b) the change A -> B ({what}): " + _verdict(errors, 0.15))
+        ok &= all(e is None or e <= 0.15 for e in errors.values())
+    if "A+t" in windows:
+        limited = load_workload(wh, windows["A+t"], settings)
+        errors = table("(a') reproduction of the play with time limits (backfill reserves from them; target "
+                       "within 10%)", (*LEDGER, *WAITS), real_figures(wh, windows["A+t"]),
+                       replayed(limited, limited.actual.policy, draws), 0.10)
+        closing.append("(a') reproduction with time limits: " + _verdict(errors, 0.10))
+        ok &= all(e is None or e <= 0.10 for e in errors.values())
+    if "C" in windows:
+        real_c = real_figures(wh, windows["C"])
+        none = replayed(workload, replace(actual, enabled=False), draws)
+        errors = table("(c) the counterfactual `none` (the A play replayed without preemption) against the play "
+                       "with PreemptType=preempt/none (target within 15%)", QUEUEING, real_c, none, 0.15)
+        closing.append("(c) counterfactual none against preemption really off: " + _verdict(errors, 0.15))
+        ok &= all(e is None or e <= 0.15 for e in errors.values())
+        plain = load_workload(wh, windows["C"], settings)
+        errors = table("(c') plain queueing reproduced: the C play replayed under its own policy (target within "
+                       "10%)", QUEUEING, real_c, replayed(plain, plain.actual.policy, draws), 0.10)
+        closing.append("(c') the no-preemption play reproduced: " + _verdict(errors, 0.10))
+        high_saved_real = real_c["high queue GPU-h"] - real_a["high queue GPU-h"]  # type: ignore[operator]
+        high_saved_pred = none.median["high queue GPU-h"] - rep_a.median["high queue GPU-h"]  # type: ignore[operator]
+        low_added_real = real_a["low queue GPU-h"] - real_c["low queue GPU-h"]  # type: ignore[operator]
+        low_added_pred = rep_a.median["low queue GPU-h"] - none.median["low queue GPU-h"]  # type: ignore[operator]
+        print(f"\n   high-tier queue GPU-h saved by preemption: real {significant(high_saved_real)}, predicted "
+              f"{significant(high_saved_pred)}; low-tier queue GPU-h added: real {significant(low_added_real)}, "
+              f"predicted {significant(low_added_pred)}")
+    print(f"\nreplays {time.monotonic() - started:.1f} s ({draws} jittered per policy)")
+    print("\nclosing note, predicted against real:")
+    for line in closing:
+        print(f"   {line}")
+    return ok
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=26)
-    parser.add_argument("--low", type=int, default=24, help="training jobs (partition low)")
-    parser.add_argument("--high", type=int, default=10, help="serving jobs (partition high)")
-    parser.add_argument("--span", type=float, default=240.0, help="seconds over which the jobs are submitted")
+    parser.add_argument("--low", type=int, default=20, help="training jobs (partition low)")
+    parser.add_argument("--high", type=int, default=8, help="serving jobs (partition high)")
+    parser.add_argument("--span", type=float, default=200.0, help="seconds over which the jobs are submitted")
     parser.add_argument("--exempt", type=int, default=60, help="policy B's PreemptExemptTime (s)")
     parser.add_argument("--grace", type=int, default=0, help="policy B's low-partition GraceTime (s)")
-    parser.add_argument("--no-repeat", action="store_true", help="skip the second play under policy A")
-    parser.add_argument("--draws", type=int, default=12, help="replays with jittered inputs per interval")
+    parser.add_argument("--limits", action="store_true", help="also play A with each job's time limit")
+    parser.add_argument("--no-change", action="store_true", help="skip the play under policy B")
+    parser.add_argument("--no-off", action="store_true", help="skip the play with PreemptType=preempt/none")
+    parser.add_argument("--draws", type=int, default=12, help="replays with jittered inputs per policy")
     parser.add_argument("--keep", help="keep the warehouse at this path")
     parser.add_argument("--analyse", metavar="WAREHOUSE", help="only compare again the plays a kept warehouse "
                         "holds (their windows from --windows)")
@@ -197,7 +267,7 @@ def main() -> int:
         for item in (args.windows or "").split(","):
             tag, _, span = item.partition("=")
             begin, _, end = span.partition("/")
-            windows[tag.replace("_", " ")] = Window("plens", datetime.fromisoformat(begin), datetime.fromisoformat(end))
+            windows[tag] = Window(CLUSTER, datetime.fromisoformat(begin), datetime.fromisoformat(end))
         with Warehouse(Path(args.analyse)) as wh:
             return 0 if analyse(wh, windows, args.exempt, args.grace, args.draws) else 1
     missing = tools_missing()
@@ -209,25 +279,36 @@ def main() -> int:
     path = Path(args.keep) if args.keep else root / "w.duckdb"
     cluster = SlurmCluster(root / "slurm")
     began = time.monotonic()
+    # (tag, preemption mode, PreemptExemptTime, low GraceTime, time limits)
+    order = [("A", "partition_prio", 0, 0, False)]
+    if not args.no_change:
+        order.append(("B", "partition_prio", args.exempt, args.grace, False))
+    if args.limits:
+        order.append(("A+t", "partition_prio", 0, 0, True))
+    if not args.no_off:
+        order.append(("C", "none", 0, 0, False))
     try:
         cluster.start()
         wh = Warehouse(path)
-        read_policy(cluster, wh)
         plays: dict[str, Played] = {}
-        order = ["A", *([] if args.no_repeat else ["A again"]), "B"]
-        for tag in order:
-            if tag == "B":
-                cluster.set_policy(exempt_s=args.exempt, low_grace_s=args.grace)
-                read_policy(cluster, wh)
-            print(f"playing {tag}: {len(jobs)} jobs over {args.span:g} s ...", flush=True)
-            plays[tag] = play(cluster, jobs, tag.replace(" ", "-"))
+        for tag, mode, exempt, grace, limits in order:
+            cluster.use(mode)
+            if (cluster.exempt_s, cluster.low_grace_s) != (exempt, grace):
+                cluster.set_policy(exempt_s=exempt, low_grace_s=grace)
+            read_policy(cluster, wh)
+            print(f"playing {tag}: {len(jobs)} jobs over {args.span:g} s, preempt/{mode}, PreemptExemptTime "
+                  f"{exempt} s{', time limits' if limits else ''} ...", flush=True)
+            plays[tag] = play(cluster, jobs, tag.replace("+", "-"), limits=limits)
             collect(cluster, wh, plays[tag].started, [plays[tag].dir])
-            print(f"   {tag}: {plays[tag].started.isoformat()} to {plays[tag].ended.isoformat()}", flush=True)
+            print(f"   {tag}: {plays[tag].started.isoformat()} to {plays[tag].ended.isoformat()} "
+                  f"({(time.monotonic() - began) / 60:.1f} min so far)", flush=True)
         print(f"\nplays {(time.monotonic() - began) / 60:.1f} min on the real Slurm; again with --analyse {path} "
-              "--windows " + ",".join(f"{tag.replace(' ', '_')}={p.started.isoformat()}/{p.ended.isoformat()}"
+              "--windows " + ",".join(f"{tag}={p.started.isoformat()}/{p.ended.isoformat()}"
                                       for tag, p in plays.items()))
-        ok = analyse(wh, {tag: window_of(p) for tag, p in plays.items()}, args.exempt, args.grace, args.draws)
+        ok = analyse(wh, {tag: Window(CLUSTER, p.started, p.ended) for tag, p in plays.items()}, args.exempt,
+                     args.grace, args.draws)
         wh.close()
+        print(f"\nwhole benchmark {(time.monotonic() - began) / 60:.1f} min")
         return 0 if ok else 1
     finally:
         cluster.stop()

@@ -169,6 +169,7 @@ RULES: dict[str, TableRules] = {
                 pl.col("checkpoint_interval_s") > 0,
             ),
             _at_least("work_s", 0),
+            Check("time_limit_s", "must be > 0", pl.col("time_limit_s") > 0),
         ),
     ),
     "job_runs": TableRules(

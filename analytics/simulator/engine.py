@@ -25,13 +25,18 @@ Model, as the raw tables must show it:
   time it fits as the GPUs held now are let go (runs at their planned end or
   kill time, GPUs promised to a preemptor when its run would end), on the nodes
   it would take then. A job after it starts in that pass only if it fits now
-  and either ends by the reserved start (planned for the work it has left,
-  as Slurm reads the time limit: `_planned_end`) or keeps off the reserved
-  nodes but for the GPUs there beyond the reserved job's; one that preempts
+  and either ends by the reserved start (planned from the job's time limit,
+  as Slurm's backfill plans it, or where the source states none for the work
+  it has left: `_planned_end`) or keeps off the reserved
+  nodes but for the GPUs there beyond the reserved job's (none under the
+  Slurm model: its backfill reserves whole nodes); one that preempts
   picks its victims as
   ever but waits if its GPUs would be on the reserved nodes beyond those spare
   ones (it would hold them past the reserved start; Slurm's backfill may
-  preempt under the same rule). One reservation per pool and pass: it
+  preempt under the same rule). A start beyond the policy's backfill window
+  (Slurm's bf_window), or never (the runs in the way have no time limit),
+  is no reservation: the jobs after it take whatever fits, as Slurm's
+  backfill does with unlimited jobs. One reservation per pool and pass: it
   is what keeps a big high-tier job from waiting for ever behind a stream of
   small ones (greedy backfill starves it, and a replay "without preemption"
   then overstates what preemption saves). Under "greedy" every lower job takes
@@ -559,8 +564,11 @@ class _Scheduler:
         return t, warmup_end, fails
 
     def _planned_end(self, j: int, start: float) -> float:
-        """When job j's latest run, started at `start`, is planned to end: once it has done the work it has
-        left, which a reservation reads as the run's time limit.
+        """When job j's latest run, started at `start`, is planned to end: at its start plus the job's time
+        limit where the source states one (inf where it states none), as Slurm's backfill plans a running job's
+        end (src/plugins/sched/backfill/backfill.c, slurm-22-05-11-1: start plus the time limit, a year for an
+        unlimited one, so no reservation behind it falls within bf_window); else once it has done the work it
+        has left, which a reservation then reads as the run's time limit.
 
         Not its start-up or warm-up, idle stretches or a failure: a replay of the recorded window cannot know
         them for a run the window never showed (a job still pending at its end, a victim's restart that never
@@ -570,6 +578,8 @@ class _Scheduler:
         end: a reservation then expects its GPUs at once (`_reserved_start`).
         """
         job = self.jobs[j]
+        if job.time_limit_s is not None:
+            return start + job.time_limit_s
         left = job.work_s - self.runs[self.job_runs[j][-1]].restored_step
         return start + left if left > 0 else start
 
@@ -832,8 +842,10 @@ class _Scheduler:
     def _reserved_start(self, pool: int, j: int, t: float) -> tuple[float, dict[int, int]]:
         """The earliest time job j fits, as the GPUs held now are let go (a run at its planned end or kill time,
         a GPU promised to a preemptor when that preemptor's run would end), and the nodes it would take then,
-        each with the GPUs left on it beyond the job's (none on whole nodes). (inf, {}) if it never fits; now
-        if it would have fitted earlier (a run outlasting its planned end is expected to go at once)."""
+        each with the GPUs left on it beyond the job's (none on whole nodes). (inf, {}) if it never fits or
+        only beyond the policy's backfill window (Slurm's bf_window: no reservation, so nothing is held back
+        for it); now if it would have fitted earlier (a run outlasting its planned end is expected to go at
+        once)."""
         need = self.jobs[j].gpus
         gpn = self.gpn[pool]
         runs, owner, reserved, gpu_node = self.runs, self.owner, self.reserved, self.gpu_node
@@ -872,15 +884,22 @@ class _Scheduler:
         wanted = need // gpn
         touched: list[int] = []
         at = -math.inf
+        horizon = t + self.pool_policy[pool].backfill_window_s
+        # Slurm's backfill reserves whole nodes (backfill.c, slurm-22-05-11-1: its node_space map holds node
+        # bitmaps): no run outlasting the reserved start may use the reserved node, even on GPUs left over.
+        whole_node = self.pool_policy[pool].scheduler == "slurm"
         # The GPUs let go at one time, then whether the job fits: a sentinel closes the last time.
         for end, n, count in itertools.chain(releases, ((math.inf, -1, 0),)):
+            if end > horizon or end == math.inf:
+                # Beyond the window, or never (runs without a time limit): no reservation there.
+                end, n, count = math.inf, -1, 0
             if end != at and touched:
                 if need <= gpn:
                     # Only a node that just gained GPUs can fit it now: none did before.
                     fits = [m for m in touched if avail[m] >= need]
                     if fits:
                         m = min(fits, key=lambda m: (avail[m], m))
-                        return max(at, t), {m: avail[m] - need}
+                        return max(at, t), {m: 0 if whole_node else avail[m] - need}
                 else:
                     whole.update(m for m in touched if avail[m] >= gpn)
                     if len(whole) >= wanted:
@@ -898,9 +917,8 @@ class _Scheduler:
         """The GPUs a job that fits now but would outlast the reserved start takes: off the reserved nodes,
         except for the GPUs there beyond the reserved job's (`spare`, which it uses up); None if there are none.
 
-        A run planned to end by the reserved start goes anywhere instead. The engine plans a run for the work it
-        needs (`_planned_end`), where Slurm trusts the job's time limit: the model backfills as Slurm would with
-        exact limits.
+        A run planned to end by the reserved start goes anywhere instead. The engine plans a run from the job's
+        time limit where the source states one, else for the work it needs (`_planned_end`).
         """
         gpn = self.gpn[pool]
         buckets = self.buckets[pool]

@@ -7,6 +7,7 @@ exact to the microsecond and the analytics can recompute the ground truth exactl
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -93,6 +94,9 @@ class PolicyConfig:
     queue_order: str = "eligible"
     # Whether a blocked job gets a reserved start that lower jobs may not delay (BACKFILLS; engine.py).
     backfill: str = "reserve"
+    # How far ahead a reserved start may be (Slurm's bf_window): a blocked job that cannot start within it gets
+    # no reservation, and the jobs below it take whatever fits (inf: any time ahead).
+    backfill_window_s: float = math.inf
     # Slurm (PreemptParameters, before 23.02 SchedulerParameters preempt_*): candidates youngest first instead of
     # by job order; passes that reorder the candidates to preempt fewer jobs; keep the order strict; jobs whose
     # priority is above min_exempt_priority are never preempted.
@@ -143,7 +147,8 @@ class PolicyConfig:
                     problems.append(f"may_preempt[{preemptor}]: unknown tier {victim!r}")
                 elif TIER_RANK[victim] >= TIER_RANK[preemptor]:
                     problems.append(f"may_preempt[{preemptor}]: {victim} is not a lower tier")
-        for name in ("min_run_s", "grace_s", "requeue_hold_s", "latency_s", "submit_latency_s", "trigger_wait_s"):
+        for name in ("min_run_s", "grace_s", "requeue_hold_s", "latency_s", "submit_latency_s", "trigger_wait_s",
+                     "backfill_window_s"):
             if getattr(self, name) < 0:
                 problems.append(f"{name} must be >= 0")
         if problems:
@@ -354,6 +359,10 @@ class JobSpec:
     hoard_active_s: float | None = None
     hoard_idle_s: float | None = None
     fail_after_work_s: float | None = None
+    # The time limit a scheduler plans the job's runs with (Slurm's backfill: a run ends by its start plus its
+    # limit); inf: none (Slurm UNLIMITED: it plans the run to end in a year); None: unknown, the run is planned
+    # for the work it has left (engine.py, `_planned_end`).
+    time_limit_s: float | None = None
     # How hard the job drives its GPUs while working, and the memory it holds.
     busy_level: float = 0.8
     mem_mib: float = 40_000.0

@@ -42,6 +42,7 @@ import numpy as np
 import polars as pl
 
 from preemptlens.analytics.simulator.engine import Outcome, paused_gc
+from preemptlens.analytics.simulator.model import PolicyConfig
 from preemptlens.analytics.whatif.replay import (
     Figures,
     Validation,
@@ -329,7 +330,7 @@ def best_variant(workload: Workload, suggested: Variant | None) -> tuple[str, Va
     """(d): suggest's first replayed change with the cost-aware victim order; without one, that order alone."""
     if suggested is None:
         return ("today's policy with victims chosen by least live cost (run `preemptlens suggest` for the best "
-                "change)", Variant("best", replace(workload.actual.policy, victim_order="cost")))
+                "change)", Variant("best", replace(preemption_policy(workload), victim_order="cost")))
     if suggested.policy.victim_order == "cost":
         return suggested.label, replace(suggested, label="best")
     label = f"{suggested.label}, victims chosen by least live cost"
@@ -443,23 +444,41 @@ def compute(wh: Warehouse, workload: Workload, params: AnalyticsSettings, tolera
             suggested: Variant | None = None, processes: int | None = None) -> Computed:
     """Replay the workload under (a)-(d) and measure the replay under today's policy against the ledger."""
     actual = workload.actual.policy
+    preempting = preemption_policy(workload)
     variants: list[tuple[str, str, Variant]] = [
         ("none", "no preemption (plain queueing)", Variant("none", replace(actual, enabled=False))),
         ("today", "today's policy", Variant("today", actual)),
     ]
+    notes = list(workload.notes)
+    base_label = "today's policy" if actual.enabled else "preemption turned on"
+    if not actual.enabled:
+        # A cluster that does not preempt asks whether to turn it on: the headline weighs the preemption its
+        # tiers would get (may_preempt as the queue orders them, or [tuning] may_preempt) against today's.
+        variants.append(("on", "preemption turned on (" + ", ".join(
+            f"{t} evicts {'/'.join(v)}" for t, v in preempting.may_preempt.items() if v) + ")",
+            Variant("on", preempting)))
+        notes.append("this cluster does not preempt today: the headline is preemption turned on against today's "
+                     "plain queueing")
     for t in sorted({float(x) for x in params.trigger_wait_candidates_s}):
-        variants.append((f"trigger_{t:g}", f"today's policy, preempting only after {_duration(t)} of waiting",
-                         Variant(f"trigger {t:g}", replace(actual, trigger_wait_s=t))))
+        variants.append((f"trigger_{t:g}", f"{base_label}, preempting only after {_duration(t)} of waiting",
+                         Variant(f"trigger {t:g}", replace(preempting, trigger_wait_s=t))))
     label, best = best_variant(workload, suggested)
     variants.append(("best", label, best))
     results = run_scenarios(workload, variants, processes)
     scenarios = [scenario for scenario, _ in results]
     validation = Validation(observed_figures(wh, workload.window), results[1][1], tolerance)
     weights = dict(params.tier_weights)
-    head = headline(scenarios[0], scenarios[1], weights, params.readiness_bootstrap_samples,
-                    params.readiness_confidence, workload.window.seconds)
+    head = headline(scenarios[0], scenarios[1] if actual.enabled else scenarios[2], weights,
+                    params.readiness_bootstrap_samples, params.readiness_confidence, workload.window.seconds)
     return Computed(workload.window, len(workload.jobs), validation, tuple(scenarios), head, weights,
-                    workload.notes, params.readiness_bootstrap_samples, params.readiness_confidence)
+                    tuple(notes), params.readiness_bootstrap_samples, params.readiness_confidence)
+
+
+def preemption_policy(workload: Workload) -> PolicyConfig:
+    """The policy in force, turned on where the cluster does not preempt (its tiers' may_preempt kept): what the
+    site would configure when it turns preemption on."""
+    actual = workload.actual.policy
+    return actual if actual.enabled else replace(actual, enabled=True)
 
 
 def _duration(seconds: float) -> str:

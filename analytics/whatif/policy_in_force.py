@@ -39,7 +39,8 @@ if TYPE_CHECKING:
 _EXEMPT_LADDER_S = (0.0, 30.0, 60.0, 120.0, 180.0, 300.0, 600.0, 900.0, 1200.0, 1800.0, 2700.0, 3600.0, 7200.0)
 # Settings of PolicyConfig a snapshot or [tuning] may give, in the order they are reported.
 _REPORTED = ("scheduler", "enabled", "may_preempt", "min_run_s", "min_run_by_tier", "grace_s", "grace_by_tier",
-             "requeue_hold_s", "latency_s", "submit_latency_s", "queue_order", "backfill", "youngest_first",
+             "requeue_hold_s", "latency_s", "submit_latency_s", "queue_order", "backfill", "backfill_window_s",
+             "youngest_first",
              "reorder_count",
              "strict_order",
              "min_exempt_priority", "kill_at_grace_end")
@@ -293,6 +294,11 @@ def _slurm(rows: list[dict[str, Any]]) -> tuple[dict[str, tuple[Any, str]], list
     for name in ("min_run_s", "requeue_hold_s"):
         if name in conf and _seconds(conf[name][0]) is not None:
             out[name] = (_seconds(conf[name][0]), conf[name][1])
+    # Backfill reserves a blocked job's start only within bf_window minutes (backfill.c, slurm-22-05-11-1); the
+    # runs' planned ends come from the jobs' time limits (jobs.time_limit_s, read by the replay's workload).
+    window = _seconds(conf.get("bf_window", ("", ""))[0])
+    if window is not None:
+        out["backfill_window_s"] = (window * 60.0, conf["bf_window"][1] + " (minutes)")
     for name in ("youngest_first", "strict_order"):
         if name in conf:
             out[name] = (conf[name][0] == "true", conf[name][1])
@@ -310,7 +316,10 @@ def _slurm(rows: list[dict[str, Any]]) -> tuple[dict[str, tuple[Any, str]], list
         out["queue_order"] = ("submit", f"{conf.get('priority_type', ('', 'PriorityType unset'))[1]}: a requeued "
                               "job keeps its priority and its place")
     out["kill_at_grace_end"] = (True, "slurmctld requeues a victim when its grace time is over")
-    scope = "qos" if kind == "qos" else "partition"
+    # The classes whose tiers the collector derived: those that decide preemption, or without preemption those
+    # that order the queue (partition PriorityTier, else QOS Priority: collectors/slurm/policy.py).
+    scope = "qos" if kind == "qos" or (kind == "none" and any(
+        sc == "qos" and "tier" in row for (sc, _), row in by.items())) else "partition"
     classes = {subject: row for (sc, subject), row in by.items() if sc == scope}
     grace, grace_why = _per_tier(classes, "grace_s", notes, "GraceTime")
     out["grace_s"] = (0.0, "no GraceTime outside partitions and QOS")
@@ -326,15 +335,20 @@ def _slurm(rows: list[dict[str, Any]]) -> tuple[dict[str, tuple[Any, str]], list
         if qos_exempt:
             notes.append("QOS PreemptExemptTime not replayed with preempt/partition_prio (the jobs' QOS are not "
                          f"recorded): {', '.join(qos_exempt)}")
-    may = _may_preempt(classes, kind)
+    may = _may_preempt(classes, kind, scope)
     if may is not None:
         out["may_preempt"] = may
+        if kind == "none":
+            # What preemption would be once turned on (the counterfactual's question for this cluster).
+            out["may_preempt"] = (may[0], f"PreemptType=preempt/none: if turned on, as the queue orders the tiers "
+                                          f"({may[1]})")
     return out, notes
 
 
-def _may_preempt(classes: dict[str, dict[str, tuple[str, str]]], kind: str) -> tuple[dict[str, tuple[str, ...]],
-                                                                                      str] | None:
-    """Which tier may evict which, from the classes that decide it (higher PriorityTier, or QOS Preempt lists)."""
+def _may_preempt(classes: dict[str, dict[str, tuple[str, str]]], kind: str, scope: str
+                 ) -> tuple[dict[str, tuple[str, ...]], str] | None:
+    """Which tier may evict which, from the classes that decide it (higher PriorityTier, or QOS Preempt lists;
+    without preemption, a higher PriorityTier or QOS Priority: what preemption would follow once on)."""
     tiers = {name: row["tier"][0] for name, row in classes.items() if row.get("tier", ("", ""))[0] in TIER_RANK}
     if not tiers:
         return None
@@ -347,7 +361,8 @@ def _may_preempt(classes: dict[str, dict[str, tuple[str, str]]], kind: str) -> t
             if kind == "qos":
                 allowed = b in classes[a].get("preempts", ("", ""))[0].split(",")
             else:
-                pa, pb = (_seconds(classes[x].get("priority_tier", ("", ""))[0]) for x in (a, b))
+                key = "priority_tier" if scope == "partition" else "priority"
+                pa, pb = (_seconds(classes[x].get(key, ("", ""))[0]) for x in (a, b))
                 allowed = pa is not None and pb is not None and pa > pb
             if allowed:
                 may[tier_a].add(tier_b)

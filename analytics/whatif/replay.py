@@ -370,6 +370,9 @@ def load_workload(
                 hoard_active_s=hoard_active,
                 hoard_idle_s=hoard_idle,
                 fail_after_work_s=fail_after,
+                # What the scheduler planned the job's runs with (Slurm's backfill); unknown: its work left.
+                time_limit_s=math.inf if r["time_unlimited"] else (
+                    float(r["time_limit_s"]) if r["time_limit_s"] is not None else None),
             )
         )
     notes = [
@@ -380,6 +383,10 @@ def load_workload(
         f"final checkpoint at the signal seen for {len(observed_savers)} of {len(seen)} preempted jobs with "
         f"checkpoints; jobs never preempted get it with that share ({100 * final_share:.0f}%), "
         f"save time {save_default:.0f} s",
+        "reservations planned from the jobs' time limits: "
+        f"{sum(1 for j in jobs if j.time_limit_s is not None and j.time_limit_s < math.inf)} with a limit, "
+        f"{sum(1 for j in jobs if j.time_limit_s == math.inf)} unlimited (no reservation behind them), "
+        f"{sum(1 for j in jobs if j.time_limit_s is None)} unknown (planned for the work they have left)",
         "policy in force: " + actual.describe(),
         *actual.notes,
     ]

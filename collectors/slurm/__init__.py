@@ -58,6 +58,7 @@ from preemptlens.collectors.slurm.policy import (
 )
 from preemptlens.collectors.slurm.pools import Node, capacity, parse_nodes, pool_map
 from preemptlens.collectors.slurm.sacct import (
+    PARTITION_LIMIT,
     DocumentError,
     RecordError,
     SacctRecord,
@@ -599,7 +600,7 @@ _READ_SCHEMA: dict[str, pl.DataType] = {
     "state": pl.String(), "raw_state": pl.String(), "reason": pl.String(), "submit": pl.Int64(),
     "eligible": pl.Int64(), "start": pl.Int64(), "end": pl.Int64(), "gpus": pl.Int32(), "nodes": pl.String(),
     "restart_cnt": pl.Int64(), "alias": pl.String(), "work_dir": pl.String(), "stdout": pl.String(),
-    "stderr": pl.String(), "cluster": pl.String(), "ended_by": pl.String(),
+    "stderr": pl.String(), "cluster": pl.String(), "ended_by": pl.String(), "time_limit_s": pl.Float64(),
 }
 _RECORD_SCHEMA = {name: dtype for name, dtype in _READ_SCHEMA.items() if name != "loc"}
 assert list(_RECORD_SCHEMA) == list(SacctRecord._fields)
@@ -781,7 +782,7 @@ def build_batch(cluster: str, read: SacctRead, policy: Policy) -> Batch:
     # its submission the first.
     jobs = runs.group_by("_first", maintain_order=True).agg(
         pl.col("job_id", "name", "account", "user", "partition", "qos", "priority", "work_dir", "stdout",
-               "stderr").last(),
+               "stderr", "time_limit_s").last(),
         pl.col("gpus").max(),
         pl.col("submit").min(),
     )
@@ -798,6 +799,13 @@ def build_batch(cluster: str, read: SacctRead, policy: Policy) -> Batch:
                 "preemptible": pl.Boolean},
         orient="row",
     )
+    # "Partition_Limit": the job set none, its partition's DefaultTime or MaxTime applies (unknown when the
+    # partitions were not read).
+    partition_limits = {name: part.time_limit_s for name, part in policy.partitions.items()}
+    limit = pl.when(pl.col("time_limit_s") == PARTITION_LIMIT).then(
+        pl.col("partition").replace_strict(partition_limits, default=None, return_dtype=pl.Float64)
+    ).otherwise(pl.col("time_limit_s"))
+    jobs = jobs.with_columns(limit.alias("time_limit_s"))
     job_frame = jobs.join(decided, on=["partition", "qos"], how="left", nulls_equal=True,
                           maintain_order="left").select(
         pl.lit(cluster).alias("cluster"),
@@ -815,6 +823,9 @@ def build_batch(cluster: str, read: SacctRead, policy: Policy) -> Batch:
         "work_dir",
         pl.col("stdout").alias("stdout_path"),
         pl.col("stderr").alias("stderr_path"),
+        pl.when(pl.col("time_limit_s").is_finite()).then(pl.col("time_limit_s")).alias("time_limit_s"),
+        pl.when(pl.col("time_limit_s").is_not_null()).then(pl.col("time_limit_s").is_infinite())
+        .alias("time_unlimited"),
         pl.concat_str(pl.lit("JobId="), "job_id").alias("_record"),
     )
     run_frame = runs.select(

@@ -2,7 +2,10 @@
 
 With `PreemptType=preempt/partition_prio` the partition's PriorityTier
 decides, with `preempt/qos` the QOS `Preempt` lists (a QOS's Priority has
-nothing to do with preemption). The facts come from `scontrol show
+nothing to do with preemption). Without preemption (`preempt/none`) the
+tiers come from what orders the queue: partition PriorityTier, else QOS
+Priority, so that a cluster that does not preempt yet can ask what it would
+gain (`Policy.ordering`). The facts come from `scontrol show
 partition` and `sacctmgr show qos` where those answer; config overrides win:
 `cluster.tiers` names the tier of a partition or QOS, `slurm.preemptible`
 says whether it may be preempted.
@@ -29,6 +32,15 @@ class Partition:
     priority_tier: int | None
     preempt_mode: str | None
     grace_s: float | None = None  # GraceTime (seconds from signal to kill)
+    # DefaultTime (None: NONE) and MaxTime (inf: UNLIMITED/INFINITE) in seconds: a job that sets no time limit
+    # gets DefaultTime, else MaxTime (src/slurmctld/job_mgr.c, slurm-22-05-11-1).
+    default_time_s: float | None = None
+    max_time_s: float | None = None
+
+    @property
+    def time_limit_s(self) -> float | None:
+        """The limit of a job that sets none: DefaultTime, else MaxTime (inf: unlimited; None: not read)."""
+        return self.default_time_s if self.default_time_s is not None else self.max_time_s
 
 
 @dataclass(frozen=True)
@@ -54,8 +66,23 @@ class Policy:
     # `scontrol show config`, key to value, as read (empty when it was not read).
     config: Mapping[str, str] = field(default_factory=dict)
 
+    @property
+    def ordering(self) -> str:
+        """What the tiers come from: the classes that decide preemption (partitions with
+        preempt/partition_prio, QOS with preempt/qos); without preemption, what orders the queue: partition
+        PriorityTier (slurmctld sorts the queue by it first, src/slurmctld/job_scheduler.c), else QOS Priority
+        (a factor of the job's priority), so that a cluster that does not preempt yet can ask what preemption
+        would do."""
+        if self.preempt_type in ("partition_prio", "qos"):
+            return "partition" if self.preempt_type == "partition_prio" else "qos"
+        if len({p.priority_tier for p in self.partitions.values() if p.priority_tier is not None}) >= 2:
+            return "partition"
+        if len({q.priority for q in self.qos.values() if q.priority is not None}) >= 2:
+            return "qos"
+        return "partition"
+
     def priority_class(self, partition: str | None, qos: str | None) -> str | None:
-        return qos if self.preempt_type == "qos" else partition
+        return qos if self.ordering == "qos" else partition
 
     def tier(self, priority_class: str | None) -> str:
         if priority_class is not None and priority_class in self.tiers:
@@ -78,9 +105,29 @@ class Policy:
             own = self.qos[priority_class]
             preempted_by_some = any(priority_class in q.preempt for q in self.qos.values())
             return preempted_by_some and _mode(own.preempt_mode or self.global_mode) != "OFF"
+        if self.preempt_type == "none" and self._derived_tier(priority_class or "") is not None:
+            # Nothing is preempted today: whether it could be once preemption is on, as the queue orders it.
+            return self._ranked_below_another(priority_class or "")
         return tier in self.preemptible_tiers
 
+    def _levels(self) -> tuple[dict[str, int], str]:
+        """Each class's rank in the order that gives the tiers (PriorityTier or QOS Priority), and the scope."""
+        if self.ordering == "qos":
+            return {n: q.priority for n, q in self.qos.items() if q.priority is not None}, "qos"
+        return {n: p.priority_tier for n, p in self.partitions.items() if p.priority_tier is not None}, "partition"
+
+    def _ranked_below_another(self, name: str) -> bool:
+        levels, _ = self._levels()
+        return name in levels and any(v > levels[name] for v in levels.values())
+
     def _derived_tier(self, priority_class: str) -> str | None:
+        if self.preempt_type == "none":
+            ranks, _ = self._levels()
+            if priority_class not in ranks or len(set(ranks.values())) < 2:
+                return None
+            ordered = sorted(set(ranks.values()))
+            rank = ranks[priority_class]
+            return "high" if rank == ordered[-1] else "low" if rank == ordered[0] else "normal"
         if self.preempt_type == "partition_prio" and priority_class in self.partitions:
             levels = sorted({p.priority_tier for p in self.partitions.values() if p.priority_tier is not None})
             own = self.partitions[priority_class].priority_tier
@@ -156,6 +203,25 @@ def policy_rows(policy: Policy) -> list[tuple[str, str, str, str, str]]:
         value = _number(params["min_exempt_priority"])
         if value is not None:
             add("cluster", "", "min_exempt_priority", value, f"min_exempt_priority={params['min_exempt_priority']}")
+    # The scheduler's two passes (src/plugins/sched/backfill/backfill.c, src/slurmctld/job_scheduler.c of
+    # slurm-22-05-11-1): backfill every bf_interval s (default 30) plans each blocked job's start from the
+    # running jobs' time limits (an unlimited one ends in a year) and reserves it only within bf_window minutes
+    # (default 1440), at bf_resolution s (default 60); the main pass, every sched_interval s (default 60) and on
+    # events, tries default_queue_depth jobs (default 100) in priority order and stops at a partition whose job
+    # did not fit.
+    for name, default, unit_name in (("bf_interval", 30.0, "s"), ("bf_window", 1440.0, "min"),
+                                ("bf_resolution", 60.0, "s"), ("bf_max_job_test", 500.0, ""),
+                                ("sched_interval", 60.0, "s"), ("default_queue_depth", 100.0, "")):
+        stated = _number(sched[name]) if name in sched else None
+        if stated is not None:
+            add("cluster", "", name, stated, f"SchedulerParameters {name}={sched[name]}")
+        else:
+            add("cluster", "", name, default, f"{name} not set (default {default:g}{unit_name and ' ' + unit_name})")
+    add("cluster", "", "bf_continue", "bf_continue" in sched,
+        "SchedulerParameters bf_continue" if "bf_continue" in sched else "bf_continue not set")
+    scheduler_type = conf.get("SchedulerType", "")
+    if scheduler_type:
+        add("cluster", "", "scheduler_type", scheduler_type, f"SchedulerType={scheduler_type}")
     priority = conf.get("PriorityType", "")
     if priority:
         add("cluster", "", "priority_type", priority, f"PriorityType={priority}")
@@ -169,6 +235,11 @@ def policy_rows(policy: Policy) -> list[tuple[str, str, str, str, str]]:
             add("partition", name, "preempt_mode", _mode(part.preempt_mode), f"PreemptMode={part.preempt_mode}")
         if part.grace_s is not None:
             add("partition", name, "grace_s", part.grace_s, f"GraceTime={part.grace_s:g}")
+        if part.default_time_s is not None:
+            add("partition", name, "default_time_s", part.default_time_s, f"DefaultTime={part.default_time_s:g} s")
+        if part.max_time_s is not None:
+            add("partition", name, "max_time_s", part.max_time_s,
+                "MaxTime=UNLIMITED" if part.max_time_s == float("inf") else f"MaxTime={part.max_time_s:g} s")
     for name, qos in sorted(policy.qos.items()):
         add("qos", name, "preempts", ",".join(qos.preempt), f"Preempt={','.join(qos.preempt)}")
         if qos.preempt_mode:
@@ -180,7 +251,7 @@ def policy_rows(policy: Policy) -> list[tuple[str, str, str, str, str]]:
         if qos.priority is not None:
             add("qos", name, "priority", qos.priority, f"Priority={qos.priority}")
     # The tier and preemptibility of each class that decides preemption (partitions, or QOS with preempt/qos).
-    scope, classes = ("qos", policy.qos) if policy.preempt_type == "qos" else ("partition", policy.partitions)
+    scope, classes = ("qos", policy.qos) if policy.ordering == "qos" else ("partition", policy.partitions)
     for name in sorted(classes):
         tier = policy.tier(name)
         add(scope, name, "tier", tier, "derived: " + ("cluster.tiers" if name in policy.tiers else scope))
@@ -211,6 +282,13 @@ def slurm_duration_s(text: str) -> float | None:
     else:
         seconds = numbers[0] * 3600 + numbers[1] * 60 + numbers[2]
     return float(days * 86400 + seconds)
+
+
+def slurm_limit_s(text: str) -> float | None:
+    """A time limit's seconds: inf for UNLIMITED or INFINITE, None for NONE, blank or unreadable."""
+    if text.strip().upper() in ("UNLIMITED", "INFINITE"):
+        return float("inf")
+    return slurm_duration_s(text)
 
 
 def _words(text: str) -> dict[str, str]:
@@ -281,7 +359,9 @@ def parse_partitions(text: str) -> dict[str, Partition]:
         tier = words.get("PriorityTier", "")
         grace = words.get("GraceTime", "")
         found[name] = Partition(name, int(tier) if tier.isdigit() else None, words.get("PreemptMode") or None,
-                                float(grace) if grace.isdigit() else None)
+                                float(grace) if grace.isdigit() else None,
+                                slurm_duration_s(words.get("DefaultTime", "")),
+                                slurm_limit_s(words.get("MaxTime", "")))
     return found
 
 

@@ -24,11 +24,14 @@ from __future__ import annotations
 
 import gc
 import json
+import math
 import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import IO, Any, NamedTuple
 
 import msgspec
+
+from preemptlens.collectors.slurm.policy import slurm_duration_s
 
 # Base states in accounting records and the contract run state each ends in.
 BASE_STATES: dict[str, str] = {
@@ -64,12 +67,20 @@ FLAGS = frozenset(
 # name may itself contain the `|` separator. JobIDRaw is an array task's own
 # numeric id (its alias, as `_alias` reads it from JSON).
 TEXT_FIELDS: tuple[str, ...] = (
-    "JobID", "JobIDRaw", "Partition", "QOS", "Account", "User", "State", "Reason", "Priority",
+    "JobID", "JobIDRaw", "Partition", "QOS", "Account", "User", "Timelimit", "State", "Reason", "Priority",
     "Submit", "Eligible", "Start", "End", "AllocTRES", "ReqTRES", "NodeList", "JobName",
 )
-# The fields requested before JobIDRaw: documents recorded with them still read.
-OLD_TEXT_FIELDS: tuple[str, ...] = tuple(f for f in TEXT_FIELDS if f != "JobIDRaw")
-_STATE_AT = TEXT_FIELDS.index("State")
+# The fields requested before Timelimit, and before JobIDRaw: documents recorded with them still read.
+PREVIOUS_TEXT_FIELDS: tuple[str, ...] = tuple(f for f in TEXT_FIELDS if f != "Timelimit")
+OLD_TEXT_FIELDS: tuple[str, ...] = tuple(f for f in PREVIOUS_TEXT_FIELDS if f != "JobIDRaw")
+# A job's time limit as sacct states it (src/sacct/print.c, PRINT_TIMELIMIT, slurm-22-05-11-1): "UNLIMITED" for
+# INFINITE, "Partition_Limit" for NO_VAL (the job set none: its partition's DefaultTime, else MaxTime, applies),
+# else [days-]hh:mm:ss. In JSON, `time.limit` in minutes: a plain int in 22.05 (INFINITE 0xffffffff, NO_VAL
+# 0xfffffffe), {"set", "infinite", "number"} from 23.02 (data_parser UINT32_NO_VAL: not set is NO_VAL).
+# A record's `time_limit_s` is seconds, inf when unlimited, PARTITION_LIMIT when the partition's applies,
+# None when the record states none.
+PARTITION_LIMIT = -1.0
+_INFINITE32, _NO_VAL32 = 0xFFFFFFFF, 0xFFFFFFFE
 _UNSET_TIMES = ("", "Unknown", "None", "0")
 _LAST_EPOCH = 32503680000  # year 3000: a later "time" is a garbled value
 # An Int64 column's range (restart counts, ids): below 2**63, a float held exactly (float(2**63 - 1) is 2**63).
@@ -133,6 +144,8 @@ class SacctRecord(NamedTuple):
     # Who asked for the run's end, where Slurm records it (a cancel's requester): JSON's `kill_request_user`, a
     # user name (dbv0.0.38 of 22.05 on), or "uid N" from the text State "CANCELLED by N".
     ended_by: str | None = None
+    # The job's time limit in seconds (inf: UNLIMITED; PARTITION_LIMIT: its partition's; None: not stated).
+    time_limit_s: float | None = None
 
 
 # -- the record type ----------------------------------------------------------
@@ -174,6 +187,8 @@ class _Times(msgspec.Struct, gc=False):
     eligible: _Num = None
     start: _Num = None
     end: _Num = None
+    # Unset where the record has no such member (unknown); null is 22.05's INFINITE or NO_VAL (`_limit`).
+    limit: _Num | msgspec.UnsetType = msgspec.UNSET
 
 
 class _TresItem(msgspec.Struct, gc=False):
@@ -305,6 +320,47 @@ def _epoch(value: Any, field: str) -> int | None:
     if number > _LAST_EPOCH:
         raise RecordError(field, f"not an epoch time: {number:g}")
     return int(number)
+
+
+def _limit(value: Any, field: str) -> float | None:
+    """`time.limit` (minutes, either shape) in seconds: inf for INFINITE, PARTITION_LIMIT for NO_VAL (a number
+    object not set), None for none (0, or no member). 22.05 (openapi/dbv0.0.38, parse.c `_dump_to_uint32`)
+    writes null for both INFINITE and NO_VAL: PARTITION_LIMIT, which the partition's own limit resolves (an
+    INFINITE job limit exists only where the partition's is unlimited too)."""
+    if value is msgspec.UNSET:
+        return None
+    if value is None:
+        return PARTITION_LIMIT
+    if isinstance(value, _Number | Mapping):
+        given, infinite = (value.set, value.infinite) if isinstance(value, _Number) else (
+            value.get("set", True), value.get("infinite", False))
+        if infinite:
+            return math.inf
+        if not given:
+            return PARTITION_LIMIT
+    minutes = _number(value, field)
+    if minutes is None or minutes <= 0:
+        return None
+    if minutes == _INFINITE32:
+        return math.inf
+    if minutes == _NO_VAL32:
+        return PARTITION_LIMIT
+    return minutes * 60.0
+
+
+def text_limit(value: str, field: str = "Timelimit") -> float | None:
+    """A Timelimit as sacct prints it, in seconds (see `PARTITION_LIMIT`)."""
+    value = value.strip()
+    if not value:
+        return None
+    if value.upper() in ("UNLIMITED", "INFINITE"):
+        return math.inf
+    if value == "Partition_Limit":
+        return PARTITION_LIMIT
+    seconds = slurm_duration_s(value)
+    if seconds is None:
+        raise RecordError(field, f"not a time limit: {_short(value)}")
+    return seconds if seconds > 0 else None
 
 
 def _text(value: Any, field: str) -> str | None:
@@ -498,6 +554,7 @@ def decode_run(records: list[Any]) -> dict[str, list[Any]]:
         "stderr": [_output(job, "stderr", job_id, raw) for job, (job_id, raw) in zip(jobs, ids, strict=True)],
         "cluster": _texts([job.cluster for job in jobs], "cluster"),
         "ended_by": _texts([job.kill_request_user for job in jobs], "kill_request_user"),
+        "time_limit_s": [_limit(t.limit, "time.limit") for t in times],
     }
 
 
@@ -948,12 +1005,14 @@ def _text_fields(line: str) -> tuple[tuple[str, ...], list[str]]:
     """The field list a line was written with, and its fields.
 
     The field count cannot tell: the name, last, may hold `|`. A line of
-    `TEXT_FIELDS` has a number second (JobIDRaw; the partition there in
-    `OLD_TEXT_FIELDS`) and a state word where the old list has the reason."""
-    parts = line.split("|", len(TEXT_FIELDS) - 1)
-    if (len(parts) == len(TEXT_FIELDS) and parts[1].strip().isascii() and parts[1].strip().isdecimal()
-            and parts[_STATE_AT].split(" ")[0] in BASE_STATES):
-        return TEXT_FIELDS, parts
+    `TEXT_FIELDS` or `PREVIOUS_TEXT_FIELDS` has a number second (JobIDRaw; the
+    partition there in `OLD_TEXT_FIELDS`) and a state word where its list has
+    State (the other lists have the time limit or the reason there)."""
+    for fields in (TEXT_FIELDS, PREVIOUS_TEXT_FIELDS):
+        parts = line.split("|", len(fields) - 1)
+        if (len(parts) == len(fields) and parts[1].strip().isascii() and parts[1].strip().isdecimal()
+                and parts[fields.index("State")].split(" ")[0] in BASE_STATES):
+            return fields, parts
     return OLD_TEXT_FIELDS, line.split("|", len(OLD_TEXT_FIELDS) - 1)
 
 
@@ -963,8 +1022,8 @@ def is_text_header(line: str) -> bool:
 
 
 def parse_text_record(line: str) -> SacctRecord:
-    """One `sacct --parsable2 --noheader` line in `TEXT_FIELDS` order, or in
-    `OLD_TEXT_FIELDS` order as recorded before JobIDRaw was requested."""
+    """One `sacct --parsable2 --noheader` line in `TEXT_FIELDS` order, or in the
+    order of a list recorded before (`PREVIOUS_TEXT_FIELDS`, `OLD_TEXT_FIELDS`)."""
     fields, parts = _text_fields(line.rstrip("\n"))
     if len(parts) != len(fields):
         raise RecordError("line", f"expected {len(fields)} fields, got {len(parts)}")
@@ -1004,4 +1063,5 @@ def parse_text_record(line: str) -> SacctRecord:
         restart_cnt=None,
         alias=_alias(job_id, _text_number(f["JobIDRaw"], "JobIDRaw") if "JobIDRaw" in f else None),
         ended_by=ended_by,
+        time_limit_s=text_limit(f["Timelimit"]) if "Timelimit" in f else None,
     )

@@ -187,7 +187,7 @@ select
     coalesce(j.pool, t.last_pool) as pool, j.gpus,
     epoch(j.submit_time) - epoch(cast($t0 as timestamptz)) as submit_s,
     j.checkpoint_interval_s as declared_interval_s, c.interval_s as measured_interval_s,
-    j.work_s, t.run_s, t.runs, t.last_state, coalesce(t.still_running, false) as still_running,
+    j.work_s, j.time_limit_s, j.time_unlimited, t.run_s, t.runs, t.last_state, coalesce(t.still_running, false) as still_running,
     coalesce(w.waste_s, 0) as waste_s,
     coalesce(w.warmup_s, case when lw.warmup_s >= 0 then lw.warmup_s end) as warmup_s,
     -- without two progress reports, a job that declares its work and ran once to completion shows its start-up

@@ -79,6 +79,62 @@ def test_a_long_job_may_use_the_gpus_the_reserved_one_leaves_over() -> None:
     assert start_of(greedy, "L3") == 30.0 and start_of(greedy, "H") == 9000.0
 
 
+def test_slurm_reserves_whole_nodes() -> None:
+    # As above under the Slurm model: Slurm's backfill reserves whole nodes (backfill.c of slurm-22-05-11-1: its
+    # node_space map holds node bitmaps), so no run outlasting H's reserved start may take the GPU H leaves
+    # over on node 1: L1 starts at once on node 2, L2 only beside H once it starts (the GPU it leaves over),
+    # L3 once H is done.
+    pool = (PoolSpec("gpu", nodes=2, gpus_per_node=8),)
+    jobs = [low("A", 6, 0.0, 5000.0), low("B", 7, 0.0, 9000.0), high("H", 7, 10.0, 1000.0),
+            low("L1", 1, 20.0, 50_000.0), low("L2", 1, 20.0, 50_000.0), low("L3", 1, 30.0, 50_000.0)]
+    out = simulate_jobs(jobs, pool, replace(NO_PREEMPTION, scheduler="slurm"), 100_000.0)
+    assert start_of(out, "L1") == 20.0 and start_of(out, "H") == 5000.0
+    assert (start_of(out, "L2"), start_of(out, "L3")) == (5000.0, 6000.0)
+
+
+def limited(job: JobSpec, limit: float) -> JobSpec:
+    return replace(job, time_limit_s=limit)
+
+
+def test_a_reservation_is_planned_from_time_limits_where_the_source_states_them() -> None:
+    # As test_a_short_job_still_starts_ahead_of_the_reserved_one, but each job states a time limit, as Slurm's
+    # backfill reads it (backfill.c: a running job ends at its start plus its limit). A's limit (12,000 s) puts
+    # H's reserved start at 12,000 s; S's (3,000 s) ends before it: S backfills. L's (15,000 s) would end after
+    # it: L waits.
+    jobs = [limited(low("A", 4, 0.0, 10_000.0), 12_000.0), limited(high("H", 8, 10.0, 1000.0), 2000.0),
+            limited(low("S", 2, 20.0, 3000.0), 3000.0), limited(low("L", 2, 30.0, 11_000.0), 15_000.0)]
+    out = simulate_jobs(jobs, POOL, NO_PREEMPTION, 50_000.0)
+    assert start_of(out, "S") == 20.0
+    # A ends at 10,000 s (its work), before its limit: H starts once the GPUs are free.
+    assert start_of(out, "H") == 10_000.0
+    assert start_of(out, "L") == 11_000.0
+    # With a limit that ends by 12,000 s L backfills at once, and H then waits for it: the plan follows the
+    # limit. Without limits (unknown) the runs are planned for their work: H is reserved for 10,000 s, L waits.
+    short = [*jobs[:3], limited(low("L", 2, 30.0, 11_000.0), 11_500.0)]
+    out = simulate_jobs(short, POOL, NO_PREEMPTION, 50_000.0)
+    assert start_of(out, "L") == 30.0 and start_of(out, "H") == 11_030.0
+    unknown = [replace(j, time_limit_s=None) for j in short]
+    out = simulate_jobs(unknown, POOL, NO_PREEMPTION, 50_000.0)
+    assert start_of(out, "L") == 11_000.0 and start_of(out, "H") == 10_000.0
+
+
+def test_no_reservation_behind_runs_without_a_time_limit() -> None:
+    # Jobs submitted without a limit on a partition with MaxTime=UNLIMITED: Slurm's backfill plans them to end
+    # in a year, beyond bf_window, and places no reservation for H, so L takes its GPUs at once (as greedy).
+    inf = float("inf")
+    jobs = [limited(low("A", 4, 0.0, 10_000.0), inf), limited(high("H", 8, 10.0, 1000.0), inf),
+            limited(low("S", 2, 20.0, 3000.0), inf), limited(low("L", 2, 30.0, 20_000.0), inf)]
+    out = simulate_jobs(jobs, POOL, NO_PREEMPTION, 50_000.0)
+    assert (start_of(out, "S"), start_of(out, "L"), start_of(out, "H")) == (20.0, 30.0, 20_030.0)
+    # Finite limits beyond the backfill window (bf_window) place none either.
+    finite = [limited(j, 20_000.0) for j in jobs]
+    window = replace(NO_PREEMPTION, backfill_window_s=5000.0)
+    out = simulate_jobs(finite, POOL, window, 50_000.0)
+    assert (start_of(out, "S"), start_of(out, "L"), start_of(out, "H")) == (20.0, 30.0, 20_030.0)
+    out = simulate_jobs(finite, POOL, replace(window, backfill_window_s=30_000.0), 50_000.0)
+    assert start_of(out, "L") == 11_000.0
+
+
 def test_a_job_that_may_preempt_is_not_held_back() -> None:
     # With preemption H does not wait for a reservation: it evicts. The reservation only applies to a job
     # that will not preempt in the pass.

@@ -15,16 +15,20 @@ the cluster has then (`SlurmCluster.set_policy`).
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from slurm_harness import CLUSTER, SlurmCluster, wait_until
 
 from preemptlens.analytics.params import AnalyticsSettings
 from preemptlens.analytics.refresh import analyze
+from preemptlens.analytics.simulator.engine import Outcome
+from preemptlens.analytics.whatif.replay import Window, Workload, observed_figures, outcome_figures
 from preemptlens.collectors.files import FileImporter
 from preemptlens.collectors.slurm import Options, SlurmCollector
 from preemptlens.collectors.slurm.policy import Policy
@@ -62,6 +66,12 @@ class Planned:
     startup_s: float
     at_s: float  # submission, seconds after the play's start
 
+    @property
+    def limit_min(self) -> int:
+        """A time limit (whole minutes, as Slurm keeps it) that a run never reaches: its start-up and steps
+        with room to spare (a requeued run restarts with the same limit)."""
+        return math.ceil((self.startup_s + self.steps + 20) / 60)
+
 
 def plan(seed: int, low: int, high: int, span_s: float, steps: tuple[int, int] = (30, 75)) -> list[Planned]:
     """`low` training jobs of `steps` steps (the first few at once, to fill the GPUs) and `high` serving jobs
@@ -87,8 +97,11 @@ class Played:
     ids: dict[str, str]  # planned name -> Slurm job id
 
 
-def play(cluster: SlurmCluster, jobs: list[Planned], tag: str, timeout_s: float = 1800) -> Played:
-    """Submit the plan at its offsets and wait until every job is done and recorded."""
+def play(cluster: SlurmCluster, jobs: list[Planned], tag: str, timeout_s: float = 1800, limits: bool = False
+         ) -> Played:
+    """Submit the plan at its offsets and wait until every job is done and recorded; with `limits`, each job with
+    its time limit (`--time`), else none (the partitions' MaxTime=INFINITE: unlimited, as many GPU clusters
+    run)."""
     folder = cluster.root / "replay" / tag
     folder.mkdir(parents=True, exist_ok=True)
     began = time.time()
@@ -103,7 +116,8 @@ def play(cluster: SlurmCluster, jobs: list[Planned], tag: str, timeout_s: float 
                                       cluster=CLUSTER))
         ids[job.name] = cluster.run(
             "sbatch", "--parsable", "-J", job.name, "-p", job.partition, f"--gres=gpu:{job.gpus}", "-A", "vision",
-            "-c", "1", "--mem=100M", "--open-mode=append", "-o", str(folder / f"{job.name}.out"), str(script),
+            "-c", "1", "--mem=100M", "--open-mode=append", "-o", str(folder / f"{job.name}.out"),
+            *([f"--time={job.limit_min}"] if limits else []), str(script),
         ).stdout.strip().split(";")[0]
 
     def done() -> bool:
@@ -146,3 +160,102 @@ def read_policy(cluster: SlurmCluster, wh: Warehouse) -> None:
     for batch in collector.batches(wh.watermarks(collector.name)):
         if "scheduler_policy" in batch.frames:
             wh.load_batch(batch)
+
+
+# -- the figures a play and its replay are compared on (bench_replay_real, test_slurm_replay) ---------------
+
+TIERS = ("high", "low")
+# A figure by name ("preemptions", "victims", "lost GPU-h", then per tier and "all": "<tier> wait p50",
+# "wait p90" (first-start wait), "queue GPU-h" (GPUs x every wait: the first and each to restart, from the
+# previous run's end), "completed", "completion p50" (last end less submission)); None: unknown.
+Named = dict[str, float | None]
+
+
+def _quantile(values: list[float], q: float) -> float | None:
+    """Linear interpolation between the closest ranks (DuckDB's quantile_cont, as the ledger's views)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    at = q * (len(ordered) - 1)
+    low = math.floor(at)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (at - low)
+
+
+@dataclass
+class JobRecord:
+    """One job as both sides measure it (seconds; completion None: not completed)."""
+
+    tier: str
+    gpus: int
+    first_wait_s: float
+    queue_s: float
+    completion_s: float | None
+
+
+def _per_tier(jobs: list[JobRecord]) -> Named:
+    found: Named = {}
+    for tier in (*TIERS, "all"):
+        mine = [j for j in jobs if tier in ("all", j.tier)]
+        done = [j.completion_s for j in mine if j.completion_s is not None]
+        found[f"{tier} wait p50"] = _quantile([j.first_wait_s for j in mine], 0.5)
+        found[f"{tier} wait p90"] = _quantile([j.first_wait_s for j in mine], 0.9)
+        found[f"{tier} queue GPU-h"] = sum(j.gpus * j.queue_s for j in mine) / 3600.0
+        found[f"{tier} completed"] = float(len(done))
+        found[f"{tier} completion p50"] = _quantile(done, 0.5)
+    return found
+
+
+def real_figures(wh: Warehouse, window: Window) -> Named:
+    """The record's figures for the jobs submitted in `window` (a run not started is waiting at its end)."""
+    ledger = observed_figures(wh, window)
+    rows = wh.query(
+        "SELECT j.job_id, j.tier, j.gpus, epoch(j.submit_time) AS submit, r.state, epoch(r.start_time) AS start, "
+        "epoch(r.end_time) AS stop FROM jobs AS j JOIN job_runs AS r ON r.cluster = j.cluster AND r.job_id = j.job_id "
+        "WHERE j.cluster = $c AND j.submit_time >= $t0 AND j.submit_time < $t1 ORDER BY j.job_id, r.run",
+        {"c": window.cluster, "t0": window.start, "t1": window.end}).rows()
+    end = window.end.timestamp()
+    by_job: dict[str, list[tuple[Any, ...]]] = {}
+    for row in rows:
+        by_job.setdefault(row[0], []).append(row)
+    jobs = []
+    for runs in by_job.values():
+        _, tier, gpus, submit = runs[0][:4]
+        queue, since = 0.0, submit
+        for *_, start, stop in runs:
+            queue += (start if start is not None else end) - since
+            since = stop if stop is not None else end
+        first = (runs[0][5] if runs[0][5] is not None else end) - submit
+        last = runs[-1]
+        jobs.append(JobRecord(tier, gpus, first, queue, last[6] - submit if last[4] == "completed" else None))
+    return {"preemptions": float(ledger.preemptions), "victims": float(ledger.victim_jobs),
+            "lost GPU-h": ledger.lost_gpu_h, **_per_tier(jobs)}
+
+
+def replay_figures(workload: Workload, out: Outcome) -> Named:
+    """The same figures from a replay, between times truncated to the record's resolution (whole seconds)."""
+    step = workload.resolution_s
+
+    def recorded(t: float) -> float:
+        return math.floor(t / step) * step if step else t
+
+    horizon = out.horizon_s
+    jobs = []
+    for j, run_ids in enumerate(out.job_runs):
+        spec = out.jobs[j]
+        submit = recorded(spec.submit_s)
+        runs = [out.runs[r] for r in run_ids]
+        queue, since, first = 0.0, submit, horizon - submit
+        for k, run in enumerate(runs):
+            start = recorded(run.start_s) if run.start_s is not None and run.start_s < horizon else horizon
+            first = start - submit if k == 0 else first
+            queue += start - since
+            since = recorded(run.end_s) if run.end_s is not None and run.end_s < horizon else horizon
+        last = runs[-1] if runs else None
+        completion = None
+        if last is not None and last.state == "completed" and last.end_s is not None and last.end_s <= horizon:
+            completion = recorded(last.end_s) - submit
+        jobs.append(JobRecord(spec.tier, spec.gpus, first, queue, completion))
+    ledger = outcome_figures(out, workload.warmup_measured, workload.resolution_s)
+    return {"preemptions": float(ledger.preemptions), "victims": float(ledger.victim_jobs),
+            "lost GPU-h": ledger.lost_gpu_h, **_per_tier(jobs)}

@@ -28,8 +28,10 @@ NODE = "node1"
 ACCOUNTS = ("vision", "speech")
 # How slurmctld picks victims: by partition PriorityTier, or by QOS (Preempt
 # lists kept in slurmdbd). In qos mode, `high` preempts `low` by requeue and
-# `protected` is in nobody's Preempt list, so a job moved there is safe.
-PREEMPT_MODES = ("partition_prio", "qos")
+# `protected` is in nobody's Preempt list, so a job moved there is safe. In
+# none mode nothing is preempted: plain queueing, the partitions' PriorityTier
+# still ordering the queue (the replay's counterfactual checked against it).
+PREEMPT_MODES = ("partition_prio", "qos", "none")
 QOS_LOW, QOS_PROTECTED, QOS_HIGH = "low", "protected", "high"
 
 
@@ -250,7 +252,8 @@ class SlurmCluster:
         host = socket.gethostname().split(".")[0]
         (etc / "gres.conf").write_text(f"AutoDetect=off\nNodeName={NODE} Name=gpu File={dev}/nvidia[0-{GPUS - 1}]\n")
         (self.root / "spool" / NODE).mkdir(parents=True, exist_ok=True)
-        low = f"PriorityTier=1 PreemptMode=REQUEUE GraceTime={self.low_grace_s}"
+        # preempt/none admits no PreemptMode but OFF (src/common/read_config.c, slurm-22-05-11-1).
+        low = f"PriorityTier=1 {'' if self.preempt == 'none' else 'PreemptMode=REQUEUE '}GraceTime={self.low_grace_s}"
         (etc / "slurm.conf").write_text(f"""\
 ClusterName={CLUSTER}
 SlurmctldHost={host}(127.0.0.1)
@@ -281,7 +284,7 @@ SchedulerType=sched/backfill
 SchedulerParameters=sched_interval=2,bf_interval=2
 JobRequeue=1
 PreemptType=preempt/{self.preempt}
-PreemptMode=REQUEUE
+PreemptMode={'OFF' if self.preempt == 'none' else 'REQUEUE'}
 PreemptExemptTime={self.exempt_s // 3600:02d}:{self.exempt_s % 3600 // 60:02d}:{self.exempt_s % 60:02d}
 GresTypes=gpu
 {f"SlurmdTimeout={self.slurmd_timeout_s}" if self.slurmd_timeout_s else ""}

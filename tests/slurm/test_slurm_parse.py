@@ -129,7 +129,7 @@ def test_parsable2_text_reads_like_json() -> None:
 
 
 def _with_raw_ids(lines: list[str], raw: dict[str, str]) -> list[str]:
-    """Lines of the old field list rewritten in `TEXT_FIELDS` order, JobIDRaw second."""
+    """Lines of the old field list rewritten in `PREVIOUS_TEXT_FIELDS` order, JobIDRaw second."""
     out = []
     for line in lines:
         job_id, rest = line.split("|", 1)
@@ -141,7 +141,7 @@ def test_parsable2_text_with_job_id_raw_gives_array_task_aliases() -> None:
     assert slurm_sacct.text_format_arg().startswith("--format=JobID,JobIDRaw,Partition,")
     old = (CASES / "requeued_job_22_05.txt").read_text().splitlines(keepends=True)
     raw = {"1": "1", "5": "5", "2_0": "3", "7": "7"}
-    header = "|".join(slurm_sacct.TEXT_FIELDS) + "\n"  # as sacct prints it without --noheader
+    header = "|".join(slurm_sacct.PREVIOUS_TEXT_FIELDS) + "\n"  # as sacct prints it without --noheader
     new = read_document(io.StringIO(header + "".join(_with_raw_ids(old, raw))), "parsable2", "new.txt")
     before = read_document(io.StringIO("".join(old)), "parsable2", "old.txt")
     assert not new.rejects and not before.rejects
@@ -184,6 +184,56 @@ def test_who_asked_for_the_end_is_kept_from_json_and_text() -> None:
         assert slurm_sacct.parse_text_record("|".join([*fields[:6], state, *fields[7:]])).ended_by is None
     read = read_document(io.StringIO("|".join(fields) + "\n"), "parsable2", "one.txt")
     assert build_batch("c1", read, POLICY).frames["job_runs"]["ended_by"].to_list() == ["uid 1001"]
+@pytest.mark.parametrize(("limit", "seconds"), [
+    ("UNLIMITED", float("inf")), ("Partition_Limit", slurm_sacct.PARTITION_LIMIT), ("1-00:00:00", 86400.0),
+    ("00:30:00", 1800.0), ("", None),
+])
+def test_parsable2_time_limit_in_every_form_sacct_prints(limit: str, seconds: float | None) -> None:
+    # src/sacct/print.c (PRINT_TIMELIMIT, slurm-22-05-11-1): UNLIMITED, Partition_Limit, mins2time_str.
+    fields = ["1234", "1234", "low", "normal", "acct", "alice", limit, "COMPLETED", "None", "10", "1796243261",
+              "1796243261", "1796243265", "1796243270", "gres/gpu=2", "gres/gpu=2", "node1", "a|b"]
+    rec = slurm_sacct.parse_text_record("|".join(fields))
+    assert rec.time_limit_s == seconds and rec.name == "a|b" and rec.state == "completed"
+    previous = slurm_sacct.parse_text_record("|".join(fields[:6] + fields[7:]))
+    assert previous.time_limit_s is None and previous._replace(time_limit_s=seconds) == rec
+    with pytest.raises(slurm_sacct.RecordError) as bad:
+        slurm_sacct.parse_text_record("|".join([*fields[:6], "soon", *fields[7:]]))
+    assert bad.value.field == "Timelimit"
+
+
+@pytest.mark.parametrize(("limit", "seconds"), [
+    (60, 3600.0), (0xFFFFFFFF, float("inf")), (0xFFFFFFFE, slurm_sacct.PARTITION_LIMIT), (0, None),
+    # 22.05 writes null for INFINITE and NO_VAL alike (dbv0.0.38 parse.c): the partition's limit resolves it.
+    (None, slurm_sacct.PARTITION_LIMIT),
+    ({"set": True, "infinite": False, "number": 60}, 3600.0), ({"set": True, "infinite": True, "number": 0},
+                                                                float("inf")),
+    ({"set": False, "infinite": False, "number": 0}, slurm_sacct.PARTITION_LIMIT),
+])
+def test_json_time_limit_of_every_version_shape(limit: Any, seconds: float | None) -> None:
+    record = json.loads((CASES / "mixed_23_02.json").read_text())["jobs"][0]
+    record["time"]["limit"] = limit
+    assert parse_json_record(record).time_limit_s == seconds
+    del record["time"]["limit"]
+    assert parse_json_record(record).time_limit_s is None  # no member: unknown
+
+
+def test_time_limits_reach_the_jobs_table_a_partitions_limit_where_the_job_set_none() -> None:
+    wh = _load(CASES / "mixed_22_05.json")
+    assert set(wh.query("SELECT time_limit_s, time_unlimited FROM jobs").rows()) == {(3600.0, False)}
+    line = ("9|9|{part}|normal|acct|alice|{limit}|COMPLETED|None|10|1796243261|1796243261|1796243265|1796243270|"
+            "gres/gpu=2|gres/gpu=2|node1|j{n}")
+    text = "\n".join(line.format(part=part, limit=limit, n=n).replace("9|9", f"{n}|{n}")
+                     for n, (part, limit) in enumerate((("low", "Partition_Limit"), ("high", "Partition_Limit"),
+                                                        ("low", "UNLIMITED"), ("low", ""), ("nowhere",
+                                                                                           "Partition_Limit")), 1))
+    read = read_document(io.StringIO(text + "\n"), "parsable2", "limits.txt")
+    policy = Policy(preempt_type="partition_prio", global_mode="REQUEUE", partitions={
+        "low": Partition("low", 1, "REQUEUE", default_time_s=600.0, max_time_s=float("inf")),
+        "high": Partition("high", 10, "OFF", max_time_s=float("inf"))})
+    out = Warehouse(":memory:")
+    out.load_batch(build_batch("c1", read, policy))
+    assert out.query("SELECT job_id, time_limit_s, time_unlimited FROM jobs ORDER BY job_id").rows() == [
+        ("1", 600.0, False), ("2", None, True), ("3", None, True), ("4", None, None), ("5", None, None)]
 
 
 def test_second_load_of_the_same_document_changes_nothing() -> None:

@@ -48,6 +48,27 @@ def test_the_suites_slurm_states_its_preemption_policy() -> None:
     assert rows[("partition", "low", "preemptible")][0] == "true"
     assert rows[("partition", "high", "preemptible")][0] == "false"
     assert rows[("qos", "normal", "grace_s")][0] == "0"
+    # No DefaultTime and MaxTime=UNLIMITED: a job submitted without --time has no limit, so Slurm's backfill
+    # cannot place a reservation at a finite time.
+    assert ("partition", "low", "default_time_s") not in rows
+    assert rows[("partition", "low", "max_time_s")][0] == "inf"
+    # The two passes: bf_interval and sched_interval as set, the rest at Slurm's defaults (backfill.c,
+    # job_scheduler.c of slurm-22-05-11-1).
+    assert rows[("cluster", "", "bf_interval")] == ("2", "SchedulerParameters bf_interval=2")
+    assert rows[("cluster", "", "sched_interval")][0] == "2"
+    assert rows[("cluster", "", "bf_window")][0] == "1440"
+    assert rows[("cluster", "", "bf_resolution")][0] == "60"
+    assert rows[("cluster", "", "default_queue_depth")][0] == "100"
+    assert rows[("cluster", "", "bf_continue")][0] == "false"
+    assert rows[("cluster", "", "scheduler_type")][0] == "sched/backfill"
+
+
+def test_a_partitions_default_time_comes_before_its_max_time() -> None:
+    text = (CASES / "slurm_22_05_show_partition.txt").read_text()
+    parts = parse_partitions(text.replace("DefaultTime=NONE", "DefaultTime=01:00:00", 1)
+                             .replace("MaxTime=UNLIMITED", "MaxTime=2-00:00:00", 1))
+    assert (parts["low"].default_time_s, parts["low"].max_time_s, parts["low"].time_limit_s) == (3600, 172800, 3600)
+    assert parts["high"].time_limit_s == float("inf")
 
 
 def test_preempt_exempt_time_is_a_minimum_run_and_grace_time_stays_grace() -> None:
@@ -84,3 +105,49 @@ def test_slurm_times(text: str, seconds: float | None) -> None:
 
 def test_nothing_is_stated_when_the_configuration_was_not_read() -> None:
     assert policy_rows(Policy()) == []
+
+
+def test_without_preemption_the_tiers_come_from_what_orders_the_queue() -> None:
+    # The suite's Slurm with PreemptType=preempt/none: partition PriorityTier still orders the queue, so high is
+    # high and low is low (and could be preempted once preemption is on); the counterfactual asks what turning
+    # it on would do.
+    text = (CASES / "slurm_22_05_show_config.txt").read_text().replace("preempt/partition_prio", "preempt/none")
+    policy = _policy_of(text, (CASES / "slurm_22_05_show_partition.txt").read_text())
+    assert policy.preempt_type == "none" and policy.ordering == "partition"
+    assert (policy.tier("high"), policy.tier("low")) == ("high", "low")
+    assert policy.preemptible("low", "low") and not policy.preemptible("high", "high")
+    rows = _rows(policy)
+    assert rows[("partition", "high", "tier")][0] == "high" and rows[("partition", "low", "tier")][0] == "low"
+    # One PriorityTier for every partition: QOS Priority orders the queue, the jobs' classes are their QOS.
+    flat = (CASES / "slurm_22_05_show_partition.txt").read_text().replace("PriorityTier=10", "PriorityTier=1")
+    qos = "normal|||||10\nurgent|||||1000\nscavenger|||||1\n"
+    by_qos = _policy_of(text, flat, qos)
+    assert by_qos.ordering == "qos" and by_qos.priority_class("low", "urgent") == "urgent"
+    assert [by_qos.tier(q) for q in ("urgent", "normal", "scavenger")] == ["high", "normal", "low"]
+    assert _rows(by_qos)[("qos", "scavenger", "preemptible")][0] == "true"
+
+
+def _policy_of(config: str, partitions: str, qos: str = "") -> Policy:
+    kind, mode = preempt_type_from_config(config)
+    return Policy(preempt_type=kind, global_mode=mode, partitions=parse_partitions(partitions), qos=parse_qos(qos),
+                  config=config_values(config))
+
+
+def test_the_replay_reads_a_cluster_without_preemption_as_off_with_the_tiers_it_would_preempt_by() -> None:
+    from preemptlens.analytics.whatif.policy_in_force import _slurm
+
+    def stated(config: str) -> dict[str, tuple[object, str]]:
+        policy = _policy_of(config, (CASES / "slurm_22_05_show_partition.txt").read_text())
+        rows = [dict(zip(("scope", "subject", "setting", "value", "raw"), r, strict=True))
+                for r in policy_rows(policy)]
+        return _slurm(rows)[0]
+
+    text = (CASES / "slurm_22_05_show_config.txt").read_text()
+    off = stated(text.replace("preempt/partition_prio", "preempt/none"))
+    assert off["enabled"][0] is False
+    # What the counterfactual turns on: high evicts low, as PriorityTier orders them.
+    assert off["may_preempt"][0]["high"] == ("low",) and "preempt/none" in off["may_preempt"][1]
+    on = stated(text)
+    assert on["enabled"][0] is True and on["may_preempt"][0] == off["may_preempt"][0]
+    # bf_window (default 1440 minutes) bounds how far ahead backfill reserves.
+    assert off["backfill_window_s"][0] == 86400.0

@@ -23,16 +23,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from statistics import median
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from preemptlens.analytics.simulator.model import PolicyConfig
 from preemptlens.analytics.whatif.settings import TuningSettings, Window
 from preemptlens.contract import TIER_RANK, TIERS
 from preemptlens.errors import ConfigError
 from preemptlens.warehouse import Warehouse, query_sql
-
-if TYPE_CHECKING:
-    from preemptlens.analytics.whatif.settings import TuningSettings, Window
 
 # Minimum run times administrators set; an inferred one is rounded down to the nearest of these, since the
 # youngest victim seen is only an upper bound of the real value.

@@ -35,6 +35,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
+from preemptlens.children import isolate
 from preemptlens.errors import ConfigError, PreemptlensError
 
 if TYPE_CHECKING:
@@ -142,6 +143,22 @@ def no_address_lookup() -> None:
     net_util.get_internal_ip = lambda: None
 
 
+def no_project_config() -> None:
+    """Keep Streamlit from reading `.streamlit/config.toml` and `.streamlit/secrets.toml` in the working
+    directory, a folder the operator started in and others may write (docs/deploy.md): a planted one could
+    set any server option the command line leaves at its default, or the login's secrets. The service user's
+    own (~/.streamlit) and the app's folder (installed with preemptlens) are still read."""
+    from streamlit import config, file_util
+
+    everywhere = config.get_config_files
+
+    def installed_and_own(file_name: str) -> list[str]:
+        planted = file_util.get_project_streamlit_file_path(file_name)
+        return [path for path in everywhere(file_name) if path != planted]
+
+    config.get_config_files = installed_and_own
+
+
 def oidc_secrets(folder: Path) -> list[str]:
     """When access.oidc is on: Streamlit's `[auth]` settings, resolved from preemptlens's configuration
     (secrets by reference), in a secrets file only this user can read, and the option that points to it."""
@@ -175,6 +192,9 @@ def oidc_secrets(folder: Path) -> list[str]:
 def main(argv: list[str] | None = None) -> None:
     """Warm this process, then serve `streamlit run` with `argv` (the app, then Streamlit's options)."""
     signal.signal(signal.SIGINT, _interrupted)
+    # A direct start (`python -P -m preemptlens.dashboards.launch`) as much as one by preemptlens: the query
+    # fork server this process starts is a `python -c`.
+    isolate()
     # `preemptlens dashboard` blocks SIGINT across its exec into this process, so that a Ctrl-C before
     # this point is held rather than lost or raised in the interpreter's start-up; it is delivered now.
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
@@ -186,6 +206,7 @@ def main(argv: list[str] | None = None) -> None:
     from streamlit.web import cli
 
     no_address_lookup()
+    no_project_config()
     private = Path(tempfile.mkdtemp(prefix="preemptlens-dashboard-"))
     atexit.register(shutil.rmtree, private, ignore_errors=True)
     try:

@@ -437,6 +437,9 @@ class Server:
             server = MetricsServer(SnapshotCollector.from_config(self.config), address, port,
                                    token=token.reveal() if token is not None else None,
                                    public_host=self.config.of(DashboardSettings).public_host)
+        except ConfigError as exc:
+            log.error("metrics: %s; serving continues without /metrics", exc)
+            return None
         except OSError as exc:
             # Like a dashboard that dies: the jobs matter more than their monitoring, and Prometheus's `up` shows it.
             log.error(

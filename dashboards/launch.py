@@ -27,6 +27,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 import time
@@ -40,6 +41,8 @@ from preemptlens.errors import ConfigError, PreemptlensError
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
+
+    from preemptlens.dashboards.front import Front
 
 INTERRUPTED = 130
 
@@ -159,6 +162,61 @@ def no_project_config() -> None:
     config.get_config_files = installed_and_own
 
 
+def _last(argv: list[str], option: str) -> str | None:
+    """The value of Streamlit's `option` in `argv`, the last one given winning as on its command line."""
+    found = None
+    for i, arg in enumerate(argv):
+        if arg == option and i + 1 < len(argv):
+            found = argv[i + 1]
+        elif arg.startswith(option + "="):
+            found = arg.split("=", 1)[1]
+    return found
+
+
+def short_path(folder: Path) -> Path:
+    """`folder` by a name short enough for a Unix socket's path in it (at most 108 bytes, which a TMPDIR deep
+    in a home folder exceeds): this process's descriptor of it under /proc/self/fd, kept open while it runs."""
+    if len(os.fsencode(folder)) < 80:
+        return folder
+    descriptor = os.open(folder, os.O_PATH | os.O_DIRECTORY)
+    return Path(f"/proc/self/fd/{descriptor}")
+
+
+def behind_front(argv: list[str], folder: Path) -> Front:
+    """Streamlit listening on a Unix socket in `folder` (private: 0700), and the front that is the only way to
+    it on the address and port of `argv` (dashboards/front.py), bound now and started by the caller."""
+    from streamlit.web.server.starlette import starlette_server
+
+    from preemptlens.config import load_config
+    from preemptlens.dashboards.access import AccessSettings
+    from preemptlens.dashboards.data import DashboardSettings
+    from preemptlens.dashboards.front import Front, unlimited_peers
+    from preemptlens.peers import Shares
+
+    config = load_config()
+    settings = config.of(DashboardSettings)
+    try:
+        unlimited = unlimited_peers(settings.proxy_users, config.of(AccessSettings).proxy_addresses)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    path = short_path(folder) / "streamlit.sock"
+
+    def private_socket(server_address: str, bind_address: str, port: int, backlog: int) -> tuple[socket.socket, str]:
+        # Streamlit's own bind (starlette_server._bind_server_socket), of a TCP port any local user can reach.
+        del server_address, port
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(str(path))
+        listener.listen(backlog)
+        listener.setblocking(False)
+        return listener, bind_address
+
+    starlette_server._bind_server_socket = private_socket
+    address = _last(argv, "--server.address") or "127.0.0.1"
+    port = int(_last(argv, "--server.port") or 8501)
+    shares = Shares(settings.max_connections, settings.connections_per_peer, unlimited)
+    return Front(address, port, path, shares)
+
+
 def oidc_secrets(folder: Path) -> list[str]:
     """When access.oidc is on: Streamlit's `[auth]` settings, resolved from preemptlens's configuration
     (secrets by reference), in a secrets file only this user can read, and the option that points to it."""
@@ -198,9 +256,10 @@ def main(argv: list[str] | None = None) -> None:
     # `preemptlens dashboard` blocks SIGINT across its exec into this process, so that a Ctrl-C before
     # this point is held rather than lost or raised in the interpreter's start-up; it is delivered now.
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-    # uvicorn would otherwise take a loopback peer's X-Forwarded-For as the client's address, and the
-    # auth-proxy check (dashboards.access.proxy_trusted) needs the real peer.
-    os.environ["FORWARDED_ALLOW_IPS"] = ""
+    # uvicorn takes the client's address from X-Forwarded-For only from peers it trusts: Streamlit's only peer
+    # is the front, which drops every one a client sends and names the real peer (the auth-proxy check,
+    # dashboards.access.proxy_trusted, reads it).
+    os.environ["FORWARDED_ALLOW_IPS"] = "*"
     print("dashboard warming up", file=sys.stderr, flush=True)
     print(warm(), file=sys.stderr, flush=True)
     from streamlit.web import cli
@@ -209,14 +268,21 @@ def main(argv: list[str] | None = None) -> None:
     no_project_config()
     private = Path(tempfile.mkdtemp(prefix="preemptlens-dashboard-"))
     atexit.register(shutil.rmtree, private, ignore_errors=True)
+    options = sys.argv[1:] if argv is None else argv
     try:
         secrets = oidc_secrets(private)
+        front = behind_front(options, private)
     except PreemptlensError as exc:
         print(f"preemptlens dashboard: {exc}", file=sys.stderr, flush=True)
         sys.exit(2)
+    except OSError as exc:
+        print(f"preemptlens dashboard: cannot listen: {exc.strerror or exc}", file=sys.stderr, flush=True)
+        sys.exit(1)
+    # It answers 503 until Streamlit listens behind it.
+    front.start()
     # The `streamlit` command itself, called as `python -m streamlit` does; it exits when the server stops.
     # Streamlit puts its own SIGINT handler in place once the server listens.
-    cli.main(["run", *(sys.argv[1:] if argv is None else argv), *secrets], prog_name="streamlit")
+    cli.main(["run", *options, *secrets], prog_name="streamlit")
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ import socket
 import struct
 import threading
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
 # linux/netlink.h, linux/sock_diag.h, linux/inet_diag.h
@@ -104,7 +105,7 @@ class Shares:
     """At most `total` connections at once, and at most `per_peer` of them from any one peer, except the
     `unlimited` peers (an auth proxy all readers come through), which count only towards the total."""
 
-    def __init__(self, total: int, per_peer: int, unlimited: frozenset[Peer] = frozenset()) -> None:
+    def __init__(self, total: int, per_peer: int, unlimited: Callable[[Peer], bool] = lambda peer: False) -> None:
         self.total = total
         self.per_peer = per_peer
         self.unlimited = unlimited
@@ -116,7 +117,7 @@ class Shares:
         with self._lock:
             if sum(self._held.values()) >= self.total:
                 return False
-            if peer not in self.unlimited and self._held[peer] >= self.per_peer:
+            if self._held[peer] >= self.per_peer and not self.unlimited(peer):
                 return False
             self._held[peer] += 1
             return True

@@ -5,7 +5,6 @@ descriptors (a real `preemptlens serve` keeps collecting and publishing under 30
 from __future__ import annotations
 
 import os
-import pwd
 import signal
 import socket
 import subprocess
@@ -22,6 +21,7 @@ from preemptlens.dashboards.metrics import PER_PEER, MetricsServer, SnapshotColl
 from preemptlens.errors import ConfigError
 from preemptlens.peers import Peer
 from preemptlens.readonly import Limits, query
+from tests.local_user import NOBODY, connections_of_another_user
 from tests.metrics.test_live_costs_http import AUTH, TOKEN, seed
 from tests.prometheus.conftest import free_port
 
@@ -207,35 +207,7 @@ def loads_now(tmp_path: Path) -> int:
     return int(query(tmp_path / "w.duckdb", "SELECT count(*) FROM _loads", Limits(wait_s=5)).frame.item())
 
 
-NOBODY = pwd.getpwnam("nobody")
 HALF_SENT = b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nX-Slow: "
-
-
-def half_sent_connections(port: int, count: int, until: float) -> int:
-    """A process of another local user (nobody) keeping `count` half-sent requests open on `port`, each reopened
-    as soon as the server closes it (or refuses it), until the monotonic time `until`; returns its pid."""
-    import encodings.idna  # noqa: F401 -- the other user cannot read this interpreter's library after setuid
-    import select
-
-    pid = os.fork()
-    if pid:
-        return pid
-    try:
-        os.setgroups([])
-        os.setgid(NOBODY.pw_gid)
-        os.setuid(NOBODY.pw_uid)
-        held: list[socket.socket] = []
-        while time.monotonic() < until:
-            while len(held) < count:
-                connection = socket.socket()
-                connection.connect(("127.0.0.1", port))
-                connection.send(HALF_SENT)
-                held.append(connection)
-            for closed in select.select(held, [], [], 0.1)[0]:
-                closed.close()
-                held.remove(closed)
-    finally:
-        os._exit(0)
 
 
 def test_one_local_users_half_sent_connections_leave_prometheus_its_turn(warehouse: Path) -> None:
@@ -243,38 +215,34 @@ def test_one_local_users_half_sent_connections_leave_prometheus_its_turn(warehou
     the listener's connections, and every scrape of this user is answered throughout."""
     server, url = serve_on(warehouse, None)
     port = int(url.rsplit(":", 1)[1])
-    attacker = Peer(uid=NOBODY.pw_uid)
-    pid = half_sent_connections(port, 40, time.monotonic() + 120)
-    try:
-        wait_until(lambda: server.server.shares.held().get(attacker) == PER_PEER, "the attacker at its share", 60)
-        scrapes, end = 0, time.monotonic() + 20
-        while time.monotonic() < end:
-            began = time.monotonic()
-            answer = requests.get(f"{url}/metrics", timeout=30)
-            assert answer.status_code == 200, answer.text
-            assert time.monotonic() - began < 10, "a scrape waited behind the attacker"
-            assert server.server.shares.held().get(attacker, 0) <= PER_PEER
-            scrapes += 1
-        assert scrapes >= 5
-    finally:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-        server.stop()
+    with connections_of_another_user(port, 40, HALF_SENT) as uid:
+        attacker = Peer(uid=uid)
+        try:
+            wait_until(lambda: server.server.shares.held().get(attacker) == PER_PEER, "the attacker at its share", 60)
+            scrapes, end = 0, time.monotonic() + 20
+            while time.monotonic() < end:
+                began = time.monotonic()
+                answer = requests.get(f"{url}/metrics", timeout=30)
+                assert answer.status_code == 200, answer.text
+                assert time.monotonic() - began < 10, "a scrape waited behind the attacker"
+                assert server.server.shares.held().get(attacker, 0) <= PER_PEER
+                scrapes += 1
+            assert scrapes >= 5
+        finally:
+            server.stop()
 
 
 def test_without_a_share_per_peer_the_same_attack_keeps_prometheus_out(warehouse: Path) -> None:
     """The control: with one cap on all connections (as before), the same user takes them all."""
     server, url = serve_on(warehouse, None, per_peer=metrics.MAX_CONNECTIONS)
     port = int(url.rsplit(":", 1)[1])
-    pid = half_sent_connections(port, 40, time.monotonic() + 60)
-    try:
-        wait_until(lambda: server.server.shares.held().get(Peer(uid=NOBODY.pw_uid)) == metrics.MAX_CONNECTIONS,
-                   "the attacker holding every connection", 60)
-        assert requests.get(f"{url}/metrics", timeout=30).status_code == 503
-    finally:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-        server.stop()
+    with connections_of_another_user(port, 40, HALF_SENT) as uid:
+        try:
+            wait_until(lambda: server.server.shares.held().get(Peer(uid=uid)) == metrics.MAX_CONNECTIONS,
+                       "the attacker holding every connection", 60)
+            assert requests.get(f"{url}/metrics", timeout=30).status_code == 503
+        finally:
+            server.stop()
 
 
 def test_a_unix_socket_in_a_folder_others_can_write_or_not_ours_is_refused(warehouse: Path, tmp_path: Path) -> None:

@@ -17,6 +17,11 @@ ends the process with one line and status 130; from then on Streamlit's own
 handler stops the server. That is why the heavy imports happen in `warm`,
 after the handler is in place, and not at the top of this module.
 
+Streamlit listens on a Unix socket in the process's private folder, and the dashboard's address and port
+are the front's (dashboards/front.py): the one way in, with a deadline per request and a share per peer.
+The process runs without its working directory on the path (preemptlens.children) and without Streamlit's
+`.streamlit/` of that folder (`no_project_config`).
+
 `preemptlens dashboard` and `preemptlens serve` start the dashboard with it.
 """
 
@@ -211,7 +216,10 @@ def behind_front(argv: list[str], folder: Path) -> Front:
         return listener, bind_address
 
     starlette_server._bind_server_socket = private_socket
-    address = _last(argv, "--server.address") or "127.0.0.1"
+    # Streamlit's empty address is every interface (allowed only with a login: dashboard.options); none given,
+    # loopback.
+    given = _last(argv, "--server.address")
+    address = "127.0.0.1" if given is None else given or "0.0.0.0"
     port = int(_last(argv, "--server.port") or 8501)
     shares = Shares(settings.max_connections, settings.connections_per_peer, unlimited)
     return Front(address, port, path, shares)

@@ -89,7 +89,8 @@ def test_one_local_users_connections_leave_readers_their_page(cluster_warehouse:
         assert connected_as(NOBODY.pw_uid, served.port) >= 32, "the attack never got under way"
         checks = [health(served.port) for _ in range(5)]
         assert all(status == 200 for status, _ in checks), checks
-        assert max(seconds for _, seconds in checks) < 20, checks
+        # Generous for a loaded machine: without a share per peer they are refused (the control below).
+        assert max(seconds for _, seconds in checks) < 60, checks
         with Chromium() as browser:
             browser.navigate(served.url)
             state, seconds = browser.wait_rendered(timeout_s=180, title="Preemption overview")

@@ -121,10 +121,6 @@ class Front:
         self.loop.run_until_complete(asyncio.start_server(self._connection, sock=self.sock, limit=MAX_HEAD))
         self.loop.run_forever()
 
-    def stop(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(timeout=10)
-
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         connection: socket.socket = writer.get_extra_info("socket")
         try:

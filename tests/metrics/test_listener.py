@@ -147,6 +147,8 @@ def test_a_unix_socket_listener(warehouse: Path, tmp_path: Path) -> None:
         assert path.is_socket() and path.stat().st_mode & 0o777 == 0o660
         client = socket.socket(socket.AF_UNIX)
         client.connect(str(path))
+        # Its peer is the user the kernel names (SO_PEERCRED), whose share it counts against.
+        wait_until(lambda: server.server.shares.held() == {Peer(uid=os.geteuid()): 1}, "the peer counted", 60)
         client.sendall(f"GET /live-costs HTTP/1.0\r\nHost: localhost\r\nAuthorization: Bearer {TOKEN}\r\n\r\n".encode())
         answer = b""
         while chunk := client.recv(65536):

@@ -832,6 +832,12 @@ def socket_path_problem(path: Path) -> str | None:
     folder = path.parent
     if not folder.exists():
         private_folder(folder)
+    # A link on the way (/tmp/run -> /run/preemptlens) is as good as its owner: another user's may be pointed
+    # elsewhere later, and nginx would follow it to their socket.
+    for place in (folder, *folder.parents):
+        info = os.lstat(place)
+        if stat.S_ISLNK(info.st_mode) and info.st_uid not in (0, me):
+            return f"{place} is a link of another user (uid {info.st_uid})"
     chain = [folder.resolve(), *folder.resolve().parents]
     for place in chain:
         info = os.stat(place)

@@ -260,9 +260,15 @@ def test_a_unix_socket_in_a_folder_others_can_write_or_not_ours_is_refused(wareh
     os.chown(theirs, NOBODY.pw_uid, NOBODY.pw_gid)
     with pytest.raises(ConfigError, match="belongs to another user"):
         MetricsServer(SnapshotCollector(warehouse), f"unix:{theirs / 'metrics.sock'}", 0, token=TOKEN)
-    # A socket someone else left where ours goes (root put it in our folder for them): not taken over.
+    # A link of another user on the way to our own folder: they could point it elsewhere later.
     ours = tmp_path / "ours"
     ours.mkdir(mode=0o700)
+    link = shared / "run"
+    link.symlink_to(ours)
+    os.lchown(link, NOBODY.pw_uid, NOBODY.pw_gid)
+    with pytest.raises(ConfigError, match="is a link of another user"):
+        MetricsServer(SnapshotCollector(warehouse), f"unix:{link / 'metrics.sock'}", 0, token=TOKEN)
+    # A socket someone else left where ours goes (root put it in our folder for them): not taken over.
     planted = socket.socket(socket.AF_UNIX)
     planted.bind(str(ours / "metrics.sock"))
     os.chown(ours / "metrics.sock", NOBODY.pw_uid, NOBODY.pw_gid)

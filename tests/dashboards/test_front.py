@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 from browser import Chromium, Dashboard
 
-from preemptlens.dashboards.front import rewritten
+from preemptlens.dashboards.front import rewritten, unlimited_peers
+from preemptlens.peers import Peer, Shares
 from tests.dashboards.test_access_listen import descendants, listening
 from tests.local_user import NOBODY, connections_of_another_user
 
@@ -128,3 +129,17 @@ def test_a_websocket_keeps_its_upgrade_and_a_folded_header_is_refused() -> None:
     assert parsed is not None and parsed[1] and parsed[0].count(b"Connection: Upgrade") == 1
     assert rewritten(b"GET / HTTP/1.1\r\nHost: h\r\n X-Forwarded-For: 10.0.0.5\r\n\r\n", None) is None
     assert rewritten(b"GET / HTTP/1.1\r\nX-Forwarded-For : 10.0.0.5\r\n\r\n", None) is None
+
+
+def test_the_auth_proxy_counts_only_towards_the_total() -> None:
+    unlimited = unlimited_peers(["nobody"], ["10.0.0.0/24"])
+    proxy, remote_proxy, reader = Peer(uid=NOBODY.pw_uid), Peer(address="10.0.0.7"), Peer(uid=1234)
+    assert unlimited(proxy) and unlimited(remote_proxy) and not unlimited(reader)
+    assert not unlimited(Peer(address="10.0.1.7")) and unlimited_peers([str(NOBODY.pw_uid)], [])(proxy)
+    shares = Shares(total=6, per_peer=2, unlimited=unlimited)
+    assert [shares.take(reader) for _ in range(3)] == [True, True, False]
+    assert [shares.take(proxy) for _ in range(5)] == [True, True, True, True, False], "the total still holds"
+    shares.give_back(reader)
+    assert shares.take(proxy) and shares.held() == {reader: 1, proxy: 5}
+    with pytest.raises(ValueError, match="no local user 'no-such-user'"):
+        unlimited_peers(["no-such-user"], [])

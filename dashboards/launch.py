@@ -13,7 +13,9 @@ Streamlit's own command line (`streamlit run` with the same arguments).
 Nothing here fills the query cache: the first page still runs its queries.
 
 Ctrl-C before the server listens (while warming, or while Streamlit starts)
-ends the process with one line and status 130; from then on Streamlit's own
+ends the process with one line and status 130 (SIGTERM likewise, status 143:
+`serve` stopping on the same Ctrl-C sends it to its dashboard, which may not
+have handled the Ctrl-C yet inside a long import); from then on Streamlit's own
 handler stops the server. That is why the heavy imports happen in `warm`,
 after the handler is in place, and not at the top of this module.
 
@@ -132,12 +134,12 @@ def warm() -> str:
 
 
 def _interrupted(signum: int, frame: FrameType | None) -> None:
-    del signum, frame
+    del frame
     print("preemptlens dashboard: interrupted while starting", file=sys.stderr, flush=True)
     # Exit on the spot rather than raise: a KeyboardInterrupt would print a traceback from whatever import
     # or Streamlit start-up step it lands in (click turns it into "Aborted!" and status 1). Nothing
     # started so far needs undoing: the snapshot is open read-only and nothing listens yet.
-    os._exit(INTERRUPTED)
+    os._exit(INTERRUPTED if signum == signal.SIGINT else 128 + signum)
 
 
 def no_address_lookup() -> None:
@@ -258,6 +260,7 @@ def oidc_secrets(folder: Path) -> list[str]:
 def main(argv: list[str] | None = None) -> None:
     """Warm this process, then serve `streamlit run` with `argv` (the app, then Streamlit's options)."""
     signal.signal(signal.SIGINT, _interrupted)
+    signal.signal(signal.SIGTERM, _interrupted)
     # A direct start (`python -P -m preemptlens.dashboards.launch`) as much as one by preemptlens: the query
     # fork server this process starts is a `python -c`.
     isolate()

@@ -102,6 +102,24 @@ class DashboardSettings:
         "Operations flags a source whose last load, or newest record, is older than this many seconds.",
         check=lambda v: None if v > 0 else "must be more than 0",
     )
+    max_connections: int = setting(
+        512,
+        "Connections the dashboard's front (the only way in to Streamlit: docs/deploy.md) holds at once; one more "
+        "is answered 503.",
+        bounds=(8, 100_000),
+    )
+    connections_per_peer: int = setting(
+        32,
+        "Of dashboard.max_connections, the most one peer holds at once: a local user (told apart even on "
+        "loopback) or a remote address. A reader's browser tab takes about 7.",
+        bounds=(1, 100_000),
+    )
+    proxy_users: list[str] = setting(
+        [],
+        "Local users (names or uids) whose connections count only towards dashboard.max_connections: the auth "
+        "proxy on this host every reader comes through (nginx's user). A proxy on another host: "
+        "access.proxy_addresses.",
+    )
 
 
 SETTINGS = DashboardSettings

@@ -13,9 +13,16 @@ Streamlit's own command line (`streamlit run` with the same arguments).
 Nothing here fills the query cache: the first page still runs its queries.
 
 Ctrl-C before the server listens (while warming, or while Streamlit starts)
-ends the process with one line and status 130; from then on Streamlit's own
+ends the process with one line and status 130 (SIGTERM likewise, status 143:
+`serve` stopping on the same Ctrl-C sends it to its dashboard, which may not
+have handled the Ctrl-C yet inside a long import); from then on Streamlit's own
 handler stops the server. That is why the heavy imports happen in `warm`,
 after the handler is in place, and not at the top of this module.
+
+Streamlit listens on a Unix socket in the process's private folder, and the dashboard's address and port
+are the front's (dashboards/front.py): the one way in, with a deadline per request and a share per peer.
+The process runs without its working directory on the path (preemptlens.children) and without Streamlit's
+`.streamlit/` of that folder (`no_project_config`).
 
 `preemptlens dashboard` and `preemptlens serve` start the dashboard with it.
 """
@@ -27,6 +34,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 import time
@@ -35,10 +43,13 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
+from preemptlens.children import isolate
 from preemptlens.errors import ConfigError, PreemptlensError
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
+
+    from preemptlens.dashboards.front import Front
 
 INTERRUPTED = 130
 
@@ -123,12 +134,12 @@ def warm() -> str:
 
 
 def _interrupted(signum: int, frame: FrameType | None) -> None:
-    del signum, frame
+    del frame
     print("preemptlens dashboard: interrupted while starting", file=sys.stderr, flush=True)
     # Exit on the spot rather than raise: a KeyboardInterrupt would print a traceback from whatever import
     # or Streamlit start-up step it lands in (click turns it into "Aborted!" and status 1). Nothing
     # started so far needs undoing: the snapshot is open read-only and nothing listens yet.
-    os._exit(INTERRUPTED)
+    os._exit(INTERRUPTED if signum == signal.SIGINT else 128 + signum)
 
 
 def no_address_lookup() -> None:
@@ -140,6 +151,80 @@ def no_address_lookup() -> None:
 
     net_util.get_external_ip = lambda: None
     net_util.get_internal_ip = lambda: None
+
+
+def no_project_config() -> None:
+    """Keep Streamlit from reading `.streamlit/config.toml` and `.streamlit/secrets.toml` in the working
+    directory, a folder the operator started in and others may write (docs/deploy.md): a planted one could
+    set any server option the command line leaves at its default, or the login's secrets. The service user's
+    own (~/.streamlit) and the app's folder (installed with preemptlens) are still read."""
+    from streamlit import config, file_util
+
+    everywhere = config.get_config_files
+
+    def installed_and_own(file_name: str) -> list[str]:
+        planted = file_util.get_project_streamlit_file_path(file_name)
+        return [path for path in everywhere(file_name) if path != planted]
+
+    config.get_config_files = installed_and_own
+
+
+def _last(argv: list[str], option: str) -> str | None:
+    """The value of Streamlit's `option` in `argv`, the last one given winning as on its command line."""
+    found = None
+    for i, arg in enumerate(argv):
+        if arg == option and i + 1 < len(argv):
+            found = argv[i + 1]
+        elif arg.startswith(option + "="):
+            found = arg.split("=", 1)[1]
+    return found
+
+
+def short_path(folder: Path) -> Path:
+    """`folder` by a name short enough for a Unix socket's path in it (at most 108 bytes, which a TMPDIR deep
+    in a home folder exceeds): this process's descriptor of it under /proc/self/fd, kept open while it runs."""
+    if len(os.fsencode(folder)) < 80:
+        return folder
+    descriptor = os.open(folder, os.O_PATH | os.O_DIRECTORY)
+    return Path(f"/proc/self/fd/{descriptor}")
+
+
+def behind_front(argv: list[str], folder: Path) -> Front:
+    """Streamlit listening on a Unix socket in `folder` (private: 0700), and the front that is the only way to
+    it on the address and port of `argv` (dashboards/front.py), bound now and started by the caller."""
+    from streamlit.web.server.starlette import starlette_server
+
+    from preemptlens.config import load_config
+    from preemptlens.dashboards.access import AccessSettings
+    from preemptlens.dashboards.data import DashboardSettings
+    from preemptlens.dashboards.front import Front, unlimited_peers
+    from preemptlens.peers import Shares
+
+    config = load_config()
+    settings = config.of(DashboardSettings)
+    try:
+        unlimited = unlimited_peers(settings.proxy_users, config.of(AccessSettings).proxy_addresses)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    path = short_path(folder) / "streamlit.sock"
+
+    def private_socket(server_address: str, bind_address: str, port: int, backlog: int) -> tuple[socket.socket, str]:
+        # Streamlit's own bind (starlette_server._bind_server_socket), of a TCP port any local user can reach.
+        del server_address, port
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(str(path))
+        listener.listen(backlog)
+        listener.setblocking(False)
+        return listener, bind_address
+
+    starlette_server._bind_server_socket = private_socket
+    # Streamlit's empty address is every interface (allowed only with a login: dashboard.options); none given,
+    # loopback.
+    given = _last(argv, "--server.address")
+    address = "127.0.0.1" if given is None else given or "0.0.0.0"
+    port = int(_last(argv, "--server.port") or 8501)
+    shares = Shares(settings.max_connections, settings.connections_per_peer, unlimited)
+    return Front(address, port, path, shares)
 
 
 def oidc_secrets(folder: Path) -> list[str]:
@@ -175,27 +260,40 @@ def oidc_secrets(folder: Path) -> list[str]:
 def main(argv: list[str] | None = None) -> None:
     """Warm this process, then serve `streamlit run` with `argv` (the app, then Streamlit's options)."""
     signal.signal(signal.SIGINT, _interrupted)
+    signal.signal(signal.SIGTERM, _interrupted)
+    # A direct start (`python -P -m preemptlens.dashboards.launch`) as much as one by preemptlens: the query
+    # fork server this process starts is a `python -c`.
+    isolate()
     # `preemptlens dashboard` blocks SIGINT across its exec into this process, so that a Ctrl-C before
     # this point is held rather than lost or raised in the interpreter's start-up; it is delivered now.
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-    # uvicorn would otherwise take a loopback peer's X-Forwarded-For as the client's address, and the
-    # auth-proxy check (dashboards.access.proxy_trusted) needs the real peer.
-    os.environ["FORWARDED_ALLOW_IPS"] = ""
+    # uvicorn takes the client's address from X-Forwarded-For only from peers it trusts: Streamlit's only peer
+    # is the front, which drops every one a client sends and names the real peer (the auth-proxy check,
+    # dashboards.access.proxy_trusted, reads it).
+    os.environ["FORWARDED_ALLOW_IPS"] = "*"
     print("dashboard warming up", file=sys.stderr, flush=True)
     print(warm(), file=sys.stderr, flush=True)
     from streamlit.web import cli
 
     no_address_lookup()
+    no_project_config()
     private = Path(tempfile.mkdtemp(prefix="preemptlens-dashboard-"))
     atexit.register(shutil.rmtree, private, ignore_errors=True)
+    options = sys.argv[1:] if argv is None else argv
     try:
         secrets = oidc_secrets(private)
+        front = behind_front(options, private)
     except PreemptlensError as exc:
         print(f"preemptlens dashboard: {exc}", file=sys.stderr, flush=True)
         sys.exit(2)
+    except OSError as exc:
+        print(f"preemptlens dashboard: cannot listen: {exc.strerror or exc}", file=sys.stderr, flush=True)
+        sys.exit(1)
+    # It answers 503 until Streamlit listens behind it.
+    front.start()
     # The `streamlit` command itself, called as `python -m streamlit` does; it exits when the server stops.
     # Streamlit puts its own SIGINT handler in place once the server listens.
-    cli.main(["run", *(sys.argv[1:] if argv is None else argv), *secrets], prog_name="streamlit")
+    cli.main(["run", *options, *secrets], prog_name="streamlit")
 
 
 if __name__ == "__main__":

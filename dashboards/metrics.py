@@ -24,10 +24,14 @@ series on /metrics (PER_JOB) and /live-costs. With the token set, every request
 needs it. The listener checks the Host header (a web page on a foreign name
 that resolves here, DNS rebinding, gets nothing), bounds each connection (its
 request must arrive within HEADER_TIMEOUT_S, a quiet connection is closed after
-IDLE_TIMEOUT_S) and their number (MAX_CONNECTIONS; more are answered 503 and
-closed at once), so that idle or slow clients cannot take serve's threads and
-file descriptors. It can also listen on a Unix socket (`unix:/path`), which no
-other local user can take over while serve is down.
+IDLE_TIMEOUT_S) and their number: MAX_CONNECTIONS in all, and PER_PEER from any
+one peer (a local user, told by the kernel even on loopback, or a remote address:
+preemptlens.peers), so that one user's idle or slow clients take neither serve's
+threads and file descriptors nor Prometheus's turn; a connection beyond either
+is answered 503 and closed at once. It can also listen on a Unix socket
+(`unix:/path`), which no other local user can take over while serve is down: its
+folder must be the service's (or root's) and writable by nobody else, and a path
+there that is not serve's own socket is refused (docs/deploy.md).
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ import logging
 import os
 import socket
 import socketserver
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -58,6 +63,9 @@ from prometheus_client.utils import floatToGoString
 
 from preemptlens.analytics.livecost import LiveCostSettings, records, top
 from preemptlens.config import Config, WarehouseSettings, section, setting
+from preemptlens.errors import ConfigError
+from preemptlens.peers import Peer, Shares, peer_of
+from preemptlens.private import private_folder
 from preemptlens.readonly import Limits, connect_snapshot
 from preemptlens.warehouse import snapshot_path
 
@@ -71,10 +79,12 @@ LIVE_COST_BUCKETS = (0.1, 0.5, 1.0, 2.0, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 50
 LIVE_COSTS_PATH = "/live-costs"
 # Families whose series name jobs: served only to a scrape that sends serve.metrics_token.
 PER_JOB = frozenset({"preemptlens_live_cost_top_gpu_hours"})
-# Seconds a client has to send its whole request; seconds a connection may stay quiet; connections at once.
+# Seconds a client has to send its whole request; seconds a connection may stay quiet; connections at once,
+# and of them from one peer (a Prometheus, nginx's user, each local user).
 HEADER_TIMEOUT_S = 10.0
 IDLE_TIMEOUT_S = 10.0
 MAX_CONNECTIONS = 32
+PER_PEER = 8
 UNIX_PREFIX = "unix:"
 
 # Every metric family, with its help text; docs/metrics.md describes each at length.
@@ -746,34 +756,42 @@ class _Handler(WSGIRequestHandler):
 
 
 class _Bounded(ThreadingWSGIServer):
-    """A thread per connection, at most MAX_CONNECTIONS at once: one more is answered 503 and closed at once."""
+    """A thread per connection, at most `connections` at once and `per_peer` of them from one peer: one more is
+    answered 503 and closed at once."""
 
     connections = MAX_CONNECTIONS
+    per_peer = PER_PEER
     # A burst of connections is taken off the kernel's queue and answered, not left waiting in it.
     request_queue_size = 128
 
     def server_activate(self) -> None:
-        self.slots = threading.BoundedSemaphore(self.connections)
+        self.shares = Shares(self.connections, self.per_peer)
         super().server_activate()
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        if not self.slots.acquire(blocking=False):
+        try:
+            peer = peer_of(request)
+        except OSError:
+            self.shutdown_request(request)  # gone before it was looked at
+            return
+        if not self.shares.take(peer):
             with contextlib.suppress(OSError):
                 request.setblocking(False)
                 request.send(b"HTTP/1.0 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
             self.shutdown_request(request)
             return
         try:
-            super().process_request(request, client_address)
+            threading.Thread(target=self._serve, args=(request, client_address, peer), daemon=True).start()
         except BaseException:
-            self.slots.release()
+            self.shares.give_back(peer)
+            self.shutdown_request(request)
             raise
 
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
+    def _serve(self, request: Any, client_address: Any, peer: Peer) -> None:
         try:
-            super().process_request_thread(request, client_address)
+            self.process_request_thread(request, client_address)
         finally:
-            self.slots.release()
+            self.shares.give_back(peer)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # A client that went quiet or was cut off is not serve's error: no traceback on stderr.
@@ -785,9 +803,15 @@ class _UnixServer(_Bounded):
     address_family = socket.AF_UNIX
 
     def server_bind(self) -> None:
-        path = str(self.server_address)
+        path = Path(str(self.server_address))
+        problem = socket_path_problem(path)
+        if problem:
+            raise ConfigError(f"serve.metrics_address unix:{path}: {problem}: another user could take the socket "
+                              "and receive every scrape, the bearer token included",
+                              "use a folder of the service's own, e.g. systemd's RuntimeDirectory= "
+                              "(/run/preemptlens, 0750; docs/deploy.md)")
         with contextlib.suppress(FileNotFoundError):
-            if socket_is_stale(path):
+            if socket_is_stale(str(path)):
                 os.unlink(path)
         socketserver.TCPServer.server_bind(self)
         # The folder decides who may connect (docs/deploy.md): its owner, and the proxy's group.
@@ -796,11 +820,46 @@ class _UnixServer(_Bounded):
         self.setup_environ()
 
 
+def socket_path_problem(path: Path) -> str | None:
+    """Why another user could bind `path` before serve does, or swap it afterwards; None when they cannot.
+
+    Its folder (made 0700 when missing) and every folder above must belong to this user or root; nobody else
+    may write the folder (a sticky bit does not help: the name is taken by whoever binds it first), nor a
+    folder above without the sticky bit (they could move the folder away and put their own in its place). A
+    path that already exists must be a socket of this user's. A local check: preemptlens.private's own ones
+    are another change's."""
+    me = os.geteuid()
+    folder = path.parent
+    if not folder.exists():
+        private_folder(folder)
+    # A link on the way (/tmp/run -> /run/preemptlens) is as good as its owner: another user's may be pointed
+    # elsewhere later, and nginx would follow it to their socket.
+    for place in (folder, *folder.parents):
+        info = os.lstat(place)
+        if stat.S_ISLNK(info.st_mode) and info.st_uid not in (0, me):
+            return f"{place} is a link of another user (uid {info.st_uid})"
+    chain = [folder.resolve(), *folder.resolve().parents]
+    for place in chain:
+        info = os.stat(place)
+        if info.st_uid not in (0, me):
+            return f"{place} belongs to another user (uid {info.st_uid})"
+        writable = info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+        if writable and (place == chain[0] or not info.st_mode & stat.S_ISVTX):
+            return f"others can write {place}"
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISSOCK(info.st_mode):
+        return f"{path} exists and is not a socket"
+    if info.st_uid != me:
+        return f"{path} is a socket of another user (uid {info.st_uid})"
+    return None
+
+
 def socket_is_stale(path: str) -> bool:
     """Whether `path` is a Unix socket nobody listens on (left by a serve that died); False for anything else."""
-    import stat as stat_module
-
-    if not stat_module.S_ISSOCK(os.stat(path).st_mode):
+    if not stat.S_ISSOCK(os.stat(path).st_mode):
         return False
     probe = socket.socket(socket.AF_UNIX)
     try:
@@ -817,18 +876,19 @@ class MetricsServer:
     an IP address, or `unix:/path` for a Unix socket (port ignored)."""
 
     def __init__(self, collector: SnapshotCollector, address: str, port: int, *, token: str | None = None,
-                 public_host: str = "", max_connections: int = MAX_CONNECTIONS) -> None:
+                 public_host: str = "", max_connections: int = MAX_CONNECTIONS, per_peer: int = PER_PEER) -> None:
         app = http_app(collector, token=token, hosts=allowed_hosts(address, public_host))
         self.path = address[len(UNIX_PREFIX):] if address.startswith(UNIX_PREFIX) else None
         self.collector = collector
         self.server: _Bounded
         if self.path is not None:
-            unix = type("Server", (_UnixServer,), {"connections": max_connections})
+            unix = type("Server", (_UnixServer,), {"connections": max_connections, "per_peer": per_peer})
             self.server = unix(self.path, _Handler)
             self.server.set_app(app)
         else:
             family = socket.AF_INET6 if ":" in address else socket.AF_INET
-            tcp = type("Server", (_Bounded,), {"address_family": family, "connections": max_connections})
+            tcp = type("Server", (_Bounded,), {"address_family": family, "connections": max_connections,
+                                               "per_peer": per_peer})
             self.server = make_server(address, port, app, tcp, handler_class=_Handler)
         self.thread = threading.Thread(target=self.server.serve_forever, name="metrics", daemon=True)
         self.thread.start()

@@ -26,6 +26,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from preemptlens import __version__
+from preemptlens.children import isolate
 from preemptlens.errors import ConfigError, PreemptlensError
 from preemptlens.private import private_umask
 from preemptlens.registry import COMMANDS
@@ -99,6 +100,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Whatever preemptlens writes (warehouse, snapshot, lake, reports, temporary files) is its service user's
     # alone, whatever umask it was started with (docs/deploy.md).
     private_umask()
+    # And every Python it starts (the dashboard, the query fork server, Spark's workers) reads no code from the
+    # folder it was started in (preemptlens.children).
+    isolate()
     prog, running, verbose = "preemptlens", False, False
     try:
         first = argparse.ArgumentParser(add_help=False)

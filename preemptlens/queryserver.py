@@ -11,10 +11,16 @@ from __future__ import annotations
 import multiprocessing
 from multiprocessing import forkserver
 
+from preemptlens.children import isolate
+
 CONTEXT = multiprocessing.get_context("forkserver")
 CONTEXT.set_forkserver_preload(["preemptlens.readonly"])
 
 
 def start() -> None:
-    """Start the server now if it is not running (it is started anyway by the first query)."""
+    """Start the server now if it is not running (readonly starts it so before each query's child).
+
+    The server (and multiprocessing's resource tracker) is a `python -c`, which would put the working
+    directory first on its path: it inherits this process's environment made safe (preemptlens.children)."""
+    isolate()
     forkserver.ensure_running()

@@ -55,7 +55,7 @@ import pyarrow as pa
 
 from preemptlens.config import parse_size, section, setting, size_text
 from preemptlens.errors import PreemptlensError, SchemaError
-from preemptlens.queryserver import CONTEXT
+from preemptlens.queryserver import CONTEXT, start
 from preemptlens.warehouse import (
     SQL_DIR,
     copy_database,
@@ -448,12 +448,16 @@ class _Popen(popen_forkserver.Popen):
 
     multiprocessing re-imports the parent's main script in each child; under `streamlit run`
     that is Streamlit's command-line module, a second of imports per query. The child needs
-    nothing from it: its target lives in this module, which the fork server has loaded."""
+    nothing from it: its target lives in this module, which the fork server has loaded. Nor the parent's
+    sys.path, which the child would take over: a parent started as `python -m` has its working directory on
+    it; the fork server's own path (preemptlens.children) is the one to keep."""
 
     def _launch(self, process_obj: Any) -> None:
         prep_data = spawn.get_preparation_data(process_obj._name)
         prep_data.pop("init_main_from_name", None)
         prep_data.pop("init_main_from_path", None)
+        prep_data.pop("sys_path", None)
+        start()
         buf = io.BytesIO()
         set_spawning_popen(self)
         try:

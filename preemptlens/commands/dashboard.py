@@ -14,10 +14,10 @@ import argparse
 import logging
 import os
 import signal
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from preemptlens.children import environment, python
 from preemptlens.config import listen_address, number_argument, text_argument
 from preemptlens.errors import ConfigError
 
@@ -46,7 +46,7 @@ WILDCARDS = ("0.0.0.0", "::", "")
 
 def launch(app: Path, *options: str) -> list[str]:
     """The served dashboard's command line: `streamlit run app` with SERVED and `options`, in a warmed process."""
-    return [sys.executable, "-m", "preemptlens.dashboards.launch", str(app), *SERVED, *options]
+    return python("-m", "preemptlens.dashboards.launch", str(app), *SERVED, *options)
 
 
 def options(config: Config, port: int, address: str | None = None) -> list[str]:
@@ -114,7 +114,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
     from preemptlens.config import WarehouseSettings
     from preemptlens.dashboards.data import DashboardSettings
 
-    env = {**os.environ, "PREEMPTLENS_WAREHOUSE__PATH": config.of(WarehouseSettings).path}
+    env = environment({**os.environ, "PREEMPTLENS_WAREHOUSE__PATH": config.of(WarehouseSettings).path})
     if config.path is not None:
         env["PREEMPTLENS_CONFIG"] = str(config.path.resolve())
     settings = config.of(DashboardSettings)

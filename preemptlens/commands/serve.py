@@ -408,13 +408,14 @@ class Server:
             log.info("job %s started %.1f s after its time", event.job_id, late)
 
     def start_dashboard(self) -> subprocess.Popen[bytes] | None:
+        from preemptlens.children import environment
         from preemptlens.commands.dashboard import APP, launch
         from preemptlens.dashboards.data import DashboardSettings
 
         if self.dashboard_options is None:
             return None
         # The dashboard reads the same configuration, and this warehouse even if it came from --warehouse.
-        env = {**os.environ, "PREEMPTLENS_WAREHOUSE__PATH": self.warehouse}
+        env = environment({**os.environ, "PREEMPTLENS_WAREHOUSE__PATH": self.warehouse})
         if self.config.path is not None:
             env["PREEMPTLENS_CONFIG"] = str(self.config.path)
         process = subprocess.Popen(launch(APP, *self.dashboard_options), env=env)
@@ -436,6 +437,9 @@ class Server:
             server = MetricsServer(SnapshotCollector.from_config(self.config), address, port,
                                    token=token.reveal() if token is not None else None,
                                    public_host=self.config.of(DashboardSettings).public_host)
+        except ConfigError as exc:
+            log.error("metrics: %s; serving continues without /metrics", exc)
+            return None
         except OSError as exc:
             # Like a dashboard that dies: the jobs matter more than their monitoring, and Prometheus's `up` shows it.
             log.error(

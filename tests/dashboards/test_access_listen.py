@@ -25,6 +25,8 @@ from preemptlens.commands.dashboard import options
 from preemptlens.config import load_config
 from preemptlens.errors import ConfigError
 
+ROOT = Path(__file__).resolve().parents[2]
+
 # Loaded by every Python process of serve (sitecustomize on PYTHONPATH): each socket connect and name
 # lookup, with the process id, goes to $NETWORK_LOG.
 AUDIT = """
@@ -102,7 +104,8 @@ def served(cluster_warehouse: Path, tmp_path_factory: pytest.TempPathFactory) ->
     )
     network_log = root / "network.jsonl"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREEMPTLENS_")}
-    env.update(PYTHONPATH=str(root / "site"), NETWORK_LOG=str(network_log))
+    # The tree under test after the audit hook: without it, serve would run whatever preemptlens is installed.
+    env.update(PYTHONPATH=os.pathsep.join([str(root / "site"), str(ROOT)]), NETWORK_LOG=str(network_log))
     alone_port = free_port()
     with (root / "serve.log").open("w") as log:
         serve = subprocess.Popen([sys.executable, "-m", "preemptlens.cli", "--config", str(config), "serve"],

@@ -112,8 +112,16 @@ def scraped(analysed_warehouse: Path, tmp_path_factory: pytest.TempPathFactory) 
         _wait("Prometheus holding serve's figures after its analyze", final_figures_scraped, 90, serve)
         at = time.time()
         exposition = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
-        # The instant queries look back from `at`; one more scrape makes sure it lies within the data.
-        time.sleep(1.5)
+        # The instant queries look back from `at`: wait for a scrape stored after it, however long load makes
+        # Prometheus take, so that `at` lies within the data.
+
+        def scraped_after_at() -> bool:
+            answer = requests.get(f"{prometheus.url}/api/v1/query",
+                                  params={"query": "timestamp(preemptlens_snapshot_readable)"}, timeout=5).json()
+            result = answer["data"]["result"] if answer["status"] == "success" else []
+            return bool(result) and float(result[0]["value"][1]) > at
+
+        _wait("a scrape after the exposition was read", scraped_after_at, 90, serve)
         serve.send_signal(signal.SIGTERM)
         status = serve.wait(timeout=60)
         yield Scraped(prometheus, analysed_warehouse, at, exposition, status, log_path.read_text())

@@ -12,12 +12,18 @@ from preemptlens.commands.serve import STOP_WAIT_S
 from tests.people.test_serve import probe_loads, start_serve, wait_for
 
 
+def inside_first_batch(tmp_path: Path) -> None:
+    """Wait until the collection job has opened the warehouse: from then on it is in its minute-long first batch
+    (or about to be), however long a loaded machine took to start serve."""
+    wait_for(lambda: (tmp_path / "w.duckdb").exists(), timeout=120)
+
+
 def test_a_job_that_does_not_stop_is_abandoned_within_seconds(tmp_path: Path) -> None:
     # Each batch takes a minute: a stop that waited for the job would wait that long.
     serve = start_serve(tmp_path, "serve_probe_source --rows 2 --batches 3 --pause 60", interval=600,
                         jobs='["collect"]')
     try:
-        time.sleep(4)  # the collection is inside its first batch
+        inside_first_batch(tmp_path)
     finally:
         serve.send_signal(signal.SIGTERM)
         began = time.monotonic()
@@ -35,7 +41,7 @@ def test_a_job_that_does_not_stop_is_abandoned_within_seconds(tmp_path: Path) ->
 def test_a_second_signal_exits_at_once(tmp_path: Path) -> None:
     serve = start_serve(tmp_path, "serve_probe_source --rows 2 --batches 3 --pause 60", interval=600,
                         jobs='["collect"]')
-    time.sleep(4)
+    inside_first_batch(tmp_path)
     serve.send_signal(signal.SIGTERM)
     time.sleep(0.5)
     serve.send_signal(signal.SIGTERM)

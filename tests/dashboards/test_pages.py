@@ -280,13 +280,15 @@ def test_sql_page_runs_read_only_queries(app: AppTest, cluster_warehouse: Path) 
 def test_sql_page_survives_a_runaway_query(cluster_warehouse: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PREEMPTLENS_WAREHOUSE__PATH", str(cluster_warehouse))
     monkeypatch.delenv("PREEMPTLENS_CONFIG", raising=False)
-    monkeypatch.setenv("PREEMPTLENS_SQL__TIMEOUT_S", "2")
+    # the shortest deadline sql.timeout_s allows (5 s: a loaded machine's first query can take seconds)
+    monkeypatch.setenv("PREEMPTLENS_SQL__TIMEOUT_S", "5")
     at = switch(open_app(), "sql")
     # One string past any memory limit, one scan past the deadline, one statement DuckDB's enum does not know.
     for runaway in ("SELECT length(repeat('x', 2500000000)) AS n",
                     "SELECT count(*) FROM range(1000000000000) a, range(1000) b", "UPDATE EXTENSIONS"):
         at.text_area[0].set_value(runaway).run()
-        at.button(key="run").click().run()
+        # the page waits for the query's own deadline: the test waits longer than that
+        at.button(key="run").click().run(timeout=120)
         assert not at.exception, at.exception
         assert at.error and "\n" not in at.error[0].value.split("\n  hint:")[0]
     at.text_area[0].set_value("SELECT count(*) AS n FROM jobs").run()

@@ -45,6 +45,8 @@ from preemptlens.analytics.pilot import PilotSettings, declared
 from preemptlens.analytics.pilot import evaluate as evaluate_pilot
 from preemptlens.config import Config, Secret, http_url, is_reference, resolve_reference, section, setting
 from preemptlens.errors import ConfigError, PreemptlensError
+from preemptlens.reading.masking import hides, mask, team_scope
+from preemptlens.reading.words import duration
 from preemptlens.warehouse import Warehouse
 
 log = logging.getLogger(__name__)
@@ -461,16 +463,6 @@ def _facts(row: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in row.items() if v is not None}
 
 
-def _minutes(seconds: float | None) -> str:
-    if seconds is None:
-        return "unknown"
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
-
-
 def my_preemptions_url(dashboard_url: str, cluster: str, job_id: str) -> str:
     """The dashboard's My preemptions page, opened on one job."""
     query = urllib.parse.urlencode({"cluster": cluster, "job": job_id})
@@ -486,19 +478,20 @@ class VictimNotice:
 
     def evaluate(self, wh: Warehouse, config: Config, now: datetime) -> list[Alert]:
         settings = config.of(AlertsSettings)
-        rows = wh.query(
+        rows = _masked_per_team(wh.query(
             _VICTIM_SQL,
             {
                 "now": now,
                 "since": now - timedelta(seconds=settings.lookback_s),
             },
-        )
+        ), config)
         alerts = []
         for r in rows.iter_rows(named=True):
             job = r["job_id"] + (f" ({r['name']})" if r["name"] else "")
+            tier = f" (tier {r['preemptor_tier']})" if r["preemptor_tier"] else ""
             by = (
-                f"job {r['preemptor_job_id']}" + (f" (tier {r['preemptor_tier']})" if r["preemptor_tier"] else "")
-                if r["preemptor_job_id"]
+                f"a job of another team{tier}" if hides(r["preemptor_job_id"])
+                else f"job {r['preemptor_job_id']}{tier}" if r["preemptor_job_id"]
                 else "a job the scheduler did not name"
             )
             why = f"the scheduler gave its {r['gpus']} GPU(s) to {by}"
@@ -508,7 +501,7 @@ class VictimNotice:
                 requeue = f"it was requeued and restarted at {r['restarted_at']:%Y-%m-%d %H:%M} UTC"
             elif r["expected_requeue_s"] is not None:
                 requeue = (
-                    f"expect a restart in about {_minutes(r['expected_requeue_s'])} "
+                    f"expect a restart in about {duration(r['expected_requeue_s'])} "
                     f"(median of {r['history_n']} recent requeue(s) of tier {r['tier']} in pool {r['pool']})"
                 )
             else:
@@ -540,6 +533,17 @@ class VictimNotice:
         return alerts
 
 
+def _masked_per_team(rows: pl.DataFrame, config: Config) -> pl.DataFrame:
+    """Each notice's row as the team it goes to may see it (preemptlens.reading.masking, the dashboard's rule):
+    another team's preemptor loses its id, name and user, and the scheduler's reason loses them too."""
+    if rows.is_empty():
+        return rows
+    indexed = rows.with_row_index("_notice")
+    parts = [mask(part, team_scope(config, (str(part["team"][0]),)))
+             for part in indexed.partition_by("team", maintain_order=True)]
+    return pl.concat(parts, how="diagonal_relaxed").sort("_notice").drop("_notice")
+
+
 # Preempted runs of the lookback window with their job, the preemptor (from
 # the run or a nearby preemption_links row), the next run if it started, and
 # the expected requeue wait of its pool and tier (expected_requeue, the one definition).
@@ -553,6 +557,8 @@ final AS (
     SELECT p.cluster, p.victim_job_id AS job_id, p.victim_run AS run, j.name, p.victim_team AS team,
            p.victim_tier AS tier, p.pool, p.victim_gpus AS gpus, p.time AS preempted_at, p.reason,
            p.preemptor_job_id, coalesce(p.preemptor_tier, pj.tier) AS preemptor_tier, p.restart_time AS restarted_at,
+           -- whose the preemptor is, so that masking can tell (preemptlens.reading.masking)
+           pj.name AS preemptor_name, pj.team AS preemptor_team, pj.user_name AS preemptor_user,
            q.expected_requeue_s, q.history_n, {HOLD_COLUMNS}
     FROM preempted p
     JOIN jobs j ON j.cluster = p.cluster AND j.job_id = p.victim_job_id
@@ -670,8 +676,8 @@ class IdleHoarding:
                 text=(
                     f"Team {r['team']} on {r['cluster']} held {r['idle_gpu_hours']:.1f} GPU-hours allocated but idle "
                     f"(busy below the hoarding threshold for at least the hoarding window) across {r['runs']} run(s) "
-                    f"in the last {_minutes(settings.lookback_s)}; the longest stretch lasted "
-                    f"{_minutes(r['longest_s'])} (limit {limit:g} GPU-hours)."
+                    f"in the last {duration(settings.lookback_s)}; the longest stretch lasted "
+                    f"{duration(r['longest_s'])} (limit {limit:g} GPU-hours)."
                 ),
                 facts=_facts(r),
             )

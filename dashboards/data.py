@@ -9,15 +9,11 @@ parameter and every SQL text is a constant: a filter left empty matches all.
 `QUERIES` names every query for the dashboard's cache (dashboards.views_common),
 which keys results by the snapshot's version: a new snapshot is a new key.
 
-Masking happens here, once, where rows leave the warehouse: a `Reader` is opened
-for a `Scope` (whose job-level rows its reader may see, from the login and
-`dashboard.show_other_teams_jobs`), and every frame any query returns passes
-`mask` before anything else sees it. A page gets rows only through a Reader
-(`Context.q` in dashboards.views_common, or `reader(..., scope)`), so a new
-query or section inherits the masking without asking for it: identifiers of
-another team's job become "(another team #n)", free text that may name such a
-job (the scheduler's reason) loses every identifier in it, and any other text
-column of such a row that is not known to be public is masked too.
+Masking happens here, once, where rows leave the warehouse: a `Reader` is opened for a `Scope` (whose job-level
+rows its reader may see, from the login and `masking.show_other_teams_jobs`), and every frame any query returns
+passes `preemptlens.reading.masking.mask` (the one rule, in the core, that the victim notices apply too) before
+anything else sees it. A page gets rows only through a Reader (`Context.q` in dashboards.views_common, or
+`reader(..., scope)`), so a new query or section inherits the masking without asking for it.
 The pages ask for what they show, already aggregated or capped in SQL
 (headline counts, one page of the ledger, the worst preemptions for the
 timeline), so that neither the cache nor the browser ever holds a whole ledger.
@@ -26,7 +22,6 @@ timeline), so that neither the cache nor the browser ever holds a whole ledger.
 from __future__ import annotations
 
 import logging
-import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -44,6 +39,7 @@ from preemptlens.analytics.scorecard import FAILED_COLUMN
 from preemptlens.analytics.views import registry
 from preemptlens.config import host_name, listen_address, section, setting
 from preemptlens.errors import PreemptlensError
+from preemptlens.reading.masking import Scope, mask
 from preemptlens.readonly import Limits, Result, current_snapshot, open_reader, query
 
 log = logging.getLogger(__name__)
@@ -65,11 +61,6 @@ class DashboardSettings:
         "connections naming any other host than it, localhost and the listening address are refused, "
         "and it is the only other origin accepted.",
         check=host_name,
-    )
-    show_other_teams_jobs: bool = setting(
-        True,
-        "Whether a reader who is not an admin sees the job ids, job names, users and hosts of other teams' "
-        "jobs (cluster-level figures are shown to everyone).",
     )
     default_days: int = setting(
         30, "Time window (days, ending at the newest data) a page opens with.",
@@ -157,119 +148,6 @@ class VictimDetail:
     runs: pl.DataFrame
     preemptions: pl.DataFrame
     checkpoints: pl.DataFrame
-
-
-@dataclass(frozen=True)
-class Scope:
-    """Whose job-level rows a reader sees: everyone's, or only those of `teams` (and their own jobs, which a
-    query marks in its `own` column)."""
-
-    everything: bool = True
-    teams: tuple[str, ...] = ()
-
-
-EVERYTHING = Scope()
-# What an identifier of a job the reader may not see reads as (numbered within a result: "(another team #2)").
-HIDDEN = "(another team)"
-_SIDES = ("victim", "preemptor", "cheaper")
-# Columns that name a job, a person or a machine: masked in a row whose owner the reader may not see.
-_IDENTIFYING = re.compile(
-    r"(?:^|_)(?:job_ids?|name|names|users?|user_name|email|hosts?|holder|nodes?|pods?|uid|namespace|workload)$"
-)
-# Free text that may quote identifiers (the scheduler's reason): every identifier-like word is taken out.
-_FREE_TEXT = re.compile(r"(?:^|_)(?:reason|message|why|undo_why|note|details?)$")
-# Text columns known to hold no identifier; any other text column of a masked row is masked too.
-PUBLIC = frozenset({
-    "cluster", "pool", "tier", "team", "state", "basis", "kind", "source", "priority_class", "unknown", "mode",
-    "action", "scheduler", "period", "level", "victim_team", "preemptor_team", "cheaper_team", "victim_tier",
-    "preemptor_tier", "cheaper_tier", "victim_cost_unknown", "hold_action", "hold_mode",
-})
-_WORD = re.compile(r"[^\s,;()\[\]{}<>\"'`]+")
-
-
-def is_hidden(column: str) -> pl.Expr:
-    """Rows whose `column` was masked."""
-    return pl.col(column).cast(pl.String).str.starts_with(HIDDEN[:-1])
-
-
-def mask(frame: pl.DataFrame, scope: Scope) -> pl.DataFrame:
-    """`frame` as a reader of `scope` may see it: in each row whose job (victim, preemptor, cheaper victim, or
-    the row's own `team`) belongs to a team not in scope, its identifiers and unknown text replaced by a
-    numbered HIDDEN and identifiers taken out of its free text; a row marked `own` shows its victim side.
-    An identifying column whose owner column is missing is masked whole: a new query cannot leak by
-    forgetting to select its team."""
-    if scope.everything or frame.is_empty():
-        return frame
-    columns = set(frame.columns)
-    teams = list(scope.teams)
-    visible: dict[str, pl.Expr] = {}
-    for side in ("", *_SIDES):
-        owner = f"{side}_team" if side else "team"
-        if owner in columns:
-            theirs = pl.col(owner).is_in(teams).fill_null(False)
-            if side in ("", "victim") and "own" in columns:
-                # dashboards.data.mine marks the reader's own jobs, whichever team they ran for.
-                theirs = theirs | pl.col("own").fill_null(False)
-            visible[side] = theirs
-    # A column of no side's belongs to every side the row has: shown only when all of them are.
-    whole = pl.lit(False) if not visible else pl.all_horizontal(list(visible.values()))
-    hidden_rows = frame.select(~whole).to_series() if visible else None
-    updates: list[pl.Series] = []
-    for column in frame.columns:
-        dtype = frame.schema[column]
-        if column in PUBLIC or column == "own" or column.endswith("_team") or column == "team":
-            continue
-        side = next((s for s in _SIDES if column.startswith(f"{s}_")), "")
-        shown: pl.Expr | None = visible.get(side) if side else visible.get("", whole if visible else None)
-        if _FREE_TEXT.search(column) and dtype == pl.String:
-            if hidden_rows is None:
-                updates.append(frame[column].map_elements(_scrub, return_dtype=pl.String))
-            else:
-                updates.append(_scrub_rows(frame[column], hidden_rows))
-            continue
-        if not (_IDENTIFYING.search(column) or (dtype == pl.String and visible)):
-            continue
-        if shown is None:
-            hide = pl.Series([True] * frame.height)
-        else:
-            hide = frame.select(~shown).to_series()
-        updates.append(_numbered(frame[column], hide))
-    return frame.with_columns(updates) if updates else frame
-
-
-def _numbered(values: pl.Series, hide: pl.Series) -> pl.Series:
-    """`values` with those where `hide` replaced by HIDDEN, numbered by the value they hide (nulls stay null)."""
-    numbers: dict[object, int] = {}
-    out: list[object] = []
-    for value, hidden in zip(values.to_list(), hide.to_list(), strict=True):
-        if value is None or not hidden:
-            out.append(value if value is None or not hidden else None)
-            continue
-        number = numbers.setdefault(value, len(numbers) + 1)
-        out.append(f"{HIDDEN[:-1]} #{number})")
-    if values.dtype != pl.String and any(h for h in hide.to_list()):
-        return pl.Series(values.name, [None if v is None else str(v) for v in out], dtype=pl.String)
-    return pl.Series(values.name, out, dtype=values.dtype)
-
-
-def _scrub(text: str | None) -> str | None:
-    """Free text without any word that may identify a job, a person or a machine: one holding a digit, a
-    slash, an @, an = or a colon inside it (JobId=123, ns/pod, 5f1c-..., user@host)."""
-    if text is None:
-        return None
-
-    def word(m: re.Match[str]) -> str:
-        token = m.group(0).rstrip(".:")
-        if any(c.isdigit() for c in token) or any(c in token for c in "/@=:_"):
-            return HIDDEN + m.group(0)[len(token):]
-        return m.group(0)
-
-    return _WORD.sub(word, text)
-
-
-def _scrub_rows(values: pl.Series, hidden_rows: pl.Series) -> pl.Series:
-    return pl.Series(values.name, [_scrub(v) if h else v for v, h in zip(values.to_list(), hidden_rows.to_list(),
-                                                                          strict=True)], dtype=pl.String)
 
 
 @dataclass
@@ -1062,7 +940,7 @@ _MISSING = (
 
 COVERAGE_SQL = f"""
 SELECT
-    cluster, coalesce(team, pool) AS name,
+    cluster, coalesce(team, pool) AS breakdown,
     CAST(sum(preemptions) AS BIGINT) AS preemptions,
     CAST(sum(measured_preemptions) AS BIGINT) AS measured_preemptions,
     CAST(sum(checkpoint_preemptions) AS BIGINT) AS checkpoint_preemptions,
@@ -1077,7 +955,7 @@ SELECT
 FROM loss_coverage
 WHERE {_PROGRESS_WHERE}
 GROUP BY GROUPING SETS ((cluster, coalesce(team, pool)), ())
-ORDER BY cluster NULLS FIRST, preemptions DESC, name
+ORDER BY cluster NULLS FIRST, preemptions DESC, breakdown
 """  # noqa: S608 -- constants only
 
 
@@ -1087,7 +965,7 @@ def _part(column: str) -> str:
 
 GOODPUT_SQL = f"""
 SELECT
-    cluster, coalesce(team, pool) AS name,
+    cluster, coalesce(team, pool) AS breakdown,
     sum(allocated_gpu_s) / 3600.0 AS allocated_gpu_hours,
     {_part("goodput_gpu_s")} AS goodput_gpu_hours,
     {_part("goodput_gpu_s")} / nullif(sum(allocated_gpu_s) / 3600.0, 0) AS goodput_share,
@@ -1105,7 +983,7 @@ SELECT
 FROM goodput
 WHERE {_PROGRESS_WHERE}
 GROUP BY GROUPING SETS ((cluster, coalesce(team, pool)), ())
-ORDER BY cluster NULLS FIRST, allocated_gpu_hours DESC, name
+ORDER BY cluster NULLS FIRST, allocated_gpu_hours DESC, breakdown
 """  # noqa: S608 -- constants only
 
 

@@ -18,9 +18,10 @@ import streamlit as st
 
 from preemptlens.dashboards import formats
 from preemptlens.dashboards.access import Reader
-from preemptlens.dashboards.data import QUERIES, DashboardSettings, Filters, Options, Scope, reader
+from preemptlens.dashboards.data import QUERIES, DashboardSettings, Filters, Options, reader
 from preemptlens.errors import PreemptlensError
 from preemptlens.escape import markdown as md
+from preemptlens.reading.masking import HIDDEN, WHY_HIDDEN, Scope, is_hidden
 from preemptlens.readonly import Limits
 
 # Every value from the data that a page writes into Markdown (st.markdown, captions, alerts, expander labels)
@@ -180,6 +181,12 @@ def show_table(frame: pl.DataFrame, columns: Mapping[str, tuple[str, str]], key:
         else:
             config[column] = st.column_config.TextColumn(label)
     st.dataframe(shown, hide_index=True, key=key, column_config=config, **kwargs)
+    hidden = [label for c, (label, _) in present.items()
+              if shown.schema[c] == pl.String and shown.select(is_hidden(c).any()).item()]
+    if hidden:
+        # A table that hides something says what and why.
+        st.caption(f"{', '.join(hidden)}: “{HIDDEN[:-1]} #n)” where another team's job ids, names and users "
+                   f"{WHY_HIDDEN}.")
 
 
 def gpu_hours(value: float | None) -> str:

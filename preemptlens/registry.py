@@ -70,6 +70,7 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     "preemptlens.analytics.alerts": ("alerts",),
     "preemptlens.commands.serve": ("serve",),
     "preemptlens.dashboards.data": ("dashboard",),
+    "preemptlens.reading.masking": ("masking",),
     "preemptlens.dashboards.access": ("access",),
     "preemptlens.dashboards.report": ("report",),
     "preemptlens.analytics.lake": ("lake",),

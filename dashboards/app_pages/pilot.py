@@ -19,10 +19,11 @@ from preemptlens.analytics.pilot import (
     readiness,
 )
 from preemptlens.config import load_config
-from preemptlens.dashboards.data import Scope, reader
+from preemptlens.dashboards.data import reader
 from preemptlens.dashboards.formats import pilot_value
 from preemptlens.dashboards.views_common import context, md, show_table
 from preemptlens.errors import PreemptlensError
+from preemptlens.reading.masking import Scope
 from preemptlens.readonly import Limits
 
 

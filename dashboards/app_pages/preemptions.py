@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import polars as pl
 import streamlit as st
 
 from preemptlens.dashboards import figures
-from preemptlens.dashboards.data import VictimDetail, avoidable_text, is_hidden
+from preemptlens.dashboards.data import VictimDetail, avoidable_text
 from preemptlens.dashboards.formats import number
 from preemptlens.dashboards.views_common import (
     Charts,
@@ -20,6 +21,7 @@ from preemptlens.dashboards.views_common import (
     when,
     window_caption,
 )
+from preemptlens.reading.masking import WHY_HIDDEN, is_hidden
 
 LEDGER_VIEW = {
     "time": ("Preempted at", "time"), "cluster": ("Cluster", "text"), "pool": ("Pool", "text"),
@@ -176,10 +178,18 @@ if count > limit:
 show_table(ctx.q("ledger_page", f, limit, offset), LEDGER_VIEW, key="ledger")
 
 st.header("Why was this job preempted?")
-# Another team's victims, masked for this reader (dashboards.access), are not offered.
-victims: pl.DataFrame = ctx.q("top_victims", f, limit).filter(~is_hidden("victim_job_id"))
+# A reader who may not see other teams' jobs is offered their own teams' victims, the only ones they may open
+# (an empty team filter would select every team's).
+if ctx.scope.everything:
+    victims: pl.DataFrame = ctx.q("top_victims", f, limit)
+else:
+    teams = tuple(t for t in ctx.scope.teams if not f.teams or t in f.teams)
+    victims = ctx.q("top_victims", replace(f, teams=teams, victim_teams=True), limit) if teams else pl.DataFrame()
+    st.caption(f"Stories of your team's victims only ({md(', '.join(teams)) if teams else 'you are in no team'}): "
+               f"other teams' job ids {WHY_HIDDEN}.")
+victims = victims.filter(~is_hidden("victim_job_id")) if victims.height else victims
 if victims.height == 0:
-    st.info("No victims in this window.")
+    st.info("No victims in this window." if ctx.scope.everything else "No victims of your team in this window.")
 else:
     labels = {
         f"{r['victim_job_id']} ({r['cluster']}) — {r['preemptions']}× preempted, "

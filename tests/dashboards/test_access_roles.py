@@ -1,6 +1,6 @@
 """Logged in behind a real nginx (basic authentication, user and groups passed on in X-Forwarded-* headers),
 each role sees what docs/deploy.md promises, in headless Chromium: the hand-made cluster's jobs of other
-teams are masked for a team and a viewer (dashboard.show_other_teams_jobs = false), only admins get the
+teams are masked for a team and a viewer (masking.show_other_teams_jobs = false), only admins get the
 Operations and SQL pages, and a logged-in reader lands on their own preemptions."""
 
 from __future__ import annotations
@@ -24,14 +24,14 @@ from nginx import Nginx
 
 from preemptlens.analytics.alerts import VictimNotice
 from preemptlens.config import load_config
-from preemptlens.dashboards.data import HIDDEN
+from preemptlens.reading.masking import HIDDEN
 from preemptlens.warehouse import Warehouse
 
 PASSWORD = "correct horse"
 # nginx users and their groups; the dashboard's [access] gives roles to some names and groups.
 USERS = {"vision-user": "", "nlp-user": "nlp,staff", "ops": "platform", "guest": "staff"}
 CONFIG = """
-[dashboard]
+[masking]
 show_other_teams_jobs = false
 [access]
 proxy_headers = true
@@ -106,7 +106,7 @@ def test_a_team_member_lands_on_their_own_preemptions(proxied: tuple[Nginx, Chro
     assert dict(re.findall(figures, team.split("train-")[0]))["Preemptions"] == "0"
     assert re.match(r"My preemptions\s+vision-user \(vision\) ·", state.text), state.text[:200]
     # One card per job, each with every preemption of the job; train-48b's flags are kept. Their preemptors are
-    # infer's jobs: masked (dashboard.show_other_teams_jobs).
+    # infer's jobs: masked (masking.show_other_teams_jobs).
     assert "**" not in state.text and "preempted by (another team #1)" in state.text.replace("\n", " ")
     assert "serve-w" not in state.text
     assert state.text.count("What would have protected it") == 4

@@ -30,7 +30,8 @@ from preemptlens.analytics.simulator import PolicyChange, PolicyConfig, PoolSpec
 from preemptlens.cli import main
 from preemptlens.config import Secret, load_config
 from preemptlens.dashboards import report
-from preemptlens.dashboards.data import EVERYTHING, reader
+from preemptlens.dashboards.data import reader
+from preemptlens.reading.masking import EVERYTHING
 from preemptlens.errors import ConfigError
 from preemptlens.warehouse import Warehouse
 

@@ -51,6 +51,7 @@ import polars as pl
 from preemptlens.config import Config, section, setting
 from preemptlens.contract import Effector
 from preemptlens.errors import ConfigError, PreemptlensError
+from preemptlens.reading.words import duration, gpu_hours
 
 if TYPE_CHECKING:
     from preemptlens.warehouse import Warehouse
@@ -256,12 +257,7 @@ class ActionReport:
 
 
 def _gpu_h(gpu_s: float) -> str:
-    return f"{gpu_s / 3600:.1f} GPU-h"
-
-
-def _duration(seconds: float) -> str:
-    minutes = round(seconds / 60)
-    return f"{minutes // 60} h {minutes % 60} min" if minutes >= 60 else f"{minutes} min"
+    return gpu_hours(gpu_s / 3600)
 
 
 # Each job's last run, as both queries below read it (the one definition of whether it ended or waits).
@@ -513,7 +509,7 @@ class _Cycle:
             elif job.ended:
                 why = "ended"
             elif not self.fresh(job):
-                why = (f"computed more than {s.name}.stale_after_s ({_duration(s.stale_after_s)}) before {now}; "
+                why = (f"computed more than {s.name}.stale_after_s ({duration(s.stale_after_s)}) before {now}; "
                        f"`--now {self.computed_at:%Y-%m-%dT%H:%M:%SZ}` evaluates as of that computation")
             elif s.while_waiting and not job.waiting:
                 why = "running (this action holds only victims waiting to restart)"

@@ -57,6 +57,7 @@ from preemptlens.analytics.replay import (
 from preemptlens.analytics.simulator.engine import Outcome, paused_gc
 from preemptlens.contract import TIERS
 from preemptlens.errors import PreemptlensError
+from preemptlens.reading.words import duration
 from preemptlens.warehouse import Warehouse
 
 if TYPE_CHECKING:
@@ -431,7 +432,7 @@ def compute(wh: Warehouse, workload: Workload, params: AnalyticsSettings, tolera
         ("today", "today's policy", Variant("today", actual)),
     ]
     for t in sorted({float(x) for x in params.trigger_wait_candidates_s}):
-        variants.append((f"trigger_{t:g}", f"today's policy, preempting only after {_duration(t)} of waiting",
+        variants.append((f"trigger_{t:g}", f"today's policy, preempting only after {duration(t)} of waiting",
                          Variant(f"trigger {t:g}", replace(actual, trigger_wait_s=t))))
     label, best = best_variant(workload, suggested)
     variants.append(("best", label, best))
@@ -443,12 +444,6 @@ def compute(wh: Warehouse, workload: Workload, params: AnalyticsSettings, tolera
                     params.readiness_confidence)
     return Computed(workload.window, len(workload.jobs), validation, tuple(scenarios), head, weights,
                     workload.notes, params.readiness_bootstrap_samples, params.readiness_confidence)
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 3600:
-        return f"{seconds / 60:g} min"
-    return f"{seconds / 3600:g} h"
 
 
 def _forget(wh: Warehouse, cluster: str) -> None:

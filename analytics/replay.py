@@ -58,6 +58,7 @@ from preemptlens.analytics.policy_in_force import PolicyBasis, policy_in_force
 from preemptlens.analytics.simulator.engine import Outcome, _Scheduler, paused_gc, simulate_jobs
 from preemptlens.analytics.simulator.model import JobSpec, PolicyConfig, PoolSpec
 from preemptlens.errors import SchemaError
+from preemptlens.reading.words import duration, significant
 from preemptlens.warehouse import Warehouse, query_sql
 
 if TYPE_CHECKING:
@@ -113,28 +114,6 @@ class Figures:
     def per_week_note(self) -> str:
         """Why a figure per week is missing: the window is too short to extrapolate from."""
         return f"the window of {duration(self.weeks * _WEEK_S)} is too short to extrapolate to a week"
-
-
-def duration(seconds: float) -> str:
-    """A span as people say it: 42 s, 11 min, 3.5 h, 2.1 days."""
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    if seconds < 2 * 86400:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86400:.1f} days"
-
-
-def significant(value: float | None, digits: int = 3) -> str:
-    """A figure with enough digits to show its size (0.0205, 1.84, 1,234), never "-0.0"."""
-    if value is None:
-        return "unknown"
-    if value == 0 or not math.isfinite(value):
-        return "0" if value == 0 else str(value)
-    decimals = max(0, min(6, digits - 1 - math.floor(math.log10(abs(value)))))
-    text = f"{value:,.{decimals}f}"
-    return "0" if float(text.replace(",", "")) == 0 else text
 
 
 def change(before: float | None, after: float | None, unit: str = "") -> str:

@@ -30,13 +30,13 @@ from preemptlens.analytics.replay import (
     hashed_share,
     jittered_figures,
     load_workload,
-    significant,
     sweep,
     validate,
 )
 from preemptlens.analytics.simulator.engine import lost_progress_s
 from preemptlens.config import section, setting
 from preemptlens.errors import ConfigError, SchemaError
+from preemptlens.reading.words import duration, significant
 from preemptlens.warehouse import Warehouse, query_sql
 
 if TYPE_CHECKING:
@@ -352,15 +352,9 @@ def _effect(ctx: Context, fig: Figures, extra: str = "", variant: Variant | None
     }
 
 
-def _minutes(seconds: float) -> str:
-    return f"{seconds / 60:g} min"
-
-
 def _wait_words(seconds: float) -> str:
     """A queue wait in words: under a minute, else minutes or hours (never '0.0 h')."""
-    if seconds < 60:
-        return "under a minute"
-    return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
+    return "under a minute" if seconds < 60 else duration(seconds)
 
 
 def _times(ratio: float, at_least: bool) -> str:
@@ -410,14 +404,14 @@ def min_run_time(ctx: Context) -> list[Suggestion]:
         Suggestion(
             kind="min_run_time",
             subject="",
-            title=f"Let jobs run {_minutes(value)} before they may be preempted",
+            title=f"Let jobs run {duration(value)} before they may be preempted",
             setting="minimum run time before preemption",
-            current=_minutes(policy.min_run_s),
-            proposed=_minutes(value),
+            current=duration(policy.min_run_s),
+            proposed=duration(value),
             evidence=(
                 f"{rows['early']} of {rows['n']} victims ({100 * share:.0f}%) were preempted before "
-                f"{_minutes(float(ctx.params['early_victim_s']))} or within their warm-up, losing "
-                f"{rows['early_lost']:.1f} GPU-hours; sweep of {', '.join(_minutes(c) for c in candidates)}"
+                f"{duration(float(ctx.params['early_victim_s']))} or within their warm-up, losing "
+                f"{rows['early_lost']:.1f} GPU-hours; sweep of {', '.join(duration(c) for c in candidates)}"
             ),
             snippets=snippets.min_runtime(value, _preemptible_qos(ctx)),
             variant=variant,
@@ -649,10 +643,10 @@ def checkpoint_interval(ctx: Context) -> list[Suggestion]:
             Suggestion(
                 kind="checkpoint_interval",
                 subject=team,
-                title=f"Team {team}: checkpoint every {_minutes(proposed)} instead of {_minutes(current)}",
+                title=f"Team {team}: checkpoint every {duration(proposed)} instead of {duration(current)}",
                 setting="checkpoint interval",
-                current=_minutes(current),
-                proposed=_minutes(proposed),
+                current=duration(current),
+                proposed=duration(proposed),
                 evidence=(
                     f"{r['n']} preemptions in {r['run_s'] / 3600:.0f} run-hours: one every "
                     f"{mtbp / 3600:.1f} h; checkpoint cost {cost:.0f} s ({basis}); current interval the median "
@@ -768,10 +762,10 @@ def idle_reclaim(ctx: Context) -> list[Suggestion]:
         Suggestion(
             kind="idle_reclaim",
             subject="",
-            title=f"Reclaim idle-hoarded GPUs: warn after {_minutes(warn)} at zero, release after {_minutes(release)}",
+            title=f"Reclaim idle-hoarded GPUs: warn after {duration(warn)} at zero, release after {duration(release)}",
             setting="idle GPU reclaim",
             current="none",
-            proposed=f"warn {_minutes(warn)}, release {_minutes(release)}",
+            proposed=f"warn {duration(warn)}, release {duration(release)}",
             evidence=(
                 f"{row['avoidable']} of {row['n']} preemptions happened while enough GPUs in the pool had been "
                 f"idle for the hoarding window; {idle['stretches']} idle stretches"
@@ -779,7 +773,7 @@ def idle_reclaim(ctx: Context) -> list[Suggestion]:
             effect=(
                 f"from the ledger (not replayed): {row['avoidable']} preemptions and {row['avoidable_lost']:.1f} "
                 f"lost GPU-hours avoided; {idle['reclaimable']:.1f} GPU-hours held idle beyond "
-                f"{_minutes(release)} freed"
+                f"{duration(release)} freed"
             ),
             lost_gpu_h_change=-float(row["avoidable_lost"]),
             victims_per_week_change=-row["avoidable"] / ctx.baseline.weeks if ctx.baseline.weeks else None,

@@ -49,9 +49,9 @@ from preemptlens.analytics.replay import (  # noqa: E402
     load_workload,
     observed_figures,
     run_variant,
-    significant,
 )
 from preemptlens.analytics.tuning import TuningSettings  # noqa: E402
+from preemptlens.reading.words import significant  # noqa: E402
 from preemptlens.warehouse import Warehouse  # noqa: E402
 
 FIGURES = (("preemptions", "preemptions"), ("victims", "victim_jobs"), ("lost GPU-hours", "lost_gpu_h"),

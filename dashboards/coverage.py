@@ -13,7 +13,7 @@ from typing import Any
 import polars as pl
 
 from preemptlens.dashboards.data import progress_level
-from preemptlens.dashboards.formats import UNKNOWN, number, pct
+from preemptlens.reading.words import UNKNOWN, number, pct
 
 # The badput parts in the order they are shown: (column of data.goodput, label, table header).
 BADPUT = (

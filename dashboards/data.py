@@ -247,8 +247,18 @@ def snapshot_version(warehouse: str | Path, limits: Limits | None = None) -> flo
     return current_snapshot(warehouse, (limits or Limits()).wait_s).stat().st_mtime
 
 
-# Filter predicates, written out in each query so that every SQL text stays a constant.
-# A dimension filter given as an empty list matches every row.
+def _has(values: str, column: str) -> str:
+    """SQL: `column` is one of the list parameter `$values`."""
+    return f"list_contains(CAST(${values} AS VARCHAR[]), {column})"
+
+
+def _in(values: str, column: str) -> str:
+    """SQL of a dimension filter: `column` is one of the list parameter `$values`, or the list is empty (a filter
+    left empty matches every row). Queries build their text with it once, at import: every SQL text stays a
+    constant and every value a bound parameter."""
+    return f"(len(CAST(${values} AS VARCHAR[])) = 0 OR {_has(values, column)})"
+
+
 
 _OPTIONS_SQL = {
     "clusters": "SELECT DISTINCT cluster AS v FROM job_runs ORDER BY 1",
@@ -281,13 +291,13 @@ _LEDGER_COLUMNS = """
     early_victim, near_completion, repeat_victim, work_done_share, prior_job_preemptions
 """
 
-_LEDGER_WHERE = """
-    (len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster))
-    AND (len(CAST($pools AS VARCHAR[])) = 0 OR list_contains(CAST($pools AS VARCHAR[]), pool))
-    AND (len(CAST($teams AS VARCHAR[])) = 0 OR list_contains(CAST($teams AS VARCHAR[]), victim_team)
-         OR (NOT $victim_teams AND list_contains(CAST($teams AS VARCHAR[]), preemptor_team)))
-    AND (len(CAST($tiers AS VARCHAR[])) = 0 OR list_contains(CAST($tiers AS VARCHAR[]), victim_tier)
-         OR list_contains(CAST($tiers AS VARCHAR[]), preemptor_tier))
+_LEDGER_WHERE = f"""
+    {_in("clusters", "cluster")}
+    AND {_in("pools", "pool")}
+    AND ({_in("teams", "victim_team")}
+         OR (NOT $victim_teams AND {_has("teams", "preemptor_team")}))
+    AND ({_in("tiers", "victim_tier")}
+         OR {_has("tiers", "preemptor_tier")})
     AND time >= $start AND time < $end
 """
 
@@ -420,11 +430,11 @@ def avoidable_text(head: dict[str, Any]) -> str:
 
 
 # The hoarding stretches the filters select that overlap the window.
-_STRETCHES = """FROM hoarding_stretches
-WHERE (len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster))
-    AND (len(CAST($pools AS VARCHAR[])) = 0 OR list_contains(CAST($pools AS VARCHAR[]), pool))
-    AND (len(CAST($teams AS VARCHAR[])) = 0 OR list_contains(CAST($teams AS VARCHAR[]), team))
-    AND (len(CAST($tiers AS VARCHAR[])) = 0 OR list_contains(CAST($tiers AS VARCHAR[]), tier))
+_STRETCHES = f"""FROM hoarding_stretches
+WHERE {_in("clusters", "cluster")}
+    AND {_in("pools", "pool")}
+    AND {_in("teams", "team")}
+    AND {_in("tiers", "tier")}
     AND start_time < $end AND end_time > $start
 """
 
@@ -433,7 +443,7 @@ SELECT CASE WHEN EXISTS (
         -- hoarding is unknown (null), not 0, when none of the clusters has GPU samples
         SELECT 1 FROM readiness_evidence
         WHERE measure = 'hoarded_share_of_allocated' AND missing IS NULL
-            AND (len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster)))
+            AND {_in("clusters", "cluster")})
     THEN coalesce(sum(greatest(0, epoch(least(end_time, $end)) - epoch(greatest(start_time, $start)))), 0) / 3600.0
     END AS hoarded_gpu_hours
 {_STRETCHES}"""  # noqa: S608 -- constants only
@@ -446,7 +456,7 @@ def hoarded(r: Reader, f: Filters) -> float | None:
     return None if value is None else float(value)
 
 
-NET_BENEFIT_SQL = """
+NET_BENEFIT_SQL = f"""
 SELECT
     window_start AS day,
     CAST(sum(preemptions) AS BIGINT) AS preemptions,
@@ -458,13 +468,13 @@ SELECT
     sum(net_value) / 3600.0 AS net_value
 FROM net_benefit
 WHERE period = 'day'
-    AND (len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster))
-    AND (len(CAST($pools AS VARCHAR[])) = 0 OR list_contains(CAST($pools AS VARCHAR[]), pool))
-    AND ((len(CAST($teams AS VARCHAR[])) = 0 AND team = '(all)') OR list_contains(CAST($teams AS VARCHAR[]), team))
+    AND {_in("clusters", "cluster")}
+    AND {_in("pools", "pool")}
+    AND ((len(CAST($teams AS VARCHAR[])) = 0 AND team = '(all)') OR {_has("teams", "team")})
     AND window_start >= date_trunc('day', $start) AND window_start < $end
 GROUP BY window_start
 ORDER BY window_start
-"""
+"""  # noqa: S608 -- constants only
 
 
 def net_benefit(r: Reader, f: Filters) -> pl.DataFrame:
@@ -472,14 +482,14 @@ def net_benefit(r: Reader, f: Filters) -> pl.DataFrame:
     return r.frame(NET_BENEFIT_SQL, f.params("clusters", "pools", "teams", "start", "end"))
 
 
-_CLUSTERS = "len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster)"
+_CLUSTERS = _in("clusters", "cluster")
 SCORECARD_SQL = f"""
 SELECT s.cluster, s.question_no, s.question, s.answer, s.borderline, s.missing, s.yes_count, s.no_count,
     s.unknown_count, s.unanswered, s.collect, v.verdict, v.borderline AS verdict_borderline, v.reasons, v.fix_first,
     v.adoption, {FAILED_COLUMN}
 FROM readiness_scorecard AS s
 LEFT JOIN readiness_verdict AS v ON v.cluster = s.cluster
-WHERE len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), s.cluster)
+WHERE {_in("clusters", "s.cluster")}
 ORDER BY s.cluster, s.question_no
 """  # noqa: S608 -- constants only
 EVIDENCE_SQL = f"""
@@ -570,7 +580,7 @@ def top_holders(r: Reader, f: Filters, by: str, limit: int) -> pl.DataFrame:
     return r.frame(HOLDER_SQL[by], {**f.params(*_STRETCH_PARAMS), "limit": limit})
 
 
-IDLE_DAILY_SQL = """
+IDLE_DAILY_SQL = f"""
 SELECT
     day,
     sum(capacity_gpu_hours) AS capacity_gpu_hours,
@@ -578,12 +588,12 @@ SELECT
     sum(unallocated_gpu_hours) AS unallocated_gpu_hours,
     sum(hoarded_gpu_hours) AS hoarded_gpu_hours
 FROM unallocated_idle
-WHERE (len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster))
-    AND (len(CAST($pools AS VARCHAR[])) = 0 OR list_contains(CAST($pools AS VARCHAR[]), pool))
+WHERE {_in("clusters", "cluster")}
+    AND {_in("pools", "pool")}
     AND day >= date_trunc('day', $start) AND day < $end
 GROUP BY day
 ORDER BY day
-"""
+"""  # noqa: S608 -- constants only
 
 
 def idle_daily(r: Reader, f: Filters) -> pl.DataFrame:
@@ -591,13 +601,13 @@ def idle_daily(r: Reader, f: Filters) -> pl.DataFrame:
     return r.frame(IDLE_DAILY_SQL, f.params("clusters", "pools", "start", "end"))
 
 
-TIER_SHARES_SQL = """
+TIER_SHARES_SQL = f"""
 WITH weekly AS (
     SELECT week, tier, sum(gpu_hours) AS gpu_hours, CAST(sum(jobs) AS BIGINT) AS jobs
     FROM scope_creep_weekly
-    WHERE (len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster))
-        AND (len(CAST($pools AS VARCHAR[])) = 0 OR list_contains(CAST($pools AS VARCHAR[]), pool))
-        AND (len(CAST($teams AS VARCHAR[])) = 0 OR list_contains(CAST($teams AS VARCHAR[]), team))
+    WHERE {_in("clusters", "cluster")}
+        AND {_in("pools", "pool")}
+        AND {_in("teams", "team")}
         AND week >= date_trunc('week', $start) AND week < $end
     GROUP BY week, tier
 )
@@ -607,35 +617,35 @@ SELECT
     jobs / nullif(sum(jobs) OVER (PARTITION BY week), 0) AS job_share
 FROM weekly
 ORDER BY week, tier
-"""
-TEAM_HIGH_SHARE_SQL = """
+"""  # noqa: S608 -- constants only
+TEAM_HIGH_SHARE_SQL = f"""
 SELECT
     week, team,
     sum(gpu_hours) FILTER (WHERE tier IN ('critical', 'high')) / nullif(sum(gpu_hours), 0) AS high_gpu_hour_share,
     sum(gpu_hours) AS gpu_hours
 FROM scope_creep_weekly
-WHERE (len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster))
-    AND (len(CAST($pools AS VARCHAR[])) = 0 OR list_contains(CAST($pools AS VARCHAR[]), pool))
-    AND (len(CAST($teams AS VARCHAR[])) = 0 OR list_contains(CAST($teams AS VARCHAR[]), team))
+WHERE {_in("clusters", "cluster")}
+    AND {_in("pools", "pool")}
+    AND {_in("teams", "team")}
     AND week >= date_trunc('week', $start) AND week < $end
 GROUP BY week, team
 ORDER BY week, team
-"""
-TEAM_SLOPES_SQL = """
+"""  # noqa: S608 -- constants only
+TEAM_SLOPES_SQL = f"""
 SELECT cluster, pool, team, high_share_slope, high_share_last, share_of_pool_growth, growth_rank
 FROM scope_creep_teams
-WHERE (len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster))
-    AND (len(CAST($pools AS VARCHAR[])) = 0 OR list_contains(CAST($pools AS VARCHAR[]), pool))
-    AND (len(CAST($teams AS VARCHAR[])) = 0 OR list_contains(CAST($teams AS VARCHAR[]), team))
+WHERE {_in("clusters", "cluster")}
+    AND {_in("pools", "pool")}
+    AND {_in("teams", "team")}
 ORDER BY high_share_slope DESC NULLS LAST, cluster, pool, team
-"""
-TREND_SQL = """
+"""  # noqa: S608 -- constants only
+TREND_SQL = f"""
 SELECT *
 FROM scope_creep_trend
-WHERE (len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster))
-    AND (len(CAST($pools AS VARCHAR[])) = 0 OR list_contains(CAST($pools AS VARCHAR[]), pool))
+WHERE {_in("clusters", "cluster")}
+    AND {_in("pools", "pool")}
 ORDER BY cluster, pool
-"""
+"""  # noqa: S608 -- constants only
 
 
 def tier_shares(r: Reader, f: Filters) -> pl.DataFrame:
@@ -747,7 +757,7 @@ def mine_totals(r: Reader, f: Filters, users: tuple[str, ...], teams: tuple[str,
     return {bool(row["own"]): row for row in rows.iter_rows(named=True)}
 
 
-TEAM_NET_SQL = """
+TEAM_NET_SQL = f"""
 SELECT
     team,
     CAST(sum(preemptions) AS BIGINT) AS preemptions,
@@ -760,13 +770,13 @@ SELECT
     CAST(sum(gains_unknown) AS BIGINT) AS gains_unknown
 FROM net_benefit
 WHERE period = 'day' AND team IS DISTINCT FROM '(all)'
-    AND (len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster))
-    AND (len(CAST($pools AS VARCHAR[])) = 0 OR list_contains(CAST($pools AS VARCHAR[]), pool))
-    AND (len(CAST($teams AS VARCHAR[])) = 0 OR list_contains(CAST($teams AS VARCHAR[]), team))
+    AND {_in("clusters", "cluster")}
+    AND {_in("pools", "pool")}
+    AND {_in("teams", "team")}
     AND window_start >= date_trunc('day', $start) AND window_start < $end
 GROUP BY team
 ORDER BY net_value, team NULLS LAST
-"""
+"""  # noqa: S608 -- constants only
 
 
 def team_net(r: Reader, f: Filters) -> pl.DataFrame:
@@ -861,17 +871,17 @@ def alert_errors(r: Reader, limit: int) -> pl.DataFrame | None:
 SUGGESTIONS_TABLE = "suggestions"
 
 
-SUGGESTIONS_SQL = """
+SUGGESTIONS_SQL = f"""
 WITH latest AS (
     SELECT cluster, max(window_end) AS window_end FROM suggestions GROUP BY cluster
 )
 SELECT s.*
 FROM suggestions AS s
 INNER JOIN latest AS l ON l.cluster = s.cluster AND l.window_end = s.window_end
-WHERE len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), s.cluster)
+WHERE {_in("clusters", "s.cluster")}
 ORDER BY s.rank, s.saving_gpu_h DESC, s.cluster
 LIMIT $limit
-"""
+"""  # noqa: S608 -- constants only
 
 
 def suggestions(r: Reader, f: Filters, limit: int) -> pl.DataFrame | None:
@@ -884,11 +894,11 @@ def suggestions(r: Reader, f: Filters, limit: int) -> pl.DataFrame | None:
 
 # The scheduler a source of jobs rows implies; other sources (imports, the simulator) imply none.
 _SOURCE_SCHEDULERS = {"slurm": "slurm", "kubernetes": "kubernetes"}
-SCHEDULER_SQL = """
+SCHEDULER_SQL = f"""
 SELECT source, count(*) AS jobs FROM jobs
-WHERE len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster)
+WHERE {_in("clusters", "cluster")}
 GROUP BY source ORDER BY jobs DESC, source
-"""
+"""  # noqa: S608 -- constants only
 
 
 def scheduler_of(r: Reader, f: Filters) -> str | None:
@@ -923,11 +933,11 @@ def analysis_params(r: Reader) -> dict[str, Any]:
 # Loss coverage and goodput (docs/figures.md, section 11) over the window's days, per team (or per pool when
 # only pools are selected) and over them all (the row whose `cluster` is NULL): the sums of the views' day rows,
 # a part unknown (NULL) when it is unknown on any of them.
-_PROGRESS_WHERE = """
+_PROGRESS_WHERE = f"""
     period = 'day' AND level = $level
-    AND (len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster))
-    AND (len(CAST($pools AS VARCHAR[])) = 0 OR level <> 'pool' OR list_contains(CAST($pools AS VARCHAR[]), pool))
-    AND (len(CAST($teams AS VARCHAR[])) = 0 OR level <> 'team' OR list_contains(CAST($teams AS VARCHAR[]), team))
+    AND {_in("clusters", "cluster")}
+    AND (level <> 'pool' OR {_in("pools", "pool")})
+    AND (level <> 'team' OR {_in("teams", "team")})
     AND window_start >= date_trunc('day', $start) AND window_start < $end
 """
 

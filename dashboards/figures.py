@@ -16,7 +16,7 @@ import polars as pl
 
 from preemptlens import escape
 from preemptlens.dashboards.data import TIER_ORDER, VictimDetail
-from preemptlens.dashboards.formats import duration, iso_week
+from preemptlens.reading.words import duration, iso_week
 
 TIER_COLORS = {"critical": "#c0392b", "high": "#e67e22", "normal": "#2e86c1", "low": "#95a5a6"}
 STATE_COLORS = {

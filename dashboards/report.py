@@ -5,7 +5,7 @@ headline, the net in both currencies and the one action to take, as on the
 dashboard's Overview), then net benefit per team, the worst preemptions, the
 top hoarders, scope creep, the top tuning suggestions and, while a declared
 pilot runs, its evaluation, from the same queries (dashboards.data,
-analytics.pilot), words (dashboards.headline, dashboards.formats) and figures
+analytics.pilot), words (dashboards.answer, preemptlens.reading.words) and figures
 (dashboards.figures) as the dashboard. The HTML needs no JavaScript: its
 charts are PNG images inside it, drawn by plotly's static export (kaleido)
 in the Chrome or Chromium of this machine; without one, the report says that
@@ -34,19 +34,18 @@ from preemptlens.analytics.scorecard import answer_text
 from preemptlens.analytics.snippets import KAI, KUBERNETES, KUEUE, SLURM, VOLCANO
 from preemptlens.config import section, setting
 from preemptlens.dashboards import answer, coverage, data
-from preemptlens.dashboards.formats import (
+from preemptlens.errors import PreemptlensError
+from preemptlens.private import make_private, private_folder
+from preemptlens.reading.words import (
+    change,
     duration,
     gpu_hours,
     measure_text,
     money,
     number,
     pct,
-    pilot_value,
     plural,
 )
-from preemptlens.dashboards.headline import Net
-from preemptlens.errors import PreemptlensError
-from preemptlens.private import make_private, private_folder
 
 # The rendering stack (jinja2, plotly and the figures) is imported where a report is rendered:
 # load_config imports this module for every command.
@@ -422,9 +421,9 @@ def _pilot_rows(report: WeeklyReport) -> list[dict[str, Any]]:
         figures = [
             {
                 "figure": f.label,
-                "difference in differences": "unknown" if f.did is None else pilot_value(f.did, f.unit, sign=True),
+                "difference in differences": "unknown" if f.did is None else change(f.did, f.unit),
                 "interval": "–" if f.low is None or f.high is None
-                else f"{pilot_value(f.low, f.unit, sign=True)} to {pilot_value(f.high, f.unit, sign=True)}",
+                else f"{change(f.low, f.unit)} to {change(f.high, f.unit)}",
                 "observations (pilot before/after, control before/after)": "/".join(f"{x:,}" for x in f.n)
                 + f" {f.n_of}",
             }
@@ -438,7 +437,7 @@ def _pilot_rows(report: WeeklyReport) -> list[dict[str, Any]]:
 def _net_cards(report: WeeklyReport) -> dict[str, Any]:
     """The net in both currencies as the dashboard's Overview shows it under its answer (money too with a price
     per GPU-hour); the answer itself is `answers` (dashboards/answer.py)."""
-    net = Net.of(report.headline, report.net_daily)
+    net = answer.Net.of(report.headline, report.net_daily)
 
     def card(label: str, gpu_h: float | None, sign: bool = False) -> dict[str, str | None]:
         text = "unknown" if gpu_h is None else (f"{gpu_h:+,.0f}" if sign else number(gpu_h, 0))

@@ -7,8 +7,8 @@ import streamlit as st
 
 from preemptlens.dashboards import figures
 from preemptlens.dashboards.data import NO_SAMPLES, avoidable_text
-from preemptlens.dashboards.formats import duration, number
 from preemptlens.dashboards.views_common import Charts, context, show_table, window_caption
+from preemptlens.reading.words import duration, number
 
 ctx = context()
 f = ctx.filters

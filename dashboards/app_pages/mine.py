@@ -12,8 +12,8 @@ import polars as pl
 import streamlit as st
 
 from preemptlens.analytics.actions import hold_text
-from preemptlens.dashboards.formats import duration, gpu_hours, number, pct, plural, when
 from preemptlens.dashboards.views_common import context, md, window_caption
+from preemptlens.reading.words import duration, gpu_hours, number, pct, plural, when
 
 # Jobs per page: each is a card with its preemptions.
 JOBS_PER_PAGE = 20

@@ -10,7 +10,6 @@ import streamlit as st
 
 from preemptlens.dashboards import figures
 from preemptlens.dashboards.data import VictimDetail, avoidable_text
-from preemptlens.dashboards.formats import number
 from preemptlens.dashboards.views_common import (
     Charts,
     context,
@@ -22,6 +21,7 @@ from preemptlens.dashboards.views_common import (
     window_caption,
 )
 from preemptlens.reading.masking import WHY_HIDDEN, is_hidden
+from preemptlens.reading.words import number
 
 LEDGER_VIEW = {
     "time": ("Preempted at", "time"), "cluster": ("Cluster", "text"), "pool": ("Pool", "text"),
@@ -186,7 +186,7 @@ else:
     teams = tuple(t for t in ctx.scope.teams if not f.teams or t in f.teams)
     victims = ctx.q("top_victims", replace(f, teams=teams, victim_teams=True), limit) if teams else pl.DataFrame()
     st.caption(f"Stories of your team's victims only ({md(', '.join(teams)) if teams else 'you are in no team'}): "
-               f"other teams' job ids {WHY_HIDDEN}.")
+               f"{WHY_HIDDEN}.")
 victims = victims.filter(~is_hidden("victim_job_id")) if victims.height else victims
 if victims.height == 0:
     st.info("No victims in this window." if ctx.scope.everything else "No victims of your team in this window.")

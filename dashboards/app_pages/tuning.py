@@ -7,8 +7,8 @@ import json
 import polars as pl
 import streamlit as st
 
-from preemptlens.dashboards.formats import duration, gpu_hours, number, signed, signed_duration
 from preemptlens.dashboards.views_common import context, md
+from preemptlens.reading.words import DURATION, change, duration, gpu_hours, number
 
 ctx = context()
 st.title("Tuning suggestions")
@@ -29,9 +29,9 @@ else:
         subject = f" — {md(s['subject'])}" if s["subject"] else ""
         with st.expander(f"{i + 1}. {md(s['title'])}{subject} ({md(s['cluster'])})", expanded=i < 3):
             # The setting and its values are words of any length: text, not st.metric, which cuts them off.
-            change = ("" if s["current_value"] is None and s["proposed_value"] is None
+            values = ("" if s["current_value"] is None and s["proposed_value"] is None
                       else f": **{md(s['current_value'] or 'none')}** → **{md(s['proposed_value'] or 'none')}**")
-            st.markdown(f"**Change:** {md(s['setting'])}{change}")
+            st.markdown(f"**Change:** {md(s['setting'])}{values}")
             cols = st.columns(3)
             saving = s["saving_gpu_h"]
             cols[0].metric("Lost progress saved", gpu_hours(saving) if saving else "not measured",
@@ -43,14 +43,14 @@ else:
                 words = (f"{duration(abs(wait))} {'longer' if wait > 0 else 'shorter'}" if round(wait)
                          else "no change")
                 cols[1].metric("Critical + high median wait", words,
-                               delta=None if not round(wait) else signed_duration(wait), delta_color="inverse",
+                               delta=None if not round(wait) else change(wait, DURATION), delta_color="inverse",
                                delta_description="replayed", help="Change of the median queue wait of critical "
                                "and high jobs under the change.")
             victims = s["victims_per_week_change"]
             if victims is not None:
                 words = (f"{number(abs(victims))} {'more' if victims > 0 else 'fewer'}" if round(victims, 1)
                          else "no change")
-                cols[2].metric("Victims per week", words, delta=signed(victims) if round(victims, 1) else None,
+                cols[2].metric("Victims per week", words, delta=change(victims) if round(victims, 1) else None,
                                delta_color="inverse", delta_description="replayed")
             st.markdown(f"**Evidence:** {md(s['evidence'])}")
             st.markdown(f"**Expected effect:** {md(s['effect'])}")

@@ -13,6 +13,7 @@ import polars as pl
 
 from preemptlens.analytics.livecost import Instant, LiveCostSettings, compute, default_instant, records, top
 from preemptlens.config import Config, WarehouseSettings, number_argument
+from preemptlens.reading.words import UNKNOWN, number
 from preemptlens.times import TIME_HELP, parse_when
 from preemptlens.warehouse import Warehouse
 
@@ -28,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _hours(value: float | None) -> str:
-    return "unknown" if value is None else f"{value / 3600:.1f}"
+    return UNKNOWN if value is None else number(value / 3600)
 
 
 def render(frame: pl.DataFrame) -> str:

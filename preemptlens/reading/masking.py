@@ -54,8 +54,8 @@ def team_scope(config: Config, teams: tuple[str, ...]) -> Scope:
 
 # What an identifier of a job the reader may not see reads as (numbered within a result: "(another team #2)").
 HIDDEN = "(another team)"
-# What a page or notice that hides something says, after what it hides.
-WHY_HIDDEN = "are hidden: another team's jobs are not shown to you (masking.show_other_teams_jobs is off)"
+# Why a page hides something (Markdown), said where it does.
+WHY_HIDDEN = "other teams' job ids, names and users are not shown to you (`masking.show_other_teams_jobs` is off)"
 _SIDES = ("victim", "preemptor", "cheaper")
 # Columns that name a job, a person or a machine: masked in a row whose owner the reader may not see.
 _IDENTIFYING = re.compile(

@@ -82,12 +82,13 @@ def plural(count: int, word: str, many: str | None = None) -> str:
 
 
 # The units `quantity` and `change` know; any other unit is a noun written after the number ("jobs", "GPU-h").
-DURATION, SHARE, POINTS, WEEKLY_POINTS, RATIO = "s", "share", "points", "points a week", "ratio"
+DURATION, SHARE, POINTS, WEEKLY_POINTS, RATIO, GPU_H = "s", "share", "points", "points a week", "ratio", "GPU-h"
 
 
 def quantity(value: float | None, unit: str = "") -> str:
     """A value in its unit: seconds as a duration, a share in percent, a change of a share in points (or points a
-    week), a ratio as "x 1.25", anything else a number followed by its unit's noun."""
+    week), a ratio as "1.25×", GPU-hours as `gpu_hours`, anything else a number with enough digits to show its
+    size followed by its unit's noun ("0.0123 preemptions per GPU-hour")."""
     if not _known(value):
         return UNKNOWN
     value = float(value)  # type: ignore[arg-type]
@@ -99,8 +100,9 @@ def quantity(value: float | None, unit: str = "") -> str:
         return f"{number(value * 100, 1)} {unit}"
     if unit == RATIO:
         return f"{number(value, 2)}×"
-    text = number(value, 2) if 0 < abs(value) < 10 else number(value)
-    return f"{text} {unit}" if unit else text
+    if unit == GPU_H:
+        return gpu_hours(value)
+    return f"{significant(value)} {unit}" if unit else significant(value)
 
 
 def change(value: float | None, unit: str = "") -> str:

@@ -18,13 +18,14 @@ from pathlib import Path
 
 import duckdb
 import fixture_cluster
+import polars as pl
 import pytest
 from browser import Chromium, Dashboard, PageState, free_port
 from nginx import Nginx
 
 from preemptlens.analytics.alerts import VictimNotice
 from preemptlens.config import load_config
-from preemptlens.reading.masking import HIDDEN
+from preemptlens.reading.masking import EVERYTHING, HIDDEN, Scope
 from preemptlens.warehouse import Warehouse
 
 PASSWORD = "correct horse"
@@ -127,6 +128,26 @@ def test_a_team_sees_cluster_figures_but_not_other_teams_jobs(proxied: tuple[Ngi
     assert fixture_cluster.HOARDER_JOB not in hoarding.text
 
 
+def test_a_masked_team_member_reads_their_own_and_every_teams_figures(cluster_warehouse: Path) -> None:
+    """Team-level tables (loss coverage, goodput, net per team) are figures summed over jobs: a masked team member
+    gets them exactly as an admin does, their own team's row first of all (they were masked whole before)."""
+    from preemptlens.dashboards import coverage, data
+
+    def read(scope: Scope) -> dict[str, pl.DataFrame]:
+        with data.reader(cluster_warehouse, scope=scope) as r:
+            o = data.options(r)
+            assert o.first is not None and o.last is not None
+            f = data.Filters(start=o.first, end=o.last + timedelta(seconds=1))
+            return {"coverage": data.coverage(r, f), "goodput": data.goodput(r, f), "team_net": data.team_net(r, f)}
+
+    masked, admin = read(Scope(False, ("vision",))), read(EVERYTHING)
+    for name, frame in masked.items():
+        assert frame.equals(admin[name]), name
+    assert "vision" in masked["coverage"]["breakdown"].to_list()
+    rows = coverage.coverage_rows(masked["coverage"], "team")
+    assert not [r for r in rows if HIDDEN[:-1] in str(r)], rows
+
+
 def test_admin_only_pages_are_not_served_to_a_team(proxied: tuple[Nginx, Chromium]) -> None:
     for path in ("sql", "operations"):
         state = open_as(proxied, "nlp-user", path)
@@ -139,7 +160,9 @@ def test_a_viewer_sees_no_jobs_of_any_team(proxied: tuple[Nginx, Chromium]) -> N
     assert re.search(r"Preemptions\s*\n+\s*5\b", state.text)
     for job in ("train-48b", "train-w0", fixture_cluster.WORST_W48):
         assert job not in state.text
-    assert "No victims in this window." in state.text
+    # No story offered after the ledger's counts without saying why: a viewer is in no team.
+    assert "No victims of your team in this window." in state.text and "you are in no team" in state.text
+    assert "“(another team #n)” in Victim job" in state.text, "the ledger says what it hides and why"
 
 
 def test_an_admin_by_group_gets_sql_operations_and_every_job(proxied: tuple[Nginx, Chromium]) -> None:

@@ -10,9 +10,9 @@ import orjson
 import polars as pl
 import pytest
 
-from preemptlens.analytics.openmetrics import write_openmetrics, write_openmetrics_chunks
 from preemptlens.collectors.prometheus import range_result
 from tests.prometheus.groundtruth import STYLES, raw_samples
+from tests.prometheus.openmetrics import write_openmetrics, write_openmetrics_chunks
 
 SERIES: list[dict[str, Any]] = [
     {

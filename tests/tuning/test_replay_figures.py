@@ -22,10 +22,10 @@ from preemptlens.analytics.replay import (
     interval,
     jittered,
     load_workload,
-    significant,
 )
 from preemptlens.analytics.simulator import PoolSpec, SimConfig, simulate_into
 from preemptlens.analytics.simulator.model import PolicyConfig, WorkloadConfig
+from preemptlens.reading.words import significant
 from preemptlens.warehouse import Warehouse
 
 ELEVEN_MINUTES = 11 * 60 / (7 * 86400)

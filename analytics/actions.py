@@ -51,7 +51,7 @@ import polars as pl
 from preemptlens.config import Config, section, setting
 from preemptlens.contract import Effector
 from preemptlens.errors import ConfigError, PreemptlensError
-from preemptlens.reading.words import duration, gpu_hours
+from preemptlens.reading.words import duration, gpu_hours, pct
 
 if TYPE_CHECKING:
     from preemptlens.warehouse import Warehouse
@@ -463,7 +463,7 @@ class _Cycle:
             when = "at an unknown time" if live.computed_at is None else f"{live.computed_at:%Y-%m-%d %H:%M} UTC"
             return f"its live cost is stale (computed {when}, stale_after_s)"
         if (self.now - row.held_since).total_seconds() >= s.max_hold_s:
-            return f"{MAX_HOLD} ({s.max_hold_s / 3600:g} h)"
+            return f"{MAX_HOLD} ({duration(s.max_hold_s)})"
         checkpoint = checkpoints.get((row.cluster, row.job_id))
         if s.release_after_checkpoint and checkpoint is not None and checkpoint > row.held_since:
             return f"it checkpointed at {checkpoint:%Y-%m-%d %H:%M} UTC"
@@ -494,7 +494,7 @@ class _Cycle:
         if s.cost_high_gpu_s is not None:
             marks.append(f"{s.name}.cost_high_gpu_s = {_gpu_h(s.cost_high_gpu_s)}")
         if s.near_completion_high is not None:
-            marks.append(f"{s.name}.near_completion_high = {s.near_completion_high:.0%}")
+            marks.append(f"{s.name}.near_completion_high = {pct(s.near_completion_high)}")
         counted: dict[str, int] = {}
         for job in live.values():
             key = (job.cluster, job.job_id)

@@ -46,7 +46,7 @@ from preemptlens.analytics.pilot import evaluate as evaluate_pilot
 from preemptlens.config import Config, Secret, http_url, is_reference, resolve_reference, section, setting
 from preemptlens.errors import ConfigError, PreemptlensError
 from preemptlens.reading.masking import hides, mask, team_scope
-from preemptlens.reading.words import duration
+from preemptlens.reading.words import POINTS, SHARE, change, duration, gpu_hours, gpus, number, pct, plural, quantity
 from preemptlens.warehouse import Warehouse
 
 log = logging.getLogger(__name__)
@@ -463,6 +463,11 @@ def _facts(row: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in row.items() if v is not None}
 
 
+def _platform(rule: str, key: str, row: Mapping[str, Any], title: str, text: str) -> Alert:
+    """An alert of `rule` to the platform's webhook, once per `key`, with the row it came from as its facts."""
+    return Alert(dedupe_key=f"{rule}:{key}", rule=rule, target=PLATFORM, title=title, text=text, facts=_facts(row))
+
+
 def my_preemptions_url(dashboard_url: str, cluster: str, job_id: str) -> str:
     """The dashboard's My preemptions page, opened on one job."""
     query = urllib.parse.urlencode({"cluster": cluster, "job": job_id})
@@ -494,7 +499,7 @@ class VictimNotice:
                 else f"job {r['preemptor_job_id']}{tier}" if r["preemptor_job_id"]
                 else "a job the scheduler did not name"
             )
-            why = f"the scheduler gave its {r['gpus']} GPU(s) to {by}"
+            why = f"the scheduler gave its {gpus(r['gpus'])} to {by}"
             if r["reason"]:
                 why += f"; reason given: {r['reason']}"
             if r["restarted_at"] is not None:
@@ -592,21 +597,18 @@ class CostExceedsGain:
             {"now": now, "since": since},
         )
         return [
-            Alert(
-                dedupe_key=f"{self.name}:{r['cluster']}:{r['pool']}:{r['window_start']:%Y-%m-%d}",
-                rule=self.name,
-                target=PLATFORM,
-                title=f"Preemption cost more than it gained in pool {r['pool']} on {r['window_start']:%Y-%m-%d}",
-                text=(
-                    f"{r['preemptions']} preemption(s) in pool {r['pool']} of {r['cluster']} on "
+            _platform(
+                self.name, f"{r['cluster']}:{r['pool']}:{r['window_start']:%Y-%m-%d}", r,
+                f"Preemption cost more than it gained in pool {r['pool']} on {r['window_start']:%Y-%m-%d}",
+                (
+                    f"{plural(r['preemptions'], 'preemption')} in pool {r['pool']} of {r['cluster']} on "
                     f"{r['window_start']:%Y-%m-%d}: victims had "
-                    f"{(r['lost_gpu_s'] + r['warmup_gpu_s']) / 3600:.1f} GPU-h of work thrown away "
-                    f"({r['lost_gpu_s'] / 3600:.1f} lost progress, {r['warmup_gpu_s'] / 3600:.1f} warm-up) and "
-                    f"{r['requeue_gpu_s'] / 3600:.1f} GPU-h of waiting (GPUs x requeue delay); preemptors saved "
-                    f"{r['gain_gpu_s'] / 3600:.1f} GPU-h of waiting. Weighted by tier: cost "
-                    f"{r['cost_value'] / 3600:.1f}, gain {r['gain_value'] / 3600:.1f}."
+                    f"{gpu_hours((r['lost_gpu_s'] + r['warmup_gpu_s']) / 3600)} of work thrown away "
+                    f"({number(r['lost_gpu_s'] / 3600)} lost progress, {number(r['warmup_gpu_s'] / 3600)} warm-up) "
+                    f"and {gpu_hours(r['requeue_gpu_s'] / 3600)} of waiting (GPUs x requeue delay); preemptors saved "
+                    f"{gpu_hours(r['gain_gpu_s'] / 3600)} of waiting. Weighted by tier: cost "
+                    f"{number(r['cost_value'] / 3600)}, gain {number(r['gain_value'] / 3600)}."
                 ),
-                facts=_facts(r),
             )
             for r in rows.iter_rows(named=True)
         ]
@@ -627,22 +629,20 @@ class ScopeCreep:
         )
         week = now.strftime("%G-W%V")
         return [
-            Alert(
-                dedupe_key=f"{self.name}:{r['cluster']}:{r['pool']}:{week}",
-                rule=self.name,
-                target=PLATFORM,
-                title=f"High-priority share is growing in pool {r['pool']}",
-                text=(
+            _platform(
+                self.name, f"{r['cluster']}:{r['pool']}:{week}", r,
+                f"High-priority share is growing in pool {r['pool']}",
+                (
                     f"In pool {r['pool']} of {r['cluster']} the high tiers' share of GPU-hours went from "
-                    f"{r['high_gpu_hour_share_first']:.0%} to {r['high_gpu_hour_share_last']:.0%} over "
-                    f"{r['weeks']} week(s), {r['high_gpu_hour_share_slope']:+.1%} a week (limit {limit:.1%}); "
+                    f"{pct(r['high_gpu_hour_share_first'])} to {pct(r['high_gpu_hour_share_last'])} over "
+                    f"{plural(r['weeks'], 'week')}, {change(r['high_gpu_hour_share_slope'], SHARE)} a week (limit "
+                    f"{quantity(limit, POINTS)}); "
                     + (
                         "whether its preemptors behaved like critical work is unknown (no preemptors in these weeks)."
                         if r["unlike_critical_share"] is None
-                        else f"{r['unlike_critical_share']:.0%} of preemptors did not behave like critical work."
+                        else f"{pct(r['unlike_critical_share'])} of preemptors did not behave like critical work."
                     )
                 ),
-                facts=_facts(r),
             )
             for r in rows.iter_rows(named=True)
         ]
@@ -668,18 +668,15 @@ class IdleHoarding:
         )
         day = now.strftime("%Y-%m-%d")
         return [
-            Alert(
-                dedupe_key=f"{self.name}:{r['cluster']}:{r['team']}:{day}",
-                rule=self.name,
-                target=PLATFORM,
-                title=f"Team {r['team']} held {r['idle_gpu_hours']:.0f} idle GPU-hours",
-                text=(
-                    f"Team {r['team']} on {r['cluster']} held {r['idle_gpu_hours']:.1f} GPU-hours allocated but idle "
-                    f"(busy below the hoarding threshold for at least the hoarding window) across {r['runs']} run(s) "
-                    f"in the last {duration(settings.lookback_s)}; the longest stretch lasted "
-                    f"{duration(r['longest_s'])} (limit {limit:g} GPU-hours)."
+            _platform(
+                self.name, f"{r['cluster']}:{r['team']}:{day}", r,
+                f"Team {r['team']} held {gpu_hours(r['idle_gpu_hours'])} idle",
+                (
+                    f"Team {r['team']} on {r['cluster']} held {gpu_hours(r['idle_gpu_hours'])} allocated but idle "
+                    f"(busy below the hoarding threshold for at least the hoarding window) across "
+                    f"{plural(r['runs'], 'run')} in the last {duration(settings.lookback_s)}; the longest stretch "
+                    f"lasted {duration(r['longest_s'])} (limit {gpu_hours(limit)})."
                 ),
-                facts=_facts(r),
             )
             for r in rows.iter_rows(named=True)
         ]

@@ -39,7 +39,7 @@ from preemptlens.analytics.scorecard import verdict_text
 from preemptlens.config import ClusterSettings, Config, section, setting
 from preemptlens.contract import TIERS
 from preemptlens.errors import ConfigError
-from preemptlens.reading.words import change, duration, quantity
+from preemptlens.reading.words import change, duration, pct, quantity
 
 DAY_S = 86400.0
 _SEED = 20260105  # fixed: the same data always gives the same intervals
@@ -618,7 +618,7 @@ def evaluate(query: Query, pilot: Pilot, th: PilotSettings, now: datetime | None
     if pilot.tiers:
         notes.append(f"the change concerns tier(s) {', '.join(pilot.tiers)}")
     notes.append(
-        f"intervals: {th.confidence:.0%} bootstrap percentile intervals, {th.bootstrap_samples} replicates "
+        f"intervals: {pct(th.confidence)} bootstrap percentile intervals, {th.bootstrap_samples} replicates "
         "resampling UTC days (the same for pilot and control pools) and pools (the same before and after)"
     )
     warnings = []
@@ -809,8 +809,8 @@ def render_candidates(frame: pl.DataFrame) -> str:
 
     lines = ["pilot candidates (recoverable, shared and scarce pools and preemptible tiers):"]
     for r in frame.iter_rows(named=True):
-        cov = "unknown" if r["checkpoint_coverage"] is None else f"{r['checkpoint_coverage']:.0%}"
-        scarce_days = "unknown" if r["scarce_days_share"] is None else f"{r['scarce_days_share']:.0%}"
+        cov = pct(r["checkpoint_coverage"])
+        scarce_days = pct(r["scarce_days_share"])
         lines.append(
             f"  {'*' if r['candidate'] else ' '} {r['cluster']}/{r['pool']} tier {r['tier']}: "
             f"recoverable {yn(r['recoverable'])} (checkpoint coverage {cov}), "

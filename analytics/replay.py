@@ -116,22 +116,6 @@ class Figures:
         return f"the window of {duration(self.weeks * _WEEK_S)} is too short to extrapolate to a week"
 
 
-def change(before: float | None, after: float | None, unit: str = "") -> str:
-    """`before -> after (+delta)`, all three with the decimals that show the smallest of them to three digits."""
-    if before is None or after is None:
-        return f"{significant(before)} -> {significant(after)}{unit}"
-    delta = after - before
-    sizes = [abs(v) for v in (before, after, delta) if v]
-    decimals = max(0, min(6, 2 - math.floor(math.log10(min(sizes))))) if sizes else 0
-
-    def shown(v: float, sign: bool = False) -> str:
-        if round(v, decimals) == 0:
-            return f"{0:.{decimals}f}"
-        return f"{v:+,.{decimals}f}" if sign else f"{v:,.{decimals}f}"
-
-    return f"{shown(before)} -> {shown(after)} ({shown(delta, sign=True)}){unit}"
-
-
 @dataclass(frozen=True)
 class Workload:
     window: Window

@@ -26,7 +26,6 @@ from preemptlens.analytics.replay import (
     Variant,
     Window,
     Workload,
-    change,
     hashed_share,
     jittered_figures,
     load_workload,
@@ -36,7 +35,7 @@ from preemptlens.analytics.replay import (
 from preemptlens.analytics.simulator.engine import lost_progress_s
 from preemptlens.config import section, setting
 from preemptlens.errors import ConfigError, SchemaError
-from preemptlens.reading.words import duration, significant
+from preemptlens.reading.words import DURATION, before_after, duration, gpu_hours, gpus, significant
 from preemptlens.warehouse import Warehouse, query_sql
 
 if TYPE_CHECKING:
@@ -312,7 +311,7 @@ def _effect(ctx: Context, fig: Figures, extra: str = "", variant: Variant | None
     wait = _wait_delta(base, fig)
     before, after = base.victims_per_week, fig.victims_per_week
     if before is not None and after is not None:
-        victims = f"victims per week {change(before, after)}"
+        victims = f"victims per week {before_after(before, after)}"
         per_week: float | None = after - before
     else:
         victims = (f"victims in the window {base.victim_jobs} -> {fig.victim_jobs} "
@@ -338,8 +337,9 @@ def _effect(ctx: Context, fig: Figures, extra: str = "", variant: Variant | None
         else:
             spread = " [exact inputs: no measurement error to jitter]"
     text = (
-        f"replayed over the window: lost GPU-hours {change(base.lost_gpu_h, fig.lost_gpu_h)}, high-priority "
-        f"median wait {change(base.high_wait_median_s, fig.high_wait_median_s, ' s')}, {victims}"
+        f"replayed over the window: lost GPU-hours {before_after(base.lost_gpu_h, fig.lost_gpu_h)}, high-priority "
+        f"wait median {before_after(base.high_wait_median_s, fig.high_wait_median_s, DURATION)}, p90 "
+        f"{before_after(base.high_wait_p90_s, fig.high_wait_p90_s, DURATION)}, {victims}"
         f"{extra}{spread}"
     )
     return {
@@ -411,7 +411,7 @@ def min_run_time(ctx: Context) -> list[Suggestion]:
             evidence=(
                 f"{rows['early']} of {rows['n']} victims ({100 * share:.0f}%) were preempted before "
                 f"{duration(float(ctx.params['early_victim_s']))} or within their warm-up, losing "
-                f"{rows['early_lost']:.1f} GPU-hours; sweep of {', '.join(duration(c) for c in candidates)}"
+                f"{gpu_hours(rows['early_lost'])}; sweep of {', '.join(duration(c) for c in candidates)}"
             ),
             snippets=snippets.min_runtime(value, _preemptible_qos(ctx)),
             variant=variant,
@@ -460,7 +460,7 @@ def near_completion(ctx: Context) -> list[Suggestion]:
                 f"measured from checkpoints or progress for {rows['near_measured']} of them, the rest declared or "
                 "assumed); "
                 f"{protected['n']} victims past {100 * chosen:.0f}% (median "
-                f"{(protected['left_s'] or 0) / 60:.0f} min left) lost {protected['lost']:.1f}; sweep of "
+                f"{duration(protected['left_s'] or 0)} left) lost {protected['lost']:.1f}; sweep of "
                 f"{', '.join(f'{100 * c:.0f}%' for c in shares)}"
             ),
             snippets=snippets.near_completion(chosen, float(protected["left_s"] or 0.0), _preemptible_qos(ctx)),
@@ -524,7 +524,7 @@ def grace_time(ctx: Context) -> list[Suggestion]:
             current=f"{policy.grace_s:.0f} s",
             proposed=f"{value:.0f} s",
             evidence=(
-                f"{rows['n']} victims that checkpoint lost {rows['lost']:.1f} GPU-hours of work done since their "
+                f"{rows['n']} victims that checkpoint lost {gpu_hours(rows['lost'])} of work done since their "
                 f"last checkpoint; {measured}"
             ),
             snippets=snippets.grace_time(value, partitions),
@@ -649,7 +649,7 @@ def checkpoint_interval(ctx: Context) -> list[Suggestion]:
                 proposed=duration(proposed),
                 evidence=(
                     f"{r['n']} preemptions in {r['run_s'] / 3600:.0f} run-hours: one every "
-                    f"{mtbp / 3600:.1f} h; checkpoint cost {cost:.0f} s ({basis}); current interval the median "
+                    f"{duration(mtbp)}; checkpoint cost {cost:.0f} s ({basis}); current interval the median "
                     f"of {known['measured']} jobs' measured cadence and {known['declared']} declared; Young/Daly "
                     f"sqrt(2 x {cost:.0f} s x {mtbp:.0f} s) = {optimum:.0f} s; "
                     + (check.describe() if check.preemptions else "no preemption of the team with a measured loss "
@@ -730,8 +730,8 @@ def tier_limits(ctx: Context) -> list[Suggestion]:
                     subject=f"{tr['pool']}/{team['team']}",
                     title=f"Cap team {team['team']}'s high-priority GPUs in pool {tr['pool']} at {cap}",
                     setting="high-tier quota",
-                    current=f"about {mean_gpus:.0f} GPUs on average",
-                    proposed=f"{cap} GPUs",
+                    current=f"about {gpus(round(mean_gpus))} on average",
+                    proposed=gpus(cap),
                     evidence=(
                         f"pool {tr['pool']}: critical+high share of GPU-hours {100 * (tr['first'] or 0):.0f}% -> "
                         f"{100 * tr['last']:.0f}%, {100 * tr['slope']:+.1f} points a week; team {team['team']} "
@@ -772,7 +772,7 @@ def idle_reclaim(ctx: Context) -> list[Suggestion]:
             ),
             effect=(
                 f"from the ledger (not replayed): {row['avoidable']} preemptions and {row['avoidable_lost']:.1f} "
-                f"lost GPU-hours avoided; {idle['reclaimable']:.1f} GPU-hours held idle beyond "
+                f"lost GPU-hours avoided; {gpu_hours(idle['reclaimable'])} held idle beyond "
                 f"{duration(release)} freed"
             ),
             lost_gpu_h_change=-float(row["avoidable_lost"]),
@@ -809,7 +809,7 @@ def repeat_victims(ctx: Context) -> list[Suggestion]:
             current="none",
             proposed="priority boost for requeued victims; time-based fair share",
             evidence=(
-                f"{len(repeat)} jobs were preempted twice or more and queued a median {repeat_wait / 3600:.1f} h "
+                f"{len(repeat)} jobs were preempted twice or more and queued a median {duration(repeat_wait)} "
                 f"over their runs, {_times(ratio, median(others) < other_wait)} the median wait of unpreempted "
                 f"jobs of the same tiers ({_wait_words(median(others))})"
             ),

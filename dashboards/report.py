@@ -40,6 +40,7 @@ from preemptlens.reading.words import (
     change,
     duration,
     gpu_hours,
+    gpus,
     measure_text,
     money,
     number,
@@ -290,7 +291,7 @@ def _worst_rows(report: WeeklyReport) -> list[dict[str, str]]:
             "pool": f"{p['cluster']}/{p['pool']}",
             "work thrown away": f"{gpu_hours(p['wasted_gpu_hours'])} (lost progress {gpu_hours(p['lost_gpu_hours'])}, "
             f"{BASIS.get(p['basis'], p['basis'])})",
-            "waiting": f"{gpu_hours(p['waiting_gpu_hours'])} ({p['victim_gpus']} GPUs × "
+            "waiting": f"{gpu_hours(p['waiting_gpu_hours'])} ({gpus(p['victim_gpus'])} × "
             + duration(p["requeue_delay_s"])
             + (", not restarted)" if p["requeue_censored"] else ")"),
             "avoidable": "unknown" if p["avoidable"] is None else "yes" if p["avoidable"] else "no",

@@ -13,7 +13,7 @@ import streamlit as st
 
 from preemptlens.analytics.actions import hold_text
 from preemptlens.dashboards.views_common import context, md, window_caption
-from preemptlens.reading.words import duration, gpu_hours, number, pct, plural, when
+from preemptlens.reading.words import duration, gpu_hours, gpus, number, pct, plural, when
 
 # Jobs per page: each is a card with its preemptions.
 JOBS_PER_PAGE = 20
@@ -26,7 +26,7 @@ def why(p: dict[str, Any]) -> str:
     else:
         by = (f"**{md(preemptor)}** (team {md(p['preemptor_team'] or 'unknown')}, "
               f"tier {md(p['preemptor_tier'] or 'unknown')}")
-        by += f", {p['preemptor_gpus'] or '?'} GPUs)"
+        by += f", {gpus(p['preemptor_gpus'])})"
     rule = (f"a {md(p['preemptor_tier'])} job may preempt a {md(p['victim_tier'])} one" if p["preemptor_tier"]
             else f"its tier, {md(p['victim_tier'])}, is preemptible")
     return (f"**Why:** preempted by {by} in {md(p['pool'] or 'an unknown pool')}; rule: {rule}; "
@@ -37,8 +37,8 @@ def cost(p: dict[str, Any]) -> str:
     warm = ("warm-up not measured (counted as none)" if p["warmup_gpu_hours"] is None
             else f"warm-up {gpu_hours(p['warmup_gpu_hours'])}")
     thrown = (f"**Work thrown away:** {gpu_hours(p['thrown_away_gpu_hours'])} = lost progress "
-              f"{gpu_hours(p['lost_gpu_hours'])} ({p['victim_gpus']} GPUs × {duration(p['lost_s'])}) + {warm}.")
-    waited = (f"**Waiting:** {gpu_hours(p['waiting_gpu_hours'])} = {p['victim_gpus']} GPUs × "
+              f"{gpu_hours(p['lost_gpu_hours'])} ({gpus(p['victim_gpus'])} × {duration(p['lost_s'])}) + {warm}.")
+    waited = (f"**Waiting:** {gpu_hours(p['waiting_gpu_hours'])} = {gpus(p['victim_gpus'])} × "
               f"{duration(p['requeue_delay_s'])} until it ran again"
               + (" (still waiting at the end of the data)." if p["requeue_censored"] else "."))
     return thrown + "  \n" + waited
@@ -121,7 +121,7 @@ def job_card(rows: pl.DataFrame) -> None:
     box.markdown(
         f"#### {md(name or latest['victim_job_id'])}\n"
         f"{'Job ' + md(latest['victim_job_id']) + ', ' if name else ''}{whose} · {md(latest['cluster'])}/"
-        f"{md(latest['pool'] or 'unknown pool')} · tier {md(latest['victim_tier'])} · {latest['victim_gpus']} GPUs · "
+        f"{md(latest['pool'] or 'unknown pool')} · tier {md(latest['victim_tier'])} · {gpus(latest['victim_gpus'])} · "
         f"**{plural(rows.height, 'preemption')}**: {gpu_hours(thrown)} thrown away, "
         f"{gpu_hours(float(rows['waiting_gpu_hours'].sum()))} waiting"
         + (f" · {avoidable} avoidable" if avoidable else "")

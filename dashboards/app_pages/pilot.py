@@ -23,7 +23,7 @@ from preemptlens.dashboards.data import reader
 from preemptlens.dashboards.views_common import context, md, show_table
 from preemptlens.errors import PreemptlensError
 from preemptlens.reading.masking import Scope
-from preemptlens.reading.words import change, quantity
+from preemptlens.reading.words import change, pct, quantity
 from preemptlens.readonly import Limits
 
 
@@ -99,11 +99,11 @@ else:
     cols = st.columns(3)
     cols[0].metric("Days before the change", ev.days_before)
     cols[1].metric("Days after the change", ev.days_after)
-    cols[2].metric("Confidence", f"{th.confidence:.0%}")
+    cols[2].metric("Confidence", pct(th.confidence))
     show_table(figures_table(ev), {
         "figure": ("Figure", "text"), "pilot": ("Pilot pools, before → after", "text"),
         "control": ("Control pools, before → after", "text"), "did": ("Difference in differences", "text"),
-        "interval": (f"{th.confidence:.0%} interval", "text"),
+        "interval": (f"{pct(th.confidence)} interval", "text"),
         "n": ("Observations (pilot before/after, control before/after)", "text"),
     }, key="pilot_figures")
     st.caption(

@@ -7,7 +7,7 @@ import streamlit as st
 
 from preemptlens.dashboards import figures
 from preemptlens.dashboards.views_common import Charts, context, show_table, window_caption
-from preemptlens.reading.words import SHARE, change, iso_week, pct
+from preemptlens.reading.words import SHARE, change, iso_week, pct, plural
 
 ctx = context()
 f = ctx.filters
@@ -46,9 +46,14 @@ charts.add(lambda: figures.tier_shares(shares), key="tier_shares")
 charts.add(lambda: figures.team_high_shares(ctx.q("team_high_shares", f)), key="team_shares")
 
 charts.add(lambda: figures.team_slopes(slopes), key="team_slopes")
+# The fit spans at most trend_weeks weeks: fewer when the data has fewer ("the last 8 weeks" over 3 misleads).
+weeks = ctx.q("scope_trend", f)
+had = int(weeks["weeks"].max() or 0) if weeks.height and "weeks" in weeks.columns else None
+span = (f"the last {plural(min(had, trend_weeks), 'week')}" if had is not None and trend_weeks
+        else f"at most the last {trend_weeks} weeks")
 st.caption(
     f"Each team's growth is the weekly change of its critical + high GPU-hours as a share of its pool's GPU-hours "
-    f"over the last {trend_weeks} weeks of data; the growths of a pool's teams add up to the pool's."
+    f"over {span} of data; the growths of a pool's teams add up to the pool's."
 )
 show_table(slopes.with_columns(pl.col("high_share_slope") * 100), {
     "growth_rank": ("Rank", "int"), "cluster": ("Cluster", "text"), "pool": ("Pool", "text"), "team": ("Team", "text"),

@@ -32,12 +32,15 @@ else:
             values = ("" if s["current_value"] is None and s["proposed_value"] is None
                       else f": **{md(s['current_value'] or 'none')}** → **{md(s['proposed_value'] or 'none')}**")
             st.markdown(f"**Change:** {md(s['setting'])}{values}")
-            cols = st.columns(3)
-            saving = s["saving_gpu_h"]
-            cols[0].metric("Lost progress saved", gpu_hours(saving) if saving else "not measured",
-                           help="Lost GPU-hours the change saves over the window, by the replay (or the ledger, "
-                                "where the effect says so).")
-            wait = s["high_wait_change_s"]
+            saving, wait = s["saving_gpu_h"], s["high_wait_change_s"]
+            victims = s["victims_per_week_change"]
+            # A suggestion nothing replayed (no wait, no victims, nothing saved: the generic advice) has no figure to
+            # show large; its effect is said in words below.
+            cols = st.columns(3) if saving or wait is not None or victims is not None else []
+            if cols:
+                cols[0].metric("Lost progress saved", gpu_hours(saving) if saving and round(saving, 1) else "none",
+                               help="Lost GPU-hours the change saves over the window, by the replay (or the ledger, "
+                                    "where the effect says so).")
             if wait is not None:
                 # A leading "-" is what st.metric reads as a fall: shorter waits are good (inverse colours).
                 words = (f"{duration(abs(wait))} {'longer' if wait > 0 else 'shorter'}" if round(wait)
@@ -46,7 +49,6 @@ else:
                                delta=None if not round(wait) else change(wait, DURATION), delta_color="inverse",
                                delta_description="replayed", help="Change of the median queue wait of critical "
                                "and high jobs under the change.")
-            victims = s["victims_per_week_change"]
             if victims is not None:
                 words = (f"{number(abs(victims))} {'more' if victims > 0 else 'fewer'}" if round(victims, 1)
                          else "no change")

@@ -13,7 +13,7 @@ import polars as pl
 
 from preemptlens.analytics.livecost import Instant, LiveCostSettings, compute, default_instant, records, top
 from preemptlens.config import Config, WarehouseSettings, number_argument
-from preemptlens.reading.words import UNKNOWN, number
+from preemptlens.reading.words import UNKNOWN, number, pct
 from preemptlens.times import TIME_HELP, parse_when
 from preemptlens.warehouse import Warehouse
 
@@ -41,7 +41,7 @@ def render(frame: pl.DataFrame) -> str:
         lines.append((
             r["cluster"], r["job_id"], str(r["pool"]), str(r["tier"]), r["team"], str(r["gpus"]),
             _hours(r["cost_gpu_s"]), _hours(r["at_risk_gpu_s"]), _hours(r["warmup_gpu_s"]),
-            _hours(r["requeue_gpu_s"]), r["basis"], "unknown" if share is None else f"{share:.0%}",
+            _hours(r["requeue_gpu_s"]), r["basis"], pct(share),
             f"{r['job_preemptions_recent']}/{r['team_preemptions_recent']}", r["unknown"] or "",
         ))
     widths = [max(len(str(line[i])) for line in lines) for i in range(len(header))]

@@ -68,6 +68,7 @@ PUBLIC = frozenset({
     "cluster", "pool", "tier", "team", "state", "basis", "kind", "source", "priority_class", "unknown", "mode",
     "action", "scheduler", "period", "level", "victim_team", "preemptor_team", "cheaper_team", "victim_tier",
     "preemptor_tier", "cheaper_tier", "victim_cost_unknown", "hold_action", "hold_mode", "breakdown",
+    "progress_source",
 })
 _WORD = re.compile(r"[^\s,;()\[\]{}<>\"'`]+")
 
@@ -152,9 +153,6 @@ def _scrub(text: str | None, names: list[str] | None = None) -> str | None:
     one holding a digit, a slash, an @, an = or a colon inside it (JobId=123, ns/pod, 5f1c-..., user@host)."""
     if text is None:
         return None
-    for name in sorted(names or (), key=len, reverse=True):
-        if len(name) > 1:
-            text = re.sub(rf"(?<![\w-]){re.escape(name)}(?![\w-])", HIDDEN, text)
 
     def word(m: re.Match[str]) -> str:
         token = m.group(0).rstrip(".:")
@@ -162,4 +160,9 @@ def _scrub(text: str | None, names: list[str] | None = None) -> str | None:
             return HIDDEN + m.group(0)[len(token):]
         return m.group(0)
 
-    return _WORD.sub(word, text)
+    # Whole words first ("JobId=research-job-42" is one), then the plain names left.
+    text = _WORD.sub(word, text)
+    for name in sorted(names or (), key=len, reverse=True):
+        if len(name) > 1:
+            text = re.sub(rf"(?<![\w-]){re.escape(name)}(?![\w-])", HIDDEN, text)
+    return text

@@ -81,14 +81,19 @@ def plural(count: int, word: str, many: str | None = None) -> str:
     return f"{count:,} {word if count == 1 else (many or word + 's')}"
 
 
+def gpus(count: int | None) -> str:
+    """A number of GPUs: '1 GPU', '8 GPUs', '? GPUs' when unknown."""
+    return "? GPUs" if count is None else plural(int(count), "GPU")
+
+
 # The units `quantity` and `change` know; any other unit is a noun written after the number ("jobs", "GPU-h").
 DURATION, SHARE, POINTS, WEEKLY_POINTS, RATIO, GPU_H = "s", "share", "points", "points a week", "ratio", "GPU-h"
 
 
 def quantity(value: float | None, unit: str = "") -> str:
     """A value in its unit: seconds as a duration, a share in percent, a change of a share in points (or points a
-    week), a ratio as "1.25×", GPU-hours as `gpu_hours`, anything else a number with enough digits to show its
-    size followed by its unit's noun ("0.0123 preemptions per GPU-hour")."""
+    week), a ratio as "1.25×", GPU-hours as `gpu_hours`, a count with its unit's noun and enough digits to show
+    its size ("0.0123 preemptions per GPU-hour"), a bare number as `number`."""
     if not _known(value):
         return UNKNOWN
     value = float(value)  # type: ignore[arg-type]
@@ -102,7 +107,7 @@ def quantity(value: float | None, unit: str = "") -> str:
         return f"{number(value, 2)}×"
     if unit == GPU_H:
         return gpu_hours(value)
-    return f"{significant(value)} {unit}" if unit else significant(value)
+    return f"{significant(value)} {unit}" if unit else number(value)
 
 
 def change(value: float | None, unit: str = "") -> str:
@@ -114,6 +119,27 @@ def change(value: float | None, unit: str = "") -> str:
     if not any(c.isdigit() and c != "0" for c in text.split(" ")[0]):
         return "no change"
     return text if text.startswith("-") else f"+{text}"
+
+
+def before_after(before: float | None, after: float | None, unit: str = "") -> str:
+    """A replayed or measured figure before and after a change, and the change: '478.4 -> 459.5 (-18.9) GPU-h',
+    all three with the decimals that show the smallest of them to three digits; durations as durations
+    ('12 min -> 8 min (-4 min)'); the same on both sides reads 'unchanged at ...'."""
+    if not _known(before) or not _known(after):
+        return f"{quantity(before, unit)} -> {quantity(after, unit)}"
+    before, after = float(before), float(after)  # type: ignore[arg-type]
+    if unit == DURATION:
+        if duration(before) == duration(after):
+            return f"unchanged at {duration(after)}"
+        return f"{duration(before)} -> {duration(after)} ({change(after - before, DURATION)})"
+    delta = after - before
+    sizes = [abs(v) for v in (before, after, delta) if v]
+    digits = max(0, min(6, 2 - math.floor(math.log10(min(sizes))))) if sizes else 0
+    if number(before, digits) == number(after, digits):
+        return f"unchanged at {significant(after)}" + (f" {unit}" if unit else "")
+    shown = number(delta, digits)
+    return (f"{number(before, digits)} -> {number(after, digits)} ({shown if shown.startswith('-') else '+' + shown})"
+            + (f" {unit}" if unit else ""))
 
 
 def money(gpu_h: float | None, price: float, currency: str) -> str | None:

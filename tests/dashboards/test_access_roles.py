@@ -161,7 +161,7 @@ def test_a_viewer_sees_no_jobs_of_any_team(proxied: tuple[Nginx, Chromium]) -> N
     for job in ("train-48b", "train-w0", fixture_cluster.WORST_W48):
         assert job not in state.text
     # No story offered after the ledger's counts without saying why: a viewer is in no team.
-    assert "No victims of your team in this window." in state.text and "you are in no team" in state.text
+    assert "you are in no team" in state.text and "No victims in this window." not in state.text
     assert "“(another team #n)” in Victim job" in state.text, "the ledger says what it hides and why"
 
 

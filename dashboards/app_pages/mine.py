@@ -13,6 +13,7 @@ import streamlit as st
 
 from preemptlens.analytics.actions import hold_text
 from preemptlens.dashboards.views_common import context, md, window_caption
+from preemptlens.reading.masking import HIDDEN, WHY_HIDDEN, is_hidden
 from preemptlens.reading.words import duration, gpu_hours, gpus, number, pct, plural, when
 
 # Jobs per page: each is a card with its preemptions.
@@ -191,5 +192,8 @@ if count > JOBS_PER_PAGE:
     st.caption(f"Jobs {offset + 1:,} to {min(offset + JOBS_PER_PAGE, count):,} of {count:,}: yours first, "
                "then your team's, each by its latest preemption.")
 rows: pl.DataFrame = ctx.q("mine", ctx.filters, users, teams, JOBS_PER_PAGE, offset, job)
+if rows.select(is_hidden("preemptor_job_id").any()).item():
+    # A page that hides something says what and why.
+    st.caption(f"A preemptor of another team reads “{HIDDEN[:-1]} #n)”: {WHY_HIDDEN}.")
 for _, group in rows.group_by(["cluster", "victim_job_id"], maintain_order=True):
     job_card(group)

@@ -168,3 +168,21 @@ def test_a_reason_loses_the_names_its_row_hides(tmp_path: Path) -> None:
     assert shown["reason"] == ("preempted by job (another team) ((another team), user (another team)); "
                                "serve-production kept")
     assert shown["victim_job_id"] == "v1"
+
+
+def test_a_teams_scope_follows_the_one_masking_setting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A team (a logged-in member, a team's notices) sees everything unless masking.show_other_teams_jobs is off;
+    the setting's old name is refused, naming the new one, rather than ignored."""
+    from preemptlens.reading.masking import EVERYTHING, Scope, team_scope
+
+    assert team_scope(load_config(None), ("nlp",)) == EVERYTHING
+    monkeypatch.setenv("PREEMPTLENS_MASKING__SHOW_OTHER_TEAMS_JOBS", "false")
+    assert team_scope(load_config(None), ("nlp", "cv")) == Scope(False, ("cv", "nlp"))
+    monkeypatch.delenv("PREEMPTLENS_MASKING__SHOW_OTHER_TEAMS_JOBS")
+    old = tmp_path / "old.toml"
+    old.write_text("[dashboard]\nshow_other_teams_jobs = false\n")
+    with pytest.raises(ConfigError, match=r"dashboard\.show_other_teams_jobs: moved to masking\.show_other_teams_jobs"):
+        load_config(str(old))
+    monkeypatch.setenv("PREEMPTLENS_DASHBOARD__SHOW_OTHER_TEAMS_JOBS", "false")
+    with pytest.raises(ConfigError, match="moved to PREEMPTLENS_MASKING__SHOW_OTHER_TEAMS_JOBS"):
+        load_config(None)

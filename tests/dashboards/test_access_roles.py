@@ -110,6 +110,7 @@ def test_a_team_member_lands_on_their_own_preemptions(proxied: tuple[Nginx, Chro
     # infer's jobs: masked (masking.show_other_teams_jobs).
     assert "**" not in state.text and "preempted by (another team #1)" in state.text.replace("\n", " ")
     assert "serve-w" not in state.text
+    assert "A preemptor of another team reads “(another team #n)”" in state.text, "the page says what it hides"
     assert state.text.count("What would have protected it") == 4
     assert "avoidable: 8 idle hoarded GPUs were in the pool" in state.text
 

@@ -517,6 +517,11 @@ def _environment(markdown: bool = False) -> jinja2.Environment:
     )
     environment.filters["code"] = lambda value: _Markdown(escape.markdown_code(value))
     environment.filters["escaped"] = _Markdown
+    if not markdown:
+        from markupsafe import Markup
+
+        # Our sentences carry their commands and settings as Markdown code spans: in HTML, <code>.
+        environment.filters["prose"] = lambda value: Markup(escape.html_prose(value))
     return environment
 
 

@@ -136,6 +136,8 @@ def test_html_needs_no_script_and_loads_nothing(page: Page, written: Path) -> No
     assert page.scripts == [] and all(src.startswith("data:image/png;base64,") for src in page.loads)
     html = (written / "preemptlens-2026-W48.html").read_text()
     assert "plotly" not in html.lower() and len(html) < 1_500_000
+    # Commands and settings in the sentences read as code, not as Markdown's backticks.
+    assert "`" not in html and "<code>preemptlens collect checkpoints</code>" in html
 
 
 def test_every_section_is_there(page: Page) -> None:

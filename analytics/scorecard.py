@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from preemptlens.analytics import counterfactual
-from preemptlens.reading.words import GPU_H, change, duration, gpu_hours, measure, measure_text
+from preemptlens.reading.words import GPU_H, change, duration, gpu_hours, measure, measure_text, window
 from preemptlens.warehouse import Warehouse
 
 # A measured no in words, by the measure that failed, where its name alone would not say why: Q3 tells a
@@ -470,7 +470,7 @@ def headline_text(answer: counterfactual.Answer) -> str:
 
 
 def _window(run: Mapping[str, Any]) -> str:
-    return f"{run['window_start']:%Y-%m-%d} to {run['window_end']:%Y-%m-%d}"
+    return window(run["window_start"], run["window_end"])
 
 
 def replay_error_text(run: Mapping[str, Any]) -> str:

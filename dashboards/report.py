@@ -46,6 +46,7 @@ from preemptlens.reading.words import (
     number,
     pct,
     plural,
+    window,
 )
 
 # The rendering stack (jinja2, plotly and the figures) is imported where a report is rendered:
@@ -462,8 +463,7 @@ def _context(report: WeeklyReport) -> dict[str, Any]:
     restarted = head["preemptions"] - head["not_restarted"]
     return {
         "week": report.week.label,
-        "first_day": f"{report.week.start:%Y-%m-%d}",
-        "last_day": f"{report.week.end - timedelta(days=1):%Y-%m-%d}",
+        "window": window(report.week.start, report.week.end),
         "generated": f"{report.generated_at:%Y-%m-%d %H:%M} UTC",
         "clusters": ", ".join(report.clusters) or "all clusters",
         "no_data": report.runs_in_week == 0,
@@ -587,15 +587,15 @@ def render_html(report: WeeklyReport) -> str:
     from preemptlens.dashboards import figures
 
     week = report.week.label
-    window = (report.week.start, report.week.end)
+    span = (report.week.start, report.week.end)
     charts: dict[str, Any] = {}
     missing = None
     if report.runs_in_week:
         built = {
-            "net_benefit": figures.net_benefit(report.net_daily, f"Net benefit per day, {week}", window),
+            "net_benefit": figures.net_benefit(report.net_daily, f"Net benefit per day, {week}", span),
             "worst": figures.preemption_timeline(report.worst, f"Worst preemptions of {week}"),
             "hoarders": figures.top_holders(report.hoarding_teams, f"Idle GPU-hours by team, {week}"),
-            "idle_daily": figures.idle_daily(report.idle_daily, f"Idle GPU-hours per day, {week}", window),
+            "idle_daily": figures.idle_daily(report.idle_daily, f"Idle GPU-hours per day, {week}", span),
             "tier_shares": figures.tier_shares(report.tier_shares, "Tier shares of GPU-hours per week"),
             "team_shares": figures.team_high_shares(report.team_shares),
         }

@@ -139,10 +139,7 @@ def context() -> Context:
 
 
 def window_caption(f: Filters) -> str:
-    def at(t: datetime) -> str:
-        return f"{t:%Y-%m-%d}" if (t.hour, t.minute) == (0, 0) else f"{t:%Y-%m-%d %H:%M}"
-
-    parts = [f"{at(f.start)} to {at(f.end)} UTC (end excluded)"]
+    parts = [words.window(f.start, f.end)]
     for name, values in (("cluster", f.clusters), ("pool", f.pools), ("team", f.teams), ("tier", f.tiers)):
         if values:
             parts.append(f"{name}: {md(', '.join(values))}")

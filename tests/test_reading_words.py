@@ -21,6 +21,7 @@ from preemptlens.reading.words import (
     measure,
     measure_text,
     quantity,
+    window,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,6 +52,17 @@ def test_a_measure_reads_in_its_unit_with_its_label() -> None:
     assert measure_text(row) == "jobs larger than their pool 0 jobs", "no 'needs None unknown'"
     unknown = measure_text({**row, "value": None, "missing": "no jobs"})
     assert unknown == "jobs larger than their pool: unknown (no jobs)"
+
+
+def test_a_window_reads_one_way() -> None:
+    """Pages, the report, the verdict and the suggestions all say a window so: whole days by their first and
+    last day, else to the minute with the end left out."""
+    from datetime import UTC, datetime
+
+    monday, next_monday = datetime(2026, 11, 23, tzinfo=UTC), datetime(2026, 11, 30, tzinfo=UTC)
+    assert window(monday, next_monday) == "2026-11-23 to 2026-11-29 UTC"
+    assert window(monday, datetime(2026, 11, 24, tzinfo=UTC)) == "2026-11-23 UTC"
+    assert window(monday, datetime(2026, 11, 29, 20, 10, tzinfo=UTC)) == "2026-11-23 00:00 to 2026-11-29 20:10 UTC"
 
 
 def test_counts_of_gpus_agree_with_their_number() -> None:

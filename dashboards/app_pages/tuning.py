@@ -8,7 +8,7 @@ import polars as pl
 import streamlit as st
 
 from preemptlens.dashboards.views_common import context, md
-from preemptlens.reading.words import DURATION, change, duration, gpu_hours, number
+from preemptlens.reading.words import DURATION, change, duration, gpu_hours, number, window
 
 ctx = context()
 st.title("Tuning suggestions")
@@ -56,7 +56,7 @@ else:
                                delta_color="inverse", delta_description="replayed")
             st.markdown(f"**Evidence:** {md(s['evidence'])}")
             st.markdown(f"**Expected effect:** {md(s['effect'])}")
-            st.caption(f"Window {s['window_start']:%Y-%m-%d} to {s['window_end']:%Y-%m-%d}.")
+            st.caption(f"Window {window(s['window_start'], s['window_end'])}.")
             if not s["replay_reproduces"]:
                 st.warning("The replay did not reproduce this window within tolerance: read the effect as rough.")
             snippets = json.loads(s["snippets"]) if s["snippets"] else {}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 UNKNOWN = "unknown"
@@ -155,6 +155,16 @@ def when(value: datetime | None) -> str:
 
 def day(value: datetime | None) -> str:
     return UNKNOWN if value is None else f"{value:%Y-%m-%d}"
+
+
+def window(start: datetime, end: datetime) -> str:
+    """A half-open window [start, end) as a reader says it: whole UTC days by their first and last day
+    ('2026-11-23 to 2026-11-29 UTC', the end's day left out), any other to the minute, the end excluded
+    ('2026-11-23 10:00 to 2026-11-29 14:30 UTC')."""
+    if all((t.hour, t.minute, t.second, t.microsecond) == (0, 0, 0, 0) for t in (start, end)):
+        last = end - timedelta(days=1)
+        return f"{start:%Y-%m-%d} UTC" if last <= start else f"{start:%Y-%m-%d} to {last:%Y-%m-%d} UTC"
+    return f"{start:%Y-%m-%d %H:%M} to {end:%Y-%m-%d %H:%M} UTC"
 
 
 def iso_week(value: datetime) -> str:

@@ -4,10 +4,10 @@ Three actions, each off by default and each in `dry-run` (audit rows only) or
 `enforce` mode:
 
 - `kueue_boost`: a Kueue Workload gets a priority boost (effective priority =
-  priority + boost): `.spec.priorityBoost` from Kueue 0.20 (KEP-13414), the
-  `kueue.x-k8s.io/priority-boost` annotation in 0.17 to 0.19 (KEP-7990; the
-  effector picks, `kubernetes.kueue_boost_api`), in steps of `boost_step` up
-  to `max_boost`, one step per change;
+  priority + boost) through the `kueue.x-k8s.io/priority-boost` annotation,
+  which Kueue v0.17.0 and later read with the feature gate `PriorityBoost`
+  (alpha, off by default; KEP-7990; no release has a typed field), in steps
+  of `boost_step` up to `max_boost`, one step per change;
 - `kai_protect`: a KAI PodGroup is made non-preemptible;
 - `slurm_protect`: a Slurm job waiting to restart after a preemption moves to
   a non-preemptible QOS, so its next run is not thrown away again; slurmctld
@@ -154,9 +154,8 @@ def _about(name: str, what: str) -> str:
     return f"Action `{name}` ({what}); run by `preemptlens act` and serve's `actions` job (docs/figures.md, Actions)."
 
 
-@section("kueue_boost", _about("kueue_boost", "Kueue: a Workload's priority boost, `spec.priorityBoost` from Kueue "
-                                              "0.20, the `kueue.x-k8s.io/priority-boost` annotation before "
-                                              "(kubernetes.kueue_boost_api)"))
+@section("kueue_boost", _about("kueue_boost", "Kueue: a Workload's priority boost, the `kueue.x-k8s.io/priority-boost` "
+                                              "annotation of Kueue v0.17.0 and later, feature gate PriorityBoost"))
 @dataclass(frozen=True)
 class KueueBoostSettings(ActionSettings):
     name = "kueue_boost"
@@ -222,6 +221,23 @@ class Live:
     ended: bool
     # Waiting to restart after a preemption (WHILE_WAITING actions): the figures are its last live cost.
     waiting: bool = False
+
+
+def _recorded_detail(action: str, row_id: int, raw: str | None) -> dict[str, str] | None:
+    """What an apply recorded for its undo (an object of texts), or None, as if nothing had been recorded, when
+    the audit row holds anything else: the effector's undo then restores its documented default, and checks
+    what it is given as its apply checks what it reads."""
+    if not raw:
+        return None
+    try:
+        detail = json.loads(raw)
+    except ValueError:
+        detail = None
+    if isinstance(detail, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in detail.items()):
+        return detail
+    log.warning("%s: actions row %s: detail is not an object of texts; undone as if nothing was recorded",
+                action, row_id)
+    return None
 
 
 @dataclass
@@ -364,7 +380,7 @@ class _Cycle:
         )
         return [
             Held(r["id"], r["cluster"], r["job_id"], r["level"], r["mode"], r["applied_at"], r["held_since"],
-                 json.loads(r["detail"]) if r["detail"] else None)
+                 _recorded_detail(self.s.name, r["id"], r["detail"]))
             for r in rows.iter_rows(named=True)
             if self.cluster is None or r["cluster"] == self.cluster
         ]

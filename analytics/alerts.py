@@ -43,6 +43,7 @@ from preemptlens import __version__, escape, outbound
 from preemptlens.analytics.actions import HOLD_COLUMNS, hold_join, hold_text
 from preemptlens.analytics.pilot import PilotSettings, declared
 from preemptlens.analytics.pilot import evaluate as evaluate_pilot
+from preemptlens.analytics.requeue import ESTIMATE_COLUMNS, estimate_join, restart_text
 from preemptlens.config import Config, Secret, http_url, is_reference, resolve_reference, section, setting
 from preemptlens.errors import ConfigError, PreemptlensError
 from preemptlens.reading.masking import hides, mask, team_scope
@@ -91,6 +92,12 @@ class AlertsSettings:
         "Seconds one delivery may take in all (connecting, sending, the whole answer); a receiver that answers "
         "slowly is cut off then.",
         bounds=(0.1, 300),
+    )
+    allow_private_addresses: bool = setting(
+        False,
+        "Deliver to a webhook whose host resolves to a loopback, private, link-local or other non-public address "
+        "(a receiver on this host or the internal network). Off: such a delivery fails, so that a name pointed at "
+        "an internal service (another user's listener on this host, a cloud's metadata address) receives nothing.",
     )
     round_s: float = setting(
         60.0,
@@ -325,10 +332,13 @@ class _NotDelivered(Exception):
     """A webhook answered but did not take the alert (a redirect), or cannot be posted to at all."""
 
 
-def _post(target: Target, dedupe_key: str, body: bytes, timeout_s: float, now: datetime) -> None:
-    """One delivery: the whole exchange within `timeout_s` and at most 64 KiB of the answer read
-    (preemptlens.outbound), whatever the receiver does. No redirect is followed: a 3xx is a failed delivery;
-    following it would post the alert, signature headers and all, to wherever the receiver points."""
+def _post(target: Target, dedupe_key: str, body: bytes, timeout_s: float, now: datetime,
+          allow_private: bool = False) -> None:
+    """One delivery: the whole exchange, name resolution included, within `timeout_s` and at most 64 KiB of
+    the answer read (preemptlens.outbound), whatever the receiver does. No redirect is followed: a 3xx is a
+    failed delivery; following it would post the alert, signature headers and all, to wherever the receiver
+    points. A host resolving to a non-public address is refused unless `allow_private`
+    (alerts.allow_private_addresses)."""
     url = target.url.reveal()
     if urllib.parse.urlsplit(url).scheme.lower() not in _SCHEMES:
         raise _NotDelivered("the webhook URL is not http or https")
@@ -341,7 +351,11 @@ def _post(target: Target, dedupe_key: str, body: bytes, timeout_s: float, now: d
     }
     if target.signing_key is not None and target.signing_key.reveal():
         headers[SIGNATURE_HEADER] = sign(target.signing_key.reveal(), timestamp, body)
-    status = outbound.post(url, body, headers, timeout_s=timeout_s)
+    try:
+        status = outbound.post(url, body, headers, timeout_s=timeout_s, allow_private=allow_private)
+    except outbound.RefusedAddress:
+        raise _NotDelivered("the webhook's host resolves to a loopback, private or link-local address; "
+                            "set alerts.allow_private_addresses = true if that receiver is meant") from None
     if 300 <= status < 400:
         raise _NotDelivered(f"HTTP {status} (a redirect, not followed)")
     if not 200 <= status < 300:
@@ -378,6 +392,7 @@ def deliver(
     backoff_s: float = 30.0,
     max_backoff_s: float = 3600.0,
     round_s: float = 60.0,
+    allow_private_addresses: bool = False,
 ) -> DeliveryReport:
     """Post every alert due at `now` once; each outcome is committed before the next post.
 
@@ -405,7 +420,7 @@ def deliver(
         try:
             if target is None:
                 raise LookupError(f"no webhook configured for {row['target']}")
-            _post(target, key, render(target, row), timeout_s, datetime.now(UTC))
+            _post(target, key, render(target, row), timeout_s, datetime.now(UTC), allow_private_addresses)
         except (OSError, http.client.HTTPException, ValueError, LookupError, _NotDelivered) as exc:
             # Socket errors and timeouts are OSErrors; ValueError is a malformed URL.
             attempts = int(row["attempts"]) + 1
@@ -452,6 +467,7 @@ def run(wh: Warehouse, config: Config, now: datetime | None = None) -> DeliveryR
         backoff_s=settings.backoff_s,
         max_backoff_s=settings.max_backoff_s,
         round_s=settings.round_s,
+        allow_private_addresses=settings.allow_private_addresses,
     )
 
 
@@ -504,13 +520,9 @@ class VictimNotice:
                 why += f"; reason given: {r['reason']}"
             if r["restarted_at"] is not None:
                 requeue = f"it was requeued and restarted at {r['restarted_at']:%Y-%m-%d %H:%M} UTC"
-            elif r["expected_requeue_s"] is not None:
-                requeue = (
-                    f"expect a restart in about {duration(r['expected_requeue_s'])} "
-                    f"(median of {r['history_n']} recent requeue(s) of tier {r['tier']} in pool {r['pool']})"
-                )
             else:
-                requeue = "no recent requeues of this tier in this pool to estimate the wait from"
+                # still waiting at the data's end, for as long as the ledger's requeue delay says
+                requeue = restart_text(r, r["tier"], r["pool"], r["waiting_s"], duration)
             text = (
                 f"Job {job} of team {r['team']}, run {r['run']} (tier {r['tier']}), was preempted at "
                 f"{r['preempted_at']:%Y-%m-%d %H:%M} UTC in pool {r['pool'] or 'unknown'}. "
@@ -551,7 +563,7 @@ def _masked_per_team(rows: pl.DataFrame, config: Config) -> pl.DataFrame:
 
 # Preempted runs of the lookback window with their job, the preemptor (from
 # the run or a nearby preemption_links row), the next run if it started, and
-# the expected requeue wait of its pool and tier (expected_requeue, the one definition).
+# the expected requeue wait of its pool, tier and size (expected_requeue, the one definition).
 _VICTIM_SQL = f"""
 WITH preempted AS (
     -- the ledger's preemptions (docs/figures.md, section 1): a run the scheduler marked preempted or the one
@@ -564,13 +576,13 @@ final AS (
            p.preemptor_job_id, coalesce(p.preemptor_tier, pj.tier) AS preemptor_tier, p.restart_time AS restarted_at,
            -- whose the preemptor is, so that masking can tell (preemptlens.reading.masking)
            pj.name AS preemptor_name, pj.team AS preemptor_team, pj.user_name AS preemptor_user,
-           q.expected_requeue_s, q.history_n, {HOLD_COLUMNS}
+           CASE WHEN p.requeue_censored THEN p.requeue_delay_s END AS waiting_s, {ESTIMATE_COLUMNS},
+           {HOLD_COLUMNS}
     FROM preempted p
     JOIN jobs j ON j.cluster = p.cluster AND j.job_id = p.victim_job_id
     -- a preemptor whose run is not recorded (yet) still has its job's tier
     LEFT JOIN jobs pj ON pj.cluster = p.cluster AND pj.job_id = p.preemptor_job_id
-    LEFT JOIN expected_requeue q ON q.cluster = p.cluster AND q.pool IS NOT DISTINCT FROM p.pool
-        AND q.tier = p.victim_tier
+    {estimate_join("p.cluster", "p.pool", "p.victim_tier", "p.victim_gpus")}
     -- the hold an action had put on the victim (docs/figures.md, Actions)
     {hold_join("p.cluster", "p.victim_job_id", "p.time")}
     WHERE p.victim_team IS NOT NULL
@@ -684,14 +696,14 @@ class IdleHoarding:
 
 @dataclass(frozen=True)
 class VerdictChange:
-    """The verdict of a cluster (readiness_verdict, worded by analytics.scorecard as everywhere else), once for
+    """The verdict of a cluster (readiness_verdict, worded by analytics.whatif.scorecard as everywhere else), once for
     each verdict it reaches: the dedupe key holds the verdict and whether it is borderline, so a verdict that
     changes posts again and an unchanged one never does."""
 
     name: str = "verdict"
 
     def evaluate(self, wh: Warehouse, config: Config, now: datetime) -> list[Alert]:
-        from preemptlens.analytics import scorecard
+        from preemptlens.analytics.whatif import scorecard
 
         found = []
         for r in wh.query(scorecard.VERDICT_SQL).iter_rows(named=True):

@@ -18,13 +18,15 @@ SQL of sql/views runs unchanged on either storage.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
+import logging
 import os
+import re
 import time
 import urllib.parse
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -37,8 +39,19 @@ import duckdb
 from preemptlens.analytics.views import registry
 from preemptlens.config import Config, section, setting
 from preemptlens.errors import ConfigError, SchemaError
-from preemptlens.private import make_private, private_folder, private_umask
+from preemptlens.private import (
+    make_private,
+    open_lock,
+    private_folder,
+    private_umask,
+    refuse_if_others_can_change,
+    remove_own_temps,
+    replace_privately,
+    temp_path,
+)
 from preemptlens.warehouse import Warehouse, define_functions, quote
+
+log = logging.getLogger(__name__)
 
 
 @section("lake", "The Parquet lake (`preemptlens export parquet`): raw and derived tables as Hive-partitioned Parquet.")
@@ -53,6 +66,10 @@ SETTINGS = LakeSettings
 MANIFEST = "_lake.json"
 _LOCK = ".lake.lock"
 PARTITION_FILE = "data.parquet"
+# What versions before private.temp_path named their temporary files; an interrupted export left them.
+_OLD_TEMP = re.compile(rf"^({re.escape(PARTITION_FILE)}|{re.escape(MANIFEST)})\.[0-9a-f]{{32}}\.tmp$")
+# A table's name in the manifest: a folder of the lake, never a path out of it.
+_TABLE_NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
 # Partition time column of each raw table (job_runs: start, or submit while pending).
 RAW_TIME: dict[str, str | None] = {
     "pools": "valid_from",
@@ -212,7 +229,7 @@ def _write_partition(wh: Warehouse, plan: TablePlan, target: Path, cluster: obje
     columns = ", ".join(quote(c) for c, _ in plan.columns if not (c == "cluster" and plan.by_cluster))
     where = " AND ".join(conditions) or "true"
     private_folder(target.parent)
-    temp = target.with_name(f"{PARTITION_FILE}.{uuid.uuid4().hex}.tmp")
+    temp = temp_path(target)
     try:
         wh.con.execute(
             f"COPY (SELECT {columns} FROM {quote(plan.name)} WHERE {where}) "  # noqa: S608 -- identifiers quoted
@@ -225,16 +242,47 @@ def _write_partition(wh: Warehouse, plan: TablePlan, target: Path, cluster: obje
         temp.unlink(missing_ok=True)
 
 
+def is_partition(plan: TablePlan, relpath: object) -> bool:
+    """Whether `relpath` (read from the manifest) is a path partition_relpath makes for `plan`: nothing else in
+    the lake is ever removed, whatever the manifest says (`../../..` included)."""
+    if not isinstance(relpath, str):
+        return False
+    try:
+        return partition_relpath(plan, *partition_of(Path(relpath).parent)) == relpath
+    except ValueError:
+        return False
+
+
+_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
 def _remove_partition(table_dir: Path, relpath: str) -> None:
-    target = table_dir / relpath
-    target.unlink(missing_ok=True)
-    for parent in target.parents:
-        if parent == table_dir or not parent.is_relative_to(table_dir):
-            break
+    """Remove one partition's file (`relpath`, checked by is_partition) and the folders it leaves empty. Each
+    folder is opened without following a symlink and the names are removed relative to it, so a symlink in
+    the way ends the removal instead of leading it elsewhere."""
+    *folders, name = relpath.split("/")
+    opened: list[int] = []
+    try:
         try:
-            parent.rmdir()
-        except OSError:  # not empty: another partition lives there
-            break
+            opened.append(os.open(table_dir, _FOLDER))
+            for folder in folders:
+                opened.append(os.open(folder, _FOLDER, dir_fd=opened[-1]))
+        except FileNotFoundError:
+            return
+        except OSError:  # ENOTDIR or ELOOP: a symlink, or a file, where a folder should be
+            log.warning("lake: partition %s of %s not removed: a symlink or a file where a folder should be",
+                        relpath, table_dir)
+            return
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(name, dir_fd=opened[-1])
+        for depth in range(len(folders) - 1, -1, -1):
+            try:
+                os.rmdir(folders[depth], dir_fd=opened[depth])
+            except OSError:  # not empty: another partition lives there
+                break
+    finally:
+        for fd in opened:
+            os.close(fd)
 
 
 def read_manifest(folder: Path) -> dict[str, dict[str, object]]:
@@ -243,29 +291,44 @@ def read_manifest(folder: Path) -> dict[str, dict[str, object]]:
         return {}
     try:
         tables = json.loads(path.read_text())["tables"]
-    except (ValueError, KeyError) as exc:
+    except (ValueError, KeyError, TypeError) as exc:
         raise SchemaError(f"{path}: not a lake manifest ({exc})", "remove the folder and export again") from exc
-    assert isinstance(tables, dict)
+    if not isinstance(tables, dict) or not all(isinstance(e, dict) for e in tables.values()):
+        raise SchemaError(f"{path}: not a lake manifest (tables is not a table of tables)",
+                          "remove the folder and export again")
+    for name in tables:
+        if not _TABLE_NAME.match(name):
+            raise SchemaError(f"{path}: table {name!r} is not a table's name (a lake folder is named after it)",
+                              "remove the folder and export again")
     return tables
 
 
 def write_manifest(folder: Path, tables: dict[str, dict[str, object]]) -> None:
-    path = folder / MANIFEST
-    temp = path.with_name(f"{MANIFEST}.{uuid.uuid4().hex}.tmp")
-    temp.write_text(json.dumps({"version": 1, "tables": tables}, indent=1, sort_keys=True))
-    make_private(temp)
-    os.replace(temp, path)
+    text = json.dumps({"version": 1, "tables": tables}, indent=1, sort_keys=True)
+    replace_privately(folder / MANIFEST, text.encode())
+
+
+def refuse_shared_lake(root: Path) -> None:
+    """Exports and Spark remove and replace files in the lake on the manifest's word: a lake another user can
+    change (or a folder above it) is not the service's."""
+    refuse_if_others_can_change(root, "the lake", "chmod 700 it, owned by the service's user, or use another")
 
 
 @contextmanager
 def exclusive(folder: Path) -> Iterator[None]:
-    """One exporter per lake: two would race on the manifest."""
-    with open(os.open(folder / _LOCK, os.O_WRONLY | os.O_CREAT, 0o600), "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    """One exporter per lake: two would race on the manifest. The lock is this user's own regular file (a FIFO
+    or another user's file in its place is refused, never waited on); under it, the temporary files of an
+    interrupted export are removed."""
+    fd = open_lock(folder / _LOCK)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        remove_own_temps(folder, recursive=True)
+        for base, _, files in os.walk(folder, followlinks=False):
+            for name in filter(_OLD_TEMP.match, files):
+                (Path(base) / name).unlink(missing_ok=True)
+        yield
+    finally:
+        os.close(fd)  # and with it the lock
 
 
 def export_changed(wh: Warehouse, folder: str | Path) -> ExportReport:
@@ -273,6 +336,7 @@ def export_changed(wh: Warehouse, folder: str | Path) -> ExportReport:
     started = time.perf_counter()
     private_umask()
     root = private_folder(folder)
+    refuse_shared_lake(root)
     report = ExportReport(root)
     with exclusive(root):
         manifest = read_manifest(root)
@@ -292,6 +356,10 @@ def export_changed(wh: Warehouse, folder: str | Path) -> ExportReport:
                     table.written += 1
                     table.rows += rows
                 for relpath in sorted(set(before) - set(now)):
+                    if not is_partition(plan, relpath):
+                        log.warning("lake %s: %s: partition %r of %s is not a partition's path; left alone",
+                                    root, MANIFEST, relpath, plan.name)
+                        continue
                     _remove_partition(table_dir, relpath)
                     table.removed += 1
                 manifest[plan.name] = {

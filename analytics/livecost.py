@@ -2,9 +2,9 @@
 
 What stopping a job now would cost: its GPUs x (the progress at risk since its
 last checkpoint, by the ledger's own rule; the warm-up its restart is expected
-to take; the requeue wait its pool and tier expect), each component kept apart,
-with its near-completion share and how often it and its team were preempted
-recently. `preemptlens cost` computes it once, `serve` on an interval; the
+to take; the requeue wait of victims of its tier, pool and size: expected_requeue),
+each component kept apart, with its near-completion share and how often it and
+its team were preempted recently. `preemptlens cost` computes it once, `serve` on an interval; the
 /live-costs endpoint, /metrics and the Preemptions page read the stored rows.
 The figure is one named query (sql/live/live_costs.sql) over the raw tables of
 what runs now and the ledger figures of the last analyze.
@@ -82,8 +82,8 @@ _NEEDS = ("preemption_ledger", "expected_requeue")
 _COLUMNS = (
     "cluster, job_id, run, pool, tier, team, user_name, preemptible, gpus, computed_at, run_start, "
     "last_checkpoint_time, at_risk_s, at_risk_gpu_s, expected_warmup_s, warmup_basis, warmup_gpu_s, "
-    "expected_requeue_s, requeue_gpu_s, cost_gpu_s, near_completion_share, job_preemptions_recent, "
-    "team_preemptions_recent, basis, progress_source, unknown"
+    "expected_requeue_s, requeue_basis, requeue_at_least, requeue_gpu_s, cost_gpu_s, near_completion_share, "
+    "job_preemptions_recent, team_preemptions_recent, basis, progress_source, unknown"
 )
 
 # One computation's jobs (the latest, or the one at $at), costliest first; an unknown cost after every known one.

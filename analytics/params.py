@@ -58,6 +58,19 @@ class AnalyticsSettings:
         "A victim preempted fewer than this many seconds into its run is an early victim.",
         bounds=(0, 7 * 86_400),
     )
+    hang_min_s: float = setting(
+        1800.0,
+        "A run that ended other than completed or preempted is a hang when its job stopped reporting progress at "
+        "least this many seconds (and hang_gap_factor times its usual gap between reports) before the end "
+        "(run_ends, docs/figures.md).",
+        bounds=(60, 7 * 86_400),
+    )
+    hang_gap_factor: float = setting(
+        5.0,
+        "How many of a run's usual gaps between progress reports (the median) its silence before the end must "
+        "last, beside hang_min_s, for the run to be a hang.",
+        bounds=(1, 1000),
+    )
     long_runner_factor: float = setting(
         4.0,
         "A preemptor whose run lasted more than this many times its tier's median run is a long runner "
@@ -150,8 +163,8 @@ class AnalyticsSettings:
     )
     requeue_window_s: float = setting(
         7 * 86400.0,
-        "Window (seconds, back from each cluster's data end) of restarted preemptions whose median requeue "
-        "delay per pool and tier is the expected requeue wait (expected_requeue: notices, My preemptions, "
+        "Window (seconds, back from each cluster's data end) of the preemptions, restarted or still waiting, "
+        "whose waits for a restart give the expected requeue wait (expected_requeue: notices, My preemptions, "
         "live cost).",
         bounds=(3600, 366 * 86_400),
     )
@@ -160,6 +173,13 @@ class AnalyticsSettings:
         "Scorecard Q3: smallest share of the preemptions with a known gain whose lost progress is measured "
         "(basis checkpoint or rollback) for the loss to gain to be read from them; below it it is unknown.",
         check=lambda share: None if 0 <= share <= 1 else "expected a share between 0 and 1",
+    )
+    requeue_min_victims: int = setting(
+        10,
+        "Fewest victims of the window a group (tier, pool and GPU size class; then tier and pool) must hold for "
+        "the expected requeue wait to be read from it; with fewer, the next wider group answers (in the end the "
+        "tier's, whatever its size), and the estimate says which.",
+        bounds=(1, 10_000),
     )
 
     def __post_init__(self) -> None:

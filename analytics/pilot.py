@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from preemptlens.analytics.scorecard import verdict_text
+from preemptlens.analytics.whatif.scorecard import verdict_text
 from preemptlens.config import ClusterSettings, Config, section, setting
 from preemptlens.contract import TIERS
 from preemptlens.errors import ConfigError

@@ -21,15 +21,16 @@ import duckdb
 import polars as pl
 
 from preemptlens import __version__
-from preemptlens.analytics import attribution, counterfactual, hoarding, scorecard, views
+from preemptlens.analytics import attribution, hoarding, views
 from preemptlens.analytics import params as params_module
 from preemptlens.analytics.hoarding import StretchRefresh, infer_step, refresh_stretches
 from preemptlens.analytics.params import AnalyticsSettings, param_columns, param_row
 from preemptlens.analytics.views import COMPUTED_TABLES, apply_views, mentions, registry
+from preemptlens.analytics.whatif import counterfactual, scorecard
 from preemptlens.warehouse import SQL_DIR, Warehouse, quote
 
 if TYPE_CHECKING:
-    from preemptlens.analytics.tuning import TuningSettings
+    from preemptlens.analytics.whatif.settings import TuningSettings
 
 # For the refresh only, then restored. The views carry no ORDER BY, so their
 # tables need not keep the order rows were produced in, which lets large
@@ -200,7 +201,7 @@ def analyze(wh: Warehouse, params: AnalyticsSettings, *, full: bool = False,
     """`tuning`: the [tuning] settings naming the preemption policy in force, which the counterfactual replays
     (default: inferred from the ledger)."""
     if tuning is None:
-        from preemptlens.analytics.tuning import TuningSettings
+        from preemptlens.analytics.whatif.settings import TuningSettings
 
         tuning = TuningSettings()
     with engine_settings(wh):

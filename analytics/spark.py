@@ -44,6 +44,7 @@ from preemptlens.analytics.lake import (
     partition_of,
     partition_relpath,
     read_manifest,
+    refuse_shared_lake,
     write_manifest,
 )
 from preemptlens.analytics.params import AnalyticsSettings, param_columns, param_row
@@ -364,6 +365,7 @@ def run_spark(
 ) -> SparkRun:
     """Run the scans on Spark over the lake at `folder` and swap their results into it."""
     root = Path(folder)
+    refuse_shared_lake(root)
     report = SparkRun(root)
     register_lake(spark, root)
     types = warehouse_types(scans)

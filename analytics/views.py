@@ -84,7 +84,8 @@ def _words(sql: str) -> frozenset[str]:
     return frozenset(re.findall(r"\w+", _body(sql)))
 
 
-# Tables analytics computes in Python from the views (analytics/counterfactual.py), which some views read in turn.
+# Tables analytics computes in Python from the views (analytics/whatif/counterfactual.py), which some views
+# read in turn.
 COMPUTED_TABLES = ("counterfactual_hours",)
 
 

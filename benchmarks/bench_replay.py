@@ -19,9 +19,9 @@ from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
-from preemptlens.analytics.replay import PolicyBasis, Variant, Window, Workload, run_variant, sweep
 from preemptlens.analytics.simulator.model import PolicyConfig, SimConfig, cluster_of
 from preemptlens.analytics.simulator.workload import generate_jobs
+from preemptlens.analytics.whatif.replay import PolicyBasis, Variant, Window, Workload, run_variant, sweep
 
 
 def main() -> None:

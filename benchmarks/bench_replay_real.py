@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT / "tests" / "slurm"))
 from replay_scenario import Played, collect, plan, play, read_policy  # noqa: E402
 from slurm_harness import SlurmCluster, tools_missing  # noqa: E402
 
-from preemptlens.analytics.replay import (  # noqa: E402
+from preemptlens.analytics.whatif.replay import (  # noqa: E402
     WAIT_FLOOR_S,
     Figures,
     Interval,
@@ -50,7 +50,7 @@ from preemptlens.analytics.replay import (  # noqa: E402
     observed_figures,
     run_variant,
 )
-from preemptlens.analytics.tuning import TuningSettings  # noqa: E402
+from preemptlens.analytics.whatif.tuning import TuningSettings  # noqa: E402
 from preemptlens.reading.words import significant  # noqa: E402
 from preemptlens.warehouse import Warehouse  # noqa: E402
 
@@ -128,7 +128,7 @@ def change_table(real_a: Figures, real_b: Figures, rep_a: Figures, rep_b: Figure
 
 def pairs(wh: Warehouse, workload: Workload, window: Window) -> tuple[int, int, int]:
     """(real victim/preemptor pairs, replayed pairs, pairs in both)."""
-    from preemptlens.analytics.replay import _replay
+    from preemptlens.analytics.whatif.replay import _replay
 
     out = _replay(workload, Variant("actual", workload.actual.policy))
     replayed = {(out.jobs[p.victim].job_id, out.jobs[p.preemptor].job_id) for p in out.preemptions()}

@@ -25,14 +25,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from timing import median_s
 
-from preemptlens.analytics import counterfactual, scorecard
 from preemptlens.analytics.hoarding import infer_step, refresh_stretches
 from preemptlens.analytics.params import AnalyticsSettings
 from preemptlens.analytics.refresh import analyze, engine_settings, write_params
-from preemptlens.analytics.replay import default_window, load_workload
 from preemptlens.analytics.simulator import simulate_into
-from preemptlens.analytics.tuning import TuningSettings
 from preemptlens.analytics.views import apply_views
+from preemptlens.analytics.whatif import counterfactual, scorecard
+from preemptlens.analytics.whatif.replay import default_window, load_workload
+from preemptlens.analytics.whatif.settings import TuningSettings
 from preemptlens.commands.demo import demo_config
 from preemptlens.warehouse import Warehouse
 

@@ -1,7 +1,7 @@
 """Does preemption pay here? The answer block the Overview's first screen and the weekly report show on top.
 
 One builder (`build`, or `read` on a reader) takes the stored verdict (readiness_verdict) and
-counterfactual (counterfactual_*) and words them through analytics.scorecard, the one wording the CLI
+counterfactual (counterfactual_*) and words them through analytics.whatif.scorecard, the one wording the CLI
 prints too; `show` draws the result on a Streamlit page and `markdown` writes it for the Markdown report
 (the HTML report's template lays out the same fields); `Net` is the net in both currencies of GPU-hours beside
 it. Nothing here computes a figure.
@@ -16,7 +16,7 @@ from typing import Any
 import polars as pl
 
 from preemptlens import escape
-from preemptlens.analytics import counterfactual, scorecard
+from preemptlens.analytics.whatif import counterfactual, scorecard
 from preemptlens.dashboards import data
 from preemptlens.reading.words import money, number
 

@@ -129,19 +129,21 @@ def pages_for(reader: Reader) -> list[Any]:
     gets Operations (raw quarantined records, alert delivery errors) and SQL (every table)."""
     team_member = bool(reader.teams) and not reader.admin
     mine = st.Page(PAGES / "mine.py", title="My preemptions", icon=":material/person:", url_path=MY_PREEMPTIONS_PATH)
+    overview = st.Page(PAGES / "overview.py", title="Overview", icon=":material/dashboard:", url_path="overview")
+    landing, landing_file = (mine, "mine.py") if team_member else (overview, "overview.py")
     pages = [
-        st.Page(PAGES / "overview.py", title="Overview", icon=":material/dashboard:", default=not team_member),
-        mine,
+        landing,
+        *(p for p in (overview, mine) if p is not landing),
         st.Page(PAGES / "preemptions.py", title="Preemptions", icon=":material/bolt:"),
         st.Page(PAGES / "hoarding.py", title="Idle hoarding", icon=":material/hourglass_empty:"),
         st.Page(PAGES / "scope_creep.py", title="Priority scope creep", icon=":material/trending_up:"),
         st.Page(PAGES / "tuning.py", title="Tuning", icon=":material/tune:"),
         st.Page(PAGES / "pilot.py", title="Pilot", icon=":material/science:"),
+        # Streamlit serves its default page at / only: every page keeps its own path for every reader (/mine in
+        # victim notices, /overview in a link one reader pastes to another), and / is a hidden copy of the page
+        # this reader lands on.
+        st.Page(PAGES / landing_file, title=landing.title, url_path="home", default=True, visibility="hidden"),
     ]
-    if team_member:
-        # Streamlit serves its default page at / only, so /mine stays the linked page and / a hidden copy.
-        pages = [mine, *(p for p in pages if p is not mine), st.Page(
-            PAGES / "mine.py", title="My preemptions", url_path="home", default=True, visibility="hidden")]
     if reader.admin:
         pages += [
             st.Page(PAGES / "operations.py", title="Operations", icon=":material/build:"),

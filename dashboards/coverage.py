@@ -13,7 +13,7 @@ from typing import Any
 import polars as pl
 
 from preemptlens.dashboards.data import progress_level
-from preemptlens.reading.words import UNKNOWN, number, pct
+from preemptlens.reading.words import number, pct
 
 # The badput parts in the order they are shown: (column of data.goodput, label, table header).
 BADPUT = (
@@ -76,9 +76,8 @@ def goodput_summary(frame: pl.DataFrame) -> str:
     parts = "; ".join(f"{label} {number(total[column])}" for column, label, _ in BADPUT)
     if total["goodput_gpu_hours"] is None:
         text = (
-            f"Goodput unknown, at most {pct(total['goodput_at_most_share'])} of "
-            f"{number(total['allocated_gpu_hours'])} allocated GPU-hours: not every part of the badput is measured. "
-            f"Badput GPU-hours: {parts}."
+            f"Goodput between {_bounds(total)} of {number(total['allocated_gpu_hours'])} allocated GPU-hours: not "
+            f"every part of the badput is measured, so the measured parts bound it. Badput GPU-hours: {parts}."
         )
     else:
         text = (
@@ -90,6 +89,11 @@ def goodput_summary(frame: pl.DataFrame) -> str:
     return text
 
 
+def _bounds(r: dict[str, Any]) -> str:
+    """The interval of a goodput share with an unmeasured part: at least, at most."""
+    return f"{pct(r['goodput_at_least_share'])} and {pct(r['goodput_at_most_share'])}"
+
+
 def goodput_rows(frame: pl.DataFrame, label: str) -> list[dict[str, str]]:
     """Per row: allocated GPU-hours, the goodput share, each badput part in GPU-hours, and which are unknown."""
     _, rows = _split(frame)
@@ -98,8 +102,7 @@ def goodput_rows(frame: pl.DataFrame, label: str) -> list[dict[str, str]]:
         {
             **_where(r, label, clusters),
             "allocated, GPU-h": number(r["allocated_gpu_hours"]),
-            "goodput": pct(r["goodput_share"]) if r["goodput_share"] is not None
-            else f"{UNKNOWN} (at most {pct(r['goodput_at_most_share'])})",
+            "goodput": pct(r["goodput_share"]) if r["goodput_share"] is not None else f"between {_bounds(r)}",
             **{header: number(r[column]) for column, _, header in BADPUT},
             # which parts are unknown; the summary above says why
             "unknown": ", ".join(header.removesuffix(", GPU-h") for column, _, header in BADPUT if r[column] is None),
@@ -118,7 +121,9 @@ GOODPUT_NOTE = (
     "Goodput is the share of allocated GPU-hours that advanced a job (Meta's effective training time ratio, over "
     "allocated GPU-time); badput is split as in Google's ml-goodput-measurement: work lost to preemption and to "
     "failed runs (wasted progress), warm-up after restarts (initialization, startup, restore), checkpoint saves, "
-    "and idle hoarding. A part no source measures is unknown, and so is the goodput."
+    "and idle hoarding. A part no source measures is unknown, and the goodput is then an interval: at most "
+    "allocated less the badput measured, at least that less the most the unknown parts can be (nothing is left "
+    "of the lower bound where idle hoarding has no GPU samples or saves no checkpoint data)."
 )
 
 

@@ -35,8 +35,9 @@ import duckdb
 import polars as pl
 
 from preemptlens.analytics.actions import HOLD_COLUMNS, hold_join
-from preemptlens.analytics.scorecard import FAILED_COLUMN
+from preemptlens.analytics.requeue import ESTIMATE_COLUMNS, estimate_join
 from preemptlens.analytics.views import registry
+from preemptlens.analytics.whatif.scorecard import FAILED_COLUMN
 from preemptlens.config import host_name, listen_address, section, setting
 from preemptlens.errors import PreemptlensError
 from preemptlens.reading.masking import Scope, mask
@@ -517,8 +518,39 @@ def evidence(r: Reader, f: Filters) -> pl.DataFrame:
 
 
 def counterfactual(r: Reader, f: Filters) -> dict[str, pl.DataFrame]:
-    """The counterfactual headline's stored rows (analytics/counterfactual.py): runs, scenarios, figures."""
+    """The counterfactual headline's stored rows (analytics/whatif/counterfactual.py): runs, scenarios, figures."""
     return {name: r.frame(sql, f.params("clusters")) for name, sql in COUNTERFACTUAL_SQL.items()}
+
+
+HAZARD_SQL = f"""
+SELECT cluster, tier, age_from_s, age_to_s, runs_at_risk, preemptions, censored, exposure_h,
+    hazard_per_h, hazard_low_per_h, hazard_high_per_h
+FROM preemption_hazard
+WHERE level = 'tier' AND {_CLUSTERS} AND (len($tiers) = 0 OR list_contains($tiers, tier))
+ORDER BY cluster, tier, age_from_s
+"""  # noqa: S608 -- constants only
+
+
+def hazard(r: Reader, f: Filters) -> pl.DataFrame:
+    """The preemption hazard by run age per victim tier, over every recorded run (not the window's)."""
+    return r.frame(HAZARD_SQL, f.params("clusters", "tiers"))
+
+
+RESTART_CAUSES_SQL = f"""
+SELECT team, cause, sum(runs) AS runs, sum(restarts) AS restarts, sum(run_gpu_h) AS run_gpu_h,
+    sum(silent_gpu_h) AS silent_gpu_h
+FROM restart_causes
+WHERE level = 'team' AND ({_CLUSTERS})
+    AND (len(CAST($teams AS VARCHAR[])) = 0 OR list_contains(CAST($teams AS VARCHAR[]), team))
+    AND day >= date_trunc('day', $start) AND day < $end
+GROUP BY team, cause
+ORDER BY team, runs DESC, cause
+"""  # noqa: S608 -- constants only
+
+
+def restart_causes(r: Reader, f: Filters) -> pl.DataFrame:
+    """How the window's runs ended, per team and cause other than completion (run_ends, restart_causes)."""
+    return r.frame(RESTART_CAUSES_SQL, f.params("clusters", "teams", "start", "end"))
 
 
 def verdicts(r: Reader, f: Filters) -> pl.DataFrame:
@@ -543,8 +575,10 @@ def victim_detail(r: Reader, cluster: str, job_id: str) -> VictimDetail:
             key,
         ),
         preemptions=r.frame(
-            f"SELECT l.*, {_LIVE_COST_COLUMNS} FROM (SELECT {_LEDGER_COLUMNS} FROM preemption_ledger "  # noqa: S608 -- constants only
-            f"WHERE cluster = $c AND victim_job_id = $j) AS l {_LIVE_COST_JOIN} ORDER BY l.time",
+            # with the expected requeue wait of the victim's group, for a victim not restarted yet
+            f"SELECT l.*, {_LIVE_COST_COLUMNS}, {ESTIMATE_COLUMNS} FROM (SELECT {_LEDGER_COLUMNS} "  # noqa: S608 -- constants only
+            f"FROM preemption_ledger WHERE cluster = $c AND victim_job_id = $j) AS l {_LIVE_COST_JOIN} "
+            f"{estimate_join('l.cluster', 'l.pool', 'l.victim_tier', 'l.victim_gpus')} ORDER BY l.time",
             key,
         ),
         checkpoints=r.frame(
@@ -694,16 +728,15 @@ SELECT
     l.wasted_gpu_s / 3600.0 AS thrown_away_gpu_hours,
     l.requeue_delay_s, l.requeue_censored, l.requeue_gpu_s / 3600.0 AS waiting_gpu_hours,
     l.restart_run, l.restart_time,
-    CASE WHEN l.requeue_censored THEN l.time + to_seconds(t.expected_requeue_s) END AS expected_restart_time,
-    t.expected_requeue_s AS typical_requeue_s,
+    CASE WHEN l.requeue_censored THEN l.time + to_seconds(q.expected_requeue_s) END AS expected_restart_time,
+    {ESTIMATE_COLUMNS},
     j.checkpoint_interval_s, l.work_done_share, l.near_completion, p.near_completion_share,
     l.avoidable, l.idle_gpus_in_pool, l.early_victim, l.repeat_victim, l.prior_job_preemptions,
     l.own, {HOLD_COLUMNS}
 FROM hits AS l
 INNER JOIN page_jobs AS k ON k.cluster = l.cluster AND k.victim_job_id = l.victim_job_id
 LEFT JOIN jobs AS j ON j.cluster = l.cluster AND j.job_id = l.victim_job_id
-LEFT JOIN expected_requeue AS t ON t.cluster = l.cluster AND t.pool IS NOT DISTINCT FROM l.pool
-    AND t.tier = l.victim_tier
+{estimate_join("l.cluster", "l.pool", "l.victim_tier", "l.victim_gpus")}
 CROSS JOIN (SELECT near_completion_share FROM analytics_params LIMIT 1) AS p
 {hold_join("l.cluster", "l.victim_job_id", "l.time")}
 ORDER BY k.own DESC, k.latest DESC, l.cluster, l.victim_job_id, l.time DESC, l.victim_run DESC
@@ -742,7 +775,8 @@ def mine(r: Reader, f: Filters, users: tuple[str, ...], teams: tuple[str, ...], 
     Each row has what the preemption cost the victim in two currencies never summed here: work thrown away
     (lost progress plus warm-up, GPU-hours; unknown while the warm-up is) and waiting (the victim's GPUs times
     its requeue delay, running to the end of the data when it has not restarted); the expected restart of
-    one not restarted yet (preemption time plus expected_requeue's wait for its cluster, pool and tier); and
+    one not restarted yet (preemption time plus expected_requeue's median wait for its cluster, pool, tier and
+    size, with the estimate's p90, interval and victims); and
     what would have protected it (its declared checkpoint interval, its share of work done against
     analytics.near_completion_share)."""
     return r.frame(MINE_SQL, {**_mine_params(f, users, teams, job), "limit": limit, "offset": offset})
@@ -832,6 +866,14 @@ FROM quarantine AS q LEFT JOIN _loads AS l ON l.load_id = q._load_id
 ORDER BY loaded_at DESC NULLS LAST, q.source, q.record
 LIMIT $limit
 """
+# Every quarantined record counted by what failed: a claim an Event's victim gainsays is field `corroboration`
+# (collectors/kubernetes/corroborate.py), whatever the newest records above show.
+QUARANTINE_COUNTS_SQL = """
+SELECT source, target_table, field, count(*) AS records, min(reason) AS example
+FROM quarantine
+GROUP BY source, target_table, field
+ORDER BY records DESC, source, target_table, field
+"""
 ALERT_ERRORS_SQL = """
 SELECT rule, target, title, state, attempts, created_at, next_attempt_at, last_error
 FROM alerts WHERE last_error IS NOT NULL AND state <> 'sent'
@@ -854,6 +896,11 @@ def data_issues(r: Reader) -> pl.DataFrame | None:
     if not r.has("data_issues"):
         return None
     return r.frame(DATA_ISSUES_SQL)
+
+
+def quarantine_counts(r: Reader) -> pl.DataFrame:
+    """Every quarantined record, counted per source, table and the field that failed."""
+    return r.frame(QUARANTINE_COUNTS_SQL)
 
 
 def quarantined(r: Reader, limit: int) -> pl.DataFrame:
@@ -980,6 +1027,7 @@ SELECT
     {_part("goodput_gpu_s")} AS goodput_gpu_hours,
     {_part("goodput_gpu_s")} / nullif(sum(allocated_gpu_s) / 3600.0, 0) AS goodput_share,
     sum(goodput_at_most_gpu_s) / nullif(sum(allocated_gpu_s), 0) AS goodput_at_most_share,
+    sum(goodput_at_least_gpu_s) / nullif(sum(allocated_gpu_s), 0) AS goodput_at_least_share,
     {_part("badput_preemption_gpu_s")} AS preemption_gpu_hours,
     {_part("badput_warmup_gpu_s")} AS warmup_gpu_hours,
     {_part("badput_checkpoint_save_gpu_s")} AS checkpoint_save_gpu_hours,
@@ -1028,6 +1076,8 @@ QUERIES: dict[str, Callable[..., Any]] = {
     "evidence": evidence,
     "counterfactual": counterfactual,
     "verdicts": verdicts,
+    "hazard": hazard,
+    "restart_causes": restart_causes,
     "ledger": ledger,
     "victim_detail": victim_detail,
     "top_holders": top_holders,
@@ -1043,6 +1093,7 @@ QUERIES: dict[str, Callable[..., Any]] = {
     "team_net": team_net,
     "freshness": freshness,
     "quarantined": quarantined,
+    "quarantine_counts": quarantine_counts,
     "alert_errors": alert_errors,
     "data_issues": data_issues,
     "coverage": coverage,
@@ -1056,7 +1107,8 @@ def page_queries(f: Filters, *, rows: int, top_n: int, markers: int) -> tuple[tu
     `top_n` a chart's bars, `markers` the timeline's most preemptions (figures.TIMELINE_MARKERS)."""
     return (
         ("headline", f), ("net_benefit", f), ("team_net", f), ("scorecard", f), ("evidence", f), ("counterfactual", f),
-        ("worst", f, markers), ("ledger_page", f, rows, 0), ("top_victims", f, rows),
+        ("worst", f, markers), ("ledger_page", f, rows, 0), ("top_victims", f, rows), ("hazard", f),
+        ("restart_causes", f),
         ("top_holders", f, "team", top_n), ("idle_daily", f), ("avoidable_rows", f, rows),
         ("tier_shares", f), ("team_high_shares", f), ("team_slopes", f), ("scope_trend", f),
         ("suggestions", f, top_n), ("catalog",), ("coverage", f), ("goodput", f),

@@ -16,7 +16,7 @@ import polars as pl
 
 from preemptlens import escape
 from preemptlens.dashboards.data import TIER_ORDER, VictimDetail
-from preemptlens.reading.words import duration, gpus, iso_week
+from preemptlens.reading.words import band_label, duration, gpus, iso_week
 
 TIER_COLORS = {"critical": "#c0392b", "high": "#e67e22", "normal": "#2e86c1", "low": "#95a5a6"}
 STATE_COLORS = {
@@ -403,3 +403,32 @@ def team_slopes(slopes: pl.DataFrame, title: str = "Weekly growth of each team's
     )
     fig.update_yaxes(autorange="reversed")
     return _layout(fig, title, "", height=120 + 28 * rows.height).update_xaxes(title="percentage points per week")
+
+
+def preemption_hazard(bands: pl.DataFrame, title: str = "Preemption risk by run age") -> go.Figure:
+    """Preemptions per run-hour in each age band of a run (preemption_hazard), one line per victim tier (and
+    cluster, when several are shown), with the view's 95% interval: how much more a young run is at risk."""
+    shown = bands.filter(pl.col("hazard_per_h").is_not_null())
+    if shown.height == 0 or shown["preemptions"].sum() == 0:
+        return _empty(title, "no preemption of a run yet")
+    fig = go.Figure()
+    order = [band_label(a, b) for a, b in shown.select("age_from_s", "age_to_s").unique().sort("age_from_s").rows()]
+    several = shown["cluster"].n_unique() > 1
+    for (cluster, tier), rows in shown.sort("age_from_s").group_by("cluster", "tier", maintain_order=True):
+        if tier not in TIER_COLORS or rows["preemptions"].sum() == 0:
+            continue
+        name = f"{cluster}: {tier}" if several else str(tier)
+        h = rows["hazard_per_h"].to_list()
+        fig.add_scatter(
+            x=[band_label(a, b) for a, b in rows.select("age_from_s", "age_to_s").rows()], y=h, name=_text(name),
+            mode="lines+markers", line={"color": TIER_COLORS[str(tier)], "shape": "hv"},
+            error_y={"type": "data", "symmetric": False,
+                     "array": [hi - x for hi, x in zip(rows["hazard_high_per_h"].to_list(), h, strict=True)],
+                     "arrayminus": [x - lo for lo, x in zip(rows["hazard_low_per_h"].to_list(), h, strict=True)],
+                     "thickness": 1},
+            customdata=rows.select("preemptions", "exposure_h").rows(),
+            hovertemplate=(f"{_text(name)}, runs aged %{{x}}: %{{y:.3g}} preemptions per run-hour "
+                           "(%{customdata[0]:,} in %{customdata[1]:,.0f} run-hours)<extra></extra>"),
+        )
+    fig.update_xaxes(categoryorder="array", categoryarray=order, title_text="run age")
+    return _layout(fig, title, "preemptions per run-hour")

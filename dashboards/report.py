@@ -30,13 +30,14 @@ import polars as pl
 
 from preemptlens import escape
 from preemptlens.analytics.pilot import Evaluation, Pilot, PilotSettings, evaluate
-from preemptlens.analytics.scorecard import answer_text
-from preemptlens.analytics.snippets import KAI, KUBERNETES, KUEUE, SLURM, VOLCANO
+from preemptlens.analytics.whatif.scorecard import answer_text
+from preemptlens.analytics.whatif.snippets import KAI, KUBERNETES, KUEUE, SLURM, VOLCANO
 from preemptlens.config import section, setting
 from preemptlens.dashboards import answer, coverage, data
 from preemptlens.errors import PreemptlensError
-from preemptlens.private import make_private, private_folder
+from preemptlens.private import others_can_change, private_folder, remove_own_temps, replace_privately
 from preemptlens.reading.words import (
+    band_label,
     change,
     duration,
     gpu_hours,
@@ -152,6 +153,9 @@ class WeeklyReport:
     # Does preemption pay here? Per cluster the verdict and the counterfactual headline (the first section).
     answers: list[answer.ClusterAnswer]
     worst: pl.DataFrame
+    # The preemption hazard by run age per tier, over every recorded run (not the week's): what sets how often
+    # a job should checkpoint.
+    hazard: pl.DataFrame
     hoarding_teams: pl.DataFrame
     hoarding_jobs: pl.DataFrame
     idle_daily: pl.DataFrame
@@ -227,6 +231,7 @@ def build(
         evidence=data.evidence(r, f),
         answers=answer.read(r, f),
         worst=data.worst(r, f, top_n),
+        hazard=data.hazard(r, f),
         hoarding_teams=data.top_holders(r, f, "team", top_n),
         hoarding_jobs=data.top_holders(r, f, "job", top_n),
         idle_daily=data.idle_daily(r, f),
@@ -280,6 +285,19 @@ BASIS = {"checkpoint": "since its last checkpoint", "declared": "half its declar
 
 def _when(value: datetime | None) -> str:
     return "unknown" if value is None else f"{value:%a %Y-%m-%d %H:%M}"
+
+
+def _hazard_rows(report: WeeklyReport) -> list[dict[str, str]]:
+    several = report.hazard["cluster"].n_unique() > 1
+    return [
+        {
+            "tier": f"{b['cluster']}: {b['tier']}" if several else str(b["tier"]),
+            "run age": band_label(b["age_from_s"], b["age_to_s"]),
+            "preemptions": f"{b['preemptions']:,} in {b['exposure_h']:,.0f} run-hours",
+            "per run-hour": f"{b['hazard_per_h']:.3g} ({b['hazard_low_per_h']:.3g} to {b['hazard_high_per_h']:.3g})",
+        }
+        for b in report.hazard.filter(pl.col("hazard_per_h").is_not_null()).iter_rows(named=True)
+    ] if report.hazard.height and report.hazard["preemptions"].sum() else []
 
 
 def _worst_rows(report: WeeklyReport) -> list[dict[str, str]]:
@@ -486,6 +504,7 @@ def _context(report: WeeklyReport) -> dict[str, Any]:
         },
         "team_net": _team_net_rows(report),
         "worst": _worst_rows(report),
+        "hazard": _hazard_rows(report),
         "hoarding_teams": _holder_rows(report.hoarding_teams, "team"),
         "hoarding_jobs": _holder_rows(report.hoarding_jobs, "job"),
         "high_share": pct(this_share),
@@ -594,6 +613,7 @@ def render_html(report: WeeklyReport) -> str:
         built = {
             "net_benefit": figures.net_benefit(report.net_daily, f"Net benefit per day, {week}", span),
             "worst": figures.preemption_timeline(report.worst, f"Worst preemptions of {week}"),
+            "hazard": figures.preemption_hazard(report.hazard),
             "hoarders": figures.top_holders(report.hoarding_teams, f"Idle GPU-hours by team, {week}"),
             "idle_daily": figures.idle_daily(report.idle_daily, f"Idle GPU-hours per day, {week}", span),
             "tier_shares": figures.tier_shares(report.tier_shares, "Tier shares of GPU-hours per week"),
@@ -616,24 +636,31 @@ def render_markdown(report: WeeklyReport) -> str:
 
 
 def write(report: WeeklyReport, folder: Path) -> tuple[Path, Path]:
-    """Write preemptlens-<week>.html and .md into `folder`; a re-run for the same week replaces them."""
+    """Write preemptlens-<week>.html and .md into `folder`; a re-run for the same week replaces them.
+
+    The reports hold every team's figures: a folder another user can write (or swap) is refused, each file is
+    written into a new private file (never through a name someone planted) renamed over the old one, and the
+    temporary files of an interrupted run are removed first."""
     try:
         private_folder(folder)
     except OSError as exc:
         raise ReportError(
             f"cannot create report folder {folder}: {exc.strerror}", "set report.folder or --out"
         ) from None
+    problem = others_can_change(folder)
+    if problem:
+        raise ReportError(f"report folder {folder}: {problem}, so another user could read or replace the reports",
+                          "chmod 700 it, or set report.folder or --out to a folder only the service's user can write")
+    # Another run may be writing a report there now (serve's and one by hand): only what it would have renamed
+    # long ago is left over.
+    remove_own_temps(folder, older_than_s=600)
     stem = f"preemptlens-{report.week.label}"
     written = []
     for suffix, text in ((".html", render_html(report)), (".md", render_markdown(report))):
         path = folder / f"{stem}{suffix}"
-        temp = path.with_name(f".{path.name}.tmp")
         try:
-            temp.write_text(text, encoding="utf-8")
-            make_private(temp)
-            temp.replace(path)
+            replace_privately(path, text.encode("utf-8"))
         except OSError as exc:
-            temp.unlink(missing_ok=True)
             raise ReportError(f"cannot write {path}: {exc.strerror}", "set report.folder or --out") from None
         written.append(path)
     return written[0], written[1]

@@ -72,12 +72,16 @@ def command_args(module: ModuleType, argv: Sequence[str] = (), *, prog: str) -> 
 
 def load(args: argparse.Namespace) -> Config:
     from preemptlens.config import WarehouseSettings, load_config
-    from preemptlens.private import warn_if_exposed
+    from preemptlens.private import refuse_if_others_can_change, warn_if_exposed
 
     overrides = {"warehouse.path": args.warehouse} if args.warehouse else None
     config = load_config(args.config, overrides)
     folder = os.path.dirname(os.path.abspath(config.of(WarehouseSettings).path))
     if os.path.isdir(folder):
+        # DuckDB opens the warehouse and creates its write-ahead log by name, following symlinks: in a folder
+        # another user can write, a name planted there would receive every team's data.
+        refuse_if_others_can_change(folder, "the warehouse's folder",
+                                    "chmod 700 it, owned by the service's user, or set warehouse.path elsewhere")
         warn_if_exposed(folder, "the warehouse's folder")
     return config
 

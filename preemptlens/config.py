@@ -65,6 +65,7 @@ from urllib.parse import urlsplit
 
 from preemptlens.contract import FUTURE_SLACK_S, TIERS
 from preemptlens.errors import ConfigError, PreemptlensError
+from preemptlens.private import exposure, others_can_change
 from preemptlens.registry import SECTIONS
 
 log = logging.getLogger(__name__)
@@ -537,6 +538,12 @@ def resolve_reference(value: Any, where: str, problems: list[str]) -> Any:
             problems.append(f"{where}: environment variable {target} is not set")
             return None
         return os.environ[target]
+    # A secret another user can change is theirs to choose: where alerts go, which token Prometheus sees.
+    changeable = others_can_change(target)
+    if changeable:
+        problems.append(f"{where}: secret file {target} is not the service's own: {changeable}; chown it to the "
+                        f"service's user, chmod 600, in a folder only it (or root) can write")
+        return None
     exposed = exposure(Path(target))
     if exposed:
         log.warning("%s: secret file %s is %s; make it readable by the service's user only (chmod 600)",
@@ -634,46 +641,16 @@ _KIND_NAMES = {str: "text", int: "a whole number", float: "a number", bool: "tru
                list: "a list"}
 
 
-def exposure(path: Path) -> str:
-    """Who besides its owner may read or change `path` (a file or folder), in words; empty when nobody
-    (or when it cannot be looked at: whoever reads it next says why)."""
-    try:
-        mode = path.stat().st_mode
-    except OSError:
-        return ""
-    found = []
-    if mode & stat.S_IROTH:
-        found.append("readable by every user")
-    if mode & stat.S_IWOTH:
-        found.append("writable by every user")
-    if mode & stat.S_IWGRP:
-        found.append("writable by its group")
-    return " and ".join(found)
-
-
 def _refuse_foreign_config(path: Path) -> None:
     """A configuration file someone else can change names the programs preemptlens runs (slurm.bin_dir)
-    and where it sends data: refuse it, and its folder when others can swap the file."""
-    try:
-        info = path.stat()
-        folder = path.resolve().parent.stat()
-    except OSError:
-        return  # reading it says why
-    problems = []
-    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        problems.append(f"is {exposure(path)}")
-    if info.st_uid not in (0, os.geteuid()):
-        problems.append(f"belongs to another user (uid {info.st_uid})")
-    if folder.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not folder.st_mode & stat.S_ISVTX:
-        problems.append(f"is in a folder others can write ({path.resolve().parent})")
-    if folder.st_uid not in (0, os.geteuid()) and not folder.st_mode & stat.S_ISVTX:
-        problems.append(f"is in a folder of another user (uid {folder.st_uid})")
-    if problems:
+    and where it sends data: refuse it when another user could change it or a folder above it."""
+    problem = others_can_change(path) if path.exists() else ""  # a missing file: reading it says so
+    if problem:
         raise ConfigError(
-            f"config file {path} {' and '.join(problems)}: another user could change what preemptlens runs",
-            f"chown it to the service's user and chmod 600 {path} (or 640 with a group nobody else is in)",
+            f"config file {path}: {problem}: another user could change what preemptlens runs",
+            f"chown it to the service's user and chmod 600 {path}, in a folder only it (or root) can write",
         )
-    if info.st_mode & stat.S_IROTH:
+    if path.exists() and path.stat().st_mode & stat.S_IROTH:
         log.warning("config file %s is readable by every user; chmod 600 it (it may name secrets' files)", path)
 
 

@@ -38,7 +38,7 @@ RUN_STATES: tuple[str, ...] = (
     "timeout",
     "node_fail",
 )
-CHECKPOINT_KINDS: tuple[str, ...] = ("checkpoint", "progress")
+CHECKPOINT_KINDS: tuple[str, ...] = ("checkpoint", "progress", "restore")
 # scheduler_policy: which scheduler states the policy, and what a row's subject is.
 POLICY_SCHEDULERS: tuple[str, ...] = ("slurm", "kueue", "kai", "volcano", "kubernetes", "simulator")
 POLICY_SCOPES: tuple[str, ...] = ("cluster", "partition", "qos", "cluster_queue", "queue", "tier")

@@ -10,11 +10,15 @@ one that answers 400 MB fills the memory of whoever reads it whole. So:
   read blocked on a dripping peer returns at once; `check()` then raises
   `CallTimedOut`. urllib3's connections report their sockets to it once
   `install(pool_manager)` (or `BoundedAdapter` for a requests session) is
-  done: the Prometheus collector and the Kubernetes client use it.
+  done: the Prometheus collector and the Kubernetes client use it. Their host
+  names are then looked up within the deadline too (`resolve`).
 - `read_capped`, `Capped`: the answer's bytes up to a limit, then
   `AnswerTooLarge`, never more in memory.
 - `run`: a command (sacct, scontrol) killed at its deadline, its output capped.
-- `post`: the webhooks' one POST over http.client, with both.
+- `post`: the webhooks' one POST over http.client, with both. Its deadline covers name resolution too
+  (`resolve`: getaddrinfo in a worker thread, waited for only as long as the deadline leaves), and it connects
+  to the addresses found, so the name is looked up once: a name that resolves to a loopback, private or
+  link-local address (another service of this host or network) is refused unless the caller allows it.
 
 A caller turns `CallTimedOut` / `AnswerTooLarge` into its own error, naming the
 source and never the URL (which may be a secret).
@@ -26,6 +30,7 @@ import contextlib
 import heapq
 import http.client
 import io
+import ipaddress
 import itertools
 import os
 import signal
@@ -46,6 +51,10 @@ class CallTimedOut(TimeoutError):
 
 class AnswerTooLarge(OSError):
     """An answer was larger than the caller's limit; nothing more of it was read."""
+
+
+class RefusedAddress(ConnectionError):
+    """A name resolved to an address the caller does not allow (loopback, private, link-local)."""
 
 
 # -- deadlines --------------------------------------------------------------
@@ -154,13 +163,40 @@ def _watched(base: type) -> type:
     """`base` (a urllib3 connection class) reporting its socket to the thread's current Deadline."""
 
     class Watched(base):
+        _dns_host: str  # urllib3's: the name connected to (the `host` property strips its trailing dot)
+
         def _new_conn(self) -> socket.socket:
-            # The plain socket, before any TLS handshake: a handshake can drip too.
-            sock = super()._new_conn()
             deadline = current()
+            if deadline is None or _is_address(self._dns_host):
+                sock = super()._new_conn()
+            else:
+                sock = self._connect_resolved(deadline)
+            # The plain socket, before any TLS handshake: a handshake can drip too.
             if deadline is not None:
                 deadline.watch(sock)
             return sock
+
+        def _connect_resolved(self, deadline: Deadline) -> socket.socket:
+            """The name looked up within `deadline` (resolve), then each address connected to as urllib3 connects
+            to a name (its socket options, timeouts and errors); the name is kept for TLS and the Host header."""
+            import urllib3.exceptions
+
+            name = self._dns_host
+            try:
+                infos = resolve(name, self.port, deadline)
+            except socket.gaierror as exc:
+                raise urllib3.exceptions.NameResolutionError(self.host, self, exc) from exc
+            try:
+                for number, info in enumerate(infos):
+                    self._dns_host = str(info[4][0])
+                    try:
+                        return super()._new_conn()
+                    except urllib3.exceptions.HTTPError:
+                        if number == len(infos) - 1:
+                            raise
+                raise urllib3.exceptions.NewConnectionError(self, "the name has no address")
+            finally:
+                self._dns_host = name
 
         def request(self, *args: Any, **kwargs: Any) -> Any:
             # A pooled connection, connected for an earlier call, serves this one.
@@ -171,6 +207,14 @@ def _watched(base: type) -> type:
 
     Watched.__name__ = Watched.__qualname__ = f"Watched{base.__name__}"
     return Watched
+
+
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.strip("[]").split("%", 1)[0])
+    except ValueError:
+        return False
+    return True
 
 
 def _watched_pool(base: Any) -> type:
@@ -343,9 +387,61 @@ def kill_at(proc: subprocess.Popen[Any], seconds: float) -> Killer:
 # -- one POST ---------------------------------------------------------------
 
 
-def post(url: str, body: bytes, headers: Mapping[str, str], *, timeout_s: float, limit: int = 65536) -> int:
-    """POST `body` to `url` (http or https, no redirect followed) and return the status; the whole exchange
-    ends within `timeout_s` (CallTimedOut) and at most `limit` bytes of the answer's body are read."""
+def resolve(host: str, port: int, deadline: Deadline) -> list[tuple[Any, ...]]:
+    """getaddrinfo's TCP answers for `host`, or CallTimedOut when `deadline` ends first. The lookup runs in a
+    worker thread (libc's resolver cannot be interrupted): a slow resolver keeps that thread, never the caller,
+    and the thread ends when libc gives up (resolv.conf's timeout and attempts)."""
+    found: list[Any] = []
+
+    def lookup() -> None:
+        try:
+            found.append(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+        except (OSError, UnicodeError) as exc:
+            found.append(exc)
+
+    worker = threading.Thread(target=lookup, name="preemptlens-resolve", daemon=True)
+    worker.start()
+    worker.join(deadline.remaining())
+    if not found:
+        deadline.expire()
+        deadline.check()
+    if isinstance(found[0], BaseException):
+        raise found[0]
+    return list(found[0])
+
+
+def is_public(address: str) -> bool:
+    """Whether `address` is one of the internet's: not loopback, private, link-local (cloud metadata), shared,
+    reserved, multicast or unspecified; an IPv4 address written as IPv6 counts as itself."""
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_global and not ip.is_multicast
+
+
+def _connect(infos: list[tuple[Any, ...]], deadline: Deadline) -> socket.socket:
+    """A socket connected to the first address of `infos` that answers, within `deadline`."""
+    error: OSError = OSError("no address to connect to")
+    for family, kind, proto, _, address in infos:
+        sock = socket.socket(family, kind, proto)
+        deadline.watch(sock)  # before any TLS handshake: a handshake can drip too
+        try:
+            sock.settimeout(max(deadline.remaining(), 0.001))
+            sock.connect(address)
+            return sock
+        except OSError as exc:
+            sock.close()
+            deadline.check()
+            error = exc
+    raise error
+
+
+def post(url: str, body: bytes, headers: Mapping[str, str], *, timeout_s: float, limit: int = 65536,
+         allow_private: bool = False) -> int:
+    """POST `body` to `url` (http or https, no redirect followed) and return the status; the whole exchange,
+    name resolution included, ends within `timeout_s` (CallTimedOut) and at most `limit` bytes of the answer's
+    body are read. A host that resolves to any address not is_public raises RefusedAddress unless
+    `allow_private`."""
     try:
         parts = urllib.parse.urlsplit(url)
         hostname, port = parts.hostname, parts.port
@@ -356,19 +452,19 @@ def post(url: str, body: bytes, headers: Mapping[str, str], *, timeout_s: float,
         raise http.client.InvalidURL("not an http or https URL with a host")
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     with Deadline(timeout_s, "the webhook's answer") as deadline:
+        infos = resolve(hostname, port or (443 if parts.scheme == "https" else 80), deadline)
+        if not allow_private and not all(is_public(str(info[4][0])) for info in infos):
+            raise RefusedAddress("the host resolves to a loopback, private or link-local address")
         connection: http.client.HTTPConnection
+        # The connection keeps the name (the Host header, TLS's server name and certificate check) and is
+        # handed a socket to an address already looked up: no second lookup, outside the deadline or answered
+        # differently.
         if parts.scheme == "https":
             connection = http.client.HTTPSConnection(hostname, port, timeout=timeout_s,
                                                      context=ssl.create_default_context())
         else:
             connection = http.client.HTTPConnection(hostname, port, timeout=timeout_s)
-
-        def connect(*args: Any, **kwargs: Any) -> socket.socket:
-            sock = socket.create_connection(*args, **kwargs)
-            deadline.watch(sock)  # before any TLS handshake: a handshake can drip too
-            return sock
-
-        connection._create_connection = connect  # type: ignore[attr-defined]
+        connection._create_connection = lambda *_, **__: _connect(infos, deadline)  # type: ignore[attr-defined]
         try:
             try:
                 sent = dict(headers)

@@ -81,6 +81,31 @@ def size_bytes(text: str, setting: str) -> int:
     return size
 
 
+# The floor of sql.address_space_limit, measured (tests/test_config_ranges.py runs queries at it): the fork
+# server's child maps about 760 MB (the interpreter, DuckDB, Arrow) before it runs anything, and DuckDB needs
+# about 100 MB more to open the snapshot and run a query on one thread; below 850 MB every query aborts.
+MIN_ADDRESS_SPACE = 2**30
+# What DuckDB needs to start, beyond what the query's process has mapped already (measured: about 96 MB).
+_START_BYTES = 128 * 2**20
+# What each further DuckDB thread may reserve: its stack (8 MiB by default) and, under glibc, a malloc arena of its
+# own (64 MiB). Measured on 2 cores: 16 threads needed 860 MB more than 2.
+_THREAD_BYTES = 72 * 2**20
+
+
+def query_threads(space: int, mapped: int, cores: int) -> int:
+    """DuckDB threads for a query process limited to `space` bytes of address space with `mapped` in use: one per
+    core at most, and no more than fit in half of what is left after DuckDB's start (the other half for the
+    query's data); at least one."""
+    spare = space - mapped - _START_BYTES
+    return max(1, min(cores, spare // 2 // _THREAD_BYTES))
+
+
+def _mapped_bytes() -> int:
+    """The address space this process maps now."""
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+
+
 @section("sql", "Limits of ad-hoc SQL (`preemptlens sql`, the dashboard's SQL box) and how readers wait for a writer.")
 @dataclass(frozen=True)
 class Limits:
@@ -93,7 +118,11 @@ class Limits:
         "Largest result (in Arrow memory) an ad-hoc query may return; a larger one is refused with a message.",
         check=size_text(1024, 64 * 2**30),
     )
-    timeout_s: float = setting(30.0, "Seconds after which an ad-hoc query's process is killed.", bounds=(0.1, 86_400))
+    timeout_s: float = setting(
+        30.0, "Seconds after which an ad-hoc query's process is killed; at least 5: starting the process and "
+        "opening the snapshot took up to 0.5 s for `SELECT 1` on a loaded 2-core machine.",
+        bounds=(5, 86_400),
+    )
     memory_limit: str = setting(
         "2GB", "DuckDB memory limit of a reader connection.",
         check=size_text(64 * 2**20, 2**40),
@@ -101,9 +130,10 @@ class Limits:
     address_space_limit: str = setting(
         "4GB",
         "Address-space limit (RLIMIT_AS) of the process that runs one ad-hoc query: DuckDB's memory_limit "
-        "does not bound every allocation (a huge string), this does. Leave room above memory_limit for "
-        "the interpreter and DuckDB's threads (about 1.2 GB).",
-        check=size_text(256 * 2**20, 4 * 2**40),
+        "does not bound every allocation (a huge string), this does. At least 1GiB: the query's process maps "
+        "about 760 MB before DuckDB starts. DuckDB runs as many threads as fit (each may reserve 72 MiB) with "
+        "half of the rest left for the query's data, at most one per core.",
+        check=size_text(MIN_ADDRESS_SPACE, 4 * 2**40),
     )
     wait_s: float = setting(
         30.0,
@@ -448,13 +478,23 @@ class _Process(_CONTEXT.Process):  # type: ignore[name-defined]
 def _child(path: str, statement: str, limits: Limits, temp_directory: str, out: Connection) -> None:
     """Run one checked statement and send ("ok", Arrow IPC bytes, truncated) or ("error", message, hint)."""
     space = size_bytes(limits.address_space_limit, "sql.address_space_limit")
+    mapped = _mapped_bytes()
+    if space < mapped + _START_BYTES:
+        # A limit below what runs at all would abort the process (DuckDB's threads cannot start): say so.
+        out.send(("error", f"sql.address_space_limit ({limits.address_space_limit}) is below what the query's "
+                  f"process needs: it maps {mapped / 2**20:,.0f} MiB before DuckDB starts, which needs about "
+                  f"{_START_BYTES >> 20} MiB more", "raise sql.address_space_limit"))
+        out.close()
+        return
     resource.setrlimit(resource.RLIMIT_AS, (space, space))
     # The answer goes through the pipe only: nothing the engine prints (its progress bar after 2 s) may end up
     # in the caller's output, which may be CSV or JSON.
     with open(os.devnull, "wb") as devnull:
         os.dup2(devnull.fileno(), 1)
     try:
-        con = duckdb.connect(path, read_only=True, config=_reader_config(limits, temp_directory))
+        config = {**_reader_config(limits, temp_directory),
+                  "threads": query_threads(space, mapped, os.cpu_count() or 1)}
+        con = duckdb.connect(path, read_only=True, config=config)
         con.execute("SET TimeZone = 'UTC'")
         con.execute("SET enable_progress_bar = false")
         con.execute("SET lock_configuration = true")

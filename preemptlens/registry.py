@@ -56,8 +56,7 @@ EFFECTORS: dict[str, str] = {
 SECTIONS: dict[str, tuple[str, ...]] = {
     "preemptlens.config": ("warehouse", "cluster"),
     "preemptlens.analytics.params": ("analytics",),
-    "preemptlens.analytics.tuning": ("tuning",),
-    "preemptlens.analytics.victim_order": ("victim_order",),
+    "preemptlens.analytics.whatif.settings": ("tuning", "victim_order"),
     "preemptlens.analytics.pilot": ("pilot",),
     "preemptlens.analytics.livecost": ("live_cost",),
     "preemptlens.analytics.actions": ("kueue_boost", "kai_protect", "slurm_protect"),

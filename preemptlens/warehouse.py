@@ -13,7 +13,6 @@ import glob
 import logging
 import os
 import re
-import stat
 import threading
 import time
 import uuid
@@ -28,7 +27,7 @@ import polars as pl
 
 from preemptlens.contract import FUTURE_SLACK_S, MAX_EPOCH_S, RULES, Batch, Reject, Watermark, value_checks
 from preemptlens.errors import ContractError, SchemaError
-from preemptlens.private import make_private, private_umask
+from preemptlens.private import create_new, make_private, private_umask
 
 log = logging.getLogger(__name__)
 
@@ -202,7 +201,8 @@ def copy_file(handle: int, target: Path) -> None:
     """
     temp = _publish_temp(target)
     size = os.fstat(handle).st_size
-    out = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, stat.S_IMODE(os.fstat(handle).st_mode))
+    # A new private file, never one planted under the name (the warehouse's folder may be open to others).
+    out = create_new(temp)
     try:
         try:
             done = 0

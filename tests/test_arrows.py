@@ -77,3 +77,53 @@ def test_the_core_imports_no_plugin_anywhere() -> None:
         if name.startswith(PLUGINS)
     }
     assert wrong == set()
+
+
+def _module_of(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(("preemptlens", *parts)) if parts[0] != "preemptlens" else ".".join(parts)
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import circle of the graph, as the modules around it, or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return [*path[path.index(nxt):], nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (found := visit(node)):
+            return found
+    return None
+
+
+FOLDERS = sorted({p.parent for top in ("analytics", "collectors", "dashboards") for p in (ROOT / top).rglob("*.py")}
+                 | {ROOT / "preemptlens", ROOT / "preemptlens" / "commands"})
+
+
+@pytest.mark.parametrize("folder", FOLDERS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_import_circle_inside_a_folder(folder: Path) -> None:
+    """Within one folder the modules import one way, type-only imports included: a circle means a module
+    holds what the ones below it need (as tuning.py held the replay's settings), and belongs at the foot."""
+    modules = {_module_of(p): p for p in folder.glob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        graph[name] = {m for m in _imports(path) if m in modules and m != name}
+    assert _cycle(graph) is None
+
+
+def test_the_circle_finder_finds_one() -> None:
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None

@@ -172,3 +172,58 @@ def test_a_check_across_fields_is_reported_at_start_with_the_rest() -> None:
     assert "sql.max_rows: 0 is out of range" in text
     text = problems({"kai_protect.near_completion_low": 0.95, "kai_protect.near_completion_high": 0.9})
     assert "near_completion_low: must not exceed near_completion_high" in text
+
+
+# -- bounds set by what works ----------------------------------------------------------------------------------
+# The [sql] limits whose lower bound is what a query needs to run at all: at the bound an ordinary query runs (on
+# the real query process, whatever else loads this machine), below it the configuration is refused by name.
+SQL_AT_FLOOR = {"sql.address_space_limit": "1GiB", "sql.memory_limit": "64MiB", "sql.timeout_s": "5",
+                "sql.max_result_bytes": "1KiB", "sql.max_rows": "1"}
+SQL_BELOW_FLOOR = {"sql.address_space_limit": "1023MiB", "sql.memory_limit": "63MiB", "sql.timeout_s": "4.9",
+                   "sql.max_result_bytes": "0.999KiB", "sql.max_rows": "0"}
+
+
+@pytest.fixture(scope="module")
+def small_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from tests.people.people_seed import jobs_warehouse
+
+    return jobs_warehouse(tmp_path_factory.mktemp("floor"))
+
+
+@pytest.mark.parametrize("name", sorted(SQL_AT_FLOOR))
+def test_each_sql_limit_works_at_its_lower_bound_and_is_refused_below(name: str, small_warehouse: Path) -> None:
+    from preemptlens.readonly import Limits, query
+
+    limits = load(overrides={name: SQL_AT_FLOOR[name]}).of(Limits)
+    # A scan and a grouping of a few million rows: what an operator's query does, not only `SELECT 1`.
+    grouped = query(small_warehouse, "SELECT x % 7 AS k, count(*) AS n FROM range(5000000) t(x) GROUP BY k "
+                    "ORDER BY k", limits)
+    if name == "sql.max_rows":
+        assert grouped.truncated and grouped.frame.rows() == [(0, 714_286)]
+    else:
+        assert grouped.frame["n"].sum() == 5_000_000 and grouped.frame.height == 7
+    assert query(small_warehouse, "SELECT count(*) AS n FROM jobs", limits).frame.item() == 3
+    below = SQL_BELOW_FLOOR[name]
+    shown = below if name in ("sql.max_rows", "sql.timeout_s") else repr(below)  # a number as read, a size as written
+    assert f"{name}: {shown} is out of range" in problems({name: below})
+
+
+def test_the_query_process_runs_as_many_threads_as_fit_its_address_space() -> None:
+    from preemptlens.readonly import MIN_ADDRESS_SPACE, query_threads
+
+    mapped = 760 * 2**20  # what the fork server's child maps before DuckDB starts (measured)
+    assert query_threads(MIN_ADDRESS_SPACE, mapped, 64) == 1
+    # The default 4GB on a 64-core node: 20 threads, not 64 (which may reserve 4.5 GiB: a stack and an arena each).
+    assert query_threads(4 * 10**9, mapped, 64) == 20
+    assert query_threads(4 * 10**9, mapped, 2) == 2
+    assert query_threads(4 * 2**40, mapped, 256) == 256
+
+
+def test_an_address_space_below_what_the_process_maps_is_a_clear_error_not_an_abort(small_warehouse: Path) -> None:
+    """Limits made in code skip the configuration's range: the query process says what it needs instead of dying
+    with DuckDB's threads unable to start."""
+    from preemptlens.readonly import Limits, QueryError, query
+
+    with pytest.raises(QueryError, match=r"sql.address_space_limit \(512MB\) is below what the query's process "
+                                         r"needs: it maps [\d,]+ MiB before DuckDB starts"):
+        query(small_warehouse, "SELECT 1", Limits(address_space_limit="512MB"))

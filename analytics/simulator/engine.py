@@ -123,6 +123,19 @@ class Run:
 _TIME = itemgetter(0)
 
 
+def schedule_interval(schedule: tuple[tuple[float, float], ...], age_s: float) -> float:
+    """The wait from a checkpoint at `age_s` to the next under a checkpoint schedule (JobSpec.checkpoint_schedule):
+    the interval of the step in force, but never past the next step's start by more than that step's own
+    interval (a long interval while preemptions are rare must not carry a run deep into the age they come)."""
+    k = 0
+    while k + 1 < len(schedule) and schedule[k + 1][0] <= age_s:
+        k += 1
+    interval = schedule[k][1]
+    if k + 1 < len(schedule):
+        interval = min(interval, schedule[k + 1][0] - age_s + schedule[k + 1][1])
+    return interval
+
+
 def lost_progress_s(end_s: float, run_start_s: float, last_checkpoint_s: float | None) -> float:
     """Progress a run loses when it ends at `end_s`: the time since its last checkpoint, else since its start.
 
@@ -592,17 +605,19 @@ class _Scheduler:
         if interval:
             since = run.restored_step
             add = run.checkpoints.append
+            schedule = job.checkpoint_schedule
             k = 1
+            at = since + (schedule_interval(schedule, 0.0) if schedule else interval)
             for ws, we, w0 in work:
                 top = w0 + (we - ws)
-                at = since + k * interval
                 while at <= top:
                     when = ws + (at - w0)
                     if when >= t:
                         break
                     add((when, at))
                     k += 1
-                    at = since + k * interval
+                    # a fixed cadence multiplies (no drift over thousands of checkpoints); a schedule steps
+                    at = at + schedule_interval(schedule, at - since) if schedule else since + k * interval
 
     def _signal(self, r: int, preemptor: int, t: float) -> None:
         run = self.runs[r]

@@ -64,7 +64,7 @@ def pools_frame(sim: SimConfig) -> pl.DataFrame:
 
 
 def policy_frame(sim: SimConfig) -> pl.DataFrame:
-    """The policy the simulated scheduler ran, as scheduler_policy rows (read back by analytics.policy_in_force):
+    """The policy the simulated scheduler ran, as scheduler_policy rows (read back by analytics.whatif.policy_in_force):
     the replay of a simulated cluster then runs its rules instead of inferring them."""
     policy = sim.policy
     rows = [

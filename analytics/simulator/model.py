@@ -341,6 +341,10 @@ class JobSpec:
     priority_class: str | None = None
     priority_value: float | None = None
     checkpoint_interval_s: float | None = None
+    # A cadence that changes with the run's age, as (from seconds of work since the run's restore point, interval
+    # seconds), ascending from 0: the checkpoint advice drawn from the preemption hazard by run age. Empty: every
+    # `checkpoint_interval_s`.
+    checkpoint_schedule: tuple[tuple[float, float], ...] = ()
     final_checkpoint: bool = False
     save_s: float = 30.0
     # A first run's start-up (start to its first progress) and a restart's warm-up (reload to resumed progress):

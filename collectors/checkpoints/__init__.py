@@ -38,7 +38,7 @@ from typing import Any, ClassVar
 import polars as pl
 
 from preemptlens.collectors.checkpoints.files import Cursor, Root, Walker, root_of, root_problem
-from preemptlens.collectors.checkpoints.jobs import Runs
+from preemptlens.collectors.checkpoints.jobs import Point, Runs
 from preemptlens.collectors.checkpoints.layouts import LAYOUTS
 from preemptlens.collectors.checkpoints.logs import PRESETS, LogReader, dump_cursors, load_cursors, pattern_problem
 from preemptlens.collectors.checkpoints.logs import patterns as log_patterns
@@ -173,20 +173,6 @@ _FRAME_SCHEMA: dict[str, pl.DataType] = {
     "kind": pl.String(), "step": pl.Float64(), "save_s": pl.Float64(), "origin": pl.String(),
     "_record": pl.String(),
 }
-
-
-@dataclass
-class Point:
-    """One row before it is a frame row."""
-
-    job_id: str
-    run: int | None
-    time: float
-    kind: str
-    step: float | None
-    save_s: float | None
-    origin: str
-    record: str
 
 
 def frame(cluster: str, points: list[Point]) -> pl.DataFrame:
@@ -329,8 +315,8 @@ class CheckpointCollector:
         points: list[Point] = []
         rejects: list[Reject] = []
         kept = {}
-        for path, job_id in self._log_files(cluster, roots, rejects):
-            read, cursor = reader.read(path, cursors.get(path))
+        for path, job_id, owner in self._log_files(cluster, roots, rejects):
+            read, cursor = reader.read(path, cursors.get(path), owner)
             rejects.extend(read.rejects)
             if cursor is not None:
                 kept[path] = cursor
@@ -339,20 +325,28 @@ class CheckpointCollector:
                                     line.step, line.save_s, line.origin, f"{path}:{line.record.rsplit('@', 1)[-1]}"))
         return points, rejects, dump_cursors(kept)
 
-    def _log_files(self, cluster: str, roots: list[Root], rejects: list[Reject]) -> Iterator[tuple[str, str]]:
-        """Each recorded job's log files that lie under log_roots (their real paths too)."""
+    def _log_files(self, cluster: str, roots: list[Root],
+                   rejects: list[Reject]) -> Iterator[tuple[str, str, int]]:
+        """Each recorded job's log files that lie under log_roots (their real paths too), with the uid of the job's
+        user: a file is read only if it is that user's own (LogReader.read checks the open file)."""
         seen: set[str] = set()
         bases = [os.path.realpath(r.path).rstrip("/") + "/" for r in roots]
         elsewhere = 0
         for (c, job_id), job in sorted(self.runs.jobs.items()):
             if c != cluster:
                 continue
+            uid = job.uid()
             for path in job.output_files():
                 if path in seen:
                     continue
                 seen.add(path)
                 if any(os.path.realpath(path).startswith(b) for b in bases):
-                    yield path, job_id
+                    if uid is None:
+                        rejects.append(Reject("checkpoints", path, "user",
+                                              f"the job's user {job.user!r} is not a user of this host: its log is "
+                                              "not read (whose file it is cannot be checked)"))
+                        continue
+                    yield path, job_id, uid
                 elif any(os.path.normpath(path).startswith(r.path + "/") for r in roots):
                     rejects.append(Reject("checkpoints", path, "path",
                                           "leaves checkpoints.log_roots through a symlink: not read"))

@@ -6,6 +6,8 @@ A root is a path that names a job, in one of two ways:
 - a directory or glob with a rule, `job = "work_dir"` or `"stdout"`: a directory it matches belongs to
   the jobs whose recorded working directory (or output file's directory) is it or one of its parents,
   and a checkpoint to the one of them that was running when it was written.
+A directory found by what a job's record says (its name, working directory or output file, which its user
+writes) is walked for that job only if its user owns it (uid by the recorded user name).
 Below a job's directory, directories are walked `max_depth` levels down and every layout
 (layouts.py) is looked for. Nothing outside a root is read: symlinks are never followed (a symlink
 is skipped, named in quarantine), and a directory whose real path leaves the root is skipped.
@@ -45,6 +47,12 @@ SMALL_FILE_BYTES = 4096
 class Root:
     path: str  # template or glob as configured
     job: str  # "path" (placeholders name the job), "work_dir" or "stdout"
+
+    @property
+    def tenant_named(self) -> bool:
+        """Whether a job's directory comes from what the job's own record says (its name, working directory or
+        output file, which its user sets): then only a directory its user owns is walked."""
+        return self.job != "path" or "{name}" in self.path
 
     @property
     def base(self) -> str:
@@ -142,6 +150,10 @@ class Walker:
                     out.rejects.append(Reject("checkpoints", job_dir, "path",
                                               f"leaves the configured root {root.base} (a symlink?): not read"))
                     continue
+                if root.tenant_named:
+                    jobs = self._owners(cluster, job_dir, jobs, runs, out)
+                    if not jobs:
+                        continue
                 self._walk(cluster, job_dir, jobs, base, runs, cursor, new, out, 0)
         return out, new
 
@@ -232,6 +244,20 @@ class Walker:
             if not _inside(path, base):
                 continue
             self._walk(cluster, path, jobs, base, runs, old, new, out, depth + 1)
+
+    @staticmethod
+    def _owners(cluster: str, folder: str, jobs: list[str], runs: Runs, out: Scan) -> list[str]:
+        """Of the jobs a directory was found for by what their records say (a job's name, working directory or
+        output file: a tenant writes those), the ones whose user owns it: another user's directory is not walked."""
+        try:
+            owner = os.lstat(folder).st_uid
+        except OSError:
+            return jobs  # missing or unreadable: the walk says so
+        mine = [j for j in jobs if runs.jobs[(cluster, j)].uid() == owner]
+        if not mine:
+            out.rejects.append(Reject("checkpoints", folder, "owner",
+                                      f"belongs to uid {owner}, not to the user of job {', '.join(jobs)}: not read"))
+        return mine
 
     @staticmethod
     def _owner(cluster: str, jobs: list[str], runs: Runs, t: float) -> str | None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import bisect
 import os
+import pwd
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -21,6 +22,15 @@ import polars as pl
 # Slurm accounts whole seconds, cut down: a run recorded as ending at 12:00:11 ran until before 12:00:12, and
 # what it logged in that second is its own.
 END_SLACK_S = 1.0
+
+
+def _start_of(span: tuple[float, float | None, int]) -> float:
+    return span[0]
+
+
+def _start_and_run(span: tuple[float, float | None, int]) -> tuple[float, int]:
+    """Spans sort by start, then run: never by their end, which is None while a run is on."""
+    return span[0], span[2]
 
 
 @dataclass(frozen=True)
@@ -34,6 +44,15 @@ class Job:
     stdout_path: str | None
     stderr_path: str | None
     source: str | None = None
+
+    def uid(self) -> int | None:
+        """The uid of the job's user on this host, by the name the scheduler recorded; None when unknown here."""
+        if not self.user:
+            return None
+        try:
+            return pwd.getpwnam(self.user).pw_uid
+        except (KeyError, ValueError):
+            return None
 
     def output_files(self) -> list[str]:
         """Where the job's log is: its recorded stdout and stderr; for a Slurm job that recorded neither (22.05
@@ -65,7 +84,7 @@ class Runs:
             if row["start_time"] is not None:
                 end = row["end_time"].timestamp() if row["end_time"] is not None else None
                 spans[key].append((row["start_time"].timestamp(), end, int(row["run"])))
-        out.runs = {k: sorted(v) for k, v in spans.items()}
+        out.runs = {k: sorted(v, key=_start_and_run) for k, v in spans.items()}
         by_label: dict[tuple[str, str], list[str]] = defaultdict(list)
         for cluster, label, job_id in labels.select("cluster", "label", "job_id").iter_rows():
             if (cluster, job_id) in out.jobs:
@@ -77,7 +96,9 @@ class Runs:
         """The job's run that was on at t (started at or before it, not ended before it, END_SLACK_S allowed);
         None when none was."""
         spans = self.runs.get((cluster, job_id), [])
-        i = bisect.bisect_right(spans, (t, float("inf"), 2**31))
+        # By start alone: a tuple key would compare a running run's end (None) with a number when t equals its
+        # start, and a NaN time (a hostile line) finds nothing rather than raising.
+        i = bisect.bisect_right(spans, t, key=_start_of)
         for start, end, run in reversed(spans[:i]):
             if start <= t and (end is None or t < end + END_SLACK_S):
                 return run
@@ -111,3 +132,17 @@ class Runs:
 
     def clusters(self) -> set[str]:
         return {c for c, _ in self.jobs}
+
+
+@dataclass
+class Point:
+    """One row before it is a frame row."""
+
+    job_id: str
+    run: int | None
+    time: float
+    kind: str
+    step: float | None
+    save_s: float | None
+    origin: str
+    record: str

@@ -19,7 +19,7 @@ import time as clock
 from datetime import UTC
 from typing import Any
 
-from preemptlens.collectors.checkpoints.jobs import Runs
+from preemptlens.collectors.checkpoints.jobs import Point, Runs
 from preemptlens.collectors.checkpoints.logs import LogReader, parse_time, patterns
 from preemptlens.config import Config
 from preemptlens.contract import Reject
@@ -72,8 +72,6 @@ def read_annotations(config: Config, s: Any, cluster: str, runs: Runs, data: str
 
     import kubernetes.client
 
-    from preemptlens.collectors.checkpoints import Point
-
     if not (s.time_annotation or s.step_annotation):
         raise ConfigError("checkpoints: stream annotations has no checkpoints.time_annotation",
                           "name the annotation jobs set to their last checkpoint's time")
@@ -92,34 +90,45 @@ def read_annotations(config: Config, s: Any, cluster: str, runs: Runs, data: str
         except SourceError as exc:
             rejects.append(Reject("checkpoints", f"annotations {kind}", "list", exc.message))
             continue
-        for obj in objects:
-            meta = obj.get("metadata") or {}
-            marks = {**(meta.get("labels") or {}), **(meta.get("annotations") or {})}
-            record = f"{kind} {meta.get('namespace')}/{meta.get('name')}"
-            raw_time = marks.get(s.time_annotation) if s.time_annotation else None
-            raw_step = marks.get(s.step_annotation) if s.step_annotation else None
-            if raw_time is None:
-                continue
-            when = _when(str(raw_time))
-            if when is None:
-                rejects.append(Reject("checkpoints", record, s.time_annotation,
-                                      f"annotation {s.time_annotation} is not a time: {str(raw_time)[:80]!r}"))
-                continue
-            step = None
-            if raw_step is not None:
-                try:
-                    step = float(raw_step)
-                except ValueError:
-                    rejects.append(Reject("checkpoints", record, s.step_annotation,
-                                          f"annotation {s.step_annotation} is not a number: {str(raw_step)[:80]!r}"))
-                    continue
-            job = _job_of(obj, cluster, runs, when)
-            if job is None:
-                rejects.append(Reject("checkpoints", record, "job_id", "names no recorded job on at its checkpoint"))
-                continue
-            points.append(Point(job, runs.run_at(cluster, job, when), when, "checkpoint", step, None,
-                                "annotation", record))
+        found, refused = annotation_points(kind, objects, s.time_annotation, s.step_annotation, cluster, runs)
+        points += found
+        rejects += refused
     return points, rejects, data or "{}"
+
+
+def annotation_points(kind: str, objects: list[dict[str, Any]], time_key: str, step_key: str, cluster: str,
+                      runs: Runs) -> tuple[list[Any], list[Reject]]:
+    """The checkpoints the listed objects' annotations (or labels) state, and what cannot be read of them."""
+    points: list[Any] = []
+    rejects: list[Reject] = []
+    for obj in objects:
+        meta = obj.get("metadata") or {}
+        marks = {**(meta.get("labels") or {}), **(meta.get("annotations") or {})}
+        record = f"{kind} {meta.get('namespace')}/{meta.get('name')}"
+        raw_time = marks.get(time_key) if time_key else None
+        raw_step = marks.get(step_key) if step_key else None
+        if raw_time is None:
+            continue
+        when = _when(str(raw_time))
+        if when is None:
+            rejects.append(Reject("checkpoints", record, time_key,
+                                  f"annotation {time_key} is not a time: {str(raw_time)[:80]!r}"))
+            continue
+        step = None
+        if raw_step is not None:
+            try:
+                step = float(raw_step)
+            except ValueError:
+                rejects.append(Reject("checkpoints", record, step_key,
+                                      f"annotation {step_key} is not a number: {str(raw_step)[:80]!r}"))
+                continue
+        job = _job_of(obj, cluster, runs, when)
+        if job is None:
+            rejects.append(Reject("checkpoints", record, "job_id", "names no recorded job on at its checkpoint"))
+            continue
+        points.append(Point(job, runs.run_at(cluster, job, when), when, "checkpoint", step, None, "annotation",
+                            record))
+    return points, rejects
 
 
 def read_pod_logs(config: Config, s: Any, cluster: str, runs: Runs, data: str | None) -> tuple[
@@ -127,7 +136,6 @@ def read_pod_logs(config: Config, s: Any, cluster: str, runs: Runs, data: str | 
     import kubernetes.client
     from kubernetes.client.exceptions import ApiException
 
-    from preemptlens.collectors.checkpoints import Point
     from preemptlens.collectors.checkpoints.logs import zone_of
 
     client, _ = _client(config)

@@ -5,33 +5,53 @@ expression over the framework's own message (sources below), plus a custom
 pattern per site (named groups `step` and optionally `time`). A line's time
 is its own: the `time` group, else a timestamp near its start (Python
 logging's asctime, Megatron's `[%Y-%m-%d %H:%M:%S.%f]`, ISO 8601, the
-`timestamps=true` prefix of Kubernetes pod logs); a line without one cannot
+`timestamps=true` prefix of Kubernetes pod logs, the Hugging Face examples'
+month-first `%m/%d/%Y %H:%M:%S`); a line without one cannot
 say when the save happened and is counted in one quarantine row per file.
 
-Kinds of line: `checkpoint` (a save completed: a `checkpoints` row of kind
-checkpoint), `saving` (a save began: with the next checkpoint line, its
-save_s), `progress` (a step reached) and `restore` (a checkpoint loaded at a
-step: a progress row at that step, which is how a restart tells which
-checkpoint it resumed from, the rollback basis).
+Kinds of line: `checkpoint` (a save completed, dated by the framework's own
+completion line: a `checkpoints` row of kind checkpoint), `saving` (a save
+began: never a checkpoint by itself, so a kill inside a long save leaves none;
+with the completion line after it, the save's save_s and, where the
+completion names no step, its step), `completes` (a line that ends the pending
+save and is nothing without one), `progress` (a step report: the steps
+completed by then) and `restore` (a checkpoint loaded at a step: a `restore`
+row, the step a restart resumed from, which the rollback basis reads; without
+one, a restart's first step report minus one). A framework without a
+completion line (Lightning; DeepSpeed from v0.17.1; Hugging Face without
+save_total_limit, and from 5.12) gives its checkpoints through the files
+stream, which dates a save by its last file or marker.
 
-Sources of the presets:
-- hf_trainer: transformers src/transformers/trainer.py `_save` logs "Saving model checkpoint to
-  {output_dir}" (output_dir ending checkpoint-<global_step>); on resume "Continuing training from global
-  step {global_step}".
-- lightning: Lightning-AI/pytorch-lightning src/lightning/pytorch/callbacks/model_checkpoint.py "Epoch {e},
-  global step {s}: ... saving model to {filepath!r}"; trainer/connectors/checkpoint_connector.py "Restored
-  all states from the checkpoint at {path}" (the step then from the path's `step=`).
-- megatron: NVIDIA/Megatron-LM megatron/training/checkpointing.py "saving checkpoint at iteration {:7d}",
-  "successfully saved checkpoint from iteration {:7d}", "successfully loaded checkpoint from ... at iteration
-  {N}"; megatron/training/training.py " iteration {:8d}/{:8d} |".
-- deepspeed: microsoft/DeepSpeed deepspeed/runtime/engine.py "Saving model checkpoint: {save_path}" (a
-  global_step<N> path), "step={step}, skipped=..."; checkpoint_engine/torch_checkpoint_engine.py
-  "[Torch] Checkpoint {tag} is ready now!".
-- torchtitan: pytorch/torchtitan torchtitan/components/checkpointer/dcp.py "Saving the checkpoint.",
-  "Loading the checkpoint from .../step-<N>."; torchtitan/components/metrics.py "step: {step}  loss: ...".
-  Its save line names no step: it takes the last step the same log reported.
-- keras: keras-team/keras keras/src/callbacks/model_checkpoint.py "Epoch {epoch}: saving model to {filepath}"
-  and "finished saving model to" (the epoch is the step).
+Sources of the presets, each checked against the releases of the last three years (the case files
+tests/cases/checkpoints/log_*.json hold each version's lines and name the code they come from):
+- hf_trainer: huggingface/transformers src/transformers/trainer.py, 4.30.2 to 5.25.0: `_save` logs "Saving
+  model checkpoint to {output_dir}" as a save starts (4.36 saves to tmp-checkpoint-N and renames it);
+  `_rotate_checkpoints` logs "Deleting older checkpoint [..] due to args.save_total_limit" after
+  trainer_state.json (to 5.0; 5.12 on rotate silently); restore "Continuing training from global step N"
+  (4.x to 5.0), "Resuming training from checkpoint with epoch E and global step N" (5.12 on).
+- lightning: Lightning-AI/pytorch-lightning 2.1.0 to 2.6.5, src/lightning/pytorch/callbacks/model_checkpoint.py
+  "Epoch {e}, global step {s}: ... saving model to {filepath!r}" (logged before the save), and
+  trainer/connectors/checkpoint_connector.py "Restored all states from the checkpoint at {path}" (the step then
+  from the path's `step=`).
+- megatron: NVIDIA/Megatron-LM 23.08 to core_v0.19.0 and main, megatron/(training/)checkpointing.py "saving
+  checkpoint at iteration {:7d}", "scheduled an async checkpoint save at iteration", "successfully saved
+  checkpoint at iteration" (to core_r0.5.0, and deepspeedai/Megatron-DeepSpeed) or "from iteration" (0.7 on,
+  printed when an async save is finalized), "successfully loaded checkpoint from ... at iteration N";
+  training.py " iteration {:8d}/{:8d} |".
+- deepspeed: deepspeedai/DeepSpeed v0.12.6 to v0.19.5, deepspeed/runtime/engine.py "Saving model checkpoint:
+  {save_path}" (a global_step<N> path), "step={step}, skipped=..." (the step being completed);
+  checkpoint_engine/torch_checkpoint_engine.py "[Torch] Checkpoint {tag} is ready now!" (to v0.17.0), "[Torch]
+  Loading checkpoint from" (to v0.17.0) and "[Torch] Begin Load checkpoint from" (later).
+- torchtitan: pytorch/torchtitan v0.1.0 to v0.2.2 and main, components/checkpoint.py, later
+  components/checkpointer/dcp.py "Saving the checkpoint" or "Staging the checkpoint" (async), "Finished saving
+  the checkpoint", "Last step checkpoint completed", "Loading the checkpoint from .../step-<N>.";
+  components/metrics.py "step: {step}  loss: ..." (colored by default). Its save lines name no step: the last
+  step the log reported.
+- keras: keras-team/keras keras/src/callbacks/model_checkpoint.py "Epoch {epoch}: [... ,] saving model to" and,
+  from Keras 3, "Epoch {epoch}: finished saving model to" (the epoch is the step).
+
+A preset's pattern runs on at most the first MATCH_CHARS (4,096) characters of a line that holds one of its
+words (NEEDLES), and every repetition in it is bounded: the cost of a line is linear in its length.
 
 Incremental: the cursor per file is its inode, a hash of its first line, the
 byte offset after the last whole line read and the last step it reported. A
@@ -56,53 +76,79 @@ from zoneinfo import ZoneInfo
 
 from preemptlens.contract import Reject
 
+# Every repetition in a preset is bounded and every gap excludes what ends it, so a match costs at most a few
+# hundred steps per place it can start: the cost of a line is linear in its length (benchmarks/bench_presets.py).
+PATH = r"[^\s\[\]'\"]{0,1024}?"  # a path as the frameworks print it: no blanks, no brackets, no quotes
+
 PRESETS: dict[str, tuple[tuple[str, str], ...]] = {
     "hf_trainer": (
-        ("checkpoint", r"Saving model checkpoint to \S*checkpoint-(?P<step>\d+)"),
-        ("restore", r"Continuing training from global step (?P<step>\d+)"),
+        # logged when a save starts; 4.36 to 4.3x save into tmp-checkpoint-N first and rename it after
+        ("saving", rf"Saving model checkpoint to {PATH}checkpoint-(?P<step>\d{{1,18}})\b"),
+        # logged once trainer_state.json is written (with save_total_limit, up to 5.0): the pending save is done
+        ("completes", r"Deleting older checkpoint \[[^\]]{0,1024}\] due to args\.save_total_limit"),
+        ("restore", r"(?:Continuing training from global step|Resuming training from checkpoint with epoch "
+                    r"\d{1,9} and global step) (?P<step>\d{1,18})\b"),
     ),
     "lightning": (
-        ("checkpoint", r"Epoch \d+, global step (?P<step>\d+): .*saving model to"),
-        ("restore", r"Restored all states from the checkpoint at \S*step=(?P<step>\d+)"),
+        # ModelCheckpoint logs this before it saves (verbose, with a monitor); no line says a save completed
+        ("saving", r"Epoch \d{1,9}, global step (?P<step>\d{1,18}): [^\n]{0,512}?saving model to"),
+        ("restore", rf"Restored all states from the checkpoint at {PATH}step=(?P<step>\d{{1,18}})\b"),
     ),
     "megatron": (
-        ("saving", r"saving checkpoint at iteration\s+(?P<step>\d+)"),
-        ("checkpoint", r"successfully saved checkpoint from iteration\s+(?P<step>\d+)"),
-        ("restore", r"successfully loaded checkpoint from .* at iteration (?P<step>\d+)"),
-        ("progress", r"\biteration\s+(?P<step>\d+)/\s*\d+ \|"),
+        ("saving", r"(?:saving checkpoint|scheduled an async checkpoint save) at iteration"
+                   r"\s{1,16}(?P<step>\d{1,18})\b"),
+        # "at iteration" before 2024 (core_r0.5.0 and older) and in Megatron-DeepSpeed, "from iteration" after;
+        # an async save prints it when the save is finalized
+        ("checkpoint", r"successfully saved (?:local )?checkpoint (?:from|at) iteration\s{1,16}(?P<step>\d{1,18})\b"),
+        ("restore", r"successfully loaded checkpoint from [^\n]{0,1024}? at iteration (?P<step>\d{1,18})\b"),
+        ("progress", r"\biteration\s{1,16}(?P<step>\d{1,18})/\s{0,16}\d{1,18} \|"),
     ),
     "deepspeed": (
-        ("saving", r"Saving model checkpoint: \S*global_step(?P<step>\d+)"),
-        ("checkpoint", r"\[Torch\] Checkpoint global_step(?P<step>\d+) is ready now!"),
-        ("progress", r"\bstep=(?P<step>\d+), skipped="),
+        ("saving", rf"Saving model checkpoint: {PATH}global_step(?P<step>\d{{1,18}})\b"),
+        # to v0.17.0; v0.17.1 and later log no completion (the `latest` file says it: the files stream)
+        ("checkpoint", r"\[Torch\] Checkpoint global_step(?P<step>\d{1,18}) is ready now!"),
+        ("restore", rf"\[Torch\] (?:Loading|Begin Load) checkpoint from {PATH}global_step(?P<step>\d{{1,18}})/"),
+        ("progress", r"\bstep=(?P<step>\d{1,18}), skipped="),
     ),
     "torchtitan": (
-        ("saving", r"\bSaving the checkpoint\."),
-        ("checkpoint", r"\bFinished saving the checkpoint\b|\bLast step checkpoint completed\b"),
-        ("restore", r"Loading the checkpoint from \S*step-(?P<step>\d+)"),
-        ("progress", r"\bstep:\s*(?P<step>\d+)\s+loss:"),
+        ("saving", r"\b(?:Saving|Staging) the checkpoint\b"),
+        # "Finished staging" (async) is not a completion: the upload goes on after it
+        ("checkpoint", r"\bFinished saving the checkpoint\b|\bFinish saving the checkpoint in the background\b"
+                       r"|\bLast step checkpoint completed\b"),
+        ("restore", rf"Loading the checkpoint from {PATH}step-(?P<step>\d{{1,18}})\b"),
+        # colored by default: an escape sequence may sit between the step and "loss:"
+        ("progress", r"(?<!validate )(?:\x1b\[[0-9;]{0,16}m|\b)step: {0,16}(?P<step>\d{1,18}) {1,16}"
+                     r"(?:\x1b\[[0-9;]{0,16}m)?loss:"),
     ),
     "keras": (
-        ("saving", r"Epoch (?P<step>\d+): saving model to"),
-        ("checkpoint", r"Epoch (?P<step>\d+): finished saving model to"),
+        ("saving", r"Epoch (?P<step>\d{1,18}): (?:[^,\n]{0,256}, )?saving model to"),
+        # Keras 3 (keras/src/callbacks/model_checkpoint.py)
+        ("checkpoint", r"Epoch (?P<step>\d{1,18}): finished saving model to"),
     ),
 }
 
 # Words each preset's lines must hold: a chunk is searched for these at C speed, and only the lines holding
 # one are matched against the patterns (a custom pattern, without such words, is searched for as a regex).
 NEEDLES: dict[str, tuple[bytes, ...]] = {
-    "hf_trainer": (b"Saving model checkpoint", b"Continuing training from global step"),
+    "hf_trainer": (b"Saving model checkpoint", b"Deleting older checkpoint", b"training from"),
     "lightning": (b"global step", b"Restored all states"),
     "megatron": (b"checkpoint", b"iteration"),
-    "deepspeed": (b"Saving model checkpoint", b"is ready now", b"skipped="),
+    "deepspeed": (b"Saving model checkpoint", b"is ready now", b"checkpoint from", b"skipped="),
     "torchtitan": (b"the checkpoint", b"step:", b"Last step checkpoint"),
     "keras": (b"saving model to",),
 }
 
+# Presets match within the first MATCH_CHARS characters of a line: every framework line they read is far shorter
+# (its path included), and a longer line costs no more than its head.
+MATCH_CHARS = 4096
+
 # A timestamp near a line's start: `2026-12-04 19:32:25,123`, `[2026-12-04 19:32:25.123456]`, ISO 8601 with
 # an offset or Z (the pod log API's RFC 3339 prefix).
+# Also the Hugging Face examples' datefmt, `09/01/2026 10:05:00` (month first: run_clm.py and the other
+# examples/pytorch scripts set datefmt="%m/%d/%Y %H:%M:%S").
 _STAMP = re.compile(
     r"(?P<ts>\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})?(?:Z|[+-]\d{2}:?\d{2})?)"
+    r"|(?P<us>\d{2}/\d{2}/\d{4} \d{2}:\d{2}:\d{2})"
 )
 _STAMP_WITHIN = 96
 _NAMED = re.compile(r"\(\?P<\w+>")
@@ -111,7 +157,7 @@ _CHUNK = 8 << 20
 
 @dataclass(frozen=True)
 class Pattern:
-    kind: str  # checkpoint | saving | progress | restore
+    kind: str  # checkpoint | saving | completes | progress | restore
     regex: re.Pattern[str]
     origin: str  # log:<preset> or log:custom
     needles: tuple[bytes, ...] = ()  # words every matching line holds; () for a custom pattern
@@ -214,6 +260,13 @@ def parse_time(text: str, zone: tzinfo) -> float | None:
         return None  # year 1 or 9999 moved past the calendar's end by its offset
 
 
+def _month_first(text: str, zone: tzinfo) -> float | None:
+    try:
+        return datetime.strptime(text, "%m/%d/%Y %H:%M:%S").replace(tzinfo=zone).astimezone(UTC).timestamp()
+    except (ValueError, OverflowError):
+        return None
+
+
 def _number(text: str) -> float:
     """A step as the line writes it; NaN (quarantined as not a step) where it is not a number."""
     try:
@@ -239,12 +292,16 @@ class LogReader:
         custom = [p for p in found_by if not p.needles]
         combined = "|".join(f"(?:{_NAMED.sub('(?:', p.regex.pattern)})" for p in custom)
         try:
-            self.any_bytes: re.Pattern[bytes] | None = re.compile(combined.encode()) if custom else None
+            # MULTILINE: a pattern's ^ and $ mean a line's start and end, as when it runs on the line itself
+            self.any_bytes: re.Pattern[bytes] | None = re.compile(combined.encode(), re.MULTILINE) if custom else None
         except re.error:
             # A pattern the combination breaks (a named backreference): every line is looked at.
             self.any_bytes = re.compile(b"^", re.MULTILINE)
 
-    def read(self, path: str, cursor: FileCursor | None) -> tuple[Read, FileCursor | None]:
+    def read(self, path: str, cursor: FileCursor | None, owner: int | None = None) -> tuple[Read, FileCursor | None]:
+        """The new lines of a file; with `owner`, only if the file opened belongs to that uid (a job's log is read
+        only when it is its user's own: a tenant names any path as its output, and the collector may run as
+        root)."""
         out = Read()
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
@@ -257,6 +314,11 @@ class LogReader:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
                 out.rejects.append(Reject("checkpoints", path, "path", "is not a regular file: not read"))
+                return out, cursor
+            if owner is not None and st.st_uid != owner:
+                # Checked on the open file, not the name: a rename between a check and the open changes nothing.
+                out.rejects.append(Reject("checkpoints", path, "owner",
+                                          f"belongs to uid {st.st_uid}, not to the job's user (uid {owner}): not read"))
                 return out, cursor
             head = _head(fd)
             start, last_step, skipping = 0, None, False
@@ -351,6 +413,7 @@ class LogReader:
         return found
 
     def _match(self, text: str, record: str, last_step: float | None) -> Iterator[Line]:
+        text = text[:MATCH_CHARS]
         for p in self.found_by:
             m = p.regex.search(text)
             if m is None:
@@ -361,10 +424,10 @@ class LogReader:
                 when = parse_time(groups["time"], self.zone)
             if when is None:
                 stamp = _STAMP.search(text, 0, min(len(text), m.start() + _STAMP_WITHIN))
-                when = parse_time(stamp.group("ts"), self.zone) if stamp else None
+                when = None if stamp is None else parse_time(stamp.group("ts"), self.zone) if stamp.group("ts") else (
+                    _month_first(stamp.group("us"), self.zone))
             step = _number(groups["step"]) if groups.get("step") else None
-            kind = "progress" if p.kind == "restore" else p.kind
-            yield Line(kind, float("nan") if when is None else when, step, p.origin, record)
+            yield Line(p.kind, float("nan") if when is None else when, step, p.origin, record)
             return
 
 
@@ -374,6 +437,7 @@ class _Lines:
 
     last_step: float | None
     saving: float | None = None
+    saving_step: float | None = None
     untimed: int = 0
 
     def feed(self, reader: LogReader, text: str, record: str, found: list[Line]) -> None:
@@ -382,14 +446,19 @@ class _Lines:
                 self.untimed += 1
                 continue
             if line.kind == "saving":
-                self.saving = line.time
+                self.saving, self.saving_step = line.time, line.step
                 continue
+            if line.kind == "completes":
+                # A line that ends the pending save (HF's rotation after trainer_state.json) and says nothing alone.
+                if self.saving is None:
+                    continue
+                line.kind = "checkpoint"
             if line.kind == "checkpoint":
                 if line.step is None:
-                    line.step = self.last_step
+                    line.step = self.saving_step if self.saving_step is not None else self.last_step
                 if self.saving is not None and line.time >= self.saving:
                     line.save_s = line.time - self.saving
-                self.saving = None
-            if line.step is not None:
+                self.saving = self.saving_step = None
+            elif line.step is not None:
                 self.last_step = line.step
             found.append(line)

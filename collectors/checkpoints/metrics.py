@@ -22,7 +22,7 @@ import json
 import time as clock
 from typing import Any
 
-from preemptlens.collectors.checkpoints.jobs import Runs
+from preemptlens.collectors.checkpoints.jobs import Point, Runs
 from preemptlens.collectors.prometheus import (
     PrometheusSettings,
     PrometheusSource,
@@ -83,16 +83,22 @@ def collect_metrics(config: Config, s: Any, cluster: str, runs: Runs, data: str 
     return points, rejects, json.dumps(now_ms)
 
 
-def _series(answer: Any) -> list[tuple[dict[str, str], list[tuple[float, float]]]]:
+def _series(answer: Any, metric: str, rejects: list[Reject]) -> list[tuple[dict[str, str], list[tuple[float, float]]]]:
     out = []
     at = 0
     samples = answer.samples
     for labels, count in zip(answer.metrics, answer.counts, strict=True):
         part = samples.slice(at, int(count))
         at += int(count)
-        # The answer's times are epoch milliseconds.
-        out.append((labels, [(t / 1000.0, v) for t, v in zip(part["t"].to_list(), part["value"].to_list(),
-                                                             strict=True)]))
+        # The answer's times are epoch milliseconds; one the answer reader could not hold (before 1970, after
+        # 2109) is NULL there, and named here.
+        times, values = part["t"].to_list(), part["value"].to_list()
+        unheld = sum(t is None for t in times)
+        if unheld:
+            shown = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))[:300]
+            rejects.append(Reject("checkpoints", f"series {metric}{{{shown}}}", "time",
+                                  f"{unheld} sample(s) at a time outside 1970 to 2109: not read"))
+        out.append((labels, [(t / 1000.0, v) for t, v in zip(times, values, strict=True) if t is not None]))
     return out
 
 
@@ -109,10 +115,9 @@ def _job(labels: dict[str, str], cluster: str, runs: Runs, t: float, metric: str
 
 
 def _reached(answer: Any, cluster: str, runs: Runs, rejects: list[Reject], metric: str) -> list[Any]:
-    from preemptlens.collectors.checkpoints import Point
 
     out = []
-    for labels, values in _series(answer):
+    for labels, values in _series(answer, metric, rejects):
         previous: float | None = None
         for t, value in values:
             if value != value or value == previous:
@@ -127,15 +132,14 @@ def _reached(answer: Any, cluster: str, runs: Runs, rejects: list[Reject], metri
 
 
 def _saves(saved: Any, steps: Any, cluster: str, runs: Runs, rejects: list[Reject], metric: str) -> list[Any]:
-    from preemptlens.collectors.checkpoints import Point
 
     step_at: dict[tuple[str | None, float], float] = {}
     if steps is not None:
-        for labels, values in _series(steps):
+        for labels, values in _series(steps, metric, rejects):
             for t, value in values:
                 step_at[(job_of(labels), t)] = value
     out = []
-    for labels, values in _series(saved):
+    for labels, values in _series(saved, metric, rejects):
         previous: float | None = None
         for t, value in values:
             # A value that is not a time since 2000 is not a checkpoint time (an unset gauge reads 0).

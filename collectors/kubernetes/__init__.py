@@ -55,13 +55,15 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import polars as pl
 
-from preemptlens import outbound
+from preemptlens import outbound, private
 from preemptlens.collectors.base import capacity_changes, known_pools, quota_changes
 from preemptlens.collectors.kubernetes import policy, quotas
+from preemptlens.collectors.kubernetes.corroborate import CLAIMED, Corroborator, Uncorroborated, Verdict, victim_kind
 from preemptlens.collectors.kubernetes.events import (
     DEFAULT_REPORTERS,
     KAI,
     ParseError,
+    Preemption,
     check_reporters,
     locate,
     preemptions,
@@ -121,7 +123,7 @@ KAI_GANG_WINDOW_S = 10.0
 # How long the events streams remember a KAI gang eviction: longer than the API server keeps Events (one hour
 # by default), so that a relist after a 410 Gone, which shows them again, adds no link.
 KAI_GANG_MEMORY_S = 86400.0
-BOOST_APIS = ("auto", "annotation", "field", "both")
+BOOST_APIS = ("auto", "annotation")
 
 
 @section("kubernetes", "The Kubernetes collector (`preemptlens collect kubernetes`).")
@@ -159,10 +161,10 @@ class KubernetesSettings:
     )
     kueue_boost_api: str = setting(
         "auto",
-        "Where the kueue_boost action writes a Workload's priority boost: `annotation` "
-        "(kueue.x-k8s.io/priority-boost, read by Kueue 0.17 to 0.19 with the PriorityBoost gate), `field` "
-        "(spec.priorityBoost, Kueue 0.20 on, gate PriorityBoostWithScopedPreemption), `both` (a rollout across "
-        "those versions), or `auto`: the field when the served Workload CRD has it, else the annotation.",
+        "How the kueue_boost action checks where it writes a Workload's priority boost, the annotation "
+        "kueue.x-k8s.io/priority-boost (read by Kueue v0.17.0 and later with the PriorityBoost feature gate; no "
+        "release has a typed field): `auto` first reads the served Workload CRD and refuses a Kueue before 0.17, "
+        "`annotation` writes it without reading the CRD.",
         choices=BOOST_APIS,
     )
 
@@ -173,6 +175,9 @@ _COLUMNS: dict[str, dict[str, pl.DataType]] = {
     "preemption_links": {
         "cluster": pl.String(), "victim_job_id": pl.String(), "time": pl.Datetime("us", "UTC"),
         "preemptor_job_id": pl.String(), "reason": pl.String(), "reporter": pl.String(),
+        "corroboration": pl.String(), "victim_kind": pl.String(), "preemptor_queue": pl.String(),
+        "preemptor_cohort": pl.String(), "preemptor_priority": pl.Int64(), "victim_priority": pl.Int64(),
+        "victim_started": pl.Datetime("us", "UTC"),
     },
     "job_aliases": {"cluster": pl.String(), "alias": pl.String(), "job_id": pl.String()},
     "jobs": {
@@ -226,9 +231,12 @@ class Reader:
 class EventReader(Reader):
     """Preemption links of one Events API; one link per KAI gang eviction (KAI_GANG_WINDOW_S)."""
 
-    def __init__(self, api: str, reporters: Mapping[str, Collection[str]]) -> None:
+    def __init__(self, api: str, reporters: Mapping[str, Collection[str]],
+                 corroborate: Callable[[Preemption], Verdict] | None = None) -> None:
         self.api = api
         self.reporters = reporters
+        # reads the victim back (corroborate); None: nothing is read, and every link goes in unverified
+        self.corroborate = corroborate
         self.gang_evictions: dict[str, list[datetime]] = {}
 
     def load(self, cursor: str | None) -> str | None:
@@ -255,15 +263,27 @@ class EventReader(Reader):
         # An Event's deletion is its TTL running out, not news about the preemption.
         if change == "DELETED":
             return {}
+        found = preemptions(obj, self.api, self.reporters)
+        if not found:
+            return {}
+        verdict = self.corroborate(found[0]) if self.corroborate is not None else Verdict(None, unread="not read")
+        if verdict.contradiction is not None:
+            victim = found[0].victim
+            named = f"{victim.namespace}/{victim.name}" if victim is not None else found[0].victim_job_id
+            raise Uncorroborated("corroboration", f"{CLAIMED} by the victim {victim_kind(found[0].kind)} {named}: "
+                                 f"{verdict.contradiction}")
         links = []
-        for p in preemptions(obj, self.api, self.reporters):
+        for p in found:
             if p.kind == KAI:
                 seen = self.gang_evictions.setdefault(p.victim_job_id, [])
                 if any(abs((p.time - t).total_seconds()) <= KAI_GANG_WINDOW_S for t in seen):
                     continue  # another pod of a gang eviction already linked
                 seen.append(p.time)
             links.append({"victim_job_id": p.victim_job_id, "time": p.time, "preemptor_job_id": p.preemptor_job_id,
-                          "reason": p.reason, "reporter": p.reporter})
+                          "reason": p.reason, "reporter": p.reporter, "corroboration": verdict.by,
+                          "victim_kind": victim_kind(p.kind), "preemptor_queue": p.preemptor_queue,
+                          "preemptor_cohort": p.preemptor_cohort, "preemptor_priority": p.preemptor_priority,
+                          "victim_priority": p.victim_priority, "victim_started": verdict.started})
         return {"preemption_links": links}
 
 
@@ -425,6 +445,7 @@ class KubernetesCollector:
         self.batch_size = batch_size
         self.max_retries = max_retries
         self.reporters = trusted_reporters(reporters or {})
+        self.corroborator = Corroborator(api_client, kueue_version)
         # KAI's queues are pools once its PodGroups are jobs: from PodGroups, or from their pods.
         self.read_kai_queues = "podgroups" in streams or "pods" in streams
         self.kueue_queues: KueueQueues | None = None
@@ -447,11 +468,12 @@ class KubernetesCollector:
             if name == "events":
                 call = core.list_event_for_all_namespaces if ns is None else functools.partial(
                     core.list_namespaced_event, ns)
-                yield Stream(key, call, EventReader("v1", self.reporters), "preemption_links")
+                yield Stream(key, call, EventReader("v1", self.reporters, self.corroborator), "preemption_links")
             elif name == "events.k8s.io":
                 call = events_v1.list_event_for_all_namespaces if ns is None else functools.partial(
                     events_v1.list_namespaced_event, ns)
-                yield Stream(key, call, EventReader("events.k8s.io/v1", self.reporters), "preemption_links")
+                yield Stream(key, call, EventReader("events.k8s.io/v1", self.reporters, self.corroborator),
+                             "preemption_links")
             elif name == "pods":
                 call = core.list_pod_for_all_namespaces if ns is None else functools.partial(
                     core.list_namespaced_pod, ns)
@@ -574,7 +596,8 @@ class KubernetesCollector:
         try:
             found = stream.reader.rows(item.object, item.type)
         except ParseError as exc:
-            reason = f"{exc.field} {exc.reason}"
+            # an uncorroborated claim's reason opens with what it is (the Operations page counts it by that)
+            reason = exc.reason if isinstance(exc, Uncorroborated) else f"{exc.field} {exc.reason}"
             pending.rejects.append(Reject(stream.target, record, exc.field, reason, _raw(item.object)))
             return
         broken = next((k for rows in found.values() for row in rows for k, v in row.items()
@@ -703,6 +726,14 @@ def api_client(settings: KubernetesSettings, api_url: str | None = None, kubecon
     cfg = kubernetes.client.Configuration()
     url = api_url or settings.api_url
     path = kubeconfig or settings.kubeconfig
+    # A kubeconfig runs the programs its exec plugins name, and a CA bundle decides whom the collector believes:
+    # neither may be a file another user can change.
+    if path:
+        private.refuse_if_others_can_change(path, "kubernetes.kubeconfig",
+                                            "own it by the service user and chmod 600 it (docs/deploy.md)")
+    if settings.ca_file:
+        private.refuse_if_others_can_change(settings.ca_file, "kubernetes.ca_file",
+                                            "own it by root or the service user, not writable by others")
     try:
         if path:
             kubernetes.config.load_kube_config(

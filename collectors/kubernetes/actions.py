@@ -8,19 +8,19 @@ name), so `held` reads back exactly the objects preemptlens changed and never
 undoes another controller's boost.
 
 - Kueue: a Workload's priority boost, which Kueue adds to its priority for
-  scheduling order, preemption candidates and preemption eligibility. Kueue
-  0.17 to 0.19 read the annotation `kueue.x-k8s.io/priority-boost` (a signed
-  integer; KEP-7990, feature gate `PriorityBoost`); from 0.20 Kueue reads only
-  the field `.spec.priorityBoost{value, whenCanBoostOnPreemption}` (KEP-13414,
-  gate `PriorityBoostWithScopedPreemption`) and ignores the annotation. The
-  effector writes what the cluster's Kueue reads (`kubernetes.kueue_boost_api`;
-  `auto` reads the served Workload CRD: the field when its schema has it, else
-  the annotation; both when the CRD cannot be read, as an API server drops a
-  field its schema lacks), with `whenCanBoostOnPreemption: Always`, KEP-7990's
-  behaviour. It reconciles the two: `held` reads the one Kueue reads (a
-  Workload boosted by annotation before an upgrade to 0.20 holds nothing, so
-  the engine closes its row and applies again), and writing the field removes
-  the annotation preemptlens may have left.
+  scheduling order, preemption candidates and preemption eligibility. Released
+  Kueue reads it from one place only, the annotation
+  `kueue.x-k8s.io/priority-boost` (a signed 32-bit integer; KEP-7990), from
+  v0.17.0 on (to v0.19.2, the newest release), behind the feature gate
+  `PriorityBoost` (alpha, off by default: without it Kueue ignores the
+  annotation). No released Workload CRD has a typed `spec.priorityBoost`
+  (tests/cases/kubernetes/crd_workloads_kueue_*.json, recorded from the tags),
+  so none is written. `kubernetes.kueue_boost_api = "auto"` reads the served
+  Workload CRD first: a cluster whose CRD lacks what 0.17 added with the boost
+  (`spec.preemptionGates` of v1beta2) runs a Kueue that reads no boost, and
+  the effector refuses rather than record a boost that does nothing; a CRD it
+  cannot read is named in the log and the annotation written. The gate cannot
+  be read from the API: docs/deploy.md asks the operator to enable it.
 - KAI-Scheduler decides a PodGroup's preemptibility from its
   `spec.preemptibility` (`preemptible`, `non-preemptible`, `semi-preemptible`;
   unset: by priority, preemptible below 100). The `kai.scheduler/preemptibility`
@@ -53,10 +53,12 @@ log = logging.getLogger(__name__)
 
 MARK_LABEL = "preemptlens.io/action"
 BOOST_ANNOTATION = "kueue.x-k8s.io/priority-boost"
-BOOST_FIELD = "spec.priorityBoost"
 WORKLOAD_CRD = "workloads.kueue.x-k8s.io"
-# Where a boost is written (the audit row's detail names them).
-ANNOTATION, FIELD = "annotation", "field"
+# The audit row's detail names where the boost was written.
+ANNOTATION = "annotation"
+# A v1beta2 Workload field that came with the boost annotation in Kueue v0.17.0 (KEP-7990 shipped with
+# preemption gates, KEP-8303): a served CRD without it belongs to a Kueue that reads no boost.
+SINCE_0_17_FIELD = "preemptionGates"
 NON_PREEMPTIBLE = "non-preemptible"
 MERGE_PATCH = "application/merge-patch+json"
 _TIMEOUT = (10.0, 30.0)
@@ -167,7 +169,7 @@ class _Objects:
 
 
 class KueueBoost:
-    """`kueue_boost`: a Workload's priority boost, as the annotation or the typed field (whichever Kueue reads)."""
+    """`kueue_boost`: a Workload's priority boost, as the annotation Kueue v0.17.0 and later read."""
 
     scheduler = "kueue"
 
@@ -178,22 +180,12 @@ class KueueBoost:
         self.kueue_version = kueue_version
         self.boost_api = boost_api
         self.objects = _Objects(client, "kueue.x-k8s.io", kueue_version, "workloads", "Workload", uid_of)
-        self._writes: tuple[str, ...] | None = None
+        self._checked = boost_api == "annotation"
 
-    def writes(self) -> tuple[str, ...]:
-        """Where the boost goes: ANNOTATION, FIELD or both (read once per effector)."""
-        if self._writes is None:
-            if self.boost_api == "annotation":
-                self._writes = (ANNOTATION,)
-            elif self.boost_api == "field":
-                self._writes = (FIELD,)
-            elif self.boost_api == "both":
-                self._writes = (ANNOTATION, FIELD)
-            else:
-                self._writes = self._detect()
-        return self._writes
-
-    def _detect(self) -> tuple[str, ...]:
+    def check(self) -> None:
+        """With `auto`, that the served Workload CRD is of a Kueue that reads the annotation (once per effector)."""
+        if self._checked:
+            return
         import urllib3
         from kubernetes.client.exceptions import ApiException
 
@@ -204,27 +196,28 @@ class KueueBoost:
             resp = api.read_custom_resource_definition(WORKLOAD_CRD, _preload_content=False, _request_timeout=_TIMEOUT)
             crd = json.loads(resp.data)
         except ApiException as exc:
-            log.warning("kueue_boost: cannot read CRD %s (%s): writing both the annotation and "
-                        "spec.priorityBoost (set kubernetes.kueue_boost_api to choose)", WORKLOAD_CRD, status_text(exc))
-            return (ANNOTATION, FIELD)
+            log.warning("kueue_boost: cannot read CRD %s (%s): writing the annotation %s, which only Kueue v0.17.0 "
+                        "and later read, with the PriorityBoost gate", WORKLOAD_CRD, status_text(exc), BOOST_ANNOTATION)
         except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
-            log.warning("kueue_boost: cannot read CRD %s (%s): writing both the annotation and spec.priorityBoost",
-                        WORKLOAD_CRD, type(exc).__name__)
-            return (ANNOTATION, FIELD)
-        return (FIELD,) if has_priority_boost(crd, self.kueue_version) else (ANNOTATION,)
+            log.warning("kueue_boost: cannot read CRD %s (%s): writing the annotation %s, which only Kueue v0.17.0 "
+                        "and later read, with the PriorityBoost gate", WORKLOAD_CRD, type(exc).__name__,
+                        BOOST_ANNOTATION)
+        else:
+            if not reads_boost_annotation(crd):
+                raise ConfigError(
+                    f"kueue_boost: the served {WORKLOAD_CRD} is of a Kueue before v0.17.0 (its v1beta2 spec has no "
+                    f"{SINCE_0_17_FIELD}), which reads no priority boost",
+                    "upgrade Kueue to v0.17 or later with the PriorityBoost feature gate, or disable kueue_boost")
+        self._checked = True
 
     def held(self) -> dict[str, int]:
-        writes = self.writes()
+        self.check()
         held: dict[str, int] = {}
         for obj in self.objects.list(f"{MARK_LABEL}={self.action}"):
             meta = obj.get("metadata") or {}
             if not meta.get("uid"):
                 continue
-            field_value = ((obj.get("spec") or {}).get("priorityBoost") or {}).get("value")
-            annotation = (meta.get("annotations") or {}).get(BOOST_ANNOTATION)
-            # what Kueue reads: the field if that is where preemptlens writes it, else the annotation
-            value = field_value if FIELD in writes and field_value is not None else (
-                annotation if ANNOTATION in writes else None)
+            value = (meta.get("annotations") or {}).get(BOOST_ANNOTATION)
             try:
                 held[str(meta["uid"])] = int(value) if value is not None else 0
             except (TypeError, ValueError):
@@ -232,24 +225,17 @@ class KueueBoost:
         return held
 
     def apply(self, job_id: str, level: int) -> dict[str, str]:
-        writes = self.writes()
+        self.check()
         self.objects.get(job_id)
-        body: dict[str, Any] = {"metadata": {"labels": {MARK_LABEL: self.action},
-                                             "annotations": {BOOST_ANNOTATION: str(level) if ANNOTATION in writes
-                                                             else None}}}
-        if FIELD in writes:
-            body["spec"] = {"priorityBoost": {"value": level, "whenCanBoostOnPreemption": "Always"}}
-        self.objects.patch(job_id, body)
-        return {ANNOTATION: BOOST_ANNOTATION} if writes == (ANNOTATION,) else (
-            {FIELD: BOOST_FIELD} if writes == (FIELD,) else {ANNOTATION: BOOST_ANNOTATION, FIELD: BOOST_FIELD})
+        self.objects.patch(job_id, {"metadata": {"labels": {MARK_LABEL: self.action},
+                                                 "annotations": {BOOST_ANNOTATION: str(level)}}})
+        return {ANNOTATION: BOOST_ANNOTATION}
 
     def undo(self, job_id: str, detail: dict[str, str]) -> None:
-        del detail  # the boost is preemptlens's own: removing both forms restores the Workload's priority
+        del detail  # the boost is preemptlens's own: removing it restores the Workload's priority
         self.objects.get(job_id)
-        body: dict[str, Any] = {"metadata": {"labels": {MARK_LABEL: None}, "annotations": {BOOST_ANNOTATION: None}}}
-        if FIELD in self.writes():
-            body["spec"] = {"priorityBoost": None}
-        self.objects.patch(job_id, body)
+        self.objects.patch(job_id, {"metadata": {"labels": {MARK_LABEL: None},
+                                                 "annotations": {BOOST_ANNOTATION: None}}})
 
 
 def kubernetes_api_extensions(client: kubernetes.client.ApiClient) -> Any:
@@ -258,17 +244,16 @@ def kubernetes_api_extensions(client: kubernetes.client.ApiClient) -> Any:
     return kubernetes.client.ApiextensionsV1Api(client)
 
 
-def has_priority_boost(crd: Any, version: str) -> bool:
-    """Whether the Workload CRD's schema for `version` (else any served version) has spec.priorityBoost."""
-    versions = ((crd or {}).get("spec") or {}).get("versions") or [] if isinstance(crd, dict) else []
+def reads_boost_annotation(crd: Any) -> bool:
+    """Whether a served Workload CRD is of Kueue v0.17.0 or later: a served version's spec has preemptionGates."""
+    versions = ((crd.get("spec") or {}).get("versions") or []) if isinstance(crd, dict) else []
 
-    def boosts(v: Any) -> bool:
+    def since_0_17(v: Any) -> bool:
         spec = (((((v or {}).get("schema") or {}).get("openAPIV3Schema") or {}).get("properties") or {})
                 .get("spec") or {})
-        return isinstance(spec, dict) and "priorityBoost" in (spec.get("properties") or {})
+        return isinstance(spec, dict) and SINCE_0_17_FIELD in (spec.get("properties") or {})
 
-    mine = [v for v in versions if isinstance(v, dict) and v.get("name") == version]
-    return any(boosts(v) for v in (mine or [v for v in versions if isinstance(v, dict) and v.get("served")]))
+    return any(since_0_17(v) for v in versions if isinstance(v, dict) and v.get("served"))
 
 
 class KaiProtect:

@@ -55,7 +55,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -93,6 +93,12 @@ _KUEUE_PREEMPTED = re.compile(
     r"(?: due to (?P<why>[^;]+)| in the (?P<origin>ClusterQueue|cohort))?",
     re.IGNORECASE,
 )
+# Kueue 0.15 on: where in the cohort tree each side's ClusterQueue is ("/<cohort>/.../<cq>", or UNKNOWN);
+# 0.17 on, in the event only: each side's effective priority, with its base and boost.
+_KUEUE_PATHS = re.compile(r"; preemptor path: (?P<preemptor>[^;\s]+); preemptee path: (?P<preemptee>[^;\s]+)")
+_KUEUE_PRIORITIES = re.compile(
+    r"; preemptor effective priority: (?P<preemptor>-?\d{1,19}) \(base: -?\d{1,19}, boost: -?\d{1,19}\); "
+    r"preemptee effective priority: (?P<preemptee>-?\d{1,19}) ")
 _KUEUE_ANONYMOUS = re.compile(r"^Preempted by another workload in the (?P<origin>ClusterQueue|cohort)")
 _KUEUE_RULE = re.compile(r"^Preempted by rule '(?P<rule>[^']*)' in PreemptionConfig '(?P<config>[^']*)'")
 _KUEUE_RULE_BY = re.compile(r" to accommodate workload (?P<ns>[^/\s]+)/(?P<name>[^\s;]+)")
@@ -229,6 +235,13 @@ class Preemption:
     reason: str
     reporter: str
     kind: str  # KUBE_SCHEDULER, KUEUE, KAI or VOLCANO
+    victim: ObjectRef | None = None  # the object the event names as its victim (corroborate)
+    # Kueue 0.15 on: the preemptor's ClusterQueue and cohort path, known even when the preemptor is gone
+    # (kubernetes-sigs/kueue#11079); 0.17 on: both sides' effective priorities
+    preemptor_queue: str | None = None
+    preemptor_cohort: str | None = None
+    preemptor_priority: int | None = None
+    victim_priority: int | None = None
 
 
 @dataclass(frozen=True)
@@ -236,6 +249,41 @@ class KueuePreemption:
     preemptor_uid: str | None  # None when the message names none (before Kueue 0.7, or "UNKNOWN")
     preemptor_job_uid: str | None
     reason: str | None  # the condition reason, e.g. InClusterQueue; None when the text is unknown
+    preemptor_path: str | None = None  # "/<cohort>/.../<ClusterQueue>" (0.15 on); None when not said
+    preemptee_path: str | None = None
+    preemptor_priority: int | None = None  # effective (base + boost), the event's only (0.17 on)
+    preemptee_priority: int | None = None
+
+
+@dataclass(frozen=True)
+class QueueSide:
+    """Where a Kueue preemptor was, from its path: its ClusterQueue and the cohort path above it."""
+
+    queue: str | None
+    cohort: str | None  # "/<root>/.../<parent>"; None for a ClusterQueue in no cohort
+
+
+def queue_side(path: str | None) -> QueueSide:
+    if not path or not path.startswith("/") or path.endswith("/"):
+        return QueueSide(None, None)
+    cohort, queue = path.rsplit("/", 1)
+    return QueueSide(queue, cohort or None)
+
+
+def _kueue_details(message: str) -> dict[str, Any]:
+    """The paths and effective priorities a Kueue preemption message adds (0.15, 0.17 on)."""
+    found: dict[str, Any] = {}
+    paths = _KUEUE_PATHS.search(message)
+    if paths:
+        found["preemptor_path"] = None if paths.group("preemptor") == "UNKNOWN" else paths.group("preemptor")
+        found["preemptee_path"] = None if paths.group("preemptee") == "UNKNOWN" else paths.group("preemptee")
+    priorities = _KUEUE_PRIORITIES.search(message + " ")
+    if priorities:
+        # Kueue's priorities are int64; a number beyond is no priority it wrote
+        for side in ("preemptor", "preemptee"):
+            value = int(priorities.group(side))
+            found[f"{side}_priority"] = value if -(2**63) <= value < 2**63 else None
+    return found
 
 
 def _ref(value: Any, field: str) -> ObjectRef:
@@ -323,7 +371,8 @@ def parse_kueue_preempted(message: str) -> KueuePreemption | None:
         job_uid = match.group("job_uid") or None
         why, origin = match.group("why"), match.group("origin")
         reason = _kueue_code(why) if why else KUEUE_ORIGINS.get(origin or "")
-        return KueuePreemption(None if uid == "UNKNOWN" else uid, None if job_uid == "UNKNOWN" else job_uid, reason)
+        return KueuePreemption(None if uid == "UNKNOWN" else uid, None if job_uid == "UNKNOWN" else job_uid, reason,
+                               **_kueue_details(message))
     match = _KUEUE_ANONYMOUS.match(message)
     if match:
         return KueuePreemption(None, None, KUEUE_ORIGINS[match.group("origin")])
@@ -476,8 +525,12 @@ def preemptions(
         else:
             why = f"kueue {kueue_reason_text(event.message) or UNRECOGNISED}"
         preemptor = parsed.preemptor_uid if parsed else kueue_rule_preemptor(event.message)
+        side = queue_side(parsed.preemptor_path if parsed else None)
         found = Preemption(victim, event.first_time, preemptor,
-                           why if preemptor else why + "; preemptor not recorded", reporter, kind)
+                           why if preemptor else why + "; preemptor not recorded", reporter, kind,
+                           preemptor_queue=side.queue, preemptor_cohort=side.cohort,
+                           preemptor_priority=parsed.preemptor_priority if parsed else None,
+                           victim_priority=parsed.preemptee_priority if parsed else None)
     elif kind == KAI:
         read = _kai(event, regarding_field)
         if read is None:
@@ -491,11 +544,12 @@ def preemptions(
         match = _VOLCANO_EVICT.match(event.message)
         why = f"volcano {match.group('action')}" if match else f"volcano evict; {UNRECOGNISED}"
         found = Preemption(victim, event.first_time, None, why + "; preemptor not recorded", reporter, kind)
+    found = replace(found, victim=event.regarding)
     links = [found]
     if event.last_time is not None:
         again = found.preemptor_job_id if event.repeated_verbatim else None
         note = found.reason if again or "preemptor not recorded" in found.reason else (
             found.reason + "; repeat in an event series, preemptor not recorded"
         )
-        links.append(Preemption(found.victim_job_id, event.last_time, again, note, reporter, kind))
+        links.append(replace(found, time=event.last_time, preemptor_job_id=again, reason=note))
     return links

@@ -7,7 +7,8 @@ victim-to-preemptor links come from events (events).
   admissions). The run number is the eviction count + 1 (the counts of
   `status.schedulingStats.evictions`; before Kueue 0.12 there is no count and
   a workload with an `Evicted` condition is taken as evicted once). The
-  current run: pending (queued or requeued), running (`Admitted`), or
+  current run: pending (queued or requeued), running (`Admitted`; cancelled
+  at its deletionTimestamp once deleted while admitted), or
   completed / failed (`Finished`). The run the last eviction ended is given
   too, from the conditions, whether the Workload is seen evicted (`Evicted`
   True) or already admitted again (`Requeued` True and the "Previously: "
@@ -315,6 +316,12 @@ def workload_rows(obj: Any, tiering: ClusterSettings, gpu_resource: str, queues:
     elif _is_true(admitted) and admitted is not None and not _is_true(evicted):
         current["state"] = "running"
         current["start_time"] = _cond_time(admitted, "Admitted")
+        deleted = optional_time(meta, "deletionTimestamp", "metadata.deletionTimestamp")
+        if deleted is not None and deleted >= current["start_time"]:
+            # Deleted while admitted (its job deleted, or a user's delete; Kueue's finalizer keeps it until its
+            # pods are gone): the run ends there, as a deleted pod's does, and only a preemption its state
+            # records, never an event alone, makes it one (corroborate)
+            current.update(state="cancelled", reason="deleted", end_time=deleted)
     else:
         current["state"] = "pending"
     runs = [current]

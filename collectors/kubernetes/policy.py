@@ -1,6 +1,6 @@
 """The preemption policy Kueue ClusterQueues and KAI Queues state, as `scheduler_policy` rows.
 
-The replay reads these instead of guessing the rules from the ledger (analytics/policy_in_force.py). Fields,
+The replay reads these instead of guessing the rules from the ledger (analytics/whatif/policy_in_force.py). Fields,
 as the projects define them (kueue apis/kueue/v1beta1|v1beta2/clusterqueue_types.go and the ClusterQueue
 concept page; KAI pkg/apis/scheduling/v2/queue_types.go and docs/plugins/minruntime.md):
 
@@ -26,14 +26,25 @@ import logging
 import re
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import polars as pl
 
+from preemptlens import outbound
 from preemptlens.contract import Batch, Watermark
 
-if TYPE_CHECKING:
-    from preemptlens.collectors.kubernetes import KubernetesCollector
+
+class KubernetesCollector(Protocol):
+    """What the policy read takes from the source (collectors/kubernetes/__init__.py), named here so that the
+    package's modules import one way: the source imports this module, never the other way round."""
+
+    api_client: Any
+    streams: list[Any]
+    kueue_version: str
+    read_kai_queues: bool
+    cluster: str
+    page_size: int
+    idle_seconds: float
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +53,12 @@ _STREAM = "policy"
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
 _UNIT_S = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 _PREEMPTION_DEFAULTS = {"withinClusterQueue": "Never", "reclaimWithinCohort": "Never"}
+# The whole read of one scheduler's queues, every page: a total deadline (a socket timeout bounds one read, not an
+# answer dripped a byte at a time, nor an endless run of pages) and a cap on the bytes read, as the collector's
+# lists have per page (watch.LIST_DEADLINE_S, watch.MAX_LIST_BYTES). Queues are few and small (an object is at
+# most 1.5 MiB in etcd): 64 MiB holds far more than any cluster states.
+READ_DEADLINE_S = 70.0
+MAX_READ_BYTES = 64 * 2**20
 
 
 def go_duration_s(text: Any) -> float | None:
@@ -170,24 +187,47 @@ def batches(collector: KubernetesCollector, cursor: str | None) -> Iterator[Batc
 
 
 def _list(call: Callable[..., Any], where: tuple[str, str, str], collector: KubernetesCollector) -> list[Any]:
-    """Every object of a cluster-scoped custom resource, page by page, each call bounded in time."""
+    """Every object of a cluster-scoped custom resource, page by page, the whole read within READ_DEADLINE_S
+    and MAX_READ_BYTES. A list that cannot be read, or not in time, is empty: that scheduler's rows are left
+    out, and the collection goes on."""
     import kubernetes.client
     import urllib3
 
     listing = functools.partial(call, *where, limit=collector.page_size,
-                                _request_timeout=(collector.idle_seconds, 60.0))
+                                _request_timeout=(collector.idle_seconds, 60.0), _preload_content=False)
     found: list[Any] = []
     token: str | None = None
-    for _ in range(10_000):
-        try:
-            page = listing(_continue=token) if token else listing()
-        except (kubernetes.client.ApiException, urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
+    read = 0
+    deadline = outbound.Deadline(READ_DEADLINE_S, f"kubernetes: the {where[2]} policy read")
+    try:
+        for _ in range(10_000):
+            resp = None
+            try:
+                with deadline.current():
+                    resp = listing(_continue=token) if token else listing()
+                body = outbound.read_capped(resp.stream(1 << 16), MAX_READ_BYTES - read, deadline)
+            finally:
+                if resp is not None:
+                    resp.release_conn()
+            read += len(body)
+            page = json.loads(body)
+            items = page.get("items") if isinstance(page, dict) else None
+            found.extend(items if isinstance(items, list) else [])
+            meta = page.get("metadata") if isinstance(page, dict) else None
+            token = meta.get("continue") if isinstance(meta, dict) else None
+            if not token or not isinstance(token, str):
+                break
+    except outbound.AnswerTooLarge:
+        log.warning("kubernetes: no %s policy read from %s: larger than %s bytes", where[0], where[2],
+                    f"{MAX_READ_BYTES:,}")
+        return []
+    except (kubernetes.client.ApiException, urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
+        if deadline.expired:  # CallTimedOut, or its watchdog shut the socket: too slow, not never
+            log.warning("kubernetes: no %s policy read from %s: not read whole within %g s", where[0], where[2],
+                        READ_DEADLINE_S)
+        else:
             log.info("kubernetes: no %s policy read from %s: %s", where[0], where[2], str(exc)[:200])
-            return []
-        items = page.get("items") if isinstance(page, dict) else None
-        found.extend(items if isinstance(items, list) else [])
-        meta = page.get("metadata") if isinstance(page, dict) else None
-        token = meta.get("continue") if isinstance(meta, dict) else None
-        if not token:
-            break
+        return []
+    finally:
+        deadline.close()
     return found

@@ -29,6 +29,7 @@ import hashlib
 import json
 import logging
 import os
+import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator, Mapping
@@ -73,6 +74,7 @@ from preemptlens.collectors.slurm.sacct import (
 from preemptlens.config import ClusterSettings, Config, parse_size, section, setting, size_text, time_zone
 from preemptlens.contract import Batch, Reject, Watermark
 from preemptlens.errors import ConfigError, SourceError
+from preemptlens.private import others_can_change
 from preemptlens.times import TIME_HELP, parse_when
 
 log = logging.getLogger(__name__)
@@ -197,8 +199,9 @@ class SlurmCollector:
 
     def _env(self, epoch_times: bool = False) -> dict[str, str]:
         env = dict(os.environ)
-        if self.o.slurm_conf:
-            env["SLURM_CONF"] = self.o.slurm_conf
+        conf = checked_conf(self.o.slurm_conf)
+        if conf:
+            env["SLURM_CONF"] = conf
         # -S/-E are read as local time: make that UTC like everything here.
         env["TZ"] = "UTC"
         if epoch_times:
@@ -210,7 +213,7 @@ class SlurmCollector:
         return env
 
     def _exe(self, tool: str) -> str:
-        return str(Path(self.o.bin_dir) / tool) if self.o.bin_dir else tool
+        return program(self.o.bin_dir, tool)
 
     def _run(self, argv: list[str]) -> str:
         try:
@@ -526,6 +529,35 @@ class SlurmCollector:
 
 class _JsonUnavailable(SourceError):
     pass
+
+
+def program(bin_dir: str, tool: str) -> str:
+    """The path of Slurm's `tool` (in `bin_dir`, else found on $PATH) to run, when no other user can change it or
+    a folder above it: preemptlens often runs as root, and would run whatever they put there. A tool not found
+    is returned as named, for the caller's FileNotFoundError."""
+    found = str(Path(bin_dir) / tool) if bin_dir else shutil.which(tool)
+    if found is None:
+        return tool
+    # The folder too, even sticky: there another user could add the program between this check and its run.
+    problem = others_can_change(os.path.dirname(os.path.abspath(found)))
+    if not problem and os.path.exists(found):
+        problem = others_can_change(found)
+    if problem:
+        raise SourceError(f"slurm: refusing to run {found}: {problem}, so another user could choose what runs",
+                          "set slurm.bin_dir to a folder owned by root (or the service's user) that only it can "
+                          "write, holding Slurm's own programs")
+    return found
+
+
+def checked_conf(slurm_conf: str) -> str:
+    """`slurm_conf` (else the environment's SLURM_CONF), when no other user can change it or a folder above it:
+    the Slurm programs, run as root, load the plugins it names. Empty when neither is set (Slurm's default)."""
+    path = slurm_conf or os.environ.get("SLURM_CONF", "")
+    problem = others_can_change(path) if path else ""
+    if problem:
+        raise SourceError(f"slurm: refusing SLURM_CONF {path}: {problem}, so another user could choose what the "
+                          "Slurm programs load", "keep slurm.conf owned by root and writable by it alone")
+    return path
 
 
 def _missing(tool: str) -> SourceError:

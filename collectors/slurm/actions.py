@@ -25,10 +25,9 @@ import os
 import re
 import subprocess
 from dataclasses import dataclass
-from pathlib import Path
 
 from preemptlens import outbound
-from preemptlens.collectors.slurm import SlurmSettings
+from preemptlens.collectors.slurm import SlurmSettings, checked_conf, program
 from preemptlens.collectors.slurm.policy import cluster_name_from_config
 from preemptlens.config import ClusterSettings, Config, section, setting
 from preemptlens.errors import ConfigError, SourceError
@@ -127,6 +126,7 @@ class SlurmQosEffector:
         original = self._qos_of(job_id)
         if original is None:
             raise SourceError(f"slurm: cannot protect job {job_id}: Slurm no longer holds it (ended or unknown)")
+        _check_qos(original, f"slurm: cannot protect job {job_id}: squeue names its QOS")
         if original == self.s.protected_qos:
             raise SourceError(f"slurm: job {job_id} is already in QOS {original}; its QOS before is not known",
                               "reconcile with held() instead of protecting it again")
@@ -144,7 +144,13 @@ class SlurmQosEffector:
     def undo(self, job_id: str, detail: dict[str, str]) -> None:
         _check_id(job_id)
         # An empty detail: the move was never recorded (a crash in between), so where it came from is unknown.
-        self._update(job_id, detail.get("qos") or self.s.fallback_qos, "return")
+        recorded = detail.get("qos") or self.s.fallback_qos
+        # What apply recorded is checked again as apply checked it: the audit row is data, not a command.
+        _check_qos(recorded, f"slurm: cannot return job {job_id}: its recorded QOS")
+        if recorded == self.s.protected_qos:
+            raise SourceError(f"slurm: cannot return job {job_id}: its recorded QOS is the protected one "
+                              f"({recorded})", f"move it by hand: scontrol update JobId={job_id} QOS=<its QOS>")
+        self._update(job_id, recorded, "return")
 
     # -- commands ---------------------------------------------------------------
 
@@ -166,10 +172,11 @@ class SlurmQosEffector:
 
     def command(self, argv: list[str], what: str) -> str | None:
         """The command's output; None when it says the job is gone or ended."""
-        exe = str(Path(self.s.bin_dir) / argv[0]) if self.s.bin_dir else argv[0]
+        exe = program(self.s.bin_dir, argv[0])
         env = dict(os.environ)
-        if self.s.slurm_conf:
-            env["SLURM_CONF"] = self.s.slurm_conf
+        conf = checked_conf(self.s.slurm_conf)
+        if conf:
+            env["SLURM_CONF"] = conf
         shown = " ".join(argv)
         try:
             # Killed at the time limit; squeue's list of held jobs and scontrol's answers are small.
@@ -207,6 +214,13 @@ def build_effector(action: str, config: Config) -> tuple[str, SlurmQosEffector]:
         raise ConfigError("slurm_protect: cluster.name is not set and `scontrol show config` names no ClusterName",
                           "set cluster.name")
     return cluster, effector
+
+
+def _check_qos(name: object, what: str) -> None:
+    """A QOS name as `sacctmgr add qos` makes them; anything else is refused before scontrol sees it."""
+    if not isinstance(name, str) or not _QOS_NAME.fullmatch(name):
+        raise SourceError(f"{what}, {str(name)[:80]!r}, is not a QOS name",
+                          "check the job's QOS in Slurm and the actions table; move the job by hand if needed")
 
 
 def _check_id(job_id: str) -> None:

@@ -12,6 +12,7 @@ import polars as pl
 import streamlit as st
 
 from preemptlens.analytics.actions import hold_text
+from preemptlens.analytics.requeue import has_passed, restart_text
 from preemptlens.dashboards.views_common import context, md, window_caption
 from preemptlens.reading.masking import HIDDEN, WHY_HIDDEN, is_hidden
 from preemptlens.reading.words import duration, gpu_hours, gpus, number, pct, plural, when
@@ -48,11 +49,13 @@ def cost(p: dict[str, Any]) -> str:
 def again(p: dict[str, Any]) -> str:
     if not p["requeue_censored"]:
         return f"**Ran again** as run {p['restart_run']} at {when(p['restart_time'])}."
-    if p["expected_restart_time"] is None:
-        return ("**Not restarted** by the end of the data; expected restart unknown (no recently restarted victim "
-                "of its pool and tier to go by).")
-    return (f"**Not restarted** by the end of the data; expected around {when(p['expected_restart_time'])} "
-            f"(the median recent requeue delay of its pool and tier, {duration(p['typical_requeue_s'])}).")
+    waited = p["requeue_delay_s"]
+    expected = restart_text(p, p["victim_tier"], p["pool"], waited, duration)
+    if p["expected_requeue_s"] is not None and not has_passed(p, waited):
+        return (f"**Not restarted** by the end of the data; expected around {when(p['expected_restart_time'])}: "
+                f"{md(expected)}.")
+    # the expected time has passed (or too few restarted to know it): the text says how long it has waited
+    return f"**Not restarted** by the end of the data; {md(expected)}."
 
 
 def protection(p: dict[str, Any]) -> str:

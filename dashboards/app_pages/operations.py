@@ -88,6 +88,11 @@ quarantined = ctx.q("quarantined", rows)
 if quarantined.height == 0:
     st.success("No record has been quarantined.")
 else:
+    # all of them by what failed: an Event's preemption its victim's state gainsays is `corroboration`
+    show_table(ctx.q("quarantine_counts"), {
+        "source": ("Source", "text"), "target_table": ("Meant for", "text"), "field": ("Field", "text"),
+        "records": ("Records", "int"), "example": ("For example", "text"),
+    }, key="quarantine_counts")
     st.caption(f"The newest {quarantined.height:,}, each with the field that failed (at most "
                "`dashboard.table_rows`).")
     show_table(quarantined, {

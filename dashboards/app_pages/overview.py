@@ -6,7 +6,7 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from preemptlens.analytics.scorecard import answer_text, verdict_text
+from preemptlens.analytics.whatif.scorecard import answer_text, verdict_text
 from preemptlens.dashboards import answer, coverage, figures
 from preemptlens.dashboards.data import NO_SAMPLES, avoidable_text
 from preemptlens.dashboards.views_common import Charts, cached, context, md, show_table, window_caption

@@ -8,6 +8,7 @@ from typing import Any
 import polars as pl
 import streamlit as st
 
+from preemptlens.analytics.requeue import restart_text
 from preemptlens.dashboards import figures
 from preemptlens.dashboards.data import VictimDetail, avoidable_text
 from preemptlens.dashboards.views_common import (
@@ -43,6 +44,17 @@ RUNS_VIEW = {
     "start_time": ("Started", "time"), "end_time": ("Ended", "time"), "preemptor_job_id": ("Preempted by", "text"),
     "reason": ("Reason given", "text"),
 }
+CAUSES_VIEW = {
+    "team": ("Team", "text"), "cause": ("How the run ended", "text"), "runs": ("Runs", "int"),
+    "restarts": ("Ran again after", "int"), "run_gpu_h": ("GPU-hours of those runs", "gpu_h"),
+    "silent_gpu_h": ("GPU-hours after the last progress report", "gpu_h"),
+}
+# How run_ends names a cause, as a reader says it.
+CAUSES = {
+    "preemption": "preempted", "node_failure": "node failure", "requeue": "requeued by a user or an admin",
+    "cancel": "cancelled", "time_limit": "time limit", "crash": "crashed", "hang": "stopped making progress (hang)",
+    "unknown": "unknown",
+}
 # Preemption stories shown for one victim, the latest; its runs table has them all.
 STORIES = 10
 BASIS = {
@@ -73,8 +85,9 @@ def lost_story(p: dict[str, Any]) -> str:
 
 def recovery_story(p: dict[str, Any]) -> str:
     if p["requeue_censored"]:
+        expected = restart_text(p, p["victim_tier"], p["pool"], p["requeue_delay_s"], duration)
         requeue = (f"**Not restarted** by the end of the data, {duration(p['requeue_delay_s'])} after the preemption "
-                   "(the wait is still running).")
+                   f"(the wait is still running); {md(expected)}.")
     else:
         requeue = (f"**Ran again** as run {p['restart_run']} at {when(p['restart_time'])}, "
                    f"{duration(p['requeue_delay_s'])} after the preemption "
@@ -164,6 +177,10 @@ charts.add(
     lambda: figures.preemption_timeline(ctx.q("worst", f, figures.TIMELINE_MARKERS), total=count),
     key="timeline",
 )
+charts.add(lambda: figures.preemption_hazard(ctx.q("hazard", f)), key="hazard")
+st.caption("Preemption risk by run age is over every recorded run of the clusters and tiers chosen, not only this "
+           "window's: a young run is at more risk than an old one where the line falls, which sets how often a job "
+           "should checkpoint (Tuning, checkpoint interval).")
 st.subheader(f"Ledger ({count:,} preemption{'s' if count != 1 else ''})")
 # The browser gets one page of the ledger at a time, newest first.
 offset = 0
@@ -204,4 +221,14 @@ else:
     choice = st.selectbox("Victim job (most work thrown away first)", list(labels), key="victim")
     cluster, job_id = labels[choice]
     show_victim(ctx.q("victim_detail", cluster, job_id), job_id, charts)
+
+st.header("How runs ended")
+st.caption("Not every restart is a preemption: each run of the window that ended other than completed, by its "
+           "cause; a hang is a run whose job had stopped reporting progress long before "
+           "the end, whatever the scheduler then did.")
+causes = ctx.q("restart_causes", f).with_columns(pl.col("cause").replace(CAUSES))
+if causes.height == 0:
+    st.info("No run ended other than completed in this window.")
+else:
+    show_table(causes, CAUSES_VIEW, key="restart_causes")
 charts.draw()

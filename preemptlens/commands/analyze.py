@@ -14,8 +14,8 @@ import dataclasses
 
 from preemptlens.analytics.params import AnalyticsSettings
 from preemptlens.analytics.refresh import analyze
-from preemptlens.analytics.scorecard import render
-from preemptlens.analytics.tuning import TuningSettings
+from preemptlens.analytics.whatif.scorecard import render
+from preemptlens.analytics.whatif.settings import TuningSettings
 from preemptlens.config import Config, WarehouseSettings
 from preemptlens.contract import TIERS
 from preemptlens.errors import ConfigError

@@ -28,8 +28,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the jobs as JSON")
 
 
-def _hours(value: float | None) -> str:
-    return UNKNOWN if value is None else number(value / 3600)
+def _hours(value: float | None, at_least: bool | None = False) -> str:
+    """GPU-hours; ">=" before a lower bound (an expected requeue wait longer than any seen: docs/figures.md)."""
+    return UNKNOWN if value is None else (">=" if at_least else "") + number(value / 3600)
 
 
 def render(frame: pl.DataFrame) -> str:
@@ -40,8 +41,9 @@ def render(frame: pl.DataFrame) -> str:
         share = r["near_completion_share"]
         lines.append((
             r["cluster"], r["job_id"], str(r["pool"]), str(r["tier"]), r["team"], str(r["gpus"]),
-            _hours(r["cost_gpu_s"]), _hours(r["at_risk_gpu_s"]), _hours(r["warmup_gpu_s"]),
-            _hours(r["requeue_gpu_s"]), r["basis"], pct(share),
+            _hours(r["cost_gpu_s"], r["requeue_at_least"]), _hours(r["at_risk_gpu_s"]), _hours(r["warmup_gpu_s"]),
+            _hours(r["requeue_gpu_s"], r["requeue_at_least"]), r["basis"],
+            pct(share),
             f"{r['job_preemptions_recent']}/{r['team_preemptions_recent']}", r["unknown"] or "",
         ))
     widths = [max(len(str(line[i])) for line in lines) for i in range(len(header))]

@@ -22,9 +22,9 @@ from datetime import UTC, datetime, timedelta
 
 from preemptlens.analytics.params import AnalyticsSettings
 from preemptlens.analytics.refresh import analyze
-from preemptlens.analytics.scorecard import render
 from preemptlens.analytics.simulator import DEMO, PoolSpec, SimConfig, simulate_into
-from preemptlens.analytics.tuning import TuningSettings
+from preemptlens.analytics.whatif.scorecard import render
+from preemptlens.analytics.whatif.settings import TuningSettings
 from preemptlens.cli import command_args
 from preemptlens.commands import dashboard, report, suggest
 from preemptlens.config import Config, WarehouseSettings, number_argument

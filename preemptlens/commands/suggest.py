@@ -12,10 +12,11 @@ import argparse
 from dataclasses import replace
 from datetime import datetime
 
-from preemptlens.analytics import counterfactual, scorecard, victim_order
 from preemptlens.analytics.params import AnalyticsSettings
-from preemptlens.analytics.replay import Interval, Validation, Window, bound, default_window
-from preemptlens.analytics.tuning import (
+from preemptlens.analytics.whatif import counterfactual, scorecard, victim_order
+from preemptlens.analytics.whatif.replay import Interval, Validation, Window, bound, default_window
+from preemptlens.analytics.whatif.settings import VictimOrderSettings
+from preemptlens.analytics.whatif.tuning import (
     GENERATORS,
     Suggestion,
     TuningSettings,
@@ -117,7 +118,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
         if window.end <= window.start:
             raise ConfigError(f"window {window.start.isoformat()} .. {window.end.isoformat()} is empty",
                               "give --end after --start")
-        compare = config.of(victim_order.VictimOrderSettings).compare
+        compare = config.of(VictimOrderSettings).compare
         ctx = context(wh, window, settings, compare)
         for line in _validation_lines(ctx.validation):
             print(line)

@@ -86,6 +86,12 @@ def gpus(count: int | None) -> str:
     return "? GPUs" if count is None else plural(int(count), "GPU")
 
 
+def band_label(age_from_s: float, age_to_s: float | None) -> str:
+    """An age band of a run (preemption_hazard): "0 to 15 min", "8.0 h to 1.0 days", "3.0 days and older"."""
+    start = "0" if age_from_s == 0 else duration(age_from_s)
+    return f"{start} and older" if age_to_s is None else f"{start} to {duration(age_to_s)}"
+
+
 # The units `quantity` and `change` know; any other unit is a noun written after the number ("jobs", "GPU-h").
 DURATION, SHARE, POINTS, WEEKLY_POINTS, RATIO, GPU_H = "s", "share", "points", "points a week", "ratio", "GPU-h"
 

@@ -155,7 +155,11 @@ costed as (
             when pw.warmup_s is not null then 'pool'
         end as warmup_basis,
         coalesce(jw.warmup_s, tw.warmup_s, pw.warmup_s) as expected_warmup_s,
-        q.expected_requeue_s,
+        -- where fewer than half of its group restarted within the longest wait seen, that wait stands in: a lower
+        -- bound of the wait, and of the cost, which still ranks the job among the costliest
+        coalesce(q.expected_requeue_s, q.longest_wait_s) as expected_requeue_s,
+        q.requeue_group as requeue_basis,
+        q.expected_requeue_s is null and q.longest_wait_s is not null as requeue_at_least,
         -- least() skips a NULL: the share is unknown (NULL) without work_s, never 1
         case when a.work_s > 0 and not a.stale then least(1.0, (rt.run_s - coalesce(w.waste_s, 0)) / a.work_s) end
             as near_completion_share,
@@ -166,6 +170,7 @@ costed as (
     left join team_warmup as tw on tw.cluster = a.cluster and tw.team = a.team
     left join pool_warmup as pw on pw.cluster = a.cluster and pw.pool is not distinct from a.pool
     left join requeue as q on q.cluster = a.cluster and q.pool is not distinct from a.pool and q.tier = a.tier
+        and q.gpus is not distinct from a.gpus
     left join job_runtime as rt on rt.cluster = a.cluster and rt.job_id = a.job_id
     left join job_waste as w on w.cluster = a.cluster and w.job_id = a.job_id
     left join job_recent as jr on jr.cluster = a.cluster and jr.job_id = a.job_id
@@ -192,6 +197,8 @@ final as (
         warmup_basis,
         gpus * expected_warmup_s as warmup_gpu_s,
         expected_requeue_s,
+        requeue_basis,
+        requeue_at_least,
         gpus * expected_requeue_s as requeue_gpu_s,
         gpus * (at_risk_s + expected_warmup_s + expected_requeue_s) as cost_gpu_s,
         near_completion_share,
@@ -206,7 +213,7 @@ final as (
             case when expected_warmup_s is null
                 then 'warm-up: no measured warm-up of the job, its team or its pool' end,
             case when expected_requeue_s is null
-                then 'requeue wait: no restarted preemption of its pool and tier within analytics.requeue_window_s' end
+                then 'requeue wait: no victim of its tier within analytics.requeue_window_s' end
         ), '') as unknown
     from costed
 )

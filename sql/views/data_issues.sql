@@ -1,4 +1,4 @@
--- What the data lacks or had to be corrected, per row and the source (collector) that loaded it: runs overlapping an earlier run of the same job (clipped, never double-counted), runs whose job is missing (left out), preemptions whose run start, pool or preemptor is unknown (in the ledger, with the figures that need it unknown), and preemption links whose victim's runs were never collected (not in the ledger).
+-- What the data lacks or had to be corrected, per row and the source (collector) that loaded it: runs overlapping an earlier run of the same job (clipped, never double-counted), runs whose job is missing (left out), preemptions whose run start, pool or preemptor is unknown (in the ledger, with the figures that need it unknown), preemption links whose victim's runs were never collected (not in the ledger), claims of an Event its victim's state did not bear out, and preemptors an Event names that cannot have been one.
 with
 
 runs as (
@@ -7,6 +7,11 @@ runs as (
 
 staged as (
     select * from stg_runs
+),
+
+all_staged as (
+    -- every run with a job, also those no source wrote (a KAI PodGroup's eviction before its pods were seen)
+    select * from stg_job_runs
 ),
 
 ledger as (
@@ -46,7 +51,7 @@ orphan as (
 preemptions as (
     select p.*, r.source
     from ledger as p
-    inner join runs as r on r.cluster = p.cluster and r.job_id = p.victim_job_id and r.run = p.victim_run
+    inner join all_staged as r on r.cluster = p.cluster and r.job_id = p.victim_job_id and r.run = p.victim_run
 ),
 
 unknown_start as (
@@ -96,8 +101,48 @@ unbound_link as (
             as handling
     from links as l
     where not exists (
-        select 1 from runs as r where r.cluster = l.cluster and r.job_id = l.victim_job_id
+        select 1 from all_staged as r where r.cluster = l.cluster and r.job_id = l.victim_job_id
     )
+),
+
+uncorroborated_link as (
+    -- an Event's claim that the victim's state did not bear out when the collector read it back (the victim was
+    -- gone, or KAI before v0.17.0): counted here whatever the ledger made of it. A claim the victim's state
+    -- gainsaid is never loaded: the quarantine holds it ("claimed but not corroborated").
+    select
+        l.cluster,
+        l.source,
+        l.victim_job_id as job_id,
+        cast(null as integer) as run,
+        'preemption claimed by an event, not corroborated by its victim' as issue,
+        'in the ledger only where the victim''s own state says preempted, it was last seen running (gone unseen), '
+            || 'or it is a KAI gang its pods'' deletion ended; never where its runs record another end '
+            || '(docs/deploy.md)' as handling
+    from links as l
+    where l.victim_kind is not null
+        and l.corroboration is null
+        and exists (select 1 from runs as r where r.cluster = l.cluster and r.job_id = l.victim_job_id)
+),
+
+implausible_preemptor as (
+    select
+        l.cluster,
+        l.source,
+        l.victim_job_id as job_id,
+        cast(null as integer) as run,
+        'preemptor named by an event is not plausible' as issue,
+        'not taken as the preemptor: a known job with no run started at the preemption or later' as handling
+    from links as l
+    cross join analytics_params as p
+    where l.victim_kind is not null
+        and exists (select 1 from jobs as j where j.cluster = l.cluster and j.job_id = l.preemptor_job_id)
+        and not exists (
+            select 1 from runs as r
+            where r.cluster = l.cluster
+                and r.job_id = l.preemptor_job_id
+                and (r.start_time is null or epoch(r.start_time) >= epoch(l.time) - p.link_tolerance_s)
+        )
+        and exists (select 1 from runs as r where r.cluster = l.cluster and r.job_id = l.preemptor_job_id)
 ),
 
 final as (
@@ -112,6 +157,10 @@ final as (
     select * from unknown_preemptor
     union all
     select * from unbound_link
+    union all
+    select * from uncorroborated_link
+    union all
+    select * from implausible_preemptor
 )
 
 select * from final

@@ -1,4 +1,4 @@
--- Per cluster, pool or team (`level`) and day or ISO week (`period`): the GPU-seconds allocated to runs, the badput split into work lost to preemption, warm-up after restarts, checkpoint saves, idle hoarding and failed runs (each from measured sources only, null where a source is lacking, with the count of what could not be measured), and the goodput, the allocated GPU-seconds that advanced a job (null while any badput part is unknown; at most allocated less the badput measured).
+-- Per cluster, pool or team (`level`) and day or ISO week (`period`): the GPU-seconds allocated to runs, the badput split into work lost to preemption, warm-up after restarts, checkpoint saves, idle hoarding and failed runs (each from measured sources only, null where a source is lacking, with the count of what could not be measured), and the goodput, the allocated GPU-seconds that advanced a job (null while any badput part is unknown; then bounded: at most allocated less the badput measured, at least that less the most the unknown parts can be).
 with
 
 runs as (
@@ -133,7 +133,11 @@ clipped as (
         p.at,
         case when p.kind = 'warmup' then r.effective_start else greatest(p.piece_start, s.work_start, r.effective_start)
             end as piece_start,
-        least(p.piece_end, r.effective_end) as piece_end
+        least(p.piece_end, r.effective_end) as piece_end,
+        -- the most a part no source measured can be: a warm-up, the whole run; a loss or a save, all the work
+        -- from where the run's work began to the preemption, failure or checkpoint
+        case when p.kind = 'warmup' then r.effective_start else s.work_start end as most_start,
+        case when p.kind = 'warmup' then r.effective_end else least(p.piece_end, r.effective_end) end as most_end
     from pieces as p
     inner join runs as r on r.cluster = p.cluster and r.job_id = p.job_id and r.run = p.run
     inner join work_start as s on s.cluster = p.cluster and s.job_id = p.job_id and s.run = p.run
@@ -168,7 +172,7 @@ idle_in_segments as (
 
 badput as (
     select
-        s.cluster, s.pool, s.team, s.kind, s.window_start,
+        s.cluster, s.job_id, s.run, s.pool, s.team, s.kind, s.window_start,
         s.gpus * (epoch(s.seg_end) - epoch(s.seg_start)) - coalesce(i.idle_gpu_s, 0) as gpu_s
     from segments as s
     left join idle_in_segments as i
@@ -178,7 +182,7 @@ badput as (
 
 idle_segments as (
     select
-        i.cluster, i.pool, i.team, 'idle' as kind, b.window_start,
+        i.cluster, i.job_id, i.run, i.pool, i.team, 'idle' as kind, b.window_start,
         epoch(least(i.end_time, b.window_start + interval 1 day)) - epoch(greatest(i.start_time, b.window_start))
             as gpu_s
     from stretches as i
@@ -190,7 +194,7 @@ idle_segments as (
 
 allocated as (
     select
-        r.cluster, r.pool, r.team, 'allocated' as kind, b.window_start,
+        r.cluster, r.job_id, r.run, r.pool, r.team, 'allocated' as kind, b.window_start,
         r.gpus * (epoch(least(r.effective_end, b.window_start + interval 1 day))
             - epoch(greatest(r.effective_start, b.window_start))) as gpu_s
     from runs as r
@@ -208,6 +212,54 @@ unknowns as (
     where not c.known
 ),
 
+unknown_spans as (
+    -- per run, the span its unknown parts can fill at most (one span, so that two of them are not counted twice)
+    select cluster, job_id, run, pool, team, gpus, min(most_start) as span_start, max(most_end) as span_end
+    from clipped
+    where not known
+    group by all
+),
+
+unknown_days as (
+    select
+        u.cluster, u.job_id, u.run, u.pool, u.team, b.window_start,
+        u.gpus * (epoch(least(u.span_end, b.window_start + interval 1 day))
+            - epoch(greatest(u.span_start, b.window_start))) as gpu_s
+    from unknown_spans as u
+    cross join lateral (
+        select unnest(generate_series(date_trunc('day', u.span_start), u.span_end, interval 1 day)) as window_start
+    ) as b
+    where u.span_end > u.span_start and b.window_start < u.span_end
+),
+
+run_days as (
+    -- per run and day: its allocated GPU-seconds, and the badput measured in them
+    select
+        cluster, job_id, run, window_start,
+        sum(case when kind = 'allocated' then gpu_s else 0 end) as allocated_gpu_s,
+        sum(case when kind = 'allocated' then 0 else gpu_s end) as measured_gpu_s
+    from (
+        select cluster, job_id, run, kind, window_start, gpu_s from allocated
+        union all
+        select cluster, job_id, run, kind, window_start, gpu_s from badput
+        union all
+        select cluster, job_id, run, kind, window_start, gpu_s from idle_segments
+    ) as a
+    group by all
+),
+
+unknown_most as (
+    -- the most a run's unknown parts add in a day: their span, and never more than what of the run's allocation
+    -- in the day is not measured badput already
+    select
+        u.cluster, u.pool, u.team, 'unknown_most' as kind, u.window_start,
+        least(sum(u.gpu_s), greatest(0, max(d.allocated_gpu_s) - coalesce(max(d.measured_gpu_s), 0))) as gpu_s
+    from unknown_days as u
+    left join run_days as d
+        on d.cluster = u.cluster and d.job_id = u.job_id and d.run = u.run and d.window_start = u.window_start
+    group by u.cluster, u.job_id, u.run, u.pool, u.team, u.window_start
+),
+
 items as (
     select cluster, pool, team, kind, window_start, gpu_s, 0 as unknown from badput
     union all
@@ -216,6 +268,8 @@ items as (
     select cluster, pool, team, kind, window_start, gpu_s, 0 from allocated
     union all
     select cluster, pool, team, kind, window_start, 0.0, 1 from unknowns
+    union all
+    select cluster, pool, team, kind, window_start, gpu_s, 0 from unknown_most
 ),
 
 days as (
@@ -231,6 +285,7 @@ days as (
         sum(case when kind = 'save' then gpu_s else 0 end) as save_gpu_s,
         sum(case when kind = 'idle' then gpu_s else 0 end) as idle_gpu_s,
         sum(case when kind = 'failure' then gpu_s else 0 end) as failure_gpu_s,
+        sum(case when kind = 'unknown_most' then gpu_s else 0 end) as unknown_most_gpu_s,
         sum(case when kind = 'preemption' then unknown else 0 end) as unmeasured_preemptions,
         sum(case when kind = 'warmup' then unknown else 0 end) as unmeasured_warmups,
         sum(case when kind = 'save' then unknown else 0 end) as untimed_saves,
@@ -255,6 +310,7 @@ pool_teams as (
         sum(save_gpu_s),
         sum(idle_gpu_s),
         sum(failure_gpu_s),
+        sum(unknown_most_gpu_s),
         sum(unmeasured_preemptions),
         sum(unmeasured_warmups),
         sum(untimed_saves),
@@ -277,6 +333,7 @@ cells as (
         sum(t.save_gpu_s) as save_gpu_s,
         sum(t.idle_gpu_s) as idle_gpu_s,
         sum(t.failure_gpu_s) as failure_gpu_s,
+        sum(t.unknown_most_gpu_s) as unknown_most_gpu_s,
         sum(t.unmeasured_preemptions) as unmeasured_preemptions,
         sum(t.unmeasured_warmups) as unmeasured_warmups,
         sum(t.untimed_saves) as untimed_saves,
@@ -309,6 +366,9 @@ parts as (
         -- the badput measured so far, whatever else is unknown: the goodput is at most allocated less it
         preemption_gpu_s + warmup_gpu_s + save_gpu_s + case when has_samples then idle_gpu_s else 0 end
             + failure_gpu_s as measured_badput_gpu_s,
+        -- the most the unknown parts can add to it; unbounded (NULL) while idle hoarding has no GPU samples or
+        -- saves no checkpoint data, either of which may be any part of the allocation
+        case when has_samples and collected then unknown_most_gpu_s end as unknown_at_most_gpu_s,
         cast(unmeasured_preemptions as bigint) as unmeasured_preemptions,
         cast(unmeasured_warmups as bigint) as unmeasured_warmups,
         cast(untimed_saves as bigint) as untimed_saves,
@@ -337,7 +397,11 @@ final as (
         (p.allocated_gpu_s - p.badput_preemption_gpu_s - p.badput_warmup_gpu_s - p.badput_checkpoint_save_gpu_s
             - p.badput_idle_gpu_s - p.badput_failure_gpu_s) / nullif(p.allocated_gpu_s, 0) as goodput_share,
         -- an upper bound while a part is unknown (an unknown part only adds badput), the goodput once all are known
-        p.allocated_gpu_s - p.measured_badput_gpu_s as goodput_at_most_gpu_s
+        p.allocated_gpu_s - p.measured_badput_gpu_s as goodput_at_most_gpu_s,
+        -- a lower bound: less the most the unknown parts can be (0 when that is unbounded); the goodput once all
+        -- are known
+        coalesce(greatest(0, p.allocated_gpu_s - p.measured_badput_gpu_s - p.unknown_at_most_gpu_s), 0)
+            as goodput_at_least_gpu_s
     from parts as p
 )
 

@@ -9,7 +9,7 @@ rows_ as (
     select
         cluster,
         count(case when kind = 'checkpoint' then 1 end) as checkpoint_rows,
-        count(case when kind = 'progress' then 1 end) as progress_rows,
+        count(case when kind in ('progress', 'restore') then 1 end) as progress_rows,
         count(case when kind = 'checkpoint' and save_s is not null then 1 end) as timed_saves,
         -- the collector stream and layout that found the rows; the loading source where no stream says
         string_agg(distinct coalesce(origin, source), ', ' order by coalesce(origin, source)) as streams

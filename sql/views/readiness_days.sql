@@ -104,7 +104,7 @@ waiting as (
 
 plain_queue as (
     -- the GPUs allocated in each hour when the recorded jobs are replayed without preemption
-    -- (analytics/counterfactual.py): preemption packs GPUs differently and throws work away, so busy hours are
+    -- (analytics/whatif/counterfactual.py): preemption packs GPUs differently and throws work away, so busy hours are
     -- read on the plain queue, the same whatever the policy in force
     select * from counterfactual_hours
 ),

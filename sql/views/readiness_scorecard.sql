@@ -1,4 +1,4 @@
--- Per cluster, the four questions that decide whether preemption should be a main tool, each answered yes (every required measure passes, and one of its alternatives), no (a measured failure decides it) or unknown (null, with the missing inputs named), borderline when a measure whose interval holds its threshold could turn the answer, with the tallies and what data would answer the unknowns (the verdict over them, analytics/scorecard.py, is the table readiness_verdict).
+-- Per cluster, the four questions that decide whether preemption should be a main tool, each answered yes (every required measure passes, and one of its alternatives), no (a measured failure decides it) or unknown (null, with the missing inputs named), borderline when a measure whose interval holds its threshold could turn the answer, with the tallies and what data would answer the unknowns (the verdict over them, analytics/whatif/scorecard.py, is the table readiness_verdict).
 with
 
 evidence as (

@@ -1,4 +1,4 @@
--- Every run that has a jobs row, with its job's attributes; a run last seen running (no end) ends at the first preemption link of its job from its start on (before a later run of the job started), as preempted: its pod was deleted while nobody watched, and the scheduler's report is all that says when.
+-- Every run that has a jobs row, with its job's attributes; a run last seen running (no end) ends at the first preemption link of its job from its start on (before a later run of the job started), as preempted: its pod was deleted while nobody watched, and the scheduler's report is all that says when; and a KAI PodGroup evicted before any of its pods was seen has that eviction as a run of its own, start unknown.
 with
 
 runs as (
@@ -51,6 +51,34 @@ closed as (
     group by r.cluster, r.job_id, r.run
 ),
 
+unseen as (
+    -- A KAI PodGroup read (its jobs row) evicted before any of its pods was seen: an eviction its PodGroup bore
+    -- out (a corroborated link: its kai.scheduler/last-eviction-timestamp, KAI v0.17.0 on) that no run of the job
+    -- can take, for none had started by then, is a run of its own, numbered back from the first run seen (0, -1,
+    -- ...). Its start is KAI's last-start-timestamp where the link carries it; without it, like a Kueue Workload
+    -- first seen after its eviction, what needs the start is unknown.
+    -- (a join counting the runs begun by then, not a correlated subquery: Spark runs this view too)
+    select
+        cluster,
+        job_id,
+        time,
+        source,
+        victim_started,
+        1 - row_number() over (partition by cluster, job_id order by time desc) as run
+    from (
+        select l.cluster, l.victim_job_id as job_id, l.time, l.source, l.victim_started, count(r.run) as begun
+        from links as l
+        inner join jobs_ as j on j.cluster = l.cluster and j.job_id = l.victim_job_id
+        left join runs as r
+            on r.cluster = l.cluster
+            and r.job_id = l.victim_job_id
+            and (r.start_time is null or r.start_time <= l.time)
+        where l.victim_kind = 'podgroup' and l.corroboration is not null
+        group by l.cluster, l.victim_job_id, l.time, l.source, l.victim_started
+    ) as evictions
+    where begun = 0
+),
+
 final as (
     select
         r.cluster,
@@ -81,6 +109,39 @@ final as (
     inner join jobs_ as j on j.cluster = r.cluster and j.job_id = r.job_id
     inner join data_end as d on d.cluster = r.cluster
     left join closed as c on c.cluster = r.cluster and c.job_id = r.job_id and c.run = r.run
+    union all
+    select
+        u.cluster,
+        u.job_id,
+        u.run,
+        j.pool,
+        coalesce(j.team, '(none)') as team,
+        coalesce(j.user_name, '(none)') as user_name,
+        j.tier,
+        case j.tier when 'critical' then 3 when 'high' then 2 when 'normal' then 1 else 0 end as tier_rank,
+        j.preemptible,
+        j.gpus,
+        -- unknown: NULL of the time's type in both engines
+        nullif(u.time, u.time) as submit_time,
+        j.submit_time as job_submit_time,
+        nullif(u.time, u.time) as eligible_time,
+        -- when its scheduler allocated it, where the PodGroup said so (KAI's last-start-timestamp), else unknown
+        u.victim_started as start_time,
+        u.time as end_time,
+        u.time as end_or_data_end,
+        'preempted' as state,
+        -- unknown, as text in both engines: the link bound to it names the preemptor and the reason
+        nullif(u.source, u.source) as preemptor_job_id,
+        nullif(u.source, u.source) as reason,
+        j.checkpoint_interval_s,
+        j.work_s,
+        d.data_end,
+        true as ended_by_link,
+        u.source
+    from unseen as u
+    inner join jobs_ as j on j.cluster = u.cluster and j.job_id = u.job_id
+    -- a cluster of such evictions alone has no runs, so no data end
+    left join data_end as d on d.cluster = u.cluster
 )
 
 select * from final

@@ -1,4 +1,4 @@
--- One row per preempted run (state preempted, or the one run that a preemption_links row binds to: see docs/figures.md) with its preemptor coalesced from the run and its links, its lost progress (with its basis and source), requeue delay, warm-up and history; the ledger adds gains and avoidability.
+-- One row per preempted run (state preempted, or the one run that a preemption_links row binds to: see docs/figures.md; an Event's link its victim did not bear out binds only where the victim's runs do not gainsay it) with its preemptor coalesced from the run and its links (a link's only where plausible), its lost progress (with its basis and source), requeue delay, warm-up and history; the ledger adds gains and avoidability.
 with
 
 params as (
@@ -14,8 +14,35 @@ all_runs as (
     select * from stg_job_runs
 ),
 
-links as (
+raw_links as (
     select * from preemption_links
+),
+
+preemptor_fits as (
+    -- A preemptor an Event names (its `related` object or its text, both the writer's word) that is a known job
+    -- must have a run that could be the preempting one: every scheduler here starts the preemptor only once its
+    -- victims gave their resources back, so a run started at the preemption or later (less the link
+    -- tolerance), or one not started yet. A job that was already running is not believed as the preemptor.
+    select
+        l.cluster,
+        l.victim_job_id,
+        l.time,
+        max(case when r.start_time is null or epoch(r.start_time) >= epoch(l.time) - p.link_tolerance_s
+            then 1 else 0 end) as fits
+    from raw_links as l
+    cross join params as p
+    inner join jobs as j on j.cluster = l.cluster and j.job_id = l.preemptor_job_id
+    left join job_runs as r on r.cluster = l.cluster and r.job_id = l.preemptor_job_id
+    where l.victim_kind is not null
+    group by l.cluster, l.victim_job_id, l.time
+),
+
+links as (
+    select
+        l.*,
+        coalesce(f.fits, 1) = 1 as preemptor_plausible
+    from raw_links as l
+    left join preemptor_fits as f on f.cluster = l.cluster and f.victim_job_id = l.victim_job_id and f.time = l.time
 ),
 
 ckpts as (
@@ -23,7 +50,9 @@ ckpts as (
 ),
 
 progress as (
-    select * from checkpoints where kind = 'progress' and step is not null
+    -- step reports (kind progress: steps completed by then) and restores (kind restore: a checkpoint loaded at
+    -- that step, the step a restart resumes from)
+    select * from checkpoints where kind in ('progress', 'restore') and step is not null
 ),
 
 job_sources as (
@@ -40,6 +69,8 @@ link_candidates as (
         l.victim_job_id as job_id,
         l.time as link_time,
         l.preemptor_job_id,
+        l.preemptor_plausible,
+        l.corroboration,
         l.reason,
         r.run,
         r.end_time,
@@ -58,6 +89,13 @@ link_candidates as (
         and r.job_id = l.victim_job_id
         and (r.start_time is null or epoch(r.start_time) <= epoch(l.time) + p.link_tolerance_s)
         and abs(epoch(l.time) - epoch(r.end_time)) <= p.link_tolerance_s
+        -- A link from an Event that its victim's state did not bear out when the collector read it back
+        -- (collectors/kubernetes/corroborate.py: the victim was gone, or a KAI before v0.17.0) is its writer's
+        -- word only: it binds to a run that its own state says was preempted, one last seen running (gone
+        -- unseen: stg_job_runs ended it at the link), or a KAI gang its pods' deletion ended (such a KAI records
+        -- an eviction nowhere else), never to a run that ended in another way its state records.
+        and (l.victim_kind is null or l.corroboration is not null or r.state = 'preempted'
+            or (l.victim_kind = 'podgroup' and r.state = 'cancelled'))
 ),
 
 link_match as (
@@ -69,10 +107,17 @@ link_match as (
         run,
         link_time,
         preemptor_job_id,
+        preemptor_plausible,
         reason,
+        -- a corroborated link, then one naming a plausible preemptor, before the nearest: a second Event
+        -- written beside the scheduler's does not displace it
         row_number() over (
             partition by cluster, job_id, run
-            order by abs(epoch(link_time) - epoch(end_time)), link_time
+            order by
+                case when corroboration is not null then 0 else 1 end,
+                case when preemptor_plausible then 0 else 1 end,
+                abs(epoch(link_time) - epoch(end_time)),
+                link_time
         ) as nearest
     from link_candidates
     where choice = 1
@@ -112,7 +157,8 @@ preempted as (
                 then lm.link_time
             else r.end_time
         end as preempted_at,
-        coalesce(r.preemptor_job_id, lm.preemptor_job_id) as preemptor_id,
+        -- the run's own preemptor is what its scheduler wrote in its state; a link's only where plausible
+        coalesce(r.preemptor_job_id, case when lm.preemptor_plausible then lm.preemptor_job_id end) as preemptor_id,
         -- a run the scheduler did not mark preempted (a pod deleted, a gang cancelled) is one by its link,
         -- whose reason says why; its own ("deleted") does not
         case when r.state = 'preempted' then coalesce(r.reason, lm.reason) else coalesce(lm.reason, r.reason) end
@@ -176,10 +222,13 @@ next_run as (
 ),
 
 restart_report as (
-    -- the first progress report of the next run: the step its restart resumed from (the goodput method)
+    -- the step the next run resumed from (the goodput method), from its first report: a restore is that step
+    -- itself; a step report counts the steps completed by then, so the first one after the restart's start is one
+    -- step past it (resuming from step 30, the first report is 31). A report at the start's very instant (a
+    -- sampled counter) has completed nothing yet and is the step itself.
     select
         cluster, job_id, run, start_time, preempted_at,
-        step as restart_step,
+        case when kind = 'restore' or time <= next_start then step else step - 1 end as restart_step,
         stream_of(origin, source) as restart_source
     from (
         select
@@ -188,10 +237,16 @@ restart_report as (
             nr.run,
             nr.start_time,
             nr.preempted_at,
+            nr.next_start,
+            g.time,
+            g.kind,
             g.step,
             g.origin,
             g.source,
-            row_number() over (partition by nr.cluster, nr.job_id, nr.run order by g.time, g.step) as nth
+            row_number() over (
+                partition by nr.cluster, nr.job_id, nr.run
+                order by g.time, case when g.kind = 'restore' then 0 else 1 end, g.step
+            ) as nth
         from next_run as nr
         inner join progress as g
             on g.cluster = nr.cluster

@@ -308,3 +308,20 @@ def test_enforce_without_an_effector_is_refused(tmp_path: Path) -> None:
     config.write_text(f'[warehouse]\npath = "{tmp_path / "w.duckdb"}"\n[slurm_protect]\nenabled = true\n'
                       'mode = "enforce"\n')
     assert main(["--config", str(config), "act"]) == 2
+
+
+def test_a_recorded_detail_that_is_not_an_object_of_texts_is_undone_as_unrecorded(
+        world: World, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The audit row is data: what undo is handed is an object of texts (or nothing), never what a changed row
+    holds; the effector then restores its documented default (tests/slurm/test_qos_checked.py: and checks it)."""
+    s = settings(tmp_path, kueue("enforce"))
+    world.job("j")
+    scheduler = SchedulerState()
+    bound = {"kueue_boost": ("c1", scheduler)}
+    cycle(world, s, 0, 9 * H, bound)
+    assert world.open("kueue_boost") == {"j": 100}
+    world.wh.con.execute("UPDATE actions SET detail = $d", {"d": '{"qos": ["normal", "--help"]}'})
+    cycle(world, s, 60, 0.1 * H, bound)
+    assert world.open("kueue_boost") == {}
+    assert scheduler.calls[-1] == ("undo", "j", {})
+    assert "detail is not an object of texts" in caplog.text

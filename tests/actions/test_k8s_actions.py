@@ -4,12 +4,15 @@ and PodGroups: exactly the merge patches expected in enforce mode, none in dry-r
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
+import pytest
 from actions_world import H, World, kueue_boost, minutes, section
 from k8s_fake import CRDS, MERGE_PATCH, FakeApiServer, Patch, load_case, serve_workload_crd
 
+from preemptlens.analytics.whatif import snippets
 from preemptlens.cli import main
 from preemptlens.warehouse import Warehouse
 
@@ -89,54 +92,56 @@ def test_kueue_enforce_sends_exactly_the_boost_and_its_removal(tmp_path: Path, a
     assert row["undone_at"] == minutes(40) and row["undo_why"].startswith("below the low marks")
 
 
-BOOST_FIELD = {"value": 100, "whenCanBoostOnPreemption": "Always"}
+CASES = Path(__file__).resolve().parents[1] / "cases" / "kubernetes"
+RECORDED_CRDS = sorted(p.stem.removeprefix("crd_workloads_kueue_") for p in CASES.glob("crd_workloads_kueue_*.json"))
 
 
-def test_kueue_020_gets_the_typed_field_and_loses_the_annotation(tmp_path: Path, api: FakeApiServer) -> None:
-    """Kueue 0.20 reads only .spec.priorityBoost (KEP-13414): the served CRD says so, the boost goes there, and
-    an annotation a Kueue 0.19 boost left behind is removed (it would be read again after a rollback)."""
-    config = _setup(tmp_path, api, kueue_boost("enforce"), {LOW: (9 * H, None)}, kueue="0.20")
-    stale = api.get(WORKLOADS, "team-a", "job-low-4f2a1")
-    assert stale is not None
-    stale["metadata"]["annotations"] = {"kueue.x-k8s.io/priority-boost": "300"}
-    api.modify(WORKLOADS, stale)
-    assert _act(config, 0) == 0
-    path = "/apis/kueue.x-k8s.io/v1beta1/namespaces/team-a/workloads/job-low-4f2a1"
-    assert api.patches == [Patch(path, MERGE_PATCH, {
-        "metadata": {"labels": {"preemptlens.io/action": "kueue_boost"},
-                     "annotations": {"kueue.x-k8s.io/priority-boost": None}},
-        "spec": {"priorityBoost": BOOST_FIELD}})]
-    stored = api.get(WORKLOADS, "team-a", "job-low-4f2a1")
-    assert stored is not None and stored["spec"]["priorityBoost"] == BOOST_FIELD
-    assert not stored["metadata"].get("annotations")
-    [row] = _rows(tmp_path)
-    assert json.loads(row["detail"]) == {"field": "spec.priorityBoost"}
-    # The field is what Kueue reads, so the next cycle finds the boost held and sends nothing.
-    assert _act(config, 5) == 0
-    assert len(api.patches) == 1
-    _set(tmp_path, LOW, 40, 1 * H)
-    assert _act(config, 40) == 0
-    assert api.patches[1:] == [Patch(path, MERGE_PATCH, {
-        "metadata": {"labels": {"preemptlens.io/action": None}, "annotations": {"kueue.x-k8s.io/priority-boost": None}},
-        "spec": {"priorityBoost": None}})]
-    stored = api.get(WORKLOADS, "team-a", "job-low-4f2a1")
-    assert stored is not None and "priorityBoost" not in stored["spec"]
+def _spec_fields(crd: dict[str, Any]) -> set[str]:
+    return {name for v in crd["spec"]["versions"] if v["served"]
+            for name in v["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]}
 
 
-def test_kueue_boost_writes_both_when_the_crd_cannot_be_read(tmp_path: Path, api: FakeApiServer) -> None:
+@pytest.mark.parametrize("kueue", RECORDED_CRDS)
+def test_each_released_kueue_crd_gets_only_what_it_reads(tmp_path: Path, api: FakeApiServer, kueue: str,
+                                                         caplog: pytest.LogCaptureFixture) -> None:
+    """Each release's Workload CRD as its tag defines it (recorded, source named in the case): the effector writes
+    the boost annotation where that release reads one (v0.17.0 on, gate PriorityBoost) and nothing under spec
+    that the served schema lacks; before 0.17 it refuses. The advice names the same annotation and gate."""
+    case = load_case(f"crd_workloads_kueue_{kueue}.json")
+    boost = case["boost"]
+    assert case["source"]["version"].startswith("v") and boost["typed_field"] is None
+    config = _setup(tmp_path, api, kueue_boost("enforce"), {LOW: (9 * H, None)}, kueue=kueue)
+    code = _act(config, 0)
+    if boost["annotation"] is None:
+        assert code != 0 and api.patches == [] and _rows(tmp_path) == []
+        assert "before v0.17.0" in caplog.text
+        return
+    assert code == 0
+    [patch] = api.patches
+    assert patch.body == {"metadata": {"labels": {"preemptlens.io/action": "kueue_boost"},
+                                       "annotations": {boost["annotation"]: "100"}}}
+    assert set(patch.body.get("spec", {})) <= _spec_fields(case["object"])
+    text = snippets.kueue_boost(100)
+    assert f"{boost['annotation']}=100" in text and boost["feature_gate"]["name"] in text
+    assert f"v{boost['feature_gate']['since']}.0" in text
+    # Every typed Workload field the advice patches exists in the release's served schema (none do today).
+    for patched in re.findall(r'"spec":\{"(\w+)"', text):
+        assert patched in _spec_fields(case["object"]), patched
+
+
+def test_kueue_boost_writes_the_annotation_when_the_crd_cannot_be_read(tmp_path: Path, api: FakeApiServer) -> None:
     config = _setup(tmp_path, api, kueue_boost("enforce"), {LOW: (9 * H, None)})
     api.crds.clear()
     api.forbidden.add(CRDS)  # RBAC without customresourcedefinitions: which Kueue runs is unknown
     assert _act(config, 0) == 0
     assert [p.body for p in api.patches] == [{
         "metadata": {"labels": {"preemptlens.io/action": "kueue_boost"},
-                     "annotations": {"kueue.x-k8s.io/priority-boost": "100"}},
-        "spec": {"priorityBoost": BOOST_FIELD}}]
+                     "annotations": {"kueue.x-k8s.io/priority-boost": "100"}}}]
 
 
-def test_kueue_boost_api_setting_overrides_the_crd(tmp_path: Path, api: FakeApiServer) -> None:
+def test_kueue_boost_api_annotation_skips_the_crd(tmp_path: Path, api: FakeApiServer) -> None:
     config = _setup(tmp_path, api, 'kueue_boost_api = "annotation"\n' + kueue_boost("enforce"),
-                    {LOW: (9 * H, None)}, kueue="0.20")
+                    {LOW: (9 * H, None)}, kueue="0.16")
     assert _act(config, 0) == 0
     assert [p.body for p in api.patches] == [{"metadata": {
         "labels": {"preemptlens.io/action": "kueue_boost"}, "annotations": {"kueue.x-k8s.io/priority-boost": "100"}}}]

@@ -4,9 +4,11 @@ hand-computed ground truth.
 Pool a (low tier): R1 (8 GPUs, checkpoints) was preempted at 1000 s (last checkpoint 500 s), restarted at 1300 s
 (requeue 300 s) and resumed its restored step 50 s later (warm-up 50 s, from its progress reports); it still
 runs, last checkpoint at 9000 s. H2 (4 GPUs) was preempted at 2000 s and restarted at 2500 s (requeue 500 s),
-no progress data. So pool a's low tier expects a requeue of median(300, 500) = 400 s.
-R2 (normal tier, pool a, 2 GPUs) declares a 600 s checkpoint interval and runs since 7000 s: no requeue history
-for its tier. R3 (pool b, 1 GPU) has no checkpoint data at all and runs since 9500 s: nothing known of pool b.
+no progress data. Both restarted: half of the low tier's victims had restarted by 300 s (Kaplan-Meier), so a
+low-tier job expects a requeue of 300 s (two victims are too few for pool a's or a size's own estimate: the
+tier's answers, in pool b too). R2 (normal tier, pool a, 2 GPUs) declares a 600 s checkpoint interval and runs
+since 7000 s: no requeue history for its tier. R3 (pool b, 1 GPU) has no checkpoint data at all and runs since
+9500 s: no warm-up known in pool b.
 """
 
 from __future__ import annotations
@@ -75,17 +77,16 @@ def job(live: pl.DataFrame, job_id: str) -> dict[str, object]:
     return rows[0]
 
 
-def test_expected_requeue_is_the_median_restarted_delay_per_pool_and_tier(
+def test_expected_requeue_is_the_tiers_when_its_pool_has_too_few_victims(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
+    estimate = "SELECT DISTINCT tier, expected_requeue_s, victims, restarted, requeue_group FROM expected_requeue"
     with analysed(tmp_path_factory.mktemp("requeue"), build) as sc:
-        rows = sc.view("expected_requeue", "pool, tier").select("pool", "tier", "expected_requeue_s", "history_n")
-        assert rows.rows() == [("a", "low", 400.0, 2)]
+        assert sc.wh.query(estimate).rows() == [("low", 300.0, 2, 2, "tier")]
+        assert sc.wh.query("SELECT DISTINCT pool FROM expected_requeue ORDER BY pool")["pool"].to_list() == ["a", "b"]
         # data end 10 001 s: a window of 8 500 s keeps H2's preemption (2 000 s), not R1's (1 000 s)
         sc.analyze(requeue_window_s=8500.0)
-        assert sc.view("expected_requeue", "pool, tier").select("expected_requeue_s", "history_n").rows() == [
-            (500.0, 1)
-        ]
+        assert sc.wh.query(estimate).rows() == [("low", 500.0, 1, 1, "tier")]
         sc.analyze(requeue_window_s=1000.0)
         assert sc.view("expected_requeue", "pool, tier").is_empty()
 
@@ -101,8 +102,8 @@ def test_checkpointed_job_costs_its_gpus_times_at_risk_warmup_and_requeue(live: 
     assert r1["progress_source"] == "test"  # the checkpoint rows' source: they name no stream
     assert r1["at_risk_gpu_s"] == 8 * 1000.0
     assert (r1["warmup_basis"], r1["warmup_gpu_s"]) == ("job", 8 * 50.0)
-    assert r1["requeue_gpu_s"] == 8 * 400.0
-    assert r1["cost_gpu_s"] == 8 * (1000.0 + 50.0 + 400.0)
+    assert r1["requeue_gpu_s"] == 8 * 300.0
+    assert r1["cost_gpu_s"] == 8 * (1000.0 + 50.0 + 300.0)
     assert r1["unknown"] is None
     # work done: 1000 s + 8700 s of runs, less the 500 s lost and 50 s warm-up of its preemption, of 20 000 s
     assert r1["near_completion_share"] == pytest.approx((1000 + 8700 - 550) / 20_000)
@@ -123,9 +124,10 @@ def test_declared_job_without_requeue_history_has_unknown_cost(live: pl.DataFram
 def test_job_without_checkpoint_data_risks_its_whole_run(live: pl.DataFrame) -> None:
     r3 = job(live, "R3")
     assert (r3["basis"], r3["at_risk_gpu_s"], r3["progress_source"]) == ("assumed", 500.0, None)
-    assert r3["warmup_gpu_s"] is None and r3["requeue_gpu_s"] is None and r3["cost_gpu_s"] is None
+    # pool b's low tier has no victim: the tier's expected requeue answers; no warm-up is known there
+    assert r3["warmup_gpu_s"] is None and r3["requeue_gpu_s"] == 300.0 and r3["cost_gpu_s"] is None
     assert r3["unknown"] is not None
-    assert "warm-up" in r3["unknown"] and "requeue wait" in r3["unknown"]
+    assert "warm-up" in r3["unknown"] and "requeue wait" not in r3["unknown"]
 
 
 def test_recomputing_the_same_instant_changes_nothing_and_history_is_bounded(wh: Warehouse, sc: Scenario) -> None:
@@ -237,12 +239,12 @@ def test_the_command_stores_prints_and_recomputes_the_same(
     assert main([*argv, "--json", "--top", "2"]) == 0
     answer = json.loads(capsys.readouterr().out)
     assert answer["computed_at"] == when
-    assert [(j["job_id"], j["cost_gpu_s"]) for j in answer["jobs"]] == [("R1", 8 * 1450.0), ("R2", None)]
+    assert [(j["job_id"], j["cost_gpu_s"]) for j in answer["jobs"]] == [("R1", 8 * 1350.0), ("R2", None)]
     assert answer["jobs"][1]["unknown"].startswith("requeue wait:")
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "3 running job(s), 2 of unknown cost" in out
-    assert "R1" in out and "3.2" in out, "R1's 11 600 GPU-s as GPU-hours"
+    assert "R1" in out and "3.0" in out, "R1's 10 800 GPU-s as GPU-hours"
     with Warehouse(path) as again:
         assert again.query("SELECT count(*) AS n FROM live_costs")["n"][0] == 3, "the same instant: the same rows"
 
@@ -298,8 +300,8 @@ def test_an_action_reads_the_computation_of_its_instant_and_says_why_no_job_is_e
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """R1 (8 GPUs) has nothing saved in its second run until 9 000 s: at 5 000 s a preemption would throw away
-    8 x (3 700 s at risk + 50 s warm-up + 400 s requeue) = 9.2 GPU-h, above kueue_boost's 8 GPU-h; at 10 000 s
-    8 x 1 450 s = 3.2 GPU-h. An action run as of 5 060 s reads 5 000 s's computation, not the later one."""
+    8 x (3 700 s at risk + 50 s warm-up + 300 s requeue) = 9.0 GPU-h, above kueue_boost's 8 GPU-h; at 10 000 s
+    8 x 1 350 s = 3.0 GPU-h. An action run as of 5 060 s reads 5 000 s's computation, not the later one."""
     path = tmp_path / "w.duckdb"
     with Warehouse(path) as wh:
         sc = Scenario(wh)
@@ -320,7 +322,7 @@ def test_an_action_reads_the_computation_of_its_instant_and_says_why_no_job_is_e
 
     assert act(5060).startswith("kueue_boost (dry-run): 1 applied")
     with Warehouse(path) as wh:
-        assert wh.query("SELECT job_id, cost_gpu_s FROM actions").rows() == [("R1", 8 * 4150.0)]
+        assert wh.query("SELECT job_id, cost_gpu_s FROM actions").rows() == [("R1", 8 * 4050.0)]
     out = act(AT + 60)
     assert "no job is eligible: of the 3 job(s) in the live costs computed at 2026-11-02 10:46 UTC" in out
     assert "2 of unknown live cost" in out

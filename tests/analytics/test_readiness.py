@@ -20,8 +20,8 @@ import math
 import pytest
 from analytics_scenario import Scenario, at
 
-from preemptlens.analytics import scorecard
-from preemptlens.analytics.scorecard import SCORECARD_SQL, answer_text
+from preemptlens.analytics.whatif import scorecard
+from preemptlens.analytics.whatif.scorecard import SCORECARD_SQL, answer_text
 from preemptlens.dashboards.metrics import read_families
 
 HOUR = 3600.0
@@ -205,11 +205,11 @@ def test_q3_loss_to_gain_from_measured_losses_once_enough_are(sc: Scenario) -> N
 
 def test_q3_a_restart_past_its_run_start_shows_the_job_checkpoints(sc: Scenario) -> None:
     preempted_pair(sc)
-    # progress reports only: v reached step 500 at 500 s and 900 at 900 s; its restart resumes from step 500, a
-    # checkpoint no collector saw, taken after the run began
+    # progress reports only (steps completed): v reached step 500 at 500 s and 900 at 900 s; its restart resumes
+    # from step 500 (its first report says 501 done), a checkpoint no collector saw, taken after the run began
     for t, step in ((100, 100.0), (500, 500.0), (900, 900.0)):
         sc.checkpoint("v", 1, t, step, kind="progress")
-    for t, step in ((1200, 500.0), (1500, 800.0)):
+    for t, step in ((1200, 501.0), (1500, 800.0)):
         sc.checkpoint("v", 2, t, step, kind="progress")
     sc.analyze()
     ledger = sc.view("preemption_ledger", "time").row(0, named=True)
@@ -223,7 +223,8 @@ def test_q3_a_restart_past_its_run_start_shows_the_job_checkpoints(sc: Scenario)
 def test_verdict_alert_words_the_verdict_as_everywhere_and_posts_once_per_verdict(sc: Scenario) -> None:
     from datetime import UTC, datetime
 
-    from preemptlens.analytics import alerts, scorecard
+    from preemptlens.analytics import alerts
+    from preemptlens.analytics.whatif import scorecard
     from preemptlens.config import load_config
 
     build(sc, samples=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from preemptlens.analytics import scorecard
+from preemptlens.analytics.whatif import scorecard
 from preemptlens.cli import main
 from preemptlens.warehouse import Warehouse
 

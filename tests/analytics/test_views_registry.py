@@ -44,11 +44,11 @@ def test_every_view_runs_on_an_empty_and_a_small_warehouse(sc: Scenario) -> None
 
 
 def test_named_queries_of_the_replay_and_tuning_are_files_each_used_once() -> None:
-    """sql/replay, sql/tuning and sql/live hold the SQL of analytics/replay.py (and policy_in_force.py, the
+    """sql/replay, sql/tuning and sql/live hold the SQL of analytics/whatif/replay.py (and policy_in_force.py, the
     policy the replay runs), tuning.py and livecost.py: each file has its one-sentence header and is read by
     name, and every name read has its file."""
     root = Path(__file__).resolve().parents[2]
-    for folder, modules in (("replay", ("replay", "policy_in_force")), ("tuning", ("tuning",)),
+    for folder, modules in (("replay", ("whatif/replay", "whatif/policy_in_force")), ("tuning", ("whatif/tuning",)),
                             ("live", ("livecost",))):
         code = "".join((root / "analytics" / f"{module}.py").read_text() for module in modules)
         used = re.findall(rf'query_sql\("{folder}", "(\w+)"\)', code)

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import resource
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -33,18 +35,21 @@ from preemptlens.warehouse import Warehouse
 CASES = Path(__file__).resolve().parents[1] / "cases" / "checkpoints"
 BASE = 1_790_000_000.0  # the recorded listings' times are offsets from here
 CLUSTER = "c1"
+ME = pwd.getpwuid(os.getuid()).pw_name
 
 
 def _runs(jobs: dict[str, tuple[float, float | None]], folder: Path | None = None,
-          stdout: dict[str, str] | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Recorded runs as Warehouse.recorded_runs gives them: one run per job over (start, end)."""
+          stdout: dict[str, str] | None = None, user: str | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Recorded runs as Warehouse.recorded_runs gives them: one run per job over (start, end), of `user` (this
+    process's own by default: a job's log is read only when its user owns it)."""
+    user = user or ME
     rows = []
     for job, (start, end) in jobs.items():
         rows.append({
             "cluster": CLUSTER, "job_id": job, "run": 1,
             "start_time": datetime.fromtimestamp(start, UTC),
             "end_time": None if end is None else datetime.fromtimestamp(end, UTC),
-            "user_name": "alice", "team": "vision", "name": f"name-{job}",
+            "user_name": user, "team": "vision", "name": f"name-{job}",
             "work_dir": str(folder / job) if folder else None,
             "stdout_path": (stdout or {}).get(job), "stderr_path": None, "source": "slurm",
         })
@@ -84,11 +89,11 @@ def wh(tmp_path: Path) -> Iterator[Warehouse]:
         yield w
 
 
-@pytest.mark.parametrize("case", sorted(p.stem for p in CASES.glob("*.json")))
+@pytest.mark.parametrize("case", sorted(p.stem for p in CASES.glob("*.json") if not p.stem.startswith("log_")))
 def test_recorded_layouts(case: str, tmp_path: Path, wh: Warehouse) -> None:
     spec = json.loads((CASES / f"{case}.json").read_text())
     assert spec["source"]
-    job_dir = tmp_path / "scratch" / "alice" / "j1"
+    job_dir = tmp_path / "scratch" / ME / "j1"
     _lay_out(job_dir, spec["listing"])
     settings = {"roots": [{"path": str(tmp_path / "scratch" / "{user}" / "{job_id}")}], "layouts": spec["layouts"],
                 "keras_filepaths": spec.get("keras_filepaths", [])}
@@ -103,7 +108,7 @@ def test_recorded_layouts(case: str, tmp_path: Path, wh: Warehouse) -> None:
 
 def test_a_save_completed_later_is_found_by_the_next_pass_and_nothing_twice(tmp_path: Path, wh: Warehouse) -> None:
     spec = json.loads((CASES / "hf_trainer.json").read_text())
-    job_dir = tmp_path / "scratch" / "alice" / "j1"
+    job_dir = tmp_path / "scratch" / ME / "j1"
     _lay_out(job_dir, spec["listing"])
     settings = {"roots": [{"path": str(tmp_path / "scratch" / "{user}" / "{job_id}")}]}
     runs = _runs({"j1": (BASE - 100, None)})
@@ -137,7 +142,7 @@ def test_work_dir_rule_gives_a_shared_directory_to_the_job_then_running(tmp_path
 def test_symlinks_are_never_followed_and_nothing_outside_the_roots_is_read(tmp_path: Path, wh: Warehouse) -> None:
     outside = tmp_path / "outside"
     _lay_out(outside, [["checkpoint-5/trainer_state.json", "f", 5.0]])
-    scratch = tmp_path / "scratch" / "alice"
+    scratch = tmp_path / "scratch" / ME
     _lay_out(scratch / "j1", [["checkpoint-7/trainer_state.json", "f", 7.0]])
     (scratch / "j1" / "escape").symlink_to(outside)  # a symlink out of the root
     (scratch / "j1" / "loop").symlink_to(scratch / "j1")  # a loop
@@ -156,7 +161,7 @@ def test_symlinks_are_never_followed_and_nothing_outside_the_roots_is_read(tmp_p
 def test_a_path_template_value_cannot_climb_out(tmp_path: Path, wh: Warehouse) -> None:
     _lay_out(tmp_path / "scratch" / "secret", [["checkpoint-1/trainer_state.json", "f", 1.0]])
     runs = _runs({"..": (BASE, None)})
-    _collect(wh, {"roots": [{"path": str(tmp_path / "scratch" / "alice" / "{job_id}")}]}, runs, ["files"])
+    _collect(wh, {"roots": [{"path": str(tmp_path / "scratch" / ME / "{job_id}")}]}, runs, ["files"])
     assert wh.query("SELECT count(*) AS n FROM checkpoints")["n"][0] == 0
 
 
@@ -195,16 +200,16 @@ def test_unreadable_directories_and_logs_are_named_and_the_rest_loads() -> None:
         _lay_out(scratch / "j1", [["checkpoint-3/trainer_state.json", "f", 3.0],
                                   ["private/checkpoint-4/trainer_state.json", "f", 4.0]])
         log = scratch / "j1" / "train.log"
-        log.write_text("2026-09-21 12:00:01,000 x Saving model checkpoint to out/checkpoint-3\n")
+        log.write_text("2026-09-21 12:00:01,000 x successfully saved checkpoint from iteration 3 to /c\n")
         locked = scratch / "j1" / "locked.log"
-        locked.write_text("2026-09-21 12:00:02,000 x Saving model checkpoint to out/checkpoint-9\n")
+        locked.write_text("2026-09-21 12:00:02,000 x successfully saved checkpoint from iteration 9 to /c\n")
         for p in [top, *top.rglob("*")]:
             p.chmod(0o755 if p.is_dir() else 0o644)
         (scratch / "j1" / "private").chmod(0o700)
         locked.chmod(0o600)
         runs = Runs.from_frames(*_runs({"j1": (BASE, None)}))
         walker = Walker([root_of({"path": str(scratch / "{job_id}")})], ["hf_trainer"], [], 4, 1000)
-        reader = LogReader(patterns(["hf_trainer"], "", ""), UTC, 65536, 1 << 20)
+        reader = LogReader(patterns(["megatron"], "", ""), UTC, 65536, 1 << 20)
 
         def read() -> dict[str, Any]:
             scan, _ = walker.scan(CLUSTER, runs, Cursor())
@@ -226,8 +231,8 @@ def test_unreadable_directories_and_logs_are_named_and_the_rest_loads() -> None:
 def test_a_10_gb_log_line_is_skipped_in_one_bounded_buffer(tmp_path: Path, wh: Warehouse) -> None:
     log = tmp_path / "logs" / "slurm-j1.out"
     log.parent.mkdir()
-    head = b"2026-09-21 12:00:01,000 x Saving model checkpoint to out/checkpoint-3\n"
-    tail = b"\n2026-09-21 12:05:00,000 x Saving model checkpoint to out/checkpoint-4\n"
+    head = b"2026-09-21 12:00:01,000 x successfully saved checkpoint from iteration 3 to /c\n"
+    tail = b"\n2026-09-21 12:05:00,000 x successfully saved checkpoint from iteration 4 to /c\n"
     with log.open("wb") as f:
         f.write(head)
         f.seek(len(head) + 10 * 2**30)  # a sparse 10 GB line of NUL bytes, no newline in it
@@ -250,9 +255,9 @@ def test_the_line_after_an_overlong_one_loads(tmp_path: Path, wh: Warehouse) -> 
     log = tmp_path / "logs" / "slurm-j1.out"
     log.parent.mkdir()
     with log.open("wb") as f:
-        f.write(b"2026-09-21 12:00:01,000 x Saving model checkpoint to out/checkpoint-3\n")
+        f.write(b"2026-09-21 12:00:01,000 x successfully saved checkpoint from iteration 3 to /c\n")
         f.write(b"x" * (100 << 20))  # 100 MB without a newline: longer than max_line_bytes and than one pass
-        f.write(b"\n2026-09-21 12:05:00,000 x Saving model checkpoint to out/checkpoint-4\n")
+        f.write(b"\n2026-09-21 12:05:00,000 x successfully saved checkpoint from iteration 4 to /c\n")
     runs = _runs({"j1": (datetime(2026, 9, 21, 11, tzinfo=UTC).timestamp(), None)}, stdout={"j1": str(log)})
     settings = {"log_roots": [str(tmp_path / "logs")], "max_read_bytes": 40 << 20}
     for _ in range(4):  # 40 MB a pass: the line's end is found on the third
@@ -263,23 +268,26 @@ def test_the_line_after_an_overlong_one_loads(tmp_path: Path, wh: Warehouse) -> 
 def test_a_log_read_in_pieces_truncated_and_replaced(tmp_path: Path, wh: Warehouse) -> None:
     log = tmp_path / "logs" / "out.log"
     log.parent.mkdir()
-    log.write_text("2026-09-21 12:00:01,000 x Saving model checkpoint to o/checkpoint-1\n2026-09-21 12:00:0")
+    log.write_text("2026-09-21 12:00:01,000 x successfully saved checkpoint from iteration 1 to /c\n2026-09-21 12:00:0")
     runs = _runs({"j1": (datetime(2026, 9, 21, 11, tzinfo=UTC).timestamp(), None)}, stdout={"j1": str(log)})
     settings = {"log_roots": [str(tmp_path / "logs")]}
     _collect(wh, settings, runs, ["logs"])
     with log.open("a") as f:  # the half-written line is finished
-        f.write("2,000 x Saving model checkpoint to o/checkpoint-2\n")
+        f.write("2,000 x successfully saved checkpoint from iteration 2 to /c\n")
     _collect(wh, settings, runs, ["logs"])
     assert wh.query("SELECT step FROM checkpoints ORDER BY step").rows() == [(1.0,), (2.0,)]
-    log.write_text("2026-09-21 13:00:00,000 x Saving model checkpoint to o/checkpoint-3\n")  # truncated, rewritten
+    # truncated, rewritten
+    log.write_text("2026-09-21 13:00:00,000 x successfully saved checkpoint from iteration 3 to /c\n")
     _collect(wh, settings, runs, ["logs"])
     log.unlink()
-    line4 = "2026-09-21 14:00:00,000 x Saving model checkpoint to o/checkpoint-4\n"
-    log.write_text(line4 + "2026-09-21 14:10:00,000 x Saving model checkpoint to o/checkpoint-5\n")  # replaced
+    line4 = "2026-09-21 14:00:00,000 x successfully saved checkpoint from iteration 4 to /c\n"
+    # replaced
+    log.write_text(line4 + "2026-09-21 14:10:00,000 x successfully saved checkpoint from iteration 5 to /c\n")
     _collect(wh, settings, runs, ["logs"])
     # Rewritten from its start with the same first line and grown past the old offset (a requeued job's log
     # opens with the same warnings): the old offset falls inside another line, which is not where to go on.
-    log.write_text(line4 + "2026-09-21 16:00:00,000 x Saving model checkpoint to o/checkpoint-7" + " " * 80 + "\n")
+    line7 = "2026-09-21 16:00:00,000 x successfully saved checkpoint from iteration 7 to /c"
+    log.write_text(line4 + line7 + " " * 80 + "\n")
     _collect(wh, settings, runs, ["logs"])
     steps = [r[0] for r in wh.query("SELECT step FROM checkpoints ORDER BY step").rows()]
     assert steps == [1.0, 2.0, 3.0, 4.0, 5.0, 7.0]
@@ -305,7 +313,7 @@ def test_a_step_going_back_without_a_restart_is_quarantined(tmp_path: Path, wh: 
 def test_a_log_outside_the_log_roots_is_never_read(tmp_path: Path, wh: Warehouse) -> None:
     secret = tmp_path / "home" / "out.log"
     secret.parent.mkdir()
-    secret.write_text("2026-09-21 12:00:01,000 x Saving model checkpoint to o/checkpoint-1\n")
+    secret.write_text("2026-09-21 12:00:01,000 x successfully saved checkpoint from iteration 1 to /c\n")
     (tmp_path / "logs").mkdir()
     link = tmp_path / "logs" / "link.log"
     link.symlink_to(secret)
@@ -314,3 +322,69 @@ def test_a_log_outside_the_log_roots_is_never_read(tmp_path: Path, wh: Warehouse
     _collect(wh, {"log_roots": [str(tmp_path / "logs")]}, runs, ["logs"])
     assert wh.query("SELECT count(*) AS n FROM checkpoints")["n"][0] == 0
     assert "symlink" in dict(wh.query("SELECT record, reason FROM quarantine").rows())[str(link)]
+
+
+@pytest.fixture
+def two_users() -> Iterator[tuple[str, str]]:
+    """Two real Unix users of this host (a tenant and another team's member), removed afterwards."""
+    if os.geteuid() != 0:
+        pytest.skip("creating Unix users needs root")
+    names = [f"plt{os.getpid() % 100000}{k}" for k in ("a", "b")]
+    for name in names:
+        subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name], check=True,
+                       capture_output=True)
+    try:
+        yield names[0], names[1]
+    finally:
+        for name in names:
+            subprocess.run(["userdel", name], check=False, capture_output=True)
+
+
+def test_a_job_reads_only_its_own_users_log(tmp_path: Path, wh: Warehouse, two_users: tuple[str, str]) -> None:
+    """The collector runs as root: a tenant's job naming another user's 0600 file as its output loads nothing from
+    it (the file is not its user's), while that user's own job, naming the same file, is read."""
+    tenant, other = two_users
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    logs.chmod(0o755)
+    private = logs / "other.out"
+    private.write_text("2026-09-21 12:00:01,000 x successfully saved checkpoint from iteration 7 to /c\n")
+    private.chmod(0o600)
+    os.chown(private, pwd.getpwnam(other).pw_uid, -1)
+    start = datetime(2026, 9, 21, 11, tzinfo=UTC).timestamp()
+    settings = {"log_roots": [str(logs)]}
+    _collect(wh, settings, _runs({"t1": (start, None)}, stdout={"t1": str(private)}, user=tenant), ["logs"])
+    assert wh.query("SELECT count(*) AS n FROM checkpoints")["n"][0] == 0
+    [(record, field, reason)] = wh.query("SELECT record, field, reason FROM quarantine").rows()
+    assert (record, field) == (str(private), "owner")
+    assert f"not to the job's user (uid {pwd.getpwnam(tenant).pw_uid})" in reason
+    # A job whose user is unknown on this host is not read either: whose file it is cannot be told.
+    _collect(wh, settings, _runs({"t2": (start, None)}, stdout={"t2": str(private)}, user="no-such-user-x"), ["logs"])
+    assert wh.query("SELECT count(*) AS n FROM checkpoints")["n"][0] == 0
+    # The owner's own job reads it.
+    _collect(wh, settings, _runs({"o1": (start, None)}, stdout={"o1": str(private)}, user=other), ["logs"])
+    assert wh.query("SELECT job_id, step FROM checkpoints").rows() == [("o1", 7.0)]
+
+
+def test_a_working_directory_of_another_user_is_not_walked(tmp_path: Path, wh: Warehouse,
+                                                            two_users: tuple[str, str]) -> None:
+    """Stream files with the work_dir rule: a tenant records another user's directory as its working directory;
+    its checkpoints are not loaded under the tenant's job, while the owner's own job finds them."""
+    tenant, other = two_users
+    runs_dir = tmp_path / "lustre" / "runs"
+    _lay_out(runs_dir / "theirs", [["checkpoint-5/trainer_state.json", "f", 5.0]])
+    for p in [runs_dir / "theirs", *(runs_dir / "theirs").rglob("*")]:
+        os.chown(p, pwd.getpwnam(other).pw_uid, -1)
+    settings = {"roots": [{"path": str(runs_dir / "*"), "job": "work_dir"}], "layouts": ["hf_trainer"]}
+
+    def job(user: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+        runs, labels = _runs({"j1": (BASE - 100, BASE + 5000)}, user=user)
+        return runs.with_columns(pl.lit(str(runs_dir / "theirs")).alias("work_dir")), labels
+
+    _collect(wh, settings, job(tenant), ["files"])
+    assert wh.query("SELECT count(*) AS n FROM checkpoints")["n"][0] == 0
+    [(record, field, reason)] = wh.query("SELECT record, field, reason FROM quarantine").rows()
+    assert (record, field) == (str(runs_dir / "theirs"), "owner") and "not to the user of job j1" in reason
+    with Warehouse(tmp_path / "owner.duckdb") as mine:
+        _collect(mine, settings, job(other), ["files"])
+        assert mine.query("SELECT step FROM checkpoints").rows() == [(5.0,)]

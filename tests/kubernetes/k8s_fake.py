@@ -75,7 +75,7 @@ def load_case(name: str) -> Any:
 
 
 def serve_workload_crd(api: FakeApiServer, kueue: str) -> None:
-    """Serve Kueue's Workload CRD of a release ("0.19": no spec.priorityBoost, "0.20": with it)."""
+    """Serve Kueue's Workload CRD of a release ("0.16" to "0.19"), recorded from its tag (the case names it)."""
     crd = load_case(f"crd_workloads_kueue_{kueue}.json")["object"]
     api.crds[crd["metadata"]["name"]] = crd
 

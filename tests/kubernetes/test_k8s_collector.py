@@ -245,5 +245,6 @@ def test_namespaced_streams_and_a_transient_503(api: FakeApiServer, tmp_path: Pa
     assert [r["victim_job_id"] for r in _rows(tmp_path, "SELECT * FROM preemption_links")] == ["pod-uid-0000"]
     assert [r["stream"] for r in _rows(tmp_path, "SELECT stream FROM _watermarks")] == ["events@ml"]
     paths = {p for p, _, _ in api.requests}
-    assert paths == {"/api/v1/namespaces/ml/events"}
+    # the namespace's events, and the victim its event names read back (corroborate), in that namespace only
+    assert paths == {"/api/v1/namespaces/ml/events", "/api/v1/namespaces/ml/pods/victim-0"}
     assert len(api.watch_requests("/api/v1/namespaces/ml/events")) == 2

@@ -17,11 +17,13 @@ from k8s_fake import cluster_queue, load_case, node, resource_flavor
 from preemptlens.collectors.base import capacity_changes
 from preemptlens.collectors.kubernetes.events import (
     ParseError,
+    QueueSide,
     parse_kueue_preempted,
     parse_kueue_preempted_workload,
     parse_kueue_wait,
     parse_scheduler_message,
     preemptions,
+    queue_side,
 )
 from preemptlens.collectors.kubernetes.objects import (
     CLUSTER_POOL,
@@ -414,3 +416,26 @@ def test_evicted_workload_keeps_the_pool_it_was_admitted_to(tmp_path: Path) -> N
         wh.close()
     assert pools[0] is not None and pools[1] is None
     assert stored == [pools[0]]
+
+
+def test_kueue_paths_and_effective_priorities() -> None:
+    # Kueue 0.15 on writes both sides' ClusterQueue paths (UNKNOWN when not known), 0.17 on the event adds the
+    # effective priorities (pkg/scheduler/preemption/preemption.go, v0.19.2)
+    head = "Preempted to accommodate a workload (UID: wl-in, JobUID: job-in) due to reclamation within the cohort"
+    parsed = parse_kueue_preempted(f"{head}; preemptor path: /r/c/q; preemptee path: UNKNOWN; preemptor effective "
+                                   "priority: 1000 (base: 900, boost: 100); preemptee effective priority: -5 "
+                                   "(base: 0, boost: -5)")
+    assert parsed is not None
+    assert (parsed.preemptor_path, parsed.preemptee_path) == ("/r/c/q", None)
+    assert (parsed.preemptor_priority, parsed.preemptee_priority) == (1000, -5)
+    assert queue_side(parsed.preemptor_path) == QueueSide("q", "/r/c")
+    assert queue_side("/cq") == QueueSide("cq", None)  # a ClusterQueue in no cohort
+    assert queue_side("UNKNOWN") == queue_side(None) == QueueSide(None, None)
+    # a priority no int64 holds is not one Kueue wrote
+    huge = parse_kueue_preempted(f"{head}; preemptor path: /q; preemptee path: /q; preemptor effective priority: "
+                                 "9999999999999999999 (base: 0, boost: 0); preemptee effective priority: 1 "
+                                 "(base: 1, boost: 0)")
+    assert huge is not None and (huge.preemptor_priority, huge.preemptee_priority) == (None, 1)
+    # a "Previously: " chain (kueue#6819) is read as the one preemption it keeps
+    again = parse_kueue_preempted("Previously: " * 10 + f"{head}; preemptor path: /r/c/q; preemptee path: /r/q")
+    assert again is not None and again.preemptor_uid == "wl-in" and again.preemptor_path == "/r/c/q"

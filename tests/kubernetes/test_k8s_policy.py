@@ -11,10 +11,9 @@ from typing import Any
 import pytest
 
 from preemptlens.analytics.params import AnalyticsSettings
-from preemptlens.analytics.policy_in_force import policy_in_force
 from preemptlens.analytics.refresh import analyze
-from preemptlens.analytics.replay import Window
-from preemptlens.analytics.tuning import TuningSettings
+from preemptlens.analytics.whatif.policy_in_force import policy_in_force
+from preemptlens.analytics.whatif.settings import TuningSettings, Window
 from preemptlens.collectors.kubernetes.policy import (
     cluster_queue_rows,
     go_duration_s,

@@ -14,7 +14,14 @@ that the next watch from the stored cursor gets 410 Gone and lists again), and w
   eviction is one, not N);
 - `no_preemption`: ids that must be in neither (a deactivated Workload, a preemptor-side event alone, a
   victim only an untrusted writer names);
-- `quarantined`: events shaped like preemptions from a writer not trusted with them, with the reason.
+- `quarantined`: events shaped like preemptions from a writer not trusted with them, or that the victim's own
+  state, read back, gainsays ("claimed but not corroborated"), with the reason;
+- `claims_not_corroborated`: victims an event claims, whose state could not be read back (deleted), and whose
+  collected runs gainsay it: a link, no ledger row, and a data_issues row;
+- `implausible_preemptor`: victims an event names a preemptor for that was running before the preemption:
+  not the ledger's preemptor, and a data_issues row;
+- `link_fields`: per victim, columns every link of it holds (what bore it out, the Kueue preemptor's
+  ClusterQueue and cohort, the effective priorities).
 
 Then the same collection runs once more with nothing new: nothing loaded may change.
 """
@@ -131,6 +138,15 @@ def test_recorded_case(api: FakeApiServer, tmp_path: Path, name: str) -> None:
         assert sum(lk["victim_job_id"] == victim for lk in links) == count, victim
     for victim in expect.get("no_preemption", []):
         assert victim not in {r["victim_job_id"] for r in ledger} | {lk["victim_job_id"] for lk in links}
+    for victim in expect.get("claims_not_corroborated", []):
+        assert victim in {lk["victim_job_id"] for lk in links if lk["corroboration"] is None}
+        assert victim not in {r["victim_job_id"] for r in ledger}
+        assert (victim, "preemption claimed by an event, not corroborated by its victim") in issues
+    for victim, fields in expect.get("link_fields", {}).items():
+        found = [lk for lk in links if lk["victim_job_id"] == victim]
+        assert found and all({k: lk[k] for k in fields} == fields for lk in found), found
+    for victim in expect.get("implausible_preemptor", []):
+        assert (victim, "preemptor named by an event is not plausible") in issues
     # every link names the component that wrote it, one the settings trust
     assert all(lk["reporter"] for lk in links)
     for want in expect.get("quarantined", []):

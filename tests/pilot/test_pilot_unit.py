@@ -25,8 +25,8 @@ from preemptlens.analytics.pilot import (
     declared,
     on_cluster,
 )
-from preemptlens.analytics.scorecard import verdict_line
 from preemptlens.analytics.simulator import PolicyChange, PolicyConfig, PoolSpec, SimConfig, simulate
+from preemptlens.analytics.whatif.scorecard import verdict_line
 from preemptlens.cli import main
 from preemptlens.config import Secret, load_config
 from preemptlens.dashboards import report

@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 
-from preemptlens.analytics.replay import PolicyBasis, Variant, Window, Workload, run_variant
 from preemptlens.analytics.simulator.engine import Outcome, simulate_jobs
 from preemptlens.analytics.simulator.model import JobSpec, PolicyConfig, PoolSpec, SimConfig, WorkloadConfig, cluster_of
 from preemptlens.analytics.simulator.workload import generate_jobs
+from preemptlens.analytics.whatif.replay import PolicyBasis, Variant, Window, Workload, run_variant
 
 POOL = (PoolSpec("gpu", nodes=1, gpus_per_node=8),)
 NO_PREEMPTION = PolicyConfig(may_preempt={}, min_run_s=0.0, grace_s=0.0, requeue_hold_s=0.0)

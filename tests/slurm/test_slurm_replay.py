@@ -21,7 +21,7 @@ import pytest
 from replay_scenario import Played, collect, plan, play, read_policy
 from slurm_harness import CLUSTER, SlurmCluster
 
-from preemptlens.analytics.replay import (
+from preemptlens.analytics.whatif.replay import (
     Figures,
     Variant,
     Window,
@@ -30,7 +30,7 @@ from preemptlens.analytics.replay import (
     load_workload,
     observed_figures,
 )
-from preemptlens.analytics.tuning import TuningSettings
+from preemptlens.analytics.whatif.settings import TuningSettings
 from preemptlens.warehouse import Warehouse
 
 pytestmark = pytest.mark.slow

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from sim_cluster import Clusters, default_settings
 
-from preemptlens.analytics.tuning import Context, context, suggest
+from preemptlens.analytics.whatif.tuning import Context, context, suggest
 
 
 @pytest.fixture(scope="session")

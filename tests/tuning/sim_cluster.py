@@ -14,7 +14,6 @@ from typing import Any
 
 from preemptlens.analytics.params import AnalyticsSettings
 from preemptlens.analytics.refresh import analyze
-from preemptlens.analytics.replay import Window
 from preemptlens.analytics.simulator.engine import Outcome, simulate_jobs
 from preemptlens.analytics.simulator.frames import (
     checkpoints_frame,
@@ -26,7 +25,7 @@ from preemptlens.analytics.simulator.frames import (
 )
 from preemptlens.analytics.simulator.model import PolicyConfig, SimConfig, WorkloadConfig, cluster_of
 from preemptlens.analytics.simulator.workload import generate_jobs
-from preemptlens.analytics.tuning import TuningSettings
+from preemptlens.analytics.whatif.settings import TuningSettings, Window
 from preemptlens.warehouse import Warehouse
 
 

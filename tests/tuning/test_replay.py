@@ -11,8 +11,8 @@ from sim_cluster import CHURN, Clusters, default_settings, sim_config
 
 from preemptlens.analytics.params import AnalyticsSettings
 from preemptlens.analytics.refresh import analyze
-from preemptlens.analytics.replay import Window, load_workload, observed_figures, validate
 from preemptlens.analytics.simulator import simulate_into
+from preemptlens.analytics.whatif.replay import Window, load_workload, observed_figures, validate
 from preemptlens.cli import main
 from preemptlens.errors import SchemaError
 from preemptlens.warehouse import Warehouse

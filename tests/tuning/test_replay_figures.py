@@ -12,7 +12,9 @@ from sim_cluster import CHURN, Clusters, default_settings
 
 from preemptlens.analytics.params import AnalyticsSettings
 from preemptlens.analytics.refresh import analyze
-from preemptlens.analytics.replay import (
+from preemptlens.analytics.simulator import PoolSpec, SimConfig, simulate_into
+from preemptlens.analytics.simulator.model import PolicyConfig, WorkloadConfig
+from preemptlens.analytics.whatif.replay import (
     Figures,
     Validation,
     Variant,
@@ -22,8 +24,6 @@ from preemptlens.analytics.replay import (
     jittered,
     load_workload,
 )
-from preemptlens.analytics.simulator import PoolSpec, SimConfig, simulate_into
-from preemptlens.analytics.simulator.model import PolicyConfig, WorkloadConfig
 from preemptlens.reading.words import DURATION, before_after, significant
 from preemptlens.warehouse import Warehouse
 
@@ -65,8 +65,8 @@ def test_no_figure_per_week_from_eleven_minutes() -> None:
 
 
 def _workload(resolution: float, latency_range: tuple[float, float] | None) -> Workload:
-    from preemptlens.analytics.policy_in_force import PolicyBasis
     from preemptlens.analytics.simulator.model import JobSpec
+    from preemptlens.analytics.whatif.policy_in_force import PolicyBasis
 
     jobs = tuple(JobSpec(f"j{i}", "low", True, "gpu", 4, 10.0 * i + resolution / 2, 300.0, startup_s=3.0,
                          warmup_s=4.0, checkpoint_interval_s=30.0) for i in range(6))

@@ -17,7 +17,8 @@ from sim_cluster import CHURN, default_settings, sim_config
 
 from preemptlens.analytics.params import AnalyticsSettings
 from preemptlens.analytics.refresh import analyze
-from preemptlens.analytics.replay import (
+from preemptlens.analytics.simulator import simulate_into
+from preemptlens.analytics.whatif.replay import (
     Figures,
     Validation,
     Variant,
@@ -26,7 +27,6 @@ from preemptlens.analytics.replay import (
     observed_figures,
     run_variant,
 )
-from preemptlens.analytics.simulator import simulate_into
 from preemptlens.warehouse import Warehouse
 
 

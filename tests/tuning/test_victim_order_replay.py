@@ -17,12 +17,12 @@ import polars as pl
 import pytest
 from sim_cluster import default_settings, load_outcome
 
-from preemptlens.analytics.replay import PolicyBasis, Variant, Window, Workload, run_variant
 from preemptlens.analytics.simulator.engine import Outcome, simulate_jobs
 from preemptlens.analytics.simulator.frames import job_runs_frame, jobs_frame, truth_preemptions_frame
 from preemptlens.analytics.simulator.model import JobSpec, PolicyConfig, PoolSpec, SimConfig
-from preemptlens.analytics.tuning import context
-from preemptlens.analytics.victim_order import compare
+from preemptlens.analytics.whatif.replay import PolicyBasis, Variant, Window, Workload, run_variant
+from preemptlens.analytics.whatif.tuning import context
+from preemptlens.analytics.whatif.victim_order import compare
 from preemptlens.cli import main
 from preemptlens.warehouse import Warehouse
 

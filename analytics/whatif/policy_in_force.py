@@ -26,13 +26,13 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from preemptlens.analytics.simulator.model import PolicyConfig
+from preemptlens.analytics.whatif.settings import TuningSettings, Window
 from preemptlens.contract import TIER_RANK, TIERS
 from preemptlens.errors import ConfigError
 from preemptlens.warehouse import Warehouse, query_sql
 
 if TYPE_CHECKING:
-    from preemptlens.analytics.replay import Window
-    from preemptlens.analytics.tuning import TuningSettings
+    from preemptlens.analytics.whatif.settings import TuningSettings, Window
 
 # Minimum run times administrators set; an inferred one is rounded down to the nearest of these, since the
 # youngest victim seen is only an upper bound of the real value.

@@ -62,27 +62,19 @@ def min_runtime(seconds: float, qos: tuple[str, ...]) -> dict[str, str]:
             f"    volcano.sh/cooldown-time: \"{go_duration(seconds)}\"\n"
         ),
         KUEUE: (
-            "# Released Kueue has no minimum run time before preemption. Kueue 0.20 proposes one (KEP-8522,\n"
-            "# KEP-9876, alpha and feature-gated where merged: check your release before relying on it):\n"
-            "# per ClusterQueue, for preemption inside it:\n"
-            "spec:\n  preemption:\n    withinClusterQueue: LowerPriority\n"
-            f"    withinClusterQueueConfig:\n      minAdmitDuration: {go_duration(max(seconds, 60.0))}\n"
-            "# and in the Kueue Configuration, for reclaim and fair sharing across ClusterQueues:\n"
-            "# preemptionProtection:\n"
-            f"#   reclaimWithinCohort:\n#     minAdmitDuration: {go_duration(max(seconds, 60.0))}\n"
-            "# Without it: keep short-lived preemptible work out of the ClusterQueue that high tiers\n"
-            "# preempt from, or set withinClusterQueue: Never for it.\n"
+            "# Released Kueue (to v0.19.2) has no minimum run time before preemption, in no feature gate;\n"
+            "# the proposals (KEP-8522, KEP-9876) are not in a release. Instead: keep short-lived\n"
+            "# preemptible work out of the ClusterQueue that high tiers preempt from, or set\n"
+            "# withinClusterQueue: Never for it.\n"
         ),
     }
 
 
 def kueue_boost(value: int) -> str:
-    """A Workload's priority boost, in the form each Kueue release reads (docs/kubernetes.md)."""
+    """A Workload's priority boost, in the one form released Kueue reads (docs/kubernetes.md)."""
     return (
-        "# Kueue 0.20 and later (feature gate PriorityBoostWithScopedPreemption) read the typed field:\n"
-        "kubectl patch workload <name> --type merge -p "
-        f"'{{\"spec\":{{\"priorityBoost\":{{\"value\":{value},\"whenCanBoostOnPreemption\":\"Always\"}}}}}}'\n"
-        "# Kueue 0.17 to 0.19 (feature gate PriorityBoost) read the annotation, which 0.20 ignores:\n"
+        "# Kueue v0.17.0 and later (to v0.19.2) read the annotation, with the feature gate PriorityBoost\n"
+        "# (alpha, off by default: --feature-gates=PriorityBoost=true); no release has a typed field:\n"
         f"kubectl annotate workload <name> kueue.x-k8s.io/priority-boost={value} --overwrite\n"
     )
 
@@ -187,12 +179,25 @@ def grace_time(seconds: float, partitions: tuple[str, ...]) -> dict[str, str]:
     }
 
 
-def checkpoint_interval(team: str, seconds: float) -> dict[str, str]:
-    every = go_duration(seconds)
+def checkpoint_interval(team: str, schedule: tuple[tuple[float, float], ...]) -> dict[str, str]:
+    """A cadence, or a schedule by the run's age ((from s, every s), ascending from 0), as the job writes it."""
+    if len(schedule) == 1:
+        seconds = schedule[0][1]
+        text = (
+            f"# Jobs of {team}: checkpoint every {go_duration(seconds)} ({math.ceil(seconds)} s of training),\n"
+            "# e.g. PyTorch Lightning: ModelCheckpoint(train_time_interval=timedelta(seconds="
+            f"{math.ceil(seconds)}))\n"
+        )
+        return {SLURM: text, KUBERNETES: text}
+    steps = "\n".join(
+        f"#   from {go_duration(start)} of training: every {go_duration(every)}" if start else
+        f"#   from the start: every {go_duration(every)}" for start, every in schedule)
+    bands = ", ".join(f"({math.ceil(start)}, {math.ceil(every)})" for start, every in schedule)
     text = (
-        f"# Jobs of {team}: checkpoint every {every} ({math.ceil(seconds)} s of training),\n"
-        "# e.g. PyTorch Lightning: ModelCheckpoint(train_time_interval=timedelta(seconds="
-        f"{math.ceil(seconds)}))\n"
+        f"# Jobs of {team}: checkpoint often while a run is young (most preemptions come early), rarely later:\n"
+        f"{steps}\n"
+        "# e.g. a callback that saves when the seconds since the last save reach the step's interval,\n"
+        f"# with SCHEDULE = [{bands}]  # (seconds since the run started, interval seconds)\n"
     )
     return {SLURM: text, KUBERNETES: text}
 
@@ -257,11 +262,8 @@ def repeat_victims(boost: int, half_life_s: float) -> dict[str, str]:
             + "# boost a victim that keeps losing its place:\n"
             + kueue_boost(boost)
             + action("kueue_boost", max_boost=boost)
-            + "# Proposed for Kueue 0.20 (KEP-14468, KEP-13396; check your release before relying on them):\n"
-            "# a backoff before a ClusterQueue borrows a resource again after it was reclaimed,\n"
-            "#   reclaimBackoff: {enable: true, backoffBaseSeconds: 60, backoffMaxSeconds: 3600,\n"
-            "#                    backoffResetSeconds: 600}   (Kueue Configuration)\n"
-            "# and a PreemptionLimit object capping how often one Workload may be preempted.\n"
+            + "# Released Kueue (to v0.19.2) has no backoff before borrowing again and no cap on how often\n"
+            "# one Workload is preempted: both are proposals (KEP-14468, KEP-13396), in no release.\n"
         ),
         KAI: (
             "# time-based fairshare: usage decays, so queues that were preempted get ahead again\n"

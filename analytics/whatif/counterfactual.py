@@ -1,7 +1,7 @@
 """Does preemption pay here? The recorded window replayed without preemption and under alternatives.
 
 The article's first question ("is preemption more efficient than plain queueing?") is answered by replaying
-the cluster's own recorded workload (analytics/replay.py) four ways on the same jobs:
+the cluster's own recorded workload (analytics/whatif/replay.py) four ways on the same jobs:
 
 - (a) `none`: no preemption at all, plain queueing;
 - (b) `today`: the policy in force (the replay's error against the ledger is measured on this one);
@@ -41,11 +41,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import polars as pl
 
-from preemptlens.analytics.replay import (
+from preemptlens.analytics.simulator.engine import Outcome, paused_gc
+from preemptlens.analytics.whatif.replay import (
     Figures,
     Validation,
     Variant,
-    Window,
     Workload,
     default_window,
     load_workload,
@@ -54,7 +54,7 @@ from preemptlens.analytics.replay import (
     picklable,
     replay_outcome,
 )
-from preemptlens.analytics.simulator.engine import Outcome, paused_gc
+from preemptlens.analytics.whatif.settings import TuningSettings, Window
 from preemptlens.contract import TIERS
 from preemptlens.errors import PreemptlensError
 from preemptlens.reading.words import duration
@@ -62,7 +62,6 @@ from preemptlens.warehouse import Warehouse
 
 if TYPE_CHECKING:
     from preemptlens.analytics.params import AnalyticsSettings
-    from preemptlens.analytics.tuning import TuningSettings
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +102,7 @@ class JobTable:
     victim_waiting_gpu_s: np.ndarray  # GPUs x (restart or window end - preemption), over its preemptions
     busy_gpu_s: np.ndarray  # GPUs x run time in the window, less idle stretches
     preemptions: np.ndarray
+    submit_s: np.ndarray | None = None  # seconds from the window's start (resampling_blocks)
 
 
 def job_table(out: Outcome, start_day_s: float = 0.0) -> JobTable:
@@ -150,7 +150,8 @@ def job_table(out: Outcome, start_day_s: float = 0.0) -> JobTable:
         back = horizon if p.restart_s is None else min(p.restart_s, horizon)
         victim_waiting[p.victim] += p.gpus * (back - p.time_s)
     day = np.floor((submit + start_day_s) / _DAY_S).astype(np.int64)
-    return JobTable(tier, gpus, day, first_wait, completion, waiting, thrown, victim_waiting, busy, preemptions)
+    return JobTable(tier, gpus, day, first_wait, completion, waiting, thrown, victim_waiting, busy, preemptions,
+                    submit)
 
 
 def hourly_allocated(out: Outcome, start_hour_s: float = 0.0) -> np.ndarray:
@@ -209,9 +210,25 @@ def net_per_job(base: JobTable, other: JobTable, weights: Mapping[str, float]) -
     return w * (base.gpus * (base.waiting_s - other.waiting_s) - (other.thrown_gpu_s - base.thrown_gpu_s))
 
 
+# From this many days on, the bootstrap resamples whole submission days (a day's jobs share its load); a shorter
+# window is cut into _SHORT_BLOCKS equal stretches instead: over one day, resampling days makes every replicate a
+# whole multiple of the net, an interval of [0, 3 x net] whatever the data.
+_MIN_DAYS = 7
+_SHORT_BLOCKS = 24
+
+
+def resampling_blocks(table: JobTable, window_s: float) -> np.ndarray:
+    """The block of each job the bootstrap resamples: its submission day, or its stretch of a short window."""
+    if table.submit_s is None or window_s >= _MIN_DAYS * _DAY_S:
+        return table.day
+    width = max(window_s / _SHORT_BLOCKS, 1.0)
+    return np.floor(np.clip(table.submit_s, 0.0, None) / width).astype(np.int64)
+
+
 def bootstrap_interval(per_job: np.ndarray, days: np.ndarray, samples: int, confidence: float
                        ) -> tuple[float | None, float | None]:
-    """Percentile interval of the sum over jobs, resampling submission days with Poisson(1) weights."""
+    """Percentile interval of the sum over jobs, resampling blocks (submission days, or a short window's
+    stretches: resampling_blocks) with Poisson(1) weights."""
     if per_job.size == 0:
         return None, None
     uniq, index = np.unique(days, return_inverse=True)
@@ -336,14 +353,14 @@ class Headline:
     breakeven: Breakeven
 
 
-def headline(none: Scenario, today: Scenario, weights: Mapping[str, float], samples: int, confidence: float
-             ) -> Headline:
+def headline(none: Scenario, today: Scenario, weights: Mapping[str, float], samples: int, confidence: float,
+             window_s: float) -> Headline:
     by = {f.tier: f for f in today.figures}
     base = {f.tier: f for f in none.figures}
     saved = sum(base[t].waiting_gpu_h - by[t].waiting_gpu_h for t in HIGH)
     added = sum(by[t].waiting_gpu_h - base[t].waiting_gpu_h for t in LOWER)
     per_job = net_per_job(none.table, today.table, weights)
-    low, high = bootstrap_interval(per_job, none.table.day, samples, confidence)
+    low, high = bootstrap_interval(per_job, resampling_blocks(none.table, window_s), samples, confidence)
     return Headline(
         saved_high_gpu_h=saved,
         thrown_away_gpu_h=by["all"].thrown_away_gpu_h - base["all"].thrown_away_gpu_h,
@@ -441,7 +458,7 @@ def compute(wh: Warehouse, workload: Workload, params: AnalyticsSettings, tolera
     validation = Validation(observed_figures(wh, workload.window), results[1][1], tolerance)
     weights = dict(params.tier_weights)
     head = headline(scenarios[0], scenarios[1], weights, params.readiness_bootstrap_samples,
-                    params.readiness_confidence)
+                    params.readiness_confidence, workload.window.seconds)
     return Computed(workload.window, len(workload.jobs), validation, tuple(scenarios), head, weights,
                     workload.notes, params.readiness_bootstrap_samples, params.readiness_confidence)
 
@@ -477,7 +494,8 @@ def store(wh: Warehouse, computed: Computed, mark: str) -> None:
             },
         )
         for s in computed.scenarios:
-            _store_scenario(wh, cluster, s, none, computed.weights, computed.samples, computed.confidence)
+            _store_scenario(wh, cluster, s, none, computed.weights, computed.samples, computed.confidence,
+                            computed.window.seconds)
         _store_hours(wh, cluster, computed.window.start, none.hours)
     wh.mark_changed()
 
@@ -501,9 +519,9 @@ def _store_hours(wh: Warehouse, cluster: str, start: datetime, allocated: np.nda
 
 
 def _store_scenario(wh: Warehouse, cluster: str, s: Scenario, none: Scenario, weights: Mapping[str, float],
-                    samples: int, confidence: float) -> None:
+                    samples: int, confidence: float, window_s: float) -> None:
     per_job = net_per_job(none.table, s.table, weights)
-    low, high = bootstrap_interval(per_job, none.table.day, samples, confidence)
+    low, high = bootstrap_interval(per_job, resampling_blocks(none.table, window_s), samples, confidence)
     wh.con.execute(
         "INSERT INTO counterfactual_scenarios VALUES ($c, $s, $label, $trigger, $policy, $n, $net, $low, $high)",
         {
@@ -545,7 +563,7 @@ def store_best(wh: Warehouse, workload: Workload, params: AnalyticsSettings, sug
         for table in ("counterfactual_scenarios", "counterfactual_figures"):
             wh.con.execute(f"DELETE FROM {table} WHERE cluster = $c AND scenario = 'best'", {"c": cluster})  # noqa: S608
         _store_scenario(wh, cluster, best, none, dict(params.tier_weights), params.readiness_bootstrap_samples,
-                        params.readiness_confidence)
+                        params.readiness_confidence, workload.window.seconds)
     wh.mark_changed()
     return True
 

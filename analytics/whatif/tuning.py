@@ -3,7 +3,7 @@
 Each generator reads its evidence from the ledger (views built by `preemptlens
 analyze`), decides from that evidence whether the problem it addresses is
 there at all, and if so measures the expected effect by replaying the recorded
-workload (analytics/replay.py) under the changed policy, against the replay
+workload (analytics/whatif/replay.py) under the changed policy, against the replay
 under the actual policy (so that the replay's own error cancels out as far as
 it can). The replay error is reported with every result. docs/tuning.md
 describes each rule.
@@ -19,12 +19,12 @@ from datetime import UTC, datetime
 from statistics import median
 from typing import TYPE_CHECKING, Any
 
-from preemptlens.analytics import scorecard, snippets
-from preemptlens.analytics.replay import (
+from preemptlens.analytics.simulator.engine import lost_progress_s, schedule_interval
+from preemptlens.analytics.whatif import scorecard, snippets
+from preemptlens.analytics.whatif.replay import (
     Figures,
     Validation,
     Variant,
-    Window,
     Workload,
     hashed_share,
     jittered_figures,
@@ -32,153 +32,16 @@ from preemptlens.analytics.replay import (
     sweep,
     validate,
 )
-from preemptlens.analytics.simulator.engine import lost_progress_s
-from preemptlens.config import section, setting
-from preemptlens.errors import ConfigError, SchemaError
+from preemptlens.analytics.whatif.settings import TuningSettings, Window
+from preemptlens.errors import SchemaError
 from preemptlens.reading.words import DURATION, before_after, duration, gpu_hours, gpus, significant
 from preemptlens.warehouse import Warehouse, query_sql
 
 if TYPE_CHECKING:
-    # Only its type: analytics.victim_order builds on analytics.replay, as this module does.
-    from preemptlens.analytics.victim_order import Comparison
+    # Only its type: analytics.whatif.victim_order builds on analytics.whatif.replay, as this module does.
+    from preemptlens.analytics.whatif.victim_order import Comparison
 
 
-@section("tuning", "What-if replay and the suggestions of `preemptlens suggest` (docs/tuning.md).")
-@dataclass(frozen=True)
-class TuningSettings:
-    min_run_s: float = setting(
-        -1.0,
-        "Minimum run time before preemption in force (Slurm PreemptExemptTime, KAI preemptMinRuntime), "
-        "seconds; negative infers it from the youngest victims.",
-        bounds=(-1, 7 * 86_400),
-    )
-    grace_s: float = setting(
-        -1.0,
-        "Grace time between the preemption signal and the kill in force (Slurm GraceTime, "
-        "terminationGracePeriodSeconds), seconds; negative infers it from the preemptors' starts.",
-        bounds=(-1, 86_400),
-    )
-    requeue_hold_s: float = setting(
-        -1.0,
-        "Forced wait of a requeued victim in force, seconds; negative infers it from the runs' eligible times.",
-        bounds=(-1, 7 * 86_400),
-    )
-    backfill: str = setting(
-        "",
-        "Backfill of the scheduler in force: \"reserve\" (a blocked job's start is reserved, Slurm's "
-        "sched/backfill) or \"greedy\" (lower jobs take any GPUs that fit, Kueue BestEffortFIFO); empty takes "
-        "what the scheduler states, else \"reserve\" (Slurm's SchedulerType is not collected: "
-        "sched/backfill is assumed).",
-        choices=("", "reserve", "greedy"),
-    )
-    may_preempt: dict[str, Any] = setting(
-        {},
-        "Which tiers each tier may preempt, e.g. { high = [\"normal\", \"low\"] }; empty infers it from the "
-        "ledger's preemptor and victim tiers.",
-    )
-    validation_tolerance: float = setting(
-        0.10,
-        "Largest relative error of the replay under the actual policy (preemptions, lost GPU-hours, "
-        "high-priority median wait) for it to count as reproducing the past.",
-        bounds=(0, 10),
-    )
-    min_gain_share: float = setting(
-        0.10,
-        "Smallest cut in replayed lost GPU-hours, as a share of the actual policy's, for a replayed change "
-        "to be suggested.",
-    )
-    max_wait_increase_s: float = setting(
-        300.0,
-        "Largest rise of the high-priority median queue wait (seconds) a suggested change may cost.",
-        bounds=(0, 7 * 86_400),
-    )
-    min_run_candidates_s: list[float] = setting(
-        [300.0, 600.0, 900.0, 1200.0, 1800.0, 3600.0],
-        "Minimum run times (seconds) the sweep replays.",
-        bounds=(1, 7 * 86_400),
-    )
-    early_victim_share_min: float = setting(
-        0.2,
-        "Share of victims preempted before analytics.early_victim_s (or within their warm-up) from which "
-        "a minimum run time is considered.",
-    )
-    near_completion_lost_share_min: float = setting(
-        0.1,
-        "Share of lost GPU-hours from near-completion victims from which protecting them is considered.",
-    )
-    near_completion_candidates: list[float] = setting(
-        [0.5, 0.75],
-        "Shares of work done below analytics.near_completion_share from which the sweep also replays "
-        "protecting victims.",
-        bounds=(0, 1),
-    )
-    grace_candidates_s: list[float] = setting(
-        [30.0, 60.0, 120.0, 300.0], "Grace times (seconds) the sweep replays.",
-        bounds=(0, 86_400),
-    )
-    assumed_final_checkpoint_share: float = setting(
-        0.5,
-        "When the grace time in force is too short to see any final checkpoint, the share of checkpointing "
-        "jobs assumed able to save one at the signal (stated as an assumption).",
-    )
-    checkpoint_cost_s: float = setting(
-        30.0,
-        "Checkpoint cost (seconds) assumed for a team with no measured final-checkpoint save time.",
-        bounds=(0, 86_400),
-    )
-    checkpoint_ratio_min: float = setting(
-        1.5,
-        "Factor by which a team's checkpoint interval must differ from the Young/Daly optimum to be flagged.",
-        bounds=(1, 1000),
-    )
-    min_preemptions: int = setting(
-        5, "Fewest preemptions a per-team or per-tier rule needs as evidence.",
-        bounds=(1, 1_000_000),
-    )
-    reclaim_warn_s: float = setting(
-        1800.0, "Idle reclaim: warn the owner after this long at zero.",
-        bounds=(60, 30 * 86_400),
-    )
-    reclaim_release_s: float = setting(
-        3600.0, "Idle reclaim: release the GPUs after this long at zero.",
-        bounds=(60, 30 * 86_400),
-    )
-    repeat_wait_ratio_min: float = setting(
-        2.0,
-        "Repeat victims' median queue time over that of unpreempted jobs of the same tiers from which "
-        "compensation is suggested.",
-        bounds=(1, 1000),
-    )
-    processes: int = setting(0, "Worker processes for replay sweeps; 0 uses every core.", bounds=(0, 256))
-    jitter_replays: int = setting(
-        8,
-        "Replays with inputs jittered within their measurement error (whole-second times, the scheduler's "
-        "latency) behind every what-if's interval; 0 prints none. Exact inputs (simulated) need one replay.",
-        bounds=(0, 200),
-    )
-
-    def __post_init__(self) -> None:
-        problems = []
-        for key, seconds in (("min_run_candidates_s", self.min_run_candidates_s),
-                             ("grace_candidates_s", self.grace_candidates_s)):
-            if not seconds or not all(isinstance(v, int | float) and v >= 0 for v in seconds):
-                problems.append(f"tuning.{key}: expected a non-empty list of seconds >= 0")
-        if not all(isinstance(v, int | float) and 0 < v < 1 for v in self.near_completion_candidates):
-            problems.append("tuning.near_completion_candidates: expected a list of shares between 0 and 1")
-        shares = {"validation_tolerance": self.validation_tolerance, "min_gain_share": self.min_gain_share,
-                  "early_victim_share_min": self.early_victim_share_min,
-                  "assumed_final_checkpoint_share": self.assumed_final_checkpoint_share,
-                  "near_completion_lost_share_min": self.near_completion_lost_share_min}
-        for key, share in shares.items():
-            if not 0 <= share <= 1:
-                problems.append(f"tuning.{key}: must be between 0 and 1")
-        if self.reclaim_release_s < self.reclaim_warn_s:
-            problems.append("tuning.reclaim_release_s: must be at least reclaim_warn_s")
-        if problems:
-            raise ConfigError("; ".join(problems), "see docs/configuration.md, section [tuning]")
-
-
-SETTINGS = TuningSettings
 
 KINDS = (
     "not_yet",
@@ -557,17 +420,37 @@ class IntervalCheck:
         )
 
 
-def last_checkpoint_under(work_start_s: float, interval_s: float, t: float) -> float | None:
+Schedule = tuple[tuple[float, float], ...]  # (from age s, interval s): JobSpec.checkpoint_schedule
+
+
+def last_checkpoint_under(work_start_s: float, interval: float | Schedule, t: float) -> float | None:
     """The last checkpoint at or before t of a run whose work began at work_start_s, checkpointing every
-    interval_s seconds of it (wall time: idle stretches are not taken out)."""
-    done = math.floor((t - work_start_s) / interval_s)
-    return work_start_s + done * interval_s if done >= 1 else None
+    `interval` seconds of it, or on a schedule by the run's age (wall time: idle stretches are not taken out)."""
+    if not isinstance(interval, tuple):
+        done = math.floor((t - work_start_s) / interval)
+        return work_start_s + done * interval if done >= 1 else None
+    last, at = None, work_start_s + schedule_interval(interval, 0.0)
+    while at <= t:
+        last = at
+        at += schedule_interval(interval, at - work_start_s)
+    return last
 
 
-def check_interval(ctx: Context, team: str, current: float, proposed: float, cost: float,
-                   run_gpu_s: float) -> IntervalCheck:
-    """What the advised interval would have saved on the team's preemptions in the window, replayed one by one
-    with the simulator's own rule of lost progress (engine.lost_progress_s)."""
+def saves_per_s(interval: float | Schedule, exposure: Sequence[tuple[float, float | None, float]]) -> float:
+    """Saves per second of run time: 1 / interval, or for a schedule its rate in each age band weighted by the
+    time runs spent there (`exposure`: (from s, to s or None, GPU-hours) per band of preemption_hazard)."""
+    if not isinstance(interval, tuple):
+        return 1.0 / interval
+    total = sum(e for _, _, e in exposure)
+    if total <= 0:
+        return 1.0 / interval[0][1]
+    return sum(e / schedule_interval(interval, lo) for lo, _, e in exposure) / total
+
+
+def check_interval(ctx: Context, team: str, current: float, proposed: float | Schedule, cost: float,
+                   run_gpu_s: float, exposure: Sequence[tuple[float, float | None, float]] = ()) -> IntervalCheck:
+    """What the advised interval (or schedule) would have saved on the team's preemptions in the window,
+    replayed one by one with the simulator's own rule of lost progress (engine.lost_progress_s)."""
     rows = ctx.q(query_sql("tuning", "interval_check"), team=team)
     lost = sum(r["gpus"] * r["lost_s"] for r in rows)
     advised = sum(
@@ -576,21 +459,86 @@ def check_interval(ctx: Context, team: str, current: float, proposed: float, cos
         )
         for r in rows
     )
-    extra = cost * run_gpu_s * (1 / proposed - 1 / current)
+    extra = cost * run_gpu_s * (saves_per_s(proposed, exposure) - 1 / current)
     return IntervalCheck(len(rows), lost / 3600.0, advised / 3600.0, extra / 3600.0)
 
 
+# A band of the hazard with fewer preemptions than this is pooled with the next: its rate alone is noise.
+_HAZARD_BAND_MIN = 3
+# Adjacent steps of an advised schedule closer than this ratio are one step: a change nobody would configure.
+_SCHEDULE_STEP_RATIO = 1.5
+
+
+def hazard_schedule(bands: Sequence[Mapping[str, Any]], cost: float) -> tuple[Schedule, list[str]]:
+    """Young's interval sqrt(2 x cost / hazard) per age band of the team's preemption hazard (preemption_hazard),
+    bands pooled until each holds _HAZARD_BAND_MIN preemptions (the last one may hold fewer: its rate is read
+    from what it has, or as the rule of three's bound when it has none), and neighbours whose intervals are
+    within _SCHEDULE_STEP_RATIO pooled too; rounded to whole minutes. Returns the schedule and the pooled bands'
+    words."""
+    pooled: list[tuple[float, float, float]] = []  # (from s, preemptions, exposure h)
+    events, exposure, start = 0.0, 0.0, None
+    for b in bands:
+        start = b["age_from_s"] if start is None else start
+        events += b["preemptions"]
+        exposure += b["exposure_h"]
+        if events >= _HAZARD_BAND_MIN:
+            pooled.append((float(start), events, exposure))
+            events, exposure, start = 0.0, 0.0, None
+    if start is not None and exposure > 0:
+        if pooled and events == 0:
+            # a tail without preemptions keeps the last rate rather than the rule of three's wide bound
+            last = pooled.pop()
+            pooled.append((last[0], last[1], last[2] + exposure))
+        else:
+            pooled.append((float(start), events, exposure))
+
+    def every(d: float, e: float) -> float:
+        rate_per_s = (d if d > 0 else 3.0) / (e * 3600.0)
+        return max(60.0, round(math.sqrt(2 * cost / rate_per_s) / 60) * 60)
+
+    # Neighbours whose intervals are within _SCHEDULE_STEP_RATIO are one band: their preemptions and run-hours
+    # pooled and the interval drawn again from both, until every step differs from the next by more.
+    merged = True
+    while merged and len(pooled) > 1:
+        merged = False
+        for k in range(len(pooled) - 1):
+            (lo, d1, e1), (_, d2, e2) = pooled[k], pooled[k + 1]
+            one, two = every(d1, e1), every(d2, e2)
+            if max(one, two) / min(one, two) < _SCHEDULE_STEP_RATIO:
+                pooled[k:k + 2] = [(lo, d1 + d2, e1 + e2)]
+                merged = True
+                break
+    words = [f"from {duration(lo)}: {d:g} in {e:.0f} run-hours" for lo, d, e in pooled]
+    steps = [(0.0 if k == 0 else lo, every(d, e)) for k, (lo, d, e) in enumerate(pooled)]
+    return tuple(steps), words
+
+
+def schedule_text(schedule: Schedule) -> str:
+    """'30 min'; '5 min to 60 min, then 22 min to 4.0 h, then 110 min after'; a first step longer than itself
+    reads 'none in the first 15 min, then ...' (the run's first save comes one interval into the next step)."""
+    if len(schedule) == 1:
+        return duration(schedule[0][1])
+    parts = [f"{duration(every)} to {duration(schedule[k + 1][0])}" for k, (_, every) in enumerate(schedule[:-1])]
+    if schedule[0][1] >= schedule[1][0]:
+        parts[0] = f"none in the first {duration(schedule[1][0])}"
+    return ", then ".join([*parts, f"{duration(schedule[-1][1])} after"])
+
+
 def checkpoint_interval(ctx: Context) -> list[Suggestion]:
-    """Young/Daly per team: sqrt(2 x checkpoint cost x mean time between preemptions). The cost is the median
-    time the team's saves took where a source times them (checkpoints.save_s), else its final checkpoints at the
-    signal, else tuning.checkpoint_cost_s (stated); the current interval its jobs' measured cadence, else the
-    declared one. The advice is replayed over the whole window and checked against the preemptions that
-    happened (check_interval); both must show a saving."""
+    """Young's interval per team, from the preemption hazard as it falls with run age: sqrt(2 x checkpoint cost /
+    hazard) in each age band of the team's runs (preemption_hazard), a schedule where the hazard changes with
+    age. The cost is the median time the team's saves took where a source times them (checkpoints.save_s), else
+    its final checkpoints at the signal, else tuning.checkpoint_cost_s (stated); the current interval its jobs'
+    measured cadence, else the declared one. The advice is replayed over the whole window and checked against
+    the preemptions that happened (check_interval); both must show a saving."""
     rows = ctx.q(
         query_sql("tuning", "checkpoint_exposure")
     )
     timed = {r["team"]: r for r in ctx.q(query_sql("tuning", "checkpoint_costs"))}
     cadence = {r["team"]: r for r in ctx.q(query_sql("tuning", "team_cadence"))}
+    hazard: dict[str, list[dict[str, Any]]] = {}
+    for b in ctx.q(query_sql("tuning", "team_hazard")):
+        hazard.setdefault(b["team"], []).append(b)
     found = []
     ratio_min = ctx.settings.checkpoint_ratio_min
     workload = ctx.workload
@@ -605,7 +553,7 @@ def checkpoint_interval(ctx: Context) -> list[Suggestion]:
     policy = workload.actual.policy
     for r in rows:
         team = r["team"]
-        if r["n"] < ctx.settings.min_preemptions or team not in by_team:
+        if r["n"] < ctx.settings.min_preemptions or team not in by_team or team not in hazard:
             continue
         mtbp = r["run_s"] / r["n"]
         if team in timed and timed[team]["save_s"] is not None:
@@ -617,45 +565,52 @@ def checkpoint_interval(ctx: Context) -> list[Suggestion]:
         else:
             cost = ctx.settings.checkpoint_cost_s
             basis = "assumed (tuning.checkpoint_cost_s)"
-        optimum = math.sqrt(2 * cost * mtbp)
-        if optimum <= 0:
+        if cost <= 0:
             continue  # saves that cost nothing trade nothing off: no interval to advise
+        schedule, bands = hazard_schedule(hazard[team], cost)
         current = median(by_team[team])
-        ratio = current / optimum
-        if 1 / ratio_min < ratio < ratio_min:
+        if all(1 / ratio_min < every / current < ratio_min for _, every in schedule):
             continue
-        proposed = max(60.0, round(optimum / 60) * 60)
+        exposure = [(b["age_from_s"], b["age_to_s"], b["exposure_gpu_h"]) for b in hazard[team]]
         members = [j for j in workload.jobs if (j.team or "(none)") == team and j.checkpoint_interval_s]
-        changes = {j.job_id: {"checkpoint_interval_s": proposed} for j in members}
+        first = schedule[0][1]
+        change: dict[str, Any] = {"checkpoint_interval_s": first, "checkpoint_schedule": schedule if len(schedule) > 1
+                                  else ()}
+        changes = {j.job_id: change for j in members}
         interval_variant = Variant(f"interval {team}", policy, changes)
         fig = sweep(workload, [interval_variant], 1)[0]
         # The engine writes checkpoints for free; charge their cost here.
         gpu_s = sum(j.gpus * j.work_s for j in members if j.work_s < workload.horizon_s)
-        overhead_h = cost * gpu_s * (1 / proposed - 1 / current) / 3600.0
+        advised = schedule if len(schedule) > 1 else first
+        overhead_h = cost * gpu_s * (saves_per_s(advised, exposure) - 1 / current) / 3600.0
         adjusted = replace(fig, lost_gpu_h=fig.lost_gpu_h + overhead_h)
         if not ctx.acceptable(adjusted) or ctx.gain(adjusted) <= 0:
             continue
-        check = check_interval(ctx, team, current, proposed, cost, r["gpu_s"])
+        check = check_interval(ctx, team, current, advised, cost, r["gpu_s"], exposure)
         if check.preemptions and check.saving_gpu_h <= 0:
             continue
         known = cadence.get(team, {"measured": 0, "declared": 0})
+        mean_rate = math.sqrt(2 * cost * mtbp)
+        proposed = schedule_text(schedule)
         found.append(
             Suggestion(
                 kind="checkpoint_interval",
                 subject=team,
-                title=f"Team {team}: checkpoint every {duration(proposed)} instead of {duration(current)}",
+                title=f"Team {team}: checkpoint {'' if proposed.startswith('none') else 'every '}{proposed} instead of "
+                      f"every {duration(current)}",
                 setting="checkpoint interval",
                 current=duration(current),
-                proposed=duration(proposed),
+                proposed=proposed,
                 evidence=(
-                    f"{r['n']} preemptions in {r['run_s'] / 3600:.0f} run-hours: one every "
-                    f"{duration(mtbp)}; checkpoint cost {cost:.0f} s ({basis}); current interval the median "
-                    f"of {known['measured']} jobs' measured cadence and {known['declared']} declared; Young/Daly "
-                    f"sqrt(2 x {cost:.0f} s x {mtbp:.0f} s) = {optimum:.0f} s; "
+                    f"{r['n']} preemptions in {r['run_s'] / 3600:.0f} run-hours; by run age "
+                    f"({'; '.join(bands)}); checkpoint cost {cost:.0f} s ({basis}); current interval the median "
+                    f"of {known['measured']} jobs' measured cadence and {known['declared']} declared; Young's "
+                    f"sqrt(2 x {cost:.0f} s / hazard) per age band (a mean rate, one every {duration(mtbp)}, "
+                    f"would give {mean_rate:.0f} s at every age); "
                     + (check.describe() if check.preemptions else "no preemption of the team with a measured loss "
                        "to check it against")
                 ),
-                snippets=snippets.checkpoint_interval(team, proposed),
+                snippets=snippets.checkpoint_interval(team, schedule),
                 variant=interval_variant,
                 **_effect(ctx, adjusted, f" (checkpoint overhead {significant(overhead_h)} GPU-hours included)",
                           draws=[replace(d, lost_gpu_h=d.lost_gpu_h + overhead_h) for d in jittered_figures(
@@ -824,7 +779,7 @@ def repeat_victims(ctx: Context) -> list[Suggestion]:
 
 
 def not_yet(ctx: Context) -> list[Suggestion]:
-    """The verdict's advice (readiness_verdict, analytics/scorecard.py): do not rely on preemption while the
+    """The verdict's advice (readiness_verdict, analytics/whatif/scorecard.py): do not rely on preemption while the
     evidence says it should not be the main tool; the fixes of what failed follow it in the ranking."""
     rows = ctx.q(
         query_sql("tuning", "readiness_gaps")
@@ -882,11 +837,11 @@ def slurm_victim_order(ctx: Context) -> list[Suggestion]:
 
 
 def cost_victim_order(ctx: Context) -> list[Suggestion]:
-    """The cost-aware victim order replayed beside today's (analytics/victim_order.py), stored with the other
+    """The cost-aware victim order replayed beside today's (analytics/whatif/victim_order.py), stored with the other
     suggestions; schedulers do not offer it, preemptlens's actions approximate it from the live cost."""
     if not ctx.compare_victim_order:
         return []
-    from preemptlens.analytics.victim_order import compare
+    from preemptlens.analytics.whatif.victim_order import compare
 
     comparison = ctx.victim_comparison = compare(ctx.workload, ctx.baseline)
     fig = comparison.cost
@@ -960,7 +915,7 @@ _GENERIC: Mapping[str, Callable[[Context, str], Suggestion]] = {
                             snippets.tier_cap),
     "checkpoint_interval": _generic("checkpoint_interval", "Make preemptible jobs checkpoint (and say how often)",
                                     "checkpoints", "every preemptible job checkpoints",
-                                    lambda: snippets.checkpoint_interval("<team>", 1800.0)),
+                                    lambda: snippets.checkpoint_interval("<team>", ((0.0, 1800.0),))),
     "cost_victim_order": _generic("cost_victim_order", "Choose the victims whose preemption costs least",
                              "victim order", "least live cost among the same eligible runs", snippets.victim_order),
     "published_rules": _generic("published_rules", "Publish the preemption rules and notify every victim",

@@ -1,7 +1,7 @@
 """Cost-aware victim choice replayed beside today's order, before anyone enforces it.
 
 Schedulers evict the lowest tier's youngest runs first; none knows what a victim
-loses. `preemptlens suggest` replays the recorded workload (analytics/replay.py)
+loses. `preemptlens suggest` replays the recorded workload (analytics/whatif/replay.py)
 once more with the simulator's victim order "cost" (the eligible victims of the
 least live cost, `sim_engine.victim_cost_gpu_s`) and prints its figures next to
 the replay under the policy in force, which is today's order. Both columns come
@@ -14,25 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from preemptlens.analytics.replay import Figures, Variant, Workload, run_variant
-from preemptlens.config import section, setting
-
-
-@section(
-    "victim_order",
-    "Cost-aware victim choice replayed beside today's victim order by `preemptlens suggest` (docs/tuning.md).",
-)
-@dataclass(frozen=True)
-class VictimOrderSettings:
-    compare: bool = setting(
-        True,
-        "Replay the recorded workload once more with victims chosen by least live cost and print its work "
-        "thrown away, high-tier wait, victims per week and preemptions beside today's order; false skips "
-        "that replay (it takes as long as the replay under the policy in force).",
-    )
-
-
-SETTINGS = VictimOrderSettings
+from preemptlens.analytics.whatif.replay import Figures, Variant, Workload, run_variant
 
 
 @dataclass(frozen=True)

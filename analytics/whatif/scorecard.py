@@ -5,7 +5,7 @@ in `readiness_verdict` and word it through these functions, so it reads the same
 
 - the article's four questions (readiness_scorecard: yes, no, unknown, each borderline when a measure whose
   bootstrap interval over days holds its threshold could turn it);
-- the counterfactual net (analytics/counterfactual.py): today's policy against no preemption on the same
+- the counterfactual net (analytics/whatif/counterfactual.py): today's policy against no preemption on the same
   recorded jobs, tier-weighted, with its interval;
 - the avoidable share: preemptions the ledger finds could have used idle-hoarded GPUs.
 
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from preemptlens.analytics import counterfactual
+from preemptlens.analytics.whatif import counterfactual
 from preemptlens.reading.words import GPU_H, change, duration, gpu_hours, measure, measure_text, window
 from preemptlens.warehouse import Warehouse
 
@@ -68,7 +68,7 @@ QUESTIONS = {
     4: "Are the rules visible?",
 }
 
-# What fixes each failure, as suggestion kinds (analytics/tuning.py); the article's remedies: Q1, GPUs not
+# What fixes each failure, as suggestion kinds (analytics/whatif/tuning.py); the article's remedies: Q1, GPUs not
 # really scarce: reclaim idle GPUs and set quotas; Q2, priorities too broad: tier limits; Q3, costly recovery:
 # checkpoints, near-completion protection, compensation (and the settings that throw less away); Q4, rules
 # not visible: published rules and notices. A net loss is cut by throwing less away; avoidable preemptions by

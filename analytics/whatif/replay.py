@@ -49,21 +49,17 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
-from datetime import datetime
 from statistics import median
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from preemptlens.analytics.policy_in_force import PolicyBasis, policy_in_force
 from preemptlens.analytics.simulator.engine import Outcome, _Scheduler, paused_gc, simulate_jobs
 from preemptlens.analytics.simulator.model import JobSpec, PolicyConfig, PoolSpec
+from preemptlens.analytics.whatif.policy_in_force import PolicyBasis, policy_in_force
+from preemptlens.analytics.whatif.settings import TuningSettings, Window
 from preemptlens.errors import SchemaError
 from preemptlens.reading.words import duration, significant
 from preemptlens.warehouse import Warehouse, query_sql
-
-if TYPE_CHECKING:
-    # Only its type: analytics.tuning builds on this module.
-    from preemptlens.analytics.tuning import TuningSettings
 
 HIGH_TIERS = ("critical", "high")
 _WEEK_S = 7 * 86400.0
@@ -73,17 +69,6 @@ _STOPPED = ("failed", "cancelled", "timeout", "node_fail")
 WAIT_FLOOR_S = 1.0
 # Fewer days than this are not extrapolated to a week: a figure per week says so instead.
 MIN_DAYS_PER_WEEK = 1.0
-
-
-@dataclass(frozen=True)
-class Window:
-    cluster: str
-    start: datetime
-    end: datetime
-
-    @property
-    def seconds(self) -> float:
-        return (self.end - self.start).total_seconds()
 
 
 @dataclass(frozen=True)

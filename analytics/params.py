@@ -58,19 +58,6 @@ class AnalyticsSettings:
         "A victim preempted fewer than this many seconds into its run is an early victim.",
         bounds=(0, 7 * 86_400),
     )
-    hang_min_s: float = setting(
-        1800.0,
-        "A run that ended other than completed or preempted is a hang when its job stopped reporting progress at "
-        "least this many seconds (and hang_gap_factor times its usual gap between reports) before the end "
-        "(run_ends, docs/figures.md).",
-        bounds=(60, 7 * 86_400),
-    )
-    hang_gap_factor: float = setting(
-        5.0,
-        "How many of a run's usual gaps between progress reports (the median) its silence before the end must "
-        "last, beside hang_min_s, for the run to be a hang.",
-        bounds=(1, 1000),
-    )
     long_runner_factor: float = setting(
         4.0,
         "A preemptor whose run lasted more than this many times its tier's median run is a long runner "
@@ -180,6 +167,19 @@ class AnalyticsSettings:
         "the expected requeue wait to be read from it; with fewer, the next wider group answers (in the end the "
         "tier's, whatever its size), and the estimate says which.",
         bounds=(1, 10_000),
+    )
+    hang_min_s: float = setting(
+        1800.0,
+        "A run that ended other than completed or preempted is a hang when its job stopped reporting progress at "
+        "least this many seconds (and hang_gap_factor times its usual gap between reports) before the end "
+        "(run_ends, docs/figures.md).",
+        bounds=(60, 7 * 86_400),
+    )
+    hang_gap_factor: float = setting(
+        5.0,
+        "How many of a run's usual gaps between progress reports (the median) its silence before the end must "
+        "last, beside hang_min_s, for the run to be a hang.",
+        bounds=(1, 1000),
     )
 
     def __post_init__(self) -> None:

@@ -25,7 +25,26 @@ takes the medians of N rounds of the parts in turn: before and after side by sid
 Besides wall-clock seconds it prints the CPU seconds of each part's process
 and of Prometheus serving it, since the machine may be shared.
 
-Last measured, --parts floor,collector --base <parent commit> --repeat 3, medians:
+--memory MB runs only (d): one query_range answer of about MB megabytes, in the shape Prometheus writes, served
+by a local HTTP server and read by the collector's HTTP code and answer reader in a process of its own; it
+prints the peak resident memory over the memory before the request, beside the answer's size (the size cap,
+prometheus.max_response_bytes, bounds memory only as far as that ratio is small).
+
+Last measured (2026-12-07, 2 cores shared with six other sessions' test runs), against the commit before the
+Prometheus package (42c1d00):
+
+  --memory 300: one answer of 286 MiB (14,968,800 points): peak 631 MiB over the baseline = 2.21x the answer;
+  before 1,125 MiB = 3.93x (the chunks joined into a second copy, the values text copied three times, and the
+  points concatenated again).
+  --parts floor,collector --base 42c1d00 --repeat 3, load 14-26: (a) 32.0 s (0.8 CPU s); (b) 59.0 s (10.1 CPU
+  s, 718 MiB): 1.85x (a); before 47.8 s (10.7 CPU s, 746 MiB): 1.50x. The rounds scattered more than the
+  change (b: 59.0, 36.0, 85.5 s; before: 47.8, 40.1, 88.9 s; (a): 54.9, 16.4, 32.0 s): at this load the CPU
+  seconds say more. An earlier round at load 4-9, before the change: (a) 23.9 s, (b) 41.5 s (10.4 CPU s):
+  1.73x. Replaying the recorded answers without a server or warehouse: the collector's own reading and page
+  building 4.7 -> 4.0-4.3 CPU s (reading the 28 answers 3.0 -> 2.5, counting duplicate GPU-steps 0.85 ->
+  0.14); with the warehouse load 10.1 CPU s, of which the load (preemptlens/warehouse.py, DuckDB) is about 5.5.
+
+Earlier, --parts floor,collector --base <parent commit> --repeat 3, medians:
 
   load 2.3-2.4: (a) floor 9.3 s (1.2 CPU s); (b) 15.4 s (12.1 CPU s, 791 MiB); the parent's (b) 20.6 s
   (20.8 CPU s, 965 MiB): (b)/(a) 1.65x, the parent's 2.21x. At load 3-6: (a) 15.9 s, (b) 38.0 s, the
@@ -254,10 +273,76 @@ def cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def peak_rss_mib() -> float:
+    """This process's peak resident memory (VmHWM). Not ru_maxrss: after fork and exec it starts from the
+    parent's resident memory at the fork, which (d)'s parent, holding the answer it serves, would dominate."""
+    status = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines())
+    return int(status["VmHWM"].split()[0]) / 1024
+
+
 def server_cpu_seconds(pid: int) -> float:
     """CPU seconds the Prometheus process has used (user + system), from /proc."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def answer_of_size(megabytes: int) -> bytes:
+    """A query_range answer of about `megabytes` MB in the shape Prometheus writes (compact JSON; dcgm-exporter
+    labels, 1440 points a series at one minute, values as Go prints them)."""
+    rng = np.random.default_rng(7)
+    t0 = 1_796_018_460
+    values = ",".join(f'[{t0 + 60 * i},"{v:g}"]' for i, v in enumerate(rng.integers(0, 101, 1440) / 100))
+    parts, size, n = [], 0, 0
+    while size < megabytes * 10**6:
+        labels = json.dumps({"DCGM_FI_DRIVER_VERSION": "580.95.05", "Hostname": f"node{n // 8:05d}",
+                             "UUID": f"GPU-{n // 8:05d}-{n % 8}", "device": f"nvidia{n % 8}", "gpu": str(n % 8),
+                             "hpc_job": str(1_000_000 + n), "instance": f"node{n // 8:05d}:9400",
+                             "job": "dcgm-exporter", "modelName": "NVIDIA A100-SXM4-80GB"}, separators=(",", ":"))
+        parts.append(f'{{"metric":{labels},"values":[{values}]}}')
+        size += len(parts[-1]) + 1
+        n += 1
+    return ('{"status":"success","data":{"resultType":"matrix","result":[' + ",".join(parts) + "]}}").encode()
+
+
+def serve_answer(body: bytes) -> tuple[str, Any]:
+    """A local HTTP server on 127.0.0.1 answering every request with `body`, in 1 MiB writes."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Answer(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            view = memoryview(body)
+            for at in range(0, len(body), 1 << 20):
+                self.wfile.write(view[at : at + (1 << 20)])
+
+        do_POST = do_GET
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{server.server_address[1]}", server
+
+
+def run_memory(url: str) -> dict[str, Any]:
+    """One query_range answer read as the collector reads it (its HTTP code and answer reader); the resident
+    memory before the request is the baseline (interpreter, polars, the HTTP stack)."""
+    source = PrometheusSource(options(url))
+    before = int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    if hasattr(source, "read_range"):
+        answer = source.read_range("busy", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", 1_796_018_460_000, 1_796_104_800_000)
+    else:  # a checkout from before the answer was read in the worker (--base)
+        from preemptlens.collectors.prometheus import range_result
+
+        answer = range_result(source.query_range("busy", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", 1_796_018_460_000,
+                                                 1_796_104_800_000))
+    source.close()
+    return {"points": answer.samples.height, "baseline_mib": before}
 
 
 def child(args: argparse.Namespace) -> None:
@@ -271,11 +356,13 @@ def child(args: argparse.Namespace) -> None:
         out = run_collector(args.url, args.since, args.until, args.warehouse)
     elif args.part == "gzip":
         out = run_collector(args.url, args.since, args.until, args.warehouse, headers=GZIP)
+    elif args.part == "memory":
+        out = run_memory(args.url)
     else:
         out = run_naive(args.url, args.since, args.until, args.warehouse)
     out["seconds"] = time.perf_counter() - began
     out["cpu_s"] = cpu_seconds()
-    out["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    out["peak_rss_mib"] = peak_rss_mib()
     if args.record:
         args.requests.write_text(json.dumps(recorded))
     print(json.dumps(out))
@@ -318,6 +405,27 @@ def measure(
     return result
 
 
+def measure_memory(megabytes: int) -> None:
+    """(d): the peak resident memory of reading one answer of `megabytes` MB, beside the answer's size: the
+    answer size cap (prometheus.max_response_bytes) bounds memory only if reading costs a small multiple of it."""
+    body = answer_of_size(megabytes)
+    url, server = serve_answer(body)
+    print(f"load average {' '.join(Path('/proc/loadavg').read_text().split()[:3])}", file=sys.stderr)
+    try:
+        cmd = [sys.executable, str(ROOT / "benchmarks" / "bench_prometheus.py"), "--part", "memory", "--url", url]
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+        if done.returncode != 0:
+            raise SystemExit(f"memory failed:\n{done.stderr}")
+        r = json.loads(done.stdout.strip().splitlines()[-1])
+        grown = r["peak_rss_mib"] - r["baseline_mib"]
+        print(f"(d) one answer of {len(body) / 2**20:,.0f} MiB ({r['points']:,} points) read in {r['seconds']:.1f} s "
+              f"({r['cpu_s']:.1f} CPU s): peak RSS {r['peak_rss_mib']:,.0f} MiB, {grown:,.0f} MiB over the "
+              f"{r['baseline_mib']:,.0f} MiB before the request = {grown / (len(body) / 2**20):.2f}x the answer")
+    finally:
+        server.shutdown()
+
+
 def _median(results: list[dict[str, Any]]) -> dict[str, Any]:
     """Each figure's median over the rounds (a part's rows are the same every round)."""
     return {k: statistics.median(r[k] for r in results) if isinstance(results[0][k], float) else results[0][k]
@@ -335,7 +443,9 @@ def main() -> None:
     parser.add_argument("--base", type=Path, help="another checkout whose collector runs too, right after this one's "
                         "(b), on the same server: before and after side by side")
     parser.add_argument("--repeat", type=int, default=1, help="rounds of the parts; medians are shown")
-    parser.add_argument("--part", choices=("floor", "collector", "gzip", "naive"), help=argparse.SUPPRESS)
+    parser.add_argument("--memory", type=int, metavar="MB", help="only measure the peak memory of reading one "
+                        "query_range answer of about MB megabytes from a local HTTP server (no Prometheus needed)")
+    parser.add_argument("--part", choices=("floor", "collector", "gzip", "naive", "memory"), help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--since", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--until", type=int, help=argparse.SUPPRESS)
@@ -345,6 +455,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.part:
         child(args)
+        return
+    if args.memory:
+        measure_memory(args.memory)
         return
 
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bench-prom-"))

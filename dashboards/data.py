@@ -537,19 +537,20 @@ def hazard(r: Reader, f: Filters) -> pl.DataFrame:
 
 
 RESTART_CAUSES_SQL = f"""
-SELECT team, cause, sum(runs) AS runs, sum(restarts) AS restarts, sum(run_gpu_h) AS run_gpu_h,
+SELECT team, cause, cause_by, sum(runs) AS runs, sum(restarts) AS restarts, sum(run_gpu_h) AS run_gpu_h,
     sum(silent_gpu_h) AS silent_gpu_h
 FROM restart_causes
 WHERE level = 'team' AND ({_CLUSTERS})
     AND (len(CAST($teams AS VARCHAR[])) = 0 OR list_contains(CAST($teams AS VARCHAR[]), team))
     AND day >= date_trunc('day', $start) AND day < $end
-GROUP BY team, cause
-ORDER BY team, runs DESC, cause
+GROUP BY team, cause, cause_by
+ORDER BY team, runs DESC, cause, cause_by
 """  # noqa: S608 -- constants only
 
 
 def restart_causes(r: Reader, f: Filters) -> pl.DataFrame:
-    """How the window's runs ended, per team and cause other than completion (run_ends, restart_causes)."""
+    """How the window's runs ended, per team, cause other than completion and who asked for it (run_ends,
+    restart_causes)."""
     return r.frame(RESTART_CAUSES_SQL, f.params("clusters", "teams", "start", "end"))
 
 

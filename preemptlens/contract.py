@@ -173,7 +173,8 @@ RULES: dict[str, TableRules] = {
     ),
     "job_runs": TableRules(
         key=("cluster", "job_id", "run"),
-        sticky=("pool", "hosts", "submit_time", "eligible_time", "start_time", "preemptor_job_id", "reason"),
+        sticky=("pool", "hosts", "submit_time", "eligible_time", "start_time", "preemptor_job_id", "reason",
+                "ended_by"),
         checks=(
             _one_of("state", RUN_STATES),
             _at_least("run", 1),

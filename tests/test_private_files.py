@@ -480,7 +480,7 @@ def test_a_secret_file_another_user_can_change_is_refused(other: str, shared: Pa
     assert token is not None and token.reveal() == "t0ken-value"
 
 
-def test_a_kubeconfig_or_ca_file_another_user_can_change_is_refused(other: str, shared: Path) -> None:
+def test_a_kubeconfig_or_ca_bundle_another_user_can_change_is_refused(other: str, shared: Path) -> None:
     """A kubeconfig runs the programs its exec plugins name, as the collector's user: one another user owns
     (or can write) is refused before it is read, and so is a CA bundle that decides whom the collector trusts."""
     theirs = shared / "kubeconfig"
@@ -501,4 +501,8 @@ def test_a_kubeconfig_or_ca_file_another_user_can_change_is_refused(other: str, 
     config.write_text(f'[cluster]\nname = "c"\n[kubernetes]\napi_url = "https://127.0.0.1:1"\nca_file = "{ca}"\n')
     done = preemptlens("collect", "kubernetes", cwd=shared, config=config)
     assert done.returncode != 0 and "kubernetes.ca_file" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    config.write_text(f'[cluster]\nname = "c"\n[prometheus]\nurl = "https://127.0.0.1:1"\nca_file = "{ca}"\n')
+    done = preemptlens("collect", "prometheus", cwd=shared, config=config)
+    assert done.returncode != 0 and "prometheus.ca_file" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr

@@ -599,7 +599,7 @@ _READ_SCHEMA: dict[str, pl.DataType] = {
     "state": pl.String(), "raw_state": pl.String(), "reason": pl.String(), "submit": pl.Int64(),
     "eligible": pl.Int64(), "start": pl.Int64(), "end": pl.Int64(), "gpus": pl.Int32(), "nodes": pl.String(),
     "restart_cnt": pl.Int64(), "alias": pl.String(), "work_dir": pl.String(), "stdout": pl.String(),
-    "stderr": pl.String(), "cluster": pl.String(),
+    "stderr": pl.String(), "cluster": pl.String(), "ended_by": pl.String(),
 }
 _RECORD_SCHEMA = {name: dtype for name, dtype in _READ_SCHEMA.items() if name != "loc"}
 assert list(_RECORD_SCHEMA) == list(SacctRecord._fields)
@@ -828,6 +828,7 @@ def build_batch(cluster: str, read: SacctRead, policy: Policy) -> Batch:
           (("submit", "submit"), ("eligible", "eligible"), ("start", "start"), ("end", "end"))),
         "state",
         "reason",
+        "ended_by",
         pl.format("JobId={} run {} ({})", "job_id", "run", "loc").alias("_record"),
     )
     # Samples labelled with an array task's own id find the task through these.

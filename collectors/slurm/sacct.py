@@ -130,6 +130,9 @@ class SacctRecord(NamedTuple):
     stderr: str | None = None
     # The record's own cluster (JSON's `cluster` member; --parsable2 has none).
     cluster: str | None = None
+    # Who asked for the run's end, where Slurm records it (a cancel's requester): JSON's `kill_request_user`, a
+    # user name (dbv0.0.38 of 22.05 on), or "uid N" from the text State "CANCELLED by N".
+    ended_by: str | None = None
 
 
 # -- the record type ----------------------------------------------------------
@@ -213,6 +216,7 @@ class Job(msgspec.Struct, gc=False):
     stdout_expanded: Any = None
     stderr_expanded: Any = None
     cluster: Any = None
+    kill_request_user: Any = None
 
 
 _ANY = msgspec.json.Decoder()
@@ -493,6 +497,7 @@ def decode_run(records: list[Any]) -> dict[str, list[Any]]:
         "stdout": [_output(job, "stdout", job_id, raw) for job, (job_id, raw) in zip(jobs, ids, strict=True)],
         "stderr": [_output(job, "stderr", job_id, raw) for job, (job_id, raw) in zip(jobs, ids, strict=True)],
         "cluster": _texts([job.cluster for job in jobs], "cluster"),
+        "ended_by": _texts([job.kill_request_user for job in jobs], "kill_request_user"),
     }
 
 
@@ -967,8 +972,9 @@ def parse_text_record(line: str) -> SacctRecord:
     job_id = f["JobID"].strip()
     if not job_id or not "0" <= job_id[0] <= "9":
         raise RecordError("JobID", f"not a job id: {_short(job_id)}")
-    # "CANCELLED by 0": the state word comes first.
-    state_word = f["State"].split(" ")[0]
+    # "CANCELLED by 0": the state word comes first, the uid of who asked for the end last.
+    state_word, *by = f["State"].split(" ")
+    ended_by = f"uid {by[1]}" if len(by) == 2 and by[0] == "by" and by[1].isdecimal() else None
     priority: float | None = None
     if f["Priority"].strip():
         try:
@@ -997,4 +1003,5 @@ def parse_text_record(line: str) -> SacctRecord:
         nodes=_nodes(f["NodeList"]),
         restart_cnt=None,
         alias=_alias(job_id, _text_number(f["JobIDRaw"], "JobIDRaw") if "JobIDRaw" in f else None),
+        ended_by=ended_by,
     )

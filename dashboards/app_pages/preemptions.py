@@ -45,16 +45,20 @@ RUNS_VIEW = {
     "reason": ("Reason given", "text"),
 }
 CAUSES_VIEW = {
-    "team": ("Team", "text"), "cause": ("How the run ended", "text"), "runs": ("Runs", "int"),
+    "team": ("Team", "text"), "cause": ("How the run ended", "text"), "cause_by": ("Asked for by", "text"),
+    "runs": ("Runs", "int"),
     "restarts": ("Ran again after", "int"), "run_gpu_h": ("GPU-hours of those runs", "gpu_h"),
     "silent_gpu_h": ("GPU-hours after the last progress report", "gpu_h"),
 }
 # How run_ends names a cause, as a reader says it.
 CAUSES = {
-    "preemption": "preempted", "node_failure": "node failure", "requeue": "requeued by a user or an admin",
+    "preemption": "preempted", "node_failure": "node failure", "requeue": "requeued, not by a preemption",
     "cancel": "cancelled", "time_limit": "time limit", "crash": "crashed", "hang": "stopped making progress (hang)",
     "unknown": "unknown",
 }
+# Who asked for a cancel, a requeue or a hang's end (run_ends.cause_by); other ends are nobody's request.
+ASKED = ("cancel", "requeue", "hang")
+ASKED_BY = {"user": "the job's own user", "admin": "an admin (root, the scheduler or another user)"}
 # Preemption stories shown for one victim, the latest; its runs table has them all.
 STORIES = 10
 BASIS = {
@@ -226,7 +230,12 @@ st.header("How runs ended")
 st.caption("Not every restart is a preemption: each run of the window that ended other than completed, by its "
            "cause; a hang is a run whose job had stopped reporting progress long before "
            "the end, whatever the scheduler then did.")
-causes = ctx.q("restart_causes", f).with_columns(pl.col("cause").replace(CAUSES))
+causes = ctx.q("restart_causes", f).with_columns(
+    pl.when(pl.col("cause").is_in(ASKED))
+    .then(pl.col("cause_by").replace_strict(ASKED_BY, default="not recorded"))
+    .otherwise(pl.lit("")).alias("cause_by"),
+    pl.col("cause").replace(CAUSES),
+)
 if causes.height == 0:
     st.info("No run ended other than completed in this window.")
 else:

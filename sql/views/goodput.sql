@@ -1,4 +1,4 @@
--- Per cluster, pool or team (`level`) and day or ISO week (`period`): the GPU-seconds allocated to runs, the badput split into work lost to preemption, warm-up after restarts, checkpoint saves, idle hoarding and failed runs (each from measured sources only, null where a source is lacking, with the count of what could not be measured), and the goodput, the allocated GPU-seconds that advanced a job (null while any badput part is unknown; then bounded: at most allocated less the badput measured, at least that less the most the unknown parts can be).
+-- Per cluster, pool or team (`level`) and day or ISO week (`period`): the GPU-seconds allocated to runs, the badput split into work lost to preemption, warm-up after restarts, checkpoint saves, idle hoarding and failed runs (the last split by the run's cause of end in run_ends: crash, node failure, time limit, hang; each from measured sources only, null where a source is lacking, with the count of what could not be measured), and the goodput, the allocated GPU-seconds that advanced a job (null while any badput part is unknown; then bounded: at most allocated less the badput measured, at least that less the most the unknown parts can be).
 with
 
 runs as (
@@ -19,6 +19,10 @@ stretches as (
 
 ckpts as (
     select * from checkpoints where kind = 'checkpoint'
+),
+
+ends as (
+    select cluster, job_id, run, cause from run_ends
 ),
 
 sampled as (
@@ -173,11 +177,14 @@ idle_in_segments as (
 badput as (
     select
         s.cluster, s.job_id, s.run, s.pool, s.team, s.kind, s.window_start,
-        s.gpus * (epoch(s.seg_end) - epoch(s.seg_start)) - coalesce(i.idle_gpu_s, 0) as gpu_s
+        s.gpus * (epoch(s.seg_end) - epoch(s.seg_start)) - coalesce(i.idle_gpu_s, 0) as gpu_s,
+        -- a failed run's cause of end (a failed or timed-out run silent long before its end is a hang)
+        case when s.kind = 'failure' then e.cause end as cause
     from segments as s
     left join idle_in_segments as i
         on i.cluster = s.cluster and i.job_id = s.job_id and i.run = s.run and i.kind = s.kind
         and i.window_start = s.window_start and i.seg_start = s.seg_start
+    left join ends as e on e.cluster = s.cluster and e.job_id = s.job_id and e.run = s.run
 ),
 
 idle_segments as (
@@ -261,15 +268,15 @@ unknown_most as (
 ),
 
 items as (
-    select cluster, pool, team, kind, window_start, gpu_s, 0 as unknown from badput
+    select cluster, pool, team, kind, window_start, gpu_s, 0 as unknown, cause from badput
     union all
-    select cluster, pool, team, kind, window_start, gpu_s, 0 from idle_segments
+    select cluster, pool, team, kind, window_start, gpu_s, 0, null from idle_segments
     union all
-    select cluster, pool, team, kind, window_start, gpu_s, 0 from allocated
+    select cluster, pool, team, kind, window_start, gpu_s, 0, null from allocated
     union all
-    select cluster, pool, team, kind, window_start, 0.0, 1 from unknowns
+    select cluster, pool, team, kind, window_start, 0.0, 1, null from unknowns
     union all
-    select cluster, pool, team, kind, window_start, gpu_s, 0 from unknown_most
+    select cluster, pool, team, kind, window_start, gpu_s, 0, null from unknown_most
 ),
 
 days as (
@@ -286,6 +293,10 @@ days as (
         sum(case when kind = 'idle' then gpu_s else 0 end) as idle_gpu_s,
         sum(case when kind = 'failure' then gpu_s else 0 end) as failure_gpu_s,
         sum(case when kind = 'unknown_most' then gpu_s else 0 end) as unknown_most_gpu_s,
+        sum(case when kind = 'failure' and cause = 'crash' then gpu_s else 0 end) as failure_crash_gpu_s,
+        sum(case when kind = 'failure' and cause = 'node_failure' then gpu_s else 0 end) as failure_node_failure_gpu_s,
+        sum(case when kind = 'failure' and cause = 'time_limit' then gpu_s else 0 end) as failure_time_limit_gpu_s,
+        sum(case when kind = 'failure' and cause = 'hang' then gpu_s else 0 end) as failure_hang_gpu_s,
         sum(case when kind = 'preemption' then unknown else 0 end) as unmeasured_preemptions,
         sum(case when kind = 'warmup' then unknown else 0 end) as unmeasured_warmups,
         sum(case when kind = 'save' then unknown else 0 end) as untimed_saves,
@@ -311,6 +322,10 @@ pool_teams as (
         sum(idle_gpu_s),
         sum(failure_gpu_s),
         sum(unknown_most_gpu_s),
+        sum(failure_crash_gpu_s),
+        sum(failure_node_failure_gpu_s),
+        sum(failure_time_limit_gpu_s),
+        sum(failure_hang_gpu_s),
         sum(unmeasured_preemptions),
         sum(unmeasured_warmups),
         sum(untimed_saves),
@@ -334,6 +349,10 @@ cells as (
         sum(t.idle_gpu_s) as idle_gpu_s,
         sum(t.failure_gpu_s) as failure_gpu_s,
         sum(t.unknown_most_gpu_s) as unknown_most_gpu_s,
+        sum(t.failure_crash_gpu_s) as failure_crash_gpu_s,
+        sum(t.failure_node_failure_gpu_s) as failure_node_failure_gpu_s,
+        sum(t.failure_time_limit_gpu_s) as failure_time_limit_gpu_s,
+        sum(t.failure_hang_gpu_s) as failure_hang_gpu_s,
         sum(t.unmeasured_preemptions) as unmeasured_preemptions,
         sum(t.unmeasured_warmups) as unmeasured_warmups,
         sum(t.untimed_saves) as untimed_saves,
@@ -363,6 +382,11 @@ parts as (
         case when untimed_saves = 0 and collected then save_gpu_s end as badput_checkpoint_save_gpu_s,
         case when has_samples then idle_gpu_s end as badput_idle_gpu_s,
         case when unmeasured_failures = 0 then failure_gpu_s end as badput_failure_gpu_s,
+        -- badput_failure_gpu_s by the failed run's cause of end (run_ends): the four add up to it
+        case when unmeasured_failures = 0 then failure_crash_gpu_s end as failure_crash_gpu_s,
+        case when unmeasured_failures = 0 then failure_node_failure_gpu_s end as failure_node_failure_gpu_s,
+        case when unmeasured_failures = 0 then failure_time_limit_gpu_s end as failure_time_limit_gpu_s,
+        case when unmeasured_failures = 0 then failure_hang_gpu_s end as failure_hang_gpu_s,
         -- the badput measured so far, whatever else is unknown: the goodput is at most allocated less it
         preemption_gpu_s + warmup_gpu_s + save_gpu_s + case when has_samples then idle_gpu_s else 0 end
             + failure_gpu_s as measured_badput_gpu_s,

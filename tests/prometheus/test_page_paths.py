@@ -12,8 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from preemptlens.collectors import prometheus
-from preemptlens.collectors.prometheus import _T_BITS, PageParser, duplicated, page_frame
+from preemptlens.collectors.prometheus import STREAMS, PageParser, duplicated, page_frame
+from preemptlens.collectors.prometheus import frames as page_frames
+from preemptlens.collectors.prometheus.answers import _T_BITS
 
 STEP = 60_000
 T0 = 1_796_000_000_000
@@ -64,25 +65,25 @@ def test_a_page_of_aligned_streams_equals_the_general_path(
     cells = sorted((sid % len(series), step) for sid, step in cells)
     cells = list(dict.fromkeys(cells))
     values = {s: [float(v) for v in data.draw(st.lists(st.integers(0, 100), min_size=len(cells),
-                                                           max_size=len(cells)))] for s in prometheus.STREAMS}
-    points = {s: [(sid, step, v) for (sid, step), v in zip(cells, values[s], strict=True)] for s in prometheus.STREAMS}
+                                                           max_size=len(cells)))] for s in STREAMS}
+    points = {s: [(sid, step, v) for (sid, step), v in zip(cells, values[s], strict=True)] for s in STREAMS}
     if not same:  # one stream lacks a point: no short cut
         points["power_w"] = points["power_w"][1:]
     parser, frames = _page(series, points)
     fast = page_frame("c1", parser, frames, WEIGHTS, STEP, "max")
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(prometheus, "_aligned", lambda *args: None)
+        patch.setattr(page_frames, "_aligned", lambda *args: None)
         general = page_frame("c1", parser, frames, WEIGHTS, STEP, "max")
     assert fast.equals(general)
 
 
 def test_the_short_cut_is_taken_for_aligned_streams_without_a_shared_step() -> None:
     parser, frames = _page([(0, "1"), (1, "2")], {s: [(0, 0, 1.0), (0, 1, 2.0), (1, 0, 3.0)] for s in
-                                                   prometheus.STREAMS})
-    aligned = prometheus._aligned(parser.series_frame(), frames, STEP)
+                                                   STREAMS})
+    aligned = page_frames._aligned(parser, parser.series_frame(), frames, STEP)
     assert aligned is not None and aligned.height == 3
     # Two series of one GPU at one step (a job boundary) leave it to resolve.
-    parser, frames = _page([(0, "1"), (0, "2")], {s: [(0, 0, 1.0), (1, 0, 3.0)] for s in prometheus.STREAMS})
-    assert prometheus._aligned(parser.series_frame(), frames, STEP) is None
+    parser, frames = _page([(0, "1"), (0, "2")], {s: [(0, 0, 1.0), (1, 0, 3.0)] for s in STREAMS})
+    assert page_frames._aligned(parser, parser.series_frame(), frames, STEP) is None
     assert np.array_equal(page_frame("c1", parser, frames, WEIGHTS, STEP, "max")["job_id"].to_numpy(),
                           np.array(["1,2"], dtype=object))

@@ -73,6 +73,8 @@ class SlurmCluster:
     # GraceTime.
     exempt_s: int = 0
     low_grace_s: int = 0
+    # SlurmdTimeout written into slurm.conf (see `set_slurmd_timeout`); 0 leaves Slurm's default (300 s).
+    slurmd_timeout_s: int = 0
 
     @property
     def conf(self) -> Path:
@@ -146,6 +148,27 @@ class SlurmCluster:
             return f"PreemptExemptTime       = {wanted}" in conf and f"GraceTime={low_grace_s} " in part
 
         wait_until("slurmctld re-reading slurm.conf", applied, 30)
+
+    def set_slurmd_timeout(self, seconds: int) -> None:
+        """How long slurmctld waits for an unresponsive slurmd before it sets the node DOWN (0: Slurm's default),
+        through slurm.conf and `scontrol reconfigure` as `set_policy`."""
+        self.slurmd_timeout_s = seconds
+        self._write_configs()
+        self.run("scontrol", "reconfigure")
+        wanted = f"SlurmdTimeout           = {seconds or 300} sec"
+        wait_until("slurmctld re-reading slurm.conf",
+                   lambda: wanted in self.run("scontrol", "show", "config", check=False).stdout, 30)
+
+    def stop_slurmd(self) -> None:
+        """slurmd alone stops, as on a node that dies: its jobs' processes go on, and slurmctld hears nothing
+        from the node until slurmd comes back (`start_slurmd`)."""
+        for entry in [e for e in self.pids if e[0] == "slurmd"]:
+            _stop(*entry)
+            self.pids.remove(entry)
+
+    def start_slurmd(self) -> None:
+        """slurmd back after `stop_slurmd`; returns once the node is in service again (ReturnToService=2)."""
+        self._start_slurmd()
 
     def _cancel_all(self) -> None:
         jobs = self.run("squeue", "-h", "-o", "%A", check=False).stdout.split()
@@ -261,6 +284,7 @@ PreemptType=preempt/{self.preempt}
 PreemptMode=REQUEUE
 PreemptExemptTime={self.exempt_s // 3600:02d}:{self.exempt_s % 3600 // 60:02d}:{self.exempt_s % 60:02d}
 GresTypes=gpu
+{f"SlurmdTimeout={self.slurmd_timeout_s}" if self.slurmd_timeout_s else ""}
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=127.0.0.1
 AccountingStoragePort={self.ports['dbd']}

@@ -166,6 +166,26 @@ def test_parsable2_line_of_either_field_list_is_told_apart_by_its_fields() -> No
     assert bad.value.field == "line"
 
 
+def test_who_asked_for_the_end_is_kept_from_json_and_text() -> None:
+    """22.05's JSON (openapi/dbv0.0.38) names who asked for a job's end as `kill_request_user`, a user name (the
+    suite's real Slurm writes "root" for a root's scancel, nothing for `scontrol requeue`, a preemption or a time
+    limit: test_slurm_run_ends); the text State says "CANCELLED by <uid>"."""
+    record = json.loads((CASES / "requeued_job_22_05.json").read_text())["jobs"][0]
+    cancelled = {**record, "state": {"current": "CANCELLED", "reason": "None"}, "kill_request_user": "root"}
+    assert parse_json_record(cancelled).ended_by == "root"
+    assert parse_json_record(record).ended_by is None
+    with pytest.raises(slurm_sacct.RecordError) as bad:
+        parse_json_record({**cancelled, "kill_request_user": 7})
+    assert bad.value.field == "kill_request_user"
+    fields = ["1234", "1234", "low", "normal", "acct", "alice", "CANCELLED by 1001", "None", "10", "1796243261",
+              "1796243261", "1796243265", "1796243270", "gres/gpu=2", "gres/gpu=2", "node1", "train"]
+    assert slurm_sacct.parse_text_record("|".join(fields)).ended_by == "uid 1001"
+    for state in ("CANCELLED", "COMPLETED", "CANCELLED by ?"):
+        assert slurm_sacct.parse_text_record("|".join([*fields[:6], state, *fields[7:]])).ended_by is None
+    read = read_document(io.StringIO("|".join(fields) + "\n"), "parsable2", "one.txt")
+    assert build_batch("c1", read, POLICY).frames["job_runs"]["ended_by"].to_list() == ["uid 1001"]
+
+
 def test_second_load_of_the_same_document_changes_nothing() -> None:
     path = CASES / "mixed_23_11.json"
     wh = _load(path)

@@ -51,6 +51,7 @@ import polars as pl
 from preemptlens.config import Config, section, setting
 from preemptlens.contract import Effector
 from preemptlens.errors import ConfigError, PreemptlensError
+from preemptlens.reading.words import duration, gpu_hours, pct
 
 if TYPE_CHECKING:
     from preemptlens.warehouse import Warehouse
@@ -272,12 +273,7 @@ class ActionReport:
 
 
 def _gpu_h(gpu_s: float) -> str:
-    return f"{gpu_s / 3600:.1f} GPU-h"
-
-
-def _duration(seconds: float) -> str:
-    minutes = round(seconds / 60)
-    return f"{minutes // 60} h {minutes % 60} min" if minutes >= 60 else f"{minutes} min"
+    return gpu_hours(gpu_s / 3600)
 
 
 # Each job's last run, as both queries below read it (the one definition of whether it ended or waits).
@@ -483,7 +479,7 @@ class _Cycle:
             when = "at an unknown time" if live.computed_at is None else f"{live.computed_at:%Y-%m-%d %H:%M} UTC"
             return f"its live cost is stale (computed {when}, stale_after_s)"
         if (self.now - row.held_since).total_seconds() >= s.max_hold_s:
-            return f"{MAX_HOLD} ({s.max_hold_s / 3600:g} h)"
+            return f"{MAX_HOLD} ({duration(s.max_hold_s)})"
         checkpoint = checkpoints.get((row.cluster, row.job_id))
         if s.release_after_checkpoint and checkpoint is not None and checkpoint > row.held_since:
             return f"it checkpointed at {checkpoint:%Y-%m-%d %H:%M} UTC"
@@ -514,7 +510,7 @@ class _Cycle:
         if s.cost_high_gpu_s is not None:
             marks.append(f"{s.name}.cost_high_gpu_s = {_gpu_h(s.cost_high_gpu_s)}")
         if s.near_completion_high is not None:
-            marks.append(f"{s.name}.near_completion_high = {s.near_completion_high:.0%}")
+            marks.append(f"{s.name}.near_completion_high = {pct(s.near_completion_high)}")
         counted: dict[str, int] = {}
         for job in live.values():
             key = (job.cluster, job.job_id)
@@ -529,7 +525,7 @@ class _Cycle:
             elif job.ended:
                 why = "ended"
             elif not self.fresh(job):
-                why = (f"computed more than {s.name}.stale_after_s ({_duration(s.stale_after_s)}) before {now}; "
+                why = (f"computed more than {s.name}.stale_after_s ({duration(s.stale_after_s)}) before {now}; "
                        f"`--now {self.computed_at:%Y-%m-%dT%H:%M:%SZ}` evaluates as of that computation")
             elif s.while_waiting and not job.waiting:
                 why = "running (this action holds only victims waiting to restart)"

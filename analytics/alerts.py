@@ -46,6 +46,8 @@ from preemptlens.analytics.pilot import evaluate as evaluate_pilot
 from preemptlens.analytics.requeue import ESTIMATE_COLUMNS, estimate_join, restart_text
 from preemptlens.config import Config, Secret, http_url, is_reference, resolve_reference, section, setting
 from preemptlens.errors import ConfigError, PreemptlensError
+from preemptlens.reading.masking import hides, mask, team_scope
+from preemptlens.reading.words import POINTS, SHARE, change, duration, gpu_hours, gpus, number, pct, plural, quantity
 from preemptlens.warehouse import Warehouse
 
 log = logging.getLogger(__name__)
@@ -477,14 +479,9 @@ def _facts(row: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in row.items() if v is not None}
 
 
-def _minutes(seconds: float | None) -> str:
-    if seconds is None:
-        return "unknown"
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
+def _platform(rule: str, key: str, row: Mapping[str, Any], title: str, text: str) -> Alert:
+    """An alert of `rule` to the platform's webhook, once per `key`, with the row it came from as its facts."""
+    return Alert(dedupe_key=f"{rule}:{key}", rule=rule, target=PLATFORM, title=title, text=text, facts=_facts(row))
 
 
 def my_preemptions_url(dashboard_url: str, cluster: str, job_id: str) -> str:
@@ -502,29 +499,30 @@ class VictimNotice:
 
     def evaluate(self, wh: Warehouse, config: Config, now: datetime) -> list[Alert]:
         settings = config.of(AlertsSettings)
-        rows = wh.query(
+        rows = _masked_per_team(wh.query(
             _VICTIM_SQL,
             {
                 "now": now,
                 "since": now - timedelta(seconds=settings.lookback_s),
             },
-        )
+        ), config)
         alerts = []
         for r in rows.iter_rows(named=True):
             job = r["job_id"] + (f" ({r['name']})" if r["name"] else "")
+            tier = f" (tier {r['preemptor_tier']})" if r["preemptor_tier"] else ""
             by = (
-                f"job {r['preemptor_job_id']}" + (f" (tier {r['preemptor_tier']})" if r["preemptor_tier"] else "")
-                if r["preemptor_job_id"]
+                f"a job of another team{tier}" if hides(r["preemptor_job_id"])
+                else f"job {r['preemptor_job_id']}{tier}" if r["preemptor_job_id"]
                 else "a job the scheduler did not name"
             )
-            why = f"the scheduler gave its {r['gpus']} GPU(s) to {by}"
+            why = f"the scheduler gave its {gpus(r['gpus'])} to {by}"
             if r["reason"]:
                 why += f"; reason given: {r['reason']}"
             if r["restarted_at"] is not None:
                 requeue = f"it was requeued and restarted at {r['restarted_at']:%Y-%m-%d %H:%M} UTC"
             else:
                 # still waiting at the data's end, for as long as the ledger's requeue delay says
-                requeue = restart_text(r, r["tier"], r["pool"], r["waiting_s"], _minutes)
+                requeue = restart_text(r, r["tier"], r["pool"], r["waiting_s"], duration)
             text = (
                 f"Job {job} of team {r['team']}, run {r['run']} (tier {r['tier']}), was preempted at "
                 f"{r['preempted_at']:%Y-%m-%d %H:%M} UTC in pool {r['pool'] or 'unknown'}. "
@@ -552,6 +550,17 @@ class VictimNotice:
         return alerts
 
 
+def _masked_per_team(rows: pl.DataFrame, config: Config) -> pl.DataFrame:
+    """Each notice's row as the team it goes to may see it (preemptlens.reading.masking, the dashboard's rule):
+    another team's preemptor loses its id, name and user, and the scheduler's reason loses them too."""
+    if rows.is_empty():
+        return rows
+    indexed = rows.with_row_index("_notice")
+    parts = [mask(part, team_scope(config, (str(part["team"][0]),)))
+             for part in indexed.partition_by("team", maintain_order=True)]
+    return pl.concat(parts, how="diagonal_relaxed").sort("_notice").drop("_notice")
+
+
 # Preempted runs of the lookback window with their job, the preemptor (from
 # the run or a nearby preemption_links row), the next run if it started, and
 # the expected requeue wait of its pool, tier and size (expected_requeue, the one definition).
@@ -565,6 +574,8 @@ final AS (
     SELECT p.cluster, p.victim_job_id AS job_id, p.victim_run AS run, j.name, p.victim_team AS team,
            p.victim_tier AS tier, p.pool, p.victim_gpus AS gpus, p.time AS preempted_at, p.reason,
            p.preemptor_job_id, coalesce(p.preemptor_tier, pj.tier) AS preemptor_tier, p.restart_time AS restarted_at,
+           -- whose the preemptor is, so that masking can tell (preemptlens.reading.masking)
+           pj.name AS preemptor_name, pj.team AS preemptor_team, pj.user_name AS preemptor_user,
            CASE WHEN p.requeue_censored THEN p.requeue_delay_s END AS waiting_s, {ESTIMATE_COLUMNS},
            {HOLD_COLUMNS}
     FROM preempted p
@@ -598,21 +609,18 @@ class CostExceedsGain:
             {"now": now, "since": since},
         )
         return [
-            Alert(
-                dedupe_key=f"{self.name}:{r['cluster']}:{r['pool']}:{r['window_start']:%Y-%m-%d}",
-                rule=self.name,
-                target=PLATFORM,
-                title=f"Preemption cost more than it gained in pool {r['pool']} on {r['window_start']:%Y-%m-%d}",
-                text=(
-                    f"{r['preemptions']} preemption(s) in pool {r['pool']} of {r['cluster']} on "
+            _platform(
+                self.name, f"{r['cluster']}:{r['pool']}:{r['window_start']:%Y-%m-%d}", r,
+                f"Preemption cost more than it gained in pool {r['pool']} on {r['window_start']:%Y-%m-%d}",
+                (
+                    f"{plural(r['preemptions'], 'preemption')} in pool {r['pool']} of {r['cluster']} on "
                     f"{r['window_start']:%Y-%m-%d}: victims had "
-                    f"{(r['lost_gpu_s'] + r['warmup_gpu_s']) / 3600:.1f} GPU-h of work thrown away "
-                    f"({r['lost_gpu_s'] / 3600:.1f} lost progress, {r['warmup_gpu_s'] / 3600:.1f} warm-up) and "
-                    f"{r['requeue_gpu_s'] / 3600:.1f} GPU-h of waiting (GPUs x requeue delay); preemptors saved "
-                    f"{r['gain_gpu_s'] / 3600:.1f} GPU-h of waiting. Weighted by tier: cost "
-                    f"{r['cost_value'] / 3600:.1f}, gain {r['gain_value'] / 3600:.1f}."
+                    f"{gpu_hours((r['lost_gpu_s'] + r['warmup_gpu_s']) / 3600)} of work thrown away "
+                    f"({number(r['lost_gpu_s'] / 3600)} lost progress, {number(r['warmup_gpu_s'] / 3600)} warm-up) "
+                    f"and {gpu_hours(r['requeue_gpu_s'] / 3600)} of waiting (GPUs x requeue delay); preemptors saved "
+                    f"{gpu_hours(r['gain_gpu_s'] / 3600)} of waiting. Weighted by tier: cost "
+                    f"{number(r['cost_value'] / 3600)}, gain {number(r['gain_value'] / 3600)}."
                 ),
-                facts=_facts(r),
             )
             for r in rows.iter_rows(named=True)
         ]
@@ -633,22 +641,20 @@ class ScopeCreep:
         )
         week = now.strftime("%G-W%V")
         return [
-            Alert(
-                dedupe_key=f"{self.name}:{r['cluster']}:{r['pool']}:{week}",
-                rule=self.name,
-                target=PLATFORM,
-                title=f"High-priority share is growing in pool {r['pool']}",
-                text=(
+            _platform(
+                self.name, f"{r['cluster']}:{r['pool']}:{week}", r,
+                f"High-priority share is growing in pool {r['pool']}",
+                (
                     f"In pool {r['pool']} of {r['cluster']} the high tiers' share of GPU-hours went from "
-                    f"{r['high_gpu_hour_share_first']:.0%} to {r['high_gpu_hour_share_last']:.0%} over "
-                    f"{r['weeks']} week(s), {r['high_gpu_hour_share_slope']:+.1%} a week (limit {limit:.1%}); "
+                    f"{pct(r['high_gpu_hour_share_first'])} to {pct(r['high_gpu_hour_share_last'])} over "
+                    f"{plural(r['weeks'], 'week')}, {change(r['high_gpu_hour_share_slope'], SHARE)} a week (limit "
+                    f"{quantity(limit, POINTS)}); "
                     + (
                         "whether its preemptors behaved like critical work is unknown (no preemptors in these weeks)."
                         if r["unlike_critical_share"] is None
-                        else f"{r['unlike_critical_share']:.0%} of preemptors did not behave like critical work."
+                        else f"{pct(r['unlike_critical_share'])} of preemptors did not behave like critical work."
                     )
                 ),
-                facts=_facts(r),
             )
             for r in rows.iter_rows(named=True)
         ]
@@ -674,18 +680,15 @@ class IdleHoarding:
         )
         day = now.strftime("%Y-%m-%d")
         return [
-            Alert(
-                dedupe_key=f"{self.name}:{r['cluster']}:{r['team']}:{day}",
-                rule=self.name,
-                target=PLATFORM,
-                title=f"Team {r['team']} held {r['idle_gpu_hours']:.0f} idle GPU-hours",
-                text=(
-                    f"Team {r['team']} on {r['cluster']} held {r['idle_gpu_hours']:.1f} GPU-hours allocated but idle "
-                    f"(busy below the hoarding threshold for at least the hoarding window) across {r['runs']} run(s) "
-                    f"in the last {_minutes(settings.lookback_s)}; the longest stretch lasted "
-                    f"{_minutes(r['longest_s'])} (limit {limit:g} GPU-hours)."
+            _platform(
+                self.name, f"{r['cluster']}:{r['team']}:{day}", r,
+                f"Team {r['team']} held {gpu_hours(r['idle_gpu_hours'])} idle",
+                (
+                    f"Team {r['team']} on {r['cluster']} held {gpu_hours(r['idle_gpu_hours'])} allocated but idle "
+                    f"(busy below the hoarding threshold for at least the hoarding window) across "
+                    f"{plural(r['runs'], 'run')} in the last {duration(settings.lookback_s)}; the longest stretch "
+                    f"lasted {duration(r['longest_s'])} (limit {gpu_hours(limit)})."
                 ),
-                facts=_facts(r),
             )
             for r in rows.iter_rows(named=True)
         ]

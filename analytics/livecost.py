@@ -20,6 +20,7 @@ import polars as pl
 
 from preemptlens.config import section, setting
 from preemptlens.errors import ConfigError, SchemaError
+from preemptlens.reading.words import duration
 from preemptlens.warehouse import Warehouse, query_sql
 
 
@@ -138,18 +139,10 @@ def default_instant(wh: Warehouse, now: datetime, settings: LiveCostSettings) ->
     newest = wh.con.execute("SELECT max(data_end) FROM source_data_ends").fetchall()[0][0]
     if newest is None or (now - newest).total_seconds() <= settings.max_data_age_s:
         return Instant(now)
-    return Instant(newest, f"the data end at {newest:%Y-%m-%d %H:%M:%S} UTC, {_ago(now - newest)} before now "
+    ago = duration((now - newest).total_seconds())
+    return Instant(newest, f"the data end at {newest:%Y-%m-%d %H:%M:%S} UTC, {ago} before now "
                            "(no source of jobs has a newer record or live read): computed at the data's end; "
                            "--at now computes at the wall clock, where no job's cost is known")
-
-
-def _ago(delta: timedelta) -> str:
-    seconds = int(delta.total_seconds())
-    days, rest = divmod(seconds, 86400)
-    hours, rest = divmod(rest, 3600)
-    if days:
-        return f"{days} d {hours} h"
-    return f"{hours} h {rest // 60} min" if hours else f"{rest // 60} min"
 
 
 def compute(wh: Warehouse, at: datetime, settings: LiveCostSettings) -> Computation:

@@ -35,10 +35,11 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from preemptlens.analytics.whatif.scorecard import duration, verdict_text
+from preemptlens.analytics.whatif.scorecard import verdict_text
 from preemptlens.config import ClusterSettings, Config, section, setting
 from preemptlens.contract import TIERS
 from preemptlens.errors import ConfigError
+from preemptlens.reading.words import change, duration, pct, quantity
 
 DAY_S = 86400.0
 _SEED = 20260105  # fixed: the same data always gives the same intervals
@@ -617,7 +618,7 @@ def evaluate(query: Query, pilot: Pilot, th: PilotSettings, now: datetime | None
     if pilot.tiers:
         notes.append(f"the change concerns tier(s) {', '.join(pilot.tiers)}")
     notes.append(
-        f"intervals: {th.confidence:.0%} bootstrap percentile intervals, {th.bootstrap_samples} replicates "
+        f"intervals: {pct(th.confidence)} bootstrap percentile intervals, {th.bootstrap_samples} replicates "
         "resampling UTC days (the same for pilot and control pools) and pools (the same before and after)"
     )
     warnings = []
@@ -675,10 +676,10 @@ def decide(figures: Sequence[Figure], th: PilotSettings, days_after: int) -> tup
     g = th.min_wait_gain_s
 
     def span(f: Figure) -> str:
-        return f"{f.label} {signed_text(f.did, f.unit)} [{signed_text(f.low, f.unit)}, {signed_text(f.high, f.unit)}]"
+        return f"{f.label} {change(f.did, f.unit)} [{change(f.low, f.unit)}, {change(f.high, f.unit)}]"
 
     def limit(f: Figure) -> str:
-        return signed_text(_cost_limit(f, th), f.unit)
+        return change(_cost_limit(f, th), f.unit)
 
     gained = [f for f in gains if f.high is not None and f.high < -g]
     no_gain = bool(gains) and all(f.low is not None and f.low > -g for f in gains)
@@ -767,31 +768,6 @@ def readiness(query: Query, clusters: Sequence[str] = ()) -> list[str]:
 # -- text ----------------------------------------------------------------------
 
 
-def _number(value: float) -> str:
-    """Enough digits to show its size, never e-notation: 1,234; 12.3; 0.0123; 0.000012."""
-    if value == 0:
-        return "0"
-    digits = max(0, 2 - math.floor(math.log10(abs(value)))) if abs(value) < 100 else 0
-    return f"{value:,.{digits}f}"
-
-
-def value_text(value: float | None, unit: str) -> str:
-    if value is None:
-        return "unknown"
-    if unit == "s":
-        return duration(value)
-    if unit == "share":
-        return f"{100 * value:.2f}%"
-    return f"{_number(value)} {unit}"
-
-
-def signed_text(value: float | None, unit: str) -> str:
-    if value is None:
-        return "unknown"
-    text = value_text(value, unit)
-    return text if text.startswith("-") else f"+{text}"
-
-
 def render(ev: Evaluation) -> str:
     p = ev.pilot
     lines = [
@@ -805,12 +781,12 @@ def render(ev: Evaluation) -> str:
         f" {'diff-in-diff [interval]':>34}  n (pilot b/a, control b/a)",
     ]
     for f in ev.figures:
-        did = signed_text(f.did, f.unit)
+        did = change(f.did, f.unit)
         ci = ("" if f.low is None or f.high is None
-              else f" [{signed_text(f.low, f.unit)}, {signed_text(f.high, f.unit)}]")
+              else f" [{change(f.low, f.unit)}, {change(f.high, f.unit)}]")
         lines.append(
-            f"  {f.label:58} {value_text(f.pilot_before, f.unit):>14} {value_text(f.pilot_after, f.unit):>14} "
-            f"{value_text(f.control_before, f.unit):>14} {value_text(f.control_after, f.unit):>14} {did + ci:>34}  "
+            f"  {f.label:58} {quantity(f.pilot_before, f.unit):>14} {quantity(f.pilot_after, f.unit):>14} "
+            f"{quantity(f.control_before, f.unit):>14} {quantity(f.control_after, f.unit):>14} {did + ci:>34}  "
             f"{'/'.join(str(x) for x in f.n)} {f.n_of}"
         )
         if f.missing:
@@ -833,13 +809,13 @@ def render_candidates(frame: pl.DataFrame) -> str:
 
     lines = ["pilot candidates (recoverable, shared and scarce pools and preemptible tiers):"]
     for r in frame.iter_rows(named=True):
-        cov = "unknown" if r["checkpoint_coverage"] is None else f"{r['checkpoint_coverage']:.0%}"
-        scarce_days = "unknown" if r["scarce_days_share"] is None else f"{r['scarce_days_share']:.0%}"
+        cov = pct(r["checkpoint_coverage"])
+        scarce_days = pct(r["scarce_days_share"])
         lines.append(
             f"  {'*' if r['candidate'] else ' '} {r['cluster']}/{r['pool']} tier {r['tier']}: "
             f"recoverable {yn(r['recoverable'])} (checkpoint coverage {cov}), "
             f"shared {yn(r['shared'])} ({r['teams']} team(s)), "
             f"scarce {yn(r['scarce'])} (busy days {scarce_days}, normal/low median wait "
-            f"{value_text(r['lower_tier_wait_p50_s'], 's')})"
+            f"{quantity(r['lower_tier_wait_p50_s'], 's')})"
         )
     return "\n".join(lines)

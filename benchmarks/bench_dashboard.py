@@ -77,6 +77,7 @@ from preemptlens.analytics.simulator import SimConfig, cluster_of, simulate_into
 from preemptlens.commands import dashboard as dashboard_command  # noqa: E402
 from preemptlens.config import load_config  # noqa: E402
 from preemptlens.dashboards import data, figures  # noqa: E402
+from preemptlens.reading.masking import EVERYTHING  # noqa: E402
 from preemptlens.warehouse import Warehouse  # noqa: E402
 
 # URL path, page title, sidebar label, plotly charts on the page
@@ -132,7 +133,7 @@ def time_queries(warehouse: Path) -> data.Filters:
     """Each query twice: the first of all also opens the snapshot; the second reads warm blocks."""
     print(f"\n{'query':24} {'first s':>8} {'again s':>8} {'rows':>8} {'cached kB':>10}")
     began = time.perf_counter()
-    with data.reader(warehouse, scope=data.EVERYTHING) as r:
+    with data.reader(warehouse, scope=EVERYTHING) as r:
         options = data.options(r)
     print(f"{'options (opens snapshot)':24} {time.perf_counter() - began:8.2f}")
     assert options.last is not None
@@ -146,7 +147,7 @@ def time_queries(warehouse: Path) -> data.Filters:
         seconds = []
         for _ in range(2):
             began = time.perf_counter()
-            with data.reader(warehouse, scope=data.EVERYTHING) as r:
+            with data.reader(warehouse, scope=EVERYTHING) as r:
                 result = data.QUERIES[name](r, *args)
             seconds.append(time.perf_counter() - began)
         frame = result[0] if isinstance(result, tuple) else result
@@ -159,7 +160,7 @@ def time_queries(warehouse: Path) -> data.Filters:
 def time_figures(warehouse: Path, f: data.Filters) -> None:
     """What each page builds from its (cached) query results and sends to the browser: the seconds
     to build its figures and their JSON, the JSON's size, its tables' size (Arrow) and chart points."""
-    with data.reader(warehouse, scope=data.EVERYTHING) as r:
+    with data.reader(warehouse, scope=EVERYTHING) as r:
         q: Callable[..., Any] = partial(_query, r)
         head = q("headline", f)
         opened = data.page_queries(f, rows=2000, top_n=15, markers=figures.TIMELINE_MARKERS)

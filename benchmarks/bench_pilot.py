@@ -43,7 +43,8 @@ from preemptlens.analytics.simulator import (  # noqa: E402
     SimConfig,
     cluster_of,
 )
-from preemptlens.dashboards.data import EVERYTHING, reader  # noqa: E402
+from preemptlens.dashboards.data import reader  # noqa: E402
+from preemptlens.reading.masking import EVERYTHING  # noqa: E402
 from preemptlens.warehouse import Warehouse  # noqa: E402
 
 CHANGE_DAY = 15.0

@@ -3,7 +3,7 @@
     python benchmarks/bench_prometheus.py [--gpus 512] [--days 7] [--workdir DIR] [--prepare]
 
 Backfills a real Prometheus (Debian package, promtool) with dcgm-exporter
-history written by analytics/openmetrics.py (one OpenMetrics file, host chunk
+history written by tests/prometheus/openmetrics.py (one OpenMetrics file, host chunk
 by host chunk, one promtool run; --workdir keeps and reuses it, --prepare only
 builds it), then runs, each in its own process so that peak RSS is its own:
   (a) floor:     exactly the requests of a collector run (recorded by the warm-up
@@ -116,7 +116,6 @@ import polars as pl
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from preemptlens.analytics.openmetrics import ExporterStyle, write_openmetrics_chunks  # noqa: E402
 from preemptlens.collectors.prometheus import (  # noqa: E402
     PrometheusCollector,
     PrometheusSettings,
@@ -124,6 +123,7 @@ from preemptlens.collectors.prometheus import (  # noqa: E402
     options_from,
 )
 from tests.prometheus.conftest import PrometheusServer, backfill  # noqa: E402
+from tests.prometheus.openmetrics import ExporterStyle, write_openmetrics_chunks  # noqa: E402
 
 GPUS_PER_HOST = 8
 HOSTS_PER_CHUNK = 8

@@ -70,9 +70,9 @@ from preemptlens.analytics.whatif.replay import (  # noqa: E402
     Workload,
     load_workload,
     replay_outcome,
-    significant,
 )
 from preemptlens.analytics.whatif.settings import TuningSettings  # noqa: E402
+from preemptlens.reading.words import significant  # noqa: E402
 from preemptlens.warehouse import Warehouse  # noqa: E402
 
 # The figures compared, by name: the ledger's, then per tier.

@@ -39,10 +39,10 @@ for folder in (ROOT, ROOT / "tests" / "slurm", ROOT / "tests" / "kubernetes"):
 from k8s_fake import FakeApiServer, load_case  # noqa: E402
 from slurm_harness import SlurmCluster  # noqa: E402
 
-from preemptlens.analytics.openmetrics import write_openmetrics  # noqa: E402
 from tests.hostile_peers import Drip  # noqa: E402
 from tests.prometheus.conftest import PrometheusServer, backfill, free_port  # noqa: E402
 from tests.prometheus.groundtruth import STYLES, history_end, raw_samples  # noqa: E402
+from tests.prometheus.openmetrics import write_openmetrics  # noqa: E402
 
 EVENTS = "/api/v1/events"
 PODS = "/api/v1/pods"

@@ -21,7 +21,7 @@ Roles come from `access.users` and `access.groups` (user or group -> `admin`,
 `viewer` or `team:<name>`). An admin sees everything, including the SQL page,
 raw quarantined records and alert delivery errors. Anyone else sees every
 cluster-level figure, but job ids, job names, users and hosts of teams not
-their own only where `dashboard.show_other_teams_jobs` allows: a reader's
+their own only where `masking.show_other_teams_jobs` allows: a reader's
 `scope` says which, and dashboards.data masks every query result for it where
 the rows leave the warehouse, before a page gets them.
 """
@@ -35,7 +35,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from preemptlens.config import Secret, header_name, http_url, section, setting
-from preemptlens.dashboards.data import EVERYTHING, Scope
+from preemptlens.reading.masking import EVERYTHING, Scope
 
 ADMIN = "admin"
 VIEWER = "viewer"
@@ -156,7 +156,7 @@ class Reader:
     teams: tuple[str, ...] = ()
     # How they came in: "proxy", "oidc" or "open" (no login configured).
     via: str = "open"
-    # Whether job-level rows of other teams are shown (dashboard.show_other_teams_jobs; always for an admin).
+    # Whether job-level rows of other teams are shown (masking.show_other_teams_jobs; always for an admin).
     others_jobs: bool = True
     # The cluster user names that are this reader, exactly (see `cluster_users`): whose jobs are "yours".
     cluster_users: tuple[str, ...] = ()

@@ -3,18 +3,22 @@
 One builder (`build`, or `read` on a reader) takes the stored verdict (readiness_verdict) and
 counterfactual (counterfactual_*) and words them through analytics.whatif.scorecard, the one wording the CLI
 prints too; `show` draws the result on a Streamlit page and `markdown` writes it for the Markdown report
-(the HTML report's template lays out the same fields). Nothing here computes a figure.
+(the HTML report's template lays out the same fields); `Net` is the net in both currencies of GPU-hours beside
+it. Nothing here computes a figure.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import polars as pl
 
 from preemptlens import escape
 from preemptlens.analytics.whatif import counterfactual, scorecard
 from preemptlens.dashboards import data
+from preemptlens.reading.words import money, number
 
 # How the verdict is coloured: good news, a warning, or not enough evidence (st.error stays for failures, such
 # as a query that failed; a verdict against preemption is a finding).
@@ -131,3 +135,39 @@ def markdown(a: ClusterAnswer) -> str:
 def _sentence(text: str) -> str:
     text = text.strip()
     return (text[0].upper() + text[1:] + ("" if text.endswith(".") else ".")) if text else text
+
+
+@dataclass(frozen=True)
+class Net:
+    """What preemption bought and cost in the window, in its two currencies of GPU-hours.
+
+    Waiting: the preemptors' wait it saved (gain) against the waiting it put on the victims; work thrown away
+    (lost progress plus warm-up) has nothing on the other side. `weighted` is the net benefit's tier-weighted
+    net, which does add the two currencies (each GPU-hour times its tier's weight)."""
+
+    gain: float
+    waiting: float
+    thrown_away: float
+    weighted: float | None
+    preemptions: int
+
+    @classmethod
+    def of(cls, head: Mapping[str, Any], net_daily: pl.DataFrame | None) -> Net:
+        """From `data.headline` and `data.net_benefit` (None when it could not be read: the weighted net is then
+        unknown; 0 in a window without preemptions)."""
+        weighted = None if net_daily is None else float(net_daily["net_value"].sum())
+        return cls(float(head["gain_gpu_hours"]), float(head["waiting_gpu_hours"]),
+                   float(head["wasted_gpu_hours"]), weighted, int(head["preemptions"]))
+
+    @property
+    def waiting_net(self) -> float:
+        return self.gain - self.waiting
+
+    def in_money(self, price: float, currency: str) -> str | None:
+        """The same GPU-hours at a price per GPU-hour; None without a price."""
+        if not price:
+            return None
+        thrown = money(self.thrown_away, price, currency)
+        return (f"At {number(price, 2)} {currency} per GPU-hour: work thrown away {thrown} (compute paid for "
+                f"twice); victims' waiting {money(self.waiting, price, currency)} against the preemptors' "
+                f"{money(self.gain, price, currency)} saved (GPU-hours of waiting, priced the same).")

@@ -31,17 +31,16 @@ from preemptlens.dashboards.access import (
     resolve,
 )
 from preemptlens.dashboards.data import (
-    EVERYTHING,
     DashboardSettings,
     Filters,
     Options,
-    is_hidden,
     page_queries,
     snapshot_version,
 )
 from preemptlens.dashboards.figures import TIMELINE_MARKERS
 from preemptlens.dashboards.views_common import CONTEXT_KEY, Context, cached, duration
 from preemptlens.errors import PreemptlensError
+from preemptlens.reading.masking import EVERYTHING, MaskingSettings, is_hidden
 from preemptlens.readonly import Limits
 
 # Not "pages": Streamlit would take a pages/ folder beside the entry script for its older multipage
@@ -190,7 +189,7 @@ def _text(claim: object) -> str | None:
 def _reader(config: Config) -> Reader | None:
     """Who is reading, by the configured login; None when nobody is logged in (the caller says why)."""
     access = config.of(AccessSettings)
-    others = config.of(DashboardSettings).show_other_teams_jobs
+    others = config.of(MaskingSettings).show_other_teams_jobs
     if access.proxy_headers:
         if not proxy_trusted(access, st.get_option("server.address"), st.context.ip_address):
             st.error("This connection does not come through the configured auth proxy (access.proxy_addresses).")

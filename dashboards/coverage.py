@@ -13,7 +13,7 @@ from typing import Any
 import polars as pl
 
 from preemptlens.dashboards.data import progress_level
-from preemptlens.dashboards.formats import number, pct
+from preemptlens.reading.words import number, pct
 
 # The badput parts in the order they are shown: (column of data.goodput, label, table header).
 BADPUT = (
@@ -50,7 +50,7 @@ def coverage_summary(frame: pl.DataFrame) -> str:
 
 def _where(r: dict[str, Any], label: str, clusters: int) -> dict[str, str]:
     """The row's name, and its cluster where the selection spans several."""
-    return {label: str(r["name"]), **({"cluster": str(r["cluster"])} if clusters > 1 else {})}
+    return {label: str(r["breakdown"]), **({"cluster": str(r["cluster"])} if clusters > 1 else {})}
 
 
 def coverage_rows(frame: pl.DataFrame, label: str) -> list[dict[str, str]]:

@@ -9,15 +9,11 @@ parameter and every SQL text is a constant: a filter left empty matches all.
 `QUERIES` names every query for the dashboard's cache (dashboards.views_common),
 which keys results by the snapshot's version: a new snapshot is a new key.
 
-Masking happens here, once, where rows leave the warehouse: a `Reader` is opened
-for a `Scope` (whose job-level rows its reader may see, from the login and
-`dashboard.show_other_teams_jobs`), and every frame any query returns passes
-`mask` before anything else sees it. A page gets rows only through a Reader
-(`Context.q` in dashboards.views_common, or `reader(..., scope)`), so a new
-query or section inherits the masking without asking for it: identifiers of
-another team's job become "(another team #n)", free text that may name such a
-job (the scheduler's reason) loses every identifier in it, and any other text
-column of such a row that is not known to be public is masked too.
+Masking happens here, once, where rows leave the warehouse: a `Reader` is opened for a `Scope` (whose job-level
+rows its reader may see, from the login and `masking.show_other_teams_jobs`), and every frame any query returns
+passes `preemptlens.reading.masking.mask` (the one rule, in the core, that the victim notices apply too) before
+anything else sees it. A page gets rows only through a Reader (`Context.q` in dashboards.views_common, or
+`reader(..., scope)`), so a new query or section inherits the masking without asking for it.
 The pages ask for what they show, already aggregated or capped in SQL
 (headline counts, one page of the ledger, the worst preemptions for the
 timeline), so that neither the cache nor the browser ever holds a whole ledger.
@@ -26,7 +22,6 @@ timeline), so that neither the cache nor the browser ever holds a whole ledger.
 from __future__ import annotations
 
 import logging
-import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -45,6 +40,7 @@ from preemptlens.analytics.views import registry
 from preemptlens.analytics.whatif.scorecard import FAILED_COLUMN
 from preemptlens.config import host_name, listen_address, section, setting
 from preemptlens.errors import PreemptlensError
+from preemptlens.reading.masking import Scope, mask
 from preemptlens.readonly import Limits, Result, current_snapshot, open_reader, query
 
 log = logging.getLogger(__name__)
@@ -66,11 +62,6 @@ class DashboardSettings:
         "connections naming any other host than it, localhost and the listening address are refused, "
         "and it is the only other origin accepted.",
         check=host_name,
-    )
-    show_other_teams_jobs: bool = setting(
-        True,
-        "Whether a reader who is not an admin sees the job ids, job names, users and hosts of other teams' "
-        "jobs (cluster-level figures are shown to everyone).",
     )
     default_days: int = setting(
         30, "Time window (days, ending at the newest data) a page opens with.",
@@ -178,120 +169,6 @@ class VictimDetail:
     checkpoints: pl.DataFrame
 
 
-@dataclass(frozen=True)
-class Scope:
-    """Whose job-level rows a reader sees: everyone's, or only those of `teams` (and their own jobs, which a
-    query marks in its `own` column)."""
-
-    everything: bool = True
-    teams: tuple[str, ...] = ()
-
-
-EVERYTHING = Scope()
-# What an identifier of a job the reader may not see reads as (numbered within a result: "(another team #2)").
-HIDDEN = "(another team)"
-_SIDES = ("victim", "preemptor", "cheaper")
-# Columns that name a job, a person or a machine: masked in a row whose owner the reader may not see.
-_IDENTIFYING = re.compile(
-    r"(?:^|_)(?:job_ids?|name|names|users?|user_name|email|hosts?|holder|nodes?|pods?|uid|namespace|workload)$"
-)
-# Free text that may quote identifiers (the scheduler's reason): every identifier-like word is taken out.
-_FREE_TEXT = re.compile(r"(?:^|_)(?:reason|message|why|undo_why|note|details?)$")
-# Text columns known to hold no identifier; any other text column of a masked row is masked too.
-PUBLIC = frozenset({
-    "cluster", "pool", "tier", "team", "state", "basis", "kind", "source", "priority_class", "unknown", "mode",
-    "action", "scheduler", "period", "level", "victim_team", "preemptor_team", "cheaper_team", "victim_tier",
-    "preemptor_tier", "cheaper_tier", "victim_cost_unknown", "hold_action", "hold_mode", "requeue_group",
-    "requeue_size_class",
-})
-_WORD = re.compile(r"[^\s,;()\[\]{}<>\"'`]+")
-
-
-def is_hidden(column: str) -> pl.Expr:
-    """Rows whose `column` was masked."""
-    return pl.col(column).cast(pl.String).str.starts_with(HIDDEN[:-1])
-
-
-def mask(frame: pl.DataFrame, scope: Scope) -> pl.DataFrame:
-    """`frame` as a reader of `scope` may see it: in each row whose job (victim, preemptor, cheaper victim, or
-    the row's own `team`) belongs to a team not in scope, its identifiers and unknown text replaced by a
-    numbered HIDDEN and identifiers taken out of its free text; a row marked `own` shows its victim side.
-    An identifying column whose owner column is missing is masked whole: a new query cannot leak by
-    forgetting to select its team."""
-    if scope.everything or frame.is_empty():
-        return frame
-    columns = set(frame.columns)
-    teams = list(scope.teams)
-    visible: dict[str, pl.Expr] = {}
-    for side in ("", *_SIDES):
-        owner = f"{side}_team" if side else "team"
-        if owner in columns:
-            theirs = pl.col(owner).is_in(teams).fill_null(False)
-            if side in ("", "victim") and "own" in columns:
-                # dashboards.data.mine marks the reader's own jobs, whichever team they ran for.
-                theirs = theirs | pl.col("own").fill_null(False)
-            visible[side] = theirs
-    # A column of no side's belongs to every side the row has: shown only when all of them are.
-    whole = pl.lit(False) if not visible else pl.all_horizontal(list(visible.values()))
-    hidden_rows = frame.select(~whole).to_series() if visible else None
-    updates: list[pl.Series] = []
-    for column in frame.columns:
-        dtype = frame.schema[column]
-        if column in PUBLIC or column == "own" or column.endswith("_team") or column == "team":
-            continue
-        side = next((s for s in _SIDES if column.startswith(f"{s}_")), "")
-        shown: pl.Expr | None = visible.get(side) if side else visible.get("", whole if visible else None)
-        if _FREE_TEXT.search(column) and dtype == pl.String:
-            if hidden_rows is None:
-                updates.append(frame[column].map_elements(_scrub, return_dtype=pl.String))
-            else:
-                updates.append(_scrub_rows(frame[column], hidden_rows))
-            continue
-        if not (_IDENTIFYING.search(column) or (dtype == pl.String and visible)):
-            continue
-        if shown is None:
-            hide = pl.Series([True] * frame.height)
-        else:
-            hide = frame.select(~shown).to_series()
-        updates.append(_numbered(frame[column], hide))
-    return frame.with_columns(updates) if updates else frame
-
-
-def _numbered(values: pl.Series, hide: pl.Series) -> pl.Series:
-    """`values` with those where `hide` replaced by HIDDEN, numbered by the value they hide (nulls stay null)."""
-    numbers: dict[object, int] = {}
-    out: list[object] = []
-    for value, hidden in zip(values.to_list(), hide.to_list(), strict=True):
-        if value is None or not hidden:
-            out.append(value if value is None or not hidden else None)
-            continue
-        number = numbers.setdefault(value, len(numbers) + 1)
-        out.append(f"{HIDDEN[:-1]} #{number})")
-    if values.dtype != pl.String and any(h for h in hide.to_list()):
-        return pl.Series(values.name, [None if v is None else str(v) for v in out], dtype=pl.String)
-    return pl.Series(values.name, out, dtype=values.dtype)
-
-
-def _scrub(text: str | None) -> str | None:
-    """Free text without any word that may identify a job, a person or a machine: one holding a digit, a
-    slash, an @, an = or a colon inside it (JobId=123, ns/pod, 5f1c-..., user@host)."""
-    if text is None:
-        return None
-
-    def word(m: re.Match[str]) -> str:
-        token = m.group(0).rstrip(".:")
-        if any(c.isdigit() for c in token) or any(c in token for c in "/@=:_"):
-            return HIDDEN + m.group(0)[len(token):]
-        return m.group(0)
-
-    return _WORD.sub(word, text)
-
-
-def _scrub_rows(values: pl.Series, hidden_rows: pl.Series) -> pl.Series:
-    return pl.Series(values.name, [_scrub(v) if h else v for v, h in zip(values.to_list(), hidden_rows.to_list(),
-                                                                          strict=True)], dtype=pl.String)
-
-
 @dataclass
 class Reader:
     """The read-only connection to the current snapshot, one statement at a time, for a reader of `scope`:
@@ -389,8 +266,18 @@ def snapshot_version(warehouse: str | Path, limits: Limits | None = None) -> flo
     return current_snapshot(warehouse, (limits or Limits()).wait_s).stat().st_mtime
 
 
-# Filter predicates, written out in each query so that every SQL text stays a constant.
-# A dimension filter given as an empty list matches every row.
+def _has(values: str, column: str) -> str:
+    """SQL: `column` is one of the list parameter `$values`."""
+    return f"list_contains(CAST(${values} AS VARCHAR[]), {column})"
+
+
+def _in(values: str, column: str) -> str:
+    """SQL of a dimension filter: `column` is one of the list parameter `$values`, or the list is empty (a filter
+    left empty matches every row). Queries build their text with it once, at import: every SQL text stays a
+    constant and every value a bound parameter."""
+    return f"(len(CAST(${values} AS VARCHAR[])) = 0 OR {_has(values, column)})"
+
+
 
 _OPTIONS_SQL = {
     "clusters": "SELECT DISTINCT cluster AS v FROM job_runs ORDER BY 1",
@@ -423,13 +310,13 @@ _LEDGER_COLUMNS = """
     early_victim, near_completion, repeat_victim, work_done_share, prior_job_preemptions
 """
 
-_LEDGER_WHERE = """
-    (len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster))
-    AND (len(CAST($pools AS VARCHAR[])) = 0 OR list_contains(CAST($pools AS VARCHAR[]), pool))
-    AND (len(CAST($teams AS VARCHAR[])) = 0 OR list_contains(CAST($teams AS VARCHAR[]), victim_team)
-         OR (NOT $victim_teams AND list_contains(CAST($teams AS VARCHAR[]), preemptor_team)))
-    AND (len(CAST($tiers AS VARCHAR[])) = 0 OR list_contains(CAST($tiers AS VARCHAR[]), victim_tier)
-         OR list_contains(CAST($tiers AS VARCHAR[]), preemptor_tier))
+_LEDGER_WHERE = f"""
+    {_in("clusters", "cluster")}
+    AND {_in("pools", "pool")}
+    AND ({_in("teams", "victim_team")}
+         OR (NOT $victim_teams AND {_has("teams", "preemptor_team")}))
+    AND ({_in("tiers", "victim_tier")}
+         OR {_has("tiers", "preemptor_tier")})
     AND time >= $start AND time < $end
 """
 
@@ -562,11 +449,11 @@ def avoidable_text(head: dict[str, Any]) -> str:
 
 
 # The hoarding stretches the filters select that overlap the window.
-_STRETCHES = """FROM hoarding_stretches
-WHERE (len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster))
-    AND (len(CAST($pools AS VARCHAR[])) = 0 OR list_contains(CAST($pools AS VARCHAR[]), pool))
-    AND (len(CAST($teams AS VARCHAR[])) = 0 OR list_contains(CAST($teams AS VARCHAR[]), team))
-    AND (len(CAST($tiers AS VARCHAR[])) = 0 OR list_contains(CAST($tiers AS VARCHAR[]), tier))
+_STRETCHES = f"""FROM hoarding_stretches
+WHERE {_in("clusters", "cluster")}
+    AND {_in("pools", "pool")}
+    AND {_in("teams", "team")}
+    AND {_in("tiers", "tier")}
     AND start_time < $end AND end_time > $start
 """
 
@@ -575,7 +462,7 @@ SELECT CASE WHEN EXISTS (
         -- hoarding is unknown (null), not 0, when none of the clusters has GPU samples
         SELECT 1 FROM readiness_evidence
         WHERE measure = 'hoarded_share_of_allocated' AND missing IS NULL
-            AND (len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster)))
+            AND {_in("clusters", "cluster")})
     THEN coalesce(sum(greatest(0, epoch(least(end_time, $end)) - epoch(greatest(start_time, $start)))), 0) / 3600.0
     END AS hoarded_gpu_hours
 {_STRETCHES}"""  # noqa: S608 -- constants only
@@ -588,7 +475,7 @@ def hoarded(r: Reader, f: Filters) -> float | None:
     return None if value is None else float(value)
 
 
-NET_BENEFIT_SQL = """
+NET_BENEFIT_SQL = f"""
 SELECT
     window_start AS day,
     CAST(sum(preemptions) AS BIGINT) AS preemptions,
@@ -600,13 +487,13 @@ SELECT
     sum(net_value) / 3600.0 AS net_value
 FROM net_benefit
 WHERE period = 'day'
-    AND (len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster))
-    AND (len(CAST($pools AS VARCHAR[])) = 0 OR list_contains(CAST($pools AS VARCHAR[]), pool))
-    AND ((len(CAST($teams AS VARCHAR[])) = 0 AND team = '(all)') OR list_contains(CAST($teams AS VARCHAR[]), team))
+    AND {_in("clusters", "cluster")}
+    AND {_in("pools", "pool")}
+    AND ((len(CAST($teams AS VARCHAR[])) = 0 AND team = '(all)') OR {_has("teams", "team")})
     AND window_start >= date_trunc('day', $start) AND window_start < $end
 GROUP BY window_start
 ORDER BY window_start
-"""
+"""  # noqa: S608 -- constants only
 
 
 def net_benefit(r: Reader, f: Filters) -> pl.DataFrame:
@@ -614,14 +501,14 @@ def net_benefit(r: Reader, f: Filters) -> pl.DataFrame:
     return r.frame(NET_BENEFIT_SQL, f.params("clusters", "pools", "teams", "start", "end"))
 
 
-_CLUSTERS = "len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster)"
+_CLUSTERS = _in("clusters", "cluster")
 SCORECARD_SQL = f"""
 SELECT s.cluster, s.question_no, s.question, s.answer, s.borderline, s.missing, s.yes_count, s.no_count,
     s.unknown_count, s.unanswered, s.collect, v.verdict, v.borderline AS verdict_borderline, v.reasons, v.fix_first,
     v.adoption, {FAILED_COLUMN}
 FROM readiness_scorecard AS s
 LEFT JOIN readiness_verdict AS v ON v.cluster = s.cluster
-WHERE len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), s.cluster)
+WHERE {_in("clusters", "s.cluster")}
 ORDER BY s.cluster, s.question_no
 """  # noqa: S608 -- constants only
 EVIDENCE_SQL = f"""
@@ -746,7 +633,7 @@ def top_holders(r: Reader, f: Filters, by: str, limit: int) -> pl.DataFrame:
     return r.frame(HOLDER_SQL[by], {**f.params(*_STRETCH_PARAMS), "limit": limit})
 
 
-IDLE_DAILY_SQL = """
+IDLE_DAILY_SQL = f"""
 SELECT
     day,
     sum(capacity_gpu_hours) AS capacity_gpu_hours,
@@ -754,12 +641,12 @@ SELECT
     sum(unallocated_gpu_hours) AS unallocated_gpu_hours,
     sum(hoarded_gpu_hours) AS hoarded_gpu_hours
 FROM unallocated_idle
-WHERE (len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster))
-    AND (len(CAST($pools AS VARCHAR[])) = 0 OR list_contains(CAST($pools AS VARCHAR[]), pool))
+WHERE {_in("clusters", "cluster")}
+    AND {_in("pools", "pool")}
     AND day >= date_trunc('day', $start) AND day < $end
 GROUP BY day
 ORDER BY day
-"""
+"""  # noqa: S608 -- constants only
 
 
 def idle_daily(r: Reader, f: Filters) -> pl.DataFrame:
@@ -767,13 +654,13 @@ def idle_daily(r: Reader, f: Filters) -> pl.DataFrame:
     return r.frame(IDLE_DAILY_SQL, f.params("clusters", "pools", "start", "end"))
 
 
-TIER_SHARES_SQL = """
+TIER_SHARES_SQL = f"""
 WITH weekly AS (
     SELECT week, tier, sum(gpu_hours) AS gpu_hours, CAST(sum(jobs) AS BIGINT) AS jobs
     FROM scope_creep_weekly
-    WHERE (len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster))
-        AND (len(CAST($pools AS VARCHAR[])) = 0 OR list_contains(CAST($pools AS VARCHAR[]), pool))
-        AND (len(CAST($teams AS VARCHAR[])) = 0 OR list_contains(CAST($teams AS VARCHAR[]), team))
+    WHERE {_in("clusters", "cluster")}
+        AND {_in("pools", "pool")}
+        AND {_in("teams", "team")}
         AND week >= date_trunc('week', $start) AND week < $end
     GROUP BY week, tier
 )
@@ -783,35 +670,35 @@ SELECT
     jobs / nullif(sum(jobs) OVER (PARTITION BY week), 0) AS job_share
 FROM weekly
 ORDER BY week, tier
-"""
-TEAM_HIGH_SHARE_SQL = """
+"""  # noqa: S608 -- constants only
+TEAM_HIGH_SHARE_SQL = f"""
 SELECT
     week, team,
     sum(gpu_hours) FILTER (WHERE tier IN ('critical', 'high')) / nullif(sum(gpu_hours), 0) AS high_gpu_hour_share,
     sum(gpu_hours) AS gpu_hours
 FROM scope_creep_weekly
-WHERE (len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster))
-    AND (len(CAST($pools AS VARCHAR[])) = 0 OR list_contains(CAST($pools AS VARCHAR[]), pool))
-    AND (len(CAST($teams AS VARCHAR[])) = 0 OR list_contains(CAST($teams AS VARCHAR[]), team))
+WHERE {_in("clusters", "cluster")}
+    AND {_in("pools", "pool")}
+    AND {_in("teams", "team")}
     AND week >= date_trunc('week', $start) AND week < $end
 GROUP BY week, team
 ORDER BY week, team
-"""
-TEAM_SLOPES_SQL = """
+"""  # noqa: S608 -- constants only
+TEAM_SLOPES_SQL = f"""
 SELECT cluster, pool, team, high_share_slope, high_share_last, share_of_pool_growth, growth_rank
 FROM scope_creep_teams
-WHERE (len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster))
-    AND (len(CAST($pools AS VARCHAR[])) = 0 OR list_contains(CAST($pools AS VARCHAR[]), pool))
-    AND (len(CAST($teams AS VARCHAR[])) = 0 OR list_contains(CAST($teams AS VARCHAR[]), team))
+WHERE {_in("clusters", "cluster")}
+    AND {_in("pools", "pool")}
+    AND {_in("teams", "team")}
 ORDER BY high_share_slope DESC NULLS LAST, cluster, pool, team
-"""
-TREND_SQL = """
+"""  # noqa: S608 -- constants only
+TREND_SQL = f"""
 SELECT *
 FROM scope_creep_trend
-WHERE (len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster))
-    AND (len(CAST($pools AS VARCHAR[])) = 0 OR list_contains(CAST($pools AS VARCHAR[]), pool))
+WHERE {_in("clusters", "cluster")}
+    AND {_in("pools", "pool")}
 ORDER BY cluster, pool
-"""
+"""  # noqa: S608 -- constants only
 
 
 def tier_shares(r: Reader, f: Filters) -> pl.DataFrame:
@@ -923,7 +810,7 @@ def mine_totals(r: Reader, f: Filters, users: tuple[str, ...], teams: tuple[str,
     return {bool(row["own"]): row for row in rows.iter_rows(named=True)}
 
 
-TEAM_NET_SQL = """
+TEAM_NET_SQL = f"""
 SELECT
     team,
     CAST(sum(preemptions) AS BIGINT) AS preemptions,
@@ -936,13 +823,13 @@ SELECT
     CAST(sum(gains_unknown) AS BIGINT) AS gains_unknown
 FROM net_benefit
 WHERE period = 'day' AND team IS DISTINCT FROM '(all)'
-    AND (len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster))
-    AND (len(CAST($pools AS VARCHAR[])) = 0 OR list_contains(CAST($pools AS VARCHAR[]), pool))
-    AND (len(CAST($teams AS VARCHAR[])) = 0 OR list_contains(CAST($teams AS VARCHAR[]), team))
+    AND {_in("clusters", "cluster")}
+    AND {_in("pools", "pool")}
+    AND {_in("teams", "team")}
     AND window_start >= date_trunc('day', $start) AND window_start < $end
 GROUP BY team
 ORDER BY net_value, team NULLS LAST
-"""
+"""  # noqa: S608 -- constants only
 
 
 def team_net(r: Reader, f: Filters) -> pl.DataFrame:
@@ -1050,17 +937,17 @@ def alert_errors(r: Reader, limit: int) -> pl.DataFrame | None:
 SUGGESTIONS_TABLE = "suggestions"
 
 
-SUGGESTIONS_SQL = """
+SUGGESTIONS_SQL = f"""
 WITH latest AS (
     SELECT cluster, max(window_end) AS window_end FROM suggestions GROUP BY cluster
 )
 SELECT s.*
 FROM suggestions AS s
 INNER JOIN latest AS l ON l.cluster = s.cluster AND l.window_end = s.window_end
-WHERE len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), s.cluster)
+WHERE {_in("clusters", "s.cluster")}
 ORDER BY s.rank, s.saving_gpu_h DESC, s.cluster
 LIMIT $limit
-"""
+"""  # noqa: S608 -- constants only
 
 
 def suggestions(r: Reader, f: Filters, limit: int) -> pl.DataFrame | None:
@@ -1073,11 +960,11 @@ def suggestions(r: Reader, f: Filters, limit: int) -> pl.DataFrame | None:
 
 # The scheduler a source of jobs rows implies; other sources (imports, the simulator) imply none.
 _SOURCE_SCHEDULERS = {"slurm": "slurm", "kubernetes": "kubernetes"}
-SCHEDULER_SQL = """
+SCHEDULER_SQL = f"""
 SELECT source, count(*) AS jobs FROM jobs
-WHERE len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster)
+WHERE {_in("clusters", "cluster")}
 GROUP BY source ORDER BY jobs DESC, source
-"""
+"""  # noqa: S608 -- constants only
 
 
 def scheduler_of(r: Reader, f: Filters) -> str | None:
@@ -1112,11 +999,11 @@ def analysis_params(r: Reader) -> dict[str, Any]:
 # Loss coverage and goodput (docs/figures.md, section 11) over the window's days, per team (or per pool when
 # only pools are selected) and over them all (the row whose `cluster` is NULL): the sums of the views' day rows,
 # a part unknown (NULL) when it is unknown on any of them.
-_PROGRESS_WHERE = """
+_PROGRESS_WHERE = f"""
     period = 'day' AND level = $level
-    AND (len(CAST($clusters AS VARCHAR[])) = 0 OR list_contains(CAST($clusters AS VARCHAR[]), cluster))
-    AND (len(CAST($pools AS VARCHAR[])) = 0 OR level <> 'pool' OR list_contains(CAST($pools AS VARCHAR[]), pool))
-    AND (len(CAST($teams AS VARCHAR[])) = 0 OR level <> 'team' OR list_contains(CAST($teams AS VARCHAR[]), team))
+    AND {_in("clusters", "cluster")}
+    AND (level <> 'pool' OR {_in("pools", "pool")})
+    AND (level <> 'team' OR {_in("teams", "team")})
     AND window_start >= date_trunc('day', $start) AND window_start < $end
 """
 
@@ -1129,7 +1016,7 @@ _MISSING = (
 
 COVERAGE_SQL = f"""
 SELECT
-    cluster, coalesce(team, pool) AS name,
+    cluster, coalesce(team, pool) AS breakdown,
     CAST(sum(preemptions) AS BIGINT) AS preemptions,
     CAST(sum(measured_preemptions) AS BIGINT) AS measured_preemptions,
     CAST(sum(checkpoint_preemptions) AS BIGINT) AS checkpoint_preemptions,
@@ -1144,7 +1031,7 @@ SELECT
 FROM loss_coverage
 WHERE {_PROGRESS_WHERE}
 GROUP BY GROUPING SETS ((cluster, coalesce(team, pool)), ())
-ORDER BY cluster NULLS FIRST, preemptions DESC, name
+ORDER BY cluster NULLS FIRST, preemptions DESC, breakdown
 """  # noqa: S608 -- constants only
 
 
@@ -1154,7 +1041,7 @@ def _part(column: str) -> str:
 
 GOODPUT_SQL = f"""
 SELECT
-    cluster, coalesce(team, pool) AS name,
+    cluster, coalesce(team, pool) AS breakdown,
     sum(allocated_gpu_s) / 3600.0 AS allocated_gpu_hours,
     {_part("goodput_gpu_s")} AS goodput_gpu_hours,
     {_part("goodput_gpu_s")} / nullif(sum(allocated_gpu_s) / 3600.0, 0) AS goodput_share,
@@ -1173,7 +1060,7 @@ SELECT
 FROM goodput
 WHERE {_PROGRESS_WHERE}
 GROUP BY GROUPING SETS ((cluster, coalesce(team, pool)), ())
-ORDER BY cluster NULLS FIRST, allocated_gpu_hours DESC, name
+ORDER BY cluster NULLS FIRST, allocated_gpu_hours DESC, breakdown
 """  # noqa: S608 -- constants only
 
 

@@ -16,7 +16,7 @@ import polars as pl
 
 from preemptlens import escape
 from preemptlens.dashboards.data import TIER_ORDER, VictimDetail
-from preemptlens.dashboards.formats import band_label, duration, iso_week
+from preemptlens.reading.words import band_label, duration, gpus, iso_week
 
 TIER_COLORS = {"critical": "#c0392b", "high": "#e67e22", "normal": "#2e86c1", "low": "#95a5a6"}
 STATE_COLORS = {
@@ -206,7 +206,7 @@ def preemption_timeline(
         else:
             text = [
                 f"victim {_text(r['victim_job_id'])} run {r['victim_run']} ({_text(r['victim_team'])}, "
-                f"{r['victim_gpus']} GPUs)<br>"
+                f"{gpus(r['victim_gpus'])})<br>"
                 f"preemptor {_text(r['preemptor_job_id'] or 'unknown')} "
                 f"({_text(r['preemptor_tier'] or 'tier unknown')})<br>"
                 f"{r['wasted_gpu_hours']:,.1f} GPU-h thrown away, {r['waiting_gpu_hours']:,.1f} GPU-h waiting"

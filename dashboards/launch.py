@@ -113,6 +113,7 @@ def warm() -> str:
     # page: Streamlit's cache decorators in it would warn that they are defined outside a running server.
     from preemptlens.config import WarehouseSettings, load_config
     from preemptlens.dashboards import data
+    from preemptlens.reading.masking import EVERYTHING
     from preemptlens.readonly import Limits
 
     for fig in sample_figures():
@@ -124,7 +125,7 @@ def warm() -> str:
         config = load_config()
         warehouse = config.of(WarehouseSettings).path
         # data.reader keeps this connection open for the pages, which read with the same limits.
-        with data.reader(warehouse, config.of(Limits), scope=data.EVERYTHING) as r:
+        with data.reader(warehouse, config.of(Limits), scope=EVERYTHING) as r:
             objects = r.frame("SELECT count(*) AS n FROM information_schema.tables")["n"][0]
         opened = f"snapshot of {warehouse} open ({objects} tables and views)"
     except (PreemptlensError, duckdb.Error) as exc:

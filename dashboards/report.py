@@ -5,7 +5,7 @@ headline, the net in both currencies and the one action to take, as on the
 dashboard's Overview), then net benefit per team, the worst preemptions, the
 top hoarders, scope creep, the top tuning suggestions and, while a declared
 pilot runs, its evaluation, from the same queries (dashboards.data,
-analytics.pilot), words (dashboards.headline, dashboards.formats) and figures
+analytics.pilot), words (dashboards.answer, preemptlens.reading.words) and figures
 (dashboards.figures) as the dashboard. The HTML needs no JavaScript: its
 charts are PNG images inside it, drawn by plotly's static export (kaleido)
 in the Chrome or Chromium of this machine; without one, the report says that
@@ -34,20 +34,21 @@ from preemptlens.analytics.whatif.scorecard import answer_text
 from preemptlens.analytics.whatif.snippets import KAI, KUBERNETES, KUEUE, SLURM, VOLCANO
 from preemptlens.config import section, setting
 from preemptlens.dashboards import answer, coverage, data
-from preemptlens.dashboards.formats import (
+from preemptlens.errors import PreemptlensError
+from preemptlens.private import others_can_change, private_folder, remove_own_temps, replace_privately
+from preemptlens.reading.words import (
     band_label,
+    change,
     duration,
     gpu_hours,
+    gpus,
     measure_text,
     money,
     number,
     pct,
-    pilot_value,
     plural,
+    window,
 )
-from preemptlens.dashboards.headline import Net
-from preemptlens.errors import PreemptlensError
-from preemptlens.private import others_can_change, private_folder, remove_own_temps, replace_privately
 
 # The rendering stack (jinja2, plotly and the figures) is imported where a report is rendered:
 # load_config imports this module for every command.
@@ -309,7 +310,7 @@ def _worst_rows(report: WeeklyReport) -> list[dict[str, str]]:
             "pool": f"{p['cluster']}/{p['pool']}",
             "work thrown away": f"{gpu_hours(p['wasted_gpu_hours'])} (lost progress {gpu_hours(p['lost_gpu_hours'])}, "
             f"{BASIS.get(p['basis'], p['basis'])})",
-            "waiting": f"{gpu_hours(p['waiting_gpu_hours'])} ({p['victim_gpus']} GPUs × "
+            "waiting": f"{gpu_hours(p['waiting_gpu_hours'])} ({gpus(p['victim_gpus'])} × "
             + duration(p["requeue_delay_s"])
             + (", not restarted)" if p["requeue_censored"] else ")"),
             "avoidable": "unknown" if p["avoidable"] is None else "yes" if p["avoidable"] else "no",
@@ -440,9 +441,9 @@ def _pilot_rows(report: WeeklyReport) -> list[dict[str, Any]]:
         figures = [
             {
                 "figure": f.label,
-                "difference in differences": "unknown" if f.did is None else pilot_value(f.did, f.unit, sign=True),
+                "difference in differences": "unknown" if f.did is None else change(f.did, f.unit),
                 "interval": "–" if f.low is None or f.high is None
-                else f"{pilot_value(f.low, f.unit, sign=True)} to {pilot_value(f.high, f.unit, sign=True)}",
+                else f"{change(f.low, f.unit)} to {change(f.high, f.unit)}",
                 "observations (pilot before/after, control before/after)": "/".join(f"{x:,}" for x in f.n)
                 + f" {f.n_of}",
             }
@@ -456,7 +457,7 @@ def _pilot_rows(report: WeeklyReport) -> list[dict[str, Any]]:
 def _net_cards(report: WeeklyReport) -> dict[str, Any]:
     """The net in both currencies as the dashboard's Overview shows it under its answer (money too with a price
     per GPU-hour); the answer itself is `answers` (dashboards/answer.py)."""
-    net = Net.of(report.headline, report.net_daily)
+    net = answer.Net.of(report.headline, report.net_daily)
 
     def card(label: str, gpu_h: float | None, sign: bool = False) -> dict[str, str | None]:
         text = "unknown" if gpu_h is None else (f"{gpu_h:+,.0f}" if sign else number(gpu_h, 0))
@@ -480,8 +481,7 @@ def _context(report: WeeklyReport) -> dict[str, Any]:
     restarted = head["preemptions"] - head["not_restarted"]
     return {
         "week": report.week.label,
-        "first_day": f"{report.week.start:%Y-%m-%d}",
-        "last_day": f"{report.week.end - timedelta(days=1):%Y-%m-%d}",
+        "window": window(report.week.start, report.week.end),
         "generated": f"{report.generated_at:%Y-%m-%d %H:%M} UTC",
         "clusters": ", ".join(report.clusters) or "all clusters",
         "no_data": report.runs_in_week == 0,
@@ -536,6 +536,11 @@ def _environment(markdown: bool = False) -> jinja2.Environment:
     )
     environment.filters["code"] = lambda value: _Markdown(escape.markdown_code(value))
     environment.filters["escaped"] = _Markdown
+    if not markdown:
+        from markupsafe import Markup
+
+        # Our sentences carry their commands and settings as Markdown code spans: in HTML, <code>.
+        environment.filters["prose"] = lambda value: Markup(escape.html_prose(value))
     return environment
 
 
@@ -601,16 +606,16 @@ def render_html(report: WeeklyReport) -> str:
     from preemptlens.dashboards import figures
 
     week = report.week.label
-    window = (report.week.start, report.week.end)
+    span = (report.week.start, report.week.end)
     charts: dict[str, Any] = {}
     missing = None
     if report.runs_in_week:
         built = {
-            "net_benefit": figures.net_benefit(report.net_daily, f"Net benefit per day, {week}", window),
+            "net_benefit": figures.net_benefit(report.net_daily, f"Net benefit per day, {week}", span),
             "worst": figures.preemption_timeline(report.worst, f"Worst preemptions of {week}"),
             "hazard": figures.preemption_hazard(report.hazard),
             "hoarders": figures.top_holders(report.hoarding_teams, f"Idle GPU-hours by team, {week}"),
-            "idle_daily": figures.idle_daily(report.idle_daily, f"Idle GPU-hours per day, {week}", window),
+            "idle_daily": figures.idle_daily(report.idle_daily, f"Idle GPU-hours per day, {week}", span),
             "tier_shares": figures.tier_shares(report.tier_shares, "Tier shares of GPU-hours per week"),
             "team_shares": figures.team_high_shares(report.team_shares),
         }

@@ -16,11 +16,12 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 import streamlit as st
 
-from preemptlens.dashboards import formats
 from preemptlens.dashboards.access import Reader
-from preemptlens.dashboards.data import QUERIES, DashboardSettings, Filters, Options, Scope, reader
+from preemptlens.dashboards.data import QUERIES, DashboardSettings, Filters, Options, reader
 from preemptlens.errors import PreemptlensError
 from preemptlens.escape import markdown as md
+from preemptlens.reading import words
+from preemptlens.reading.masking import HIDDEN, WHY_HIDDEN, Scope, is_hidden
 from preemptlens.readonly import Limits
 
 # Every value from the data that a page writes into Markdown (st.markdown, captions, alerts, expander labels)
@@ -138,10 +139,7 @@ def context() -> Context:
 
 
 def window_caption(f: Filters) -> str:
-    def at(t: datetime) -> str:
-        return f"{t:%Y-%m-%d}" if (t.hour, t.minute) == (0, 0) else f"{t:%Y-%m-%d %H:%M}"
-
-    parts = [f"{at(f.start)} to {at(f.end)} UTC (end excluded)"]
+    parts = [words.window(f.start, f.end)]
     for name, values in (("cluster", f.clusters), ("pool", f.pools), ("team", f.teams), ("tier", f.tiers)):
         if values:
             parts.append(f"{name}: {md(', '.join(values))}")
@@ -159,10 +157,10 @@ def show_table(frame: pl.DataFrame, columns: Mapping[str, tuple[str, str]], key:
     for column, (label, kind) in present.items():
         if kind in ("duration", "hours"):
             seconds = pl.col(column) * (3600 if kind == "hours" else 1)
-            shown = shown.with_columns(seconds.map_elements(formats.duration, return_dtype=pl.String).alias(column))
+            shown = shown.with_columns(seconds.map_elements(words.duration, return_dtype=pl.String).alias(column))
             config[column] = st.column_config.TextColumn(label)
         elif kind == "week":
-            shown = shown.with_columns(pl.col(column).map_elements(formats.iso_week, return_dtype=pl.String))
+            shown = shown.with_columns(pl.col(column).map_elements(words.iso_week, return_dtype=pl.String))
             config[column] = st.column_config.TextColumn(label)
         elif kind == "time":
             config[column] = st.column_config.DatetimeColumn(f"{label} (UTC)", format="YYYY-MM-DD HH:mm")
@@ -180,15 +178,20 @@ def show_table(frame: pl.DataFrame, columns: Mapping[str, tuple[str, str]], key:
         else:
             config[column] = st.column_config.TextColumn(label)
     st.dataframe(shown, hide_index=True, key=key, column_config=config, **kwargs)
+    hidden = [label for c, (label, _) in present.items()
+              if shown.schema[c] == pl.String and shown.select(is_hidden(c).any()).item()]
+    if hidden:
+        # A table that hides something says what and why.
+        st.caption(f"“{HIDDEN[:-1]} #n)” in {', '.join(hidden)}: {WHY_HIDDEN}.")
 
 
 def gpu_hours(value: float | None) -> str:
-    return "–" if value is None else formats.gpu_hours(value)
+    return "–" if value is None else words.gpu_hours(value)
 
 
 def when(value: datetime | None) -> str:
-    return formats.when(value)
+    return words.when(value)
 
 
 def duration(seconds: float | None) -> str:
-    return "–" if seconds is None else formats.duration(seconds)
+    return "–" if seconds is None else words.duration(seconds)

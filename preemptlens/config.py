@@ -427,6 +427,10 @@ def time_zone(value: Any) -> str | None:
     return None
 
 
+# Settings that moved to another section, old name -> new: setting the old name is an error that names the new.
+MOVED = {"dashboard.show_other_teams_jobs": "masking.show_other_teams_jobs"}
+
+
 @section("warehouse", "Where the DuckDB warehouse lives.")
 @dataclass(frozen=True)
 class WarehouseSettings:
@@ -676,6 +680,9 @@ def load_config(explicit: str | None = None, overrides: Mapping[str, Any] | None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
     problems: list[str] = []
+    # A moved setting still set by its old name in the environment would be ignored silently.
+    problems += [f"{ENV_PREFIX}{old.upper().replace('.', '__')}: moved to {ENV_PREFIX}{new.upper().replace('.', '__')}"
+                 for old, new in MOVED.items() if f"{ENV_PREFIX}{old.upper().replace('.', '__')}" in os.environ]
     values: dict[str, dict[str, Any]] = {}
     names = {name for declares in SECTIONS.values() for name in declares}
     for name in raw:
@@ -695,7 +702,8 @@ def load_config(explicit: str | None = None, overrides: Mapping[str, Any] | None
         by_key = {s.key: s for s in section.settings}
         for key in given:
             if key not in by_key:
-                problems.append(f"{section.name}.{key}: unknown setting")
+                moved = MOVED.get(f"{section.name}.{key}")
+                problems.append(f"{section.name}.{key}: " + (f"moved to {moved}" if moved else "unknown setting"))
         resolved: dict[str, Any] = {}
         for setting in section.settings:
             where = f"{section.name}.{setting.key}"

@@ -66,6 +66,12 @@ def html_text(value: object) -> str:
     return html.escape(str(value), quote=True)
 
 
+def html_prose(value: object) -> str:
+    """A sentence of ours for HTML: escaped as `html_text`, its code spans (`preemptlens suggest`, a setting)
+    written as <code> elements rather than as backticks a reader of the page would see."""
+    return re.sub(r"`([^`\n]+)`", r"<code>\1</code>", html_text(value))
+
+
 # A spreadsheet reads a cell starting with one of these as a formula (OWASP, CSV injection).
 _FORMULA = ("=", "+", "-", "@", "\t", "\r", "\uff1d", "\uff0b", "\uff0d", "\uff20")
 

@@ -69,6 +69,7 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     "preemptlens.analytics.alerts": ("alerts",),
     "preemptlens.commands.serve": ("serve",),
     "preemptlens.dashboards.data": ("dashboard",),
+    "preemptlens.reading.masking": ("masking",),
     "preemptlens.dashboards.access": ("access",),
     "preemptlens.dashboards.report": ("report",),
     "preemptlens.analytics.lake": ("lake",),

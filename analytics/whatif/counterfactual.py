@@ -58,6 +58,7 @@ from preemptlens.analytics.whatif.replay import (
 from preemptlens.analytics.whatif.settings import TuningSettings, Window
 from preemptlens.contract import TIERS
 from preemptlens.errors import PreemptlensError
+from preemptlens.reading.words import duration
 from preemptlens.warehouse import Warehouse
 
 if TYPE_CHECKING:
@@ -460,7 +461,7 @@ def compute(wh: Warehouse, workload: Workload, params: AnalyticsSettings, tolera
         notes.append("this cluster does not preempt today: the headline is preemption turned on against today's "
                      "plain queueing")
     for t in sorted({float(x) for x in params.trigger_wait_candidates_s}):
-        variants.append((f"trigger_{t:g}", f"{base_label}, preempting only after {_duration(t)} of waiting",
+        variants.append((f"trigger_{t:g}", f"{base_label}, preempting only after {duration(t)} of waiting",
                          Variant(f"trigger {t:g}", replace(preempting, trigger_wait_s=t))))
     label, best = best_variant(workload, suggested)
     variants.append(("best", label, best))
@@ -479,12 +480,6 @@ def preemption_policy(workload: Workload) -> PolicyConfig:
     site would configure when it turns preemption on."""
     actual = workload.actual.policy
     return actual if actual.enabled else replace(actual, enabled=True)
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 3600:
-        return f"{seconds / 60:g} min"
-    return f"{seconds / 3600:g} h"
 
 
 def _forget(wh: Warehouse, cluster: str) -> None:

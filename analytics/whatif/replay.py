@@ -58,6 +58,7 @@ from preemptlens.analytics.simulator.model import JobSpec, PolicyConfig, PoolSpe
 from preemptlens.analytics.whatif.policy_in_force import PolicyBasis, policy_in_force
 from preemptlens.analytics.whatif.settings import TuningSettings, Window
 from preemptlens.errors import SchemaError
+from preemptlens.reading.words import duration, significant
 from preemptlens.warehouse import Warehouse, query_sql
 
 HIGH_TIERS = ("critical", "high")
@@ -98,44 +99,6 @@ class Figures:
     def per_week_note(self) -> str:
         """Why a figure per week is missing: the window is too short to extrapolate from."""
         return f"the window of {duration(self.weeks * _WEEK_S)} is too short to extrapolate to a week"
-
-
-def duration(seconds: float) -> str:
-    """A span as people say it: 42 s, 11 min, 3.5 h, 2.1 days."""
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    if seconds < 2 * 86400:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86400:.1f} days"
-
-
-def significant(value: float | None, digits: int = 3) -> str:
-    """A figure with enough digits to show its size (0.0205, 1.84, 1,234), never "-0.0"."""
-    if value is None:
-        return "unknown"
-    if value == 0 or not math.isfinite(value):
-        return "0" if value == 0 else str(value)
-    decimals = max(0, min(6, digits - 1 - math.floor(math.log10(abs(value)))))
-    text = f"{value:,.{decimals}f}"
-    return "0" if float(text.replace(",", "")) == 0 else text
-
-
-def change(before: float | None, after: float | None, unit: str = "") -> str:
-    """`before -> after (+delta)`, all three with the decimals that show the smallest of them to three digits."""
-    if before is None or after is None:
-        return f"{significant(before)} -> {significant(after)}{unit}"
-    delta = after - before
-    sizes = [abs(v) for v in (before, after, delta) if v]
-    decimals = max(0, min(6, 2 - math.floor(math.log10(min(sizes))))) if sizes else 0
-
-    def shown(v: float, sign: bool = False) -> str:
-        if round(v, decimals) == 0:
-            return f"{0:.{decimals}f}"
-        return f"{v:+,.{decimals}f}" if sign else f"{v:,.{decimals}f}"
-
-    return f"{shown(before)} -> {shown(after)} ({shown(delta, sign=True)}){unit}"
 
 
 @dataclass(frozen=True)

@@ -23,13 +23,13 @@ fixes are taken in suggest's ranking (its stored suggestions, where each failure
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from preemptlens.analytics.whatif import counterfactual
+from preemptlens.reading.words import GPU_H, change, duration, gpu_hours, measure, measure_text, window
 from preemptlens.warehouse import Warehouse
 
 # A measured no in words, by the measure that failed, where its name alone would not say why: Q3 tells a
@@ -98,81 +98,6 @@ FIX_NAMES: Mapping[str, str] = {
     "min_run_time": "a minimum run time",
     "published_rules": "published rules and victim notices",
 }
-
-# Each measure in words: its label, the unit its value is in, and what it means.
-MEASURES: Mapping[str, tuple[str, str, str]] = {
-    "busy_hours_share": ("busy hours without preemption", "share",
-                         "hours in which the GPUs doing work (not idle-hoarded) reach "
-                         "analytics.scarce_allocation_share of capacity when the recorded jobs are replayed without "
-                         "preemption"),
-    "queue_pressure_hours_share": ("hours under queue pressure", "share",
-                                   "hours in which work worth analytics.scarce_queue_share of capacity waits"),
-    "queued_gpu_wait_s": ("queue time per GPU of a job", "duration",
-                          "GPU-weighted mean of each job's time in the queue, first wait and waits to restart"),
-    "jobs_never_fit": ("jobs larger than their pool", "jobs", "they can never start, so Q1 leaves them out"),
-    "high_gpu_hour_share": ("critical+high share of GPU-hours", "share", "GPU-hours of runs"),
-    "high_share_weekly_slope_abs": ("weekly change of the critical+high share of demand", "points",
-                                    "GPUs asked for at submission, fitted over the last weeks"),
-    "checkpoint_coverage": ("preemptible GPU-hours with checkpoint data", "share", ""),
-    "loss_to_gain": ("work thrown away per GPU-hour of wait saved", "ratio", ""),
-    "visibility": ("preemptions recording a reason and a preemptor", "share", ""),
-    "hoarded_share_of_allocated": ("allocated GPU-hours held idle", "share", ""),
-    "avoidable_share": ("preemptions that idle-hoarded GPUs could have served", "share", ""),
-}
-
-
-# -- wording of numbers ------------------------------------------------------------------------
-
-
-def duration(seconds: float | None) -> str:
-    """A duration as a reader says it: 45 s, 12 min, 3.4 h, 2.1 days."""
-    if seconds is None or not math.isfinite(seconds):
-        return "unknown"
-    s = abs(seconds)
-    sign = "-" if seconds < 0 else ""
-    if s < 90:
-        return f"{sign}{s:.0f} s"
-    if s < 90 * 60:
-        return f"{sign}{s / 60:.0f} min"
-    if s < 48 * 3600:
-        return f"{sign}{s / 3600:.1f} h"
-    return f"{sign}{s / 86400:.1f} days"
-
-
-def gpu_hours(value: float | None, signed: bool = False) -> str:
-    if value is None or not math.isfinite(value):
-        return "unknown"
-    digits = 0 if abs(value) >= 100 else 1
-    return f"{value:{'+' if signed else ''},.{digits}f}".replace("-", "−") + " GPU-h"
-
-
-def value_text(measure: str, value: float | None) -> str:
-    unit = MEASURES.get(measure, (measure, "ratio", ""))[1]
-    if value is None:
-        return "unknown"
-    if unit == "share":
-        return f"{100 * value:.0f}%" if abs(value - round(value, 2)) < 1e-9 or value >= 0.1 else f"{100 * value:.1f}%"
-    if unit == "duration":
-        return duration(value)
-    if unit == "points":
-        return f"{100 * value:.1f} points a week"
-    if unit == "jobs":
-        return f"{value:,.0f}"
-    return f"{value:,.2f}"
-
-
-def measure_text(row: Mapping[str, Any]) -> str:
-    """One measure with its interval and threshold: 'busy hours 19% [13%, 27%] (needs >= 50%)'."""
-    label = MEASURES.get(row["measure"], (row["measure"], "ratio", ""))[0]
-    text = f"{label} {value_text(row['measure'], row['value'])}"
-    if row["value"] is not None and row.get("low") is not None and row.get("high") is not None:
-        text += f" [{value_text(row['measure'], row['low'])}, {value_text(row['measure'], row['high'])}]"
-    if row.get("threshold") is not None:
-        needs = "at least" if row["comparison"] == ">=" else "at most"
-        text += f" (needs {needs} {value_text(row['measure'], row['threshold'])})"
-    if row.get("borderline"):
-        text += ", borderline"
-    return text
 
 
 def evidence_text(rows: Sequence[Mapping[str, Any]]) -> str:
@@ -269,8 +194,8 @@ def failing(ev: Evidence) -> tuple[str, ...]:
     a reason against preemption) and 'avoidable' first, since idle GPUs are the article's first suspect when GPUs
     look scarce; then 'Q1'..'Q4' answered no, and 'net' when preemption costs more than it saves (or leans so)."""
     found = []
-    for item, measure in (("hoarding", "hoarded_share_of_allocated"), ("avoidable", "avoidable_share")):
-        row = ev.measure(measure)
+    for item, name in (("hoarding", "hoarded_share_of_allocated"), ("avoidable", "avoidable_share")):
+        row = ev.measure(name)
         if row is not None and row["passes"] is False:
             found.append(item)
     found += [f"Q{q}" for q in sorted(ev.answers) if ev.answers[q] is False]
@@ -341,8 +266,8 @@ def _reasons(ev: Evidence, net_state: str | None, too_avoidable: bool | None) ->
                            f"{answer_text(a, borderline=ev.borderline.get(q, False))}: {', '.join(failed)}")
     net = ev.net
     if net is not None and net_state is not None:
-        weighed = (f"net {gpu_hours(net['net_value'], signed=True)} tier-weighted "
-                   f"[{gpu_hours(net['net_low'], signed=True)}, {gpu_hours(net['net_high'], signed=True)}]")
+        weighed = (f"net {change(net['net_value'], GPU_H)} tier-weighted "
+                   f"[{change(net['net_low'], GPU_H)}, {change(net['net_high'], GPU_H)}]")
         if net_state == "costs":
             reasons.append(f"against plain queueing, preemption cost more than it saved at the configured tier "
                            f"weights ({weighed}); {breakeven_text(net)}")
@@ -361,8 +286,8 @@ def _reasons(ev: Evidence, net_state: str | None, too_avoidable: bool | None) ->
     avoid = ev.measure("avoidable_share")
     if too_avoidable:
         assert avoid is not None
-        reasons.append(f"{value_text('avoidable_share', avoid['value'])} of preemptions could have used idle-hoarded "
-                       f"GPUs instead (at most {value_text('avoidable_share', avoid['threshold'])})")
+        reasons.append(f"{measure('avoidable_share', avoid['value'])} of preemptions could have used idle-hoarded "
+                       f"GPUs instead (at most {measure('avoidable_share', avoid['threshold'])})")
     unknown = [f"Q{q}" for q, a in sorted(ev.answers.items()) if a is None]
     if unknown:
         reasons.append(f"could not answer {', '.join(unknown)}")
@@ -545,7 +470,7 @@ def headline_text(answer: counterfactual.Answer) -> str:
 
 
 def _window(run: Mapping[str, Any]) -> str:
-    return f"{run['window_start']:%Y-%m-%d} to {run['window_end']:%Y-%m-%d}"
+    return window(run["window_start"], run["window_end"])
 
 
 def replay_error_text(run: Mapping[str, Any]) -> str:
@@ -560,8 +485,8 @@ def replay_error_text(run: Mapping[str, Any]) -> str:
 
 def net_text(answer: counterfactual.Answer) -> str:
     run = answer.run
-    text = (f"net at the configured tier weights: {gpu_hours(run['net_value'], signed=True)} tier-weighted "
-            f"[{gpu_hours(run['net_low'], signed=True)}, {gpu_hours(run['net_high'], signed=True)}]; "
+    text = (f"net at the configured tier weights: {change(run['net_value'], GPU_H)} tier-weighted "
+            f"[{change(run['net_low'], GPU_H)}, {change(run['net_high'], GPU_H)}]; "
             + breakeven_text(run))
     return text
 
@@ -572,8 +497,8 @@ def alternatives_text(answer: counterfactual.Answer) -> list[str]:
     for s in answer.scenarios:
         if s["scenario"] in ("none", "today"):
             continue
-        lines.append(f"{s['label']}: net {gpu_hours(s['net_value'], signed=True)} "
-                     f"[{gpu_hours(s['net_low'], signed=True)}, {gpu_hours(s['net_high'], signed=True)}], "
+        lines.append(f"{s['label']}: net {change(s['net_value'], GPU_H)} "
+                     f"[{change(s['net_low'], GPU_H)}, {change(s['net_high'], GPU_H)}], "
                      f"{s['preemptions']:,} preemptions")
     return lines
 
@@ -635,7 +560,7 @@ def render(wh: Warehouse) -> str:
             best = answer.best_trigger()
             if best is not None:
                 lines.append(f"  best trigger threshold: {best['label']}: net "
-                             f"{gpu_hours(best['net_value'], signed=True)}")
+                             f"{change(best['net_value'], GPU_H)}")
         else:
             lines.append("  no counterfactual: the recorded window could not be replayed (it needs pools and runs)")
         v = verdicts.get(cluster)

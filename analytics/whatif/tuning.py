@@ -26,17 +26,15 @@ from preemptlens.analytics.whatif.replay import (
     Validation,
     Variant,
     Workload,
-    change,
-    duration,
     hashed_share,
     jittered_figures,
     load_workload,
-    significant,
     sweep,
     validate,
 )
 from preemptlens.analytics.whatif.settings import TuningSettings, Window
 from preemptlens.errors import SchemaError
+from preemptlens.reading.words import DURATION, before_after, duration, gpu_hours, gpus, significant
 from preemptlens.warehouse import Warehouse, query_sql
 
 if TYPE_CHECKING:
@@ -176,7 +174,7 @@ def _effect(ctx: Context, fig: Figures, extra: str = "", variant: Variant | None
     wait = _wait_delta(base, fig)
     before, after = base.victims_per_week, fig.victims_per_week
     if before is not None and after is not None:
-        victims = f"victims per week {change(before, after)}"
+        victims = f"victims per week {before_after(before, after)}"
         per_week: float | None = after - before
     else:
         victims = (f"victims in the window {base.victim_jobs} -> {fig.victim_jobs} "
@@ -202,8 +200,9 @@ def _effect(ctx: Context, fig: Figures, extra: str = "", variant: Variant | None
         else:
             spread = " [exact inputs: no measurement error to jitter]"
     text = (
-        f"replayed over the window: lost GPU-hours {change(base.lost_gpu_h, fig.lost_gpu_h)}, high-priority "
-        f"median wait {change(base.high_wait_median_s, fig.high_wait_median_s, ' s')}, {victims}"
+        f"replayed over the window: lost GPU-hours {before_after(base.lost_gpu_h, fig.lost_gpu_h)}, high-priority "
+        f"wait median {before_after(base.high_wait_median_s, fig.high_wait_median_s, DURATION)}, p90 "
+        f"{before_after(base.high_wait_p90_s, fig.high_wait_p90_s, DURATION)}, {victims}"
         f"{extra}{spread}"
     )
     return {
@@ -216,15 +215,9 @@ def _effect(ctx: Context, fig: Figures, extra: str = "", variant: Variant | None
     }
 
 
-def _minutes(seconds: float) -> str:
-    return f"{seconds / 60:g} min"
-
-
 def _wait_words(seconds: float) -> str:
     """A queue wait in words: under a minute, else minutes or hours (never '0.0 h')."""
-    if seconds < 60:
-        return "under a minute"
-    return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
+    return "under a minute" if seconds < 60 else duration(seconds)
 
 
 def _times(ratio: float, at_least: bool) -> str:
@@ -274,14 +267,14 @@ def min_run_time(ctx: Context) -> list[Suggestion]:
         Suggestion(
             kind="min_run_time",
             subject="",
-            title=f"Let jobs run {_minutes(value)} before they may be preempted",
+            title=f"Let jobs run {duration(value)} before they may be preempted",
             setting="minimum run time before preemption",
-            current=_minutes(policy.min_run_s),
-            proposed=_minutes(value),
+            current=duration(policy.min_run_s),
+            proposed=duration(value),
             evidence=(
                 f"{rows['early']} of {rows['n']} victims ({100 * share:.0f}%) were preempted before "
-                f"{_minutes(float(ctx.params['early_victim_s']))} or within their warm-up, losing "
-                f"{rows['early_lost']:.1f} GPU-hours; sweep of {', '.join(_minutes(c) for c in candidates)}"
+                f"{duration(float(ctx.params['early_victim_s']))} or within their warm-up, losing "
+                f"{gpu_hours(rows['early_lost'])}; sweep of {', '.join(duration(c) for c in candidates)}"
             ),
             snippets=snippets.min_runtime(value, _preemptible_qos(ctx)),
             variant=variant,
@@ -330,7 +323,7 @@ def near_completion(ctx: Context) -> list[Suggestion]:
                 f"measured from checkpoints or progress for {rows['near_measured']} of them, the rest declared or "
                 "assumed); "
                 f"{protected['n']} victims past {100 * chosen:.0f}% (median "
-                f"{(protected['left_s'] or 0) / 60:.0f} min left) lost {protected['lost']:.1f}; sweep of "
+                f"{duration(protected['left_s'] or 0)} left) lost {protected['lost']:.1f}; sweep of "
                 f"{', '.join(f'{100 * c:.0f}%' for c in shares)}"
             ),
             snippets=snippets.near_completion(chosen, float(protected["left_s"] or 0.0), _preemptible_qos(ctx)),
@@ -394,7 +387,7 @@ def grace_time(ctx: Context) -> list[Suggestion]:
             current=f"{policy.grace_s:.0f} s",
             proposed=f"{value:.0f} s",
             evidence=(
-                f"{rows['n']} victims that checkpoint lost {rows['lost']:.1f} GPU-hours of work done since their "
+                f"{rows['n']} victims that checkpoint lost {gpu_hours(rows['lost'])} of work done since their "
                 f"last checkpoint; {measured}"
             ),
             snippets=snippets.grace_time(value, partitions),
@@ -524,11 +517,11 @@ def schedule_text(schedule: Schedule) -> str:
     """'30 min'; '5 min to 60 min, then 22 min to 4.0 h, then 110 min after'; a first step longer than itself
     reads 'none in the first 15 min, then ...' (the run's first save comes one interval into the next step)."""
     if len(schedule) == 1:
-        return _minutes(schedule[0][1])
-    parts = [f"{_minutes(every)} to {duration(schedule[k + 1][0])}" for k, (_, every) in enumerate(schedule[:-1])]
+        return duration(schedule[0][1])
+    parts = [f"{duration(every)} to {duration(schedule[k + 1][0])}" for k, (_, every) in enumerate(schedule[:-1])]
     if schedule[0][1] >= schedule[1][0]:
         parts[0] = f"none in the first {duration(schedule[1][0])}"
-    return ", then ".join([*parts, f"{_minutes(schedule[-1][1])} after"])
+    return ", then ".join([*parts, f"{duration(schedule[-1][1])} after"])
 
 
 def checkpoint_interval(ctx: Context) -> list[Suggestion]:
@@ -604,15 +597,15 @@ def checkpoint_interval(ctx: Context) -> list[Suggestion]:
                 kind="checkpoint_interval",
                 subject=team,
                 title=f"Team {team}: checkpoint {'' if proposed.startswith('none') else 'every '}{proposed} instead of "
-                      f"every {_minutes(current)}",
+                      f"every {duration(current)}",
                 setting="checkpoint interval",
-                current=_minutes(current),
+                current=duration(current),
                 proposed=proposed,
                 evidence=(
                     f"{r['n']} preemptions in {r['run_s'] / 3600:.0f} run-hours; by run age "
                     f"({'; '.join(bands)}); checkpoint cost {cost:.0f} s ({basis}); current interval the median "
                     f"of {known['measured']} jobs' measured cadence and {known['declared']} declared; Young's "
-                    f"sqrt(2 x {cost:.0f} s / hazard) per age band (a mean rate, one every {mtbp / 3600:.1f} h, "
+                    f"sqrt(2 x {cost:.0f} s / hazard) per age band (a mean rate, one every {duration(mtbp)}, "
                     f"would give {mean_rate:.0f} s at every age); "
                     + (check.describe() if check.preemptions else "no preemption of the team with a measured loss "
                        "to check it against")
@@ -692,8 +685,8 @@ def tier_limits(ctx: Context) -> list[Suggestion]:
                     subject=f"{tr['pool']}/{team['team']}",
                     title=f"Cap team {team['team']}'s high-priority GPUs in pool {tr['pool']} at {cap}",
                     setting="high-tier quota",
-                    current=f"about {mean_gpus:.0f} GPUs on average",
-                    proposed=f"{cap} GPUs",
+                    current=f"about {gpus(round(mean_gpus))} on average",
+                    proposed=gpus(cap),
                     evidence=(
                         f"pool {tr['pool']}: critical+high share of GPU-hours {100 * (tr['first'] or 0):.0f}% -> "
                         f"{100 * tr['last']:.0f}%, {100 * tr['slope']:+.1f} points a week; team {team['team']} "
@@ -724,18 +717,18 @@ def idle_reclaim(ctx: Context) -> list[Suggestion]:
         Suggestion(
             kind="idle_reclaim",
             subject="",
-            title=f"Reclaim idle-hoarded GPUs: warn after {_minutes(warn)} at zero, release after {_minutes(release)}",
+            title=f"Reclaim idle-hoarded GPUs: warn after {duration(warn)} at zero, release after {duration(release)}",
             setting="idle GPU reclaim",
             current="none",
-            proposed=f"warn {_minutes(warn)}, release {_minutes(release)}",
+            proposed=f"warn {duration(warn)}, release {duration(release)}",
             evidence=(
                 f"{row['avoidable']} of {row['n']} preemptions happened while enough GPUs in the pool had been "
                 f"idle for the hoarding window; {idle['stretches']} idle stretches"
             ),
             effect=(
                 f"from the ledger (not replayed): {row['avoidable']} preemptions and {row['avoidable_lost']:.1f} "
-                f"lost GPU-hours avoided; {idle['reclaimable']:.1f} GPU-hours held idle beyond "
-                f"{_minutes(release)} freed"
+                f"lost GPU-hours avoided; {gpu_hours(idle['reclaimable'])} held idle beyond "
+                f"{duration(release)} freed"
             ),
             lost_gpu_h_change=-float(row["avoidable_lost"]),
             victims_per_week_change=-row["avoidable"] / ctx.baseline.weeks if ctx.baseline.weeks else None,
@@ -771,7 +764,7 @@ def repeat_victims(ctx: Context) -> list[Suggestion]:
             current="none",
             proposed="priority boost for requeued victims; time-based fair share",
             evidence=(
-                f"{len(repeat)} jobs were preempted twice or more and queued a median {repeat_wait / 3600:.1f} h "
+                f"{len(repeat)} jobs were preempted twice or more and queued a median {duration(repeat_wait)} "
                 f"over their runs, {_times(ratio, median(others) < other_wait)} the median wait of unpreempted "
                 f"jobs of the same tiers ({_wait_words(median(others))})"
             ),

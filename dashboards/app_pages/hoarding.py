@@ -7,8 +7,8 @@ import streamlit as st
 
 from preemptlens.dashboards import figures
 from preemptlens.dashboards.data import NO_SAMPLES, avoidable_text
-from preemptlens.dashboards.formats import duration, number
 from preemptlens.dashboards.views_common import Charts, context, show_table, window_caption
+from preemptlens.reading.words import duration, number, plural
 
 ctx = context()
 f = ctx.filters
@@ -29,7 +29,9 @@ cols[2].metric("Preemptions", f"{head['preemptions']:,}")
 
 by = st.radio("Top holders by", ("team", "user", "job"), horizontal=True, key="holder")
 holders: pl.DataFrame = ctx.q("top_holders", f, by, top_n)
-charts.add(lambda: figures.top_holders(holders, f"Top {top_n} {by}s holding GPUs idle"), key="holders")
+# The title counts the bars drawn: "Top 15 teams" over 6 bars reads as 9 missing.
+shown = f"Top {top_n} {by}s" if holders.height >= top_n else f"The {plural(holders.height, by)}"
+charts.add(lambda: figures.top_holders(holders, f"{shown} holding GPUs idle"), key="holders")
 show_table(holders, {
     "holder": ({"team": "Team", "user": "User", "job": "Job"}[by], "text"),
     **({} if by == "team" else {"team": ("Team", "text")}),

@@ -13,8 +13,9 @@ import streamlit as st
 
 from preemptlens.analytics.actions import hold_text
 from preemptlens.analytics.requeue import has_passed, restart_text
-from preemptlens.dashboards.formats import duration, gpu_hours, number, pct, plural, when
 from preemptlens.dashboards.views_common import context, md, window_caption
+from preemptlens.reading.masking import HIDDEN, WHY_HIDDEN, is_hidden
+from preemptlens.reading.words import duration, gpu_hours, gpus, number, pct, plural, when
 
 # Jobs per page: each is a card with its preemptions.
 JOBS_PER_PAGE = 20
@@ -27,7 +28,7 @@ def why(p: dict[str, Any]) -> str:
     else:
         by = (f"**{md(preemptor)}** (team {md(p['preemptor_team'] or 'unknown')}, "
               f"tier {md(p['preemptor_tier'] or 'unknown')}")
-        by += f", {p['preemptor_gpus'] or '?'} GPUs)"
+        by += f", {gpus(p['preemptor_gpus'])})"
     rule = (f"a {md(p['preemptor_tier'])} job may preempt a {md(p['victim_tier'])} one" if p["preemptor_tier"]
             else f"its tier, {md(p['victim_tier'])}, is preemptible")
     return (f"**Why:** preempted by {by} in {md(p['pool'] or 'an unknown pool')}; rule: {rule}; "
@@ -38,8 +39,8 @@ def cost(p: dict[str, Any]) -> str:
     warm = ("warm-up not measured (counted as none)" if p["warmup_gpu_hours"] is None
             else f"warm-up {gpu_hours(p['warmup_gpu_hours'])}")
     thrown = (f"**Work thrown away:** {gpu_hours(p['thrown_away_gpu_hours'])} = lost progress "
-              f"{gpu_hours(p['lost_gpu_hours'])} ({p['victim_gpus']} GPUs × {duration(p['lost_s'])}) + {warm}.")
-    waited = (f"**Waiting:** {gpu_hours(p['waiting_gpu_hours'])} = {p['victim_gpus']} GPUs × "
+              f"{gpu_hours(p['lost_gpu_hours'])} ({gpus(p['victim_gpus'])} × {duration(p['lost_s'])}) + {warm}.")
+    waited = (f"**Waiting:** {gpu_hours(p['waiting_gpu_hours'])} = {gpus(p['victim_gpus'])} × "
               f"{duration(p['requeue_delay_s'])} until it ran again"
               + (" (still waiting at the end of the data)." if p["requeue_censored"] else "."))
     return thrown + "  \n" + waited
@@ -124,7 +125,7 @@ def job_card(rows: pl.DataFrame) -> None:
     box.markdown(
         f"#### {md(name or latest['victim_job_id'])}\n"
         f"{'Job ' + md(latest['victim_job_id']) + ', ' if name else ''}{whose} · {md(latest['cluster'])}/"
-        f"{md(latest['pool'] or 'unknown pool')} · tier {md(latest['victim_tier'])} · {latest['victim_gpus']} GPUs · "
+        f"{md(latest['pool'] or 'unknown pool')} · tier {md(latest['victim_tier'])} · {gpus(latest['victim_gpus'])} · "
         f"**{plural(rows.height, 'preemption')}**: {gpu_hours(thrown)} thrown away, "
         f"{gpu_hours(float(rows['waiting_gpu_hours'].sum()))} waiting"
         + (f" · {avoidable} avoidable" if avoidable else "")
@@ -194,5 +195,8 @@ if count > JOBS_PER_PAGE:
     st.caption(f"Jobs {offset + 1:,} to {min(offset + JOBS_PER_PAGE, count):,} of {count:,}: yours first, "
                "then your team's, each by its latest preemption.")
 rows: pl.DataFrame = ctx.q("mine", ctx.filters, users, teams, JOBS_PER_PAGE, offset, job)
+if rows.select(is_hidden("preemptor_job_id").any()).item():
+    # A page that hides something says what and why.
+    st.caption(f"A preemptor of another team reads “{HIDDEN[:-1]} #n)”: {WHY_HIDDEN}.")
 for _, group in rows.group_by(["cluster", "victim_job_id"], maintain_order=True):
     job_card(group)

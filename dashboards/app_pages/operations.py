@@ -9,8 +9,8 @@ from typing import Any
 import polars as pl
 import streamlit as st
 
-from preemptlens.dashboards.formats import duration, plural, when
 from preemptlens.dashboards.views_common import context, show_table
+from preemptlens.reading.words import duration, plural, when
 
 # What each source is, for a reader who does not know the collectors' names.
 SOURCES = {

@@ -9,10 +9,9 @@ import streamlit as st
 from preemptlens.analytics.whatif.scorecard import answer_text, verdict_text
 from preemptlens.dashboards import answer, coverage, figures
 from preemptlens.dashboards.data import NO_SAMPLES, avoidable_text
-from preemptlens.dashboards.formats import duration, measure_label, measure_text, money, number, plural
-from preemptlens.dashboards.headline import Net
 from preemptlens.dashboards.views_common import Charts, cached, context, md, show_table, window_caption
 from preemptlens.errors import PreemptlensError
+from preemptlens.reading.words import duration, measure_label, measure_text, money, number, plural
 
 ctx = context()
 f = ctx.filters
@@ -27,7 +26,7 @@ try:
     net_daily = cached("net_benefit", ctx.warehouse, ctx.limits, ctx.version, ctx.scope, f)
 except PreemptlensError:
     net_daily = None
-net = Net.of(head, net_daily)
+net = answer.Net.of(head, net_daily)
 card: pl.DataFrame = ctx.q("scorecard", f)
 # The verdict and the counterfactual headline (dashboards/answer.py: worded as the CLI and the report word them).
 answer.show(answer.build(card, ctx.q("counterfactual", f)))

@@ -19,10 +19,11 @@ from preemptlens.analytics.pilot import (
     readiness,
 )
 from preemptlens.config import load_config
-from preemptlens.dashboards.data import Scope, reader
-from preemptlens.dashboards.formats import pilot_value
+from preemptlens.dashboards.data import reader
 from preemptlens.dashboards.views_common import context, md, show_table
 from preemptlens.errors import PreemptlensError
+from preemptlens.reading.masking import Scope
+from preemptlens.reading.words import change, pct, quantity
 from preemptlens.readonly import Limits
 
 
@@ -30,11 +31,11 @@ def figures_table(ev: Evaluation) -> pl.DataFrame:
     return pl.DataFrame([
         {
             "figure": f.label,
-            "pilot": f"{pilot_value(f.pilot_before, f.unit)} → {pilot_value(f.pilot_after, f.unit)}",
-            "control": f"{pilot_value(f.control_before, f.unit)} → {pilot_value(f.control_after, f.unit)}",
-            "did": pilot_value(f.did, f.unit, sign=True) if f.did is not None else f"unknown ({f.missing})",
+            "pilot": f"{quantity(f.pilot_before, f.unit)} → {quantity(f.pilot_after, f.unit)}",
+            "control": f"{quantity(f.control_before, f.unit)} → {quantity(f.control_after, f.unit)}",
+            "did": change(f.did, f.unit) if f.did is not None else f"unknown ({f.missing})",
             "interval": "–" if f.low is None or f.high is None
-            else f"{pilot_value(f.low, f.unit, sign=True)} to {pilot_value(f.high, f.unit, sign=True)}",
+            else f"{change(f.low, f.unit)} to {change(f.high, f.unit)}",
             "n": "/".join(f"{x:,}" for x in f.n) + f" {f.n_of}",
         }
         for f in ev.figures
@@ -98,11 +99,11 @@ else:
     cols = st.columns(3)
     cols[0].metric("Days before the change", ev.days_before)
     cols[1].metric("Days after the change", ev.days_after)
-    cols[2].metric("Confidence", f"{th.confidence:.0%}")
+    cols[2].metric("Confidence", pct(th.confidence))
     show_table(figures_table(ev), {
         "figure": ("Figure", "text"), "pilot": ("Pilot pools, before → after", "text"),
         "control": ("Control pools, before → after", "text"), "did": ("Difference in differences", "text"),
-        "interval": (f"{th.confidence:.0%} interval", "text"),
+        "interval": (f"{pct(th.confidence)} interval", "text"),
         "n": ("Observations (pilot before/after, control before/after)", "text"),
     }, key="pilot_figures")
     st.caption(

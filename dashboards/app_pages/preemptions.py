@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import polars as pl
@@ -9,8 +10,7 @@ import streamlit as st
 
 from preemptlens.analytics.requeue import restart_text
 from preemptlens.dashboards import figures
-from preemptlens.dashboards.data import VictimDetail, avoidable_text, is_hidden
-from preemptlens.dashboards.formats import number
+from preemptlens.dashboards.data import VictimDetail, avoidable_text
 from preemptlens.dashboards.views_common import (
     Charts,
     context,
@@ -21,6 +21,8 @@ from preemptlens.dashboards.views_common import (
     when,
     window_caption,
 )
+from preemptlens.reading.masking import WHY_HIDDEN, is_hidden
+from preemptlens.reading.words import gpus, number
 
 LEDGER_VIEW = {
     "time": ("Preempted at", "time"), "cluster": ("Cluster", "text"), "pool": ("Pool", "text"),
@@ -80,7 +82,7 @@ def lost_story(p: dict[str, Any]) -> str:
         since = f"the whole run since {when(p['run_start'])}"
     source = f", measured from {p['progress_source']}" if p.get("progress_source") else ""
     return (
-        f"**Lost progress:** {gpu_hours(p['lost_gpu_hours'])} = {p['victim_gpus']} GPUs × {duration(p['lost_s'])}, "
+        f"**Lost progress:** {gpu_hours(p['lost_gpu_hours'])} = {gpus(p['victim_gpus'])} × {duration(p['lost_s'])}, "
         f"{since} ({md(p['basis'])}: {md(BASIS.get(p['basis'], p['basis']))}{md(source)})."
     )
 
@@ -111,7 +113,7 @@ def live_cost_story(p: dict[str, Any]) -> str:
         return story + "No cheaper preemptible job of at least its GPUs was running in its pool."
     return story + (f"A cheaper victim was running: **{md(p['cheaper_job_id'])}** "
                     f"(team {md(p['cheaper_team'] or '–')}, "
-                    f"{p['cheaper_gpus']} GPUs, {gpu_hours(p['cheaper_live_cost_gpu_hours'])}).")
+                    f"{gpus(p['cheaper_gpus'])}, {gpu_hours(p['cheaper_live_cost_gpu_hours'])}).")
 
 
 def show_victim(detail: VictimDetail, job_id: str, charts: Charts) -> None:
@@ -119,7 +121,7 @@ def show_victim(detail: VictimDetail, job_id: str, charts: Charts) -> None:
         job = detail.job.row(0, named=True)
         st.markdown(
             f"**{md(job_id)}** — team {md(job['team'] or '–')}, user {md(job['user_name'] or '–')}, "
-            f"tier **{md(job['tier'])}** ({md(job['priority_class'] or 'no priority class')}), {job['gpus']} GPUs "
+            f"tier **{md(job['tier'])}** ({md(job['priority_class'] or 'no priority class')}), {gpus(job['gpus'])} "
             f"in {md(job['pool'] or '–')}, submitted {when(job['submit_time'])}, source {md(job['source'])}."
         )
     charts.add(lambda: figures.victim_runs(detail, f"Runs of {job_id}"), key="victim_runs")
@@ -131,7 +133,7 @@ def show_victim(detail: VictimDetail, job_id: str, charts: Charts) -> None:
         by = f"**{md(preemptor)}**"
         if p["preemptor_job_id"]:
             by += f" (team {md(p['preemptor_team'] or '–')}, tier {md(p['preemptor_tier'] or '–')}, "
-            by += f"{p['preemptor_gpus'] or '?'} GPUs)"
+            by += f"{gpus(p['preemptor_gpus'])})"
         story = [
             f"**Run {p['victim_run']} preempted at {when(p['time'])}** in {md(p['pool'])} by {by}, "
             f"after running {duration(p['time'].timestamp() - p['run_start'].timestamp())}. "
@@ -197,10 +199,22 @@ if count > limit:
 show_table(ctx.q("ledger_page", f, limit, offset), LEDGER_VIEW, key="ledger")
 
 st.header("Why was this job preempted?")
-# Another team's victims, masked for this reader (dashboards.access), are not offered.
-victims: pl.DataFrame = ctx.q("top_victims", f, limit).filter(~is_hidden("victim_job_id"))
+# A reader who may not see other teams' jobs is offered their own teams' victims, the only ones they may open
+# (an empty team filter would select every team's).
+none = "No victims in this window."
+if ctx.scope.everything:
+    victims: pl.DataFrame = ctx.q("top_victims", f, limit)
+else:
+    teams = tuple(t for t in ctx.scope.teams if not f.teams or t in f.teams)
+    victims = ctx.q("top_victims", replace(f, teams=teams, victim_teams=True), limit) if teams else pl.DataFrame()
+    if teams:
+        st.caption(f"Stories of your team's victims only ({md(', '.join(teams))}): {WHY_HIDDEN}.")
+        none = "No victims of your team in this window."
+    else:
+        none = f"A victim's story is told to its own team, and you are in no team: {WHY_HIDDEN}."
+victims = victims.filter(~is_hidden("victim_job_id")) if victims.height else victims
 if victims.height == 0:
-    st.info("No victims in this window.")
+    st.info(none)
 else:
     labels = {
         f"{r['victim_job_id']} ({r['cluster']}) — {r['preemptions']}× preempted, "

@@ -6,8 +6,8 @@ import polars as pl
 import streamlit as st
 
 from preemptlens.dashboards import figures
-from preemptlens.dashboards.formats import iso_week, pct, points
 from preemptlens.dashboards.views_common import Charts, context, show_table, window_caption
+from preemptlens.reading.words import SHARE, change, iso_week, pct, plural
 
 ctx = context()
 f = ctx.filters
@@ -29,7 +29,7 @@ if weekly.height:
     last, first = weekly.row(-1, named=True), weekly.row(0, named=True)
     cols[0].metric(
         f"Critical + high share, {iso_week(last['week'])}", pct(last["gpu_hour_share"]),
-        delta=points(last["gpu_hour_share"] - first["gpu_hour_share"]) if weekly.height > 1 else None,
+        delta=change(last["gpu_hour_share"] - first["gpu_hour_share"], SHARE) if weekly.height > 1 else None,
         delta_description=f"since {iso_week(first['week'])}" if weekly.height > 1 else None,
         delta_color="inverse", help="Of all GPU-hours started in the week.",
     )
@@ -38,7 +38,7 @@ else:
 if growing.height:
     top = growing.row(0, named=True)
     cols[1].metric("Fastest-growing team", f"{top['pool']}/{top['team']}",
-                   delta=points(top["high_share_slope"]), delta_description="per week", delta_color="inverse")
+                   delta=change(top["high_share_slope"], SHARE), delta_description="per week", delta_color="inverse")
 else:
     cols[1].metric("Fastest-growing team", "–", help="Fewer than two weeks of data.")
 
@@ -46,9 +46,14 @@ charts.add(lambda: figures.tier_shares(shares), key="tier_shares")
 charts.add(lambda: figures.team_high_shares(ctx.q("team_high_shares", f)), key="team_shares")
 
 charts.add(lambda: figures.team_slopes(slopes), key="team_slopes")
+# The fit spans at most trend_weeks weeks: fewer when the data has fewer ("the last 8 weeks" over 3 misleads).
+weeks = ctx.q("scope_trend", f)
+had = int(weeks["weeks"].max() or 0) if weeks.height and "weeks" in weeks.columns else None
+span = (f"the last {plural(min(had, trend_weeks), 'week')}" if had is not None and trend_weeks
+        else f"at most the last {trend_weeks} weeks")
 st.caption(
     f"Each team's growth is the weekly change of its critical + high GPU-hours as a share of its pool's GPU-hours "
-    f"over the last {trend_weeks} weeks of data; the growths of a pool's teams add up to the pool's."
+    f"over {span} of data; the growths of a pool's teams add up to the pool's."
 )
 show_table(slopes.with_columns(pl.col("high_share_slope") * 100), {
     "growth_rank": ("Rank", "int"), "cluster": ("Cluster", "text"), "pool": ("Pool", "text"), "team": ("Team", "text"),

@@ -7,8 +7,8 @@ import json
 import polars as pl
 import streamlit as st
 
-from preemptlens.dashboards.formats import duration, gpu_hours, number, signed, signed_duration
 from preemptlens.dashboards.views_common import context, md
+from preemptlens.reading.words import DURATION, change, duration, gpu_hours, number, window
 
 ctx = context()
 st.title("Tuning suggestions")
@@ -29,32 +29,34 @@ else:
         subject = f" — {md(s['subject'])}" if s["subject"] else ""
         with st.expander(f"{i + 1}. {md(s['title'])}{subject} ({md(s['cluster'])})", expanded=i < 3):
             # The setting and its values are words of any length: text, not st.metric, which cuts them off.
-            change = ("" if s["current_value"] is None and s["proposed_value"] is None
+            values = ("" if s["current_value"] is None and s["proposed_value"] is None
                       else f": **{md(s['current_value'] or 'none')}** → **{md(s['proposed_value'] or 'none')}**")
-            st.markdown(f"**Change:** {md(s['setting'])}{change}")
-            cols = st.columns(3)
-            saving = s["saving_gpu_h"]
-            cols[0].metric("Lost progress saved", gpu_hours(saving) if saving else "not measured",
-                           help="Lost GPU-hours the change saves over the window, by the replay (or the ledger, "
-                                "where the effect says so).")
-            wait = s["high_wait_change_s"]
+            st.markdown(f"**Change:** {md(s['setting'])}{values}")
+            saving, wait = s["saving_gpu_h"], s["high_wait_change_s"]
+            victims = s["victims_per_week_change"]
+            # A suggestion nothing replayed (no wait, no victims, nothing saved: the generic advice) has no figure to
+            # show large; its effect is said in words below.
+            cols = st.columns(3) if saving or wait is not None or victims is not None else []
+            if cols:
+                cols[0].metric("Lost progress saved", gpu_hours(saving) if saving and round(saving, 1) else "none",
+                               help="Lost GPU-hours the change saves over the window, by the replay (or the ledger, "
+                                    "where the effect says so).")
             if wait is not None:
                 # A leading "-" is what st.metric reads as a fall: shorter waits are good (inverse colours).
                 words = (f"{duration(abs(wait))} {'longer' if wait > 0 else 'shorter'}" if round(wait)
                          else "no change")
                 cols[1].metric("Critical + high median wait", words,
-                               delta=None if not round(wait) else signed_duration(wait), delta_color="inverse",
+                               delta=None if not round(wait) else change(wait, DURATION), delta_color="inverse",
                                delta_description="replayed", help="Change of the median queue wait of critical "
                                "and high jobs under the change.")
-            victims = s["victims_per_week_change"]
             if victims is not None:
                 words = (f"{number(abs(victims))} {'more' if victims > 0 else 'fewer'}" if round(victims, 1)
                          else "no change")
-                cols[2].metric("Victims per week", words, delta=signed(victims) if round(victims, 1) else None,
+                cols[2].metric("Victims per week", words, delta=change(victims) if round(victims, 1) else None,
                                delta_color="inverse", delta_description="replayed")
             st.markdown(f"**Evidence:** {md(s['evidence'])}")
             st.markdown(f"**Expected effect:** {md(s['effect'])}")
-            st.caption(f"Window {s['window_start']:%Y-%m-%d} to {s['window_end']:%Y-%m-%d}.")
+            st.caption(f"Window {window(s['window_start'], s['window_end'])}.")
             if not s["replay_reproduces"]:
                 st.warning("The replay did not reproduce this window within tolerance: read the effect as rough.")
             snippets = json.loads(s["snippets"]) if s["snippets"] else {}

@@ -13,6 +13,7 @@ import polars as pl
 
 from preemptlens.analytics.livecost import Instant, LiveCostSettings, compute, default_instant, records, top
 from preemptlens.config import Config, WarehouseSettings, number_argument
+from preemptlens.reading.words import UNKNOWN, number, pct
 from preemptlens.times import TIME_HELP, parse_when
 from preemptlens.warehouse import Warehouse
 
@@ -29,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _hours(value: float | None, at_least: bool | None = False) -> str:
     """GPU-hours; ">=" before a lower bound (an expected requeue wait longer than any seen: docs/figures.md)."""
-    return "unknown" if value is None else (">=" if at_least else "") + f"{value / 3600:.1f}"
+    return UNKNOWN if value is None else (">=" if at_least else "") + number(value / 3600)
 
 
 def render(frame: pl.DataFrame) -> str:
@@ -42,7 +43,7 @@ def render(frame: pl.DataFrame) -> str:
             r["cluster"], r["job_id"], str(r["pool"]), str(r["tier"]), r["team"], str(r["gpus"]),
             _hours(r["cost_gpu_s"], r["requeue_at_least"]), _hours(r["at_risk_gpu_s"]), _hours(r["warmup_gpu_s"]),
             _hours(r["requeue_gpu_s"], r["requeue_at_least"]), r["basis"],
-            "unknown" if share is None else f"{share:.0%}",
+            pct(share),
             f"{r['job_preemptions_recent']}/{r['team_preemptions_recent']}", r["unknown"] or "",
         ))
     widths = [max(len(str(line[i])) for line in lines) for i in range(len(header))]

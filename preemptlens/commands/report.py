@@ -31,7 +31,8 @@ def run(args: argparse.Namespace, config: Config) -> int:
     from preemptlens.analytics.pilot import PilotSettings, declared, on_cluster
     from preemptlens.config import WarehouseSettings
     from preemptlens.dashboards import report
-    from preemptlens.dashboards.data import EVERYTHING, DashboardSettings, options, reader
+    from preemptlens.dashboards.data import DashboardSettings, options, reader
+    from preemptlens.reading.masking import EVERYTHING
     from preemptlens.readonly import Limits
 
     settings = config.of(report.ReportSettings)

@@ -177,7 +177,7 @@ max_pool_share = 1.0
     assert world.open("kai_protect") == {}
     undo = {r["job_id"]: r["undo_why"] for r in world.rows()}
     assert undo == {"ends": "the job has no live cost: it ended or is not running",
-                    "runs-on": "reached max_hold_s (2 h)"}
+                    "runs-on": "reached max_hold_s (2.0 h)"}
 
 
 def test_stale_live_cost_releases(world: World, tmp_path: Path) -> None:

@@ -115,4 +115,4 @@ stale_after_s = 86400
     assert _boosts(api) == {"job-low-4f2a1": None, "job-mid-1": None}
     with Warehouse(warehouse) as wh:
         undone = dict(wh.query("SELECT job_id, undo_why FROM actions").iter_rows())
-    assert undone == {MID: "the job has no live cost: it ended or is not running", LOW: "reached max_hold_s (2 h)"}
+    assert undone == {MID: "the job has no live cost: it ended or is not running", LOW: "reached max_hold_s (2.0 h)"}

@@ -23,6 +23,7 @@ from analytics_scenario import simulated_and_analysed
 from preemptlens.analytics.simulator import SimConfig, WorkloadConfig, cluster_of, simulate
 from preemptlens.analytics.whatif import counterfactual, scorecard
 from preemptlens.contract import TIERS
+from preemptlens.reading import words
 
 SIM = SimConfig(cluster="gt", start=datetime(2026, 3, 2, tzinfo=UTC), days=4.0, pools=cluster_of(64),
                 workload=WorkloadConfig(seed=1, load=0.85), sample_step_s=300)
@@ -114,8 +115,8 @@ def test_headline_and_break_even_by_hand(stored: counterfactual.Answer) -> None:
         assert run["breakeven_factor"] is None
     text = scorecard.headline_text(stored)
     assert saved > 0 and thrown > 0
-    assert text.startswith(f"against plain queueing, preemption saved critical+high work {scorecard.gpu_hours(saved)} "
-                           f"of waiting; it cost {scorecard.gpu_hours(thrown)} thrown away")
+    assert text.startswith(f"against plain queueing, preemption saved critical+high work {words.gpu_hours(saved)} "
+                           f"of waiting; it cost {words.gpu_hours(thrown)} thrown away")
 
 
 def _table(tiers: list[str], waiting_s: list[float], thrown_gpu_s: list[float]) -> counterfactual.JobTable:

@@ -27,12 +27,13 @@ import polars as pl
 import pytest
 from analytics_scenario import Scenario, analysed, at
 
-from preemptlens.analytics.alerts import VictimNotice, _minutes
+from preemptlens.analytics.alerts import VictimNotice
 from preemptlens.analytics.livecost import LiveCostSettings, compute
 from preemptlens.analytics.requeue import restart_text
 from preemptlens.config import load_config
 from preemptlens.dashboards import data
-from preemptlens.dashboards.formats import duration
+from preemptlens.reading.masking import EVERYTHING
+from preemptlens.reading.words import duration
 
 H = 3600.0
 END = 100 * H
@@ -143,23 +144,24 @@ def test_notice_and_card_say_the_same_and_that_the_wait_passed_most(scenario: Sc
     config = load_config(overrides={"alerts.lookback_s": 200 * H})
     notices = {a.dedupe_key.split(":")[2]: a for a in VictimNotice().evaluate(scenario.wh, config, at(END))}
     # W0 has waited 25 h at the data's end: under the 50 h median of its size
-    assert "expect a restart about 50.0 h after the preemption" in notices["W0"].text
-    assert "(the median wait, 95% interval 10.0 h to more than 80.0 h)" in notices["W0"].text
+    assert "expect a restart about 2.1 days after the preemption" in notices["W0"].text
+    assert "(the median wait, 95% interval 10.0 h to more than 3.3 days)" in notices["W0"].text
     assert "from 10 recent victims of tier low with 8-31 GPUs in pool a, 5 restarted" in notices["W0"].text
     # W1 has waited 80 h: past the median, and no p90 is known within the 80 h seen
-    expected = ("it has waited 80.0 h, longer than most: half of such victims restarted within 50.0 h, fewer "
-                "than 9 in 10 within the longest wait seen, 80.0 h; from 10 recent victims")
+    # (every outlet words a duration one way: 50 h and 80 h read in days)
+    expected = ("it has waited 3.3 days, longer than most: half of such victims restarted within 2.1 days, fewer "
+                "than 9 in 10 within the longest wait seen, 3.3 days; from 10 recent victims")
     assert expected in notices["W1"].text
     assert notices["W1"].facts["requeue_victims"] == 10
 
     scenario.wh.publish()
     window = data.Filters(start=at(0), end=at(END + H))
-    with data.reader(scenario.wh.path, scope=data.EVERYTHING) as r:
+    with data.reader(scenario.wh.path, scope=EVERYTHING) as r:
         rows = data.mine(r, window, ("ana",), (), 100)
     cards = {p["victim_job_id"]: p for p in rows.iter_rows(named=True)}
     for job in ("W0", "W1"):
         p = cards[job]
-        assert restart_text(p, "low", "a", p["requeue_delay_s"], _minutes) in notices[job].text
+        assert restart_text(p, "low", "a", p["requeue_delay_s"], duration) in notices[job].text
         assert "longer than most" in restart_text(p, "low", "a", p["requeue_delay_s"], duration) or job == "W0"
     assert cards["W0"]["expected_restart_time"] == at(END - 25 * H + 50 * H)
     # too few restarted for a median: more than the longest wait seen, and from which group

@@ -17,8 +17,8 @@ from preemptlens.dashboards.access import (
     proxy_trusted,
     resolve,
 )
-from preemptlens.dashboards.data import mask
 from preemptlens.errors import ConfigError
+from preemptlens.reading.masking import mask
 
 
 def redact(frame: pl.DataFrame, reader: Reader) -> pl.DataFrame:
@@ -144,3 +144,45 @@ def test_unknown_text_of_another_teams_row_is_masked_and_numbers_tell_jobs_apart
     assert shown["holder"].to_list() == [hidden(1), hidden(2), hidden(1), "c"]
     assert shown["new_label"].to_list() == [hidden(1), hidden(2), hidden(1), "z"], "a column added later"
     assert shown["tier"].to_list() == ["low"] * 4 and shown["gpus"].to_list() == [1, 2, 3, 4]
+
+
+def test_a_readers_own_team_is_never_masked_and_team_tables_keep_every_name(tmp_path: Path) -> None:
+    """The Overview's loss coverage and goodput rows are teams (public), figures summed over jobs: no name is
+    masked, the reader's own team's least of all."""
+    reader = resolve(access(tmp_path, 'users = { me = "team:vision" }\n'), "me", None, (), "proxy", False)
+    frame = pl.DataFrame({"cluster": [None, "c", "c"], "breakdown": [None, "vision", "nlp"],
+                          "preemptions": [5, 3, 2], "missing": [None, None, "checkpoints of nlp"]})
+    assert redact(frame, reader).equals(frame)
+    ledger = pl.DataFrame({"victim_job_id": ["v1", "n1"], "victim_team": ["vision", "nlp"],
+                           "victim_user": ["ann", "bob"]})
+    assert redact(ledger, reader)["victim_job_id"].to_list() == ["v1", hidden(1)]
+
+
+def test_a_reason_loses_the_names_its_row_hides(tmp_path: Path) -> None:
+    """A scheduler's reason that quotes the hidden preemptor's name or user in plain words loses them too."""
+    reader = resolve(access(tmp_path, 'users = { me = "team:vision" }\n'), "me", None, (), "proxy", False)
+    frame = pl.DataFrame({"victim_job_id": ["v1"], "victim_team": ["vision"], "preemptor_job_id": ["101"],
+                          "preemptor_name": ["serve-prod"], "preemptor_user": ["carol"], "preemptor_team": ["infer"],
+                          "reason": ["preempted by job 101 (serve-prod, user carol); serve-production kept"]})
+    shown = redact(frame, reader).row(0, named=True)
+    assert shown["reason"] == ("preempted by job (another team) ((another team), user (another team)); "
+                               "serve-production kept")
+    assert shown["victim_job_id"] == "v1"
+
+
+def test_a_teams_scope_follows_the_one_masking_setting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A team (a logged-in member, a team's notices) sees everything unless masking.show_other_teams_jobs is off;
+    the setting's old name is refused, naming the new one, rather than ignored."""
+    from preemptlens.reading.masking import EVERYTHING, Scope, team_scope
+
+    assert team_scope(load_config(None), ("nlp",)) == EVERYTHING
+    monkeypatch.setenv("PREEMPTLENS_MASKING__SHOW_OTHER_TEAMS_JOBS", "false")
+    assert team_scope(load_config(None), ("nlp", "cv")) == Scope(False, ("cv", "nlp"))
+    monkeypatch.delenv("PREEMPTLENS_MASKING__SHOW_OTHER_TEAMS_JOBS")
+    old = tmp_path / "old.toml"
+    old.write_text("[dashboard]\nshow_other_teams_jobs = false\n")
+    with pytest.raises(ConfigError, match=r"dashboard\.show_other_teams_jobs: moved to masking\.show_other_teams_jobs"):
+        load_config(str(old))
+    monkeypatch.setenv("PREEMPTLENS_DASHBOARD__SHOW_OTHER_TEAMS_JOBS", "false")
+    with pytest.raises(ConfigError, match="moved to PREEMPTLENS_MASKING__SHOW_OTHER_TEAMS_JOBS"):
+        load_config(None)

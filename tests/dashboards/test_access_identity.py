@@ -36,7 +36,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Provider, D
         cookie.chmod(0o600)
         config = root / "preemptlens.toml"
         config.write_text(
-            "[dashboard]\nshow_other_teams_jobs = false\n"
+            "[masking]\nshow_other_teams_jobs = false\n"
             "[access]\noidc = true\n"
             f'oidc_metadata_url = "{provider.metadata_url}"\noidc_client_id = "{provider.client_id}"\n'
             'oidc_client_secret = { "$env" = "TEST_OIDC_CLIENT_SECRET" }\n'

@@ -1,6 +1,6 @@
 """Logged in behind a real nginx (basic authentication, user and groups passed on in X-Forwarded-* headers),
 each role sees what docs/deploy.md promises, in headless Chromium: the hand-made cluster's jobs of other
-teams are masked for a team and a viewer (dashboard.show_other_teams_jobs = false), only admins get the
+teams are masked for a team and a viewer (masking.show_other_teams_jobs = false), only admins get the
 Operations and SQL pages, and a logged-in reader lands on their own preemptions."""
 
 from __future__ import annotations
@@ -18,20 +18,21 @@ from pathlib import Path
 
 import duckdb
 import fixture_cluster
+import polars as pl
 import pytest
 from browser import Chromium, Dashboard, PageState, free_port
 from nginx import Nginx
 
 from preemptlens.analytics.alerts import VictimNotice
 from preemptlens.config import load_config
-from preemptlens.dashboards.data import HIDDEN
+from preemptlens.reading.masking import EVERYTHING, HIDDEN, Scope
 from preemptlens.warehouse import Warehouse
 
 PASSWORD = "correct horse"
 # nginx users and their groups; the dashboard's [access] gives roles to some names and groups.
 USERS = {"vision-user": "", "nlp-user": "nlp,staff", "ops": "platform", "guest": "staff"}
 CONFIG = """
-[dashboard]
+[masking]
 show_other_teams_jobs = false
 [access]
 proxy_headers = true
@@ -106,9 +107,10 @@ def test_a_team_member_lands_on_their_own_preemptions(proxied: tuple[Nginx, Chro
     assert dict(re.findall(figures, team.split("train-")[0]))["Preemptions"] == "0"
     assert re.match(r"My preemptions\s+vision-user \(vision\) ·", state.text), state.text[:200]
     # One card per job, each with every preemption of the job; train-48b's flags are kept. Their preemptors are
-    # infer's jobs: masked (dashboard.show_other_teams_jobs).
+    # infer's jobs: masked (masking.show_other_teams_jobs).
     assert "**" not in state.text and "preempted by (another team #1)" in state.text.replace("\n", " ")
     assert "serve-w" not in state.text
+    assert "A preemptor of another team reads “(another team #n)”" in state.text, "the page says what it hides"
     assert state.text.count("What would have protected it") == 4
     assert "avoidable: 8 idle hoarded GPUs were in the pool" in state.text
 
@@ -127,6 +129,26 @@ def test_a_team_sees_cluster_figures_but_not_other_teams_jobs(proxied: tuple[Ngi
     assert fixture_cluster.HOARDER_JOB not in hoarding.text
 
 
+def test_a_masked_team_member_reads_their_own_and_every_teams_figures(cluster_warehouse: Path) -> None:
+    """Team-level tables (loss coverage, goodput, net per team) are figures summed over jobs: a masked team member
+    gets them exactly as an admin does, their own team's row first of all (they were masked whole before)."""
+    from preemptlens.dashboards import coverage, data
+
+    def read(scope: Scope) -> dict[str, pl.DataFrame]:
+        with data.reader(cluster_warehouse, scope=scope) as r:
+            o = data.options(r)
+            assert o.first is not None and o.last is not None
+            f = data.Filters(start=o.first, end=o.last + timedelta(seconds=1))
+            return {"coverage": data.coverage(r, f), "goodput": data.goodput(r, f), "team_net": data.team_net(r, f)}
+
+    masked, admin = read(Scope(False, ("vision",))), read(EVERYTHING)
+    for name, frame in masked.items():
+        assert frame.equals(admin[name]), name
+    assert "vision" in masked["coverage"]["breakdown"].to_list()
+    rows = coverage.coverage_rows(masked["coverage"], "team")
+    assert not [r for r in rows if HIDDEN[:-1] in str(r)], rows
+
+
 def test_admin_only_pages_are_not_served_to_a_team(proxied: tuple[Nginx, Chromium]) -> None:
     for path in ("sql", "operations"):
         state = open_as(proxied, "nlp-user", path)
@@ -139,7 +161,9 @@ def test_a_viewer_sees_no_jobs_of_any_team(proxied: tuple[Nginx, Chromium]) -> N
     assert re.search(r"Preemptions\s*\n+\s*5\b", state.text)
     for job in ("train-48b", "train-w0", fixture_cluster.WORST_W48):
         assert job not in state.text
-    assert "No victims in this window." in state.text
+    # No story offered after the ledger's counts without saying why: a viewer is in no team.
+    assert "you are in no team" in state.text and "No victims in this window." not in state.text
+    assert "“(another team #n)” in Victim job" in state.text, "the ledger says what it hides and why"
 
 
 def test_an_admin_by_group_gets_sql_operations_and_every_job(proxied: tuple[Nginx, Chromium]) -> None:

@@ -1,4 +1,4 @@
-"""Masking and escaping, page by page, in headless Chromium: a team's reader (dashboard.show_other_teams_jobs =
+"""Masking and escaping, page by page, in headless Chromium: a team's reader (masking.show_other_teams_jobs =
 false) opens every page and nothing the server sends it (every WebSocket frame: tables, charts, text) holds
 another team's job id, user or node, not even in their own preemptions' preemptor or the scheduler's reason;
 an admin's pages hold them. Names that are markup (hostile_cluster) never become an image, a link or HTML on any
@@ -21,7 +21,7 @@ from tests.hostile_peers import Huge
 
 PAGES = ("", "overview", "preemptions", "hoarding", "scope_creep", "tuning", "pilot")
 CONFIG = """
-[dashboard]
+[masking]
 show_other_teams_jobs = false
 [access]
 proxy_headers = true
@@ -140,10 +140,11 @@ def test_a_team_readers_team_filter_means_their_victims(served: tuple[Dashboard,
     from datetime import UTC, datetime
 
     from preemptlens.dashboards import data
+    from preemptlens.reading.masking import Scope
 
     _, warehouse = served
     window = dict(start=datetime(2026, 11, 1, tzinfo=UTC), end=datetime(2026, 12, 1, tzinfo=UTC), teams=("llm",))
-    with data.reader(warehouse, scope=data.Scope(False, ("llm",))) as r:
+    with data.reader(warehouse, scope=Scope(False, ("llm",))) as r:
         theirs = data.top_victims(r, data.Filters(**window, victim_teams=True), 50)  # type: ignore[arg-type]
         either = data.top_victims(r, data.Filters(**window), 50)  # type: ignore[arg-type]
     assert theirs["victim_team"].to_list() == ["llm"] and theirs["victim_job_id"].to_list() == ["llm-job-7"]

@@ -15,6 +15,7 @@ from preemptlens.analytics.actions import hold_text
 from preemptlens.analytics.params import AnalyticsSettings
 from preemptlens.analytics.refresh import analyze
 from preemptlens.dashboards import data
+from preemptlens.reading.masking import EVERYTHING
 from preemptlens.warehouse import Warehouse
 
 APP = str(Path(__file__).resolve().parents[2] / "dashboards" / "app.py")
@@ -33,7 +34,7 @@ def test_my_preemptions_carry_the_hold_in_force_at_the_preemption(tmp_path: Path
             {"c": first["cluster"], "j": first["victim_job_id"], "a": since})
         wh.publish()
     window = data.Filters(start=first["time"] - timedelta(days=60), end=first["time"] + timedelta(days=60))
-    with data.reader(path, scope=data.EVERYTHING) as r:
+    with data.reader(path, scope=EVERYTHING) as r:
         rows = data.mine(r, window, (), (first["victim_team"],), 1000)
     held = [p for p in rows.iter_rows(named=True) if p["hold_action"] is not None]
     assert [(p["victim_job_id"], p["time"]) for p in held] == [(first["victim_job_id"], first["time"])]

@@ -10,6 +10,7 @@ import fixture_cluster
 import polars as pl
 
 from preemptlens.dashboards import data
+from preemptlens.reading.masking import EVERYTHING
 from preemptlens.warehouse import Warehouse
 
 COUNT = "SELECT count(*) AS n FROM pools"
@@ -23,10 +24,10 @@ def add_pool(path: Path, name: str) -> None:
 
 def test_a_new_snapshot_is_read_once_the_readers_of_the_old_one_finished(tmp_path: Path) -> None:
     path = fixture_cluster.build(tmp_path / "w.duckdb")
-    with data.reader(path, scope=data.EVERYTHING) as r:
+    with data.reader(path, scope=EVERYTHING) as r:
         pools = int(r.frame(COUNT)["n"][0])
     add_pool(path, "new-1")
-    with data.reader(path, scope=data.EVERYTHING) as r:
+    with data.reader(path, scope=EVERYTHING) as r:
         assert int(r.frame(COUNT)["n"][0]) == pools + 1
 
     # A page still reading the old snapshot when a new one appears keeps its rows; the next reader
@@ -35,7 +36,7 @@ def test_a_new_snapshot_is_read_once_the_readers_of_the_old_one_finished(tmp_pat
     opened, release = threading.Event(), threading.Event()
 
     def old_page() -> None:
-        with data.reader(path, scope=data.EVERYTHING) as old:
+        with data.reader(path, scope=EVERYTHING) as old:
             opened.set()
             release.wait(10)
             seen.append(int(old.frame(COUNT)["n"][0]))
@@ -46,7 +47,7 @@ def test_a_new_snapshot_is_read_once_the_readers_of_the_old_one_finished(tmp_pat
     add_pool(path, "new-2")
     threading.Timer(0.5, release.set).start()
     began = time.monotonic()
-    with data.reader(path, scope=data.EVERYTHING) as r:
+    with data.reader(path, scope=EVERYTHING) as r:
         assert int(r.frame(COUNT)["n"][0]) == pools + 2
         waited = time.monotonic() - began
     page.join(10)
@@ -59,7 +60,7 @@ def test_readers_in_threads_share_the_connection_and_read_utc(tmp_path: Path) ->
     zones: list[str] = []
 
     def read() -> None:
-        with data.reader(path, scope=data.EVERYTHING) as r:
+        with data.reader(path, scope=EVERYTHING) as r:
             zones.append(str(r.frame("SELECT current_setting('TimeZone') AS tz")["tz"][0]))
             r.frame("SELECT * FROM preemption_ledger")
 

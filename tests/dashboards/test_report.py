@@ -137,6 +137,8 @@ def test_html_needs_no_script_and_loads_nothing(page: Page, written: Path) -> No
     assert page.scripts == [] and all(src.startswith("data:image/png;base64,") for src in page.loads)
     html = (written / "preemptlens-2026-W48.html").read_text()
     assert "plotly" not in html.lower() and len(html) < 1_500_000
+    # Commands and settings in the sentences read as code, not as Markdown's backticks.
+    assert "`" not in html and "<code>preemptlens collect checkpoints</code>" in html
 
 
 def test_every_section_is_there(page: Page) -> None:
@@ -173,7 +175,7 @@ def test_net_benefit_section(page: Page) -> None:
     assert "Median requeue delay 60 min over 3 victims that restarted" in text
     header, *rows = page.sections["net-benefit"]["tables"]["scorecard"]
     assert header == ["cluster", "question", "answer", "evidence"] and len(rows) == 4
-    assert rows[2][3].startswith("preemptible GPU-hours of checkpointing jobs: ")
+    assert rows[2][3].startswith("preemptible GPU-hours with checkpoint data ")
     # gains: two critical preemptors x 8 GPU-h x weight 4; costs: 1 x (20 + 12) + 0.5 x (8 + 8) + 0.5 x (4 + 8)
     teams = {r[0]: r for r in page.sections["net-benefit"]["tables"]["team-net"][1:]}
     assert teams["total"][1:] == ["3", "16.0 GPU-h", "32.0 GPU-h", "28.0 GPU-h", "18.0"]

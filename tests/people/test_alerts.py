@@ -317,6 +317,33 @@ def test_victim_notice_to_team_webhook_slack_format(
     assert alerts.run(wh, config, NOW + timedelta(minutes=5)).sent == 0
 
 
+def test_victim_notice_names_another_teams_preemptor_only_where_the_dashboard_would(
+    tmp_path: Path, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With masking.show_other_teams_jobs off, team nlp's notice says a job of another team (its tier) took its
+    GPUs: infer's job id, name and user are nowhere in the text, the scheduler's reason or the facts; nlp's own
+    job is named in full."""
+    monkeypatch.setenv("PREEMPTLENS_MASKING__SHOW_OTHER_TEAMS_JOBS", "false")
+    config = config_with(tmp_path, receiver, monkeypatch)
+    wh = Warehouse(tmp_path / "w.duckdb")
+    seed_preemptions(wh)
+    wh.con.execute("UPDATE jobs SET user_name = 'carol' WHERE job_id = '101'")
+    wh.con.execute("UPDATE preemption_links SET reason = 'preempted by job 101 (serve-prod, user carol)'")
+    analyze(wh, load_config(overrides={}).of(AnalyticsSettings), full=True)
+    (notice,) = [a for a in alerts.VictimNotice().evaluate(wh, config, NOW) if a.target == "team:nlp"]
+    assert "a job of another team (tier critical)" in notice.text
+    assert "preempted by job (another team) ((another team), user (another team))" in notice.text, notice.text
+    shown = notice.title + notice.text + json.dumps(notice.facts, default=str)
+    for secret in ("101", "serve-prod", "carol"):
+        assert secret not in shown, secret
+    assert "Job 100 (pretrain) of team nlp" in notice.text
+    # Shown, as on the dashboard, it names the job.
+    monkeypatch.setenv("PREEMPTLENS_MASKING__SHOW_OTHER_TEAMS_JOBS", "true")
+    (named,) = [a for a in alerts.VictimNotice().evaluate(wh, config_with(tmp_path, receiver, monkeypatch), NOW)
+                if a.target == "team:nlp"]
+    assert "job 101 (tier critical)" in named.text and "preempted by job 101" in named.text
+
+
 def test_victim_notices_follow_the_ledgers_preemptions(
     tmp_path: Path, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -30,8 +30,9 @@ from preemptlens.analytics.whatif.scorecard import verdict_line
 from preemptlens.cli import main
 from preemptlens.config import Secret, load_config
 from preemptlens.dashboards import report
-from preemptlens.dashboards.data import EVERYTHING, reader
+from preemptlens.dashboards.data import reader
 from preemptlens.errors import ConfigError
+from preemptlens.reading.masking import EVERYTHING
 from preemptlens.warehouse import Warehouse
 
 DAY = 86400.0
@@ -254,7 +255,7 @@ def test_costs_clearly_worse_and_no_clear_gain_roll_back_with_the_costs_listed()
     verdict, reasons, _ = decide(figures, PilotSettings(), days_after=14)
     assert verdict == "roll back"
     assert any(r.startswith("clearly worse: retries_per_job +0.400 retries") for r in reasons), reasons
-    assert any(r.startswith("clearly worse: thrown_away_share +5.00%") for r in reasons), reasons
+    assert any(r.startswith("clearly worse: thrown_away_share +5.0 points") for r in reasons), reasons
     assert reasons[-1].startswith("and no clear gain of 60 s or more for time-sensitive work")
     # the same costs with a clear gain are weighed, not rolled back
     gained = [_figure("high_wait_p50_s", "gain", "s", -600.0, -900.0, -300.0), *figures[1:]]

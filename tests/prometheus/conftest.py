@@ -21,9 +21,9 @@ import polars as pl
 import pytest
 import requests
 
-from preemptlens.analytics.openmetrics import write_openmetrics
 from tests.prometheus.groundtruth import STYLES, history_end, raw_samples
 from tests.prometheus.helpers import collector, run
+from tests.prometheus.openmetrics import write_openmetrics
 
 HISTORY_HOURS = 12
 

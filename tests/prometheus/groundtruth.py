@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import polars as pl
 
-from preemptlens.analytics.openmetrics import ExporterStyle
+from tests.prometheus.openmetrics import ExporterStyle
 
 RAW_S = 30
 STEP_S = 60

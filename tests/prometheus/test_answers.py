@@ -10,10 +10,10 @@ import orjson
 import polars as pl
 import pytest
 
-from preemptlens.analytics.openmetrics import write_openmetrics, write_openmetrics_chunks
 from preemptlens.collectors.prometheus import AnswerError, range_result
 from preemptlens.collectors.prometheus import answers as reading
 from tests.prometheus.groundtruth import STYLES, raw_samples
+from tests.prometheus.openmetrics import write_openmetrics, write_openmetrics_chunks
 
 SERIES: list[dict[str, Any]] = [
     {

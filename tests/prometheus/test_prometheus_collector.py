@@ -18,7 +18,6 @@ import polars as pl
 import pytest
 import requests
 
-from preemptlens.analytics.openmetrics import ExporterStyle, write_openmetrics
 from preemptlens.collectors.prometheus import (
     MAX_POINTS,
     PrometheusSettings,
@@ -32,6 +31,7 @@ from preemptlens.warehouse import Warehouse
 from tests.prometheus.conftest import History, PrometheusServer, backfill, free_port
 from tests.prometheus.groundtruth import CLUSTER, GPUS, STYLES, expected
 from tests.prometheus.helpers import KEY, collector, run, table, watermarks
+from tests.prometheus.openmetrics import ExporterStyle, write_openmetrics
 
 REPO = Path(__file__).resolve().parents[2]
 # -- ground truth ----------------------------------------------------------------

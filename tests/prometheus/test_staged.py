@@ -18,11 +18,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from preemptlens.analytics.openmetrics import write_openmetrics
 from preemptlens.collectors.prometheus import gpu_matchers
 from tests.prometheus.conftest import PrometheusServer, backfill
 from tests.prometheus.groundtruth import GPUS, STYLES, history_end, raw_samples
 from tests.prometheus.helpers import KEY, collector, run, table
+from tests.prometheus.openmetrics import write_openmetrics
 from tests.prometheus.proxy import Seen, TenantGateway
 
 TENANT = "team-a"

@@ -20,12 +20,11 @@ from preemptlens.analytics.whatif.replay import (
     Variant,
     Window,
     Workload,
-    change,
     interval,
     jittered,
     load_workload,
-    significant,
 )
+from preemptlens.reading.words import DURATION, before_after, significant
 from preemptlens.warehouse import Warehouse
 
 ELEVEN_MINUTES = 11 * 60 / (7 * 86400)
@@ -48,10 +47,13 @@ def test_a_wait_error_is_relative_to_the_real_wait() -> None:
 
 
 def test_effects_keep_the_digits_that_show_their_size() -> None:
-    assert change(0.0205, 0.0186) == "0.02050 -> 0.01860 (-0.00190)"
-    assert change(478.4, 459.5) == "478.4 -> 459.5 (-18.9)"
-    assert change(0.0, 0.0) == "0 -> 0 (0)"
-    assert "-0" not in change(1e-9, 0.0)
+    assert before_after(0.0205, 0.0186) == "0.02050 -> 0.01860 (-0.00190)"
+    assert before_after(478.4, 459.5) == "478.4 -> 459.5 (-18.9)"
+    assert before_after(0.0, 0.0) == "unchanged at 0"
+    assert "-0" not in before_after(1e-9, 0.0)
+    # A wait reads as a duration, and a wait the change does not move says so (not "0 -> 0 (0) s").
+    assert before_after(720.0, 480.0, DURATION) == "12 min -> 8 min (-4 min)"
+    assert before_after(0.0, 0.0, DURATION) == "unchanged at 0 s"
     assert significant(0.0204756) == "0.0205" and significant(12307.0) == "12,307"
 
 

@@ -44,7 +44,7 @@ def test_min_run_time_on_top_without_exemption_and_many_warmup_victims(suggestio
     # is the other fix these victims call for; among the rest, the minimum run time comes first.
     top = next(s for s in changes(found) if s.kind != "near_completion")
     assert top.kind == "min_run_time"
-    assert top.current == "0 min"
+    assert top.current == "0 s"
     assert top.victims_per_week_change is not None and top.victims_per_week_change < 0
     assert "PreemptExemptTime=" in top.snippets["slurm"]
     assert "preemptMinRuntime" in top.snippets["kai"]
@@ -131,7 +131,7 @@ def test_checkpoint_interval_from_young_daly_when_intervals_are_far_too_long(sug
     # checkpoint overhead included; where it ranks depends on what else the cluster could change.
     assert flagged and all(s.saving_gpu_h > 0 and s.score > 0 for s in flagged)
     for s in flagged:
-        assert s.current == "120 min"
+        assert s.current == "2.0 h"
         assert "Young's sqrt(2 x" in s.evidence and "by run age (from 0 s:" in s.evidence
         # a cadence, or a schedule by run age: its shortest interval is well under the current 2 hours
         assert min(float(m) for m in re.findall(r"(\d+) min", s.proposed)) < 60

@@ -1,7 +1,7 @@
 """Write gpu_samples-shaped frames as dcgm-exporter metrics in OpenMetrics text.
 
 The output is what `promtool tsdb create-blocks-from openmetrics` backfills
-into a real Prometheus (tests, benchmarks, demos), and what a small exporter
+into a real Prometheus (the tests and benchmarks), and what a small exporter
 can serve for a live scrape. Each host is written in the label style of one
 dcgm-exporter setup (`ExporterStyle`), so one file can hold every variant the
 Prometheus collector has to normalise.

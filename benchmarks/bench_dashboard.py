@@ -83,7 +83,7 @@ from preemptlens.warehouse import Warehouse  # noqa: E402
 # URL path, page title, sidebar label, plotly charts on the page
 PAGES = (
     ("", "Preemption overview", "Overview", 1),
-    ("preemptions", "Preemptions", "Preemptions", 2),
+    ("preemptions", "Preemptions", "Preemptions", 3),
     ("hoarding", "Idle hoarding", "Idle hoarding", 2),
     ("scope_creep", "Priority scope creep", "Priority scope creep", 3),
     ("tuning", "Tuning suggestions", "Tuning", 0),

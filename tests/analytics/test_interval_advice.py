@@ -73,7 +73,7 @@ def test_the_advised_interval_checked_against_what_happened(ctx: Context) -> Non
 def test_young_daly_reads_the_timed_saves_and_the_measured_cadence(ctx: Context) -> None:
     (advice,) = checkpoint_interval(ctx)
     assert advice.subject == "t"
-    assert (advice.current, advice.proposed) == ("120 min", "30 min")
+    assert (advice.current, advice.proposed) == ("2.0 h", "30 min")
     # five saves in the preempted runs, eight in the restarts (two in the three longest)
     assert "checkpoint cost 60 s (measured: median of 13 timed saves)" in advice.evidence
     assert "5 jobs' measured cadence and 0 declared" in advice.evidence
@@ -97,7 +97,7 @@ def test_a_hazard_that_falls_with_age_gives_a_schedule() -> None:
     assert schedule == ((0.0, 300.0), (3600.0, 1320.0), (14400.0, 6600.0))
     assert words == ["from 0 s: 40 in 10 run-hours", "from 60 min: 10 in 40 run-hours",
                      "from 4.0 h: 2 in 200 run-hours"]
-    assert schedule_text(schedule) == "5 min to 60 min, then 22 min to 4.0 h, then 110 min after"
+    assert schedule_text(schedule) == "5 min to 60 min, then 22 min to 4.0 h, then 1.8 h after"
     # a first step longer than itself: no save while preemptions are rare, the first one interval into the next
     assert schedule_text(((0.0, 3540.0), (900.0, 2160.0))) == "none in the first 15 min, then 36 min after"
     assert last_checkpoint_under(0.0, ((0.0, 3540.0), (900.0, 2160.0)), 3100.0) == 900.0 + 2160.0

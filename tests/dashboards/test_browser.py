@@ -15,7 +15,7 @@ from browser import Chromium, Dashboard
 # path, title, charts on the page
 PAGES = (
     ("", "Preemption overview", 1),
-    ("preemptions", "Preemptions", 2),
+    ("preemptions", "Preemptions", 3),  # the timeline, the risk by run age, the victim's runs
     ("hoarding", "Idle hoarding", 2),
     ("scope_creep", "Priority scope creep", 3),
     ("tuning", "Tuning suggestions", 0),
@@ -85,7 +85,7 @@ def test_a_page_url_opened_first_after_start_runs_the_app(sim_warehouse: Path, t
     with Dashboard(sim_warehouse, tmp_path / "streamlit.log") as dashboard, Chromium() as browser:
         began = time.monotonic()
         browser.navigate(f"{dashboard.url}/preemptions")
-        state, first, done = browser.wait_page(began, timeout_s=120, title="Preemptions", charts=2)
+        state, first, done = browser.wait_page(began, timeout_s=120, title="Preemptions", charts=3)
     assert state.exceptions == 0 and not state.errors, state.errors
     assert first is not None and done is not None and state.rendered, f"not rendered: {state.title}"
-    assert state.charts == 2 and state.drawn == 2
+    assert state.charts == 3 and state.drawn == 3

@@ -596,8 +596,9 @@ def checkpoint_interval(ctx: Context) -> list[Suggestion]:
             Suggestion(
                 kind="checkpoint_interval",
                 subject=team,
-                title=f"Team {team}: checkpoint {'' if proposed.startswith('none') else 'every '}{proposed} instead of "
-                      f"every {duration(current)}",
+                title=(f"Team {team}: checkpoint by run age ({proposed}) instead of every {duration(current)}"
+                       if len(schedule) > 1 else
+                       f"Team {team}: checkpoint every {proposed} instead of every {duration(current)}"),
                 setting="checkpoint interval",
                 current=duration(current),
                 proposed=proposed,

@@ -122,12 +122,17 @@ def _another_user(cluster: SlurmCluster) -> Iterator[None]:
     """Jobs may run as user nobody: it gets an association, and may reach the job scripts slurmd writes under the
     cluster's private folder (traversal only) while the block runs."""
     cluster.run("sacctmgr", "-i", "add", "user", OTHER_USER, "account=vision", f"cluster={CLUSTER}", check=False)
-    mode = cluster.root.stat().st_mode
-    cluster.root.chmod(0o711)
+    # The folders down to slurmd's spool (it writes the job's script in a folder of its own there): made by the
+    # harness with the process's umask, 077 once a test ran preemptlens's command line in this process.
+    folders = [cluster.root, cluster.root / "spool", *(cluster.root / "spool").iterdir()]
+    modes = [f.stat().st_mode for f in folders]
+    for folder in folders:
+        folder.chmod(0o711)
     try:
         yield
     finally:
-        cluster.root.chmod(mode)
+        for folder, mode in zip(folders, modes, strict=True):
+            folder.chmod(mode)
 
 
 def _node_failure(cluster: SlurmCluster, play: Play) -> None:

@@ -175,7 +175,7 @@ RULES: dict[str, TableRules] = {
     "job_runs": TableRules(
         key=("cluster", "job_id", "run"),
         sticky=("pool", "hosts", "submit_time", "eligible_time", "start_time", "preemptor_job_id", "reason",
-                "ended_by"),
+                "ended_by", "restarts_before"),
         checks=(
             _one_of("state", RUN_STATES),
             _at_least("run", 1),

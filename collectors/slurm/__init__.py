@@ -840,6 +840,7 @@ def build_batch(cluster: str, read: SacctRead, policy: Policy) -> Batch:
         "state",
         "reason",
         "ended_by",
+        pl.col("restart_cnt").cast(pl.Int32).alias("restarts_before"),
         pl.format("JobId={} run {} ({})", "job_id", "run", "loc").alias("_record"),
     )
     # Samples labelled with an array task's own id find the task through these.

@@ -8,7 +8,10 @@ JSON shapes (../shared/reference/SCHEDULERS.md):
 - 22.05 (openapi/dbv0.0.38): state.current a string, numbers plain ints.
 - 23.02 (data_parser/v0.0.39): numbers as {"set", "infinite", "number"}.
 - 23.11 (v0.0.40): state.current a list of base state and flags.
-- 24.11+ (v0.0.42+): adds restart_cnt, qosreq, time.planned.
+- 24.11+ (v0.0.42+): adds restart_cnt (the job's restarts before this run, as slurmctld counts them), qosreq,
+  time.planned. 24.05's v0.0.41 accounting record has no restart_cnt; preempt_time and preemptable_time are in
+  no accounting record of any version, only in slurmctld's live job record (squeue --json, scontrol show job:
+  the JOB_INFO parser of src/plugins/data_parser/v0.0.41-v0.0.45/parsers.c, slurm-24-05-8-1 to slurm-26-05-3-1).
 Every numeric field is read through `_number`, so a field that changes from
 an int to the object form in a later version is read either way.
 
@@ -87,6 +90,8 @@ _LAST_EPOCH = 32503680000  # year 3000: a later "time" is a garbled value
 _INT64_END = float(2**63)
 _MAX_COUNT = 2**31 - 1  # an INTEGER column's range (GPUs)
 _EXACT = 2**53  # ints a float holds exactly
+# Slurm counts a job's restarts in a uint16 (slurmdb_job_rec_t.restart_cnt, slurm/slurmdb.h of slurm-24-11-0-1).
+_MAX_RESTARTS = 2**16 - 1
 _NO_NODES = ("", "None assigned", "(null)")
 
 
@@ -130,7 +135,7 @@ class SacctRecord(NamedTuple):
     end: int | None
     gpus: int
     nodes: str | None
-    restart_cnt: int | None  # 24.11+ only
+    restart_cnt: int | None  # 24.11+ only: restarts of the job before this run (0 for its first)
     # An array task's own numeric id (its $SLURM_JOB_ID, what GPU exporters
     # label samples with) where job_id is the "<array job>_<task>" form.
     alias: str | None = None
@@ -309,6 +314,14 @@ def _number(value: Any, field: str) -> float | None:
     if -_INT64_END <= number < _INT64_END:  # False for NaN too
         return number
     raise RecordError(field, f"number out of range: {_short(value)}")
+
+
+def _count(value: Any, field: str, most: int) -> float | None:
+    """A count (either number shape) from 0 to `most`; another value is the record's error."""
+    number = _number(value, field)
+    if number is not None and not (0 <= number <= most and number == int(number)):
+        raise RecordError(field, f"not a count from 0 to {most}: {_short(value)}")
+    return number
 
 
 def _epoch(value: Any, field: str) -> int | None:
@@ -529,7 +542,8 @@ def decode_run(records: list[Any]) -> dict[str, list[Any]]:
     gpus = [_gpus(t.allocated, "tres.allocated") for t in tres]
     gpus = [_gpus(_requested(t.requested), "tres.requested") if g is None else g
             for g, t in zip(gpus, tres, strict=True)]
-    restarts = [None if r is None else _number(r, "restart_cnt") for r in [job.restart_cnt for job in jobs]]
+    restarts = [None if r is None else _count(r, "restart_cnt", _MAX_RESTARTS)
+                for r in [job.restart_cnt for job in jobs]]
     return {
         "job_id": [job_id for job_id, _ in ids],
         "name": _texts([job.name for job in jobs], "name"),

@@ -1,4 +1,4 @@
--- One row per run that started: how it ended (cause: preemption, node_failure, requeue, cancel, time_limit, crash, hang, completed, running), decided from the scheduler's record, the preemption ledger's binding and the job's own progress, who asked for a cancel, requeue or a hang's end where the scheduler records it (cause_by: user, the job's own, or admin), and whether the job ran again after it.
+-- One row per run that started: how it ended (cause: preemption, node_failure, requeue, cancel, time_limit, crash, hang, completed, running), decided from the scheduler's record, the preemption ledger's binding and the job's own progress, who asked for a cancel, requeue or a hang's end where the scheduler records it (cause_by: user, the job's own, or admin), whether the job ran again after it, and the restarts the scheduler counted before it that no record shows (restarts_hidden).
 with
 
 params as (
@@ -12,6 +12,30 @@ runs as (
 preempted as (
     -- the runs the ledger holds (state preempted, or bound by a preemption link)
     select distinct cluster, victim_job_id as job_id, victim_run as run from stg_preemptions
+),
+
+counted as (
+    -- restarts the scheduler counted before each run (Slurm 24.11+ restart_cnt) beyond the runs recorded before it:
+    -- runs no record shows (a document read without --duplicates, purged records); each counted at the first run
+    -- that reveals it
+    select
+        cluster,
+        job_id,
+        run,
+        restarts_before - (run - 1) as unrecorded
+    from job_runs
+    where restarts_before is not null
+),
+
+hidden as (
+    select
+        cluster,
+        job_id,
+        run,
+        greatest(0, unrecorded - greatest(0, coalesce(max(unrecorded) over (
+            partition by cluster, job_id order by run rows between unbounded preceding and 1 preceding
+        ), 0))) as restarts_hidden
+    from counted
 ),
 
 reports as (
@@ -63,6 +87,7 @@ classified as (
             then greatest(0, epoch(r.end_time) - epoch(s.last_progress_time)) end as silent_s,
         r.next_start_time is not null as restarted,
         r.gpus * r.effective_s / 3600.0 as run_gpu_h,
+        h.restarts_hidden,
         -- silent for long before an end other than completion or preemption: the job had stopped working (a
         -- hang), whatever the scheduler then did to it (a watchdog's cancel or requeue, the time limit)
         coalesce(
@@ -78,6 +103,7 @@ classified as (
     left join silence as s on s.cluster = r.cluster and s.job_id = r.job_id and s.run = r.run
     left join preempted as pe on pe.cluster = r.cluster and pe.job_id = r.job_id and pe.run = r.run
     left join job_runs as jr on jr.cluster = r.cluster and jr.job_id = r.job_id and jr.run = r.run
+    left join hidden as h on h.cluster = r.cluster and h.job_id = r.job_id and h.run = r.run
 ),
 
 decided as (
@@ -124,7 +150,8 @@ final as (
         usual_gap_s,
         silent_s,
         restarted,
-        run_gpu_h
+        run_gpu_h,
+        restarts_hidden
     from decided
 )
 

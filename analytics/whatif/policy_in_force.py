@@ -8,12 +8,16 @@ every value is reported with where it came from (`PolicyBasis.describe`).
 
 Scheduler facts (from their sources, see docs/tuning.md):
 - Slurm: PreemptExemptTime is the minimum run before a job may be preempted (QOS value, else the global one),
-  never a grace time; GraceTime (partition with preempt/partition_prio, QOS with preempt/qos) is the time from
-  SIGTERM to the kill, after which slurmctld requeues the job; a job that exits on its own in its grace time is
-  not requeued. A requeued job keeps its priority (priority/basic: its submission order), so it keeps its place.
+  never a grace time; with preempt/partition_prio and GANG it holds a job that would be suspended only from
+  Slurm 26.05 on (`_gang_exempt`); GraceTime (partition with preempt/partition_prio, QOS with preempt/qos) is
+  the time from SIGTERM to the kill, after which slurmctld requeues the job; a job that exits on its own in its
+  grace time is not requeued. A requeued job keeps its priority (priority/basic: its submission order), so it
+  keeps its place.
 - Kueue: preempted Workloads are requeued at once, ordered by their creation time; withinClusterQueue
   LowerPriority lets a tier evict the tiers below it in its ClusterQueue.
-- KAI: a PodGroup keeps its creation time; Queue preemptMinRuntime is the minimum run of its jobs.
+- KAI: a PodGroup keeps its creation time; Queue preemptMinRuntime is the minimum run of its jobs; a PodGroup's
+  preemptionDelay (v0.17.0 on) is how long it must wait, from its creation or last eviction, before it may evict
+  others: the replay's trigger wait, counted from a run's eligible time (a requeued run's is its eviction).
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ _REPORTED = ("scheduler", "enabled", "may_preempt", "min_run_s", "min_run_by_tie
              "youngest_first",
              "reorder_count",
              "strict_order",
-             "min_exempt_priority", "kill_at_grace_end")
+             "min_exempt_priority", "kill_at_grace_end", "trigger_wait_s")
 
 
 @dataclass(frozen=True)
@@ -332,6 +336,7 @@ def _slurm(rows: list[dict[str, Any]]) -> tuple[dict[str, tuple[Any, str]], list
         if qos_exempt:
             notes.append("QOS PreemptExemptTime not replayed with preempt/partition_prio (the jobs' QOS are not "
                          f"recorded): {', '.join(qos_exempt)}")
+    _gang_exempt(conf, classes, kind, mode, out, notes)
     may = _may_preempt(classes, kind, scope)
     if may is not None:
         out["may_preempt"] = may
@@ -340,6 +345,50 @@ def _slurm(rows: list[dict[str, Any]]) -> tuple[dict[str, tuple[Any, str]], list
             out["may_preempt"] = (may[0], f"PreemptType=preempt/none: if turned on, as the queue orders the tiers "
                                           f"({may[1]})")
     return out, notes
+
+
+# The release from which PreemptExemptTime holds a job that preempt/partition_prio with GANG would suspend
+# (SchedMD/slurm CHANGELOG/slurm-26.05.md, 26.05.0rc1: "PreemptExemptTime now also applies to
+# PreemptMode=suspend,gang when running with preempt/partition_prio"; src/plugins/select/cons_tres/job_test.c
+# `_add_exempt_cores` of slurm-26-05-0-1 keeps the cores of a SUSPEND-mode job inside its exempt time from the
+# jobs that would suspend it, when the cluster's PreemptExemptTime is set). Before it the gang scheduler suspends
+# them whatever their run (doc/html/preempt.shtml of slurm-25-11-7-1: with GANG and partition_prio "the
+# controller will ignore PreemptExemptTime").
+_SUSPEND_EXEMPT_SINCE = (26, 5)
+
+
+def _release(text: str) -> tuple[int, int] | None:
+    """(major, minor) of a SLURM_VERSION ("25.11.3"), None when it is not one."""
+    parts = text.split(".")
+    if len(parts) < 2 or not parts[0].isdigit() or not parts[1].isdigit():
+        return None
+    return int(parts[0]), int(parts[1])
+
+
+def _gang_exempt(conf: dict[str, tuple[str, str]], classes: dict[str, dict[str, tuple[str, str]]], kind: str,
+                 mode: str, out: dict[str, tuple[Any, str]], notes: list[str]) -> None:
+    """Tiers whose jobs preempt/partition_prio with GANG suspends: no minimum run before Slurm 26.05."""
+    exempt = out.get("min_run_s", (0.0, ""))[0]
+    if kind != "partition_prio" or conf.get("gang", ("false", ""))[0] != "true" or not exempt:
+        return
+    suspended = sorted({row["tier"][0] for row in classes.values()
+                        if row.get("tier", ("", ""))[0] in TIER_RANK
+                        and row.get("preempt_mode", (mode, ""))[0] == "SUSPEND"})
+    if not suspended:
+        return
+    version = conf.get("version", ("", ""))[0]
+    release = _release(version)
+    if release is None:
+        notes.append(f"Slurm's version is not known: PreemptExemptTime ({exempt:g} s) is replayed for the "
+                     f"suspended tiers ({', '.join(suspended)}), as Slurm 26.05 on applies it with GANG")
+        return
+    if release >= _SUSPEND_EXEMPT_SINCE:
+        notes.append(f"Slurm {version} applies PreemptExemptTime to PreemptMode=SUSPEND,GANG (from 26.05): "
+                     f"{', '.join(suspended)} held for {exempt:g} s")
+        return
+    out["min_run_by_tier"] = ({tier: 0.0 for tier in suspended},
+                              f"Slurm {version}: PreemptExemptTime does not hold a job that PreemptMode=SUSPEND,GANG "
+                              "suspends before 26.05 (the partitions of " + ", ".join(suspended) + ")")
 
 
 def _may_preempt(classes: dict[str, dict[str, tuple[str, str]]], kind: str, scope: str
@@ -444,6 +493,15 @@ def _kai(rows: list[dict[str, Any]]) -> tuple[dict[str, tuple[Any, str]], list[s
                      "start)"),
         "kill_at_grace_end": (False, "an evicted pod lets its GPUs go when it exits"),
     }
+    conf = by.get(("cluster", ""), {})
+    delay = _seconds(conf.get("preemption_delay_s", ("", ""))[0])
+    if delay is not None:
+        if conf.get("preemption_delay_on", ("", ""))[0] == "all":
+            out["trigger_wait_s"] = (delay, f"{conf['preemption_delay_s'][1]} on every PodGroup: a PodGroup evicts "
+                                     "only once pending that long since its creation or last eviction")
+        else:
+            notes.append(f"{conf['preemption_delay_s'][1]} is set on some PodGroups only: not replayed (the replay's "
+                         "trigger wait holds every job)")
     given = {subject: _seconds(row["min_run_s"][0]) for (scope, subject), row in by.items()
              if scope == "queue" and "min_run_s" in row}
     values = Counter(v for v in given.values() if v is not None)

@@ -172,6 +172,10 @@ def policy_rows(policy: Policy) -> list[tuple[str, str, str, str, str]]:
     raw_type = conf.get("PreemptType", "")
     add("cluster", "", "preempt_type", policy.preempt_type, f"PreemptType={raw_type}")
     add("cluster", "", "preempt_mode", _mode(policy.global_mode), f"PreemptMode={policy.global_mode}")
+    # GANG in the cluster's PreemptMode: with preempt/partition_prio the gang scheduler suspends a lower
+    # partition's jobs (src/slurmctld/gang.c), and PreemptExemptTime holds a SUSPEND-mode job only from 26.05 on
+    # (analytics/whatif/policy_in_force.py).
+    add("cluster", "", "gang", "GANG" in _flags(policy.global_mode), f"PreemptMode={policy.global_mode}")
     exempt = conf.get("PreemptExemptTime", "")
     add("cluster", "", "min_run_s", slurm_duration_s(exempt) or 0.0, f"PreemptExemptTime={exempt}")
     sched = _words(conf.get("SchedulerParameters", ""))
@@ -311,8 +315,12 @@ def _number(text: str) -> float | None:
     return value if value == value and abs(value) != float("inf") else None
 
 
+def _flags(text: str) -> list[str]:
+    return [w.strip().upper() for w in text.split(",") if w.strip()]
+
+
 def _mode(text: str) -> str:
-    words = [w.strip().upper() for w in text.split(",") if w.strip()]
+    words = _flags(text)
     main = [w for w in words if w not in _MODIFIERS]
     return main[0] if main else ("GANG" if "GANG" in words else "OFF")
 

@@ -151,3 +151,40 @@ def test_the_replay_reads_a_cluster_without_preemption_as_off_with_the_tiers_it_
     assert on["enabled"][0] is True and on["may_preempt"][0] == off["may_preempt"][0]
     # bf_window (default 1440 minutes) bounds how far ahead backfill reserves.
     assert off["backfill_window_s"][0] == 86400.0
+
+
+@pytest.mark.parametrize(("version", "low_min_run"), [("25.11.3", 0.0), ("26.05.0", None)])
+def test_preempt_exempt_time_holds_a_job_gang_would_suspend_from_26_05(version: str, low_min_run: float | None
+                                                                       ) -> None:
+    """With preempt/partition_prio and PreemptMode=SUSPEND,GANG the gang scheduler suspended a lower partition's
+    jobs whatever their run until Slurm 26.05, which applies PreemptExemptTime to them (SchedMD/slurm
+    CHANGELOG/slurm-26.05.md, 26.05.0rc1; src/plugins/select/cons_tres/job_test.c of slurm-26-05-0-1): the suite's
+    recorded 22.05 configuration with PreemptExemptTime=00:01:00, as a gang cluster of each release states it
+    (`scontrol show partition` prints an inherited mode with its GANG flag)."""
+    from preemptlens.analytics.whatif.policy_in_force import _slurm
+
+    config = ((CASES / "slurm_22_05_show_config_exempt.txt").read_text()
+              .replace("PreemptMode             = REQUEUE", "PreemptMode             = SUSPEND,GANG")
+              .replace("SLURM_VERSION           = 22.05.8", f"SLURM_VERSION           = {version}"))
+    partitions = (CASES / "slurm_22_05_show_partition_grace.txt").read_text().replace(
+        "PreemptMode=REQUEUE", "PreemptMode=GANG,SUSPEND")
+    policy = _policy_of(config, partitions)
+    rows = policy_rows(policy)
+    by_key = {(scope, subject, setting): value for scope, subject, setting, value, _ in rows}
+    assert by_key[("cluster", "", "gang")] == "true" and by_key[("partition", "low", "preempt_mode")] == "SUSPEND"
+    stated, notes = _slurm([dict(zip(("scope", "subject", "setting", "value", "raw"), r, strict=True))
+                            for r in rows])
+    assert stated["min_run_s"][0] == 60.0
+    if low_min_run is None:
+        assert "min_run_by_tier" not in stated and any("26.05" in n for n in notes)
+    else:
+        assert stated["min_run_by_tier"][0] == {"low": low_min_run}
+        assert "before 26.05" in stated["min_run_by_tier"][1]
+    # REQUEUE without GANG: PreemptExemptTime holds every victim, whatever the release
+    plain = _policy_of((CASES / "slurm_22_05_show_config_exempt.txt").read_text().replace(
+        "SLURM_VERSION           = 22.05.8", f"SLURM_VERSION           = {version}"),
+        (CASES / "slurm_22_05_show_partition_grace.txt").read_text())
+    plain_rows = [dict(zip(("scope", "subject", "setting", "value", "raw"), r, strict=True))
+                  for r in policy_rows(plain)]
+    assert "min_run_by_tier" not in _slurm(plain_rows)[0]
+    assert {r["value"] for r in plain_rows if r["setting"] == "gang"} == {"false"}

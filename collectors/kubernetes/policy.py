@@ -11,6 +11,13 @@ concept page; KAI pkg/apis/scheduling/v2/queue_types.go and docs/plugins/minrunt
 - KAI Queue `spec.preemptMinRuntime` and `spec.reclaimMinRuntime` (Go durations: the minimum run of the queue's
   jobs before preemption or reclaim; inherited from the parent queue when unset), `spec.priority`,
   `spec.parentQueue`.
+- KAI PodGroup `spec.preemptionDelay` (scheduling.run.ai/v2alpha2, released in KAI v0.17.0; kai-scheduler/
+  KAI-Scheduler pkg/apis/scheduling/v2alpha2/podgroup_types.go): how long a PodGroup must be pending, from its
+  creation or its last eviction, before it may evict others (preempt, reclaim, consolidation:
+  pkg/scheduler/api/podgroup_info/job_info.go `PreemptionDelayEnd`). The podgrouper copies it from the
+  `kai.scheduler/preemption-delay` annotation of the workload or its pods (an annotation, not the label KAI#1886
+  first read: KAI#1890 moved it before the release). A workload's setting, so the snapshot states the one most
+  PodGroups that set a delay carry, and whether every PodGroup listed carries it.
 
 Durations become seconds. One snapshot is written when any value differs from the last one stored (the cursor
 is their digest), with the scheduler whose jobs the collection reads: Kueue's when it reads Workloads, else
@@ -143,6 +150,32 @@ def kai_queue_rows(obj: Any) -> list[Row]:
     return rows
 
 
+def kai_delay_rows(podgroups: list[Any]) -> list[Row]:
+    """The preemption delay the KAI PodGroups carry: the most common of those set (the longer between equally
+    common ones), and whether every PodGroup carries it; no row when none sets one. Counts are left out of the
+    rows so that a snapshot is written when the setting changes, not whenever a PodGroup comes or goes."""
+    delays: list[float] = []
+    named = 0
+    for obj in podgroups:
+        if _name(obj) is None:
+            continue
+        named += 1
+        seconds = go_duration_s(_spec(obj).get("preemptionDelay"))
+        if seconds is not None and seconds > 0:
+            delays.append(seconds)
+    if not delays:
+        return []
+    counts: dict[float, int] = {}
+    for seconds in delays:
+        counts[seconds] = counts.get(seconds, 0) + 1
+    common = max(counts, key=lambda v: (counts[v], v))
+    every = counts[common] == named
+    return [("cluster", "", "preemption_delay_s", f"{common:g}",
+             f"spec.preemptionDelay {common:g} s (kai.scheduler/preemption-delay)"),
+            ("cluster", "", "preemption_delay_on", "all" if every else "some",
+             "every PodGroup listed" if every else "some PodGroups listed, not all")]
+
+
 def policy_batch(cluster: str, scheduler: str, rows: list[Row], cursor: str | None) -> Batch | None:
     """The snapshot as a batch, or None when it is what the cursor says was stored last."""
     if not rows:
@@ -181,6 +214,10 @@ def batches(collector: KubernetesCollector, cursor: str | None) -> Iterator[Batc
         found = _list(custom.list_cluster_custom_object, ("scheduling.run.ai", "v2", "queues"), collector)
         rows = [r for obj in found for r in kai_queue_rows(obj)]
         scheduler = "kai"
+        if rows:
+            podgroups = _list(custom.list_cluster_custom_object, ("scheduling.run.ai", "v2alpha2", "podgroups"),
+                              collector)
+            rows += kai_delay_rows(podgroups)
     batch = policy_batch(collector.cluster, scheduler, rows, cursor)
     if batch is not None:
         yield batch

@@ -79,3 +79,31 @@ def test_a_snapshot_is_written_once_and_the_replay_reads_it(tmp_path: Path) -> N
     assert any("reclaimWithinCohort" in n for n in actual.notes)
     # Read after the window: said so.
     assert any("after the window's start" in n for n in actual.notes)
+
+
+def test_kai_preemption_delay_is_the_replays_trigger_where_every_podgroup_waits(tmp_path: Path) -> None:
+    """KAI v0.17.0's PodGroup spec.preemptionDelay (from the kai.scheduler/preemption-delay annotation): a
+    PodGroup evicts others only once pending that long since its creation or last eviction
+    (pkg/scheduler/api/podgroup_info/job_info.go, PreemptionDelayEnd) - the replay's trigger wait."""
+    from preemptlens.collectors.kubernetes.policy import kai_delay_rows
+
+    podgroups = _items("kai_0.17_podgroups.json")
+    some = {r[2]: r[3] for r in kai_delay_rows(podgroups)}
+    assert some == {"preemption_delay_s": "120", "preemption_delay_on": "some"}
+    every = [podgroups[1], {**podgroups[0], "spec": {**podgroups[0]["spec"], "preemptionDelay": "2m0s"}}]
+    assert {r[2]: r[3] for r in kai_delay_rows(every)}["preemption_delay_on"] == "all"
+    assert kai_delay_rows([podgroups[0]]) == [] and kai_delay_rows(["not an object"]) == []
+    queues = [r for q in _items("kai_queues.json") for r in kai_queue_rows(q)]
+    for given, trigger in ((podgroups, 0.0), (every, 120.0)):
+        batch = policy_batch("k", "kai", queues + kai_delay_rows(given), None)
+        assert batch is not None
+        with Warehouse(tmp_path / f"w{trigger:g}.duckdb") as wh:
+            wh.load_batch(batch)
+            analyze(wh, AnalyticsSettings())
+            start = datetime.now(UTC) - timedelta(hours=1)
+            actual = policy_in_force(wh, Window("k", start, start + timedelta(minutes=30)), TuningSettings())
+        assert actual.policy.trigger_wait_s == trigger
+        if trigger:
+            assert actual.kind("trigger_wait_s") == "kai" and "trigger_wait_s 120 s" in actual.describe()
+        else:
+            assert any("some PodGroups only" in n for n in actual.notes)

@@ -8,10 +8,10 @@ JSON shapes (../shared/reference/SCHEDULERS.md):
 - 22.05 (openapi/dbv0.0.38): state.current a string, numbers plain ints.
 - 23.02 (data_parser/v0.0.39): numbers as {"set", "infinite", "number"}.
 - 23.11 (v0.0.40): state.current a list of base state and flags.
-- 24.11+ (v0.0.42+): adds restart_cnt (the job's restarts before this run, as slurmctld counts them), qosreq,
-  time.planned. 24.05's v0.0.41 accounting record has no restart_cnt; preempt_time and preemptable_time are in
-  no accounting record of any version, only in slurmctld's live job record (squeue --json, scontrol show job:
-  the JOB_INFO parser of src/plugins/data_parser/v0.0.41-v0.0.45/parsers.c, slurm-24-05-8-1 to slurm-26-05-3-1).
+- 24.11+ (v0.0.42+): adds restart_cnt (the job's restarts before this run, as slurmctld counts them) and qosreq
+  (time.planned came in 24.05's v0.0.41, which has no restart_cnt). preempt_time and preemptable_time are in no
+  accounting record of any version, only in slurmctld's live job record (squeue --json, scontrol show job: the
+  JOB_INFO parser of src/plugins/data_parser/v0.0.41-v0.0.45/parsers.c, slurm-24-05-8-1 to slurm-26-05-3-1).
 Every numeric field is read through `_number`, so a field that changes from
 an int to the object form in a later version is read either way.
 

@@ -180,6 +180,7 @@ RULES: dict[str, TableRules] = {
             _one_of("state", RUN_STATES),
             _at_least("run", 1),
             _at_least("gpus", 0),
+            _at_least("restarts_before", 0),
             Check(
                 "end_time",
                 "must not be before start_time",

@@ -32,6 +32,7 @@ from preemptlens.analytics.whatif import counterfactual
 from preemptlens.reading.words import (
     DURATION,
     GPU_H,
+    LOST_PROGRESS,
     RATIO,
     THROWN_AWAY_DRAINED,
     change,
@@ -498,14 +499,20 @@ def capacity_text(run: Mapping[str, Any]) -> str | None:
         return None
     hours = (run["window_end"] - run["window_start"]).total_seconds() / 3600.0
     gpus = round(capacity / hours) if hours > 0 else 0
-    return f"the window's capacity of {gpu_hours(capacity)} ({gpus:,} GPUs × {quantity(hours, 'h')})"
+    return f"the window's capacity: {gpu_hours(capacity)} ({gpus:,} GPUs × {quantity(hours, 'h')})"
+
+
+def _share(part: float, whole: float) -> str:
+    """A share that is not rounded to nothing: 0%, <0.1%, 3.3%, 36%."""
+    share = part / whole
+    return "<0.1%" if 0 < share < 0.0005 else pct(share)
 
 
 def _against_capacity(gpu_h: float | None, capacity: float | None) -> str:
     if gpu_h is None or not capacity:
         return "unknown"
     share = gpu_h / capacity
-    return quantity(share, RATIO) if share >= 1 else pct(share)
+    return f"{quantity(share, RATIO)} capacity" if share >= 1 else f"{_share(gpu_h, capacity)} of capacity"
 
 
 def tier_wait_lines(answer: counterfactual.Answer) -> list[str]:
@@ -521,7 +528,7 @@ def tier_wait_lines(answer: counterfactual.Answer) -> list[str]:
         if other is None or base is None or other.get("affected_jobs") is None:
             continue
         if other["affected_jobs"]:
-            moved = (f"{plural(int(other['affected_jobs']), 'job')} queued "
+            moved = (f"{plural(int(other['affected_jobs']), 'job')} whose queue time changed, by "
                      f"{change(other['extra_wait_mean_s'], DURATION)} a job on average "
                      f"(median {change(other['extra_wait_p50_s'], DURATION)})")
         else:
@@ -529,9 +536,10 @@ def tier_wait_lines(answer: counterfactual.Answer) -> list[str]:
         queued = other["waiting_gpu_h"]
         late = other.get("late_waiting_gpu_h")
         after = ("" if late is None or not queued
-                 else f", {pct(late / queued)} of it after the window's end")
+                 else ", none of it after the window's end" if not late
+                 else f", {_share(late, queued)} of it after the window's end")
         line = (f"{tier}: {moved}; queue time {gpu_hours(queued)} with preemption "
-                f"({_against_capacity(queued, capacity)} of capacity){after}, against "
+                f"({_against_capacity(queued, capacity)}){after}, against "
                 f"{gpu_hours(base['waiting_gpu_h'])} without ({_against_capacity(base['waiting_gpu_h'], capacity)})")
         undrained = max(int(other.get("undrained_jobs") or 0), int(base.get("undrained_jobs") or 0))
         if undrained:
@@ -540,8 +548,9 @@ def tier_wait_lines(answer: counterfactual.Answer) -> list[str]:
         lines.append(line)
     shown = capacity_text(run)
     if lines and shown is not None:
-        lines.append(f"capacity is {shown}; queue time is GPUs asked for × hours waiting, so it exceeds capacity "
-                     "when more GPUs wait than the cluster has")
+        lines.append(f"{shown}; queue time is GPUs asked for × hours waiting, so it exceeds capacity when more "
+                     "GPUs wait than the cluster has; the part after the window's end is what a replay cut there "
+                     "would miss")
     return lines
 
 
@@ -551,7 +560,7 @@ def _window(run: Mapping[str, Any]) -> str:
 
 def replay_error_text(run: Mapping[str, Any]) -> str:
     parts = []
-    for key, name in (("preemptions_error", "preemptions"), ("lost_gpu_h_error", "lost GPU-hours"),
+    for key, name in (("preemptions_error", "preemptions"), ("lost_gpu_h_error", LOST_PROGRESS),
                       ("high_wait_error", "critical+high median wait")):
         value = run.get(key)
         parts.append(f"{name} {'n/a' if value is None else f'{100 * value:.1f}%'}")

@@ -13,3 +13,6 @@ ALTER TABLE counterfactual_figures ADD COLUMN IF NOT EXISTS undrained_jobs BIGIN
 ALTER TABLE counterfactual_figures ADD COLUMN IF NOT EXISTS affected_jobs BIGINT;
 ALTER TABLE counterfactual_figures ADD COLUMN IF NOT EXISTS extra_wait_mean_s DOUBLE;
 ALTER TABLE counterfactual_figures ADD COLUMN IF NOT EXISTS extra_wait_p50_s DOUBLE;
+-- A counterfactual stored before it drained was cut at the window's end and lacks these columns: forgetting its
+-- fingerprint makes the next `analyze` replay it (counterfactual.refresh replays on a changed fingerprint).
+UPDATE counterfactual_runs SET fingerprint = '';

@@ -18,7 +18,7 @@ import polars as pl
 from preemptlens import escape
 from preemptlens.analytics.whatif import counterfactual, scorecard
 from preemptlens.dashboards import data
-from preemptlens.reading.words import RECORDED_VS_REPLAYED, money, number
+from preemptlens.reading.words import money, number
 
 # How the verdict is coloured: good news, a warning, or not enough evidence (st.error stays for failures, such
 # as a query that failed; a verdict against preemption is a finding).

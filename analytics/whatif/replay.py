@@ -272,6 +272,7 @@ def load_workload(
     jobs: list[JobSpec] = []
     skipped: Counter[str] = Counter()
     horizon = window.seconds
+    open_work = 0  # jobs not finished at the data's end whose work the source does not give
     for r in rows:
         pool = by_name.get(r["pool"])
         gpus = int(r["gpus"])
@@ -296,6 +297,7 @@ def load_workload(
         elif r["still_running"] or r["run_s"] is None:
             # Needs at least what it did plus the rest of the window: it never completes in the replay.
             work = done + horizon
+            open_work += 1
         else:
             work = done
         if work <= 0 or fail_after == 0:
@@ -353,6 +355,10 @@ def load_workload(
         "policy in force: " + actual.describe(),
         *actual.notes,
     ]
+    if open_work:
+        notes.append(f"{open_work} jobs not finished at the data's end give no work needed: each is replayed as "
+                     "needing what it did plus the window's length again, so a drained replay holds their GPUs that "
+                     "long after the window's end (a guess: the waiting after the window's end behind them is rough)")
     if skipped:
         notes.append("left out: " + ", ".join(f"{n} {why}" for why, n in skipped.items()))
     return Workload(

@@ -10,8 +10,12 @@ the cluster's own recorded workload (analytics/whatif/replay.py) four ways on th
 - (d) `best`: the alternative `preemptlens suggest` ranks first, with the cost-aware victim order; until
   suggest has run on this window, the cost-aware victim order alone.
 
-Each gives, per tier, the first-start wait (median, p90), the completion time, work thrown away, victims'
-waiting, all queue time and busy GPU-hours (docs/figures.md, section 10). The headline compares (b) with (a):
+Every scenario drains: the jobs submitted in the window are replayed to completion with nothing arriving after
+its end, so no figure is cut at the window's end; a job with a run that never starts (it never fits) cannot
+drain, is counted and stays out of the queue time and the net. Each gives, per tier, the first-start wait
+(median, p90), the completion time, work thrown away, victims' waiting, all queue time (and its part after the
+window's end) and busy GPU-hours, and against (a) the jobs whose queue time changed and by how much per job
+(docs/figures.md, section 10). The headline compares (b) with (a):
 preemption saved the critical and high tiers X GPU-hours of queue time, and cost Y GPU-hours of work thrown
 away and Z GPU-hours of lower-tier queue time. In a work-conserving queue preemption mostly moves waiting from
 one tier to another and adds thrown-away work, so whether that pays is set by `analytics.tier_weights`: the

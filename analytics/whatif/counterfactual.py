@@ -431,8 +431,6 @@ class Headline:
     net_low: float | None
     net_high: float | None
     breakeven: Breakeven
-    # Per tier (and 'all'): the jobs whose waiting changed and by how much per job.
-    tiers: tuple[TierChange, ...] = ()
     # The window's capacity, GPUs x hours: what the queue GPU-hours are read against (they can exceed it).
     capacity_gpu_h: float | None = None
 
@@ -453,7 +451,6 @@ def headline(none: Scenario, today: Scenario, weights: Mapping[str, float], samp
         net_low=None if low is None else low / 3600.0,
         net_high=None if high is None else high / 3600.0,
         breakeven=breakeven(none.table, today.table, weights),
-        tiers=tier_changes(none.table, today.table),
         capacity_gpu_h=None if gpus is None else gpus * window_s / 3600.0,
     )
 

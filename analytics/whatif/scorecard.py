@@ -550,7 +550,7 @@ def tier_wait_lines(answer: counterfactual.Answer) -> list[str]:
     if lines and shown is not None:
         lines.append(f"{shown}; queue time is GPUs asked for × hours waiting, so it exceeds capacity when more "
                      "GPUs wait than the cluster has; the part after the window's end is what a replay cut there "
-                     "would miss")
+                     "would miss; a negative change per job is less queue time with preemption")
     return lines
 
 

@@ -41,6 +41,8 @@ class ClusterAnswer:
     reproduces: bool | None
     alternatives: tuple[str, ...] = ()
     tiers: tuple[dict[str, str], ...] = field(default_factory=tuple)
+    # The headline's waiting per tier, in terms a reader can check (scorecard.tier_wait_lines).
+    waits: tuple[str, ...] = ()
 
     @property
     def line(self) -> str:
@@ -80,6 +82,7 @@ def _one(row: dict, answer: counterfactual.Answer | None) -> ClusterAnswer:
         cluster=row["cluster"], verdict=verdict, level=level, borderline=borderline, reasons=reasons,
         fix_first=row["fix_first"], adoption=row["adoption"],
         headline=_sentence(scorecard.headline_text(answer)),
+        waits=tuple(_sentence(line) for line in scorecard.tier_wait_lines(answer)),
         net=_sentence(scorecard.net_text(answer)),
         replay=_sentence(scorecard.replay_error_text(answer.run)),
         reproduces=bool(answer.run["reproduces"]),
@@ -97,7 +100,9 @@ def show(answers: list[ClusterAnswer]) -> None:
         st.info("No runs in the warehouse yet: nothing to answer.")
     for a in answers:
         getattr(st, a.level)(a.line)
-        st.markdown(f"**{a.headline}**")
+        st.markdown(f"**Replayed:** **{a.headline}**")
+        if a.waits:
+            st.markdown("\n".join(f"- {line}" for line in a.waits))
         if a.net:
             st.markdown(a.net)
         if a.fix_first:
@@ -119,7 +124,9 @@ def markdown(a: ClusterAnswer) -> str:
     """The answer block in Markdown (the weekly report's first section), every text from the data escaped
     (preemptlens.escape): a cluster or team name never becomes markup."""
     e = escape.markdown
-    lines = [f"**Verdict:** {e(a.line)}", "", e(a.headline)]
+    lines = [f"**Verdict:** {e(a.line)}", "", f"**Replayed:** {e(a.headline)}"]
+    if a.waits:
+        lines += [""] + [f"- {e(line)}" for line in a.waits]
     if a.net:
         lines += ["", e(a.net)]
     if a.fix_first:

@@ -10,8 +10,12 @@ the cluster's own recorded workload (analytics/whatif/replay.py) four ways on th
 - (d) `best`: the alternative `preemptlens suggest` ranks first, with the cost-aware victim order; until
   suggest has run on this window, the cost-aware victim order alone.
 
-Each gives, per tier, the first-start wait (median, p90), the completion time, work thrown away, victims'
-waiting, all queue time and busy GPU-hours (docs/figures.md, section 10). The headline compares (b) with (a):
+Every scenario drains: the jobs submitted in the window are replayed to completion with nothing arriving after
+its end, so no figure is cut at the window's end; a job with a run that never starts (it never fits) cannot
+drain, is counted and stays out of the queue time and the net. Each gives, per tier, the first-start wait
+(median, p90), the completion time, work thrown away, victims' waiting, all queue time (and its part after the
+window's end) and busy GPU-hours, and against (a) the jobs whose queue time changed and by how much per job
+(docs/figures.md, section 10). The headline compares (b) with (a):
 preemption saved the critical and high tiers X GPU-hours of queue time, and cost Y GPU-hours of work thrown
 away and Z GPU-hours of lower-tier queue time. In a work-conserving queue preemption mostly moves waiting from
 one tier to another and adds thrown-away work, so whether that pays is set by `analytics.tier_weights`: the
@@ -54,6 +58,7 @@ from preemptlens.analytics.whatif.replay import (
     outcome_figures,
     picklable,
     replay_outcome,
+    window_view,
 )
 from preemptlens.analytics.whatif.settings import TuningSettings, Window
 from preemptlens.contract import TIERS
@@ -85,8 +90,14 @@ class TierFigures:
     preemptions: int
     thrown_away_gpu_h: float
     victim_waiting_gpu_h: float
-    waiting_gpu_h: float
+    waiting_gpu_h: float  # jobs that cannot drain left out
     busy_gpu_h: float
+    # Of waiting_gpu_h, the queue time after the window's end: what a replay cut at the window's end would miss
+    # (or, for a run not started by then, count only to the end).
+    late_waiting_gpu_h: float = 0.0
+    # Jobs with a run that never started by the end of a drained replay (none fit): out of the figures' queue time
+    # and of the net.
+    undrained: int = 0
 
 
 @dataclass(frozen=True)
@@ -97,19 +108,38 @@ class JobTable:
     gpus: np.ndarray
     day: np.ndarray  # submission day, from the window's start
     first_wait_s: np.ndarray
-    completion_s: np.ndarray  # NaN: not completed in the window
-    waiting_s: np.ndarray  # all queue time: first wait and every wait to restart, to the window's end
-    thrown_gpu_s: np.ndarray  # lost progress + warm-up paid in the window
-    victim_waiting_gpu_s: np.ndarray  # GPUs x (restart or window end - preemption), over its preemptions
-    busy_gpu_s: np.ndarray  # GPUs x run time in the window, less idle stretches
+    completion_s: np.ndarray  # NaN: not completed in the replay
+    waiting_s: np.ndarray  # all queue time: first wait and every wait to restart, to the replay's end
+    thrown_gpu_s: np.ndarray  # lost progress + warm-up paid in the replay
+    victim_waiting_gpu_s: np.ndarray  # GPUs x (restart or replay end - preemption), over its preemptions
+    busy_gpu_s: np.ndarray  # GPUs x run time in the replay, less idle stretches
     preemptions: np.ndarray
     submit_s: np.ndarray | None = None  # seconds from the window's start (resampling_blocks)
+    late_waiting_s: np.ndarray | None = None  # of waiting_s, the part after the window's end
+    undrained: np.ndarray | None = None  # a drained replay never started one of its runs: out of the net
+
+    def drained(self) -> np.ndarray:
+        """The jobs whose figures are complete: every job but those that cannot drain."""
+        return np.ones(self.tier.size, bool) if self.undrained is None else ~self.undrained
 
 
-def job_table(out: Outcome, start_day_s: float = 0.0) -> JobTable:
+def job_table(out: Outcome, start_day_s: float = 0.0, window_s: float | None = None) -> JobTable:
     """Per-job figures of a replay (or a simulation: the same engine). `start_day_s` is the window's start
-    in seconds after midnight UTC, so that `day` counts UTC days."""
+    in seconds after midnight UTC, so that `day` counts UTC days.
+
+    A replay cut at its horizon counts a run not started by then to the horizon. A drained one (infinite
+    horizon: `replay_outcome(drain=True)`) counts every figure to the replay's end, and `window_s`, the window's
+    length, splits off the queue time after it (`late_waiting_s`); a job with a run that never started (it never
+    fits) cannot drain: its queue time runs to the replay's last event, and it is flagged `undrained`."""
     horizon = out.horizon_s
+    drained = math.isinf(horizon)
+    end = horizon
+    if drained:
+        # The replay's last event: every started run's end (none runs forever once drained), every submission.
+        end = max([j.submit_s for j in out.jobs]
+                  + [r.end_s if r.end_s is not None else r.start_s for r in out.runs if r.start_s is not None],
+                  default=0.0)
+    window = end if window_s is None else min(window_s, end)
     n = len(out.jobs)
     tier_index = {t: i for i, t in enumerate(TIERS)}
     tier = np.array([tier_index[j.tier] for j in out.jobs], dtype=np.int64)
@@ -118,41 +148,47 @@ def job_table(out: Outcome, start_day_s: float = 0.0) -> JobTable:
     first_wait = np.full(n, np.nan)
     completion = np.full(n, np.nan)
     waiting = np.zeros(n)
+    late = np.zeros(n)
     busy = np.zeros(n)
+    undrained = np.zeros(n, bool)
     for j, run_ids in enumerate(out.job_runs):
         if not run_ids:
             continue
         for k, r in enumerate(run_ids):
             run = out.runs[r]
-            began = horizon if run.start_s is None else min(run.start_s, horizon)
-            waited = max(0.0, began - min(run.submit_s, horizon))
-            waiting[j] += waited
-            if k == 0:
-                first_wait[j] = waited
-            if run.start_s is None or run.start_s >= horizon:
+            began = end if run.start_s is None else min(run.start_s, end)
+            queued = min(run.submit_s, end)
+            waiting[j] += max(0.0, began - queued)
+            late[j] += max(0.0, began - max(queued, window))
+            if k == 0 and not (drained and run.start_s is None):
+                first_wait[j] = max(0.0, began - queued)
+            if run.start_s is None:
+                undrained[j] = drained
                 continue
-            stop = horizon if run.end_s is None else min(run.end_s, horizon)
+            if run.start_s >= end:
+                continue
+            stop = end if run.end_s is None else min(run.end_s, end)
             idle = sum(max(0.0, min(b, stop) - a) for a, b in run.idle if a < stop)
             busy[j] += gpus[j] * max(0.0, stop - run.start_s - idle)
         last = out.runs[run_ids[-1]]
-        if last.state == "completed" and last.end_s is not None and last.end_s <= horizon:
+        if last.state == "completed" and last.end_s is not None and last.end_s <= end:
             completion[j] = last.end_s - submit[j]
     thrown = np.zeros(n)
     victim_waiting = np.zeros(n)
     preemptions = np.zeros(n, dtype=np.int64)
     for p in out.preemptions():
-        if p.time_s >= horizon:
+        if p.time_s >= end and not drained:
             continue
         preemptions[p.victim] += 1
         thrown[p.victim] += p.lost_gpu_s
-        if p.restart_s is not None and p.restart_s < horizon:
-            # the warm-up is paid when the victim restarts, and only its part inside the window
-            thrown[p.victim] += p.gpus * min(p.warmup_s, horizon - p.restart_s)
-        back = horizon if p.restart_s is None else min(p.restart_s, horizon)
+        if p.restart_s is not None and (drained or p.restart_s < end):
+            # the warm-up is paid when the victim restarts, and only its part inside a cut replay
+            thrown[p.victim] += p.gpus * (p.warmup_s if drained else min(p.warmup_s, end - p.restart_s))
+        back = end if p.restart_s is None else min(p.restart_s, end)
         victim_waiting[p.victim] += p.gpus * (back - p.time_s)
     day = np.floor((submit + start_day_s) / _DAY_S).astype(np.int64)
     return JobTable(tier, gpus, day, first_wait, completion, waiting, thrown, victim_waiting, busy, preemptions,
-                    submit)
+                    submit, late, undrained)
 
 
 def hourly_allocated(out: Outcome, start_hour_s: float = 0.0) -> np.ndarray:
@@ -185,8 +221,11 @@ def _quantile(values: np.ndarray, q: float) -> float | None:
 def tier_figures(table: JobTable) -> tuple[TierFigures, ...]:
     """The figures per tier, and over all tiers ('all'), of one replay's jobs."""
     found = []
+    drained = table.drained()
+    late = np.zeros(table.tier.size) if table.late_waiting_s is None else table.late_waiting_s
     for name, mask in [*((t, table.tier == i) for i, t in enumerate(TIERS)), ("all", np.ones_like(table.gpus, bool))]:
         started = mask & ~np.isnan(table.first_wait_s)
+        counted = mask & drained
         found.append(TierFigures(
             tier=name,
             jobs=int(started.sum()),
@@ -197,8 +236,43 @@ def tier_figures(table: JobTable) -> tuple[TierFigures, ...]:
             preemptions=int(table.preemptions[mask].sum()),
             thrown_away_gpu_h=float(table.thrown_gpu_s[mask].sum()) / 3600.0,
             victim_waiting_gpu_h=float(table.victim_waiting_gpu_s[mask].sum()) / 3600.0,
-            waiting_gpu_h=float((table.gpus * table.waiting_s)[mask].sum()) / 3600.0,
+            waiting_gpu_h=float((table.gpus * table.waiting_s)[counted].sum()) / 3600.0,
             busy_gpu_h=float(table.busy_gpu_s[mask].sum()) / 3600.0,
+            late_waiting_gpu_h=float((table.gpus * late)[counted].sum()) / 3600.0,
+            undrained=int((mask & ~drained).sum()),
+        ))
+    return tuple(found)
+
+
+# A job whose queue time changes by less than this is not affected: sacct records whole seconds.
+_AFFECTED_S = 1.0
+
+
+@dataclass(frozen=True)
+class TierChange:
+    """One tier's waiting in a scenario against no preemption, per job: the jobs whose queue time (first wait and
+    waits to restart) changed, and their extra queue time per job (negative: they waited less). Jobs that cannot
+    drain in either replay are left out and counted."""
+
+    tier: str
+    affected: int
+    extra_wait_mean_s: float | None
+    extra_wait_p50_s: float | None
+    undrained: int
+
+
+def tier_changes(base: JobTable, other: JobTable) -> tuple[TierChange, ...]:
+    """Per tier and over all ('all'), the jobs `other` makes wait more or less than `base` (no preemption)."""
+    both = base.drained() & other.drained()
+    extra = other.waiting_s - base.waiting_s
+    found = []
+    for name, mask in [*((t, base.tier == i) for i, t in enumerate(TIERS)), ("all", np.ones_like(base.gpus, bool))]:
+        moved = extra[mask & both & (np.abs(extra) >= _AFFECTED_S)]
+        found.append(TierChange(
+            tier=name, affected=int(moved.size),
+            extra_wait_mean_s=float(moved.mean()) if moved.size else None,
+            extra_wait_p50_s=float(np.median(moved)) if moved.size else None,
+            undrained=int((mask & ~both).sum()),
         ))
     return tuple(found)
 
@@ -206,9 +280,10 @@ def tier_figures(table: JobTable) -> tuple[TierFigures, ...]:
 def net_per_job(base: JobTable, other: JobTable, weights: Mapping[str, float]) -> np.ndarray:
     """Each job's tier-weighted GPU-seconds of time-to-result gained by `other` against `base` (no
     preemption): queue time saved, less work thrown away (the victim redoes it, so it reaches its result
-    later by as much)."""
+    later by as much). A job that cannot drain in either replay counts 0: its queue time has no end."""
     w = np.array([weights[t] for t in TIERS])[base.tier]
-    return w * (base.gpus * (base.waiting_s - other.waiting_s) - (other.thrown_gpu_s - base.thrown_gpu_s))
+    both = base.drained() & other.drained()
+    return both * w * (base.gpus * (base.waiting_s - other.waiting_s) - (other.thrown_gpu_s - base.thrown_gpu_s))
 
 
 # From this many days on, the bootstrap resamples whole submission days (a day's jobs share its load); a shorter
@@ -295,11 +370,15 @@ def run_scenario(workload: Workload, key: str, label: str, variant: Variant) -> 
     validation against the ledger compares)."""
     start = workload.window.start.timestamp()
     with paused_gc():
-        out = replay_outcome(workload, variant)
-        table = job_table(out, start % _DAY_S)
-        figures = outcome_figures(out, workload.warmup_measured)
-        hours = hourly_allocated(out, start % 3600.0) if key == "none" else None
-        del out  # dropped inside the pause: the collector never scans it
+        # Drained: the jobs of the window run to completion, so no waiting is cut at its end. What is compared
+        # with the ledger (Figures) and the hours a busy hour is counted in are the same replay up to the
+        # window's end.
+        out = replay_outcome(workload, variant, drain=True)
+        table = job_table(out, start % _DAY_S, workload.horizon_s)
+        view = window_view(out, workload.horizon_s)
+        figures = outcome_figures(view, workload.warmup_measured)
+        hours = hourly_allocated(view, start % 3600.0) if key == "none" else None
+        del out, view  # dropped inside the pause: the collector never scans it
     trigger = variant.policy.trigger_wait_s if key.startswith("trigger") else None
     return Scenario(key, label, _policy_json(variant), trigger, table, tier_figures(table), hours), figures
 
@@ -352,10 +431,12 @@ class Headline:
     net_low: float | None
     net_high: float | None
     breakeven: Breakeven
+    # The window's capacity, GPUs x hours: what the queue GPU-hours are read against (they can exceed it).
+    capacity_gpu_h: float | None = None
 
 
 def headline(none: Scenario, today: Scenario, weights: Mapping[str, float], samples: int, confidence: float,
-             window_s: float) -> Headline:
+             window_s: float, gpus: int | None = None) -> Headline:
     by = {f.tier: f for f in today.figures}
     base = {f.tier: f for f in none.figures}
     saved = sum(base[t].waiting_gpu_h - by[t].waiting_gpu_h for t in HIGH)
@@ -370,6 +451,7 @@ def headline(none: Scenario, today: Scenario, weights: Mapping[str, float], samp
         net_low=None if low is None else low / 3600.0,
         net_high=None if high is None else high / 3600.0,
         breakeven=breakeven(none.table, today.table, weights),
+        capacity_gpu_h=None if gpus is None else gpus * window_s / 3600.0,
     )
 
 
@@ -470,7 +552,8 @@ def compute(wh: Warehouse, workload: Workload, params: AnalyticsSettings, tolera
     validation = Validation(observed_figures(wh, workload.window), results[1][1], tolerance)
     weights = dict(params.tier_weights)
     head = headline(scenarios[0], scenarios[1] if actual.enabled else scenarios[2], weights,
-                    params.readiness_bootstrap_samples, params.readiness_confidence, workload.window.seconds)
+                    params.readiness_bootstrap_samples, params.readiness_confidence, workload.window.seconds,
+                    sum(p.gpus for p in workload.pools))
     return Computed(workload.window, len(workload.jobs), validation, tuple(scenarios), head, weights,
                     tuple(notes), params.readiness_bootstrap_samples, params.readiness_confidence)
 
@@ -499,8 +582,11 @@ def store(wh: Warehouse, computed: Computed, mark: str) -> None:
         for table in ("counterfactual_runs", "counterfactual_scenarios", "counterfactual_figures"):
             wh.con.execute(f"DELETE FROM {table} WHERE cluster = $c", {"c": cluster})  # noqa: S608
         wh.con.execute(
-            "INSERT INTO counterfactual_runs VALUES ($c, $t0, $t1, $jobs, $mark, $ep, $el, $ew, $ok, $saved, "
-            "$thrown, $added, $net, $low, $high, $factor, $be, $weights, $notes, $at)",
+            "INSERT INTO counterfactual_runs (cluster, window_start, window_end, jobs, fingerprint, "
+            "preemptions_error, lost_gpu_h_error, high_wait_error, reproduces, high_wait_saved_gpu_h, "
+            "thrown_away_gpu_h, lower_wait_added_gpu_h, net_value, net_low, net_high, breakeven_factor, breakeven, "
+            "tier_weights, notes, computed_at, capacity_gpu_h) VALUES ($c, $t0, $t1, $jobs, $mark, $ep, $el, $ew, "
+            "$ok, $saved, $thrown, $added, $net, $low, $high, $factor, $be, $weights, $notes, $at, $capacity)",
             {
                 "c": cluster, "t0": computed.window.start, "t1": computed.window.end, "jobs": computed.jobs,
                 "mark": mark, "ep": errors["preemptions"], "el": errors["lost_gpu_h"],
@@ -509,7 +595,7 @@ def store(wh: Warehouse, computed: Computed, mark: str) -> None:
                 "net": head.net_value, "low": head.net_low, "high": head.net_high,
                 "factor": head.breakeven.factor, "be": head.breakeven.kind,
                 "weights": json.dumps(computed.weights, sort_keys=True),
-                "notes": "\n".join(computed.notes), "at": datetime.now(UTC),
+                "notes": "\n".join(computed.notes), "at": datetime.now(UTC), "capacity": head.capacity_gpu_h,
             },
         )
         for s in computed.scenarios:
@@ -550,15 +636,21 @@ def _store_scenario(wh: Warehouse, cluster: str, s: Scenario, none: Scenario, we
             "high": None if high is None else high / 3600.0,
         },
     )
+    changes = {c.tier: c for c in tier_changes(none.table, s.table)}
     for f in s.figures:
+        c = changes[f.tier]
         wh.con.execute(
-            "INSERT INTO counterfactual_figures VALUES ($c, $s, $tier, $jobs, $p50, $p90, $comp, $completed, $n, "
-            "$thrown, $vw, $wait, $busy)",
+            "INSERT INTO counterfactual_figures (cluster, scenario, tier, jobs, wait_p50_s, wait_p90_s, "
+            "completion_p50_s, completed, preemptions, thrown_away_gpu_h, victim_waiting_gpu_h, waiting_gpu_h, "
+            "busy_gpu_h, late_waiting_gpu_h, undrained_jobs, affected_jobs, extra_wait_mean_s, extra_wait_p50_s) "
+            "VALUES ($c, $s, $tier, $jobs, $p50, $p90, $comp, $completed, $n, $thrown, $vw, $wait, $busy, $late, "
+            "$undrained, $affected, $mean, $median)",
             {
                 "c": cluster, "s": s.key, "tier": f.tier, "jobs": f.jobs, "p50": f.wait_p50_s, "p90": f.wait_p90_s,
                 "comp": f.completion_p50_s, "completed": f.completed, "n": f.preemptions,
                 "thrown": f.thrown_away_gpu_h, "vw": f.victim_waiting_gpu_h, "wait": f.waiting_gpu_h,
-                "busy": f.busy_gpu_h,
+                "busy": f.busy_gpu_h, "late": f.late_waiting_gpu_h, "undrained": f.undrained,
+                "affected": c.affected, "mean": c.extra_wait_mean_s, "median": c.extra_wait_p50_s,
             },
         )
 

@@ -272,6 +272,7 @@ def load_workload(
     jobs: list[JobSpec] = []
     skipped: Counter[str] = Counter()
     horizon = window.seconds
+    open_work = 0  # jobs not finished at the data's end whose work the source does not give
     for r in rows:
         pool = by_name.get(r["pool"])
         gpus = int(r["gpus"])
@@ -296,6 +297,7 @@ def load_workload(
         elif r["still_running"] or r["run_s"] is None:
             # Needs at least what it did plus the rest of the window: it never completes in the replay.
             work = done + horizon
+            open_work += 1
         else:
             work = done
         if work <= 0 or fail_after == 0:
@@ -353,6 +355,10 @@ def load_workload(
         "policy in force: " + actual.describe(),
         *actual.notes,
     ]
+    if open_work:
+        notes.append(f"{open_work} jobs not finished at the data's end give no work needed: each is replayed as "
+                     "needing what it did plus the window's length again, so a drained replay holds their GPUs that "
+                     "long after the window's end (a guess: the waiting after the window's end behind them is rough)")
     if skipped:
         notes.append("left out: " + ", ".join(f"{n} {why}" for why, n in skipped.items()))
     return Workload(
@@ -461,23 +467,34 @@ def run_variant(workload: Workload, variant: Variant) -> Figures:
         return outcome_figures(_replay(workload, variant), workload.warmup_measured, workload.resolution_s)
 
 
-def replay_outcome(workload: Workload, variant: Variant) -> Outcome:
+def replay_outcome(workload: Workload, variant: Variant, drain: bool = False) -> Outcome:
     """The whole outcome of one what-if, for a reader that needs more than its Figures (the counterfactual
-    headline's per-tier figures)."""
-    return _replay(workload, variant)
+    headline's per-tier figures). With `drain`, the jobs submitted in the window are replayed to completion
+    with no arrivals after its end (the outcome's horizon is then infinite): no figure is cut at the window's
+    end. Up to the window's end a drained replay is the same replay (`window_view`)."""
+    return _replay(workload, variant, drain)
 
 
-def _replay(workload: Workload, variant: Variant) -> Outcome:
+def window_view(out: Outcome, window_s: float) -> Outcome:
+    """A drained outcome read as if the replay had stopped at the window's end: every reader of an outcome cuts
+    runs, preemptions and waits at its horizon."""
+    return replace(out, horizon_s=min(out.horizon_s, window_s))
+
+
+def _replay(workload: Workload, variant: Variant, drain: bool = False) -> Outcome:
     jobs: Sequence[JobSpec] = workload.jobs
     policy = variant.policy
     if variant.jitter is not None:
         jobs, policy = jittered(workload, policy, variant.jitter)
     if variant.job_changes:
         jobs = [replace(j, **variant.job_changes[j.job_id]) if j.job_id in variant.job_changes else j for j in jobs]
+    # Every job is submitted in the window, so an infinite horizon adds no arrival: the engine stops once no
+    # event is left (every job done, or waiting for GPUs that never come).
+    horizon = math.inf if drain else workload.horizon_s
     if variant.protect_near_completion is None:
-        return simulate_jobs(jobs, workload.pools, policy, workload.horizon_s)
+        return simulate_jobs(jobs, workload.pools, policy, horizon)
     # Near-completion protection is a knob of the engine, not yet of PolicyConfig.
-    scheduler = _Scheduler(jobs, workload.pools, policy, workload.horizon_s, 60.0,
+    scheduler = _Scheduler(jobs, workload.pools, policy, horizon, 60.0,
                            protect_share=variant.protect_near_completion)
     return scheduler.run(None)
 

@@ -29,7 +29,22 @@ from datetime import UTC, datetime
 from typing import Any
 
 from preemptlens.analytics.whatif import counterfactual
-from preemptlens.reading.words import GPU_H, change, duration, gpu_hours, measure, measure_text, window
+from preemptlens.reading.words import (
+    DURATION,
+    GPU_H,
+    LOST_PROGRESS,
+    RATIO,
+    THROWN_AWAY_DRAINED,
+    change,
+    duration,
+    gpu_hours,
+    measure,
+    measure_text,
+    pct,
+    plural,
+    quantity,
+    window,
+)
 from preemptlens.warehouse import Warehouse
 
 # A measured no in words, by the measure that failed, where its name alone would not say why: Q3 tells a
@@ -461,12 +476,82 @@ def headline_text(answer: counterfactual.Answer) -> str:
         return ("nothing was preempted in the recorded window: today's policy and plain queueing replay the same "
                 f"({run['jobs']:,} jobs, {_window(run)})")
     saved, lower = run["high_wait_saved_gpu_h"], run["lower_wait_added_gpu_h"]
-    upper = (f"saved critical+high work {gpu_hours(saved)} of waiting" if saved >= 0
-             else f"cost critical+high work {gpu_hours(-saved)} of extra waiting")
-    cost = (f"it cost {gpu_hours(run['thrown_away_gpu_h'])} thrown away and {gpu_hours(lower)} of lower-tier waiting"
-            if lower >= 0 else f"it cost {gpu_hours(run['thrown_away_gpu_h'])} thrown away, and lower tiers waited "
-            f"{gpu_hours(-lower)} less too")
-    return f"against plain queueing, preemption {upper}; {cost} (replayed on {run['jobs']:,} jobs, {_window(run)})"
+    # Queue time is GPUs asked for x hours waiting, a different currency from compute: each is named as such.
+    upper = (f"saved critical+high work {gpu_hours(saved)} of queue time" if saved >= 0
+             else f"cost critical+high work {gpu_hours(-saved)} of extra queue time")
+    thrown = f"{gpu_hours(run['thrown_away_gpu_h'])} ({THROWN_AWAY_DRAINED})"
+    cost = (f"it cost {thrown} and {gpu_hours(lower)} of lower-tier queue time" if lower >= 0
+            else f"it cost {thrown}, and lower tiers queued {gpu_hours(-lower)} less too")
+    return (f"against plain queueing, preemption {upper}; {cost} (replayed on {run['jobs']:,} jobs submitted "
+            f"{_window(run)}, each run to completion)")
+
+
+def _scenario_key(answer: counterfactual.Answer) -> str:
+    """The scenario the headline weighs against no preemption: today's policy, or preemption turned on where the
+    cluster does not preempt."""
+    return "on" if answer.scenario("on") is not None else "today"
+
+
+def capacity_text(run: Mapping[str, Any]) -> str | None:
+    """The window's capacity in GPU-hours and how it is made; None before it was stored."""
+    capacity = run.get("capacity_gpu_h")
+    if capacity is None:
+        return None
+    hours = (run["window_end"] - run["window_start"]).total_seconds() / 3600.0
+    gpus = round(capacity / hours) if hours > 0 else 0
+    return f"the window's capacity: {gpu_hours(capacity)} ({gpus:,} GPUs × {quantity(hours, 'h')})"
+
+
+def _share(part: float, whole: float) -> str:
+    """A share that is not rounded to nothing: 0%, <0.1%, 3.3%, 36%."""
+    share = part / whole
+    return "<0.1%" if 0 < share < 0.0005 else pct(share)
+
+
+def _against_capacity(gpu_h: float | None, capacity: float | None) -> str:
+    if gpu_h is None or not capacity:
+        return "unknown"
+    share = gpu_h / capacity
+    return f"{quantity(share, RATIO)} capacity" if share >= 1 else f"{_share(gpu_h, capacity)} of capacity"
+
+
+def tier_wait_lines(answer: counterfactual.Answer) -> list[str]:
+    """The headline's waiting per tier, in terms a reader can check: the jobs whose queue time changed against no
+    preemption, their extra queue time per job (mean and median), the tier's queue GPU-hours against the window's
+    capacity, the share of them after the window's end, and the jobs that cannot drain."""
+    run = answer.run
+    key = _scenario_key(answer)
+    capacity = run.get("capacity_gpu_h")
+    lines = []
+    for tier in ("critical", "high", "normal", "low"):
+        other, base = answer.figure(key, tier), answer.figure("none", tier)
+        if other is None or base is None or other.get("affected_jobs") is None:
+            continue
+        if other["affected_jobs"]:
+            moved = (f"{plural(int(other['affected_jobs']), 'job')} whose queue time changed, by "
+                     f"{change(other['extra_wait_mean_s'], DURATION)} a job on average "
+                     f"(median {change(other['extra_wait_p50_s'], DURATION)})")
+        else:
+            moved = "no job's queue time changed"
+        queued = other["waiting_gpu_h"]
+        late = other.get("late_waiting_gpu_h")
+        after = ("" if late is None or not queued
+                 else ", none of it after the window's end" if not late
+                 else f", {_share(late, queued)} of it after the window's end")
+        line = (f"{tier}: {moved}; queue time {gpu_hours(queued)} with preemption "
+                f"({_against_capacity(queued, capacity)}){after}, against "
+                f"{gpu_hours(base['waiting_gpu_h'])} without ({_against_capacity(base['waiting_gpu_h'], capacity)})")
+        undrained = max(int(other.get("undrained_jobs") or 0), int(base.get("undrained_jobs") or 0))
+        if undrained:
+            line += (f"; {plural(undrained, 'job')} cannot drain (a run never started, even with nothing arriving "
+                     "after the window): left out of these figures and the net")
+        lines.append(line)
+    shown = capacity_text(run)
+    if lines and shown is not None:
+        lines.append(f"{shown}; queue time is GPUs asked for × hours waiting, so it exceeds capacity when more "
+                     "GPUs wait than the cluster has; the part after the window's end is what a replay cut there "
+                     "would miss; a negative change per job is less queue time with preemption")
+    return lines
 
 
 def _window(run: Mapping[str, Any]) -> str:
@@ -475,7 +560,7 @@ def _window(run: Mapping[str, Any]) -> str:
 
 def replay_error_text(run: Mapping[str, Any]) -> str:
     parts = []
-    for key, name in (("preemptions_error", "preemptions"), ("lost_gpu_h_error", "lost GPU-hours"),
+    for key, name in (("preemptions_error", "preemptions"), ("lost_gpu_h_error", LOST_PROGRESS),
                       ("high_wait_error", "critical+high median wait")):
         value = run.get(key)
         parts.append(f"{name} {'n/a' if value is None else f'{100 * value:.1f}%'}")
@@ -486,7 +571,8 @@ def replay_error_text(run: Mapping[str, Any]) -> str:
 def net_text(answer: counterfactual.Answer) -> str:
     run = answer.run
     text = (f"net at the configured tier weights: {change(run['net_value'], GPU_H)} tier-weighted "
-            f"[{change(run['net_low'], GPU_H)}, {change(run['net_high'], GPU_H)}]; "
+            f"[{change(run['net_low'], GPU_H)}, {change(run['net_high'], GPU_H)}] (each job's queue time saved less "
+            "its work thrown away, in GPU-hours times its tier's weight; jobs that cannot drain left out); "
             + breakeven_text(run))
     return text
 
@@ -507,11 +593,26 @@ TIER_COLUMNS = (
     ("wait_p50_s", "first-start wait, median", "duration"),
     ("wait_p90_s", "first-start wait, p90", "duration"),
     ("completion_p50_s", "completion time, median", "duration"),
-    ("thrown_away_gpu_h", "work thrown away", "gpu_h"),
+    ("affected_jobs", "jobs whose queue time changed against no preemption", "jobs"),
+    ("extra_wait_mean_s", "extra queue time per changed job, mean", "change"),
+    ("extra_wait_p50_s", "extra queue time per changed job, median", "change"),
+    ("thrown_away_gpu_h", THROWN_AWAY_DRAINED, "gpu_h"),
     ("victim_waiting_gpu_h", "victims' waiting", "gpu_h"),
     ("waiting_gpu_h", "all queue time", "gpu_h"),
+    ("late_waiting_gpu_h", "of which after the window's end", "gpu_h"),
+    ("undrained_jobs", "jobs that cannot drain (left out)", "jobs"),
     ("busy_gpu_h", "busy", "gpu_h"),
 )
+
+
+def _cell(value: Any, unit: str) -> str:
+    if unit == "duration":
+        return duration(value)
+    if unit == "change":
+        return change(value, DURATION)
+    if unit == "jobs":
+        return "unknown" if value is None else f"{int(value):,}"
+    return gpu_hours(value)
 
 
 def tier_rows(answer: counterfactual.Answer, scenarios: Sequence[str] = ("none", "today", "best")
@@ -528,9 +629,10 @@ def tier_rows(answer: counterfactual.Answer, scenarios: Sequence[str] = ("none",
             row = {"tier": tier, "figure": name}
             for key in keys:
                 f = answer.figure(key, tier)
-                value = None if f is None else f[column]
+                value = None if f is None else f.get(column)
                 label = labels.get(key) or _trigger_label(key)
-                row[label] = duration(value) if unit == "duration" else gpu_hours(value)
+                # against itself, no preemption changes no job's queue time
+                row[label] = "-" if key == "none" and column.startswith(("affected", "extra")) else _cell(value, unit)
             rows.append(row)
     return rows
 
@@ -555,6 +657,7 @@ def render(wh: Warehouse) -> str:
         answer = answers.get(cluster)
         if answer is not None:
             lines.append(f"  {headline_text(answer)}")
+            lines += [f"    {line}" for line in tier_wait_lines(answer)]
             lines.append(f"  {net_text(answer)}")
             lines.append(f"  {replay_error_text(answer.run)}")
             best = answer.best_trigger()

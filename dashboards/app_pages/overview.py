@@ -11,7 +11,16 @@ from preemptlens.dashboards import answer, coverage, figures
 from preemptlens.dashboards.data import NO_SAMPLES, avoidable_text
 from preemptlens.dashboards.views_common import Charts, cached, context, md, show_table, window_caption
 from preemptlens.errors import PreemptlensError
-from preemptlens.reading.words import duration, measure_label, measure_text, money, number, plural
+from preemptlens.reading.words import (
+    RECORDED_VS_REPLAYED,
+    THROWN_AWAY,
+    duration,
+    measure_label,
+    measure_text,
+    money,
+    number,
+    plural,
+)
 
 ctx = context()
 f = ctx.filters
@@ -43,8 +52,9 @@ def metric(column: st.delta_generator.DeltaGenerator, label: str, gpu_h: float |
 
 
 # The answer above is the replay against plain queueing, over all the data; these are the ledger's, in the window.
-st.markdown("**As recorded in this window** (the preemption ledger: what each preemption cost its victim and "
+st.markdown("**Recorded in this window** (the preemption ledger: what each preemption cost its victim and "
             "saved its preemptor)")
+st.caption(RECORDED_VS_REPLAYED)
 cols = st.columns(5)
 metric(cols[0], "Wait saved, GPU-h", net.gain,
        "The preemptors' gain, in waiting: preemptor GPUs × how much earlier they started than by waiting for "
@@ -53,7 +63,7 @@ metric(cols[1], "Victims' wait, GPU-h", net.waiting,
        "Waiting: victim GPUs × requeue delay (to the end of the data for victims not restarted yet).")
 metric(cols[2], "Net wait saved, GPU-h", net.waiting_net,
        "Preemptors' wait saved minus victims' waiting: one currency, so they subtract.", sign=True)
-metric(cols[3], "Work thrown away, GPU-h", net.thrown_away,
+metric(cols[3], f"{THROWN_AWAY.capitalize()}, GPU-h", net.thrown_away,
        "Compute paid for twice: progress since each victim's last checkpoint plus its warm-up, × its GPUs. "
        "A second currency, never added to waiting.")
 metric(cols[4], "Weighted net, GPU-h", net.weighted,

@@ -179,6 +179,23 @@ def iso_week(value: datetime) -> str:
     return f"{year}-W{week:02d}"
 
 
+# One label per definition of work thrown away (docs/figures.md, sections 3 and 10). The ledger's figures, recorded
+# from what happened, keep the plain names; a replay's say that they are replayed and how far.
+LOST_PROGRESS = "lost progress"  # recorded: victims' GPUs x progress since their last checkpoint
+THROWN_AWAY = "work thrown away"  # recorded: lost progress + the restarts' warm-up
+LOST_PROGRESS_REPLAYED = "lost progress, replayed in the window"  # preemptions inside the window of a replay
+THROWN_AWAY_REPLAYED = "work thrown away, replayed in the window"  # the same preemptions, with their warm-up
+THROWN_AWAY_DRAINED = "work thrown away, replayed to completion"  # the counterfactual: every preemption until
+# the window's jobs are done
+
+# Why a recorded figure and a replayed one differ (one sentence wherever both are shown).
+RECORDED_VS_REPLAYED = (
+    "Recorded figures are the preemption ledger's, measured on what happened in the window, each preemption "
+    "against the wait it saved its preemptor; replayed figures re-run the same jobs through the scheduler model "
+    "to their completion, today's policy against no preemption at all, so they also count every job the "
+    "preemptions delayed, waiting after the window's end, and the replay's own error."
+)
+
 # The readiness measures (readiness_evidence.measure): each one's label, the unit its value is in, and what it
 # means. A measure not listed (one added later) reads as its words, with its unit guessed from its name.
 MEASURES: Mapping[str, tuple[str, str, str]] = {

@@ -1,7 +1,8 @@
 """The counterfactual headline against the simulator's ground truth: the same seed simulated twice.
 
 The cluster is simulated with preemption on and analysed; its counterfactual replays the recorded window without
-preemption and with a trigger threshold. The same seed is then simulated under each of those policies, and its
+preemption and with a trigger threshold, drained (the window's jobs run to completion, no arrivals after its end).
+The same seed's jobs are then simulated, drained, under each of those policies, and their
 true per-tier figures (computed from the simulator's own outcome by the same function) must agree with the
 replay's within 10% on every figure; a small figure is compared against a floor instead (waits against 5 minutes,
 GPU-hours against 1% of the cluster's busy GPU-hours), since a relative error of a handful of GPU-hours says
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
@@ -21,6 +23,8 @@ import pytest
 from analytics_scenario import simulated_and_analysed
 
 from preemptlens.analytics.simulator import SimConfig, WorkloadConfig, cluster_of, simulate
+from preemptlens.analytics.simulator.engine import simulate_jobs
+from preemptlens.analytics.simulator.model import JobSpec, PolicyConfig, PoolSpec
 from preemptlens.analytics.whatif import counterfactual, scorecard
 from preemptlens.contract import TIERS
 from preemptlens.reading import words
@@ -28,7 +32,7 @@ from preemptlens.reading import words
 SIM = SimConfig(cluster="gt", start=datetime(2026, 3, 2, tzinfo=UTC), days=4.0, pools=cluster_of(64),
                 workload=WorkloadConfig(seed=1, load=0.85), sample_step_s=300)
 FIGURES = ("wait_p50_s", "wait_p90_s", "completion_p50_s", "thrown_away_gpu_h", "victim_waiting_gpu_h",
-           "waiting_gpu_h", "busy_gpu_h")
+           "waiting_gpu_h", "busy_gpu_h", "late_waiting_gpu_h")
 TOLERANCE = 0.10
 
 
@@ -38,9 +42,18 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> Iterator[counterfactual.
         yield counterfactual.read(wh)["gt"]
 
 
-def truth(policy_change: dict[str, object]) -> dict[str, counterfactual.TierFigures]:
-    sim = simulate(dataclasses.replace(SIM, policy=dataclasses.replace(SIM.policy, **policy_change)))
-    return {f.tier: f for f in counterfactual.tier_figures(counterfactual.job_table(sim.outcome))}
+def true_table(policy_change: dict[str, object], window_end: datetime) -> counterfactual.JobTable:
+    """The seed's own jobs (their true work) simulated under the changed policy, drained: every job submitted in
+    the window runs to completion, nothing arrives after it. The queue time after `window_end` (the replayed
+    window's: its last submission) is the part a window alone would cut."""
+    config = dataclasses.replace(SIM, policy=dataclasses.replace(SIM.policy, **policy_change))
+    jobs = simulate(config).jobs
+    out = simulate_jobs(jobs, config.pools, config.policy, math.inf, grid_s=config.sample_step_s)
+    return counterfactual.job_table(out, window_s=(window_end - SIM.start).total_seconds())
+
+
+def truth(policy_change: dict[str, object], window_end: datetime) -> dict[str, counterfactual.TierFigures]:
+    return {f.tier: f for f in counterfactual.tier_figures(true_table(policy_change, window_end))}
 
 
 @pytest.mark.parametrize(("scenario", "change"), [
@@ -51,7 +64,7 @@ def truth(policy_change: dict[str, object]) -> dict[str, counterfactual.TierFigu
 def test_replayed_counterfactual_matches_the_second_run_of_the_same_seed(
     stored: counterfactual.Answer, scenario: str, change: dict[str, object]
 ) -> None:
-    true = truth(change)
+    true = truth(change, stored.run["window_end"])
     busy = true["all"].busy_gpu_h
     compared = 0
     for tier in (*TIERS, "all"):
@@ -116,7 +129,8 @@ def test_headline_and_break_even_by_hand(stored: counterfactual.Answer) -> None:
     text = scorecard.headline_text(stored)
     assert saved > 0 and thrown > 0
     assert text.startswith(f"against plain queueing, preemption saved critical+high work {words.gpu_hours(saved)} "
-                           f"of waiting; it cost {words.gpu_hours(thrown)} thrown away")
+                           f"of queue time; it cost {words.gpu_hours(thrown)} ({words.THROWN_AWAY_DRAINED})")
+    assert text.endswith("each run to completion)")
 
 
 def _table(tiers: list[str], waiting_s: list[float], thrown_gpu_s: list[float]) -> counterfactual.JobTable:
@@ -190,7 +204,7 @@ def test_a_cluster_without_preemption_is_asked_what_turning_it_on_would_do(
     with simulated_and_analysed(tmp_path_factory.mktemp("cf-off") / "w.duckdb", off) as wh:
         answer = counterfactual.read(wh)["gt"]
     assert {s["scenario"] for s in answer.scenarios} >= {"none", "today", "on"}
-    true = truth({})
+    true = truth({}, answer.run["window_end"])
     busy = true["all"].busy_gpu_h
     misses = []
     for tier in (*TIERS, "all"):
@@ -212,3 +226,52 @@ def test_a_cluster_without_preemption_is_asked_what_turning_it_on_would_do(
     # The headline is preemption turned on against today's plain queueing: the work it throws away is on's.
     assert answer.run["thrown_away_gpu_h"] == pytest.approx(answer.figure("on", "all")["thrown_away_gpu_h"]
                                                              - answer.figure("none", "all")["thrown_away_gpu_h"])
+
+
+def test_the_drained_headline_per_tier_matches_the_same_seed_drained(stored: counterfactual.Answer) -> None:
+    # The headline's waiting per job: the jobs whose queue time changed against no preemption, and their mean and
+    # median extra queue time, per tier, against the same seed's jobs simulated without and with preemption.
+    end = stored.run["window_end"]
+    true = {c.tier: c for c in counterfactual.tier_changes(true_table({"enabled": False}, end), true_table({}, end))}
+    compared = 0
+    for tier in (*TIERS, "all"):
+        row = stored.figure("today", tier)
+        assert row is not None and row["undrained_jobs"] == 0, tier
+        real = true[tier]
+        assert abs(row["affected_jobs"] - real.affected) <= TOLERANCE * max(real.affected, 10), (tier, row, real)
+        for name in ("extra_wait_mean_s", "extra_wait_p50_s"):
+            replayed, expected = row[name], getattr(real, name)
+            if expected is None:
+                assert replayed is None, (tier, name, replayed)
+                continue
+            assert abs(replayed - expected) <= TOLERANCE * max(abs(expected), 300.0), (tier, name, replayed, expected)
+            compared += 1
+    assert compared >= 6
+    # Queue time after the window's end is counted (drained) and is part of the tier's queue time.
+    late = stored.figure("today", "all")
+    assert late is not None and 0 < late["late_waiting_gpu_h"] < late["waiting_gpu_h"]
+    # The window's capacity: the cluster's 64 GPUs from the window's first submission to its last.
+    hours = (end - stored.run["window_start"]).total_seconds() / 3600.0
+    assert stored.run["capacity_gpu_h"] == pytest.approx(64 * hours)
+    text = " ".join(scorecard.tier_wait_lines(stored))
+    assert f"the window's capacity: {words.gpu_hours(64 * hours)} (64 GPUs × {words.significant(hours)} h)" in text
+
+
+def test_a_job_that_cannot_drain_is_named_and_left_out_of_the_net() -> None:
+    # One 8-GPU node: a job that never ends holds it, so the job behind it never starts, even drained.
+    pools = [PoolSpec("p", nodes=1, gpus_per_node=8)]
+    jobs = [JobSpec("forever", "low", True, "p", 8, 0.0, math.inf),
+            JobSpec("behind", "normal", True, "p", 8, 60.0, 600.0),
+            JobSpec("small", "high", True, "p", 8, 30.0, 600.0)]
+    policy = PolicyConfig(enabled=False)
+    table = counterfactual.job_table(simulate_jobs(jobs, pools, policy, math.inf), window_s=3600.0)
+    assert table.undrained is not None and table.undrained.tolist() == [False, True, True]
+    figures = {f.tier: f for f in counterfactual.tier_figures(table)}
+    assert figures["normal"].undrained == 1 and figures["normal"].waiting_gpu_h == 0.0
+    assert figures["all"].undrained == 2
+    assert np.isnan(table.first_wait_s[1])
+    # A job that cannot drain counts nothing in the net, whatever its queue time to the replay's end.
+    weights = {"critical": 4.0, "high": 2.0, "normal": 1.0, "low": 0.5}
+    assert counterfactual.net_per_job(table, table, weights).tolist() == [0.0, 0.0, 0.0]
+    changes = {c.tier: c for c in counterfactual.tier_changes(table, table)}
+    assert changes["all"].undrained == 2 and changes["all"].affected == 0

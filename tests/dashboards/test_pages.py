@@ -13,6 +13,7 @@ import polars as pl
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from preemptlens.reading import words
 from preemptlens.warehouse import Warehouse
 
 APP = str(Path(__file__).resolve().parents[2] / "dashboards" / "app.py")
@@ -89,6 +90,13 @@ def test_overview_opens_on_the_answer(app: AppTest, cluster_warehouse: Path) -> 
     assert shown["Work thrown away, GPU-h"] == f"{fc.LOST_GPU_HOURS_TOTAL:.1f}"
     assert order.count("metric") >= 10
     assert any("Set a price per GPU-hour" in c.value for c in app.caption)
+    # The replay's answer and the ledger's figures are each labelled as what they are, one sentence says why they
+    # differ, and the replay's work thrown away has its own label (one per definition).
+    assert text.index("**Replayed:**") < text.index("**Recorded in this window**")
+    assert any(c.value == words.RECORDED_VS_REPLAYED for c in app.caption)
+    assert f"({words.THROWN_AWAY_DRAINED})" in text
+    # the headline's waiting per tier, read against the window's capacity
+    assert "whose queue time changed, by" in text and "The window's capacity: " in text
 
 
 def team_table(at: AppTest) -> pd.DataFrame:

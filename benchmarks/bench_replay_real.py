@@ -30,7 +30,9 @@ its own policy (plain queueing reproduced).
     python benchmarks/bench_replay_real.py --low 12 --high 5 --span 90 --exempt 30
 
 Needs root and the Slurm packages tests/run.sh installs. Figures print as
-real | replayed (median over replays with jittered inputs) | as measured | range | error.
+real | replayed (the one replay `analyze` stores: inputs as measured) | range over replays with jittered
+inputs (what the figure's interval covers) and whether the real figure lies in it | median of those replays |
+error of the replayed figure against the real one.
 """
 
 from __future__ import annotations
@@ -134,22 +136,31 @@ def table(title: str, names: tuple[str, ...], real: Named, rep: Replayed, limit:
     """Real against replayed; with `again` (the same plan played a second time on the real Slurm), also the
     real play against its repeat: the spread of the scheduler itself."""
     print(f"\n{title}")
-    print(f"   {'figure':24} {'real':>9} {'replayed':>9} {'as measured':>12}  {'range over jittered':22} {'error':>7}"
-          + (f"     {'real again':>10} {'real vs real':>12}" if again is not None else ""))
+    print(f"   {'figure':24} {'real':>9} {'replayed':>9}  {'range over jittered':22} {'real in it':>10} "
+          f"{'median':>9} {'error':>7}" + (f"      {'real again':>10} {'real vs real':>12}" if again is not None
+                                          else ""))
     errors = {}
     for name in names:
-        r, p, a = real.get(name), rep.median.get(name), rep.point.get(name)
+        r, p, m = real.get(name), rep.point.get(name), rep.median.get(name)
         low, high = rep.low.get(name), rep.high.get(name)
         err = _error(name, r, p)
         errors[name] = err
         mark = "" if err is None else ("ok" if err <= limit else "MISS")
         shown = f"{significant(low)} to {significant(high)}" if low is not None else ""
+        inside = "" if None in (r, low, high) else ("yes" if low <= r <= high else "no")  # type: ignore[operator]
         repeat = ""
         if again is not None:
             repeat = f" {significant(again.get(name)):>10} {_percent(_error(name, r, again.get(name))):>12}"
-        print(f"   {name:24} {significant(r):>9} {significant(p):>9} {significant(a):>12}  {shown:22} "
+        print(f"   {name:24} {significant(r):>9} {significant(p):>9}  {shown:22} {inside:>10} {significant(m):>9} "
               f"{_percent(err):>7} {mark:4}{repeat}")
     return errors
+
+
+def in_range(names: tuple[str, ...], real: Named, rep: Replayed) -> str:
+    """How many real figures lie in the range of the replays with jittered inputs (what an interval covers)."""
+    known = [n for n in names if None not in (real.get(n), rep.low.get(n), rep.high.get(n))]
+    inside = [n for n in known if rep.low[n] <= real[n] <= rep.high[n]]  # type: ignore[operator]
+    return f"; real in the jittered range on {len(inside)} of {len(known)}"
 
 
 def spread(names: tuple[str, ...], real: Named, again: Named) -> dict[str, float | None]:
@@ -225,7 +236,8 @@ def analyse(wh: Warehouse, windows: dict[str, Window], exempt: int, grace: int, 
     errors = table("(a) reproduction: the A play replayed under the policy in force (target within 10%)",
                    (*LEDGER, *WAITS), real_a, rep_a, 0.10, again)
     floor = spread((*LEDGER, *WAITS), real_a, again) if again is not None else None
-    closing.append("(a) reproduction (no time limits): " + _verdict(errors, 0.10, floor))
+    closing.append("(a) reproduction (no time limits): " + _verdict(errors, 0.10, floor)
+                   + in_range((*LEDGER, *WAITS), real_a, rep_a))
     if floor is not None:
         closing.append("(a0) the real Slurm against itself (A played twice): " + _verdict(floor, 0.10))
     ok &= all(e is None or e <= 0.10 for e in errors.values())
@@ -240,7 +252,8 @@ def analyse(wh: Warehouse, windows: dict[str, Window], exempt: int, grace: int, 
         what = f"PreemptExemptTime {exempt} s" + (f", GraceTime {grace} s" if grace else "")
         table(f"(b) prediction: the A play replayed under B ({what}) against the B play", (*LEDGER, *WAITS),
               real_b, rep_b, 0.15)
-        errors = change_table((*LEDGER, *WAITS), real_a, real_b, rep_a.median, rep_b.median, 0.15)
+        b_range = in_range((*LEDGER, *WAITS), real_b, rep_b)
+        errors = change_table((*LEDGER, *WAITS), real_a, real_b, rep_a.point, rep_b.point, 0.15)
         change_floor = None
         if again is not None:
             # The real change measured from the repeat of A: how far two real measures of one change differ.
@@ -248,32 +261,37 @@ def analyse(wh: Warehouse, windows: dict[str, Window], exempt: int, grace: int, 
                                          max(abs(real_b[name] - real_a[name]), 0.1 * abs(real_b[name])))  # type: ignore[operator]
                             if None not in (real_a.get(name), real_b.get(name), again.get(name)) else None
                             for name in (*LEDGER, *WAITS)}
-        closing.append(f"(b) the change A -> B ({what}): " + _verdict(errors, 0.15, change_floor))
+        closing.append(f"(b) the change A -> B ({what}): " + _verdict(errors, 0.15, change_floor) + b_range
+                       + " (the B figures)")
         if change_floor is not None:
             closing.append("(b0) the real change A -> B against A2 -> B: " + _verdict(change_floor, 0.15))
         ok &= all(e is None or e <= 0.15 for e in errors.values())
     if "A+t" in windows:
         limited = load_workload(wh, windows["A+t"], settings)
+        real_t, rep_t = real_figures(wh, windows["A+t"]), replayed(limited, limited.actual.policy, draws)
         errors = table("(a') reproduction of the play with time limits (backfill reserves from them; target "
-                       "within 10%)", (*LEDGER, *WAITS), real_figures(wh, windows["A+t"]),
-                       replayed(limited, limited.actual.policy, draws), 0.10)
-        closing.append("(a') reproduction with time limits: " + _verdict(errors, 0.10))
+                       "within 10%)", (*LEDGER, *WAITS), real_t, rep_t, 0.10)
+        closing.append("(a') reproduction with time limits: " + _verdict(errors, 0.10)
+                       + in_range((*LEDGER, *WAITS), real_t, rep_t))
         ok &= all(e is None or e <= 0.10 for e in errors.values())
     if "C" in windows:
         real_c = real_figures(wh, windows["C"])
         none = replayed(workload, replace(actual, enabled=False), draws)
         errors = table("(c) the counterfactual `none` (the A play replayed without preemption) against the play "
                        "with PreemptType=preempt/none (target within 15%)", QUEUEING, real_c, none, 0.15)
-        closing.append("(c) counterfactual none against preemption really off: " + _verdict(errors, 0.15))
+        closing.append("(c) counterfactual none against preemption really off: " + _verdict(errors, 0.15)
+                       + in_range(QUEUEING, real_c, none))
         ok &= all(e is None or e <= 0.15 for e in errors.values())
         plain = load_workload(wh, windows["C"], settings)
+        rep_c = replayed(plain, plain.actual.policy, draws)
         errors = table("(c') plain queueing reproduced: the C play replayed under its own policy (target within "
-                       "10%)", QUEUEING, real_c, replayed(plain, plain.actual.policy, draws), 0.10)
-        closing.append("(c') the no-preemption play reproduced: " + _verdict(errors, 0.10))
+                       "10%)", QUEUEING, real_c, rep_c, 0.10)
+        closing.append("(c') the no-preemption play reproduced: " + _verdict(errors, 0.10)
+                       + in_range(QUEUEING, real_c, rep_c))
         high_saved_real = real_c["high queue GPU-h"] - real_a["high queue GPU-h"]  # type: ignore[operator]
-        high_saved_pred = none.median["high queue GPU-h"] - rep_a.median["high queue GPU-h"]  # type: ignore[operator]
+        high_saved_pred = none.point["high queue GPU-h"] - rep_a.point["high queue GPU-h"]  # type: ignore[operator]
         low_added_real = real_a["low queue GPU-h"] - real_c["low queue GPU-h"]  # type: ignore[operator]
-        low_added_pred = rep_a.median["low queue GPU-h"] - none.median["low queue GPU-h"]  # type: ignore[operator]
+        low_added_pred = rep_a.point["low queue GPU-h"] - none.point["low queue GPU-h"]  # type: ignore[operator]
         print(f"\n   high-tier queue GPU-h saved by preemption: real {significant(high_saved_real)}, predicted "
               f"{significant(high_saved_pred)}; low-tier queue GPU-h added: real {significant(low_added_real)}, "
               f"predicted {significant(low_added_pred)}")

@@ -50,10 +50,10 @@ from preemptlens.analytics.whatif.replay import (
     Workload,
     default_window,
     load_workload,
-    observed_figures,
     outcome_figures,
     picklable,
     replay_outcome,
+    validation,
 )
 from preemptlens.analytics.whatif.settings import TuningSettings, Window
 from preemptlens.contract import TIERS
@@ -297,7 +297,7 @@ def run_scenario(workload: Workload, key: str, label: str, variant: Variant) -> 
     with paused_gc():
         out = replay_outcome(workload, variant)
         table = job_table(out, start % _DAY_S)
-        figures = outcome_figures(out, workload.warmup_measured)
+        figures = outcome_figures(out, workload.warmup_measured, workload.resolution_s)
         hours = hourly_allocated(out, start % 3600.0) if key == "none" else None
         del out  # dropped inside the pause: the collector never scans it
     trigger = variant.policy.trigger_wait_s if key.startswith("trigger") else None
@@ -467,11 +467,12 @@ def compute(wh: Warehouse, workload: Workload, params: AnalyticsSettings, tolera
     variants.append(("best", label, best))
     results = run_scenarios(workload, variants, processes)
     scenarios = [scenario for scenario, _ in results]
-    validation = Validation(observed_figures(wh, workload.window), results[1][1], tolerance)
+    # every other scenario tells which figures decide between policies (the same under all of them is no check)
+    checked = validation(wh, workload, results[1][1], [f for k, (_, f) in enumerate(results) if k != 1], tolerance)
     weights = dict(params.tier_weights)
     head = headline(scenarios[0], scenarios[1] if actual.enabled else scenarios[2], weights,
                     params.readiness_bootstrap_samples, params.readiness_confidence, workload.window.seconds)
-    return Computed(workload.window, len(workload.jobs), validation, tuple(scenarios), head, weights,
+    return Computed(workload.window, len(workload.jobs), checked, tuple(scenarios), head, weights,
                     tuple(notes), params.readiness_bootstrap_samples, params.readiness_confidence)
 
 
@@ -500,7 +501,7 @@ def store(wh: Warehouse, computed: Computed, mark: str) -> None:
             wh.con.execute(f"DELETE FROM {table} WHERE cluster = $c", {"c": cluster})  # noqa: S608
         wh.con.execute(
             "INSERT INTO counterfactual_runs VALUES ($c, $t0, $t1, $jobs, $mark, $ep, $el, $ew, $ok, $saved, "
-            "$thrown, $added, $net, $low, $high, $factor, $be, $weights, $notes, $at)",
+            "$thrown, $added, $net, $low, $high, $factor, $be, $weights, $notes, $at, $checks)",
             {
                 "c": cluster, "t0": computed.window.start, "t1": computed.window.end, "jobs": computed.jobs,
                 "mark": mark, "ep": errors["preemptions"], "el": errors["lost_gpu_h"],
@@ -510,6 +511,8 @@ def store(wh: Warehouse, computed: Computed, mark: str) -> None:
                 "factor": head.breakeven.factor, "be": head.breakeven.kind,
                 "weights": json.dumps(computed.weights, sort_keys=True),
                 "notes": "\n".join(computed.notes), "at": datetime.now(UTC),
+                "checks": json.dumps({"tolerance": computed.validation.tolerance,
+                                      "checks": computed.validation.rows()}),
             },
         )
         for s in computed.scenarios:

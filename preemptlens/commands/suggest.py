@@ -160,5 +160,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
             print("(each suggestion's configuration: --scheduler slurm, kueue, kai, volcano, kubernetes or all)")
         for position, s in enumerate(found, start=1):
             _print(s, position, scheduler)
+        for line in ctx.withheld:
+            print(f"withheld: {line}")
     return 0
 

@@ -54,10 +54,10 @@ from preemptlens.analytics.whatif.replay import (
     Workload,
     default_window,
     load_workload,
-    observed_figures,
     outcome_figures,
     picklable,
     replay_outcome,
+    validation,
     window_view,
 )
 from preemptlens.analytics.whatif.settings import TuningSettings, Window
@@ -376,7 +376,7 @@ def run_scenario(workload: Workload, key: str, label: str, variant: Variant) -> 
         out = replay_outcome(workload, variant, drain=True)
         table = job_table(out, start % _DAY_S, workload.horizon_s)
         view = window_view(out, workload.horizon_s)
-        figures = outcome_figures(view, workload.warmup_measured)
+        figures = outcome_figures(view, workload.warmup_measured, workload.resolution_s)
         hours = hourly_allocated(view, start % 3600.0) if key == "none" else None
         del out, view  # dropped inside the pause: the collector never scans it
     trigger = variant.policy.trigger_wait_s if key.startswith("trigger") else None
@@ -549,12 +549,13 @@ def compute(wh: Warehouse, workload: Workload, params: AnalyticsSettings, tolera
     variants.append(("best", label, best))
     results = run_scenarios(workload, variants, processes)
     scenarios = [scenario for scenario, _ in results]
-    validation = Validation(observed_figures(wh, workload.window), results[1][1], tolerance)
+    # every other scenario tells which figures decide between policies (the same under all of them is no check)
+    checked = validation(wh, workload, results[1][1], [f for k, (_, f) in enumerate(results) if k != 1], tolerance)
     weights = dict(params.tier_weights)
     head = headline(scenarios[0], scenarios[1] if actual.enabled else scenarios[2], weights,
                     params.readiness_bootstrap_samples, params.readiness_confidence, workload.window.seconds,
                     sum(p.gpus for p in workload.pools))
-    return Computed(workload.window, len(workload.jobs), validation, tuple(scenarios), head, weights,
+    return Computed(workload.window, len(workload.jobs), checked, tuple(scenarios), head, weights,
                     tuple(notes), params.readiness_bootstrap_samples, params.readiness_confidence)
 
 
@@ -585,8 +586,9 @@ def store(wh: Warehouse, computed: Computed, mark: str) -> None:
             "INSERT INTO counterfactual_runs (cluster, window_start, window_end, jobs, fingerprint, "
             "preemptions_error, lost_gpu_h_error, high_wait_error, reproduces, high_wait_saved_gpu_h, "
             "thrown_away_gpu_h, lower_wait_added_gpu_h, net_value, net_low, net_high, breakeven_factor, breakeven, "
-            "tier_weights, notes, computed_at, capacity_gpu_h) VALUES ($c, $t0, $t1, $jobs, $mark, $ep, $el, $ew, "
-            "$ok, $saved, $thrown, $added, $net, $low, $high, $factor, $be, $weights, $notes, $at, $capacity)",
+            "tier_weights, notes, computed_at, capacity_gpu_h, validation) VALUES ($c, $t0, $t1, $jobs, $mark, $ep, "
+            "$el, $ew, $ok, $saved, $thrown, $added, $net, $low, $high, $factor, $be, $weights, $notes, $at, "
+            "$capacity, $checks)",
             {
                 "c": cluster, "t0": computed.window.start, "t1": computed.window.end, "jobs": computed.jobs,
                 "mark": mark, "ep": errors["preemptions"], "el": errors["lost_gpu_h"],
@@ -596,6 +598,8 @@ def store(wh: Warehouse, computed: Computed, mark: str) -> None:
                 "factor": head.breakeven.factor, "be": head.breakeven.kind,
                 "weights": json.dumps(computed.weights, sort_keys=True),
                 "notes": "\n".join(computed.notes), "at": datetime.now(UTC), "capacity": head.capacity_gpu_h,
+                "checks": json.dumps({"tolerance": computed.validation.tolerance,
+                                      "checks": computed.validation.rows()}),
             },
         )
         for s in computed.scenarios:

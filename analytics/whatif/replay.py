@@ -58,7 +58,7 @@ from preemptlens.analytics.simulator.model import JobSpec, PolicyConfig, PoolSpe
 from preemptlens.analytics.whatif.policy_in_force import PolicyBasis, policy_in_force
 from preemptlens.analytics.whatif.settings import TuningSettings, Window
 from preemptlens.errors import SchemaError
-from preemptlens.reading.words import duration, significant
+from preemptlens.reading.words import duration, gpu_hours, significant
 from preemptlens.warehouse import Warehouse, query_sql
 
 HIGH_TIERS = ("critical", "high")
@@ -69,6 +69,29 @@ _STOPPED = ("failed", "cancelled", "timeout", "node_fail")
 WAIT_FLOOR_S = 1.0
 # Fewer days than this are not extrapolated to a week: a figure per week says so instead.
 MIN_DAYS_PER_WEEK = 1.0
+# The validation's floors (Validation.checks): a miss is relative to the real figure, or to its floor when that
+# is larger, so that a tiny figure does not give a huge relative error. A first-start wait under a minute is
+# within one pass of a scheduler's main loop (Slurm's sched_interval defaults to 60 s); GPU-hours below a
+# thousandth of the window's GPU capacity (43 GPU-h of a 64-GPU month) and a count below 1% of the window's
+# jobs (at least one) move no net by much. The floor is no tolerance: a lost-progress figure the replay doubles
+# is still a miss once it is above it.
+CHECK_WAIT_FLOOR_S = 60.0
+CHECK_GPU_H_FLOOR_SHARE = 0.001
+CHECK_COUNT_FLOOR_SHARE = 0.01
+TIERS = ("critical", "high", "normal", "low")
+
+
+@dataclass(frozen=True)
+class TierOutcome:
+    """One tier's figures that the net against plain queueing is made of, as the record and the replay give them
+    among the jobs submitted in the window (cut at its end)."""
+
+    tier: str
+    wait_p50_s: float | None  # first-start wait; a job not started waits to the window's end
+    wait_p90_s: float | None
+    queue_gpu_h: float  # GPUs x (first wait + every wait to restart)
+    thrown_away_gpu_h: float | None  # lost progress plus warm-up of the tier's victims; None when unknown
+    completed: int
 
 
 @dataclass(frozen=True)
@@ -85,6 +108,11 @@ class Figures:
     high_wait_p90_s: float | None = None
     # Victims whose warm-up the workload assumed (the median of the measured ones) instead of measuring it.
     warmup_assumed_victims: int = 0
+    # Per tier (TIERS order, the tiers with jobs): what the validation compares (Validation.checks).
+    tiers: tuple[TierOutcome, ...] = ()
+
+    def tier(self, name: str) -> TierOutcome | None:
+        return next((t for t in self.tiers if t.tier == name), None)
 
     @property
     def victims_per_week(self) -> float | None:
@@ -124,15 +152,58 @@ class Workload:
         return self.window.seconds
 
 
+# What the validation compares, each with how its value reads (Check.figure -> label, unit). Window-wide, then
+# per tier: the figures the net against plain queueing is summed from (docs/tuning.md, validation).
+CHECKED: Mapping[str, tuple[str, str]] = MappingProxyType({
+    "preemptions": ("preemptions", "count"),
+    "victims": ("victims", "count"),
+    "lost_gpu_h": ("lost GPU-hours", "gpu_h"),
+    "thrown_away_gpu_h": ("work thrown away", "gpu_h"),
+    "wait_p50_s": ("first-start wait, median", "duration"),
+    "wait_p90_s": ("first-start wait, p90", "duration"),
+    "queue_gpu_h": ("queue GPU-hours", "gpu_h"),
+    "completed": ("jobs completed", "count"),
+})
+_WINDOW_WIDE = ("preemptions", "victims", "lost_gpu_h", "thrown_away_gpu_h")
+_PER_TIER = ("wait_p50_s", "wait_p90_s", "queue_gpu_h", "thrown_away_gpu_h", "completed")
+
+
+@dataclass(frozen=True)
+class Check:
+    """One figure of the record against the replay under the policy in force."""
+
+    figure: str  # a key of CHECKED
+    tier: str  # 'all': the whole window
+    observed: float | None
+    replayed: float | None
+    floor: float
+    error: float | None  # relative to max(|observed|, floor); None when either side is unknown
+    # Whether the figure differs between the policies replayed: one that is the same under every policy (a
+    # median wait of 0 s whatever the policy) cannot tell a replay that gets the answer right from one that
+    # does not, so it is no check.
+    decides: bool
+
+    @property
+    def label(self) -> str:
+        name = CHECKED[self.figure][0]
+        return name if self.tier == "all" else f"{self.tier} {name}"
+
+
 @dataclass(frozen=True)
 class Validation:
     observed: Figures
     replayed: Figures
     tolerance: float
+    # The same workload's figures under the other policies replayed (none, triggers, ...): what tells which
+    # figures decide between them. Empty: every figure counts.
+    others: tuple[Figures, ...] = ()
+    # The window's GPU capacity and jobs, the floors' scale (CHECK_*_FLOOR_SHARE); None: no floor.
+    capacity_gpu_h: float | None = None
+    jobs: int | None = None
 
     @property
     def errors(self) -> dict[str, float | None]:
-        """Relative error of each figure (None when the observed figure is zero or missing)."""
+        """Relative error of the window-wide figures (None when the observed figure is zero or missing)."""
         pairs = {
             "preemptions": (self.observed.preemptions, self.replayed.preemptions),
             "victims": (self.observed.victim_jobs, self.replayed.victim_jobs),
@@ -141,24 +212,110 @@ class Validation:
         }
         return {k: _relative(o, r, WAIT_FLOOR_S if k == "high_wait_median_s" else 0.0) for k, (o, r) in pairs.items()}
 
+    def _floor(self, figure: str) -> float:
+        unit = CHECKED[figure][1]
+        if unit == "duration":
+            return CHECK_WAIT_FLOOR_S
+        if unit == "gpu_h":
+            return CHECK_GPU_H_FLOOR_SHARE * self.capacity_gpu_h if self.capacity_gpu_h else 0.0
+        return max(1.0, CHECK_COUNT_FLOOR_SHARE * self.jobs) if self.jobs else 1.0
+
+    @property
+    def checks(self) -> tuple[Check, ...]:
+        """Every figure the net is made of, the record against the replay, each with its floor and whether it
+        differs between the policies replayed."""
+        found = []
+        for tier in ("all", *TIERS):
+            names = _WINDOW_WIDE if tier == "all" else _PER_TIER
+            if tier != "all" and self.observed.tier(tier) is None and self.replayed.tier(tier) is None:
+                continue
+            for name in names:
+                real, again = _value(self.observed, tier, name), _value(self.replayed, tier, name)
+                floor = self._floor(name)
+                decides = not self.others or any(
+                    not _same(again, _value(other, tier, name)) for other in self.others)
+                found.append(Check(name, tier, real, again, floor, _relative(real, again, floor), decides))
+        return tuple(found)
+
     @property
     def ok(self) -> bool:
-        return all(e is None or e <= self.tolerance for e in self.errors.values())
+        """The replay reproduces the window: every figure that decides between the policies is within the
+        tolerance (and there is one: figures that are the same under every policy prove nothing)."""
+        used = [c for c in self.checks if c.decides and c.error is not None]
+        return bool(used) and all(c.error is not None and c.error <= self.tolerance for c in used)
+
+    def rows(self) -> list[dict[str, Any]]:
+        """The checks as stored (counterfactual_runs.validation) and worded (validation_text)."""
+        return [{"figure": c.figure, "tier": c.tier, "observed": c.observed, "replayed": c.replayed,
+                 "floor": c.floor, "error": c.error, "decides": c.decides} for c in self.checks]
 
     def describe(self) -> str:
-        parts = []
-        observed, replayed = self.observed, self.replayed
-        values = {"preemptions": (observed.preemptions, replayed.preemptions),
-                  "victims": (observed.victim_jobs, replayed.victim_jobs),
-                  "lost_gpu_h": (observed.lost_gpu_h, replayed.lost_gpu_h),
-                  "high_wait_median_s": (observed.high_wait_median_s, replayed.high_wait_median_s)}
-        for name, err in self.errors.items():
-            shown = "n/a" if err is None else f"{100 * err:.1f}%"
-            real, again = values[name]
-            parts.append(f"{name} {shown} ({significant(real)} real, {significant(again)} replayed)")
-        limit = f"{100 * self.tolerance:.0f}%"
-        verdict = "reproduces the past" if self.ok else f"does NOT reproduce the past within {limit}"
-        return f"replay error under the actual policy: {', '.join(parts)} ({verdict})"
+        return validation_text(self.rows(), self.tolerance)
+
+
+def _value(figures: Figures, tier: str, name: str) -> float | None:
+    if tier == "all":
+        value = {"preemptions": figures.preemptions, "victims": figures.victim_jobs,
+                 "lost_gpu_h": figures.lost_gpu_h, "thrown_away_gpu_h": figures.thrown_away_gpu_h}[name]
+    else:
+        found = figures.tier(tier)
+        value = None if found is None else getattr(found, name)
+    return None if value is None else float(value)
+
+
+def _same(a: float | None, b: float | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
+
+
+def _worded(value: float | None, figure: str) -> str:
+    unit = CHECKED[figure][1]
+    if unit == "duration":
+        return duration(value)
+    if unit == "gpu_h":
+        return gpu_hours(value)
+    return significant(value)
+
+
+def _check_text(c: Mapping[str, Any]) -> str:
+    check = Check(**c)
+    floor = (f", against its floor {_worded(check.floor, check.figure)}"
+             if check.observed is not None and check.floor > abs(check.observed) else "")
+    return (f"{check.label} {100 * (check.error or 0.0):.1f}% off ({_worded(check.observed, check.figure)} real, "
+            f"{_worded(check.replayed, check.figure)} replayed{floor})")
+
+
+def validation_text(checks: Sequence[Mapping[str, Any]], tolerance: float) -> str:
+    """The validation in one sentence: the figures the replay misses by more than the tolerance (else its largest
+    miss), and those that are no check (the same under every policy, or unknown in the record)."""
+    limit = f"{100 * tolerance:.0f}%"
+    used = [c for c in checks if c["decides"] and c["error"] is not None]
+    missed = sorted((c for c in used if c["error"] > tolerance), key=lambda c: -c["error"])
+    if not used:
+        text = ("the replay under today's policy cannot be checked against the recorded window: no figure it "
+                "reproduces differs between the policies replayed")
+    elif missed:
+        text = (f"the replay under today's policy does NOT reproduce the recorded window within {limit}: "
+                + "; ".join(_check_text(c) for c in missed)
+                + f" ({len(used) - len(missed)} of the {len(used)} figures that differ between policies within it)")
+    else:
+        worst = max(used, key=lambda c: c["error"])
+        text = (f"the replay under today's policy reproduces the recorded window within {limit} on the {len(used)} "
+                f"figures that differ between policies (largest miss: {_check_text(worst)})")
+    same = [Check(**c).label for c in checks if not c["decides"]]
+    if same:
+        text += "; no check, the same under every policy: " + ", ".join(same)
+    unknown = [Check(**c).label for c in checks if c["decides"] and c["error"] is None]
+    if unknown:
+        text += "; unknown in the record or the replay: " + ", ".join(unknown)
+    return text
+
+
+def missed_labels(checks: Sequence[Mapping[str, Any]], tolerance: float) -> list[str]:
+    """The figures that decide between policies and that the replay misses by more than the tolerance."""
+    return [Check(**c).label for c in checks
+            if c["decides"] and c["error"] is not None and c["error"] > tolerance]
 
 
 def _relative(observed: float | None, replayed: float | None, floor: float) -> float | None:
@@ -389,6 +546,12 @@ def observed_figures(wh: Warehouse, window: Window) -> Figures:
         query_sql("replay", "observed_high_wait"),
         params,
     ).row(0, named=True)
+    by_tier = {r["tier"]: r for r in wh.query(query_sql("replay", "observed_tiers"), params).to_dicts()}
+    tiers = tuple(
+        TierOutcome(t, _float(r["wait_p50_s"]), _float(r["wait_p90_s"]), float(r["queue_gpu_h"]),
+                    _float(r["thrown_away_gpu_h"]), int(r["completed"]))
+        for t in TIERS if (r := by_tier.get(t)) is not None
+    )
     return Figures(
         preemptions=int(ledger["n"]),
         lost_gpu_h=float(ledger["lost"]),
@@ -397,7 +560,12 @@ def observed_figures(wh: Warehouse, window: Window) -> Figures:
         weeks=window.seconds / _WEEK_S,
         thrown_away_gpu_h=None if ledger["thrown_away"] is None else float(ledger["thrown_away"]),
         high_wait_p90_s=None if wait["wait_p90"] is None else float(wait["wait_p90"]),
+        tiers=tiers,
     )
+
+
+def _float(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 def outcome_figures(out: Outcome, warmup_measured: frozenset[str] | None = None, resolution_s: float = 0.0
@@ -412,26 +580,52 @@ def outcome_figures(out: Outcome, warmup_measured: frozenset[str] | None = None,
     def recorded(t: float) -> float:
         return math.floor(t / resolution_s) * resolution_s if resolution_s else t
 
-    found = [p for p in out.preemptions() if p.time_s < out.horizon_s]
+    horizon = out.horizon_s
+    found = [p for p in out.preemptions() if p.time_s < horizon]
     waits = []
+    first_waits: dict[str, list[float]] = {t: [] for t in TIERS}
+    queue_s: dict[str, float] = dict.fromkeys(TIERS, 0.0)
+    completed: Counter[str] = Counter()
     for j, runs in enumerate(out.job_runs):
-        if out.jobs[j].tier not in HIGH_TIERS or not runs:
+        job = out.jobs[j]
+        if not runs:
             continue
         first = out.runs[runs[0]]
-        start = out.horizon_s if first.start_s is None else min(first.start_s, out.horizon_s)
-        waits.append(recorded(start) - recorded(out.jobs[j].submit_s))
+        start = horizon if first.start_s is None else min(first.start_s, horizon)
+        wait = recorded(start) - recorded(job.submit_s)
+        first_waits[job.tier].append(wait)
+        if job.tier in HIGH_TIERS:
+            waits.append(wait)
+        # queue time as the record holds it: the first wait, then each restart from its requeue to its start
+        queue_s[job.tier] += job.gpus * wait
+        for r in runs[1:]:
+            run = out.runs[r]
+            began = horizon if run.start_s is None else min(run.start_s, horizon)
+            queue_s[job.tier] += job.gpus * max(0.0, recorded(began) - recorded(min(run.submit_s, horizon)))
+        last = out.runs[runs[-1]]
+        if last.state == "completed" and last.end_s is not None and last.end_s <= horizon:
+            completed[job.tier] += 1
     victims = {p.victim for p in found}
     assumed = 0 if warmup_measured is None else sum(1 for v in victims if out.jobs[v].job_id not in warmup_measured)
+    unknown_thrown = bool(assumed and not warmup_measured)
+    thrown: dict[str, float] = dict.fromkeys(TIERS, 0.0)
+    for p in found:
+        thrown[out.jobs[p.victim].tier] += p.lost_gpu_s + p.gpus * p.warmup_s
+    tiers = tuple(
+        TierOutcome(t, quantile(first_waits[t], 0.5), quantile(first_waits[t], 0.9), queue_s[t] / 3600.0,
+                    None if unknown_thrown else thrown[t] / 3600.0, completed[t])
+        for t in TIERS if first_waits[t]
+    )
     return Figures(
         preemptions=len(found),
         lost_gpu_h=sum(p.lost_gpu_s for p in found) / 3600.0,
         high_wait_median_s=median(waits) if waits else None,
         victim_jobs=len(victims),
-        weeks=out.horizon_s / _WEEK_S,
-        thrown_away_gpu_h=None if assumed and not warmup_measured
-        else sum(p.lost_gpu_s + p.gpus * p.warmup_s for p in found) / 3600.0,
+        weeks=horizon / _WEEK_S,
+        thrown_away_gpu_h=None if unknown_thrown else sum(thrown.values()) / 3600.0,
         high_wait_p90_s=quantile(waits, 0.9),
         warmup_assumed_victims=assumed,
+        tiers=tiers,
     )
 
 
@@ -617,9 +811,20 @@ def sweep(workload: Workload, variants: Sequence[Variant], processes: int | None
 
 
 def validate(wh: Warehouse, workload: Workload, tolerance: float) -> tuple[Validation, Figures]:
-    """Replay under the actual policy and compare with what the ledger saw."""
-    replayed = run_variant(workload, Variant("actual", workload.actual.policy))
-    return Validation(observed_figures(wh, workload.window), replayed, tolerance), replayed
+    """Replay under the actual policy and compare with what the ledger saw, on the figures that differ from plain
+    queueing (replayed too: a figure the same under both proves nothing)."""
+    replayed, plain = sweep(workload, [Variant("actual", workload.actual.policy),
+                                       Variant("none", replace(workload.actual.policy, enabled=False))], 1)
+    return validation(wh, workload, replayed, (plain,), tolerance), replayed
+
+
+def validation(wh: Warehouse, workload: Workload, replayed: Figures, others: Sequence[Figures], tolerance: float
+               ) -> Validation:
+    """The record against `replayed` (the policy in force), with the other policies' figures and the floors'
+    scale: the window's GPU capacity and jobs."""
+    capacity = sum(p.gpus for p in workload.pools) * workload.window.seconds / 3600.0
+    return Validation(observed_figures(wh, workload.window), replayed, tolerance, tuple(others), capacity,
+                      len(workload.jobs))
 
 
 def default_window(wh: Warehouse, cluster: str) -> Window:

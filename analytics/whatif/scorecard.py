@@ -29,16 +29,17 @@ from datetime import UTC, datetime
 from typing import Any
 
 from preemptlens.analytics.whatif import counterfactual
+from preemptlens.analytics.whatif.replay import missed_labels, validation_text
 from preemptlens.reading.words import (
     DURATION,
     GPU_H,
-    LOST_PROGRESS,
     RATIO,
     THROWN_AWAY_DRAINED,
     change,
     duration,
     gpu_hours,
     measure,
+    measure_label,
     measure_text,
     pct,
     plural,
@@ -52,13 +53,20 @@ from preemptlens.warehouse import Warehouse
 NO_BECAUSE = {
     "checkpoint_coverage": "jobs checkpoint rarely",
     "loss_to_gain": "victims lose more work than their preemptors gain",
+    # Q1's busy hours fail, and pass with the idle-hoarded GPUs counted as busy: the no is the hoarding's.
+    "busy_hours_share_with_idle": "GPUs look scarce only while the idle-hoarded ones count as busy",
 }
 # The measures of a scorecard row's question that failed (comma-separated, for answer_text): a column every
-# reader of readiness_scorecard (aliased `s`) selects.
+# reader of readiness_scorecard (aliased `s`) selects. Q1's busy hours with the idle-hoarded GPUs counted as busy
+# is listed where it would pass: with busy_hours_share failed, taking the idle GPUs out is what makes Q1 no.
 FAILED_COLUMN = (
     "(SELECT string_agg(e.measure, ',' ORDER BY e.measure) FROM readiness_evidence AS e "
-    "WHERE e.cluster = s.cluster AND e.question_no = s.question_no AND NOT e.passes) AS failed"
+    "WHERE e.cluster = s.cluster AND e.question_no = s.question_no AND (NOT e.passes OR "
+    "(e.measure = 'busy_hours_share_with_idle' AND e.value >= e.threshold))) AS failed"
 )
+HOARDING_FLIPS = "busy_hours_share_with_idle"
+# An info measure of evidence_text reads after these words (default: beside the question's own measures).
+INFO_LEAD = {"jobs_never_fit": "left out"}
 SCORECARD_SQL = f"SELECT s.*, {FAILED_COLUMN} FROM readiness_scorecard AS s ORDER BY cluster, question_no"  # noqa: S608 -- constants only
 
 EVIDENCE_SQL = "SELECT * FROM readiness_evidence ORDER BY cluster, question_no, rule, measure"
@@ -119,11 +127,14 @@ def evidence_text(rows: Sequence[Mapping[str, Any]]) -> str:
     """A question's measures in words: the required ones, then 'and one of' the alternatives."""
     required = [measure_text(r) for r in rows if r["rule"] == "all"]
     options = [measure_text(r) for r in rows if r["rule"] == "any"]
-    info = [measure_text(r) for r in rows if r["rule"] == "info" and r["value"]]
+    busy = next((r["value"] for r in rows if r["measure"] == "busy_hours_share"), None)
+    # Q1's busy hours with idle-hoarded GPUs left in say something only where hoarding moves them
+    info = [(INFO_LEAD.get(str(r["measure"]), "beside it"), measure_text(r)) for r in rows
+            if r["rule"] == "info" and r["value"] and not (r["measure"] == HOARDING_FLIPS and r["value"] == busy)]
     parts = list(required)
     if options:
         parts.append("and one of: " + ", ".join(options))
-    parts += [f"left out: {t}" for t in info]
+    parts += [f"{lead}: {t}" for lead, t in info]
     return "; ".join(parts)
 
 
@@ -134,7 +145,9 @@ def answer_text(answer: bool | None, missing: str | None = None, borderline: boo
     if answer is None:
         return f"unknown ({missing})" if missing else "unknown"
     word = "yes" if answer else "no"
-    because = [] if answer else [NO_BECAUSE[m] for m in (failed or "").split(",") if m in NO_BECAUSE]
+    names = (failed or "").split(",")
+    because = [] if answer else [NO_BECAUSE[m] for m in names if m in NO_BECAUSE
+                                 and (m != HOARDING_FLIPS or "busy_hours_share" in names)]
     word = f"{word} ({'; '.join(because)})" if because else word
     return f"borderline {word}" if borderline else word
 
@@ -176,8 +189,9 @@ class Verdict:
 
 
 def _net_state(net: Mapping[str, Any] | None) -> str | None:
-    """pays | costs | borderline (interval holds 0) | None (unknown: no counterfactual, no preemption)."""
-    if net is None or net.get("net_value") is None:
+    """pays | costs | borderline (interval holds 0) | None (unknown: no counterfactual, no preemption, or a replay
+    that does not reproduce its window: its net is no evidence either way, so the verdict cannot be firm on it)."""
+    if net is None or net.get("net_value") is None or not net["reproduces"]:
         return None
     low, high, value = net.get("net_low"), net.get("net_high"), net["net_value"]
     if low is None or high is None:
@@ -277,27 +291,36 @@ def _reasons(ev: Evidence, net_state: str | None, too_avoidable: bool | None) ->
         if a is False:
             failed = [measure_text(r) for r in ev.evidence
                       if r["question_no"] == q and r["rule"] in ("all", "any") and r["passes"] is False]
-            reasons.append(f"Q{q} {QUESTIONS[q][0].lower()}{QUESTIONS[q][1:-1]}? "
-                           f"{answer_text(a, borderline=ev.borderline.get(q, False))}: {', '.join(failed)}")
+            # Q1's no that comes from the idle-hoarded GPUs says so, with the figures
+            flips = _hoarding_flips(ev) if q == 1 else None
+            said = answer_text(a, borderline=ev.borderline.get(q, False),
+                               failed=f"busy_hours_share,{HOARDING_FLIPS}" if flips else None)
+            reasons.append(f"Q{q} {QUESTIONS[q][0].lower()}{QUESTIONS[q][1:-1]}? {said}: {', '.join(failed)}"
+                           + (f"; {flips}" if flips else ""))
     net = ev.net
-    if net is not None and net_state is not None:
+    weighed = "no net"
+    if net is not None and net.get("net_value") is not None:
         weighed = (f"net {change(net['net_value'], GPU_H)} tier-weighted "
                    f"[{change(net['net_low'], GPU_H)}, {change(net['net_high'], GPU_H)}]")
-        if net_state == "costs":
-            reasons.append(f"against plain queueing, preemption cost more than it saved at the configured tier "
-                           f"weights ({weighed}); {breakeven_text(net)}")
-        elif net_state == "pays":
-            reasons.append(f"against plain queueing, preemption saved more than it cost ({weighed})")
-        else:
-            reasons.append(f"against plain queueing, preemption's net cannot be told from zero: its interval "
-                           f"holds 0 ({weighed})")
-        if not net["reproduces"]:
-            reasons.append("the replay behind the net does not reproduce the recorded window within tolerance: "
-                           "read the net as rough")
-    elif net is None:
+    if net is None:
         reasons.append("no counterfactual: the recorded window could not be replayed (it needs pools and runs)")
-    else:
+    elif not net["reproduces"]:
+        missed = _missed(net)
+        reasons.append(f"the net against plain queueing is not read ({weighed}): the replay behind it does not "
+                       "reproduce the recorded window"
+                       + (f" ({', '.join(missed)} off by more than the tolerance)" if missed else
+                          " (no figure that differs between policies could be checked)")
+                       + ", so the verdict cannot rest on it")
+    elif net_state is None:
         reasons.append("nothing was preempted in the recorded window: nothing to weigh against plain queueing")
+    elif net_state == "costs":
+        reasons.append(f"against plain queueing, preemption cost more than it saved at the configured tier "
+                       f"weights ({weighed}); {breakeven_text(net)}")
+    elif net_state == "pays":
+        reasons.append(f"against plain queueing, preemption saved more than it cost ({weighed})")
+    else:
+        reasons.append(f"against plain queueing, preemption's net cannot be told from zero: its interval "
+                       f"holds 0 ({weighed})")
     avoid = ev.measure("avoidable_share")
     if too_avoidable:
         assert avoid is not None
@@ -307,6 +330,21 @@ def _reasons(ev: Evidence, net_state: str | None, too_avoidable: bool | None) ->
     if unknown:
         reasons.append(f"could not answer {', '.join(unknown)}")
     return reasons
+
+
+def _hoarding_flips(ev: Evidence) -> str | None:
+    """Where Q1's busy hours fail only because the idle-hoarded GPUs are taken out: both figures and the
+    hoarded share, in words; else None."""
+    busy, with_idle = ev.measure("busy_hours_share"), ev.measure(HOARDING_FLIPS)
+    if busy is None or with_idle is None or busy["passes"] is not False or with_idle["value"] is None:
+        return None
+    if with_idle["value"] < with_idle["threshold"]:
+        return None
+    hoarded = ev.measure("hoarded_share_of_allocated")
+    held = "" if hoarded is None or hoarded["value"] is None else (
+        f" ({measure('hoarded_share_of_allocated', hoarded['value'])} of allocated GPU-hours held idle)")
+    return (f"with the idle-hoarded GPUs counted as busy, {measure_label('busy_hours_share')} reach "
+            f"{measure(HOARDING_FLIPS, with_idle['value'])}{held}: reclaiming them, not preemption, is the answer")
 
 
 def breakeven_text(net: Mapping[str, Any]) -> str:
@@ -558,14 +596,26 @@ def _window(run: Mapping[str, Any]) -> str:
     return window(run["window_start"], run["window_end"])
 
 
+def _validation(run: Mapping[str, Any]) -> tuple[float, list[dict[str, Any]]] | None:
+    """The stored validation (counterfactual_runs.validation): its tolerance and checks; None before `analyze`."""
+    stored = run.get("validation")
+    if not stored:
+        return None
+    found = json.loads(stored) if isinstance(stored, str) else stored
+    return float(found["tolerance"]), list(found["checks"])
+
+
+def _missed(run: Mapping[str, Any]) -> list[str]:
+    stored = _validation(run)
+    return [] if stored is None else missed_labels(stored[1], stored[0])
+
+
 def replay_error_text(run: Mapping[str, Any]) -> str:
-    parts = []
-    for key, name in (("preemptions_error", "preemptions"), ("lost_gpu_h_error", LOST_PROGRESS),
-                      ("high_wait_error", "critical+high median wait")):
-        value = run.get(key)
-        parts.append(f"{name} {'n/a' if value is None else f'{100 * value:.1f}%'}")
-    state = "reproduces the recorded window" if run["reproduces"] else "does NOT reproduce the recorded window"
-    return f"replay under today's policy {state}: error {', '.join(parts)}"
+    """The replay's validation under today's policy, on the figures that decide the net (replay.Validation)."""
+    stored = _validation(run)
+    if stored is None:
+        return "the replay under today's policy is not validated yet: run `preemptlens analyze`"
+    return validation_text(stored[1], stored[0])
 
 
 def net_text(answer: counterfactual.Answer) -> str:

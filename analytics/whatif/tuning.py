@@ -108,6 +108,8 @@ class Context:
     compare_victim_order: bool = True
     # The cost-aware victim order replayed beside today's, once the victim_order generator has run.
     victim_comparison: Comparison | None = None
+    # Suggestions a rule found but withheld, each with why (suggest prints them after the suggestions).
+    withheld: list[str] = field(default_factory=list)
 
     @property
     def cluster(self) -> str:
@@ -642,8 +644,25 @@ def tier_limits(ctx: Context) -> list[Suggestion]:
     )
     found = []
     workload = ctx.workload
+    # A cap holds a team at the share before its growth, for the teams that grow fastest: it rests on the trend
+    # Q2 reads, so while Q2 calls that trend unknown (too few weeks), a slope over a shorter span is no ground for
+    # one; the cap is withheld and says why.
+    q2 = ctx.q(query_sql("tuning", "trend_known"))
+    q2_unknown = None if q2 and q2[0]["value"] is not None else (
+        q2[0]["missing"] if q2 and q2[0]["missing"] else "Q2 has not been answered: run `preemptlens analyze`")
     for tr in trends:
         if tr["slope"] is None or not (tr["slope"] > tr["slope_max"] or tr["last"] > tr["share_max"]):
+            continue
+        short = tr["weeks"] < tr["min_weeks"]
+        if q2_unknown is not None or short:
+            why = q2_unknown if q2_unknown is not None else (
+                f"pool {tr['pool']} has {tr['weeks']} weeks of submissions, fewer than the {tr['min_weeks']} a trend "
+                "needs")
+            ctx.withheld.append(
+                f"a cap on the high-priority GPUs of the teams that grow fastest in pool {tr['pool']} (critical+high "
+                f"share of GPU-hours {100 * (tr['first'] or 0):.0f}% -> {100 * tr['last']:.0f}%, "
+                f"{100 * tr['slope']:+.1f} points a week over {tr['weeks']} weeks): withheld, Q2 calls the trend "
+                f"unknown ({why})")
             continue
         teams = ctx.q(
             query_sql("tuning", "team_high_shares"),

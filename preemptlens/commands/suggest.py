@@ -106,6 +106,8 @@ def _validation_lines(v: Validation) -> list[str]:
         f"   {'lost GPU-hours':32} {_number(o.lost_gpu_h):>12} {_number(r.lost_gpu_h):>12} {error('lost_gpu_h'):>8}",
         f"   {'critical+high median wait (s)':32} {_number(o.high_wait_median_s, 0):>12} "
         f"{_number(r.high_wait_median_s, 0):>12} {error('high_wait_median_s'):>8}",
+        # what decides the state: every figure the net is made of, per tier (Validation.checks)
+        f"   {v.describe()}",
     ]
 
 
@@ -160,5 +162,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
             print("(each suggestion's configuration: --scheduler slurm, kueue, kai, volcano, kubernetes or all)")
         for position, s in enumerate(found, start=1):
             _print(s, position, scheduler)
+        for line in ctx.withheld:
+            print(f"withheld: {line}")
     return 0
 

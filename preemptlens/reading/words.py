@@ -203,6 +203,8 @@ MEASURES: Mapping[str, tuple[str, str, str]] = {
                          "hours in which the GPUs doing work (not idle-hoarded) reach "
                          "analytics.scarce_allocation_share of capacity when the recorded jobs are replayed without "
                          "preemption"),
+    "busy_hours_share_with_idle": ("busy hours counting idle-hoarded GPUs as busy", SHARE,
+                                   "busy hours without preemption with the idle-hoarded GPUs left in"),
     "queue_pressure_hours_share": ("hours under queue pressure", SHARE,
                                    "hours in which work worth analytics.scarce_queue_share of capacity waits"),
     "queued_gpu_wait_s": ("queue time per GPU of a job", DURATION,

@@ -126,6 +126,8 @@ hourly as (
         c.hour,
         (coalesce(q.allocated_gpu_s, 0) - coalesce(i.hoarded_gpu_s, 0)) / c.capacity_gpu_s
             >= p.scarce_allocation_share as busy,
+        -- the same with the idle-hoarded GPUs counted as busy: what Q1 names when taking them out is what makes it no
+        coalesce(q.allocated_gpu_s, 0) / c.capacity_gpu_s >= p.scarce_allocation_share as busy_with_idle,
         coalesce(w.waiting_gpu_s, 0) / c.capacity_gpu_s >= p.scarce_queue_share as pressed
     from capacity as c
     cross join params as p
@@ -161,6 +163,11 @@ submitted as (
 parts as (
     select cluster, 'busy_hours_share' as measure, 'ratio' as kind, date_trunc('day', hour) as day,
         case when busy then 1.0 else 0.0 end as num, 1.0 as den
+    from hourly
+    where cluster in (select cluster from plain_queue)
+    union all
+    select cluster, 'busy_hours_share_with_idle', 'ratio', date_trunc('day', hour),
+        case when busy_with_idle then 1.0 else 0.0 end, 1.0
     from hourly
     where cluster in (select cluster from plain_queue)
     union all

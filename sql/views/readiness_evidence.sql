@@ -106,6 +106,15 @@ measures as (
     from inputs as k cross join params as p
     left join value_of as v on v.cluster = k.cluster and v.measure = 'busy_hours_share'
     union all
+    -- busy hours with the idle-hoarded GPUs counted as busy: reported beside Q1 (never scored), so that a "no" that
+    -- comes from taking them out says so (scorecard.answer_text)
+    select k.cluster, 1, 'busy_hours_share_with_idle',
+        case when k.has_pools and k.has_samples and k.has_plain_queue then coalesce(v.value, 0) end,
+        p.scarce_hours_share, '>=', 'info',
+        case when not (k.has_pools and k.has_samples and k.has_plain_queue) then 'busy hours unknown' end
+    from inputs as k cross join params as p
+    left join value_of as v on v.cluster = k.cluster and v.measure = 'busy_hours_share_with_idle'
+    union all
     select k.cluster, 1, 'queue_pressure_hours_share',
         case when k.has_pools then coalesce(v.value, 0) end,
         p.scarce_hours_share, '>=', 'any',

@@ -23,8 +23,10 @@ from preemptlens.analytics.params import AnalyticsSettings
 from preemptlens.analytics.refresh import analyze
 from preemptlens.analytics.simulator import PolicyConfig, SimConfig, WorkloadConfig
 from preemptlens.analytics.simulator.model import cluster_of
+from preemptlens.analytics.whatif import scorecard as verdicts
 from preemptlens.cli import main
 from preemptlens.config import load_config
+from preemptlens.reading import words
 from preemptlens.warehouse import Warehouse
 
 ISSUE_CLUSTER = ["simulate", "--cluster", "sim", "--start", "2026-01-05", "--gpus", "128", "--days", "14",
@@ -70,6 +72,34 @@ def test_same_workload_at_low_load_is_not_scarce(tmp_path: Path) -> None:
     for measure in ("busy_hours_share", "queue_pressure_hours_share", "queued_gpu_wait_s"):
         assert evidence[measure]["passes"] is False, (measure, evidence[measure]["value"])
     assert card[0]["answer"] is False and card[0]["missing"] is None
+
+
+def test_a_q1_no_that_comes_from_idle_hoarded_gpus_names_them(tmp_path: Path) -> None:
+    # Demand 20% over capacity, but 30% of the jobs hold their GPUs idle for stretches: with the idle GPUs
+    # counted as busy the pool is busy in half its hours; taken out (GPUs held idle are not scarce GPUs), in a
+    # few. Q1 is no because of the hoarding, and every text of it says so with the hoarded share.
+    path = simulated(tmp_path, "1.2", "--hoarding-share", "0.3")
+    evidence, card = scorecard(path)
+    busy, with_idle = evidence["busy_hours_share"], evidence["busy_hours_share_with_idle"]
+    assert busy["passes"] is False and with_idle["value"] >= with_idle["threshold"] > busy["value"]
+    assert card[0]["answer"] is False
+    hoarded = words.measure("hoarded_share_of_allocated", evidence["hoarded_share_of_allocated"]["value"])
+    with Warehouse(path, read_only=True) as wh:
+        (q1,) = [r for r in wh.query(verdicts.SCORECARD_SQL).to_dicts() if r["question_no"] == 1]
+        (verdict,) = wh.query(verdicts.VERDICT_SQL).to_dicts()
+    said = verdicts.answer_text(q1["answer"], q1["missing"], q1["borderline"], q1["failed"])
+    assert said.endswith("no (GPUs look scarce only while the idle-hoarded ones count as busy)"), said
+    (reason,) = [r for r in verdicts.reasons_of(verdict) if r.startswith("Q1 ")]
+    assert (f"with the idle-hoarded GPUs counted as busy, busy hours without preemption reach "
+            f"{words.measure('busy_hours_share', with_idle['value'])} ({hoarded} of allocated GPU-hours held idle)"
+            in reason), reason
+
+
+def test_a_q1_no_without_hoarding_does_not_blame_it(tmp_path: Path) -> None:
+    evidence, card = scorecard(simulated(tmp_path, "0.4"))
+    assert card[0]["answer"] is False
+    assert evidence["busy_hours_share_with_idle"]["value"] < evidence["busy_hours_share_with_idle"]["threshold"]
+    assert "hoard" not in verdicts.answer_text(False, failed="busy_hours_share")
 
 
 Q1_MEASURES = ("busy_hours_share", "queue_pressure_hours_share", "queued_gpu_wait_s")

@@ -215,12 +215,15 @@ def test_snippets_are_json_serialisable_text(suggestions_for: Suggest) -> None:
         assert all(isinstance(text, str) and text.strip() for text in json.loads(json.dumps(s.snippets)).values())
 
 
+# The default teams' high shares grow; long jobs and a long exemption leave nothing else to tune.
+SCOPE_CREEP = {"gpus": 32, "load": 1.2, "checkpoint_share": 0.0, "work_median_s": 20000.0, "work_sigma": 0.3,
+               "policy": {"min_run_s": 1800}, "settings": {"processes": 1}}
+
+
 def test_tier_limits_on_top_for_a_team_driving_scope_creep(suggestions_for: Suggest) -> None:
-    # The default teams' high shares grow; long jobs and a long exemption leave nothing else to tune.
-    ctx, found = suggestions_for(
-        "scope_creep", gpus=32, days=21.0, load=1.2, checkpoint_share=0.0, work_median_s=20000.0, work_sigma=0.3,
-        policy={"min_run_s": 1800}, settings={"processes": 1},
-    )
+    # Four weeks: Q2 reads the trend (analytics.trend_min_weeks), so a cap may rest on it.
+    ctx, found = suggestions_for("scope_creep", days=28.0, **SCOPE_CREEP)
+    assert not ctx.withheld
     drivers = ctx.wh.query("select team from scope_creep_teams where growth_rank <= 2 and high_share_slope > 0")
     top = changes(found)[0]
     assert top.kind == "tier_limits"
@@ -228,6 +231,19 @@ def test_tier_limits_on_top_for_a_team_driving_scope_creep(suggestions_for: Sugg
     assert "GrpTRES=gres/gpu=" in top.snippets["slurm"]
     assert "scopeName: PriorityClass" in top.snippets["kubernetes"]
     assert top.lost_gpu_h_change is not None and top.lost_gpu_h_change < 0
+
+
+def test_no_team_cap_rests_on_a_trend_q2_calls_unknown(suggestions_for: Suggest) -> None:
+    # The same growth over three weeks: Q2 calls the trend unknown (fewer than 4 weeks), so the cap that holds
+    # the fastest-growing team at its share before the growth is withheld, and says why.
+    ctx, found = suggestions_for("scope_creep_3w", days=21.0, **SCOPE_CREEP)
+    (q2,) = ctx.wh.query("select value, missing from readiness_evidence "
+                         "where measure = 'high_share_weekly_slope_abs'").to_dicts()
+    assert q2["value"] is None
+    assert "tier_limits" not in kinds(found)
+    (line,) = ctx.withheld
+    assert "withheld, Q2 calls the trend unknown (fewer than 4 weeks of submissions: trend unknown)" in line
+    assert "points a week over 3 weeks" in line
 
 
 def test_no_tier_limits_when_high_shares_are_flat(suggestions_for: Suggest) -> None:

@@ -29,7 +29,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 from preemptlens.analytics.whatif import counterfactual
-from preemptlens.reading.words import GPU_H, change, duration, gpu_hours, measure, measure_text, window
+from preemptlens.reading.words import (
+    GPU_H,
+    duration,
+    gpu_hours,
+    measure,
+    measure_text,
+    uncertain_change,
+    window,
+)
 from preemptlens.warehouse import Warehouse
 
 # A measured no in words, by the measure that failed, where its name alone would not say why: Q3 tells a
@@ -266,8 +274,7 @@ def _reasons(ev: Evidence, net_state: str | None, too_avoidable: bool | None) ->
                            f"{answer_text(a, borderline=ev.borderline.get(q, False))}: {', '.join(failed)}")
     net = ev.net
     if net is not None and net_state is not None:
-        weighed = (f"net {change(net['net_value'], GPU_H)} tier-weighted "
-                   f"[{change(net['net_low'], GPU_H)}, {change(net['net_high'], GPU_H)}]")
+        weighed = f"net {net_words(net)}"
         if net_state == "costs":
             reasons.append(f"against plain queueing, preemption cost more than it saved at the configured tier "
                            f"weights ({weighed}); {breakeven_text(net)}")
@@ -483,24 +490,33 @@ def replay_error_text(run: Mapping[str, Any]) -> str:
     return f"replay under today's policy {state}: error {', '.join(parts)}"
 
 
+def net_words(row: Mapping[str, Any]) -> str:
+    """A stored net (a counterfactual_runs or counterfactual_scenarios row) with its interval, in tier-weighted
+    GPU-hours; a net whose interval holds 0 gets no sign (words.uncertain_change)."""
+    return f"{uncertain_change(row['net_value'], row['net_low'], row['net_high'], GPU_H)} tier-weighted"
+
+
 def net_text(answer: counterfactual.Answer) -> str:
     run = answer.run
-    text = (f"net at the configured tier weights: {change(run['net_value'], GPU_H)} tier-weighted "
-            f"[{change(run['net_low'], GPU_H)}, {change(run['net_high'], GPU_H)}]; "
-            + breakeven_text(run))
-    return text
+    covers = f" ({run['interval_covers']})" if run.get("interval_covers") else ""
+    return f"net at the configured tier weights: {net_words(run)}{covers}; " + breakeven_text(run)
+
+
+def sweep_texts(answer: counterfactual.Answer) -> list[str]:
+    """The sweeps whose net is not monotone, each saying so and why (counterfactual.sweep_notes)."""
+    stored = answer.run.get("sweeps")
+    return list(json.loads(stored).values()) if stored else []
 
 
 def alternatives_text(answer: counterfactual.Answer) -> list[str]:
-    """The trigger thresholds and the best alternative, each with its net against plain queueing."""
+    """The trigger thresholds and the best alternative, each with its net against plain queueing, then the
+    sweeps that are not monotone."""
     lines = []
     for s in answer.scenarios:
         if s["scenario"] in ("none", "today"):
             continue
-        lines.append(f"{s['label']}: net {change(s['net_value'], GPU_H)} "
-                     f"[{change(s['net_low'], GPU_H)}, {change(s['net_high'], GPU_H)}], "
-                     f"{s['preemptions']:,} preemptions")
-    return lines
+        lines.append(f"{s['label']}: net {net_words(s)}, {s['preemptions']:,} preemptions")
+    return lines + sweep_texts(answer)
 
 
 TIER_COLUMNS = (
@@ -559,8 +575,8 @@ def render(wh: Warehouse) -> str:
             lines.append(f"  {replay_error_text(answer.run)}")
             best = answer.best_trigger()
             if best is not None:
-                lines.append(f"  best trigger threshold: {best['label']}: net "
-                             f"{change(best['net_value'], GPU_H)}")
+                lines.append(f"  best trigger threshold: {best['label']}: net {net_words(best)}")
+            lines += [f"  {text}" for text in sweep_texts(answer)]
         else:
             lines.append("  no counterfactual: the recorded window could not be replayed (it needs pools and runs)")
         v = verdicts.get(cluster)

@@ -281,8 +281,7 @@ def _reasons(ev: Evidence, net_state: str | None, too_avoidable: bool | None) ->
         elif net_state == "pays":
             reasons.append(f"against plain queueing, preemption saved more than it cost ({weighed})")
         else:
-            reasons.append(f"against plain queueing, preemption's net cannot be told from zero: its interval "
-                           f"holds 0 ({weighed})")
+            reasons.append(f"against plain queueing, preemption's {weighed}: its interval holds 0")
         if not net["reproduces"]:
             reasons.append("the replay behind the net does not reproduce the recorded window within tolerance: "
                            "read the net as rough")

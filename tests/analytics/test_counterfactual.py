@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
@@ -316,3 +316,26 @@ def test_a_cluster_without_preemption_is_asked_what_turning_it_on_would_do(
     # The headline is preemption turned on against today's plain queueing: the work it throws away is on's.
     assert answer.run["thrown_away_gpu_h"] == pytest.approx(answer.figure("on", "all")["thrown_away_gpu_h"]
                                                              - answer.figure("none", "all")["thrown_away_gpu_h"])
+
+
+def test_a_jittered_replay_is_paired_job_by_job_with_the_plain_one() -> None:
+    """The engine runs a jittered replay's jobs shuffled (replay.event_order); its table comes back in the
+    workload's order. With exact inputs and no simultaneous events every draw is the plain replay, job by job."""
+    from preemptlens.analytics.simulator.model import JobSpec, PolicyConfig, PoolSpec
+    from preemptlens.analytics.whatif.policy_in_force import PolicyBasis
+    from preemptlens.analytics.whatif.replay import Variant, Workload, event_order
+    from preemptlens.analytics.whatif.settings import Window
+
+    jobs = tuple(JobSpec(f"j{i}", "low" if i % 3 else "high", i % 3 != 0, "gpu", 2 + 2 * (i % 3), 97.0 * i + 0.25 * i,
+                         600.0 + 50.0 * i, checkpoint_interval_s=120.0) for i in range(12))
+    start = datetime(2026, 12, 1, tzinfo=UTC)
+    policy = PolicyConfig(min_run_s=0.0, grace_s=0.0, requeue_hold_s=0.0)
+    workload = Workload(Window("c", start, start + timedelta(hours=3)), (PoolSpec("gpu", 1, 8),), jobs,
+                        PolicyBasis(policy, {}), {}, ())
+    assert event_order(12, 3) != list(range(12)) and sorted(event_order(12, 3)) == list(range(12))
+    plain, _ = counterfactual.run_scenario(workload, "today", "", Variant("today", policy))
+    assert plain.table.preemptions.sum() > 0
+    for seed in (1, 2, 3):
+        draw = counterfactual.run_draw(workload, Variant("today", policy, jitter=seed))
+        for name in ("gpus", "first_wait_s", "waiting_s", "thrown_gpu_s", "preemptions", "submit_s"):
+            assert np.array_equal(getattr(draw, name), getattr(plain.table, name), equal_nan=True), (seed, name)

@@ -241,11 +241,10 @@ def resampling_blocks(table: JobTable, window_s: float) -> Blocks:
     stretches = np.floor(np.clip(table.submit_s, 0.0, None) / width).astype(np.int64)
     held = np.unique(stretches).size
     if held >= _MIN_BLOCKS:
-        return Blocks(stretches, f"{held} stretches of {duration(width)} by submission time (the window is under "
-                                 f"{_MIN_DAYS} days)")
+        return Blocks(stretches, f"{held} stretches of {duration(width)} by submission time")
     return Blocks(np.arange(table.submit_s.size, dtype=np.int64),
-                  f"{plural(int(table.submit_s.size), 'job')} one by one (their submissions fall in {held} of the "
-                  f"window's {_SHORT_BLOCKS} stretches)")
+                  f"{plural(int(table.submit_s.size), 'job')} one by one, their submissions falling in only {held} of "
+                  f"{_SHORT_BLOCKS} stretches of the window")
 
 
 def bootstrap_interval(per_job: np.ndarray, blocks: np.ndarray, samples: int, confidence: float
@@ -481,8 +480,7 @@ def _step_why(before: Scenario, after: Scenario, step: np.ndarray, none: Scenari
     k = int(np.argmax(np.abs(moved) * (np.sign(moved) == np.sign(step[0]))))
     return (f"the step holds on every one of {step.size} replays ({spread}); it comes from "
             f"{_TERMS[k]} ({change(float(moved[k]), GPU_H)}, preemptions {int(before.table.preemptions.sum()):,} "
-            f"-> {int(after.table.preemptions.sum()):,}): a preemption made or not made changes which jobs wait "
-            "behind which, so the net need not follow the setting")
+            f"-> {int(after.table.preemptions.sum()):,})")
 
 
 def sweep_notes(none: Scenario, base: Scenario, scenarios: Sequence[Scenario], weights: Mapping[str, float]
@@ -503,11 +501,14 @@ def sweep_notes(none: Scenario, base: Scenario, scenarios: Sequence[Scenario], w
             parts = [f"from {duration(triggers[i].trigger_wait_s)} to {duration(triggers[i + 1].trigger_wait_s)} "
                      f"it {'rises' if point[i] > 0 else 'falls'} by {significant(abs(float(point[i])))} GPU-h: "
                      + _step_why(triggers[i], triggers[i + 1], steps[i], none, weights) for i in against]
+            robust = any(steps[i].size > 1 and not steps[i].min() <= 0 <= steps[i].max() for i in against)
             notes["trigger"] = (
                 f"the trigger sweep is not monotone: its net {'rises' if trend > 0 else 'falls'} from "
                 f"{change(float(nets[0, 0]), GPU_H)} at {duration(triggers[0].trigger_wait_s)} to "
                 f"{change(float(nets[-1, 0]), GPU_H)} at {duration(triggers[-1].trigger_wait_s)}, but "
-                + "; ".join(parts))
+                + "; ".join(parts)
+                + (". A preemption made or not made at one threshold changes which jobs wait behind which at the "
+                   "next, so the net need not follow the threshold" if robust else ""))
     best = next((s for s in scenarios if s.key == "best"), None)
     if best is not None:
         moved = _terms(none.table, best.table, weights) - _terms(none.table, base.table, weights)
@@ -552,7 +553,9 @@ def refresh(wh: Warehouse, params: AnalyticsSettings, tuning: TuningSettings) ->
     for cluster in _clusters(wh):
         settings = {"weights": params.tier_weights, "triggers": params.trigger_wait_candidates_s,
                     "samples": params.readiness_bootstrap_samples, "confidence": params.readiness_confidence,
-                    "tuning": asdict(tuning)}
+                    "tuning": asdict(tuning),
+                    # how the intervals are made: a change replays what an earlier build stored (issue 31.5)
+                    "interval": "bootstrap over blocks + jittered replays"}
         mark = fingerprint(wh, cluster, settings)
         stored = wh.con.execute("SELECT fingerprint FROM counterfactual_runs WHERE cluster = $c",
                                 {"c": cluster}).fetchall()

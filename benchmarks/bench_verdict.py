@@ -85,7 +85,8 @@ def main() -> None:
             again = median_s(lambda: analyze(wh, params, tuning=tuning), args.repeat)
             workload = load_workload(wh, default_window(wh, "demo"), tuning)
             alone = {
-                n: median_s(lambda n=n: counterfactual.compute(wh, workload, params, 0.1, processes=n), args.repeat)
+                n: median_s(lambda n=n: counterfactual.compute(wh, workload, params, 0.1, processes=n,
+                                                               draws=tuning.jitter_replays), args.repeat)
                 for n in (1, 2)
             }
         load = os.getloadavg()[0]
@@ -96,7 +97,8 @@ def main() -> None:
         print(f"  analyze again on unchanged data (not replayed)              {again:6.2f} s")
         print(f"  the counterfactual alone, 1 process                         {alone[1]:6.2f} s")
         print(f"  the counterfactual alone, 2 processes                       {alone[2]:6.2f} s "
-              f"({len(workload.jobs):,} jobs, {2 + len(params.trigger_wait_candidates_s) + 1} replays)")
+              f"({len(workload.jobs):,} jobs, {2 + len(params.trigger_wait_candidates_s) + 1} scenarios x "
+              f"{1 + tuning.jitter_replays} replays: tuning.jitter_replays)")
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

@@ -21,6 +21,7 @@ from preemptlens.reading.words import (
     measure,
     measure_text,
     quantity,
+    uncertain_change,
     window,
 )
 
@@ -38,7 +39,9 @@ def test_a_duration_reads_one_way(seconds: float | None, words: str) -> None:
 def test_a_change_has_its_sign_and_a_shares_change_is_in_points() -> None:
     assert change(-6000, DURATION) == "-1.7 h" and change(300, DURATION) == "+5 min"
     assert change(0.012, SHARE) == "+1.2 points" and change(-1.5, GPU_H) == "-1.5 GPU-h"
-    assert change(0.0, DURATION) == change(0.001) == "no change"
+    assert change(0.0, DURATION) == change(0.0) == "no change"
+    # a change that is not 0 never reads as none (issue 31.5)
+    assert change(0.001) == "+0.001" and change(-0.3, DURATION) == "-0.3 s"
     assert before_after(720, 480, DURATION) == "12 min -> 8 min (-4 min)"
     assert before_after(0, 0, DURATION) == "unchanged at 0 s", "a wait the change does not move says so"
 
@@ -80,3 +83,20 @@ def test_no_outlet_words_a_duration_a_share_or_a_minus_by_hand() -> None:
              for path in sorted((ROOT / folder).rglob("*.py")) if path.name != "words.py"
              for n, line in enumerate(path.read_text().splitlines(), 1) if BY_HAND.search(line)]
     assert found == []
+
+
+@pytest.mark.parametrize(("value", "unit", "words"), [
+    (0.03, GPU_H, "0.03 GPU-h"), (-0.004, GPU_H, "-0.004 GPU-h"), (0.096, "", "0.1"), (0.00096, "", "0.001"),
+    (0.3, DURATION, "0.3 s"), (0.00004, SHARE, "0.004%"), (0.0, GPU_H, "0.0 GPU-h"),
+])
+def test_a_figure_that_is_not_zero_never_reads_zero(value: float, unit: str, words: str) -> None:
+    """The headline once printed "it cost 0.0 GPU-h thrown away" for 0.03 GPU-h (issue 31.5)."""
+    assert quantity(value, unit) == words
+
+
+def test_a_change_whose_interval_holds_zero_has_no_sign() -> None:
+    assert uncertain_change(12.0, 3.1, 20.0, GPU_H) == "+12.0 GPU-h [+3.1 GPU-h, +20.0 GPU-h]"
+    text = uncertain_change(-12.0, -30.0, 4.0, GPU_H)
+    assert text == "cannot be told from 0 (-30.0 GPU-h to +4.0 GPU-h)" and "-12" not in text
+    assert uncertain_change(-0.02, -0.05, -0.01, GPU_H).startswith("-0.02 GPU-h [")
+    assert uncertain_change(5.0, None, None, GPU_H) == "+5.0 GPU-h" and uncertain_change(0.0, 0.0, 0.0) == "no change"

@@ -23,8 +23,11 @@ net value weighs each job's change in queue time and thrown-away work by its tie
 is the multiple of the critical and high weights at which the net is zero.
 
 Both sides come from replays of the same jobs, so the replay's own error (shown beside them) affects both
-alike. The net's interval is a bootstrap over the jobs' submission days (Poisson weights, paired across
-scenarios).
+alike. Each net's interval covers two things at once (docs/figures.md, "What a counterfactual's interval
+covers"): the sample, by a bootstrap over blocks of jobs (submission days; in a window under a week, stretches of
+it, or the jobs themselves: `resampling_blocks`), and the replay's own sensitivity, by replaying every scenario
+again with its inputs drawn within their measurement error and the order of simultaneous events shuffled
+(`tuning.jitter_replays` seeds, paired across scenarios: replay.Variant.jitter).
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ import os
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -63,7 +66,7 @@ from preemptlens.analytics.whatif.replay import (
 from preemptlens.analytics.whatif.settings import TuningSettings, Window
 from preemptlens.contract import TIERS
 from preemptlens.errors import PreemptlensError
-from preemptlens.reading.words import duration
+from preemptlens.reading.words import GPU_H, change, duration, plural, significant
 from preemptlens.warehouse import Warehouse
 
 if TYPE_CHECKING:
@@ -288,33 +291,81 @@ def net_per_job(base: JobTable, other: JobTable, weights: Mapping[str, float]) -
 
 # From this many days on, the bootstrap resamples whole submission days (a day's jobs share its load); a shorter
 # window is cut into _SHORT_BLOCKS equal stretches instead: over one day, resampling days makes every replicate a
-# whole multiple of the net, an interval of [0, 3 x net] whatever the data.
+# whole multiple of the net, an interval of [0, 3 x net] whatever the data. Where fewer than _MIN_BLOCKS
+# stretches hold jobs (a burst of submissions), the same degeneracy returns, so the jobs are resampled one by one.
 _MIN_DAYS = 7
 _SHORT_BLOCKS = 24
+_MIN_BLOCKS = 8
 
 
-def resampling_blocks(table: JobTable, window_s: float) -> np.ndarray:
-    """The block of each job the bootstrap resamples: its submission day, or its stretch of a short window."""
+@dataclass(frozen=True)
+class Blocks:
+    """What the bootstrap resamples: each job's block, and what a block is, in words."""
+
+    of_job: np.ndarray
+    unit: str
+
+
+def resampling_blocks(table: JobTable, window_s: float) -> Blocks:
+    """The block of each job the bootstrap resamples: its submission day; in a window under _MIN_DAYS days, its
+    stretch of the window (one of _SHORT_BLOCKS); where too few stretches hold jobs, the job itself."""
+    days = np.unique(table.day).size
     if table.submit_s is None or window_s >= _MIN_DAYS * _DAY_S:
-        return table.day
+        return Blocks(table.day, f"{plural(days, 'submission day')}")
     width = max(window_s / _SHORT_BLOCKS, 1.0)
-    return np.floor(np.clip(table.submit_s, 0.0, None) / width).astype(np.int64)
+    stretches = np.floor(np.clip(table.submit_s, 0.0, None) / width).astype(np.int64)
+    held = np.unique(stretches).size
+    if held >= _MIN_BLOCKS:
+        return Blocks(stretches, f"{held} stretches of {duration(width)} by submission time")
+    return Blocks(np.arange(table.submit_s.size, dtype=np.int64),
+                  f"{plural(int(table.submit_s.size), 'job')} one by one, their submissions falling in only {held} of "
+                  f"{_SHORT_BLOCKS} stretches of the window")
 
 
-def bootstrap_interval(per_job: np.ndarray, days: np.ndarray, samples: int, confidence: float
+def bootstrap_interval(per_job: np.ndarray, blocks: np.ndarray, samples: int, confidence: float
                        ) -> tuple[float | None, float | None]:
-    """Percentile interval of the sum over jobs, resampling blocks (submission days, or a short window's
-    stretches: resampling_blocks) with Poisson(1) weights."""
-    if per_job.size == 0:
+    """Percentile interval of the sum over jobs, resampling blocks (resampling_blocks) with Poisson(1) weights.
+
+    With `per_job` of several rows (the same figure per job over several replays: the plain one first, then
+    those with jittered inputs and event order, jobs in the same order), replicate b sums row b mod rows: the
+    interval then covers the replay's sensitivity as well as the sample. It always holds the first row's sum
+    (the figure shown)."""
+    rows = np.atleast_2d(per_job)
+    if rows.shape[1] == 0:
         return None, None
-    uniq, index = np.unique(days, return_inverse=True)
-    by_day = np.bincount(index, weights=per_job, minlength=uniq.size)
+    uniq, index = np.unique(blocks, return_inverse=True)
+    by_block = np.stack([np.bincount(index, weights=row, minlength=uniq.size) for row in rows])
     rng = np.random.default_rng(_SEED)
     weights = rng.poisson(1.0, size=(samples, uniq.size))
-    reps = weights @ by_day
+    reps = (weights * by_block[np.arange(samples) % rows.shape[0]]).sum(axis=1)
     alpha = (1.0 - confidence) / 2.0
     low, high = np.quantile(reps, [alpha, 1.0 - alpha])
-    return float(low), float(high)
+    shown = float(rows[0].sum())
+    return min(float(low), shown), max(float(high), shown)
+
+
+def net_rows(none: Scenario, other: Scenario, weights: Mapping[str, float]) -> np.ndarray:
+    """The net per job of `other` against `none` (net_per_job), over the plain replay and then each jittered
+    one, paired seed by seed: one row per replay."""
+    pairs = [(none.table, other.table), *zip(none.draws, other.draws, strict=True)]
+    return np.stack([net_per_job(a, b, weights) for a, b in pairs])
+
+
+def net_interval(none: Scenario, other: Scenario, weights: Mapping[str, float], samples: int, confidence: float,
+                 window_s: float) -> tuple[float | None, float | None]:
+    """The interval of `other`'s net against no preemption, in tier-weighted GPU-seconds: the bootstrap over
+    blocks of jobs combined with the jittered replays (bootstrap_interval)."""
+    return bootstrap_interval(net_rows(none, other, weights), resampling_blocks(none.table, window_s).of_job,
+                              samples, confidence)
+
+
+def interval_covers(none: Scenario, window_s: float, confidence: float) -> str:
+    """What the nets' intervals cover, in one sentence (stored beside them, shown with the net)."""
+    replays = (f"and the replay's sensitivity over {plural(len(none.draws), 'more replay')} with inputs drawn "
+               "within their measurement error and the order of simultaneous events shuffled"
+               if none.draws else "but not the replay's own sensitivity (tuning.jitter_replays = 0)")
+    return (f"{100 * confidence:.0f}% interval over a bootstrap of "
+            f"{resampling_blocks(none.table, window_s).unit} {replays}")
 
 
 @dataclass(frozen=True)
@@ -349,6 +400,9 @@ class Scenario:
     figures: tuple[TierFigures, ...]
     # Allocated GPU-seconds per UTC hour (hourly_allocated), kept for the plain queue (scenario none) only.
     hours: np.ndarray | None = None
+    # The scenario replayed again with jittered inputs and event order (seeds 1, 2, ...), jobs in the workload's
+    # order: paired seed by seed with every other scenario's draws (net_rows).
+    draws: tuple[JobTable, ...] = ()
 
 
 def _policy_json(variant: Variant) -> dict[str, Any]:
@@ -383,27 +437,51 @@ def run_scenario(workload: Workload, key: str, label: str, variant: Variant) -> 
     return Scenario(key, label, _policy_json(variant), trigger, table, tier_figures(table), hours), figures
 
 
+def run_draw(workload: Workload, variant: Variant) -> JobTable:
+    """One jittered replay of a scenario (`variant.jitter` set): its per-job table, jobs in the workload's order
+    (the engine ran them shuffled: replay.event_order)."""
+    with paused_gc():
+        out = replay_outcome(workload, variant, drain=True)  # drained as its scenario is (run_scenario)
+        table = job_table(out, workload.window.start.timestamp() % _DAY_S, workload.horizon_s)
+        position = {j.job_id: i for i, j in enumerate(workload.jobs)}
+        order = np.argsort([position[j.job_id] for j in out.jobs])
+        del out
+    return replace(table, **{f.name: getattr(table, f.name)[order] for f in fields(JobTable)
+                             if getattr(table, f.name) is not None})
+
+
 # The workload the worker processes replay: set before they fork, so it is inherited instead of pickled.
 _SHARED: list[Workload] = []
 
 
-def _run_shared(item: tuple[str, str, Variant]) -> tuple[Scenario, Figures]:
-    return run_scenario(_SHARED[0], *item)
+def _run_shared(item: tuple[str, str, Variant]) -> tuple[Scenario, Figures] | JobTable:
+    return _run_one(_SHARED[0], item)
 
 
-def run_scenarios(workload: Workload, items: Sequence[tuple[str, str, Variant]], processes: int | None
-                  ) -> list[tuple[Scenario, Figures]]:
-    """Every scenario, in parallel across the cores when there are several (as replay.sweep does)."""
-    workers = min(len(items), processes or os.cpu_count() or 1)
+def run_scenarios(workload: Workload, items: Sequence[tuple[str, str, Variant]], processes: int | None,
+                  draws: int = 0) -> list[tuple[Scenario, Figures]]:
+    """Every scenario, and `draws` jittered replays of each (Scenario.draws), in parallel across the cores when
+    there are several (as replay.sweep does)."""
+    every = [(k, t, v) for k, t, v in items]
+    every += [(k, t, replace(v, jitter=seed)) for k, t, v in items for seed in range(1, draws + 1)]
+    workers = min(len(every), processes or os.cpu_count() or 1)
     if workers <= 1:
-        return [run_scenario(workload, *item) for item in items]
-    sendable = [(k, t, picklable(v)) for k, t, v in items]
-    _SHARED[:] = [workload]
-    try:
-        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
-            return list(pool.map(_run_shared, sendable))
-    finally:
-        _SHARED.clear()
+        done = [_run_one(workload, item) for item in every]
+    else:
+        _SHARED[:] = [workload]
+        try:
+            with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
+                done = list(pool.map(_run_shared, [(k, t, picklable(v)) for k, t, v in every]))
+        finally:
+            _SHARED.clear()
+    plain = [d for d in done[:len(items)] if isinstance(d, tuple)]
+    tables = [d for d in done[len(items):] if isinstance(d, JobTable)]
+    return [(replace(scenario, draws=tuple(tables[i * draws:(i + 1) * draws])), figures)
+            for i, (scenario, figures) in enumerate(plain)]
+
+
+def _run_one(workload: Workload, item: tuple[str, str, Variant]) -> tuple[Scenario, Figures] | JobTable:
+    return run_scenario(workload, *item) if item[2].jitter is None else run_draw(workload, item[2])
 
 
 def best_variant(workload: Workload, suggested: Variant | None) -> tuple[str, Variant]:
@@ -442,7 +520,7 @@ def headline(none: Scenario, today: Scenario, weights: Mapping[str, float], samp
     saved = sum(base[t].waiting_gpu_h - by[t].waiting_gpu_h for t in HIGH)
     added = sum(by[t].waiting_gpu_h - base[t].waiting_gpu_h for t in LOWER)
     per_job = net_per_job(none.table, today.table, weights)
-    low, high = bootstrap_interval(per_job, resampling_blocks(none.table, window_s), samples, confidence)
+    low, high = net_interval(none, today, weights, samples, confidence, window_s)
     return Headline(
         saved_high_gpu_h=saved,
         thrown_away_gpu_h=by["all"].thrown_away_gpu_h - base["all"].thrown_away_gpu_h,
@@ -453,6 +531,79 @@ def headline(none: Scenario, today: Scenario, weights: Mapping[str, float], samp
         breakeven=breakeven(none.table, today.table, weights),
         capacity_gpu_h=None if gpus is None else gpus * window_s / 3600.0,
     )
+
+
+# -- sweeps --------------------------------------------------------------------------------------
+
+_TERMS = ("critical+high queue time saved", "lower-tier queue time saved", "work thrown away avoided")
+
+
+def _terms(base: JobTable, other: JobTable, weights: Mapping[str, float]) -> np.ndarray:
+    """`other`'s net against `base` split in its three terms, tier-weighted GPU-hours (they sum to the net)."""
+    w = np.array([weights[t] for t in TIERS])[base.tier]
+    upper = np.isin(base.tier, [TIERS.index(t) for t in HIGH])
+    queue = w * base.gpus * (base.waiting_s - other.waiting_s)
+    return np.array([queue[upper].sum(), queue[~upper].sum(),
+                     -(w * (other.thrown_gpu_s - base.thrown_gpu_s)).sum()]) / 3600.0
+
+
+def _step_why(before: Scenario, after: Scenario, step: np.ndarray, none: Scenario,
+              weights: Mapping[str, float]) -> str:
+    """Why a step between two scenarios goes the way it does: within the replay's own sensitivity when its
+    jittered replays give it both signs, else the term that moves it."""
+    if step.size == 1:
+        return ("the replay was not jittered (tuning.jitter_replays = 0), so the step cannot be told from the "
+                "replay's own sensitivity")
+    spread = f"{change(float(step.min()), GPU_H)} to {change(float(step.max()), GPU_H)}"
+    if step.min() <= 0 <= step.max():
+        return (f"the step is within the replay's own sensitivity: over {step.size} replays with jittered inputs "
+                f"and event order it takes both signs ({spread})")
+    moved = _terms(none.table, after.table, weights) - _terms(none.table, before.table, weights)
+    k = int(np.argmax(np.abs(moved) * (np.sign(moved) == np.sign(step[0]))))
+    return (f"the step holds on every one of {step.size} replays ({spread}); it comes from "
+            f"{_TERMS[k]} ({change(float(moved[k]), GPU_H)}, preemptions {int(before.table.preemptions.sum()):,} "
+            f"-> {int(after.table.preemptions.sum()):,})")
+
+
+def sweep_notes(none: Scenario, base: Scenario, scenarios: Sequence[Scenario], weights: Mapping[str, float]
+                ) -> dict[str, str]:
+    """The sweeps whose net is not monotone, each with a sentence that says so and why: 'trigger' (the net over
+    the trigger thresholds, in order) and 'victim_order' (the best alternative's victim order against `base`'s,
+    when its net moves otherwise than its work thrown away: the order is meant to cut that, so a net that moves
+    through queue time instead is no effect of the order alone). Nets per replay, paired seed by seed."""
+    notes: dict[str, str] = {}
+    triggers = sorted((s for s in scenarios if s.trigger_wait_s is not None), key=lambda s: s.trigger_wait_s or 0.0)
+    if len(triggers) >= 3:
+        nets = np.stack([net_rows(none, t, weights).sum(axis=1) for t in triggers]) / 3600.0
+        steps = np.diff(nets, axis=0)  # thresholds x replays
+        point = steps[:, 0]
+        if (point > 0).any() and (point < 0).any():
+            trend = np.sign(nets[-1, 0] - nets[0, 0]) or np.sign(point[np.argmax(np.abs(point))])
+            against = [i for i in range(point.size) if np.sign(point[i]) == -trend]
+            parts = [f"from {duration(triggers[i].trigger_wait_s)} to {duration(triggers[i + 1].trigger_wait_s)} "
+                     f"it {'rises' if point[i] > 0 else 'falls'} by {significant(abs(float(point[i])))} GPU-h: "
+                     + _step_why(triggers[i], triggers[i + 1], steps[i], none, weights) for i in against]
+            robust = any(steps[i].size > 1 and not steps[i].min() <= 0 <= steps[i].max() for i in against)
+            notes["trigger"] = (
+                f"the trigger sweep is not monotone: its net {'rises' if trend > 0 else 'falls'} from "
+                f"{change(float(nets[0, 0]), GPU_H)} at {duration(triggers[0].trigger_wait_s)} to "
+                f"{change(float(nets[-1, 0]), GPU_H)} at {duration(triggers[-1].trigger_wait_s)}, but "
+                + "; ".join(parts)
+                + (". A preemption made or not made at one threshold changes which jobs wait behind which at the "
+                   "next, so the net need not follow the threshold" if robust else ""))
+    best = next((s for s in scenarios if s.key == "best"), None)
+    if best is not None:
+        moved = _terms(none.table, best.table, weights) - _terms(none.table, base.table, weights)
+        step = (net_rows(none, best, weights).sum(axis=1) - net_rows(none, base, weights).sum(axis=1)) / 3600.0
+        queue = float(moved[0] + moved[1])
+        if abs(queue) > abs(float(moved[2])) and step[0]:
+            notes["victim_order"] = (
+                f"{best.label} moves the net by {change(float(step[0]), GPU_H)} against {base.label}, more through "
+                f"queue time (critical+high {change(float(moved[0]), GPU_H)}, lower tiers "
+                f"{change(float(moved[1]), GPU_H)}) than through work thrown away ({change(float(moved[2]), GPU_H)}), "
+                "which is what a victim order acts on: other victims restart at other times and change who waits "
+                "behind whom; " + _step_why(base, best, step, none, weights))
+    return notes
 
 
 def fingerprint(wh: Warehouse, cluster: str, settings: Mapping[str, Any]) -> str:
@@ -484,7 +635,9 @@ def refresh(wh: Warehouse, params: AnalyticsSettings, tuning: TuningSettings) ->
     for cluster in _clusters(wh):
         settings = {"weights": params.tier_weights, "triggers": params.trigger_wait_candidates_s,
                     "samples": params.readiness_bootstrap_samples, "confidence": params.readiness_confidence,
-                    "tuning": asdict(tuning)}
+                    "tuning": asdict(tuning),
+                    # how the intervals are made: a change replays what an earlier build stored (issue 31.5)
+                    "interval": "bootstrap over blocks + jittered replays"}
         mark = fingerprint(wh, cluster, settings)
         stored = wh.con.execute("SELECT fingerprint FROM counterfactual_runs WHERE cluster = $c",
                                 {"c": cluster}).fetchall()
@@ -496,7 +649,7 @@ def refresh(wh: Warehouse, params: AnalyticsSettings, tuning: TuningSettings) ->
             window = default_window(wh, cluster)
             workload = load_workload(wh, window, tuning)
             computed = compute(wh, workload, params, tuning.validation_tolerance,
-                               processes=tuning.processes or None)
+                               processes=tuning.processes or None, draws=tuning.jitter_replays)
         except PreemptlensError as exc:
             # No counterfactual (no pools, no runs): the verdict reads it as unknown, with this reason.
             _forget(wh, cluster)
@@ -521,11 +674,15 @@ class Computed:
     notes: tuple[str, ...]
     samples: int
     confidence: float
+    # What the nets' intervals cover (interval_covers), and the sweeps that are not monotone (sweep_notes).
+    covers: str = ""
+    sweeps: Mapping[str, str] = field(default_factory=dict)
 
 
 def compute(wh: Warehouse, workload: Workload, params: AnalyticsSettings, tolerance: float,
-            suggested: Variant | None = None, processes: int | None = None) -> Computed:
-    """Replay the workload under (a)-(d) and measure the replay under today's policy against the ledger."""
+            suggested: Variant | None = None, processes: int | None = None, draws: int = 0) -> Computed:
+    """Replay the workload under (a)-(d), each again with `draws` jittered replays (tuning.jitter_replays), and
+    measure the replay under today's policy against the ledger."""
     actual = workload.actual.policy
     preempting = preemption_policy(workload)
     variants: list[tuple[str, str, Variant]] = [
@@ -547,16 +704,19 @@ def compute(wh: Warehouse, workload: Workload, params: AnalyticsSettings, tolera
                          Variant(f"trigger {t:g}", replace(preempting, trigger_wait_s=t))))
     label, best = best_variant(workload, suggested)
     variants.append(("best", label, best))
-    results = run_scenarios(workload, variants, processes)
+    results = run_scenarios(workload, variants, processes, draws)
     scenarios = [scenario for scenario, _ in results]
     # every other scenario tells which figures decide between policies (the same under all of them is no check)
     checked = validation(wh, workload, results[1][1], [f for k, (_, f) in enumerate(results) if k != 1], tolerance)
     weights = dict(params.tier_weights)
-    head = headline(scenarios[0], scenarios[1] if actual.enabled else scenarios[2], weights,
+    base = scenarios[1] if actual.enabled else scenarios[2]
+    head = headline(scenarios[0], base, weights,
                     params.readiness_bootstrap_samples, params.readiness_confidence, workload.window.seconds,
                     sum(p.gpus for p in workload.pools))
+    covers = interval_covers(scenarios[0], workload.window.seconds, params.readiness_confidence)
     return Computed(workload.window, len(workload.jobs), checked, tuple(scenarios), head, weights,
-                    tuple(notes), params.readiness_bootstrap_samples, params.readiness_confidence)
+                    tuple(notes), params.readiness_bootstrap_samples, params.readiness_confidence, covers,
+                    sweep_notes(scenarios[0], base, scenarios, weights))
 
 
 def preemption_policy(workload: Workload) -> PolicyConfig:
@@ -586,9 +746,10 @@ def store(wh: Warehouse, computed: Computed, mark: str) -> None:
             "INSERT INTO counterfactual_runs (cluster, window_start, window_end, jobs, fingerprint, "
             "preemptions_error, lost_gpu_h_error, high_wait_error, reproduces, high_wait_saved_gpu_h, "
             "thrown_away_gpu_h, lower_wait_added_gpu_h, net_value, net_low, net_high, breakeven_factor, breakeven, "
-            "tier_weights, notes, computed_at, capacity_gpu_h, validation) VALUES ($c, $t0, $t1, $jobs, $mark, $ep, "
+            "tier_weights, notes, computed_at, capacity_gpu_h, validation, interval_covers, sweeps) "
+            "VALUES ($c, $t0, $t1, $jobs, $mark, $ep, "
             "$el, $ew, $ok, $saved, $thrown, $added, $net, $low, $high, $factor, $be, $weights, $notes, $at, "
-            "$capacity, $checks)",
+            "$capacity, $checks, $covers, $sweeps)",
             {
                 "c": cluster, "t0": computed.window.start, "t1": computed.window.end, "jobs": computed.jobs,
                 "mark": mark, "ep": errors["preemptions"], "el": errors["lost_gpu_h"],
@@ -600,6 +761,7 @@ def store(wh: Warehouse, computed: Computed, mark: str) -> None:
                 "notes": "\n".join(computed.notes), "at": datetime.now(UTC), "capacity": head.capacity_gpu_h,
                 "checks": json.dumps({"tolerance": computed.validation.tolerance,
                                       "checks": computed.validation.rows()}),
+                "covers": computed.covers or None, "sweeps": json.dumps(computed.sweeps, sort_keys=True),
             },
         )
         for s in computed.scenarios:
@@ -630,7 +792,7 @@ def _store_hours(wh: Warehouse, cluster: str, start: datetime, allocated: np.nda
 def _store_scenario(wh: Warehouse, cluster: str, s: Scenario, none: Scenario, weights: Mapping[str, float],
                     samples: int, confidence: float, window_s: float) -> None:
     per_job = net_per_job(none.table, s.table, weights)
-    low, high = bootstrap_interval(per_job, resampling_blocks(none.table, window_s), samples, confidence)
+    low, high = net_interval(none, s, weights, samples, confidence, window_s)
     wh.con.execute(
         "INSERT INTO counterfactual_scenarios VALUES ($c, $s, $label, $trigger, $policy, $n, $net, $low, $high)",
         {
@@ -660,7 +822,7 @@ def _store_scenario(wh: Warehouse, cluster: str, s: Scenario, none: Scenario, we
 
 
 def store_best(wh: Warehouse, workload: Workload, params: AnalyticsSettings, suggested: Variant | None,
-               processes: int | None = None) -> bool:
+               processes: int | None = None, draws: int = 0) -> bool:
     """After `suggest`: replace the cluster's scenario (d) with suggest's best change plus the cost-aware
     victim order, when the counterfactual covers the same window (else `analyze` has not run on this data
     yet, or suggest ran on another window): returns whether it did."""
@@ -673,7 +835,7 @@ def store_best(wh: Warehouse, workload: Workload, params: AnalyticsSettings, sug
     (none, _), (best, _) = run_scenarios(workload, [
         ("none", "", Variant("none", replace(workload.actual.policy, enabled=False))),
         ("best", text, variant),
-    ], processes)
+    ], processes, draws)
     with wh.transaction():
         for table in ("counterfactual_scenarios", "counterfactual_figures"):
             wh.con.execute(f"DELETE FROM {table} WHERE cluster = $c AND scenario = 'best'", {"c": cluster})  # noqa: S608

@@ -58,7 +58,7 @@ from preemptlens.analytics.simulator.model import JobSpec, PolicyConfig, PoolSpe
 from preemptlens.analytics.whatif.policy_in_force import PolicyBasis, policy_in_force
 from preemptlens.analytics.whatif.settings import TuningSettings, Window
 from preemptlens.errors import SchemaError
-from preemptlens.reading.words import duration, gpu_hours, significant
+from preemptlens.reading.words import duration, gpu_hours, plural, significant
 from preemptlens.warehouse import Warehouse, query_sql
 
 HIGH_TIERS = ("critical", "high")
@@ -146,6 +146,9 @@ class Workload:
     # The recorded times' resolution (1 s: sacct's whole seconds; 0: exact): replayed waits are read as the
     # source records them.
     resolution_s: float = 0.0
+    # Jobs whose final checkpoint at the signal was guessed (drawn with `final_share`, never seen): a jittered
+    # replay draws it again.
+    guessed_savers: frozenset[str] = frozenset()
 
     @property
     def horizon_s(self) -> float:
@@ -427,6 +430,7 @@ def load_workload(
     startup_default = median(startups) if startups else 0.0
 
     jobs: list[JobSpec] = []
+    guessed_savers: set[str] = set()
     skipped: Counter[str] = Counter()
     horizon = window.seconds
     open_work = 0  # jobs not finished at the data's end whose work the source does not give
@@ -462,10 +466,10 @@ def load_workload(
             continue
         interval = r["measured_interval_s"] or r["declared_interval_s"]
         job_id = str(r["job_id"])
-        saver = job_id in observed_savers or (
-            job_id not in seen and job_id not in signalled and interval is not None
-            and hashed_share(job_id, final_share)
-        )
+        guessed = job_id not in seen and job_id not in signalled and interval is not None
+        if guessed:
+            guessed_savers.add(job_id)
+        saver = job_id in observed_savers or (guessed and hashed_share(job_id, final_share))
         hoard_idle = hoard_active = None
         if r["idle_median_s"] and r["hoard_active_s"] is not None:
             hoard_idle = max(grid_s, round(float(r["idle_median_s"]) / grid_s) * grid_s)
@@ -529,6 +533,7 @@ def load_workload(
         final_share=final_share,
         warmup_measured=frozenset(str(r["job_id"]) for r in rows if r["warmup_s"] is not None),
         resolution_s=resolution,
+        guessed_savers=frozenset(guessed_savers),
     )
 
 
@@ -680,6 +685,10 @@ def _replay(workload: Workload, variant: Variant, drain: bool = False) -> Outcom
     policy = variant.policy
     if variant.jitter is not None:
         jobs, policy = jittered(workload, policy, variant.jitter)
+        # The engine breaks ties (arrivals at one instant, runs started or requeued together, victims of equal
+        # rank) by job order: shuffled, so that the draws also cover the order of simultaneous events. The
+        # outcome's jobs are in this order; readers that pair jobs across replays match them by job id.
+        jobs = [jobs[k] for k in event_order(len(jobs), variant.jitter)]
     if variant.job_changes:
         jobs = [replace(j, **variant.job_changes[j.job_id]) if j.job_id in variant.job_changes else j for j in jobs]
     # Every job is submitted in the window, so an infinite horizon adds no arrival: the engine stops once no
@@ -693,11 +702,21 @@ def _replay(workload: Workload, variant: Variant, drain: bool = False) -> Outcom
     return scheduler.run(None)
 
 
+def event_order(n: int, seed: int) -> list[int]:
+    """The job order a jittered replay (seed `seed`) hands the engine: the same for every variant, so that the
+    draws stay paired."""
+    order = list(range(n))
+    random.Random(f"event order {seed}").shuffle(order)
+    return order
+
+
 def jittered(workload: Workload, policy: PolicyConfig, seed: int) -> tuple[list[JobSpec], PolicyConfig]:
     """The workload's jobs and `policy` with their measured inputs drawn again within their measurement error:
     a submission recorded in whole seconds anywhere in its second, a start-up or warm-up measured from such a
-    start within half a second, the scheduler's latencies within their measured quartiles. Exact inputs (the
-    simulator's) are left as they are, so their interval is a point."""
+    start within half a second, the scheduler's latencies within their measured quartiles; a guessed input
+    (an assumed warm-up, a final checkpoint at the signal nobody saw) drawn from what it was guessed from. Exact
+    inputs (the simulator's) are left as they are; a replay with `Variant.jitter` also shuffles the order of
+    simultaneous events (`event_order`), which moves even an exact workload's figures."""
     rng = random.Random(seed)
     half = workload.resolution_s / 2
     jobs = list(workload.jobs)
@@ -708,6 +727,23 @@ def jittered(workload: Workload, policy: PolicyConfig, seed: int) -> tuple[list[
                 submit_s=j.submit_s + rng.uniform(-half, half),
                 startup_s=max(0.0, j.startup_s + rng.uniform(-half, half)) if j.startup_s else 0.0,
                 warmup_s=max(0.0, j.warmup_s + rng.uniform(-half, half)) if j.warmup_s else 0.0,
+            )
+            for j in jobs
+        ]
+    # A guessed input is as uncertain as what it was guessed from: an assumed warm-up (the median of the measured
+    # ones) is drawn from the measured ones, and a guessed final checkpoint at the signal (a hash of the job id
+    # against the observed share) is drawn again with that share. Their own generator keeps the draws above as
+    # they were.
+    guess = random.Random(f"guesses {seed}")
+    measured = workload.warmup_measured
+    warmups = [j.warmup_s for j in jobs if measured is not None and j.job_id in measured]
+    if warmups or workload.guessed_savers:
+        jobs = [
+            replace(
+                j,
+                warmup_s=guess.choice(warmups) if warmups and j.job_id not in measured else j.warmup_s,  # type: ignore[operator]
+                final_checkpoint=guess.random() < workload.final_share if j.job_id in workload.guessed_savers
+                else j.final_checkpoint,
             )
             for j in jobs
         ]
@@ -722,8 +758,8 @@ def jittered(workload: Workload, policy: PolicyConfig, seed: int) -> tuple[list[
 
 @dataclass(frozen=True)
 class Interval:
-    """The range of a figure over replays with jittered inputs (`jittered`): how far the measurement error
-    alone moves it."""
+    """The range of a figure over replays with jittered inputs and event order (`jittered`, `event_order`): how
+    far the measurement error and the engine's tie-breaks alone move it."""
 
     low: Figures
     high: Figures
@@ -738,25 +774,18 @@ class Interval:
         low, high = self.of(name)
         if low is None or high is None:
             return "unknown"
-        if self.draws == 1:
-            return f"{significant(low)}{unit} (exact inputs)"
+        if low == high:
+            return f"{significant(low)}{unit} (the same over {plural(self.draws, 'replay')})"
         return f"{significant(low)}-{significant(high)}{unit} over {self.draws} replays"
-
-
-def uncertain(workload: Workload) -> bool:
-    """Whether any input has a measurement error to jitter within (else every interval is a point)."""
-    ranges = (workload.actual.latency_range, workload.actual.submit_latency_range)
-    return bool(workload.resolution_s) or any(r is not None and r[0] != r[1] for r in ranges)
 
 
 def jittered_figures(workload: Workload, variant: Variant, draws: int, processes: int | None = None
                      ) -> list[Figures]:
-    """The variant replayed with its inputs jittered by seeds 1..draws (paired: one seed draws the same inputs
-    for every variant); the plain replay once when no input is uncertain."""
+    """The variant replayed with its inputs and its event order jittered by seeds 1..draws (paired: one seed
+    draws the same inputs and order for every variant). Even exact inputs are replayed `draws` times: the order
+    of simultaneous events is no measurement, and the replay can be sensitive to it."""
     if draws <= 0:
         return []
-    if not uncertain(workload):
-        return [run_variant(workload, variant)]
     return sweep(workload, [replace(variant, label=f"{variant.label} jitter {k}", jitter=k)
                             for k in range(1, draws + 1)], processes)
 

@@ -44,6 +44,7 @@ from preemptlens.reading.words import (
     pct,
     plural,
     quantity,
+    uncertain_change,
     window,
 )
 from preemptlens.warehouse import Warehouse
@@ -300,8 +301,7 @@ def _reasons(ev: Evidence, net_state: str | None, too_avoidable: bool | None) ->
     net = ev.net
     weighed = "no net"
     if net is not None and net.get("net_value") is not None:
-        weighed = (f"net {change(net['net_value'], GPU_H)} tier-weighted "
-                   f"[{change(net['net_low'], GPU_H)}, {change(net['net_high'], GPU_H)}]")
+        weighed = f"net {net_words(net)}"
     if net is None:
         reasons.append("no counterfactual: the recorded window could not be replayed (it needs pools and runs)")
     elif not net["reproduces"]:
@@ -319,8 +319,7 @@ def _reasons(ev: Evidence, net_state: str | None, too_avoidable: bool | None) ->
     elif net_state == "pays":
         reasons.append(f"against plain queueing, preemption saved more than it cost ({weighed})")
     else:
-        reasons.append(f"against plain queueing, preemption's net cannot be told from zero: its interval "
-                       f"holds 0 ({weighed})")
+        reasons.append(f"against plain queueing, preemption's {weighed}: its interval holds 0")
     avoid = ev.measure("avoidable_share")
     if too_avoidable:
         assert avoid is not None
@@ -618,25 +617,35 @@ def replay_error_text(run: Mapping[str, Any]) -> str:
     return validation_text(stored[1], stored[0])
 
 
+def net_words(row: Mapping[str, Any]) -> str:
+    """A stored net (a counterfactual_runs or counterfactual_scenarios row) with its interval, in tier-weighted
+    GPU-hours; a net whose interval holds 0 gets no sign (words.uncertain_change)."""
+    return f"{uncertain_change(row['net_value'], row['net_low'], row['net_high'], GPU_H)} tier-weighted"
+
+
 def net_text(answer: counterfactual.Answer) -> str:
     run = answer.run
-    text = (f"net at the configured tier weights: {change(run['net_value'], GPU_H)} tier-weighted "
-            f"[{change(run['net_low'], GPU_H)}, {change(run['net_high'], GPU_H)}] (each job's queue time saved less "
-            "its work thrown away, in GPU-hours times its tier's weight; jobs that cannot drain left out); "
+    covers = f" ({run['interval_covers']})" if run.get("interval_covers") else ""
+    return (f"net at the configured tier weights: {net_words(run)}{covers} (each job's queue time saved less its "
+            "work thrown away, in GPU-hours times its tier's weight; jobs that cannot drain left out); "
             + breakeven_text(run))
-    return text
+
+
+def sweep_texts(answer: counterfactual.Answer) -> list[str]:
+    """The sweeps whose net is not monotone, each saying so and why (counterfactual.sweep_notes)."""
+    stored = answer.run.get("sweeps")
+    return list(json.loads(stored).values()) if stored else []
 
 
 def alternatives_text(answer: counterfactual.Answer) -> list[str]:
-    """The trigger thresholds and the best alternative, each with its net against plain queueing."""
+    """The trigger thresholds and the best alternative, each with its net against plain queueing, then the
+    sweeps that are not monotone."""
     lines = []
     for s in answer.scenarios:
         if s["scenario"] in ("none", "today"):
             continue
-        lines.append(f"{s['label']}: net {change(s['net_value'], GPU_H)} "
-                     f"[{change(s['net_low'], GPU_H)}, {change(s['net_high'], GPU_H)}], "
-                     f"{s['preemptions']:,} preemptions")
-    return lines
+        lines.append(f"{s['label']}: net {net_words(s)}, {s['preemptions']:,} preemptions")
+    return lines + sweep_texts(answer)
 
 
 TIER_COLUMNS = (
@@ -712,8 +721,8 @@ def render(wh: Warehouse) -> str:
             lines.append(f"  {replay_error_text(answer.run)}")
             best = answer.best_trigger()
             if best is not None:
-                lines.append(f"  best trigger threshold: {best['label']}: net "
-                             f"{change(best['net_value'], GPU_H)}")
+                lines.append(f"  best trigger threshold: {best['label']}: net {net_words(best)}")
+            lines += [f"  {text}" for text in sweep_texts(answer)]
         else:
             lines.append("  no counterfactual: the recorded window could not be replayed (it needs pools and runs)")
         v = verdicts.get(cluster)

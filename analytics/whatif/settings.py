@@ -135,7 +135,8 @@ class TuningSettings:
     jitter_replays: int = setting(
         8,
         "Replays with inputs jittered within their measurement error (whole-second times, the scheduler's "
-        "latency) behind every what-if's interval; 0 prints none. Exact inputs (simulated) need one replay.",
+        "latency) and the order of simultaneous events shuffled, behind every what-if's and every counterfactual "
+        "net's interval (each scenario is replayed this many more times); 0 leaves the replay's sensitivity out.",
         bounds=(0, 200),
     )
 

@@ -196,11 +196,11 @@ def _effect(ctx: Context, fig: Figures, extra: str = "", variant: Variant | None
         if paired:
             cuts = [d.lost_gpu_h - b.lost_gpu_h for b, d in paired]
             waits = [_wait_delta(b, d) for b, d in paired]
-            spread = (f" [over {len(paired)} replays with jittered inputs: lost GPU-hours change "
+            spread = (f" [over {len(paired)} replays with jittered inputs and event order: lost GPU-hours change "
                       f"{significant(min(cuts))} to {significant(max(cuts))}, high-priority median wait change "
                       f"{significant(min(waits))} to {significant(max(waits))} s]")
         else:
-            spread = " [exact inputs: no measurement error to jitter]"
+            spread = " [one replay (tuning.jitter_replays = 1): no interval]"
     text = (
         f"replayed over the window: lost GPU-hours {before_after(base.lost_gpu_h, fig.lost_gpu_h)}, high-priority "
         f"wait median {before_after(base.high_wait_median_s, fig.high_wait_median_s, DURATION)}, p90 "

@@ -127,12 +127,12 @@ def run(args: argparse.Namespace, config: Config) -> int:
         draws = ctx.baseline_draws()
         if len(draws) > 1:
             spread = Interval(bound(draws, min), bound(draws, max), len(draws))
-            print("   replayed with inputs jittered within their measurement error: " + ", ".join(
-                f"{label} {spread.shown(name, unit)}" for label, name, unit in (
-                    ("preemptions", "preemptions", ""), ("victims", "victim_jobs", ""),
-                    ("lost GPU-hours", "lost_gpu_h", ""), ("high-priority median wait", "high_wait_median_s", " s"))))
+            shown = ", ".join(f"{label} {spread.shown(name, unit)}" for label, name, unit in (
+                ("preemptions", "preemptions", ""), ("victims", "victim_jobs", ""),
+                ("lost GPU-hours", "lost_gpu_h", ""), ("high-priority median wait", "high_wait_median_s", " s")))
+            print(f"   replayed with inputs jittered within their measurement error and event order shuffled: {shown}")
         elif draws:
-            print("   exact inputs: every replayed figure is a point (no measurement error to jitter)")
+            print("   one replay (tuning.jitter_replays = 1): every replayed figure is a point")
         for note in ctx.workload.notes:
             print(f"   {note}")
         if not ctx.validation.ok:
@@ -148,7 +148,8 @@ def run(args: argparse.Namespace, config: Config) -> int:
             first = first_change(found)
             # named as the suggestion is titled
             best = None if first is None or first.variant is None else replace(first.variant, label=first.title)
-            if counterfactual.store_best(wh, ctx.workload, config.of(AnalyticsSettings), best, ctx.processes):
+            if counterfactual.store_best(wh, ctx.workload, config.of(AnalyticsSettings), best, ctx.processes,
+                                         settings.jitter_replays):
                 print("the counterfactual's best alternative is now: "
                       + counterfactual.best_variant(ctx.workload, best)[0])
             scorecard.refresh(wh)

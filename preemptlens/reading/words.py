@@ -22,12 +22,17 @@ def _known(value: float | None) -> bool:
 
 
 def number(value: float | None, digits: int | None = None) -> str:
-    """A quantity with a thousands separator: one decimal below 100, none from 100 on (unless `digits`)."""
+    """A quantity with a thousands separator: one decimal below 100, none from 100 on (unless `digits`). A value
+    that is not 0 never reads 0: it gets the decimals that show its first digit (0.03, not 0.0)."""
     if not _known(value):
         return UNKNOWN
     value = float(value)  # type: ignore[arg-type]
     if digits is None:
         digits = 1 if abs(value) < 100 else 0
+    if value and abs(value) < 0.5 * 10.0 ** -digits:
+        digits = -math.floor(math.log10(abs(value)))
+        # its first digit, rounded, may carry into the next place (0.096 at two decimals reads 0.10)
+        digits -= 1 if round(abs(value), digits) >= 10.0 ** (1 - digits) else 0
     text = f"{value:,.{digits}f}"
     # "-0.0" reads as a loss that is not there.
     return text[1:] if text.startswith("-") and float(text.replace(",", "")) == 0 else text
@@ -53,7 +58,9 @@ def duration(seconds: float | None) -> str:
         return UNKNOWN
     seconds = float(seconds)  # type: ignore[arg-type]
     sign, seconds = ("-", -seconds) if seconds < 0 else ("", seconds)
-    if seconds < 90:
+    if 0 < seconds < 1:
+        text = f"{number(seconds)} s"  # not "0 s": it is not 0
+    elif seconds < 90:
         text = f"{seconds:.0f} s"
     elif seconds < 5400:
         text = f"{seconds / 60:.0f} min"
@@ -125,6 +132,20 @@ def change(value: float | None, unit: str = "") -> str:
     if not any(c.isdigit() and c != "0" for c in text.split(" ")[0]):
         return "no change"
     return text if text.startswith("-") else f"+{text}"
+
+
+def uncertain_change(value: float | None, low: float | None, high: float | None, unit: str = "") -> str:
+    """A signed change with its interval, '+12 GPU-h [+3.1 GPU-h, +20 GPU-h]'. An interval that holds 0 gives the
+    change no sign: 'cannot be told from 0 (-3.1 GPU-h to +20 GPU-h)'. Without an interval, the change alone."""
+    if not _known(value):
+        return UNKNOWN
+    if not _known(low) or not _known(high):
+        return change(value, unit)
+    if float(low) <= 0 <= float(high) and (low or high):  # type: ignore[arg-type]
+        return f"cannot be told from 0 ({change(low, unit)} to {change(high, unit)})"
+    if not (low or high):
+        return change(value, unit)
+    return f"{change(value, unit)} [{change(low, unit)}, {change(high, unit)}]"
 
 
 def before_after(before: float | None, after: float | None, unit: str = "") -> str:

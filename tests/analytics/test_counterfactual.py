@@ -16,7 +16,7 @@ import dataclasses
 import json
 import math
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
@@ -172,6 +172,15 @@ def test_trigger_thresholds_and_the_best_alternative_are_stored(stored: counterf
     assert "run `preemptlens suggest`" in best["label"]  # suggest has not run on this warehouse
 
 
+def _day_table(per_job: np.ndarray, submit: np.ndarray) -> counterfactual.JobTable:
+    n = per_job.size
+    return counterfactual.JobTable(
+        tier=np.zeros(n, dtype=np.int64), gpus=np.ones(n), day=np.zeros(n, dtype=np.int64), first_wait_s=per_job,
+        completion_s=per_job, waiting_s=per_job, thrown_gpu_s=per_job, victim_waiting_gpu_s=per_job,
+        busy_gpu_s=per_job, preemptions=np.zeros(n), submit_s=submit,
+    )
+
+
 def test_a_window_of_one_day_still_gets_an_interval_that_can_hold_zero() -> None:
     """Over one day, resampling days made every replicate a whole multiple of the net ([0, 3 x net] whatever
     the data); the short window's stretches are resampled instead. Jobs gaining and losing in turn, a small net:
@@ -179,20 +188,115 @@ def test_a_window_of_one_day_still_gets_an_interval_that_can_hold_zero() -> None
     rng = np.random.default_rng(5)
     n = 200
     per_job = np.where(np.arange(n) % 2 == 0, 10.0, -9.0) * rng.uniform(0.5, 1.5, n)
-    submit = rng.uniform(0, 86_400.0, n)
-    table = counterfactual.JobTable(
-        tier=np.zeros(n, dtype=np.int64), gpus=np.ones(n), day=np.zeros(n, dtype=np.int64), first_wait_s=per_job,
-        completion_s=per_job, waiting_s=per_job, thrown_gpu_s=per_job, victim_waiting_gpu_s=per_job,
-        busy_gpu_s=per_job, preemptions=np.zeros(n), submit_s=submit,
-    )
+    table = _day_table(per_job, rng.uniform(0, 86_400.0, n))
     by_day = counterfactual.bootstrap_interval(per_job, table.day, 1000, 0.9)
     assert by_day[0] is not None and by_day[0] >= 0  # the old degenerate interval: never below zero
     blocks = counterfactual.resampling_blocks(table, 86_400.0)
-    assert len(np.unique(blocks)) == 24
-    low, high = counterfactual.bootstrap_interval(per_job, blocks, 1000, 0.9)
+    assert len(np.unique(blocks.of_job)) == 24 and blocks.unit.startswith("24 stretches of 60 min")
+    low, high = counterfactual.bootstrap_interval(per_job, blocks.of_job, 1000, 0.9)
     assert low is not None and high is not None and low < 0 < high
     week = counterfactual.resampling_blocks(table, 7 * 86_400.0)
-    assert (week == table.day).all()
+    assert (week.of_job == table.day).all() and week.unit == "1 submission day"
+
+
+def test_a_one_day_interval_is_not_a_multiple_of_the_net() -> None:
+    """Every job gains: over one day the old interval was [0, 3 x net] (whole multiples of the net, whatever the
+    data). Resampled by hour, it is neither: it lies around the net, above 0, far inside [0, 3 x net]. A burst
+    (every job in one hour) resamples the jobs themselves, and says so."""
+    rng = np.random.default_rng(11)
+    per_job = rng.uniform(5.0, 15.0, 300)
+    net = per_job.sum()
+    hourly = counterfactual.resampling_blocks(_day_table(per_job, rng.uniform(0, 86_400.0, 300)), 86_400.0)
+    low, high = counterfactual.bootstrap_interval(per_job, hourly.of_job, 2000, 0.9)
+    assert low is not None and high is not None
+    assert 0.5 * net < low < net < high < 1.5 * net
+    assert not any(float(x / net).is_integer() for x in (low, high))
+    burst = counterfactual.resampling_blocks(_day_table(per_job, rng.uniform(0, 3_000.0, 300)), 86_400.0)
+    assert (burst.of_job == np.arange(300)).all() and burst.unit.startswith("300 jobs one by one")
+    low, high = counterfactual.bootstrap_interval(per_job, burst.of_job, 2000, 0.9)
+    assert low is not None and high is not None and 0.8 * net < low < net < high < 1.2 * net
+
+
+def test_the_interval_covers_the_replays_as_well_as_the_sample() -> None:
+    """Rows of the same net over several replays: the interval widens to cover their spread, and always holds the
+    first row's sum (the net shown)."""
+    per_job = np.full(100, 1.0)
+    blocks = np.arange(100) // 10
+    alone = counterfactual.bootstrap_interval(per_job, blocks, 1000, 0.9)
+    replays = np.stack([per_job, per_job + 0.5, per_job - 0.5])
+    both = counterfactual.bootstrap_interval(replays, blocks, 1000, 0.9)
+    assert alone[0] is not None and alone[1] is not None and both[0] is not None and both[1] is not None
+    assert both[0] < alone[0] and both[1] > alone[1]
+    assert both[0] < 50.0 and both[1] > 150.0  # the replays alone move the sum from 50 to 150
+    shifted = counterfactual.bootstrap_interval(np.stack([per_job + 5.0, per_job, per_job]), blocks, 1000, 0.9)
+    assert shifted[1] is not None and shifted[1] >= 600.0
+
+
+def _scenario(key: str, table: counterfactual.JobTable, draws: tuple[counterfactual.JobTable, ...],
+              trigger: float | None = None) -> counterfactual.Scenario:
+    return counterfactual.Scenario(key, key, {}, trigger, table, counterfactual.tier_figures(table), draws=draws)
+
+
+def test_a_sweep_that_is_not_monotone_says_so_and_why() -> None:
+    """Trigger thresholds whose net falls, rises, falls: the rise is against the sweep's trend. When the jittered
+    replays give that step both signs, it is the replay's own sensitivity; when every replay agrees, the note names
+    the term that moves it."""
+    tiers = ["critical", "low"]
+    none = _table(tiers, [1000.0, 0.0], [0.0, 0.0])
+
+    def trig(low_wait: float, jitter: float) -> counterfactual.JobTable:
+        return _table(tiers, [0.0, low_wait + jitter], [0.0, 0.0])
+
+    weights = {"critical": 4.0, "high": 2.0, "normal": 1.0, "low": 0.5}
+    for jitters, why in (((30.0, -30.0), "within the replay's own sensitivity"),
+                         ((5.0, -5.0), "holds on every one of 3 replays")):
+        scenarios = [_scenario(f"trigger_{t}", trig(wait, 0.0),
+                               tuple(trig(wait, j if t == 900 else 0.0) for j in jitters), float(t))
+                     for t, wait in ((300, 1000.0), (900, 1010.0), (1800, 4000.0), (3600, 7000.0))]
+        # plain: nets -500, -505, -2000, -3500 GPU-s x weights: the step 300 -> 900 falls with the trend; make
+        # 900 -> 1800 a rise against it by giving 900 a longer low wait than 1800 in every replay but the jitter
+        scenarios[1] = _scenario("trigger_900", trig(5000.0, 0.0),
+                                 tuple(trig(5000.0, j * 100) for j in jitters), 900.0)
+        base = _scenario("today", trig(1000.0, 0.0), (trig(1000.0, 0.0),) * 2)
+        noned = _scenario("none", none, (none, none))
+        notes = counterfactual.sweep_notes(noned, base, [noned, base, *scenarios], weights)
+        text = notes["trigger"]
+        assert text.startswith("the trigger sweep is not monotone: its net falls from"), text
+        assert "from 15 min to 30 min it rises by" in text and why in text, text
+        if "holds" in why:
+            assert "lower-tier queue time saved" in text
+
+
+def test_the_true_net_lies_inside_the_interval(stored: counterfactual.Answer) -> None:
+    """The seed simulated again under each counterfactual policy: its true net against the true plain queue lies
+    inside the stored interval, which covers the bootstrap and the jittered replays (and says so)."""
+    weights = json.loads(stored.run["tier_weights"])
+
+    def table(change: dict[str, object]) -> counterfactual.JobTable:
+        sim = simulate(dataclasses.replace(SIM, policy=dataclasses.replace(SIM.policy, **change)))
+        return counterfactual.job_table(sim.outcome)
+
+    none = table({"enabled": False})
+    for key, change in (("today", {}), ("trigger_900", {"trigger_wait_s": 900.0}),
+                        ("trigger_3600", {"trigger_wait_s": 3600.0})):
+        true = float(counterfactual.net_per_job(none, table(change), weights).sum()) / 3600.0
+        row = stored.scenario(key)
+        assert row is not None and row["net_low"] <= true <= row["net_high"], (key, true, row)
+    covers = stored.run["interval_covers"]
+    assert "stretches of 4.0 h" in covers and "8 more replays" in covers, covers
+
+
+def test_a_net_whose_interval_holds_zero_has_no_sign_and_a_small_figure_is_not_zero(
+    stored: counterfactual.Answer,
+) -> None:
+    run = {**stored.run, "net_value": -12.5, "net_low": -30.0, "net_high": 4.0, "thrown_away_gpu_h": 0.03}
+    answer = counterfactual.Answer(stored.cluster, run, stored.scenarios, stored.figures)
+    text = scorecard.net_text(answer)
+    assert "cannot be told from 0 (-30.0 GPU-h to +4.0 GPU-h)" in text and "12.5" not in text, text
+    assert "0.03 GPU-h thrown away" in scorecard.headline_text(answer)
+    scenarios = [{**s, "net_value": -1.0, "net_low": -2.0, "net_high": 0.5} for s in stored.scenarios]
+    lines = scorecard.alternatives_text(counterfactual.Answer(stored.cluster, run, scenarios, stored.figures))
+    assert lines and all("net cannot be told from 0" in line for line in lines[:len(scenarios) - 2]), lines
 
 
 def test_a_cluster_without_preemption_is_asked_what_turning_it_on_would_do(
@@ -275,3 +379,24 @@ def test_a_job_that_cannot_drain_is_named_and_left_out_of_the_net() -> None:
     assert counterfactual.net_per_job(table, table, weights).tolist() == [0.0, 0.0, 0.0]
     changes = {c.tier: c for c in counterfactual.tier_changes(table, table)}
     assert changes["all"].undrained == 2 and changes["all"].affected == 0
+def test_a_jittered_replay_is_paired_job_by_job_with_the_plain_one() -> None:
+    """The engine runs a jittered replay's jobs shuffled (replay.event_order); its table comes back in the
+    workload's order. With exact inputs and no simultaneous events every draw is the plain replay, job by job."""
+    from preemptlens.analytics.simulator.model import JobSpec, PolicyConfig, PoolSpec
+    from preemptlens.analytics.whatif.policy_in_force import PolicyBasis
+    from preemptlens.analytics.whatif.replay import Variant, Workload, event_order
+    from preemptlens.analytics.whatif.settings import Window
+
+    jobs = tuple(JobSpec(f"j{i}", "low" if i % 3 else "high", i % 3 != 0, "gpu", 2 + 2 * (i % 3), 97.0 * i + 0.25 * i,
+                         600.0 + 50.0 * i, checkpoint_interval_s=120.0) for i in range(12))
+    start = datetime(2026, 12, 1, tzinfo=UTC)
+    policy = PolicyConfig(min_run_s=0.0, grace_s=0.0, requeue_hold_s=0.0)
+    workload = Workload(Window("c", start, start + timedelta(hours=3)), (PoolSpec("gpu", 1, 8),), jobs,
+                        PolicyBasis(policy, {}), {}, ())
+    assert event_order(12, 3) != list(range(12)) and sorted(event_order(12, 3)) == list(range(12))
+    plain, _ = counterfactual.run_scenario(workload, "today", "", Variant("today", policy))
+    assert plain.table.preemptions.sum() > 0
+    for seed in (1, 2, 3):
+        draw = counterfactual.run_draw(workload, Variant("today", policy, jitter=seed))
+        for name in ("gpus", "first_wait_s", "waiting_s", "thrown_gpu_s", "preemptions", "submit_s"):
+            assert np.array_equal(getattr(draw, name), getattr(plain.table, name), equal_nan=True), (seed, name)

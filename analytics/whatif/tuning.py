@@ -878,7 +878,8 @@ def _caps(s: ActionSettings, cycle_s: float) -> str:
     """The caps and the cycle an action acts within, in words."""
     boost = f", boost in steps of {s.boost_step} up to {s.max_boost}" if s.max_boost > s.boost_step else ""
     return (f"at most {s.max_jobs} jobs and {pct(s.max_pool_share)} of a pool's GPUs held, every "
-            f"{duration(cycle_s)}, held {duration(s.min_hold_s)} to {duration(s.max_hold_s)}{boost}")
+            f"{duration(cycle_s)}, each hold at least {duration(s.min_hold_s)} and at most "
+            f"{duration(s.max_hold_s)}{boost}")
 
 
 def _net_words(net: float, low: float | None, high: float | None) -> str:

@@ -110,10 +110,12 @@ def for_scheduler(found: Mapping[str, str], scheduler: str | None) -> dict[str, 
     return {name: text for name, text in found.items() if name in wanted}
 
 
-def action_snippet(name: str, **settings: float) -> str:
-    """The preemptlens action that does a change per job from its live cost (docs/figures.md, Actions)."""
+def action_snippet(name: str, alone: bool = False, **settings: float) -> str:
+    """The preemptlens action that does a change per job from its live cost (docs/figures.md, Actions); `alone`:
+    the change itself, not an alternative to a scheduler setting."""
     lines = "".join(f"{key} = {value:g}\n" for key, value in settings.items())
-    return (f"# Or let preemptlens do it per job, from its live cost, capped and audited; start in dry-run:\n"
+    lead = "Let preemptlens" if alone else "Or let preemptlens"
+    return (f"# {lead} do it per job, from its live cost, capped and audited; start in dry-run, then enforce:\n"
             f"[{name}]\nenabled = true\nmode = \"dry-run\"\n{lines}")
 
 
@@ -325,11 +327,11 @@ def protect(action: str, high_gpu_s: float, low_gpu_s: float) -> dict[str, str]:
         return {SLURM: (
             "# preempt/qos: a QOS that no QOS's Preempt list names ([slurm_actions] protected_qos); slurmctld\n"
             "# changes a job's QOS only while it is pending, so the action holds a victim waiting to restart\n"
-            "sacctmgr add qos protected\n" + action_snippet(action, **marks))}
+            "sacctmgr add qos protected\n" + action_snippet(action, alone=True, **marks))}
     if action == "kueue_boost":
-        return {KUEUE: kueue_boost(100) + action_snippet(action, **marks)}
+        return {KUEUE: kueue_boost(100) + action_snippet(action, alone=True, **marks)}
     return {KAI: ("# the action patches the PodGroup's spec.preemptibility to non-preemptible while it holds it\n"
-                  + action_snippet(action, **marks))}
+                  + action_snippet(action, alone=True, **marks))}
 
 
 def published_rules() -> dict[str, str]:

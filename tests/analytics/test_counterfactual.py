@@ -156,7 +156,7 @@ def test_trigger_thresholds_and_the_best_alternative_are_stored(stored: counterf
     # before suggest: the action preemptlens can take on the scheduler modelled, at its defaults, in the
     # scheduler's own victim order; choosing victims by least live cost is stored only as the bound
     best = stored.scenario("best")
-    assert best is not None and "run `preemptlens suggest`" in best["label"]
+    assert best is not None and "run preemptlens suggest for the best change" in best["label"]
     policy = json.loads(best["policy"])
     assert policy["victim_order"] == "priority" and policy["protection"]["action"] == "kai_protect"
     assert policy["protection"]["max_jobs"] == 20 and policy["protection"]["max_pool_share"] == 0.25

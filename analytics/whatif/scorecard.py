@@ -453,7 +453,7 @@ def alternative_text(answer: counterfactual.Answer) -> str | None:
         return None
     today = answer.scenario("today")
     beside = ("" if today is None or today["net_value"] is None
-              else f" (today's policy {change(today['net_value'], GPU_H)})")
+              else f" (today's policy: net {change(today['net_value'], GPU_H)})")
     return f"best applicable alternative: {best['label']}, replayed {_net_words(best)}{beside}"
 
 

@@ -41,13 +41,14 @@ import json
 import logging
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import duckdb
 import polars as pl
 
+from preemptlens.analytics.simulator.model import Protection
 from preemptlens.config import Config, section, setting
 from preemptlens.contract import Effector
 from preemptlens.errors import ConfigError, PreemptlensError
@@ -59,6 +60,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MODES = ("dry-run", "enforce")
+# serve.actions_interval_s's default: how often an action acts, for a replay that is not told otherwise.
+DEFAULT_CYCLE_S = 300.0
 # The undo_why of a release at max_hold_s starts so; such a job is not held again for max_hold_s.
 MAX_HOLD = "reached max_hold_s"
 # The undo_why of a hold the scheduler refused; the job is tried again after min_hold_s.
@@ -124,6 +127,14 @@ class ActionSettings:
     @property
     def enforce(self) -> bool:
         return self.mode == "enforce"
+
+    def replayed(self, cycle_s: float = DEFAULT_CYCLE_S, **changed: Any) -> Protection:
+        """This action as the replay runs it (simulator model.Protection), every `cycle_s` (serve's
+        actions_interval_s), with `changed` settings (a mark the suggestion tries)."""
+        s = replace(self, **changed) if changed else self
+        return Protection(s.name, s.cost_high_gpu_s, s.cost_low_gpu_s, s.near_completion_high, s.near_completion_low,
+                          s.max_jobs, s.max_pool_share, s.min_hold_s, s.max_hold_s, s.release_after_checkpoint,
+                          cycle_s, s.boost_step, s.max_boost)
 
     def __post_init__(self) -> None:
         # An unset low mark is the high mark (no hysteresis band).

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from preemptlens.analytics.whatif import counterfactual
 from preemptlens.analytics.whatif.scorecard import verdict_text
 from preemptlens.config import ClusterSettings, Config, section, setting
 from preemptlens.contract import TIERS
@@ -759,8 +760,11 @@ def readiness(query: Query, clusters: Sequence[str] = ()) -> list[str]:
     """Per cluster, the scorecard's verdict and what to fix first: the article puts quotas, queues and tiered
     pools before any pilot."""
     lines = []
+    # the verdict's sentence ends with the best applicable alternative, read from the stored counterfactual
+    stored = counterfactual.answers(*(query(sql, {}).to_dicts() for sql in (
+        counterfactual.READ_RUNS, counterfactual.READ_SCENARIOS, counterfactual.READ_FIGURES)))
     for r in query(_READINESS_SQL, {"clusters": list(clusters)}).iter_rows(named=True):
-        lines.append(f"readiness of {r['cluster']}: {verdict_text(r)}")
+        lines.append(f"readiness of {r['cluster']}: {verdict_text(r, stored.get(r['cluster']))}")
         lines.append(f"  adoption order: {r['adoption']}")
     return lines
 

@@ -70,7 +70,7 @@ def _one(row: dict, answer: counterfactual.Answer | None) -> ClusterAnswer:
         verdict, level, borderline, reasons = "not decided yet: run `preemptlens analyze`", "info", False, ()
     else:
         v = {**row, "borderline": row["verdict_borderline"]}
-        verdict = scorecard.verdict_text(v)
+        verdict = scorecard.verdict_text(v, answer)
         borderline = bool(row["verdict_borderline"])
         level = "warning" if borderline and LEVELS[row["verdict"]] == "success" else LEVELS[row["verdict"]]
         reasons = tuple(scorecard.reasons_of(v))

@@ -77,8 +77,9 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from operator import itemgetter
+from typing import Any
 
-from preemptlens.analytics.simulator.model import JobSpec, PolicyChange, PolicyConfig, PoolSpec
+from preemptlens.analytics.simulator.model import JobSpec, PolicyChange, PolicyConfig, PoolSpec, Protection
 from preemptlens.contract import TIER_RANK
 
 _END, _ELIGIBLE, _MINRUN, _CHANGE, _PASS = 0, 1, 2, 3, 4
@@ -148,6 +149,13 @@ def lost_progress_s(end_s: float, run_start_s: float, last_checkpoint_s: float |
     and the cost-aware victim choice both read it from here.
     """
     return end_s - (run_start_s if last_checkpoint_s is None else last_checkpoint_s)
+
+
+def _reaches(cost_mark: float | None, share_mark: float | None, cost: float, share: float | None) -> bool:
+    """Whether a job's live cost or near-completion share reaches a mark (an unset mark holds nothing), as the
+    actions' high and low marks read (analytics/actions.py)."""
+    return ((cost_mark is not None and cost >= cost_mark)
+            or (share_mark is not None and share is not None and share >= share_mark))
 
 
 def victim_cost_gpu_s(job: JobSpec, run: Run, t: float, requeue_hold_s: float) -> float:
@@ -369,6 +377,15 @@ class _Scheduler:
         # Per pool, the policy in force: a scheduled change (a pilot) swaps one pool's rules at its time.
         self.pool_policy = [policy] * len(pools)
         self.pool_protect = [protect_share] * len(pools)
+        # preemptlens's action in force (PolicyConfig.protection), replayed by `_act`: per held job [run it holds,
+        # level, held since, applied at, pool, GPUs]; jobs not held again before a time; the last cycle run; the
+        # runs seen so far and the restarts among them not started yet (what slurm_protect may hold).
+        self.holds: dict[int, list[Any]] = {}
+        self.hold_cooling: dict[int, float] = {}
+        self.acted_at = -math.inf
+        self.runs_seen = 0
+        self.restarts: set[int] = set()
+        self.preemptor = -1  # the job whose victims are being searched
         self.victim_ranks: list[list[tuple[bool, ...]]] = [[] for _ in pools]
         self.victim_floor: list[list[int]] = [[] for _ in pools]
         self.rank_preempts: list[list[bool]] = [[] for _ in pools]
@@ -942,10 +959,150 @@ class _Scheduler:
         return [g for n in nodes for g in range(first[n], first[n] + gpn)]
 
     def _protected(self, r: int, t: float) -> bool:
+        """Near-completion protection (the engine's own knob), or a hold of preemptlens's action on this run."""
         run = self.runs[r]
         share = self.pool_protect[self.job_pool[run.job]]
-        assert share is not None
-        return not run.step_at(t) < share * self.jobs[run.job].work_s
+        if share is not None and not run.step_at(t) < share * self.jobs[run.job].work_s:
+            return True
+        hold = self.holds.get(run.job)
+        if hold is None or hold[0] != r:
+            return False
+        protection = self.pool_policy[hold[4]].protection
+        if protection is None or protection.action != "kueue_boost":
+            return True  # a non-preemptible PodGroup, or a QOS nothing preempts
+        # Kueue's candidates have a lower priority than the preemptor's: a boost keeps the run only from the
+        # preemptors its boosted priority reaches (unknown priorities: the boost only orders the candidates).
+        mine, theirs = self.jobs[run.job].priority_value, self.jobs[self.preemptor].priority_value
+        return mine is not None and theirs is not None and mine + hold[1] >= theirs
+
+    def _boost(self, r: int) -> int:
+        """The Kueue boost on run r (0 when none): it orders the candidates of one class."""
+        hold = self.holds.get(self.runs[r].job)
+        return hold[1] if hold is not None and hold[0] == r else 0
+
+    # -- preemptlens's actions, replayed (PolicyConfig.protection) ---------------------
+
+    def _act(self, t: float) -> None:
+        """Run the action's cycles up to the last one at or before t, as analytics/actions.py runs one
+        (model.Protection), when a victim search needs the holds. Every cycle since the last search is run, so
+        hysteresis, the caps and the victims slurm_protect saw waiting are as the action had them; a run that
+        ended before t is not seen by the cycles before its end (no search could have evicted it then)."""
+        protections = [p.protection for p in self.pool_policy]
+        cycle = min((p.cycle_s for p in protections if p is not None), default=None)
+        if cycle is None:
+            if self.holds:
+                self.holds.clear()  # the action is no longer in force (a policy change)
+            return
+        last = math.floor(t / cycle)
+        first = 0 if self.acted_at == -math.inf else math.floor(self.acted_at / cycle) + 1
+        for k in range(first, last + 1):
+            self._cycle(protections, k * cycle)
+        self.acted_at = max(self.acted_at, last * cycle)
+
+    def _cycle(self, protections: Sequence[Protection | None], now: float) -> None:
+        """One cycle of the action at `now`: releases, Kueue boost steps, then new holds within the caps."""
+        live = self._live(protections, now)
+        released: set[int] = set()
+        for j, hold in list(self.holds.items()):
+            protection = protections[hold[4]]
+            if protection is None or self._releases(protection, j, hold, live.get(j), now):
+                del self.holds[j]
+                released.add(j)
+        held_gpus: dict[int, int] = {}
+        for hold in self.holds.values():
+            held_gpus[hold[4]] = held_gpus.get(hold[4], 0) + hold[5]
+        candidates = []
+        for j, (r, pool, cost, share) in live.items():
+            protection = protections[pool]
+            assert protection is not None
+            if (j not in self.holds and j not in released and self.hold_cooling.get(j, -math.inf) <= now
+                    and _reaches(protection.cost_high_gpu_s, protection.near_completion_high, cost, share)):
+                candidates.append((-(cost or 0.0), -(share or 0.0), self.jobs[j].job_id, j, r, pool))
+        candidates.sort()
+        for _, _, _, j, r, pool in candidates:
+            protection = protections[pool]
+            assert protection is not None
+            gpus = self.jobs[j].gpus
+            if len(self.holds) >= protection.max_jobs:
+                continue
+            if protection.max_pool_share < 1 and (
+                    held_gpus.get(pool, 0) + gpus > protection.max_pool_share * self.layout.pools[pool].gpus):
+                continue
+            self.holds[j] = [r, protection.boost_step, now, now, pool, gpus]
+            held_gpus[pool] = held_gpus.get(pool, 0) + gpus
+
+    def _live(self, protections: Sequence[Protection | None], now: float
+              ) -> dict[int, tuple[int, int, float, float | None]]:
+        """What the action reads at `now`, per job: (its run, pool, live cost, near-completion share). Running
+        runs, or (slurm_protect) victims waiting to restart, within max_hold_s of their preemption, with the
+        cost they had when preempted (before any final checkpoint at the signal)."""
+        live: dict[int, tuple[int, int, float, float | None]] = {}
+        runs, jobs = self.runs, self.jobs
+        for idx in range(self.runs_seen, len(runs)):
+            if runs[idx].run > 1:
+                self.restarts.add(idx)
+        self.runs_seen = len(runs)
+        for pool, protection in enumerate(protections):
+            if protection is None:
+                continue
+            hold_s = self.pool_policy[pool].requeue_hold_s
+            if not protection.while_waiting:
+                for n in self.pool_nodes[pool]:
+                    for r in self.node_runs[n]:
+                        run = runs[r]
+                        if run.start_s is None or run.start_s > now or (
+                                run.signal_s is not None and run.signal_s <= now):
+                            continue
+                        job = jobs[run.job]
+                        live[run.job] = (r, pool, victim_cost_gpu_s(job, run, now, hold_s),
+                                         run.step_at(now) / job.work_s if job.work_s > 0 else None)
+                continue
+            for r in sorted(self.restarts):
+                run = runs[r]
+                if run.start_s is not None and run.start_s <= now:
+                    self.restarts.discard(r)
+                    continue
+                if self.job_pool[run.job] != pool or run.submit_s > now or run.submit_s < now - protection.max_hold_s:
+                    continue
+                before = runs[self.job_runs[run.job][run.run - 2]]
+                if before.signal_s is None:
+                    continue
+                job = jobs[run.job]
+                signal = math.nextafter(before.signal_s, -math.inf)
+                live[run.job] = (r, pool, victim_cost_gpu_s(job, before, signal, hold_s),
+                                 before.step_at(signal) / job.work_s if job.work_s > 0 else None)
+        return live
+
+    def _releases(self, protection: Protection, j: int, hold: list[Any],
+                  seen: tuple[int, int, float, float | None] | None, now: float) -> bool:
+        """Whether the cycle at `now` releases job j's hold, as actions._Cycle.release_reason decides; a Kueue
+        boost still held steps one boost_step towards what its cost calls for, no more often than min_hold_s."""
+        r, level, since, applied = hold[0], hold[1], hold[2], hold[3]
+        run = self.runs[r]
+        if protection.while_waiting and run.start_s is not None and run.start_s <= now:
+            # its protected run ended by now; while it runs the QOS cannot change
+            return run.state != "running" and run.end_s is not None and run.end_s <= now
+        if seen is None or seen[0] != r:
+            return True  # ended, or no longer waiting within max_hold_s
+        if now - since >= protection.max_hold_s:
+            self.hold_cooling[j] = now + protection.max_hold_s
+            return True
+        if protection.release_after_checkpoint and not protection.while_waiting:
+            checkpoint = run.checkpoint_time_at(now)
+            if checkpoint is not None and checkpoint > since:
+                return True
+        cost, share = seen[2], seen[3]
+        if now - applied >= protection.min_hold_s and not _reaches(
+                protection.cost_low_gpu_s, protection.near_completion_low, cost, share):
+            return True
+        if protection.max_boost > protection.boost_step and now - applied >= protection.min_hold_s:
+            steps = max(1, math.floor(cost / protection.cost_high_gpu_s)) if protection.cost_high_gpu_s else 1
+            step = protection.boost_step
+            target = min(protection.max_boost, step * steps) // step * step
+            if target != level:
+                hold[1] = min(target, level + step) if target > level else max(target, level - step)
+                hold[3] = now
+        return False
 
     def _victim_order(self, r: int) -> tuple[int, float, int]:
         run = self.runs[r]
@@ -959,7 +1116,8 @@ class _Scheduler:
         allowed = self.victim_ranks[pool][rank]
         policy = self.pool_policy[pool]
         min_runs = [policy.min_run_of(_RANK_TIER[v]) for v in range(len(_RANK_TIER))]
-        protected = self._protected if self.pool_protect[pool] is not None else None
+        self._act(t)
+        protected = self._protected if self.pool_protect[pool] is not None or self.holds else None
         exempt_above = policy.min_exempt_priority
         runs, jobs = self.runs, self.jobs
 
@@ -1247,7 +1405,10 @@ class _Scheduler:
             victims = [r for r in order[: k + 1] if on.intersection(held[r])]
             return nodes, victims
         if model == "kueue":
-            order = sorted(cands, key=lambda r: (job_rank[runs[r].job], -(runs[r].start_s or 0.0), runs[r].job))
+            # by priority, boosted (kueue_boost) above its class's unboosted runs, then the most recently admitted
+            boost = self._boost
+            order = sorted(cands, key=lambda r: (job_rank[runs[r].job], boost(r), -(runs[r].start_s or 0.0),
+                                                 runs[r].job))
         else:
             order = sorted(cands, key=lambda r: (job_rank[runs[r].job], -jobs[runs[r].job].submit_s, -runs[r].job))
         found = self._first_fit(pool, need, order, held)
@@ -1280,6 +1441,7 @@ class _Scheduler:
         gpn = self.gpn[pool]
         policy = self.pool_policy[pool]
         by_cost = policy.victim_order == "cost"
+        self.preemptor = j
         lay = self.layout
         first = lay.node_first_gpu
         gpu_node = self.gpu_node

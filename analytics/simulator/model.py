@@ -61,6 +61,52 @@ class PoolSpec:
         return self.nodes * self.gpus_per_node
 
 
+# preemptlens's own actions (analytics/actions.py) the engine can replay (PolicyConfig.protection).
+PROTECTIONS = ("kueue_boost", "kai_protect", "slurm_protect")
+
+
+@dataclass(frozen=True)
+class Protection:
+    """One of preemptlens's actions (analytics/actions.py, the same names and meanings) as the engine replays it.
+
+    Every `cycle_s` (serve.actions_interval_s) it reads the live cost of the runs then (engine
+    `victim_cost_gpu_s`) and their near-completion share; it holds a job whose cost or share reaches the high
+    mark, costliest first, within `max_jobs` and `max_pool_share` of the pool's GPUs; it releases a job that
+    ended, reached `max_hold_s` (not held again for as long), checkpointed since its hold began (with
+    `release_after_checkpoint`), or fell below both low marks after `min_hold_s`. What a hold does is the
+    scheduler's: `kai_protect` makes the PodGroup non-preemptible; `slurm_protect` holds only victims waiting to
+    restart (judged by the cost they had when preempted) and their next run is non-preemptible (a QOS nothing
+    preempts) until it ends; `kueue_boost` adds `level` to the Workload's priority, in `boost_step` steps up to
+    `max_boost`, one step per min_hold_s: Kueue takes as candidates only workloads of lower priority than the
+    preemptor's and orders them by that priority, so a boost keeps a run only from preemptors its boosted
+    priority reaches, and otherwise puts it after the unboosted runs of its class.
+    """
+
+    action: str
+    cost_high_gpu_s: float | None = 28_800.0
+    cost_low_gpu_s: float | None = 14_400.0
+    near_completion_high: float | None = None
+    near_completion_low: float | None = None
+    max_jobs: int = 20
+    max_pool_share: float = 0.25
+    min_hold_s: float = 1800.0
+    max_hold_s: float = 86_400.0
+    release_after_checkpoint: bool = False
+    cycle_s: float = 300.0
+    boost_step: int = 1
+    max_boost: int = 1
+
+    def __post_init__(self) -> None:
+        if self.action not in PROTECTIONS:
+            raise ConfigError(f"protection: action must be one of {', '.join(PROTECTIONS)}, not {self.action!r}")
+        if self.cycle_s <= 0 or self.max_hold_s <= 0 or not 0 < self.max_pool_share <= 1:
+            raise ConfigError("protection: cycle_s and max_hold_s must be > 0, max_pool_share in (0, 1]")
+
+    @property
+    def while_waiting(self) -> bool:
+        return self.action == "slurm_protect"
+
+
 @dataclass(frozen=True)
 class PolicyConfig:
     """How the scheduler preempts.
@@ -119,6 +165,8 @@ class PolicyConfig:
     grace_by_tier: Mapping[str, float] = field(default_factory=lambda: _frozen_values({}))
     # Preempt only once the preemptor has waited this long since it became eligible (the article's trigger).
     trigger_wait_s: float = 0.0
+    # One of preemptlens's actions in force (Protection), acting as it does around the scheduler's own victim order.
+    protection: Protection | None = None
 
     def __post_init__(self) -> None:
         problems = []

@@ -7,8 +7,11 @@ the cluster's own recorded workload (analytics/whatif/replay.py) four ways on th
 - (b) `today`: the policy in force (the replay's error against the ledger is measured on this one);
 - (c) `trigger_<T>`: today's policy with the article's trigger threshold written down in advance: a job may
   preempt only once it has waited T (`analytics.trigger_wait_candidates_s`);
-- (d) `best`: the alternative `preemptlens suggest` ranks first, with the cost-aware victim order; until
-  suggest has run on this window, the cost-aware victim order alone.
+- (d) `best`: the alternative `preemptlens suggest` ranks first (a scheduler setting or one of preemptlens's
+  actions, replayed as it acts); until suggest has run on this window, the action of the scheduler modelled
+  (`applicable_protection`) with its default settings, holding costly victims back;
+- (e) `bound`: victims chosen by least live cost, which no scheduler offers: a bound on what choosing victims
+  could give "if the scheduler could choose", never a fix.
 
 Every scenario drains: the jobs submitted in the window are replayed to completion with nothing arriving after
 its end, so no figure is cut at the window's end; a job with a run that never starts (it never fits) cannot
@@ -48,8 +51,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import polars as pl
 
+from preemptlens.analytics.actions import ACTIONS, DEFAULT_CYCLE_S
 from preemptlens.analytics.simulator.engine import Outcome, paused_gc
-from preemptlens.analytics.simulator.model import PolicyConfig
+from preemptlens.analytics.simulator.model import PolicyConfig, Protection
 from preemptlens.analytics.whatif.replay import (
     Figures,
     Validation,
@@ -414,6 +418,8 @@ def _policy_json(variant: Variant) -> dict[str, Any]:
     }
     if variant.protect_near_completion is not None:
         found["protect_near_completion"] = variant.protect_near_completion
+    if p.protection is not None:
+        found["protection"] = asdict(p.protection)
     if variant.job_changes:
         found["jobs_changed"] = len(variant.job_changes)
     return found
@@ -484,15 +490,48 @@ def _run_one(workload: Workload, item: tuple[str, str, Variant]) -> tuple[Scenar
     return run_scenario(workload, *item) if item[2].jitter is None else run_draw(workload, item[2])
 
 
+# The action each scheduler model lets preemptlens take (analytics/actions.py); the generic model holds as KAI's
+# non-preemptible PodGroup does.
+ACTION_OF = {"slurm": "slurm_protect", "kueue": "kueue_boost", "kai": "kai_protect", "generic": "kai_protect"}
+BOUND_LABEL = ("if the scheduler could choose: victims by least live cost (a bound; no scheduler offers it, "
+               "never the fix)")
+
+
+def applicable_protection(scheduler: str, cycle_s: float = DEFAULT_CYCLE_S) -> Protection:
+    """The action preemptlens can take on this scheduler model, at its default settings."""
+    return ACTIONS[ACTION_OF.get(scheduler, "kai_protect")]().replayed(cycle_s)
+
+
 def best_variant(workload: Workload, suggested: Variant | None) -> tuple[str, Variant]:
-    """(d): suggest's first replayed change with the cost-aware victim order; without one, that order alone."""
-    if suggested is None:
-        return ("today's policy with victims chosen by least live cost (run `preemptlens suggest` for the best "
-                "change)", Variant("best", replace(preemption_policy(workload), victim_order="cost")))
-    if suggested.policy.victim_order == "cost":
+    """(d): suggest's first replayed change, as it acts; without one, the applicable action at its defaults."""
+    if suggested is not None:
         return suggested.label, replace(suggested, label="best")
-    label = f"{suggested.label}, victims chosen by least live cost"
-    return label, replace(suggested, label="best", policy=replace(suggested.policy, victim_order="cost"))
+    policy = preemption_policy(workload)
+    protection = applicable_protection(policy.scheduler)
+    return (f"today's policy with preemptlens's {protection.action} at its default settings (run preemptlens "
+            "suggest for the best change)", Variant("best", replace(policy, protection=protection)))
+
+
+def bound_variant(workload: Workload) -> Variant:
+    """(e): today's policy with victims chosen by least live cost: a bound, not a fix."""
+    return Variant("bound", replace(preemption_policy(workload), victim_order="cost"))
+
+
+def nets(workload: Workload, variants: Sequence[Variant], weights: Mapping[str, float], samples: int,
+         confidence: float, processes: int | None = None) -> list[tuple[float, float | None, float | None]]:
+    """Each variant's tier-weighted net against no preemption, GPU-hours, with its interval (as the headline's)."""
+    items = [("none", "", Variant("none", replace(workload.actual.policy, enabled=False)))]
+    items += [(f"v{k}", v.label, v) for k, v in enumerate(variants)]
+    results = run_scenarios(workload, items, processes)
+    none = results[0][0]
+    found = []
+    for scenario, _ in results[1:]:
+        per_job = net_per_job(none.table, scenario.table, weights)
+        low, high = bootstrap_interval(per_job, resampling_blocks(none.table, workload.window.seconds), samples,
+                                       confidence)
+        found.append((float(per_job.sum()) / 3600.0, None if low is None else low / 3600.0,
+                      None if high is None else high / 3600.0))
+    return found
 
 
 # -- storage -----------------------------------------------------------------------------------
@@ -704,6 +743,7 @@ def compute(wh: Warehouse, workload: Workload, params: AnalyticsSettings, tolera
                          Variant(f"trigger {t:g}", replace(preempting, trigger_wait_s=t))))
     label, best = best_variant(workload, suggested)
     variants.append(("best", label, best))
+    variants.append(("bound", BOUND_LABEL, bound_variant(workload)))
     results = run_scenarios(workload, variants, processes, draws)
     scenarios = [scenario for scenario, _ in results]
     # every other scenario tells which figures decide between policies (the same under all of them is no check)
@@ -823,9 +863,9 @@ def _store_scenario(wh: Warehouse, cluster: str, s: Scenario, none: Scenario, we
 
 def store_best(wh: Warehouse, workload: Workload, params: AnalyticsSettings, suggested: Variant | None,
                processes: int | None = None, draws: int = 0) -> bool:
-    """After `suggest`: replace the cluster's scenario (d) with suggest's best change plus the cost-aware
-    victim order, when the counterfactual covers the same window (else `analyze` has not run on this data
-    yet, or suggest ran on another window): returns whether it did."""
+    """After `suggest`: replace the cluster's scenario (d) with suggest's best change, when the counterfactual
+    covers the same window (else `analyze` has not run on this data yet, or suggest ran on another window):
+    returns whether it did."""
     cluster = workload.window.cluster
     row = wh.con.execute("SELECT window_start, window_end FROM counterfactual_runs WHERE cluster = $c",
                          {"c": cluster}).fetchall()

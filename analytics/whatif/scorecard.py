@@ -96,16 +96,16 @@ QUESTIONS = {
 # really scarce: reclaim idle GPUs and set quotas; Q2, priorities too broad: tier limits; Q3, costly recovery:
 # checkpoints, near-completion protection, compensation (and the settings that throw less away); Q4, rules
 # not visible: published rules and notices. A net loss is cut by throwing less away; avoidable preemptions by
-# reclaiming the idle GPUs.
-_RECOVERY = ("checkpoint_interval", "near_completion", "repeat_victims", "cost_victim_order", "grace_time",
-             "min_run_time")
+# reclaiming the idle GPUs. Every fix is a scheduler setting or one of preemptlens's actions (its kind is the
+# action's name): choosing victims by least live cost is no fix, since no scheduler offers it.
+_ACTIONS = ("kai_protect", "slurm_protect", "kueue_boost")
+_RECOVERY = ("checkpoint_interval", "near_completion", "repeat_victims", *_ACTIONS, "grace_time", "min_run_time")
 FIXES: Mapping[str, tuple[str, ...]] = {
     "Q1": ("quotas", "idle_reclaim"),
     "Q2": ("tier_limits",),
     "Q3": _RECOVERY,
     "Q4": ("published_rules",),
-    "net": ("cost_victim_order", "near_completion", "min_run_time", "grace_time", "checkpoint_interval",
-            "repeat_victims"),
+    "net": ("near_completion", *_ACTIONS, "min_run_time", "grace_time", "checkpoint_interval", "repeat_victims"),
     "avoidable": ("idle_reclaim",),
     "hoarding": ("idle_reclaim",),
 }
@@ -115,9 +115,11 @@ FIX_NAMES: Mapping[str, str] = {
     "quotas": "quotas and tiered pools",
     "tier_limits": "tier limits",
     "checkpoint_interval": "checkpoints",
-    "near_completion": "near-completion protection",
+    "near_completion": "holding victims near completion back (preemptlens's action)",
     "repeat_victims": "compensation for repeat victims",
-    "cost_victim_order": "choosing the cheapest victims",
+    "kai_protect": "holding costly victims back (preemptlens kai_protect: non-preemptible PodGroups)",
+    "slurm_protect": "holding costly victims back (preemptlens slurm_protect: a protected QOS for their next run)",
+    "kueue_boost": "boosting costly victims (preemptlens kueue_boost)",
     "grace_time": "a grace time for final checkpoints",
     "min_run_time": "a minimum run time",
     "published_rules": "published rules and victim notices",
@@ -477,15 +479,33 @@ def failures_of(wh: Warehouse, cluster: str) -> tuple[str, ...]:
 # -- wording --------------------------------------------------------------------------------------------
 
 
-def verdict_text(row: Mapping[str, Any]) -> str:
+def verdict_text(row: Mapping[str, Any], answer: counterfactual.Answer | None = None) -> str:
     """The verdict of one cluster in one line, from its readiness_verdict row (with the scorecard's tallies
-    when given): the verdict, whether it is borderline, and what to fix first."""
+    when given): the verdict, whether it is borderline, what to fix first, and (with the cluster's
+    counterfactual) the best applicable alternative with its replayed net."""
     text = f"borderline: {row['verdict']}" if row["borderline"] else str(row["verdict"])
     if "yes_count" in row and row.get("yes_count") is not None:
         text += f" ({row['yes_count']} yes, {row['no_count']} no, {row['unknown_count']} unknown of 4)"
     if row.get("fix_first"):
         text += f"; fix first: {row['fix_first']}"
-    return text
+    best = None if answer is None else alternative_text(answer)
+    return f"{text}; {best}" if best else text
+
+
+def _net_words(s: Mapping[str, Any]) -> str:
+    return f"net {net_words(s)} against plain queueing"
+
+
+def alternative_text(answer: counterfactual.Answer) -> str | None:
+    """The best applicable alternative (a scheduler setting or preemptlens's action, replayed as it acts) with its
+    replayed net, beside today's; None when it was not replayed."""
+    best = answer.scenario("best")
+    if best is None or best["net_value"] is None:
+        return None
+    today = answer.scenario("today")
+    beside = ("" if today is None or today["net_value"] is None
+              else f" (today's policy: net {change(today['net_value'], GPU_H)})")
+    return f"best applicable alternative: {best['label']}, replayed {_net_words(best)}{beside}"
 
 
 def verdict_line(wh: Warehouse, cluster: str) -> str | None:
@@ -496,7 +516,7 @@ def verdict_line(wh: Warehouse, cluster: str) -> str | None:
         "ON s.cluster = v.cluster WHERE v.cluster = $c",
         {"c": cluster},
     ).to_dicts()
-    return verdict_text(rows[0]) if rows else None
+    return verdict_text(rows[0], counterfactual.read(wh).get(cluster)) if rows else None
 
 
 def reasons_of(row: Mapping[str, Any]) -> list[str]:
@@ -638,13 +658,15 @@ def sweep_texts(answer: counterfactual.Answer) -> list[str]:
 
 
 def alternatives_text(answer: counterfactual.Answer) -> list[str]:
-    """The trigger thresholds and the best alternative, each with its net against plain queueing, then the
-    sweeps that are not monotone."""
+    """The trigger thresholds, the best applicable alternative and the bound of choosing victims by least live
+    cost (labelled as a bound, never a fix), each with its net against plain queueing, then the sweeps that are
+    not monotone."""
     lines = []
     for s in answer.scenarios:
         if s["scenario"] in ("none", "today"):
             continue
-        lines.append(f"{s['label']}: net {net_words(s)}, {s['preemptions']:,} preemptions")
+        label = f"best applicable alternative: {s['label']}" if s["scenario"] == "best" else s["label"]
+        lines.append(f"{label}: {_net_words(s)}, {s['preemptions']:,} preemptions")
     return lines + sweep_texts(answer)
 
 
@@ -728,7 +750,7 @@ def render(wh: Warehouse) -> str:
         v = verdicts.get(cluster)
         if v is not None:
             # the verdict's own fields (its borderline, not the first question's), the scorecard's tallies
-            lines.append(f"  verdict: {verdict_text({**rows[0], **v})}")
+            lines.append(f"  verdict: {verdict_text({**rows[0], **v}, answer)}")
             lines += [f"    - {r}" for r in reasons_of(v)]
             lines.append(f"  adoption: {v['adoption']}")
         lines.append("  readiness scorecard:")

@@ -163,15 +163,17 @@ class TuningSettings:
 
 @section(
     "victim_order",
-    "Cost-aware victim choice replayed beside today's victim order by `preemptlens suggest` (docs/tuning.md).",
+    "Cost-aware victim choice replayed beside today's victim order by `preemptlens suggest`, as a bound "
+    "(docs/tuning.md).",
 )
 @dataclass(frozen=True)
 class VictimOrderSettings:
     compare: bool = setting(
         True,
         "Replay the recorded workload once more with victims chosen by least live cost and print its work "
-        "thrown away, high-tier wait, victims per week and preemptions beside today's order; false skips "
-        "that replay (it takes as long as the replay under the policy in force).",
+        "thrown away, high-tier wait, victims per week and preemptions beside today's order, as a bound (if the "
+        "scheduler could choose: no scheduler offers it); false skips that replay (it takes as long as the "
+        "replay under the policy in force).",
     )
 
 

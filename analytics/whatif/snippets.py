@@ -110,10 +110,12 @@ def for_scheduler(found: Mapping[str, str], scheduler: str | None) -> dict[str, 
     return {name: text for name, text in found.items() if name in wanted}
 
 
-def action(name: str, **settings: float) -> str:
-    """The preemptlens action that does a change per job from its live cost (docs/figures.md, Actions)."""
+def action_snippet(name: str, alone: bool = False, **settings: float) -> str:
+    """The preemptlens action that does a change per job from its live cost (docs/figures.md, Actions); `alone`:
+    the change itself, not an alternative to a scheduler setting."""
     lines = "".join(f"{key} = {value:g}\n" for key, value in settings.items())
-    return (f"# Or let preemptlens do it per job, from its live cost, capped and audited; start in dry-run:\n"
+    lead = "Let preemptlens" if alone else "Or let preemptlens"
+    return (f"# {lead} do it per job, from its live cost, capped and audited; start in dry-run, then enforce:\n"
             f"[{name}]\nenabled = true\nmode = \"dry-run\"\n{lines}")
 
 
@@ -129,7 +131,7 @@ def near_completion(share: float, min_left_s: float, qos: tuple[str, ...]) -> di
             + "".join(f"sacctmgr modify qos {q} set Preempt-=finishing\n" for q in qos)
             + "# sbatch --dependency=afterok:<first part's job id> --qos=finishing <the job, from its checkpoint>\n"
             + "# and let preemptlens protect a victim that was that far along while it waits to restart:\n"
-            + action("slurm_protect", near_completion_high=share)
+            + action_snippet("slurm_protect", near_completion_high=share)
         ),
         KAI: (
             # KAI's scheduler reads the PodGroup's spec.preemptibility; the kai.scheduler/preemptibility label
@@ -137,7 +139,7 @@ def near_completion(share: float, min_left_s: float, qos: tuple[str, ...]) -> di
             "# Make the PodGroup non-preemptible once the job reports "
             f">= {pct}% progress:\n"
             "kubectl patch podgroup <name> --type merge -p '{\"spec\":{\"preemptibility\":\"non-preemptible\"}}'\n"
-            + action("kai_protect", near_completion_high=share)
+            + action_snippet("kai_protect", near_completion_high=share)
         ),
         VOLCANO: (
             f"# Once the job reports >= {pct}% progress, mark its pods as not preemptable:\n"
@@ -149,7 +151,7 @@ def near_completion(share: float, min_left_s: float, qos: tuple[str, ...]) -> di
             "kubectl patch workload <name> --type merge -p '{\"spec\":{\"priorityClassName\":\"finishing\"}}'\n"
             "# or boost it (500 is the kueue_boost action's default cap):\n"
             + kueue_boost(500)
-            + action("kueue_boost", near_completion_high=share)
+            + action_snippet("kueue_boost", near_completion_high=share)
         ),
         KUBERNETES: (
             f"# Jobs with less than {go_duration(min_left_s)} left: switch to a PriorityClass with "
@@ -253,7 +255,7 @@ def repeat_victims(boost: int, half_life_s: float) -> dict[str, str]:
             "# and count fair-share usage with a half-life so one heavy week does not starve a team:\n"
             f"PriorityDecayHalfLife={slurm_time(half_life_s)}\n"
             "# preemptlens can move a costly victim, while it waits to restart, to a QOS nothing preempts:\n"
-            + action("slurm_protect")
+            + action_snippet("slurm_protect")
         ),
         KUEUE: (
             "# fair sharing between the ClusterQueues of a cohort, preempting the most over-share first\n"
@@ -261,7 +263,7 @@ def repeat_victims(boost: int, half_life_s: float) -> dict[str, str]:
             "# and per ClusterQueue: spec.fairSharing.weight: \"1\"\n"
             + "# boost a victim that keeps losing its place:\n"
             + kueue_boost(boost)
-            + action("kueue_boost", max_boost=boost)
+            + action_snippet("kueue_boost", max_boost=boost)
             + "# Released Kueue (to v0.19.2) has no backoff before borrowing again and no cap on how often\n"
             "# one Workload is preempted: both are proposals (KEP-14468, KEP-13396), in no release.\n"
         ),
@@ -317,14 +319,19 @@ def tier_cap() -> dict[str, str]:
     }
 
 
-def victim_order() -> dict[str, str]:
-    """No scheduler chooses victims by what they would lose; preemptlens's actions hold the costliest back."""
-    text = "# Schedulers evict the lowest tier's youngest runs first; none weighs what a victim would lose.\n"
-    return {
-        SLURM: text + action("slurm_protect"),
-        KUEUE: text + action("kueue_boost"),
-        KAI: text + action("kai_protect"),
-    }
+def protect(action: str, high_gpu_s: float, low_gpu_s: float) -> dict[str, str]:
+    """preemptlens's action for one scheduler (analytics/actions.py), holding jobs back from a live cost: what the
+    scheduler needs for it, then the action's settings. No scheduler weighs what a victim would lose itself."""
+    marks = {"cost_high_gpu_s": high_gpu_s, "cost_low_gpu_s": low_gpu_s}
+    if action == "slurm_protect":
+        return {SLURM: (
+            "# preempt/qos: a QOS that no QOS's Preempt list names ([slurm_actions] protected_qos); slurmctld\n"
+            "# changes a job's QOS only while it is pending, so the action holds a victim waiting to restart\n"
+            "sacctmgr add qos protected\n" + action_snippet(action, alone=True, **marks))}
+    if action == "kueue_boost":
+        return {KUEUE: kueue_boost(100) + action_snippet(action, alone=True, **marks)}
+    return {KAI: ("# the action patches the PodGroup's spec.preemptibility to non-preemptible while it holds it\n"
+                  + action_snippet(action, alone=True, **marks))}
 
 
 def published_rules() -> dict[str, str]:

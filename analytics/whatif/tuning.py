@@ -17,10 +17,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from statistics import median
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from preemptlens.analytics.actions import ACTIONS, DEFAULT_CYCLE_S, ActionSettings
+from preemptlens.analytics.params import AnalyticsSettings
 from preemptlens.analytics.simulator.engine import lost_progress_s, schedule_interval
-from preemptlens.analytics.whatif import scorecard, snippets
+from preemptlens.analytics.whatif import counterfactual, scorecard, snippets
 from preemptlens.analytics.whatif.replay import (
     Figures,
     Validation,
@@ -33,15 +35,20 @@ from preemptlens.analytics.whatif.replay import (
     validate,
 )
 from preemptlens.analytics.whatif.settings import TuningSettings, Window
+from preemptlens.analytics.whatif.victim_order import ORDER_OF, Comparison
 from preemptlens.errors import SchemaError
-from preemptlens.reading.words import DURATION, before_after, duration, gpu_hours, gpus, significant
+from preemptlens.reading.words import (
+    DURATION,
+    GPU_H,
+    before_after,
+    change,
+    duration,
+    gpu_hours,
+    gpus,
+    pct,
+    significant,
+)
 from preemptlens.warehouse import Warehouse, query_sql
-
-if TYPE_CHECKING:
-    # Only its type: analytics.whatif.victim_order builds on analytics.whatif.replay, as this module does.
-    from preemptlens.analytics.whatif.victim_order import Comparison
-
-
 
 KINDS = (
     "not_yet",
@@ -50,7 +57,7 @@ KINDS = (
     "near_completion",
     "grace_time",
     "checkpoint_interval",
-    "cost_victim_order",
+    *counterfactual.ACTION_OF.values(),
     "tier_limits",
     "idle_reclaim",
     "repeat_victims",
@@ -106,10 +113,29 @@ class Context:
     # What failed in the verdict's evidence (scorecard.failing): each gets a fix in the list.
     failures: tuple[str, ...] = ()
     compare_victim_order: bool = True
-    # The cost-aware victim order replayed beside today's, once the victim_order generator has run.
+    # The cost-aware victim order replayed beside today's (a bound: no scheduler offers it), once computed.
     victim_comparison: Comparison | None = None
     # Suggestions a rule found but withheld, each with why (suggest prints them after the suggestions).
     withheld: list[str] = field(default_factory=list)
+    # preemptlens's actions as configured, and how often they act (serve.actions_interval_s): replayed so.
+    actions: Mapping[str, ActionSettings] = field(default_factory=lambda: {n: c() for n, c in ACTIONS.items()})
+    action_cycle_s: float = DEFAULT_CYCLE_S
+
+    def nets(self, variants: Sequence[Variant]) -> list[tuple[float, float | None, float | None]]:
+        """Each variant's replayed net against no preemption at the tier weights `analyze` stored, with its
+        interval, as the verdict's headline weighs today's policy."""
+        rows = self.wh.query("select tier, weight from analytics_tier_weights").to_dicts()
+        weights = {r["tier"]: float(r["weight"]) for r in rows} or dict(AnalyticsSettings().tier_weights)
+        return counterfactual.nets(self.workload, variants, weights, int(self.params["readiness_bootstrap_samples"]),
+                                   float(self.params["readiness_confidence"]), self.processes)
+
+    def actions_in_force(self) -> tuple[str, ...]:
+        """The actions preemptlens can take on this cluster's scheduler: the one of the scheduler modelled, or
+        slurm_protect where the generic model replays a Slurm cluster."""
+        model = self.workload.actual.policy.scheduler
+        if model == "generic" and self.scheduler == snippets.SLURM:
+            return ("slurm_protect",)
+        return (counterfactual.ACTION_OF[model],)
 
     @property
     def cluster(self) -> str:
@@ -301,12 +327,19 @@ def near_completion(ctx: Context) -> list[Suggestion]:
         return []
     policy = ctx.workload.actual.policy
     shares = sorted({share_done, *(float(c) for c in ctx.settings.near_completion_candidates if c < share_done)})
-    variants = [Variant(f"protect {c:g}", policy, protect_near_completion=c) for c in shares]
+    action = ctx.actions_in_force()[0]
+    settings = ctx.actions[action]
+    # The share is the action's only mark here: its cost marks off, its caps, cycle and hold times as configured.
+    variants = [Variant(f"{action} near_completion_high = {c:g}", replace(policy, protection=settings.replayed(
+        ctx.action_cycle_s, cost_high_gpu_s=None, cost_low_gpu_s=None, near_completion_high=c,
+        near_completion_low=c))) for c in shares]
     found = _best(ctx, variants)
     if found is None:
         return []
     variant, fig = found
-    chosen = float(variant.protect_near_completion or share_done)
+    assert variant.policy.protection is not None
+    chosen = float(variant.policy.protection.near_completion_high or share_done)
+    (net, low, high), = ctx.nets([variant])
     protected = ctx.q(
         query_sql("tuning", "protected_victims"),
         s=chosen,
@@ -315,10 +348,10 @@ def near_completion(ctx: Context) -> list[Suggestion]:
         Suggestion(
             kind="near_completion",
             subject="",
-            title=f"Protect victims that have done {100 * chosen:.0f}% of their work",
-            setting="near-completion protection",
-            current="none",
-            proposed=f"not preemptible from {100 * chosen:.0f}% of work done",
+            title=f"Protect victims that have done {100 * chosen:.0f}% of their work (preemptlens {action})",
+            setting=f"[{action}] near_completion_high",
+            current=_action_state(settings),
+            proposed=f"{chosen:g}, enforced, {_caps(settings, ctx.action_cycle_s)}",
             evidence=(
                 f"{rows['near']} of {rows['n']} victims had done at least {100 * share_done:.0f}% of their work "
                 f"and lost {rows['near_lost']:.1f} of {rows['lost']:.1f} lost GPU-hours ({100 * lost_share:.0f}%; "
@@ -330,7 +363,7 @@ def near_completion(ctx: Context) -> list[Suggestion]:
             ),
             snippets=snippets.near_completion(chosen, float(protected["left_s"] or 0.0), _preemptible_qos(ctx)),
             variant=variant,
-            **_effect(ctx, fig, variant=variant),
+            **_effect(ctx, fig, _net_words(net, low, high), variant=variant),
         )
     ]
 
@@ -856,33 +889,80 @@ def slurm_victim_order(ctx: Context) -> list[Suggestion]:
     ]
 
 
-def cost_victim_order(ctx: Context) -> list[Suggestion]:
-    """The cost-aware victim order replayed beside today's (analytics/whatif/victim_order.py), stored with the other
-    suggestions; schedulers do not offer it, preemptlens's actions approximate it from the live cost."""
-    if not ctx.compare_victim_order:
-        return []
-    from preemptlens.analytics.whatif.victim_order import compare
+def _action_state(s: ActionSettings) -> str:
+    return f"enabled, {s.mode}" if s.enabled else "not enabled"
 
-    comparison = ctx.victim_comparison = compare(ctx.workload, ctx.baseline)
-    fig = comparison.cost
-    if not ctx.worth_it(fig):
+
+def _caps(s: ActionSettings, cycle_s: float) -> str:
+    """The caps and the cycle an action acts within, in words."""
+    boost = f", boost in steps of {s.boost_step} up to {s.max_boost}" if s.max_boost > s.boost_step else ""
+    return (f"at most {s.max_jobs} jobs and {pct(s.max_pool_share)} of a pool's GPUs held, every "
+            f"{duration(cycle_s)}, each hold at least {duration(s.min_hold_s)} and at most "
+            f"{duration(s.max_hold_s)}{boost}")
+
+
+def _net_words(net: float, low: float | None, high: float | None) -> str:
+    interval = "" if low is None or high is None else f" [{change(low, GPU_H)}, {change(high, GPU_H)}]"
+    return f"; replayed net against plain queueing {change(net, GPU_H)}{interval} tier-weighted"
+
+
+# What each action holds, in words (analytics/actions.py).
+_HOLDS = {
+    "kai_protect": "makes the PodGroups of costly running jobs non-preemptible",
+    "slurm_protect": "moves costly victims waiting to restart to a QOS nothing preempts, for their next run",
+    "kueue_boost": "boosts the priority of costly Workloads, so that Kueue takes them after the others of their "
+                   "class (and not at all where the boost reaches the preemptor's priority)",
+}
+
+
+def protect_costly(ctx: Context) -> list[Suggestion]:
+    """preemptlens's action for the cluster's scheduler (analytics/actions.py), replayed as it acts: its cost mark
+    as configured and below it (half the high mark to release), its caps, cycle and hold times as configured, the
+    scheduler's own victim order around what it holds. Choosing every victim by least live cost, which no
+    scheduler offers, is shown beside it only as a bound."""
+    if not ctx.baseline.preemptions:
         return []
-    rows = "; ".join(f"{name} {a} -> {b}" for name, a, b in comparison.rows())
-    policy = replace(ctx.workload.actual.policy, victim_order="cost")
-    return [
-        Suggestion(
-            kind="cost_victim_order",
+    policy = ctx.workload.actual.policy
+    found: list[Suggestion] = []
+    for action in ctx.actions_in_force():
+        s = ctx.actions[action]
+        # KAI's action holds by progress by default: its cost marks are tried from the Slurm action's default
+        top = s.cost_high_gpu_s if s.cost_high_gpu_s is not None else ACTIONS["slurm_protect"]().cost_high_gpu_s
+        assert top is not None
+        marks = sorted({top, top / 2, top / 4}, reverse=True)
+        variants = [Variant(f"{action} cost_high_gpu_s = {gpu_hours(h / 3600)}", replace(policy, protection=s.replayed(
+            ctx.action_cycle_s, cost_high_gpu_s=h, cost_low_gpu_s=h / 2))) for h in marks]
+        best = _best(ctx, variants)
+        if best is None:
+            continue
+        variant, fig = best
+        chosen = variant.policy.protection
+        assert chosen is not None and chosen.cost_high_gpu_s is not None
+        (net, low, high), (today, _, _), (bound, _, _) = ctx.nets(
+            [variant, Variant("today", policy), counterfactual.bound_variant(ctx.workload)])
+        high_mark = gpu_hours(chosen.cost_high_gpu_s / 3600)
+        found.append(Suggestion(
+            kind=action,
             subject="",
-            title="Choose the victims whose preemption costs least (lost progress + warm-up + requeue hold)",
-            setting="victim order",
-            current="lowest tier, then youngest run",
-            proposed="least live cost among the same eligible runs",
-            evidence="replayed with victims chosen by least live cost: " + rows,
-            snippets=snippets.victim_order(),
-            variant=Variant("victims chosen by least live cost", policy),
-            **_effect(ctx, fig),
-        )
-    ]
+            title=f"Hold costly victims back: preemptlens {action} from a live cost of {high_mark}",
+            setting=f"[{action}] cost_high_gpu_s, cost_low_gpu_s",
+            current=_action_state(s),
+            proposed=(f"enabled, enforced, cost_high_gpu_s = {chosen.cost_high_gpu_s:g}, cost_low_gpu_s = "
+                      f"{chosen.cost_low_gpu_s:g}; {_caps(s, ctx.action_cycle_s)}"),
+            evidence=(f"replayed as the action acts: every {duration(ctx.action_cycle_s)} it {_HOLDS[action]}, "
+                      f"from the live cost then, costliest first within its caps; the scheduler takes its victims "
+                      f"in its own order ({victim_order_words(policy.scheduler)}) around the held ones; marks "
+                      f"tried: {', '.join(gpu_hours(h / 3600) for h in marks)}; today's policy nets "
+                      f"{change(today, GPU_H)}; {counterfactual.BOUND_LABEL}: net {change(bound, GPU_H)}"),
+            snippets=snippets.protect(action, chosen.cost_high_gpu_s, float(chosen.cost_low_gpu_s or 0.0)),
+            variant=variant,
+            **_effect(ctx, fig, _net_words(net, low, high), variant=variant),
+        ))
+    return found
+
+
+def victim_order_words(scheduler: str) -> str:
+    return ORDER_OF.get(scheduler, ORDER_OF["generic"])
 
 
 def readiness_fixes(ctx: Context, found: Sequence[Suggestion]) -> list[Suggestion]:
@@ -936,8 +1016,10 @@ _GENERIC: Mapping[str, Callable[[Context, str], Suggestion]] = {
     "checkpoint_interval": _generic("checkpoint_interval", "Make preemptible jobs checkpoint (and say how often)",
                                     "checkpoints", "every preemptible job checkpoints",
                                     lambda: snippets.checkpoint_interval("<team>", ((0.0, 1800.0),))),
-    "cost_victim_order": _generic("cost_victim_order", "Choose the victims whose preemption costs least",
-                             "victim order", "least live cost among the same eligible runs", snippets.victim_order),
+    "near_completion": _generic("near_completion", "Hold victims near completion back with preemptlens's action",
+                                "[kai_protect], [slurm_protect] or [kueue_boost] near_completion_high",
+                                "hold a job once it has done 90% of its work",
+                                lambda: snippets.near_completion(0.9, 0.0, ())),
     "published_rules": _generic("published_rules", "Publish the preemption rules and notify every victim",
                                 "published rules and notices", "who may preempt whom, and a notice per victim",
                                 snippets.published_rules),
@@ -951,7 +1033,7 @@ GENERATORS: tuple[Callable[[Context], list[Suggestion]], ...] = (
     near_completion,
     grace_time,
     checkpoint_interval,
-    cost_victim_order,
+    protect_costly,
     tier_limits,
     idle_reclaim,
     repeat_victims,
@@ -975,8 +1057,10 @@ def suggest(ctx: Context, only: Sequence[str] | None = None) -> list[Suggestion]
     return rank([replace(s, snippets=snippets.for_scheduler(s.snippets, scheduler)) for s in found])
 
 
-def context(wh: Warehouse, window: Window, settings: TuningSettings, compare_victim_order: bool = True) -> Context:
-    """Load the workload, replay it under the actual policy and validate it against the ledger."""
+def context(wh: Warehouse, window: Window, settings: TuningSettings, compare_victim_order: bool = True,
+            actions: Mapping[str, ActionSettings] | None = None, action_cycle_s: float = DEFAULT_CYCLE_S) -> Context:
+    """Load the workload, replay it under the actual policy and validate it against the ledger; `actions`: the
+    configured actions (their defaults when not given), replayed every `action_cycle_s`."""
     params = wh.query("select * from analytics_params").to_dicts()
     if not params:
         raise SchemaError(f"warehouse {wh.path} has no analytics settings", "run `preemptlens analyze` first")
@@ -984,7 +1068,9 @@ def context(wh: Warehouse, window: Window, settings: TuningSettings, compare_vic
     validation, baseline = validate(wh, workload, settings.validation_tolerance)
     processes = settings.processes or None
     return Context(wh, workload, settings, params[0], baseline, validation, processes,
-                   failures=scorecard.failures_of(wh, window.cluster), compare_victim_order=compare_victim_order)
+                   failures=scorecard.failures_of(wh, window.cluster), compare_victim_order=compare_victim_order,
+                   actions=actions if actions is not None else {n: c() for n, c in ACTIONS.items()},
+                   action_cycle_s=action_cycle_s)
 
 
 def first_change(found: Sequence[Suggestion]) -> Suggestion | None:

@@ -1,12 +1,14 @@
-"""Cost-aware victim choice replayed beside today's order, before anyone enforces it.
+"""Cost-aware victim choice replayed beside today's order: a bound, "if the scheduler could choose".
 
 Schedulers evict the lowest tier's youngest runs first; none knows what a victim
-loses. `preemptlens suggest` replays the recorded workload (analytics/whatif/replay.py)
-once more with the simulator's victim order "cost" (the eligible victims of the
-least live cost, `sim_engine.victim_cost_gpu_s`) and prints its figures next to
-the replay under the policy in force, which is today's order. Both columns come
-from replays of the same jobs, so the replay's own error (printed first by
-`suggest`) affects both alike. docs/tuning.md describes it.
+loses, and none can be told to choose by it. `preemptlens suggest` replays the recorded
+workload (analytics/whatif/replay.py) once more with the simulator's victim order "cost"
+(the eligible victims of the least live cost, `sim_engine.victim_cost_gpu_s`) and prints
+its figures next to the replay under the policy in force, which is today's order: what
+choosing victims could give at most, never a fix (preemptlens's actions, replayed as they
+act, are the fix: tuning.protect_costly). Both columns come from replays of the same jobs,
+so the replay's own error (printed first by `suggest`) affects both alike. docs/tuning.md
+describes it.
 """
 
 from __future__ import annotations
@@ -38,11 +40,12 @@ class Comparison:
         column = max(12, *(len(v) for r in self.rows() for v in r[1:]))
         out = [
             f"victim order, both replayed over the window: today's ({ORDER_OF.get(self.scheduler, 'generic')}) against "
-            "cost-aware (least live cost: GPUs x (lost progress + warm-up + requeue hold))",
-            f"   {'':{width}}  {'today':>{column}}  {'cost-aware':>{column}}",
+            "the bound if the scheduler could choose (least live cost: GPUs x (lost progress + warm-up + requeue "
+            "hold); no scheduler offers it, so it is no fix)",
+            f"   {'':{width}}  {'today':>{column}}  {'could choose':>{column}}",
         ]
         out += [f"   {name:{width}}  {a:>{column}}  {b:>{column}}" for name, a, b in self.rows()]
-        for name, figures in (("today", self.today), ("cost-aware", self.cost)):
+        for name, figures in (("today", self.today), ("could choose", self.cost)):
             if figures.warmup_assumed_victims:
                 out.append(f"   {name}: {figures.warmup_assumed_victims} victims' warm-up not measured "
                            "(the median measured warm-up is assumed)")

@@ -12,6 +12,7 @@ import argparse
 from dataclasses import replace
 from datetime import datetime
 
+from preemptlens.analytics import actions
 from preemptlens.analytics.params import AnalyticsSettings
 from preemptlens.analytics.whatif import counterfactual, scorecard, victim_order
 from preemptlens.analytics.whatif.replay import Interval, Validation, Window, bound, default_window
@@ -25,6 +26,7 @@ from preemptlens.analytics.whatif.tuning import (
     store,
     suggest,
 )
+from preemptlens.commands.serve import ServeSettings
 from preemptlens.config import ClusterSettings, Config, WarehouseSettings
 from preemptlens.errors import ConfigError
 from preemptlens.times import TIME_HELP, parse_when
@@ -121,7 +123,8 @@ def run(args: argparse.Namespace, config: Config) -> int:
             raise ConfigError(f"window {window.start.isoformat()} .. {window.end.isoformat()} is empty",
                               "give --end after --start")
         compare = config.of(VictimOrderSettings).compare
-        ctx = context(wh, window, settings, compare)
+        ctx = context(wh, window, settings, compare, actions.settings_from(config),
+                      config.of(ServeSettings).actions_interval_s)
         for line in _validation_lines(ctx.validation):
             print(line)
         draws = ctx.baseline_draws()

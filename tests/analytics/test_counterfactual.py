@@ -167,9 +167,16 @@ def test_trigger_thresholds_and_the_best_alternative_are_stored(stored: counterf
     counts = [s["preemptions"] for s in sorted(triggers, key=lambda s: s["trigger_wait_s"])]
     today = stored.scenario("today")
     assert today is not None and max(counts) <= today["preemptions"] and counts[-1] < counts[0]
+    # before suggest: the action preemptlens can take on the scheduler modelled, at its defaults, in the
+    # scheduler's own victim order; choosing victims by least live cost is stored only as the bound
     best = stored.scenario("best")
-    assert best is not None and json.loads(best["policy"])["victim_order"] == "cost"
-    assert "run `preemptlens suggest`" in best["label"]  # suggest has not run on this warehouse
+    assert best is not None and "run preemptlens suggest for the best change" in best["label"]
+    policy = json.loads(best["policy"])
+    assert policy["victim_order"] == "priority" and policy["protection"]["action"] == "kai_protect"
+    assert policy["protection"]["max_jobs"] == 20 and policy["protection"]["max_pool_share"] == 0.25
+    bound = stored.scenario("bound")
+    assert bound is not None and json.loads(bound["policy"])["victim_order"] == "cost"
+    assert bound["label"].startswith("if the scheduler could choose") and "never the fix" in bound["label"]
 
 
 def _day_table(per_job: np.ndarray, submit: np.ndarray) -> counterfactual.JobTable:

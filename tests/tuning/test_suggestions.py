@@ -1,8 +1,8 @@
 """Each suggestion comes out on top where the simulated cluster has its problem, and not at all where it has not.
 
-"On top" is among the setting changes: the verdict's advice (`not_yet`) is always listed first when the
-verdict says so, and is tested on its own; the cost-aware victim order, replayed beside every rule, is tested
-in test_victim_order_replay.py.
+"On top" is among the scheduler setting changes: the verdict's advice (`not_yet`) is always listed first when the
+verdict says so, and is tested on its own; preemptlens's actions (holding costly victims back) are tested in
+test_protect_costly.py, and the bound of choosing victims by least live cost in test_victim_order_replay.py.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ NO_MIN_RUN = {**NO_CHECKPOINTS_LONG_WARMUP, "policy": {"min_run_s": 0, **GREEDY}
 
 
 def changes(found: list[Suggestion]) -> list[Suggestion]:
-    return [s for s in found if s.kind not in ("not_yet", "cost_victim_order")]
+    return [s for s in found if s.kind not in ("not_yet", "kai_protect", "slurm_protect", "kueue_boost")]
 
 
 def kinds(found: list[Suggestion]) -> set[str]:
@@ -82,10 +82,14 @@ def test_near_completion_on_top_when_victims_are_preempted_late_in_their_work(su
     assert near["near"] >= 5 and near["n"] > 50
     top = changes(found)[0]
     assert top.kind == "near_completion"
-    assert top.current == "none"
+    # preemptlens's action for the scheduler modelled (generic: KAI's non-preemptible PodGroup), replayed as it
+    # acts: within its caps, at its cycle, with its net against plain queueing
+    assert top.setting == "[kai_protect] near_completion_high" and top.current == "not enabled"
+    assert "at most 20 jobs and 25% of a pool's GPUs held, every 5 min" in top.proposed
+    assert "replayed net against plain queueing" in top.effect
     assert top.lost_gpu_h_change is not None and top.lost_gpu_h_change < 0
     assert top.victims_per_week_change is not None and top.victims_per_week_change < 0
-    share = float(top.proposed.split("%")[0].split()[-1])
+    share = 100 * float(top.proposed.split(",")[0])
     assert 0 < share < 100 and f"{near['near']} of {near['n']} victims" in top.evidence
     assert f"the last {100 - share:.0f}% of a job's work" in top.snippets["slurm"]
     # never the advice Slurm refuses: moving a running job to another QOS

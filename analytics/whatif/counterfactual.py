@@ -518,17 +518,18 @@ def bound_variant(workload: Workload) -> Variant:
 
 
 def nets(workload: Workload, variants: Sequence[Variant], weights: Mapping[str, float], samples: int,
-         confidence: float, processes: int | None = None) -> list[tuple[float, float | None, float | None]]:
-    """Each variant's tier-weighted net against no preemption, GPU-hours, with its interval (as the headline's)."""
+         confidence: float, processes: int | None = None, draws: int = 0
+         ) -> list[tuple[float, float | None, float | None]]:
+    """Each variant's tier-weighted net against no preemption, GPU-hours, with its interval (as the headline's:
+    net_interval, over `draws` jittered replays too)."""
     items = [("none", "", Variant("none", replace(workload.actual.policy, enabled=False)))]
     items += [(f"v{k}", v.label, v) for k, v in enumerate(variants)]
-    results = run_scenarios(workload, items, processes)
+    results = run_scenarios(workload, items, processes, draws)
     none = results[0][0]
     found = []
     for scenario, _ in results[1:]:
         per_job = net_per_job(none.table, scenario.table, weights)
-        low, high = bootstrap_interval(per_job, resampling_blocks(none.table, workload.window.seconds), samples,
-                                       confidence)
+        low, high = net_interval(none, scenario, weights, samples, confidence, workload.window.seconds)
         found.append((float(per_job.sum()) / 3600.0, None if low is None else low / 3600.0,
                       None if high is None else high / 3600.0))
     return found

@@ -127,7 +127,8 @@ class Context:
         rows = self.wh.query("select tier, weight from analytics_tier_weights").to_dicts()
         weights = {r["tier"]: float(r["weight"]) for r in rows} or dict(AnalyticsSettings().tier_weights)
         return counterfactual.nets(self.workload, variants, weights, int(self.params["readiness_bootstrap_samples"]),
-                                   float(self.params["readiness_confidence"]), self.processes)
+                                   float(self.params["readiness_confidence"]), self.processes,
+                                   self.settings.jitter_replays)
 
     def actions_in_force(self) -> tuple[str, ...]:
         """The actions preemptlens can take on this cluster's scheduler: the one of the scheduler modelled, or

@@ -300,7 +300,7 @@ def test_a_net_whose_interval_holds_zero_has_no_sign_and_a_small_figure_is_not_z
     answer = counterfactual.Answer(stored.cluster, run, stored.scenarios, stored.figures)
     text = scorecard.net_text(answer)
     assert "cannot be told from 0 (-30.0 GPU-h to +4.0 GPU-h)" in text and "12.5" not in text, text
-    assert "0.03 GPU-h thrown away" in scorecard.headline_text(answer)
+    assert "it cost 0.03 GPU-h (work thrown away" in scorecard.headline_text(answer)
     scenarios = [{**s, "net_value": -1.0, "net_low": -2.0, "net_high": 0.5} for s in stored.scenarios]
     lines = scorecard.alternatives_text(counterfactual.Answer(stored.cluster, run, scenarios, stored.figures))
     assert lines and all("net cannot be told from 0" in line for line in lines[:len(scenarios) - 2]), lines

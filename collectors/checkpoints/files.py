@@ -140,6 +140,7 @@ class Walker:
     def scan(self, cluster: str, runs: Runs, cursor: Cursor) -> tuple[Scan, Cursor]:
         out = Scan()
         new = Cursor()
+        folders: dict[str, str] = {}
         for root in self.roots:
             base = os.path.realpath(root.base)
             for job_dir, jobs in self._job_dirs(cluster, root, runs, out):
@@ -148,7 +149,7 @@ class Walker:
                                               f"more than checkpoints.max_dirs ({self.max_dirs:,}) directories "
                                               "in one pass; the rest waits for the next"))
                     return out, _carry(cursor, new)
-                real = os.path.realpath(job_dir)
+                real = real_path(job_dir, folders)
                 if not _within(real, base):
                     out.rejects.append(Reject("checkpoints", job_dir, "path",
                                               f"leaves the configured root {root.base} (a symlink?): not read"))
@@ -258,7 +259,7 @@ class Walker:
             owner = os.lstat(folder).st_uid
         except OSError:
             return jobs  # missing or unreadable: the walk says so
-        mine = [j for j in jobs if runs.jobs[(cluster, j)].uid() == owner]
+        mine = [j for j in jobs if runs.uid(runs.jobs[(cluster, j)]) == owner]
         if not mine:
             out.rejects.append(Reject("checkpoints", folder, "owner",
                                       f"belongs to uid {owner}, not to the user of job {', '.join(jobs)}: not read"))
@@ -281,6 +282,23 @@ def _carry(old: Cursor, new: Cursor) -> Cursor:
     merged = dict(old.dirs)
     merged.update(new.dirs)
     return Cursor(merged)
+
+
+def real_path(path: str, folders: dict[str, str]) -> str:
+    """os.path.realpath(path), its folder resolved once (`folders` keeps them: the paths of many jobs share a
+    folder, and resolving a path looks up each of its parts)."""
+    folder, name = os.path.split(path)
+    if name in ("", ".", "..") or "//" in path:
+        return os.path.realpath(path)
+    if folder not in folders:
+        folders[folder] = os.path.realpath(folder)
+    joined = f"{folders[folder].rstrip('/')}/{name}"
+    try:
+        if stat.S_ISLNK(os.lstat(joined).st_mode):
+            return os.path.realpath(path)
+    except OSError:
+        pass  # missing or unreadable: as realpath, the name itself
+    return joined
 
 
 def _within(real: str, base: str) -> bool:

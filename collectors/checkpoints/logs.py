@@ -301,6 +301,8 @@ def parse_time(text: str, zone: tzinfo) -> float | None:
         return None
     if stamp.tzinfo is None:
         stamp = stamp.replace(tzinfo=zone)
+        if zone is UTC:
+            return stamp.timestamp()  # already in UTC: nothing to move, nothing to overflow
     try:
         return stamp.astimezone(UTC).timestamp()
     except (OverflowError, ValueError):

@@ -299,9 +299,7 @@ class CheckpointCollector:
         scan, cursor = walker.scan(cluster, self.runs, Cursor.load(data))
         log.info("checkpoints files: %d directories looked at, %d listed, %d checkpoint(s) new",
                  scan.dirs_seen, scan.dirs_listed, len(scan.rows))
-        points = [Point(r.job_id, r.run, r.time, "checkpoint", r.step, r.save_s, r.origin, r.record)
-                  for r in scan.rows]
-        return points, scan.rejects, cursor.dump()
+        return scan.rows, scan.rejects, cursor.dump()
 
     def _logs(self, cluster: str, data: str | None) -> tuple[list[Point], list[Reject], str]:
         if not self.s.log_roots:

@@ -32,7 +32,7 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from preemptlens.collectors.checkpoints.jobs import Runs
+from preemptlens.collectors.checkpoints.jobs import Point, Runs
 from preemptlens.collectors.checkpoints.layouts import Entry, Listing, detect, detectors
 from preemptlens.contract import Reject
 
@@ -111,19 +111,8 @@ class Cursor:
 
 
 @dataclass
-class Row:
-    job_id: str
-    run: int | None
-    time: float
-    step: float | None
-    save_s: float | None
-    origin: str
-    record: str
-
-
-@dataclass
 class Scan:
-    rows: list[Row] = field(default_factory=list)
+    rows: list[Point] = field(default_factory=list)  # kind checkpoint
     rejects: list[Reject] = field(default_factory=list)
     dirs_listed: int = 0
     dirs_seen: int = 0
@@ -233,8 +222,8 @@ class Walker:
                 out.rejects.append(Reject("checkpoints", record, "job_id",
                                           f"no run of {', '.join(jobs)} was on when it was written"))
                 continue
-            out.rows.append(Row(job_id, runs.run_at(cluster, job_id, found.time), found.time, found.step,
-                                found.save_s, f"files:{found.layout}", record))
+            out.rows.append(Point(job_id, runs.run_at(cluster, job_id, found.time), found.time, "checkpoint",
+                                  found.step, found.save_s, f"files:{found.layout}", record))
             sent[found.name] = found.time
         for e in entries:
             if not e.is_dir and not e.is_file and e.name not in result.claimed:

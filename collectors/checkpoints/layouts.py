@@ -63,8 +63,7 @@ class Entry(NamedTuple):
     size: int = 0
 
 
-@dataclass(frozen=True)
-class Found:
+class Found(NamedTuple):
     """A checkpoint: its layout, step (None where the name does not give it), completion time and save time."""
 
     layout: str

@@ -1,25 +1,35 @@
 """Checkpoint collector: scanning checkpoint directories and training logs, first pass and incremental pass,
-side by side with `find` and `grep` over the same tree.
+side by side with `find` and `grep` over the same tree, measured in the same run.
 
 Builds under --root (default: a temporary directory on /work; everything is deleted after) `--jobs` job
 directories holding `--dirs` Hugging Face checkpoint directories in all (checkpoint-<step>/ with a model file
 and trainer_state.json) and one training log per job, `--log-gb` GB in all: Megatron-style lines, one
 iteration line in every `--every` lines and a checkpoint pair in every 100 of those, the rest noise. Then:
 
-- pass 1: the `files` and `logs` streams read everything (the collector's batches; rows counted);
+- pass 1: the `files` and `logs` streams read everything (the collector's batches; rows counted), from no
+  cursor, `--repeat` times in turn with the peers (medians; every read is from a warm page cache, theirs too);
 - new data: `--new-share` of the jobs get one more checkpoint, and `--append-mb` MB are appended to the logs;
 - pass 2: the same streams from pass 1's cursors (only what is new is listed or read);
-- the peers: `find ROOT -name trainer_state.json` and `grep -c "saving checkpoint" LOGS` over the whole tree,
-  what a scan without a cursor costs at least.
+- the peers, the floor of a pass without a cursor: `find ROOT -name trainer_state.json` (the directory walk)
+  and `grep -c -F iteration` (the lines the megatron preset reads all name their iteration) over the whole tree.
 
-    python benchmarks/bench_checkpoints.py --dirs 100000 --log-gb 10
+The jobs are the current user's (a log is read only when it is its job's user's own). `--profile` prints where
+pass 1's time goes (cProfile, by own time).
+
+    python benchmarks/bench_checkpoints.py                                # 20,000 directories, 1 GB
+    python benchmarks/bench_checkpoints.py --dirs 100000 --log-gb 10      # the issue's larger size
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import os
+import pstats
+import pwd
+import resource
 import shutil
+import statistics
 import subprocess
 import tempfile
 import time
@@ -34,12 +44,14 @@ from preemptlens.config import Config
 
 CLUSTER = "bench"
 START = datetime(2026, 9, 1, tzinfo=UTC)
+# The jobs' user: the owner of the tree, so that the logs stream reads its logs.
+USER = pwd.getpwuid(os.getuid()).pw_name
 
 
 def build_tree(root: Path, jobs: int, dirs: int) -> None:
     per_job = max(1, dirs // jobs)
     for j in range(jobs):
-        job = root / "scratch" / "u" / f"{j}"
+        job = root / "scratch" / USER / f"{j}"
         for k in range(per_job):
             d = job / "out" / f"checkpoint-{(k + 1) * 100}"
             d.mkdir(parents=True)
@@ -86,7 +98,7 @@ def _write(f: BinaryIO, block: bytes, size: int) -> None:
 def runs(jobs: int, root: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
     frame = pl.DataFrame({
         "cluster": [CLUSTER] * jobs, "job_id": [str(j) for j in range(jobs)], "run": [1] * jobs,
-        "start_time": [START] * jobs, "end_time": [None] * jobs, "user_name": ["u"] * jobs,
+        "start_time": [START] * jobs, "end_time": [None] * jobs, "user_name": [USER] * jobs,
         "team": ["t"] * jobs, "name": [f"n{j}" for j in range(jobs)], "work_dir": [None] * jobs,
         "stdout_path": [str(root / "logs" / f"slurm-{j}.out") for j in range(jobs)],
         "stderr_path": [None] * jobs, "source": ["slurm"] * jobs,
@@ -94,36 +106,60 @@ def runs(jobs: int, root: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
     return frame, pl.DataFrame(schema={"cluster": pl.String, "label": pl.String, "job_id": pl.String})
 
 
-def collect(root: Path, jobs: int, stream: str, cursor: dict[tuple[str, str], str]) -> tuple[float, int, int]:
-    """Seconds, rows and quarantined records of one pass of a stream; `cursor` is updated."""
+def collect(root: Path, jobs: int, stream: str, cursor: dict[tuple[str, str], str]) -> tuple[float, int, int, float]:
+    """Seconds, rows, quarantined records and CPU seconds of one pass of a stream; `cursor` is updated."""
     settings = {"roots": [{"path": str(root / "scratch" / "{user}" / "{job_id}")}], "log_roots": [str(root / "logs")],
                 "layouts": ["hf_trainer"], "log_presets": ["megatron"], "max_read_bytes": 64 << 30}
     collector = CheckpointCollector(Config(values={"checkpoints": settings}), CLUSTER, [stream])
     collector.use_runs(*runs(jobs, root))
-    began = time.perf_counter()
+    began, cpu = time.perf_counter(), time.process_time()
     rows = rejects = 0
     for batch in collector.batches(cursor):
         rows += batch.frames["checkpoints"].height
         rejects += len(batch.rejects)
         for mark in batch.watermarks:
             cursor[(mark.cluster, mark.stream)] = mark.cursor
-    return time.perf_counter() - began, rows, rejects
+    return time.perf_counter() - began, rows, rejects, time.process_time() - cpu
 
 
-def timed(argv: list[str]) -> float:
+def timed(argv: list[str]) -> tuple[float, float]:
+    """Wall and CPU seconds of a command. Its output goes to a pipe, not /dev/null: GNU grep writing to /dev/null
+    stops reading a file at its first match (as -q does), so it would skip nearly all of each log."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     began = time.perf_counter()
-    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-    return time.perf_counter() - began
+    subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=False)
+    wall = time.perf_counter() - began
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+
+
+def find_argv(root: Path) -> list[str]:
+    return ["find", str(root / "scratch"), "-name", "trainer_state.json"]
+
+
+def grep_argv(paths: list[Path]) -> list[str]:
+    """Count the lines naming an iteration: every line the megatron preset reads does."""
+    return ["grep", "-c", "-F", "iteration", *map(str, paths)]
+
+
+def profile(root: Path, jobs: int, stream: str, top: int) -> None:
+    profiler = cProfile.Profile()
+    profiler.runcall(collect, root, jobs, stream, {})
+    print(f"\n-- where pass 1 of the {stream} stream spends its time (cProfile, by own time) --")
+    pstats.Stats(profiler).sort_stats("tottime").print_stats(top)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--dirs", type=int, default=100_000, help="checkpoint directories in all")
+    ap.add_argument("--dirs", type=int, default=20_000, help="checkpoint directories in all")
     ap.add_argument("--jobs", type=int, default=1000, help="job directories (and logs)")
-    ap.add_argument("--log-gb", type=float, default=10.0, help="GB of training logs in all")
+    ap.add_argument("--log-gb", type=float, default=1.0, help="GB of training logs in all")
     ap.add_argument("--every", type=int, default=1000, help="lines per iteration line")
     ap.add_argument("--new-share", type=float, default=0.01, help="share of jobs with a new checkpoint for pass 2")
     ap.add_argument("--append-mb", type=float, default=100.0, help="MB appended to the logs for pass 2")
+    ap.add_argument("--repeat", type=int, default=3, help="pass 1 and its peers, in turn (medians)")
+    ap.add_argument("--profile", type=int, default=0, metavar="N",
+                    help="print the N functions pass 1 of each stream spends most time in")
     ap.add_argument("--root", default="/work", help="where the temporary tree is built")
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="bench-ckpt-", dir=args.root))
@@ -133,17 +169,37 @@ def main() -> int:
         paths = build_logs(root, args.jobs, int(args.log_gb * 1e9), args.every)
         log_bytes = sum(p.stat().st_size for p in paths)
         print(f"tree: {args.dirs:,} checkpoint dirs in {args.jobs:,} jobs, {log_bytes / 1e9:.2f} GB of logs "
-              f"(built in {time.perf_counter() - t:.0f} s)")
-        subprocess.run(["sync"], check=False)
+              f"(built in {time.perf_counter() - t:.0f} s); load average {os.getloadavg()[0]:.1f} "
+              f"on {os.cpu_count()} CPUs")
+        if args.profile:
+            for stream in ("files", "logs"):
+                profile(root, args.jobs, stream, args.profile)
+        walls: dict[str, list[float]] = {"files": [], "logs": [], "find": [], "grep": []}
+        cpus: dict[str, list[float]] = {k: [] for k in walls}
+        counts: dict[str, tuple[int, int]] = {}
+        for _ in range(args.repeat):
+            for stream in ("files", "logs"):
+                seconds, rows, rejects, cpu = collect(root, args.jobs, stream, {})
+                walls[stream].append(seconds)
+                cpus[stream].append(cpu)
+                counts[stream] = (rows, rejects)
+            for peer, argv in (("find", find_argv(root)), ("grep", grep_argv(paths))):
+                seconds, cpu = timed(argv)
+                walls[peer].append(seconds)
+                cpus[peer].append(cpu)
+        if not all(rows for rows, _ in counts.values()):
+            raise SystemExit(f"a stream found nothing (rows, quarantined: {counts}): the comparison would be empty")
+        wall = {k: statistics.median(v) for k, v in walls.items()}
+        cpu_s = {k: statistics.median(v) for k, v in cpus.items()}
+        f1, l1 = wall["files"], wall["logs"]
+        load_1 = os.getloadavg()[0]
         cursor: dict[tuple[str, str], str] = {}
-        f1 = collect(root, args.jobs, "files", cursor)
-        l1 = collect(root, args.jobs, "logs", cursor)
-        find_s = timed(["find", str(root / "scratch"), "-name", "trainer_state.json"])
-        grep_s = timed(["grep", "-c", "saving checkpoint", *map(str, paths)])
+        collect(root, args.jobs, "files", cursor)
+        collect(root, args.jobs, "logs", cursor)
         # New data: a checkpoint in a share of the jobs, lines appended to the logs.
         new_jobs = max(1, int(args.jobs * args.new_share))
         for j in range(new_jobs):
-            d = root / "scratch" / "u" / f"{j}" / "out" / "checkpoint-99999900"
+            d = root / "scratch" / USER / f"{j}" / "out" / "checkpoint-99999900"
             d.mkdir()
             (d / "trainer_state.json").write_text("{}")
         per_file = int(args.append_mb * 1e6 / len(paths))
@@ -154,19 +210,30 @@ def main() -> int:
         appended = sum(p.stat().st_size for p in paths) - log_bytes
         f2 = collect(root, args.jobs, "files", cursor)
         l2 = collect(root, args.jobs, "logs", cursor)
-        find2_s = timed(["find", str(root / "scratch"), "-name", "trainer_state.json"])
-        grep2_s = timed(["grep", "-c", "saving checkpoint", *map(str, paths)])
+        find2_s = timed(find_argv(root))[0]
+        grep2_s = timed(grep_argv(paths))[0]
         print()
-        print(f"{'':34} {'pass 1':>10} {'pass 2':>10}   {'peer, full tree':>22} {'pass 1':>8} {'pass 2':>8}")
-        print(f"{'files stream (s)':34} {f1[0]:10.2f} {f2[0]:10.2f}   {'find -name':>22} {find_s:8.2f} {find2_s:8.2f}")
-        print(f"{'  checkpoints found':34} {f1[1]:10,} {f2[1]:10,}")
-        print(f"{'logs stream (s)':34} {l1[0]:10.2f} {l2[0]:10.2f}   {'grep -c':>22} {grep_s:8.2f} {grep2_s:8.2f}")
-        print(f"{'  rows (checkpoint + progress)':34} {l1[1]:10,} {l2[1]:10,}")
-        print(f"{'  GB/s read':34} {log_bytes / 1e9 / l1[0]:10.2f} {appended / 1e9 / max(l2[0], 1e-9):10.2f}"
-              f"   {'grep GB/s':>22} {log_bytes / 1e9 / grep_s:8.2f} {(log_bytes + appended) / 1e9 / grep2_s:8.2f}")
+        print(f"{'':34} {'pass 1':>10} {'pass 2':>10}   {'peer, full tree':>22} {'pass 1':>8} {'pass 2':>8}"
+              f"   {'pass 1 / peer':>13}")
+        print(f"{'files stream (s)':34} {f1:10.2f} {f2[0]:10.2f}   {'find -name':>22} {wall['find']:8.2f} "
+              f"{find2_s:8.2f}   {f1 / wall['find']:12.2f}x")
+        print(f"{'  CPU s':34} {cpu_s['files']:10.2f} {'':10}   {'':22} {cpu_s['find']:8.2f} {'':8}"
+              f"   {cpu_s['files'] / max(cpu_s['find'], 1e-3):12.2f}x")
+        print(f"{'  checkpoints found, quarantined':34} {counts['files'][0]:10,} {f2[1]:10,}   "
+              f"{counts['files'][1]:,} and {f2[2]:,} quarantined")
+        print(f"{'logs stream (s)':34} {l1:10.2f} {l2[0]:10.2f}   {'grep -c -F':>22} {wall['grep']:8.2f} "
+              f"{grep2_s:8.2f}   {l1 / wall['grep']:12.2f}x")
+        print(f"{'  CPU s':34} {cpu_s['logs']:10.2f} {'':10}   {'':22} {cpu_s['grep']:8.2f} {'':8}"
+              f"   {cpu_s['logs'] / max(cpu_s['grep'], 1e-3):12.2f}x")
+        print(f"{'  rows (checkpoint + progress)':34} {counts['logs'][0]:10,} {l2[1]:10,}   "
+              f"{counts['logs'][1]:,} and {l2[2]:,} quarantined")
+        print(f"{'  GB/s read':34} {log_bytes / 1e9 / l1:10.2f} {appended / 1e9 / max(l2[0], 1e-9):10.2f}"
+              f"   {'grep GB/s':>22} {log_bytes / 1e9 / wall['grep']:8.2f} "
+              f"{(log_bytes + appended) / 1e9 / grep2_s:8.2f}")
         print(f"{'  new bytes in pass 2':34} {'':10} {appended / 1e6:9.0f}M")
-        print(f"(pass 2: {new_jobs} new checkpoint dir(s); the peers re-read the whole tree each time; "
-              f"{os.cpu_count()} CPUs)")
+        print(f"(pass 1 and its peers: medians of {args.repeat} in turn, every read from a warm page cache; pass 2: "
+              f"{new_jobs} new checkpoint dir(s), the peers re-read the whole tree; load average "
+              f"{load_1:.1f} after pass 1, {os.getloadavg()[0]:.1f} at the end, {os.cpu_count()} CPUs)")
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return 0

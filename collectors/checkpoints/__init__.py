@@ -33,11 +33,12 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from operator import attrgetter
 from typing import Any, ClassVar
 
 import polars as pl
 
-from preemptlens.collectors.checkpoints.files import Cursor, Root, Walker, root_of, root_problem
+from preemptlens.collectors.checkpoints.files import Cursor, Root, Walker, real_path, root_of, root_problem
 from preemptlens.collectors.checkpoints.jobs import Point, Runs
 from preemptlens.collectors.checkpoints.layouts import LAYOUTS
 from preemptlens.collectors.checkpoints.logs import PRESETS, LogReader, dump_cursors, load_cursors, pattern_problem
@@ -214,7 +215,7 @@ def monotonic(points: list[Point], last: dict[str, list[Any]], stream: str) -> t
     previous one of the same run, with no restart between, is a report the ledger cannot trust."""
     kept: list[Point] = []
     rejects: list[Reject] = []
-    for p in sorted(points, key=lambda q: (q.job_id, q.time)):
+    for p in sorted(points, key=attrgetter("job_id", "time")):
         if p.step is None:
             kept.append(p)
             continue
@@ -298,9 +299,7 @@ class CheckpointCollector:
         scan, cursor = walker.scan(cluster, self.runs, Cursor.load(data))
         log.info("checkpoints files: %d directories looked at, %d listed, %d checkpoint(s) new",
                  scan.dirs_seen, scan.dirs_listed, len(scan.rows))
-        points = [Point(r.job_id, r.run, r.time, "checkpoint", r.step, r.save_s, r.origin, r.record)
-                  for r in scan.rows]
-        return points, scan.rejects, cursor.dump()
+        return scan.rows, scan.rejects, cursor.dump()
 
     def _logs(self, cluster: str, data: str | None) -> tuple[list[Point], list[Reject], str]:
         if not self.s.log_roots:
@@ -331,16 +330,18 @@ class CheckpointCollector:
         user: a file is read only if it is that user's own (LogReader.read checks the open file)."""
         seen: set[str] = set()
         bases = [os.path.realpath(r.path).rstrip("/") + "/" for r in roots]
+        folders: dict[str, str] = {}
         elsewhere = 0
         for (c, job_id), job in sorted(self.runs.jobs.items()):
             if c != cluster:
                 continue
-            uid = job.uid()
+            uid = self.runs.uid(job)
             for path in job.output_files():
                 if path in seen:
                     continue
                 seen.add(path)
-                if any(os.path.realpath(path).startswith(b) for b in bases):
+                real = real_path(path, folders)
+                if any(real.startswith(b) for b in bases):
                     if uid is None:
                         rejects.append(Reject("checkpoints", path, "user",
                                               f"the job's user {job.user!r} is not a user of this host: its log is "

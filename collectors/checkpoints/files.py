@@ -32,13 +32,15 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from preemptlens.collectors.checkpoints.jobs import Runs
+from preemptlens.collectors.checkpoints.jobs import Point, Runs
 from preemptlens.collectors.checkpoints.layouts import Entry, Listing, detect, detectors
 from preemptlens.contract import Reject
 
 _FIELDS = ("job_id", "user", "team", "name")
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
 _GLOB = re.compile(r"[*?\[]")
+# The time of an entry that is not a file: never read.
+_NOT_LOOKED_UP = float("nan")
 # A marker file read to tell the latest checkpoint (a tracker, DeepSpeed's `latest`) holds a few bytes.
 SMALL_FILE_BYTES = 4096
 
@@ -109,19 +111,8 @@ class Cursor:
 
 
 @dataclass
-class Row:
-    job_id: str
-    run: int | None
-    time: float
-    step: float | None
-    save_s: float | None
-    origin: str
-    record: str
-
-
-@dataclass
 class Scan:
-    rows: list[Row] = field(default_factory=list)
+    rows: list[Point] = field(default_factory=list)  # kind checkpoint
     rejects: list[Reject] = field(default_factory=list)
     dirs_listed: int = 0
     dirs_seen: int = 0
@@ -138,6 +129,7 @@ class Walker:
     def scan(self, cluster: str, runs: Runs, cursor: Cursor) -> tuple[Scan, Cursor]:
         out = Scan()
         new = Cursor()
+        folders: dict[str, str] = {}
         for root in self.roots:
             base = os.path.realpath(root.base)
             for job_dir, jobs in self._job_dirs(cluster, root, runs, out):
@@ -146,7 +138,8 @@ class Walker:
                                               f"more than checkpoints.max_dirs ({self.max_dirs:,}) directories "
                                               "in one pass; the rest waits for the next"))
                     return out, _carry(cursor, new)
-                if not _inside(job_dir, base):
+                real = real_path(job_dir, folders)
+                if not _within(real, base):
                     out.rejects.append(Reject("checkpoints", job_dir, "path",
                                               f"leaves the configured root {root.base} (a symlink?): not read"))
                     continue
@@ -154,7 +147,7 @@ class Walker:
                     jobs = self._owners(cluster, job_dir, jobs, runs, out)
                     if not jobs:
                         continue
-                self._walk(cluster, job_dir, jobs, base, runs, cursor, new, out, 0)
+                self._walk(cluster, job_dir, real, jobs, base, runs, cursor, new, out, 0)
         return out, new
 
     def _job_dirs(self, cluster: str, root: Root, runs: Runs, out: Scan) -> Iterator[tuple[str, list[str]]]:
@@ -186,8 +179,10 @@ class Walker:
                     break
                 probe = parent
 
-    def _walk(self, cluster: str, folder: str, jobs: list[str], base: str, runs: Runs, old: Cursor,
+    def _walk(self, cluster: str, folder: str, real: str, jobs: list[str], base: str, runs: Runs, old: Cursor,
               new: Cursor, out: Scan, depth: int) -> None:
+        """Walk `folder`, whose real path is `real` (a directory below it that lstat saw as one, not a symlink, is
+        its real path's child: no path is resolved again)."""
         out.dirs_seen += 1
         try:
             st = os.lstat(folder)
@@ -207,7 +202,8 @@ class Walker:
             new.dirs[folder] = known
             for child in known[2]:  # type: ignore[attr-defined]
                 if depth + 1 <= self.max_depth:
-                    self._walk(cluster, f"{folder}/{child}", jobs, base, runs, old, new, out, depth + 1)
+                    self._walk(cluster, f"{folder}/{child}", f"{real}/{child}", jobs, base, runs, old, new, out,
+                               depth + 1)
             return
         out.dirs_listed += 1
         entries = _list(folder, out)
@@ -226,8 +222,8 @@ class Walker:
                 out.rejects.append(Reject("checkpoints", record, "job_id",
                                           f"no run of {', '.join(jobs)} was on when it was written"))
                 continue
-            out.rows.append(Row(job_id, runs.run_at(cluster, job_id, found.time), found.time, found.step,
-                                found.save_s, f"files:{found.layout}", record))
+            out.rows.append(Point(job_id, runs.run_at(cluster, job_id, found.time), found.time, "checkpoint",
+                                  found.step, found.save_s, f"files:{found.layout}", record))
             sent[found.name] = found.time
         for e in entries:
             if not e.is_dir and not e.is_file and e.name not in result.claimed:
@@ -240,10 +236,9 @@ class Walker:
         if depth + 1 > self.max_depth:
             return
         for child in children:
-            path = f"{folder}/{child}"
-            if not _inside(path, base):
+            if not _within(f"{real}/{child}", base):
                 continue
-            self._walk(cluster, path, jobs, base, runs, old, new, out, depth + 1)
+            self._walk(cluster, f"{folder}/{child}", f"{real}/{child}", jobs, base, runs, old, new, out, depth + 1)
 
     @staticmethod
     def _owners(cluster: str, folder: str, jobs: list[str], runs: Runs, out: Scan) -> list[str]:
@@ -253,7 +248,7 @@ class Walker:
             owner = os.lstat(folder).st_uid
         except OSError:
             return jobs  # missing or unreadable: the walk says so
-        mine = [j for j in jobs if runs.jobs[(cluster, j)].uid() == owner]
+        mine = [j for j in jobs if runs.uid(runs.jobs[(cluster, j)]) == owner]
         if not mine:
             out.rejects.append(Reject("checkpoints", folder, "owner",
                                       f"belongs to uid {owner}, not to the user of job {', '.join(jobs)}: not read"))
@@ -278,8 +273,25 @@ def _carry(old: Cursor, new: Cursor) -> Cursor:
     return Cursor(merged)
 
 
-def _inside(path: str, base: str) -> bool:
-    real = os.path.realpath(path)
+def real_path(path: str, folders: dict[str, str]) -> str:
+    """os.path.realpath(path), its folder resolved once (`folders` keeps them: the paths of many jobs share a
+    folder, and resolving a path looks up each of its parts)."""
+    folder, name = os.path.split(path)
+    if name in ("", ".", "..") or "//" in path:
+        return os.path.realpath(path)
+    if folder not in folders:
+        folders[folder] = os.path.realpath(folder)
+    joined = f"{folders[folder].rstrip('/')}/{name}"
+    try:
+        if stat.S_ISLNK(os.lstat(joined).st_mode):
+            return os.path.realpath(path)
+    except OSError:
+        pass  # missing or unreadable: as realpath, the name itself
+    return joined
+
+
+def _within(real: str, base: str) -> bool:
+    """Whether a real path (symlinks resolved) is the real path `base` or below it."""
     return real == base or real.startswith(base.rstrip("/") + "/")
 
 
@@ -296,12 +308,18 @@ def _list(folder: str, out: Scan, quiet: bool = False) -> list[Entry] | None:
     try:
         with os.scandir(folder) as it:
             for d in it:
+                # The entry's type as the directory gives it (lstat only where the file system does not say):
+                # only a file is looked up, for its time and size.
                 try:
-                    st = d.stat(follow_symlinks=False)
+                    if d.is_dir(follow_symlinks=False):
+                        entries.append(Entry(d.name, True, False, _NOT_LOOKED_UP))
+                    elif d.is_file(follow_symlinks=False):
+                        st = d.stat(follow_symlinks=False)
+                        entries.append(Entry(d.name, False, True, st.st_mtime, st.st_size))
+                    else:
+                        entries.append(Entry(d.name, False, False, _NOT_LOOKED_UP))
                 except OSError:
                     continue
-                entries.append(Entry(d.name, stat.S_ISDIR(st.st_mode), stat.S_ISREG(st.st_mode), st.st_mtime,
-                                     st.st_size))
     except FileNotFoundError:
         return None
     except OSError as exc:

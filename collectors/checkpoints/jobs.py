@@ -45,15 +45,6 @@ class Job:
     stderr_path: str | None
     source: str | None = None
 
-    def uid(self) -> int | None:
-        """The uid of the job's user on this host, by the name the scheduler recorded; None when unknown here."""
-        if not self.user:
-            return None
-        try:
-            return pwd.getpwnam(self.user).pw_uid
-        except (KeyError, ValueError):
-            return None
-
     def output_files(self) -> list[str]:
         """Where the job's log is: its recorded stdout and stderr; for a Slurm job that recorded neither (22.05
         accounting has no StdOut) sbatch's default, slurm-%j.out (slurm-%A_%a.out for an array task) in its
@@ -71,6 +62,19 @@ class Runs:
     jobs: dict[tuple[str, str], Job] = field(default_factory=dict)
     runs: dict[tuple[str, str], list[tuple[float, float | None, int]]] = field(default_factory=dict)
     labels: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    # Each user's uid, looked up once a pass (a user has many jobs; the lookup reads the user database).
+    uids: dict[str, int | None] = field(default_factory=dict)
+
+    def uid(self, job: Job) -> int | None:
+        """The uid of the job's user on this host, by the name the scheduler recorded; None when unknown here."""
+        if not job.user:
+            return None
+        if job.user not in self.uids:
+            try:
+                self.uids[job.user] = pwd.getpwnam(job.user).pw_uid
+            except (KeyError, ValueError):
+                self.uids[job.user] = None
+        return self.uids[job.user]
 
     @classmethod
     def from_frames(cls, runs: pl.DataFrame, labels: pl.DataFrame) -> Runs:

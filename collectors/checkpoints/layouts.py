@@ -43,6 +43,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 LAYOUTS = ("hf_trainer", "lightning", "megatron", "deepspeed", "dcp", "orbax", "keras")
 
@@ -51,19 +52,18 @@ LAYOUTS = ("hf_trainer", "lightning", "megatron", "deepspeed", "dcp", "orbax", "
 CONTENT_DEPTH = 2
 
 
-@dataclass(frozen=True)
-class Entry:
-    """One directory entry as lstat saw it (a symlink is neither a file nor a directory here)."""
+class Entry(NamedTuple):
+    """One directory entry as lstat saw it (a symlink is neither a file nor a directory here). A tuple: a walk
+    makes one per entry, and a frozen dataclass costs several times as much to make."""
 
     name: str
     is_dir: bool
     is_file: bool
-    mtime: float
+    mtime: float  # a file's; NaN for anything else (only files are looked up: a directory's type is in its entry)
     size: int = 0
 
 
-@dataclass(frozen=True)
-class Found:
+class Found(NamedTuple):
     """A checkpoint: its layout, step (None where the name does not give it), completion time and save time."""
 
     layout: str
@@ -283,7 +283,7 @@ def orbax(listing: Listing, result: Result) -> None:
         if times is None:
             continue
         commit = names.get("commit_success.txt")
-        done = max(times[1], commit.mtime) if commit is not None else times[1]
+        done = max(times[1], commit.mtime) if commit is not None and commit.is_file else times[1]
         result.found.append(Found("orbax", e.name, float(m.group(1)), done, done - times[0]))
 
 

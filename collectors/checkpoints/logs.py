@@ -64,6 +64,7 @@ costs one buffer, not 10 GB of memory.
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import json
 import os
@@ -72,6 +73,7 @@ import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from preemptlens.contract import Reject
@@ -132,7 +134,8 @@ PRESETS: dict[str, tuple[tuple[str, str], ...]] = {
 NEEDLES: dict[str, tuple[bytes, ...]] = {
     "hf_trainer": (b"Saving model checkpoint", b"Deleting older checkpoint", b"training from"),
     "lightning": (b"global step", b"Restored all states"),
-    "megatron": (b"checkpoint", b"iteration"),
+    # every line of the preset names its iteration: one word, one search
+    "megatron": (b"iteration",),
     "deepspeed": (b"Saving model checkpoint", b"is ready now", b"checkpoint from", b"skipped="),
     "torchtitan": (b"the checkpoint", b"step:", b"Last step checkpoint"),
     "keras": (b"saving model to",),
@@ -152,7 +155,51 @@ _STAMP = re.compile(
 )
 _STAMP_WITHIN = 96
 _NAMED = re.compile(r"\(\?P<\w+>")
-_CHUNK = 8 << 20
+# A read: small enough to stay in the processor's cache while it is searched.
+_CHUNK = 1 << 20
+
+
+def _memmem() -> Any:
+    """The C library's memmem, where it has one (glibc's is vectorised)."""
+    try:
+        found = ctypes.CDLL(None).memmem
+    except (OSError, AttributeError, TypeError):
+        return None
+    found.restype = ctypes.c_void_p
+    found.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t]
+    return found
+
+
+_MEMMEM = _memmem()
+
+
+class _Buffer:
+    """A read buffer, used again for every read (a new 8 MB bytes object per read cost page faults and a copy
+    out of cache: more than the search), and where a word next occurs in it.
+
+    bytes.find skips ahead by a table of the word's letters, which the letters of log text defeat (0.2-1 GB/s
+    on a Megatron log); glibc's memmem compares 16 or 32 bytes at once, several times faster
+    (benchmarks/bench_checkpoints.py). bytes.find where the C library has no memmem."""
+
+    def __init__(self, size: int) -> None:
+        self.data = bytearray(size)
+        self.view = memoryview(self.data)
+        # Exported to ctypes, the bytearray can no longer be resized: its address stays valid while it lives.
+        self.export = ctypes.c_char.from_buffer(self.data) if _MEMMEM is not None else None
+        self.base = ctypes.addressof(self.export) if self.export is not None else None
+
+    def read(self, fd: int, size: int, offset: int) -> int:
+        """Bytes read into data[:size] from file offset `offset`."""
+        return os.preadv(fd, [self.view[:size]], offset)
+
+    def find(self, word: bytes, start: int, end: int) -> int:
+        """The offset of `word` in data[start:end] (0 <= start, end <= len(data)), -1 where it is not."""
+        if self.base is None:
+            return self.data.find(word, start, end)
+        if end - start < len(word):
+            return -1
+        hit = _MEMMEM(self.base + start, end - start, word, len(word))
+        return -1 if not hit else hit - self.base
 
 
 @dataclass(frozen=True)
@@ -254,6 +301,8 @@ def parse_time(text: str, zone: tzinfo) -> float | None:
         return None
     if stamp.tzinfo is None:
         stamp = stamp.replace(tzinfo=zone)
+        if zone is UTC:
+            return stamp.timestamp()  # already in UTC: nothing to move, nothing to overflow
     try:
         return stamp.astimezone(UTC).timestamp()
     except (OverflowError, ValueError):
@@ -285,8 +334,11 @@ class LogReader:
         self.zone = zone
         self.max_line = max_line_bytes
         self.max_read = max_read_bytes
-        # Cheap prefilter: most lines of a training log match no pattern.
-        self.needles = sorted({n for p in found_by for n in p.needles})
+        # Cheap prefilter: most lines of a training log match no pattern. A word that holds another is not
+        # searched for: the lines holding it are among those holding the other.
+        words = {n for p in found_by for n in p.needles}
+        self.needles = sorted(w for w in words if not any(o != w and o in w for o in words))
+        self.buffer = _Buffer(_CHUNK)
         # The custom patterns at once, groups unnamed, over bytes: the few matching lines of a chunk are
         # found without decoding the rest.
         custom = [p for p in found_by if not p.needles]
@@ -333,46 +385,44 @@ class LogReader:
     def _lines(self, fd: int, path: str, start: int, size: int, last_step: float | None, skipping: bool,
                out: Read) -> tuple[int, float | None, bool]:
         """Whole lines from `start`, at most max_read bytes: the offset after the last one, the last step,
-        and whether the read ended inside an overlong line. Matching runs over each chunk at C speed; only
-        a line the combined pattern matches is decoded."""
+        and whether the read ended inside an overlong line. Each read starts at a line's start (a line cut by the
+        end of a read is read again with the next, never copied onto it); the words are searched for over the
+        whole read at C speed, and only the lines holding one are decoded."""
         offset = start  # file offset of the first byte not consumed
         stop = min(size, start + self.max_read)
-        pending = b""
+        reached = start  # the furthest byte read
         state = _Lines(last_step)
         name = os.path.basename(path)
-        while offset + len(pending) < stop:
-            chunk = os.pread(fd, min(_CHUNK, stop - offset - len(pending)), offset + len(pending))
-            if not chunk:
+        # A line longer than a chunk but within max_line is read whole, in one read of max_line + 1 bytes.
+        wide: _Buffer | None = None
+        while offset < stop:
+            buffer = wide or self.buffer
+            want = min(len(buffer.data), stop - offset)
+            got = buffer.read(fd, want, offset)
+            if not got:
                 break
-            out.bytes_read += len(chunk)
-            if skipping and not pending:
+            reached = max(reached, offset + got)
+            data = buffer.data
+            if skipping:
                 # Inside an overlong line: only its end is looked for, nothing is kept.
-                end = chunk.find(b"\n")
-                if end < 0:
-                    offset += len(chunk)
-                    continue
-                offset += end + 1
-                chunk = chunk[end + 1:]
-                skipping = False
-            buffer = pending + chunk
-            last_nl = buffer.rfind(b"\n")
-            if last_nl < 0:
-                pending = buffer
-                if len(pending) > self.max_line:
-                    if not skipping:
-                        out.rejects.append(self._long(path, offset))
-                    skipping = True
-                    offset += len(pending)
-                    pending = b""
+                end = data.find(b"\n", 0, got)
+                offset += got if end < 0 else end + 1
+                skipping = end < 0
                 continue
-            self._region(buffer[: last_nl + 1], offset, name, path, state, out)
-            offset += last_nl + 1
-            pending = buffer[last_nl + 1:]
-            if len(pending) > self.max_line:
+            last_nl = data.rfind(b"\n", 0, got)
+            if last_nl >= 0:
+                self._region(buffer, last_nl + 1, offset, name, path, state, out)
+                offset += last_nl + 1
+                wide = None
+            elif got > self.max_line:
                 out.rejects.append(self._long(path, offset))
-                skipping = True
-                offset += len(pending)
-                pending = b""
+                skipping, wide = True, None
+                offset += got
+            elif offset + got >= stop or got < want or wide is not None:
+                break  # a line not ended yet (or beyond max_read): the next pass reads it
+            else:
+                wide = _Buffer(self.max_line + 1)
+        out.bytes_read += reached - start
         if state.untimed:
             out.rejects.append(Reject("checkpoints", f"{path} (untimed lines)", "time",
                                       f"{state.untimed} checkpoint or step line(s) carry no timestamp: their time is "
@@ -383,24 +433,25 @@ class LogReader:
         return Reject("checkpoints", f"{path}@{at}", "line",
                       f"a line longer than checkpoints.max_line_bytes ({self.max_line:,}) skipped unread")
 
-    def _region(self, region: bytes, at: int, name: str, path: str, state: _Lines, out: Read) -> None:
-        """The matching lines of a run of whole lines starting at file offset `at`."""
+    def _region(self, buffer: _Buffer, size: int, at: int, name: str, path: str, state: _Lines, out: Read) -> None:
+        """The matching lines of the whole lines buffer.data[:size], which start at file offset `at`."""
+        data = buffer.data
         starts: set[int] = set()
         for needle in self.needles:
-            i = region.find(needle)
+            i = buffer.find(needle, 0, size)
             while i >= 0:
-                starts.add(region.rfind(b"\n", 0, i) + 1)
-                end = region.find(b"\n", i)
-                i = region.find(needle, end + 1) if end >= 0 else -1
+                starts.add(data.rfind(b"\n", 0, i) + 1)
+                end = data.find(b"\n", i, size)
+                i = buffer.find(needle, end + 1, size) if end >= 0 else -1
         if self.any_bytes is not None:
-            starts.update(region.rfind(b"\n", 0, m.start()) + 1 for m in self.any_bytes.finditer(region))
+            starts.update(data.rfind(b"\n", 0, m.start()) + 1 for m in self.any_bytes.finditer(data, 0, size))
         for line_start in sorted(starts):
-            line_end = region.find(b"\n", line_start)
-            line_end = len(region) if line_end < 0 else line_end
+            line_end = data.find(b"\n", line_start, size)
+            line_end = size if line_end < 0 else line_end
             if line_end - line_start > self.max_line:
                 out.rejects.append(self._long(path, at + line_start))
                 continue
-            state.feed(self, region[line_start:line_end].decode("utf-8", "replace"), f"{name}@{at + line_start}",
+            state.feed(self, data[line_start:line_end].decode("utf-8", "replace"), f"{name}@{at + line_start}",
                        out.lines)
 
     def lines_of(self, texts: Iterable[str], where: str) -> list[Line]:

@@ -388,3 +388,30 @@ def test_a_working_directory_of_another_user_is_not_walked(tmp_path: Path, wh: W
     with Warehouse(tmp_path / "owner.duckdb") as mine:
         _collect(mine, settings, job(other), ["files"])
         assert mine.query("SELECT step FROM checkpoints").rows() == [(5.0,)]
+
+
+def test_reads_that_cut_lines_give_every_line_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A read ends inside a line at every chunk size: the cut line is read whole by the next read (one longer
+    than a read but within max_line_bytes in one wider read), an overlong one is skipped and named, and a line
+    not ended yet waits for the next pass."""
+    import preemptlens.collectors.checkpoints.logs as logs
+
+    def line(step: int, pad: int) -> bytes:
+        return (f"[2026-09-21 12:00:{step % 60:02d}.000000] " + "p" * pad + f" iteration {step}/ 1000 |\n").encode()
+
+    pads = [0, 7, 70, 300, 0, 1500, 3, 0, 9000, 40]  # 9000: longer than max_line_bytes (4,096)
+    log = tmp_path / "train.log"
+    log.write_bytes(b"".join(line(step, pad) for step, pad in enumerate(pads, 1)) + b"[2026-09-21 12:01:00] iterat")
+    expected = [float(step) for step, pad in enumerate(pads, 1) if pad < 4000]
+    for chunk in (64, 100, 257, 1 << 20):
+        monkeypatch.setattr(logs, "_CHUNK", chunk)
+        reader = LogReader(patterns(["megatron"], "", ""), UTC, 4096, 1 << 20)
+        read, cursor = reader.read(str(log), None)
+        assert [x.step for x in read.lines] == expected, chunk
+        assert [r.field for r in read.rejects] == ["line"], chunk
+        assert cursor is not None and cursor.offset == log.stat().st_size - len(b"[2026-09-21 12:01:00] iterat")
+        with log.open("ab") as f:
+            f.write(b"ion 11/ 1000 |\n")
+        read, _ = reader.read(str(log), cursor)
+        assert [x.step for x in read.lines] == [11.0], chunk
+        log.write_bytes(log.read_bytes()[: -len(b"ion 11/ 1000 |\n")])

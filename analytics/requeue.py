@@ -39,12 +39,16 @@ def basis_text(e: Mapping[str, Any], tier: str, pool: str | None) -> str:
     where = f"pool {pool}" if pool is not None else "an unknown pool"
     size = _gpus(e["requeue_size_class"])
     group = e["requeue_group"]
+    # From the narrowest group to the widest (sql/views/expected_requeue.sql): a job's size is given up last but
+    # one, since large jobs wait far longer for their GPUs than small ones of the same pool.
     if group == "tier, pool and size":
         who = f"of tier {tier} with {size} in {where}"
+    elif group == "tier and size":
+        who = f"of tier {tier} with {size} in any pool (too few in {where})"
     elif group == "tier and pool":
-        who = f"of tier {tier} of any size in {where} (too few with {size} there)"
+        who = f"of tier {tier} of any size in {where} (too few with {size} in any pool)"
     else:
-        who = f"of tier {tier} in any pool (too few with {size} in {where})"
+        who = f"of tier {tier} of any size in any pool (too few with {size} in {where})"
     return f"from {_victims(e['requeue_victims'])} {who}, {e['requeue_restarted']:,} restarted"
 
 

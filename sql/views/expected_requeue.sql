@@ -1,4 +1,4 @@
--- Per cluster, victim tier, pool and GPU count (its size class: 1, 2-7, 8-31 or 32+ GPUs): the Kaplan-Meier estimate of the wait from preemption to restart of the victims preempted within requeue_window_s before the cluster's data end, victims still waiting counted as censored, with its median (95% Greenwood log-log interval), p90, longest wait seen and the victims it rests on, read from the narrowest group (tier, pool and size class; tier and pool; tier) with at least requeue_min_victims victims, else the tier's; no row without a victim of the tier.
+-- Per cluster, victim tier, pool and GPU count (its size class: 1, 2-7, 8-31 or 32+ GPUs): the Kaplan-Meier estimate of the wait from preemption to restart of the victims preempted within requeue_window_s before the cluster's data end, victims still waiting counted as censored, with its median (95% Greenwood log-log interval), p90, longest wait seen and the victims it rests on, read from the narrowest group (tier, pool and size class; tier and size class in any pool; tier and pool, any size; tier) with at least requeue_min_victims victims, else the tier's; no row without a victim of the tier.
 with
 
 params as (
@@ -53,18 +53,22 @@ victims as (
 ),
 
 grouped as (
-    -- each victim in its three groups, narrowest first (rank 1): its tier, pool and size class; tier and pool; tier
+    -- each victim in its four groups, narrowest first (rank 1): its tier, pool and size class; its tier and size
+    -- class in any pool (a large job's wait is read from large jobs elsewhere before small ones of its pool);
+    -- its tier and pool, any size; its tier
     select
         v.cluster,
         v.tier,
         g.group_rank,
         g.requeue_group,
-        case when g.group_rank < 3 then v.pool end as pool,
-        case when g.group_rank = 1 then v.size_class end as size_class,
+        case when g.group_rank in (1, 3) then v.pool end as pool,
+        case when g.group_rank in (1, 2) then v.size_class end as size_class,
         v.wait_s,
         v.restarted
     from victims as v
-    cross join (values (1, 'tier, pool and size'), (2, 'tier and pool'), (3, 'tier')) as g (group_rank, requeue_group)
+    cross join (
+        values (1, 'tier, pool and size'), (2, 'tier and size'), (3, 'tier and pool'), (4, 'tier')
+    ) as g (group_rank, requeue_group)
 ),
 
 steps as (
@@ -151,13 +155,15 @@ candidates as (
         e.requeue_median_high_s, e.longest_wait_s,
         row_number() over (
             partition by c.cluster, c.tier, c.pool, c.gpus
-            order by case when e.victims >= p.requeue_min_victims then e.group_rank else 7 - e.group_rank end
+            order by case when e.victims >= p.requeue_min_victims then e.group_rank else 9 - e.group_rank end
         ) as pick
     from cells as c
     inner join estimates as e
         on e.cluster = c.cluster and e.tier = c.tier
-        and (e.group_rank = 3 or (e.pool is not distinct from c.pool
-            and (e.group_rank = 2 or e.size_class is not distinct from c.size_class)))
+        and (e.group_rank = 4
+            or (e.group_rank in (1, 3) and e.pool is not distinct from c.pool
+                and (e.group_rank = 3 or e.size_class is not distinct from c.size_class))
+            or (e.group_rank = 2 and e.size_class is not distinct from c.size_class))
     cross join params as p
 ),
 

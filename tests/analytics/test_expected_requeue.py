@@ -11,8 +11,10 @@ All in cluster c1, tier low, the data ending at END = 100 h (a clock job runs to
 - pool a, 2 GPUs: three victims restarting after 1, 2, 3 h: too few (requeue_min_victims 10), so their estimate
   is pool a's, all sizes: 25 victims, S = 13/25 after the twelve small ones, then 13/25 x 12/13 = 0.48 at 1 h:
   median 1 h.
-- pool b, 8 GPUs: one victim restarting after 2 h: too few in its size and its pool, so it reads the tier's
-  26 victims: S = 14/26 after the small ones, 14/26 x 13/14 = 0.5 at 1 h: median 1 h.
+- pool b, 8 GPUs: one victim restarting after 2 h: too few in its size and its pool, so it reads its size in
+  any pool (tier and size), 11 victims, not its tier's 26 of every size (median 1 h, from the small jobs):
+  S = 10/11 (2 h), 9/11 (10 h), 8/11 (20 h), 25 h censored, then x 6/7 (30 h) 0.623, x 5/6 (40 h) 0.519,
+  x 4/5 (50 h) 0.416: median 50 h.
 - tier normal, pool a, 8 GPUs: one victim, still waiting 30 h at the data's end: no median ("more than 30 h");
   a normal-tier job of 8 GPUs running at the data's end costs at least 8 x 30 h of waiting.
 """
@@ -126,7 +128,8 @@ def test_a_small_group_falls_back_to_its_pool_then_its_tier(scenario: Scenario) 
     assert (e["requeue_group"], e["victims"], e["restarted"], e["expected_requeue_s"]) == (
         "tier and pool", 25, 20, 1 * H)
     b = estimate(scenario, "b", "8-31")
-    assert (b["requeue_group"], b["victims"], b["restarted"], b["expected_requeue_s"]) == ("tier", 26, 21, 1 * H)
+    assert (b["requeue_group"], b["victims"], b["restarted"], b["expected_requeue_s"]) == (
+        "tier and size", 11, 6, 50 * H), "a large job's wait from large jobs of other pools, not small ones"
     # a size no victim had reads its pool's estimate
     assert estimate(scenario, "a", "32+")["requeue_group"] == "tier and pool"
 
@@ -137,6 +140,8 @@ def test_the_smallest_group_is_a_setting(tmp_path: Path) -> None:
         b = estimate(sc, "b", "8-31")
         assert (b["requeue_group"], b["victims"], b["expected_requeue_s"]) == ("tier, pool and size", 1, 2 * H)
         sc.analyze(requeue_min_victims=11)
+        assert estimate(sc, "a", "8-31")["requeue_group"] == "tier and size"
+        sc.analyze(requeue_min_victims=12)
         assert estimate(sc, "a", "8-31")["requeue_group"] == "tier and pool"
 
 
@@ -166,7 +171,8 @@ def test_notice_and_card_say_the_same_and_that_the_wait_passed_most(scenario: Sc
     assert cards["W0"]["expected_restart_time"] == at(END - 25 * H + 50 * H)
     # too few restarted for a median: more than the longest wait seen, and from which group
     assert ("Requeue: expect more than 30.0 h: fewer than half of such victims restarted within the longest wait "
-            "seen; from 1 recent victim of tier normal in any pool (too few with 8-31 GPUs in pool a), 0 restarted."
+            "seen; from 1 recent victim of tier normal of any size in any pool (too few with 8-31 GPUs in pool a), "
+            "0 restarted."
             ) in notices["N0"].text
     assert cards["N0"]["expected_restart_time"] is None
 

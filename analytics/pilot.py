@@ -142,7 +142,7 @@ FROM unallocated_idle
 WHERE cluster = $cluster AND list_contains(CAST($pools AS VARCHAR[]), pool) AND day >= $start AND day < $end
 """
 _NET_SQL = """
-SELECT pool, epoch(window_start) AS t, net_value
+SELECT pool, epoch(window_start) AS t, net_weighted_gpu_s AS net_value
 FROM net_benefit
 WHERE cluster = $cluster AND period = 'day' AND team = '(all)' AND list_contains(CAST($pools AS VARCHAR[]), pool)
   AND window_start >= $start AND window_start < $end

@@ -482,9 +482,9 @@ SELECT
     sum(gain_gpu_s) / 3600.0 AS gain_gpu_hours,
     sum(lost_gpu_s + warmup_gpu_s) / 3600.0 AS wasted_gpu_hours,
     sum(requeue_gpu_s) / 3600.0 AS waiting_gpu_hours,
-    sum(gain_value) / 3600.0 AS gain_value,
-    sum(cost_value) / 3600.0 AS cost_value,
-    sum(net_value) / 3600.0 AS net_value
+    sum(gain_weighted_gpu_s) / 3600.0 AS gain_value,
+    sum(cost_weighted_gpu_s) / 3600.0 AS cost_value,
+    sum(net_weighted_gpu_s) / 3600.0 AS net_value
 FROM net_benefit
 WHERE period = 'day'
     AND {_in("clusters", "cluster")}
@@ -817,9 +817,9 @@ SELECT
     sum(gain_gpu_s) / 3600.0 AS gain_gpu_hours,
     sum(lost_gpu_s + warmup_gpu_s) / 3600.0 AS wasted_gpu_hours,
     sum(requeue_gpu_s) / 3600.0 AS waiting_gpu_hours,
-    sum(gain_value) / 3600.0 AS gain_value,
-    sum(cost_value) / 3600.0 AS cost_value,
-    sum(net_value) / 3600.0 AS net_value,
+    sum(gain_weighted_gpu_s) / 3600.0 AS gain_value,
+    sum(cost_weighted_gpu_s) / 3600.0 AS cost_value,
+    sum(net_weighted_gpu_s) / 3600.0 AS net_value,
     CAST(sum(gains_unknown) AS BIGINT) AS gains_unknown
 FROM net_benefit
 WHERE period = 'day' AND team IS DISTINCT FROM '(all)'

@@ -39,7 +39,7 @@ from preemptlens.analytics.whatif.scorecard import verdict_text
 from preemptlens.config import ClusterSettings, Config, section, setting
 from preemptlens.contract import TIERS
 from preemptlens.errors import ConfigError
-from preemptlens.reading.words import change, duration, pct, quantity
+from preemptlens.reading.words import change, duration, measure, measure_label, pct, quantity
 
 DAY_S = 86400.0
 _SEED = 20260105  # fixed: the same data always gives the same intervals
@@ -809,11 +809,11 @@ def render_candidates(frame: pl.DataFrame) -> str:
 
     lines = ["pilot candidates (recoverable, shared and scarce pools and preemptible tiers):"]
     for r in frame.iter_rows(named=True):
-        cov = pct(r["checkpoint_coverage"])
+        cov = f"{measure_label('checkpoint_coverage')} {measure('checkpoint_coverage', r['checkpoint_coverage'])}"
         scarce_days = pct(r["scarce_days_share"])
         lines.append(
             f"  {'*' if r['candidate'] else ' '} {r['cluster']}/{r['pool']} tier {r['tier']}: "
-            f"recoverable {yn(r['recoverable'])} (checkpoint coverage {cov}), "
+            f"recoverable {yn(r['recoverable'])} ({cov}), "
             f"shared {yn(r['shared'])} ({r['teams']} team(s)), "
             f"scarce {yn(r['scarce'])} (busy days {scarce_days}, normal/low median wait "
             f"{quantity(r['lower_tier_wait_p50_s'], 's')})"

@@ -385,8 +385,9 @@ def _suggestion_items(report: WeeklyReport) -> list[dict[str, Any]]:
                 "change": None
                 if s["current_value"] is None and s["proposed_value"] is None
                 else f"{s['current_value'] or 'none'} → {s['proposed_value'] or 'none'}",
-                "saving": f"saving {gpu_hours(s['saving_gpu_h'])} of lost progress" if s["saving_gpu_h"]
-                else "lost progress saved: not measured",
+                # nothing said of lost progress a change does not move (or no replay measured)
+                "saving": f"saving {gpu_hours(s['saving_gpu_h'])} of lost progress"
+                if s["saving_gpu_h"] and round(s["saving_gpu_h"], 1) else None,
                 "effect": s["effect"],
                 "evidence": s["evidence"],
                 "rough": not s["replay_reproduces"],

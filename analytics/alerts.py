@@ -619,7 +619,7 @@ class CostExceedsGain:
                     f"({number(r['lost_gpu_s'] / 3600)} lost progress, {number(r['warmup_gpu_s'] / 3600)} warm-up) "
                     f"and {gpu_hours(r['requeue_gpu_s'] / 3600)} of waiting (GPUs x requeue delay); preemptors saved "
                     f"{gpu_hours(r['gain_gpu_s'] / 3600)} of waiting. Weighted by tier: cost "
-                    f"{number(r['cost_value'] / 3600)}, gain {number(r['gain_value'] / 3600)}."
+                    f"{number(r['cost_weighted_gpu_s'] / 3600)}, gain {number(r['gain_weighted_gpu_s'] / 3600)}."
                 ),
             )
             for r in rows.iter_rows(named=True)

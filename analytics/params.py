@@ -163,9 +163,11 @@ class AnalyticsSettings:
     )
     requeue_min_victims: int = setting(
         10,
-        "Fewest victims of the window a group (tier, pool and GPU size class; then tier and pool) must hold for "
-        "the expected requeue wait to be read from it; with fewer, the next wider group answers (in the end the "
-        "tier's, whatever its size), and the estimate says which.",
+        "Fewest victims of the window a group (tier, pool and GPU size class; then tier and size class in any "
+        "pool; then the next size class down in any pool; then tier and pool, any size) must hold for the "
+        "expected requeue wait to be read from it; with "
+        "fewer, the next wider group answers (in the end the tier's, whatever its size), and the estimate says "
+        "which.",
         bounds=(1, 10_000),
     )
     hang_min_s: float = setting(

@@ -40,7 +40,7 @@ from preemptlens.analytics.whatif.scorecard import verdict_text
 from preemptlens.config import ClusterSettings, Config, section, setting
 from preemptlens.contract import TIERS
 from preemptlens.errors import ConfigError
-from preemptlens.reading.words import change, duration, pct, quantity
+from preemptlens.reading.words import change, duration, measure, measure_label, pct, quantity
 
 DAY_S = 86400.0
 _SEED = 20260105  # fixed: the same data always gives the same intervals
@@ -143,7 +143,7 @@ FROM unallocated_idle
 WHERE cluster = $cluster AND list_contains(CAST($pools AS VARCHAR[]), pool) AND day >= $start AND day < $end
 """
 _NET_SQL = """
-SELECT pool, epoch(window_start) AS t, net_value
+SELECT pool, epoch(window_start) AS t, net_weighted_gpu_s AS net_value
 FROM net_benefit
 WHERE cluster = $cluster AND period = 'day' AND team = '(all)' AND list_contains(CAST($pools AS VARCHAR[]), pool)
   AND window_start >= $start AND window_start < $end
@@ -813,11 +813,11 @@ def render_candidates(frame: pl.DataFrame) -> str:
 
     lines = ["pilot candidates (recoverable, shared and scarce pools and preemptible tiers):"]
     for r in frame.iter_rows(named=True):
-        cov = pct(r["checkpoint_coverage"])
+        cov = f"{measure_label('checkpoint_coverage')} {measure('checkpoint_coverage', r['checkpoint_coverage'])}"
         scarce_days = pct(r["scarce_days_share"])
         lines.append(
             f"  {'*' if r['candidate'] else ' '} {r['cluster']}/{r['pool']} tier {r['tier']}: "
-            f"recoverable {yn(r['recoverable'])} (checkpoint coverage {cov}), "
+            f"recoverable {yn(r['recoverable'])} ({cov}), "
             f"shared {yn(r['shared'])} ({r['teams']} team(s)), "
             f"scarce {yn(r['scarce'])} (busy days {scarce_days}, normal/low median wait "
             f"{quantity(r['lower_tier_wait_p50_s'], 's')})"

@@ -13,7 +13,7 @@ from typing import Any
 ESTIMATE_COLUMNS = (
     "q.expected_requeue_s, q.requeue_p90_s, q.requeue_median_low_s, q.requeue_median_high_s, "
     "q.longest_wait_s AS requeue_longest_s, q.victims AS requeue_victims, q.restarted AS requeue_restarted, "
-    "q.requeue_group, q.size_class AS requeue_size_class"
+    "q.requeue_group, q.size_class AS requeue_size_class, q.group_size_class AS requeue_group_size_class"
 )
 
 
@@ -39,12 +39,19 @@ def basis_text(e: Mapping[str, Any], tier: str, pool: str | None) -> str:
     where = f"pool {pool}" if pool is not None else "an unknown pool"
     size = _gpus(e["requeue_size_class"])
     group = e["requeue_group"]
+    # From the narrowest group to the widest (sql/views/expected_requeue.sql): a job's size is given up last but
+    # one, since large jobs wait far longer for their GPUs than small ones of the same pool.
     if group == "tier, pool and size":
         who = f"of tier {tier} with {size} in {where}"
+    elif group == "tier and size":
+        who = f"of tier {tier} with {size} in any pool (too few in {where})"
+    elif group == "tier and a smaller size":
+        who = (f"of tier {tier} with {_gpus(e['requeue_group_size_class'])} in any pool (too few with {size}, "
+               "which tend to wait longer)")
     elif group == "tier and pool":
-        who = f"of tier {tier} of any size in {where} (too few with {size} there)"
+        who = f"of tier {tier} of any size in {where} (too few with {size} in any pool)"
     else:
-        who = f"of tier {tier} in any pool (too few with {size} in {where})"
+        who = f"of tier {tier} of any size in any pool (too few with {size} in {where})"
     return f"from {_victims(e['requeue_victims'])} {who}, {e['requeue_restarted']:,} restarted"
 
 

@@ -103,9 +103,8 @@ def goodput_rows(frame: pl.DataFrame, label: str) -> list[dict[str, str]]:
             **_where(r, label, clusters),
             "allocated, GPU-h": number(r["allocated_gpu_hours"]),
             "goodput": pct(r["goodput_share"]) if r["goodput_share"] is not None else f"between {_bounds(r)}",
+            # a part no source measures reads "unknown" in its own column; the summary above says why
             **{header: number(r[column]) for column, _, header in BADPUT},
-            # which parts are unknown; the summary above says why
-            "unknown": ", ".join(header.removesuffix(", GPU-h") for column, _, header in BADPUT if r[column] is None),
         }
         for r in rows
     ]
@@ -145,19 +144,18 @@ def overview_sections(ctx: Any) -> None:
 
     f = ctx.filters
     label = progress_level(f)
-    st.header("Loss coverage")
-    cov: pl.DataFrame = ctx.q("coverage", f)
-    st.markdown(coverage_summary(cov))
-    rows = coverage_rows(cov, label)
-    if rows:
-        st.dataframe(pl.DataFrame(rows), hide_index=True, key="coverage_table")
     scope = (f"Per {label} (per pool when only pools are selected; a team's row covers every pool), over whole UTC "
              "days of the window; the tier filter does not apply.")
-    st.caption(f"{COVERAGE_NOTE} Preemptions count for their victim's team and pool. {scope}")
-    st.header("Goodput")
-    good: pl.DataFrame = ctx.q("goodput", f)
-    st.markdown(goodput_summary(good))
-    rows = goodput_rows(good, label)
-    if rows:
-        st.dataframe(pl.DataFrame(rows), hide_index=True, key="goodput_table")
-    st.caption(f"{GOODPUT_NOTE} {scope}")
+    sections = (
+        ("Loss coverage", "coverage", coverage_summary, coverage_rows,
+         f"{COVERAGE_NOTE} Preemptions count for their victim's team and pool."),
+        ("Goodput", "goodput", goodput_summary, goodput_rows, GOODPUT_NOTE),
+    )
+    for title, query, summary, rows_of, note in sections:
+        st.header(title)
+        frame: pl.DataFrame = ctx.q(query, f)
+        st.markdown(summary(frame))
+        rows = rows_of(frame, label)
+        if rows:
+            st.dataframe(pl.DataFrame(rows), hide_index=True, key=f"{query}_table")
+        st.caption(f"{note} {scope}")

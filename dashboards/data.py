@@ -475,16 +475,20 @@ def hoarded(r: Reader, f: Filters) -> float | None:
     return None if value is None else float(value)
 
 
-NET_BENEFIT_SQL = f"""
-SELECT
-    window_start AS day,
+# The ledger's gains and costs summed over net_benefit's rows, in GPU-hours and in tier-weighted GPU-hours (the
+# `*_value` columns: net = gain - cost): what the daily chart and the per-team table both show.
+_NET_SUMS = """
     CAST(sum(preemptions) AS BIGINT) AS preemptions,
     sum(gain_gpu_s) / 3600.0 AS gain_gpu_hours,
     sum(lost_gpu_s + warmup_gpu_s) / 3600.0 AS wasted_gpu_hours,
     sum(requeue_gpu_s) / 3600.0 AS waiting_gpu_hours,
-    sum(gain_value) / 3600.0 AS gain_value,
-    sum(cost_value) / 3600.0 AS cost_value,
-    sum(net_value) / 3600.0 AS net_value
+    sum(gain_weighted_gpu_s) / 3600.0 AS gain_value,
+    sum(cost_weighted_gpu_s) / 3600.0 AS cost_value,
+    sum(net_weighted_gpu_s) / 3600.0 AS net_value"""
+
+NET_BENEFIT_SQL = f"""
+SELECT
+    window_start AS day,{_NET_SUMS}
 FROM net_benefit
 WHERE period = 'day'
     AND {_in("clusters", "cluster")}
@@ -812,14 +816,7 @@ def mine_totals(r: Reader, f: Filters, users: tuple[str, ...], teams: tuple[str,
 
 TEAM_NET_SQL = f"""
 SELECT
-    team,
-    CAST(sum(preemptions) AS BIGINT) AS preemptions,
-    sum(gain_gpu_s) / 3600.0 AS gain_gpu_hours,
-    sum(lost_gpu_s + warmup_gpu_s) / 3600.0 AS wasted_gpu_hours,
-    sum(requeue_gpu_s) / 3600.0 AS waiting_gpu_hours,
-    sum(gain_value) / 3600.0 AS gain_value,
-    sum(cost_value) / 3600.0 AS cost_value,
-    sum(net_value) / 3600.0 AS net_value,
+    team,{_NET_SUMS},
     CAST(sum(gains_unknown) AS BIGINT) AS gains_unknown
 FROM net_benefit
 WHERE period = 'day' AND team IS DISTINCT FROM '(all)'
@@ -1014,9 +1011,20 @@ _MISSING = (
     "list(string_split(missing, '; ')) FILTER (WHERE missing IS NOT NULL)))), '; '), '')"
 )
 
-COVERAGE_SQL = f"""
+def _per_breakdown(view: str, figures: str, largest: str) -> str:
+    """The sums `figures` of `view`'s day rows in the window, per cluster and team (or pool) and over them all, with
+    the inputs missing on any of them; the largest `largest` first."""
+    return f"""
 SELECT
-    cluster, coalesce(team, pool) AS breakdown,
+    cluster, coalesce(team, pool) AS breakdown,{figures}    {_MISSING} AS missing
+FROM {view}
+WHERE {_PROGRESS_WHERE}
+GROUP BY GROUPING SETS ((cluster, coalesce(team, pool)), ())
+ORDER BY cluster NULLS FIRST, {largest} DESC, breakdown
+"""  # noqa: S608 -- constants only
+
+
+COVERAGE_SQL = _per_breakdown("loss_coverage", """
     CAST(sum(preemptions) AS BIGINT) AS preemptions,
     CAST(sum(measured_preemptions) AS BIGINT) AS measured_preemptions,
     CAST(sum(checkpoint_preemptions) AS BIGINT) AS checkpoint_preemptions,
@@ -1027,21 +1035,14 @@ SELECT
     sum(lost_gpu_s) / 3600.0 AS lost_gpu_hours,
     sum(measured_lost_gpu_s) / 3600.0 AS measured_lost_gpu_hours,
     sum(measured_lost_gpu_s) / nullif(sum(lost_gpu_s), 0) AS measured_lost_share,
-    {_MISSING} AS missing
-FROM loss_coverage
-WHERE {_PROGRESS_WHERE}
-GROUP BY GROUPING SETS ((cluster, coalesce(team, pool)), ())
-ORDER BY cluster NULLS FIRST, preemptions DESC, breakdown
-"""  # noqa: S608 -- constants only
+""", "preemptions")
 
 
 def _part(column: str) -> str:
     return f"CASE WHEN count({column}) = count(*) THEN sum({column}) / 3600.0 END"
 
 
-GOODPUT_SQL = f"""
-SELECT
-    cluster, coalesce(team, pool) AS breakdown,
+GOODPUT_SQL = _per_breakdown("goodput", f"""
     sum(allocated_gpu_s) / 3600.0 AS allocated_gpu_hours,
     {_part("goodput_gpu_s")} AS goodput_gpu_hours,
     {_part("goodput_gpu_s")} / nullif(sum(allocated_gpu_s) / 3600.0, 0) AS goodput_share,
@@ -1056,12 +1057,7 @@ SELECT
     CAST(sum(unmeasured_warmups) AS BIGINT) AS unmeasured_warmups,
     CAST(sum(untimed_saves) AS BIGINT) AS untimed_saves,
     CAST(sum(unmeasured_failures) AS BIGINT) AS unmeasured_failures,
-    {_MISSING} AS missing
-FROM goodput
-WHERE {_PROGRESS_WHERE}
-GROUP BY GROUPING SETS ((cluster, coalesce(team, pool)), ())
-ORDER BY cluster NULLS FIRST, allocated_gpu_hours DESC, breakdown
-"""  # noqa: S608 -- constants only
+""", "allocated_gpu_hours")
 
 
 def progress_level(f: Filters) -> str:

@@ -16,7 +16,7 @@ import polars as pl
 
 from preemptlens import escape
 from preemptlens.dashboards.data import TIER_ORDER, VictimDetail
-from preemptlens.reading.words import band_label, duration, gpus, iso_week
+from preemptlens.reading.words import band_label, duration, gpus, iso_week, number
 
 TIER_COLORS = {"critical": "#c0392b", "high": "#e67e22", "normal": "#2e86c1", "low": "#95a5a6"}
 STATE_COLORS = {
@@ -73,6 +73,26 @@ def _empty(title: str, message: str) -> go.Figure:
 DAY_MS = 86_400_000
 
 
+def _signed_ticks(fig: go.Figure, values: list[float | None], axis: str = "y") -> None:
+    """Ticks of an axis that goes below 0 written as every other number of the page (words.number: "-" for a
+    minus, thousands separated): plotly writes its own with U+2212, and one screen would show two minus signs."""
+    known = [float(v) for v in values if v is not None]
+    low, high = min([0.0, *known]), max([0.0, *known])
+    if low >= 0 or high == low:
+        return
+    raw = (high - low) / 6
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+    first = math.floor(low / step) * step
+    ticks = [first + i * step for i in range(math.ceil((high - first) / step) + 1)]
+    digits = max(0, -math.floor(math.log10(step)))
+    text = [number(t, digits) for t in ticks]
+    if axis == "y":
+        fig.update_yaxes(tickmode="array", tickvals=ticks, ticktext=text)
+    else:
+        fig.update_xaxes(tickmode="array", tickvals=ticks, ticktext=text)
+
+
 def _daily_axis(fig: go.Figure, window: tuple[datetime, datetime] | None) -> None:
     """Day bars a day wide (less a gap), over the whole window even when only some days have data."""
     fig.update_traces(width=0.8 * DAY_MS, offset=-0.4 * DAY_MS, selector={"type": "bar"})
@@ -118,6 +138,8 @@ def net_benefit(
     )
     fig.update_layout(barmode="relative")
     _daily_axis(fig, window)
+    _signed_ticks(fig, [*daily["gain_value"].to_list(), *(-v for v in daily["cost_value"].to_list()),
+                        *daily["net_value"].to_list()])
     return _layout(fig, title, "tier-weighted GPU-hours")
 
 
@@ -402,6 +424,7 @@ def team_slopes(slopes: pl.DataFrame, title: str = "Weekly growth of each team's
         hovertemplate="%{y}: %{x:+.1f} points of the pool's GPU-hours per week<extra></extra>",
     )
     fig.update_yaxes(autorange="reversed")
+    _signed_ticks(fig, values, axis="x")
     return _layout(fig, title, "", height=120 + 28 * rows.height).update_xaxes(title="percentage points per week")
 
 

@@ -94,11 +94,12 @@ METRICS: dict[str, str] = {
         "(net_benefit, period 'week', team '(all)'); negative when preemption cost more than it gained."
     ),
     "preemptlens_preemption_gain_gpu_hours": (
-        "Tier-weighted GPU-hours preemptors gained in the last complete ISO week (net_benefit's weekly gain_value)."
+        "Tier-weighted GPU-hours preemptors gained in the last complete ISO week "
+        "(net_benefit's weekly gain_weighted_gpu_s)."
     ),
     "preemptlens_preemption_cost_gpu_hours": (
         "Tier-weighted GPU-hours victims lost (redone work, requeue wait, warm-up) in the last complete ISO week "
-        "(net_benefit's weekly cost_value)."
+        "(net_benefit's weekly cost_weighted_gpu_s)."
     ),
     "preemptlens_weekly_window_start_timestamp_seconds": (
         "Start (Monday 00:00 UTC) of the last complete ISO week that the weekly figures describe."
@@ -227,7 +228,9 @@ pools_ as (
     select distinct cluster, coalesce(pool, '(none)') as pool from net_benefit where period = 'week' and team = '(all)'
 ),
 week as (
-    select n.cluster, coalesce(n.pool, '(none)') as pool, n.gain_value, n.cost_value, n.net_value, n.preemptions
+    select
+        n.cluster, coalesce(n.pool, '(none)') as pool, n.gain_weighted_gpu_s, n.cost_weighted_gpu_s,
+        n.net_weighted_gpu_s, n.preemptions
     from net_benefit as n
     inner join windows as w on w.cluster = n.cluster and n.window_start = w.week_start
     where n.period = 'week' and n.team = '(all)'
@@ -236,9 +239,9 @@ select
     p.cluster,
     p.pool,
     epoch(w.week_start) as week_start,
-    coalesce(k.gain_value, 0) / 3600.0 as gain,
-    coalesce(k.cost_value, 0) / 3600.0 as cost,
-    coalesce(k.net_value, 0) / 3600.0 as net,
+    coalesce(k.gain_weighted_gpu_s, 0) / 3600.0 as gain,
+    coalesce(k.cost_weighted_gpu_s, 0) / 3600.0 as cost,
+    coalesce(k.net_weighted_gpu_s, 0) / 3600.0 as net,
     coalesce(k.preemptions, 0) as preemptions
 from pools_ as p
 inner join windows as w on w.cluster = p.cluster

@@ -7,20 +7,19 @@ top hoarders, scope creep, the top tuning suggestions and, while a declared
 pilot runs, its evaluation, from the same queries (dashboards.data,
 analytics.pilot), words (dashboards.answer, preemptlens.reading.words) and figures
 (dashboards.figures) as the dashboard. The HTML needs no JavaScript: its
-charts are PNG images inside it, drawn by plotly's static export (kaleido)
-in the Chrome or Chromium of this machine; without one, the report says that
-its charts are left out, and its tables still hold every figure. A week with
+charts are PNG images inside it, drawn from the dashboard's figures by matplotlib
+(dashboards/images.py: no browser needed); a chart that cannot be drawn is left
+out and the report says which and why, its tables still holding every figure. A week with
 no data in the warehouse says so, instead of a verdict over zeros.
 """
 
 from __future__ import annotations
 
-import asyncio
 import base64
+import html
 import json
 import logging
 import re
-import threading
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -386,8 +385,9 @@ def _suggestion_items(report: WeeklyReport) -> list[dict[str, Any]]:
                 "change": None
                 if s["current_value"] is None and s["proposed_value"] is None
                 else f"{s['current_value'] or 'none'} → {s['proposed_value'] or 'none'}",
-                "saving": f"saving {gpu_hours(s['saving_gpu_h'])} of lost progress" if s["saving_gpu_h"]
-                else "lost progress saved: not measured",
+                # nothing said of lost progress a change does not move (or no replay measured)
+                "saving": f"saving {gpu_hours(s['saving_gpu_h'])} of lost progress"
+                if s["saving_gpu_h"] and round(s["saving_gpu_h"], 1) else None,
                 "effect": s["effect"],
                 "evidence": s["evidence"],
                 "rough": not s["replay_reproduces"],
@@ -552,45 +552,24 @@ def _markdown_value(value: object) -> str:
     return value if isinstance(value, _Markdown) else escape.markdown(value)
 
 
-def _render_images(figures: dict[str, go.Figure]) -> dict[str, bytes] | str:
-    """The figures as PNG, drawn by plotly's static export (kaleido) in one session of the Chrome or Chromium
-    of this machine ($BROWSER_PATH, else the first on PATH); or why they could not be (no browser, a failure
-    or a figure that took longer than 60 s)."""
+def _render_images(figures: dict[str, go.Figure]) -> tuple[dict[str, bytes], list[str]]:
+    """The figures as PNG (dashboards/images.py), and for each one that could not be drawn, which and why."""
     try:
-        import kaleido
-        from choreographer.errors import BrowserFailedError, ChromeNotFoundError
+        from preemptlens.dashboards import images
     except ImportError as exc:
-        return f"the static image export is not installed ({exc.name}): pip install kaleido"
-
-    async def draw() -> dict[str, bytes]:
-        # No MathJax: kaleido would load it from the network, and no chart here has formulas.
-        page = kaleido.PageGenerator(mathjax=False)
-        async with kaleido.Kaleido(n=1, timeout=60, page_generator=page) as k:
-            return {
-                name: await k.calc_fig(fig, opts={"format": "png", "width": IMAGE_WIDTH,
-                                                  "height": fig.layout.height or 360, "scale": 2})
-                for name, fig in figures.items()
-            }
-
-    found: dict[str, dict[str, bytes] | str] = {}
-    # The browser driver logs every temporary folder it removes at INFO.
-    for name in ("choreographer", "kaleido", "logistro"):
-        logging.getLogger(name).setLevel(logging.WARNING)
-
-    def run() -> None:
-        # A thread of its own: asyncio.run needs a thread without a running event loop.
+        return {}, [f"all charts: their renderer is not installed ({exc.name}): pip install matplotlib"]
+    drawn: dict[str, bytes] = {}
+    missing: list[str] = []
+    for name, fig in figures.items():
         try:
-            found["images"] = asyncio.run(draw())
-        except ChromeNotFoundError:
-            found["images"] = ("no Chrome or Chromium found (install chromium, or name the browser's program in "
-                               "$BROWSER_PATH)")
-        except (BrowserFailedError, RuntimeError, OSError, TimeoutError) as exc:
-            found["images"] = f"the browser failed to draw them ({type(exc).__name__}: {str(exc).splitlines()[0]})"
+            drawn[name] = images.png(fig, IMAGE_WIDTH)
+        except images.ChartError as exc:
+            missing.append(f"{_plain_title(fig)}: {exc}")
+    return drawn, missing
 
-    worker = threading.Thread(target=run, name="preemptlens-report-images")
-    worker.start()
-    worker.join()
-    return found.get("images", "the browser failed to draw them")
+
+def _plain_title(fig: go.Figure) -> str:
+    return html.unescape(str(fig.layout.title.text or "a chart"))
 
 
 def _image(png: bytes, alt: str) -> Markup:
@@ -608,7 +587,7 @@ def render_html(report: WeeklyReport) -> str:
     week = report.week.label
     span = (report.week.start, report.week.end)
     charts: dict[str, Any] = {}
-    missing = None
+    missing: list[str] = []
     if report.runs_in_week:
         built = {
             "net_benefit": figures.net_benefit(report.net_daily, f"Net benefit per day, {week}", span),
@@ -619,14 +598,10 @@ def render_html(report: WeeklyReport) -> str:
             "tier_shares": figures.tier_shares(report.tier_shares, "Tier shares of GPU-hours per week"),
             "team_shares": figures.team_high_shares(report.team_shares),
         }
-        for fig in built.values():
-            fig.update_layout(width=IMAGE_WIDTH, modebar={"remove": ["toImage"]})
-        images = _render_images(built)
-        if isinstance(images, str):
-            log.warning("weekly report %s: charts left out: %s", week, images)
-            missing = images
-        else:
-            charts = {name: _image(png, str(built[name].layout.title.text)) for name, png in images.items()}
+        images, missing = _render_images(built)
+        for problem in missing:
+            log.warning("weekly report %s: chart left out: %s", week, problem)
+        charts = {name: _image(png, _plain_title(built[name])) for name, png in images.items()}
     return _environment().get_template("weekly.html.j2").render(
         **_context(report), charts=charts, charts_missing=missing)
 

@@ -146,6 +146,11 @@ def window_caption(f: Filters) -> str:
     return " · ".join(parts)
 
 
+# Tables of up to this many columns fit the page at 1400 px (the walk in tests/dashboards/test_access_roles.py
+# checks it); a wider one is a ledger that scrolls sideways.
+WIDE_TABLE = 8
+
+
 def show_table(frame: pl.DataFrame, columns: Mapping[str, tuple[str, str]], key: str, **kwargs: Any) -> None:
     """`frame`'s columns named in `columns` (column -> (label, kind)), in that order, each with its human label,
     unit and rounding: GPU-hours with one decimal, durations (seconds, or "hours") as durations, times in UTC,
@@ -163,7 +168,13 @@ def show_table(frame: pl.DataFrame, columns: Mapping[str, tuple[str, str]], key:
             shown = shown.with_columns(pl.col(column).map_elements(words.iso_week, return_dtype=pl.String))
             config[column] = st.column_config.TextColumn(label)
         elif kind == "time":
-            config[column] = st.column_config.DatetimeColumn(f"{label} (UTC)", format="YYYY-MM-DD HH:mm")
+            # Text, not a datetime column: the grid writes a missing time as "None"; here it is a dash (a run not
+            # ended yet), and the ISO form still sorts in time order.
+            utc = pl.col(column)
+            if getattr(shown.schema[column], "time_zone", None):
+                utc = utc.dt.convert_time_zone("UTC")
+            shown = shown.with_columns(utc.dt.strftime("%Y-%m-%d %H:%M").fill_null("–"))
+            config[column] = st.column_config.TextColumn(f"{label} (UTC)")
         elif kind == "pct":
             shown = shown.with_columns((pl.col(column) * 100).round(0))
             config[column] = st.column_config.NumberColumn(label, format="%.0f%%")
@@ -177,6 +188,10 @@ def show_table(frame: pl.DataFrame, columns: Mapping[str, tuple[str, str]], key:
             config[column] = st.column_config.CheckboxColumn(label)
         else:
             config[column] = st.column_config.TextColumn(label)
+    if len(present) > WIDE_TABLE:
+        # A ledger wider than the page scrolls sideways: its first column (what the row is) stays in view.
+        first = next(iter(present))
+        config[first] = {**config[first], "pinned": True}
     st.dataframe(shown, hide_index=True, key=key, column_config=config, **kwargs)
     hidden = [label for c, (label, _) in present.items()
               if shown.schema[c] == pl.String and shown.select(is_hidden(c).any()).item()]

@@ -72,6 +72,10 @@ def protection(p: dict[str, Any]) -> str:
     share, limit = p["work_done_share"], p["near_completion_share"]
     if share is None:
         near = "work done unknown (the job declared no expected run time), so near-completion protection could not tell"
+    elif p["near_completion"] and p["basis"] == "assumed":
+        # Without a checkpoint nothing of the run was kept: the share is how far it had run, not work saved.
+        near = (f"it had run {pct(share)} of the work it needed when preempted, none of it kept (no checkpoint): "
+                f"near-completion protection (at {pct(limit)}) would have let it finish")
     elif p["near_completion"]:
         near = f"{pct(share)} done: near-completion protection (at {pct(limit)}) would have spared it"
     else:

@@ -112,10 +112,11 @@ else:
     shown = pl.concat([teams.with_columns(pl.col("team").fill_null("(no team)")), total], how="vertical_relaxed")
     columns = {
         "team": ("Team", "text"),
-        "preemptions": ("Times preempted", "int"),
-        "gain_gpu_hours": ("Wait saved as preemptor, GPU-h", "gpu_h"),
-        "wasted_gpu_hours": ("Work thrown away, GPU-h", "gpu_h"),
-        "waiting_gpu_hours": ("Waiting as victim, GPU-h", "gpu_h"),
+        # Short labels: the table fits the page at 1400 px (the caption says what each side is).
+        "preemptions": ("Preempted", "int"),
+        "gain_gpu_hours": ("Wait saved, GPU-h", "gpu_h"),
+        "wasted_gpu_hours": ("Thrown away, GPU-h", "gpu_h"),
+        "waiting_gpu_hours": ("Victims' wait, GPU-h", "gpu_h"),
         "gain_value": ("Weighted gain", "gpu_h"),
         "cost_value": ("Weighted cost", "gpu_h"),
         "net_value": ("Weighted net", "gpu_h"),
@@ -126,7 +127,8 @@ else:
     show_table(shown, columns, key="team_net")
     unknown = int(teams["gains_unknown"].sum())
     st.caption(
-        "A team's gain is what its preemptors saved; its costs are what its victims paid. Weighted figures add both "
+        "A team's gain is the wait its preemptors saved; its costs are what its victims paid: their work thrown away "
+        "(lost progress and warm-up) and their wait. Weighted figures add both "
         "currencies with each tier's weight; the last row sums the teams."
         + (f" {plural(unknown, 'preemption')} had no known preemptor run, so their gain is unknown (not 0)."
            if unknown else "")

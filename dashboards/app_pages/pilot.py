@@ -23,7 +23,7 @@ from preemptlens.dashboards.data import reader
 from preemptlens.dashboards.views_common import context, md, show_table
 from preemptlens.errors import PreemptlensError
 from preemptlens.reading.masking import Scope
-from preemptlens.reading.words import change, pct, quantity
+from preemptlens.reading.words import change, measure_label, pct, quantity
 from preemptlens.readonly import Limits
 
 
@@ -113,7 +113,8 @@ else:
     )
 
 st.header("Candidate pools and tiers")
-st.caption("Recoverable (checkpoint coverage), shared (two or more teams) and scarce: where a pilot fits first.")
+st.caption(f"Recoverable ({measure_label('checkpoint_coverage')} enough), shared (two or more teams) and scarce: "
+           "where a pilot fits first.")
 try:
     found, ready = _candidates(ctx.warehouse, ctx.limits, ctx.version, ctx.scope, ctx.filters.clusters)
 except PreemptlensError as exc:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from preemptlens.dashboards.data import adhoc
-from preemptlens.dashboards.views_common import context, show_table
+from preemptlens.dashboards.views_common import context, md, show_table
 from preemptlens.errors import PreemptlensError
 from preemptlens.escape import csv_text
 from preemptlens.readonly import named_queries
@@ -24,8 +24,13 @@ examples = named_queries()
 left, right = st.columns([3, 2])
 with right:
     st.markdown("**Views and tables**")
-    show_table(ctx.q("catalog"), {"name": ("Name (to query)", "text"), "kind": ("Kind", "text"),
-                                  "definition": ("Definition", "text")}, key="catalog", height=320)
+    catalog = ctx.q("catalog")
+    # A definition is a paragraph: a grid cell would cut it, so it is read whole below the grid.
+    show_table(catalog, {"name": ("Name (to query)", "text"), "kind": ("Kind", "text")}, key="catalog", height=320)
+    defined = dict(zip(catalog["name"].to_list(), catalog["definition"].to_list(), strict=True))
+    read = st.selectbox("Definition of", ["", *defined], key="definition")
+    if read:
+        st.caption(md(defined[read] or "no definition"))
     pick = st.selectbox("Example queries", ["", *examples], key="example",
                         format_func=lambda n: n and f"{n} — {examples[n][0]}")
 with left:

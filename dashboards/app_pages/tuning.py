@@ -34,26 +34,27 @@ else:
             st.markdown(f"**Change:** {md(s['setting'])}{values}")
             saving, wait = s["saving_gpu_h"], s["high_wait_change_s"]
             victims = s["victims_per_week_change"]
-            # A suggestion nothing replayed (no wait, no victims, nothing saved: the generic advice) has no figure to
-            # show large; its effect is said in words below.
-            cols = st.columns(3) if saving or wait is not None or victims is not None else []
-            if cols:
-                cols[0].metric("Lost progress saved", gpu_hours(saving) if saving and round(saving, 1) else "none",
-                               help="Lost GPU-hours the change saves over the window, by the replay (or the ledger, "
-                                    "where the effect says so).")
-            if wait is not None:
+            # Only a figure the change moves is shown large: one that is the same under either setting (a wait of
+            # 0 s both ways, nothing saved) is no effect of it; the effect's words below say what was replayed.
+            moved = [name for name, moves in (("saving", saving is not None and round(saving, 1) != 0),
+                                              ("wait", wait is not None and round(wait) != 0),
+                                              ("victims", victims is not None and round(victims, 1) != 0))
+                     if moves]
+            cols = dict(zip(moved, st.columns(len(moved)), strict=True)) if moved else {}
+            if "saving" in cols:
+                cols["saving"].metric("Lost progress saved", gpu_hours(saving),
+                                      help="Lost GPU-hours the change saves over the window, by the replay (or the "
+                                           "ledger, where the effect says so).")
+            if "wait" in cols:
                 # A leading "-" is what st.metric reads as a fall: shorter waits are good (inverse colours).
-                words = (f"{duration(abs(wait))} {'longer' if wait > 0 else 'shorter'}" if round(wait)
-                         else "no change")
-                cols[1].metric("Critical + high median wait", words,
-                               delta=None if not round(wait) else change(wait, DURATION), delta_color="inverse",
-                               delta_description="replayed", help="Change of the median queue wait of critical "
-                               "and high jobs under the change.")
-            if victims is not None:
-                words = (f"{number(abs(victims))} {'more' if victims > 0 else 'fewer'}" if round(victims, 1)
-                         else "no change")
-                cols[2].metric("Victims per week", words, delta=change(victims) if round(victims, 1) else None,
-                               delta_color="inverse", delta_description="replayed")
+                cols["wait"].metric("Critical + high median wait",
+                                    f"{duration(abs(wait))} {'longer' if wait > 0 else 'shorter'}",
+                                    delta=change(wait, DURATION), delta_color="inverse", delta_description="replayed",
+                                    help="Change of the median queue wait of critical and high jobs under the change.")
+            if "victims" in cols:
+                more = f"{number(abs(victims))} {'more' if victims > 0 else 'fewer'}"
+                cols["victims"].metric("Victims per week", more, delta=change(victims), delta_color="inverse",
+                                       delta_description="replayed")
             st.markdown(f"**Evidence:** {md(s['evidence'])}")
             st.markdown(f"**Expected effect:** {md(s['effect'])}")
             st.caption(f"Window {window(s['window_start'], s['window_end'])}.")

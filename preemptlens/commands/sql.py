@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from dataclasses import replace
 from datetime import date, datetime
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any, TextIO
 
 from preemptlens.config import Config, WarehouseSettings, number_argument
@@ -48,8 +50,18 @@ def _cell(value: Any) -> str:
     if value is None:
         return "NULL"
     if isinstance(value, float):
-        return f"{value:.6g}"
+        return _plain_number(value)
     return text_value(value)
+
+
+def _plain_number(value: float) -> str:
+    """Six significant digits, never in e-notation (a week's GPU-seconds run to 1e8, a rate per hour to 1e-5):
+    every digit of a whole part of six or more, else rounded to six significant digits and written out."""
+    if not math.isfinite(value):
+        return str(value)
+    if abs(value) >= 1e5:
+        return f"{value:.0f}"
+    return format(Decimal(f"{value:.6g}"), "f")
 
 
 def format_table(frame: pl.DataFrame) -> str:

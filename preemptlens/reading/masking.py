@@ -68,7 +68,7 @@ PUBLIC = frozenset({
     "cluster", "pool", "tier", "team", "state", "basis", "kind", "source", "priority_class", "unknown", "mode",
     "action", "scheduler", "period", "level", "victim_team", "preemptor_team", "cheaper_team", "victim_tier",
     "preemptor_tier", "cheaper_tier", "victim_cost_unknown", "hold_action", "hold_mode", "breakdown",
-    "progress_source", "requeue_group", "requeue_size_class",
+    "progress_source", "requeue_group", "requeue_size_class", "requeue_group_size_class",
 })
 _WORD = re.compile(r"[^\s,;()\[\]{}<>\"'`]+")
 

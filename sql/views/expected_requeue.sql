@@ -1,4 +1,4 @@
--- Per cluster, victim tier, pool and GPU count (its size class: 1, 2-7, 8-31 or 32+ GPUs): the Kaplan-Meier estimate of the wait from preemption to restart of the victims preempted within requeue_window_s before the cluster's data end, victims still waiting counted as censored, with its median (95% Greenwood log-log interval), p90, longest wait seen and the victims it rests on, read from the narrowest group (tier, pool and size class; tier and pool; tier) with at least requeue_min_victims victims, else the tier's; no row without a victim of the tier.
+-- Per cluster, victim tier, pool and GPU count (its size class: 1, 2-7, 8-31 or 32+ GPUs): the Kaplan-Meier estimate of the wait from preemption to restart of the victims preempted within requeue_window_s before the cluster's data end, victims still waiting counted as censored, with its median (95% Greenwood log-log interval), p90, longest wait seen and the victims it rests on, read from the narrowest group (tier, pool and size class; tier and size class in any pool; the next size class down in any pool; tier and pool, any size; tier) with at least requeue_min_victims victims, else the tier's; group_size_class names the size class that answered; no row without a victim of the tier.
 with
 
 params as (
@@ -28,7 +28,8 @@ sizes as (
             when gpus >= 8 then '8-31'
             when gpus >= 2 then '2-7'
             else '1'
-        end as size_class
+        end as size_class,
+        case when gpus >= 32 then 4 when gpus >= 8 then 3 when gpus >= 2 then 2 else 1 end as size_rank
     from runs
 ),
 
@@ -40,6 +41,7 @@ victims as (
         l.victim_tier as tier,
         l.pool,
         s.size_class,
+        s.size_rank,
         l.requeue_delay_s as wait_s,
         not l.requeue_censored as restarted
     from ledger as l
@@ -53,24 +55,29 @@ victims as (
 ),
 
 grouped as (
-    -- each victim in its three groups, narrowest first (rank 1): its tier, pool and size class; tier and pool; tier
+    -- each victim in its four groups, narrowest first (rank 1): its tier, pool and size class; its tier and size
+    -- class in any pool (a large job's wait is read from large jobs elsewhere before small ones of its pool);
+    -- its tier and pool, any size; its tier
     select
         v.cluster,
         v.tier,
         g.group_rank,
         g.requeue_group,
-        case when g.group_rank < 3 then v.pool end as pool,
-        case when g.group_rank = 1 then v.size_class end as size_class,
+        case when g.group_rank in (1, 3) then v.pool end as pool,
+        case when g.group_rank in (1, 2) then v.size_class end as size_class,
+        case when g.group_rank in (1, 2) then v.size_rank end as size_rank,
         v.wait_s,
         v.restarted
     from victims as v
-    cross join (values (1, 'tier, pool and size'), (2, 'tier and pool'), (3, 'tier')) as g (group_rank, requeue_group)
+    cross join (
+        values (1, 'tier, pool and size'), (2, 'tier and size'), (3, 'tier and pool'), (4, 'tier')
+    ) as g (group_rank, requeue_group)
 ),
 
 steps as (
     -- per group and distinct wait: the victims whose wait ended then, and how many of them restarted
     select
-        cluster, tier, group_rank, requeue_group, pool, size_class, wait_s,
+        cluster, tier, group_rank, requeue_group, pool, size_class, size_rank, wait_s,
         cast(count(*) as double) as leaving,
         cast(count(*) filter (where restarted) as double) as restarts
     from grouped
@@ -120,7 +127,7 @@ estimates as (
     -- per group: the median and p90 are the first waits at which S(t) falls to 0.5 and 0.1 (NULL when it never
     -- does within the data); the median's interval, the first waits at which the lower and the upper band do
     select
-        cluster, tier, group_rank, requeue_group, pool, size_class,
+        cluster, tier, group_rank, requeue_group, pool, size_class, size_rank,
         cast(sum(leaving) as bigint) as victims,
         cast(sum(restarts) as bigint) as restarted,
         min(wait_s) filter (where survival <= 0.5) as expected_requeue_s,
@@ -136,7 +143,7 @@ cells as (
     -- every tier with victims in the cluster, with every pool and GPU count of its runs: a running job's live
     -- cost and a victim of a size no recent victim had still find the group that answers for them, by a join
     -- on its GPU count
-    select t.cluster, t.tier, p.pool, s.gpus, s.size_class
+    select t.cluster, t.tier, p.pool, s.gpus, s.size_class, s.size_rank
     from (select distinct cluster, tier from victims) as t
     inner join (select distinct cluster, pool from runs) as p on p.cluster = t.cluster
     inner join sizes as s on s.cluster = t.cluster
@@ -144,20 +151,30 @@ cells as (
 
 candidates as (
     -- the cell's groups that hold victims, ranked: the narrowest with at least requeue_min_victims first, and
-    -- when none has that many, the widest (the tier's)
+    -- when none has that many, the widest (the tier's). A size class with too few victims of the tier in any pool
+    -- (the demo's 32-GPU jobs) reads the next class down before any group that mixes sizes: a small job's wait
+    -- says nothing of a large one's, and the next class's is the nearest, if low, estimate.
     select
         c.cluster, c.tier, c.pool, c.gpus, c.size_class,
-        e.requeue_group, e.victims, e.restarted, e.expected_requeue_s, e.requeue_p90_s, e.requeue_median_low_s,
+        case when e.group_rank = 2 and e.size_rank < c.size_rank then 'tier and a smaller size'
+            else e.requeue_group end as requeue_group,
+        e.size_class as group_size_class,
+        e.victims, e.restarted, e.expected_requeue_s, e.requeue_p90_s, e.requeue_median_low_s,
         e.requeue_median_high_s, e.longest_wait_s,
         row_number() over (
             partition by c.cluster, c.tier, c.pool, c.gpus
-            order by case when e.victims >= p.requeue_min_victims then e.group_rank else 7 - e.group_rank end
+            order by
+                case when e.victims >= p.requeue_min_victims then e.group_rank else 9 - e.group_rank end,
+                e.size_rank desc
         ) as pick
     from cells as c
     inner join estimates as e
         on e.cluster = c.cluster and e.tier = c.tier
-        and (e.group_rank = 3 or (e.pool is not distinct from c.pool
-            and (e.group_rank = 2 or e.size_class is not distinct from c.size_class)))
+        and (e.group_rank = 4
+            or (e.group_rank in (1, 3) and e.pool is not distinct from c.pool
+                and (e.group_rank = 3 or e.size_class is not distinct from c.size_class))
+            or (e.group_rank = 2 and (e.size_class is not distinct from c.size_class
+                or e.size_rank = c.size_rank - 1)))
     cross join params as p
 ),
 
@@ -176,6 +193,7 @@ final as (
         c.victims,
         c.restarted,
         c.requeue_group,
+        c.group_size_class,
         d.data_end as window_end
     from candidates as c
     inner join data_end as d on d.cluster = c.cluster

@@ -16,11 +16,11 @@ gains as (
         l.pool,
         l.preemptor_team as team,
         l.gain_gpu_s,
-        l.gain_gpu_s * w.weight as gain_value,
+        l.gain_gpu_s * w.weight as gain_weighted_gpu_s,
         cast(0 as double) as lost_gpu_s,
         cast(0 as double) as requeue_gpu_s,
         cast(0 as double) as warmup_gpu_s,
-        cast(0 as double) as cost_value,
+        cast(0 as double) as cost_weighted_gpu_s,
         0 as preemptions,
         0 as gains_unknown
     from ledger as l
@@ -35,11 +35,11 @@ costs as (
         l.pool,
         l.victim_team as team,
         cast(0 as double) as gain_gpu_s,
-        cast(0 as double) as gain_value,
+        cast(0 as double) as gain_weighted_gpu_s,
         l.lost_gpu_s,
         l.requeue_gpu_s,
         l.warmup_gpu_s,
-        (l.lost_gpu_s + l.requeue_gpu_s + l.warmup_gpu_s) * w.weight as cost_value,
+        (l.lost_gpu_s + l.requeue_gpu_s + l.warmup_gpu_s) * w.weight as cost_weighted_gpu_s,
         1 as preemptions,
         -- a preemption whose gain is unknown (no preemptor run found) adds an unknown, not a 0, to the gains
         case when l.gain_gpu_s is null then 1 else 0 end as gains_unknown
@@ -63,11 +63,11 @@ totals as (
         case when grouping(team) = 1 then '(all)' else team end as team,
         cast(sum(preemptions) as bigint) as preemptions,
         sum(gain_gpu_s) as gain_gpu_s,
-        sum(gain_value) as gain_value,
+        sum(gain_weighted_gpu_s) as gain_weighted_gpu_s,
         sum(lost_gpu_s) as lost_gpu_s,
         sum(requeue_gpu_s) as requeue_gpu_s,
         sum(warmup_gpu_s) as warmup_gpu_s,
-        sum(cost_value) as cost_value,
+        sum(cost_weighted_gpu_s) as cost_weighted_gpu_s,
         cast(sum(gains_unknown) as bigint) as gains_unknown
     from (select *, date_trunc('week', day) as week from items) as i
     group by grouping sets (
@@ -78,9 +78,9 @@ totals as (
 final as (
     select
         *,
-        gain_value - cost_value as net_value,
+        gain_weighted_gpu_s - cost_weighted_gpu_s as net_weighted_gpu_s,
         -- unknown (null) when unknown gains could still outweigh the cost
-        case when cost_value > gain_value and gains_unknown > 0 then null else cost_value > gain_value end
+        case when cost_weighted_gpu_s > gain_weighted_gpu_s and gains_unknown > 0 then null else cost_weighted_gpu_s > gain_weighted_gpu_s end
             as cost_exceeds_gain
     from totals
 )

@@ -9,10 +9,12 @@ All in cluster c1, tier low, the data ending at END = 100 h (a clock job runs to
   4 of 5 (50 h) 0.457: median 50 h (the restarted ones' own median, 30 h, leaves out the longest waits), no
   p90 ("more than 80 h", the longest wait seen).
 - pool a, 2 GPUs: three victims restarting after 1, 2, 3 h: too few (requeue_min_victims 10), so their estimate
-  is pool a's, all sizes: 25 victims, S = 13/25 after the twelve small ones, then 13/25 x 12/13 = 0.48 at 1 h:
-  median 1 h.
-- pool b, 8 GPUs: one victim restarting after 2 h: too few in its size and its pool, so it reads the tier's
-  26 victims: S = 14/26 after the small ones, 14/26 x 13/14 = 0.5 at 1 h: median 1 h.
+  is the next size down's, the twelve of 1 GPU (median 6 min), before pool a's of all sizes (25 victims, median
+  1 h; what a larger minimum gives the 8-GPU jobs).
+- pool b, 8 GPUs: one victim restarting after 2 h: too few in its size and its pool, so it reads its size in
+  any pool (tier and size), 11 victims, not its tier's 26 of every size (median 1 h, from the small jobs):
+  S = 10/11 (2 h), 9/11 (10 h), 8/11 (20 h), 25 h censored, then x 6/7 (30 h) 0.623, x 5/6 (40 h) 0.519,
+  x 4/5 (50 h) 0.416: median 50 h.
 - tier normal, pool a, 8 GPUs: one victim, still waiting 30 h at the data's end: no median ("more than 30 h");
   a normal-tier job of 8 GPUs running at the data's end costs at least 8 x 30 h of waiting.
 """
@@ -29,7 +31,7 @@ from analytics_scenario import Scenario, analysed, at
 
 from preemptlens.analytics.alerts import VictimNotice
 from preemptlens.analytics.livecost import LiveCostSettings, compute
-from preemptlens.analytics.requeue import restart_text
+from preemptlens.analytics.requeue import basis_text, restart_text
 from preemptlens.config import load_config
 from preemptlens.dashboards import data
 from preemptlens.reading.masking import EVERYTHING
@@ -68,7 +70,8 @@ def build(sc: Scenario) -> None:
     victim(sc, "N0", 8, "a", END - 30 * H, None, tier="normal")
     sc.job("RN", "normal", 8, "a", 0, team="vision")
     sc.run("RN", 1, 8, "a", 95 * H, None, "running")
-    # a running job of 32 GPUs in pool a: no victim of its size, so its live cost reads pool a's estimate
+    # a running job of 32 GPUs in pool a: no victim of its size anywhere, so its live cost reads the next class
+    # down (8-31 GPUs, any pool: 11 victims, median 50 h), not pool a's small jobs (median 1 h)
     sc.job("R32", "low", 32, "a", 0, team="vision")
     sc.run("R32", 1, 32, "a", 90 * H, None, "running")
 
@@ -122,13 +125,21 @@ def test_large_jobs_wait_days_and_the_ones_still_waiting_count(scenario: Scenari
 
 
 def test_a_small_group_falls_back_to_its_pool_then_its_tier(scenario: Scenario) -> None:
+    # three victims of 2-7 GPUs: too few, so the next size down answers (twelve of 1 GPU), before pool a's mixed sizes
     e = estimate(scenario, "a", "2-7")
-    assert (e["requeue_group"], e["victims"], e["restarted"], e["expected_requeue_s"]) == (
-        "tier and pool", 25, 20, 1 * H)
+    assert (e["requeue_group"], e["group_size_class"], e["victims"], e["expected_requeue_s"]) == (
+        "tier and a smaller size", "1", 12, 360.0)
     b = estimate(scenario, "b", "8-31")
-    assert (b["requeue_group"], b["victims"], b["restarted"], b["expected_requeue_s"]) == ("tier", 26, 21, 1 * H)
-    # a size no victim had reads its pool's estimate
-    assert estimate(scenario, "a", "32+")["requeue_group"] == "tier and pool"
+    assert (b["requeue_group"], b["victims"], b["restarted"], b["expected_requeue_s"]) == (
+        "tier and size", 11, 6, 50 * H), "a large job's wait from large jobs of other pools, not small ones"
+    # a size no victim had reads the next size down, in any pool, before its pool's mixed sizes
+    large = estimate(scenario, "a", "32+")
+    assert (large["requeue_group"], large["group_size_class"], large["victims"], large["expected_requeue_s"]) == (
+        "tier and a smaller size", "8-31", 11, 50 * H)
+    row = {"requeue_group": large["requeue_group"], "requeue_size_class": "32+",
+           "requeue_group_size_class": large["group_size_class"], "requeue_victims": 11, "requeue_restarted": 6}
+    assert basis_text(row, "low", "a") == ("from 11 recent victims of tier low with 8-31 GPUs in any pool (too few "
+                                           "with 32+ GPUs, which tend to wait longer), 6 restarted")
 
 
 def test_the_smallest_group_is_a_setting(tmp_path: Path) -> None:
@@ -137,6 +148,8 @@ def test_the_smallest_group_is_a_setting(tmp_path: Path) -> None:
         b = estimate(sc, "b", "8-31")
         assert (b["requeue_group"], b["victims"], b["expected_requeue_s"]) == ("tier, pool and size", 1, 2 * H)
         sc.analyze(requeue_min_victims=11)
+        assert estimate(sc, "a", "8-31")["requeue_group"] == "tier and size"
+        sc.analyze(requeue_min_victims=12)
         assert estimate(sc, "a", "8-31")["requeue_group"] == "tier and pool"
 
 
@@ -166,7 +179,8 @@ def test_notice_and_card_say_the_same_and_that_the_wait_passed_most(scenario: Sc
     assert cards["W0"]["expected_restart_time"] == at(END - 25 * H + 50 * H)
     # too few restarted for a median: more than the longest wait seen, and from which group
     assert ("Requeue: expect more than 30.0 h: fewer than half of such victims restarted within the longest wait "
-            "seen; from 1 recent victim of tier normal in any pool (too few with 8-31 GPUs in pool a), 0 restarted."
+            "seen; from 1 recent victim of tier normal of any size in any pool (too few with 8-31 GPUs in pool a), "
+            "0 restarted."
             ) in notices["N0"].text
     assert cards["N0"]["expected_restart_time"] is None
 
@@ -177,8 +191,8 @@ def test_live_cost_reads_the_running_jobs_own_estimate(scenario: Scenario) -> No
     r32 = rows["R32"]
     pool_a = estimate(scenario, "a", "32+")
     assert (r32["expected_requeue_s"], r32["requeue_basis"], r32["requeue_at_least"]) == (
-        pool_a["expected_requeue_s"], "tier and pool", False)
-    assert r32["requeue_gpu_s"] == 32 * pool_a["expected_requeue_s"] == 32 * H
+        pool_a["expected_requeue_s"], "tier and a smaller size", False)
+    assert r32["requeue_gpu_s"] == 32 * pool_a["expected_requeue_s"] == 32 * 50 * H
     # no median within the 30 h seen: that wait stands in as a lower bound, so the job still ranks by its cost
     rn = rows["RN"]
     assert (rn["expected_requeue_s"], rn["requeue_basis"], rn["requeue_at_least"]) == (30 * H, "tier", True)

@@ -125,11 +125,11 @@ def test_net_benefit_weeks_add_up_to_days_and_to_the_ledger(truth_wh: Warehouse)
         assert total[0] == pytest.approx(ledger[0])
         assert total[1] == ledger[1]
     teams = truth_wh.query(
-        "SELECT window_start, pool, sum(cost_value) AS c FROM net_benefit WHERE period = 'week' AND team <> '(all)' "
-        "GROUP BY ALL"
+        "SELECT window_start, pool, sum(cost_weighted_gpu_s) AS c FROM net_benefit "
+        "WHERE period = 'week' AND team <> '(all)' GROUP BY ALL"
     )
     pools = truth_wh.query(
-        "SELECT window_start, pool, cost_value AS c FROM net_benefit WHERE period = 'week' AND team = '(all)'"
+        "SELECT window_start, pool, cost_weighted_gpu_s AS c FROM net_benefit WHERE period = 'week' AND team = '(all)'"
     )
     joined = teams.join(pools, on=["window_start", "pool"], suffix="_all")
     assert joined.height == pools.height > 0

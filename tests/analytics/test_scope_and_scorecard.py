@@ -103,10 +103,10 @@ def test_net_benefit_flags_cost_over_gain(sc: Scenario) -> None:
     sc.analyze()
     nb = {r["team"]: r for r in sc.view("net_benefit WHERE period = 'day'", "team").to_dicts()}
     # without preemption p waits for v's remaining 3000 s of work: gain 4 x 3000, weight 4
-    assert nb["prod"]["gain_value"] == pytest.approx(4 * 3000 * 4.0)
+    assert nb["prod"]["gain_weighted_gpu_s"] == pytest.approx(4 * 3000 * 4.0)
     # cost: lost 4 x 300 (declared, half the interval) + requeue 4 x 100, weight 0.5
-    assert nb["victims"]["cost_value"] == pytest.approx((4 * 300 + 4 * 100) * 0.5)
-    assert nb["(all)"]["net_value"] == pytest.approx(48000 - 800)
+    assert nb["victims"]["cost_weighted_gpu_s"] == pytest.approx((4 * 300 + 4 * 100) * 0.5)
+    assert nb["(all)"]["net_weighted_gpu_s"] == pytest.approx(48000 - 800)
     assert nb["(all)"]["cost_exceeds_gain"] is False
     assert nb["victims"]["cost_exceeds_gain"] is True
     assert nb["(all)"]["gains_unknown"] == 0
@@ -122,7 +122,7 @@ def test_cost_over_an_unknown_gain_is_not_a_loss(sc: Scenario) -> None:
     sc.run("v", 2, 4, "q", 1100, 4400, "completed")
     sc.analyze()
     nb = {r["team"]: r for r in sc.view("net_benefit", "team").filter(pl.col("period") == "day").to_dicts()}
-    assert nb["(all)"]["gain_value"] == 0 and nb["(all)"]["cost_value"] > 0
+    assert nb["(all)"]["gain_weighted_gpu_s"] == 0 and nb["(all)"]["cost_weighted_gpu_s"] > 0
     assert nb["(all)"]["gains_unknown"] == 1
     assert nb["(all)"]["cost_exceeds_gain"] is None
     weekly = sc.view("net_benefit", "team").filter((pl.col("period") == "week") & (pl.col("team") == "(all)"))

@@ -25,7 +25,9 @@ from nginx import Nginx
 
 from preemptlens.analytics.alerts import VictimNotice
 from preemptlens.config import load_config
+from preemptlens.dashboards.views_common import WIDE_TABLE
 from preemptlens.reading.masking import EVERYTHING, HIDDEN, Scope
+from preemptlens.reading.words import MEASURES
 from preemptlens.warehouse import Warehouse
 
 PASSWORD = "correct horse"
@@ -58,7 +60,7 @@ def proxied(cluster_warehouse: Path, tmp_path_factory: pytest.TempPathFactory) -
         Dashboard(cluster_warehouse, root / "streamlit.log", program=program) as dashboard,
         Nginx(root / "nginx", dashboard.port, dict.fromkeys(USERS, PASSWORD),
               {u: g for u, g in USERS.items() if g}, secret) as nginx,
-        Chromium() as browser,
+        Chromium(width=1400, height=900) as browser,
     ):
         yield nginx, browser
 
@@ -291,9 +293,56 @@ READING_JS = """
       '[data-testid="stMetricValue"], [data-testid="stMetricLabel"]'))
     .filter(m => [m, ...m.querySelectorAll('*')].some(e => e.scrollWidth > e.clientWidth + 1))
     .map(m => m.innerText);
-  return JSON.stringify({text: words.join('\\n'), charts: charts, headers: headers, clipped: clipped});
+  // A table whose columns run past the page's edge: the columns the grid lists (those in view) and by how much.
+  // (a grid in a closed expander has no scroller: it is not drawn until opened)
+  const grids = Array.from(main.querySelectorAll('[data-testid="stDataFrame"]'))
+    .filter(g => g.querySelector('.dvn-scroller')).map(g => {
+      const s = g.querySelector('.dvn-scroller');
+      return {columns: Array.from(g.querySelectorAll('th')).map(t => t.innerText), over: s.scrollWidth - s.clientWidth};
+    });
+  const metrics = Array.from(main.querySelectorAll('[data-testid="stMetricValue"]')).map(m => m.innerText.trim());
+  return JSON.stringify({text: words.join('\\n'), charts: charts, headers: headers, clipped: clipped,
+                         grids: grids, metrics: metrics});
 })()
 """
+
+
+NONE = re.compile(r"\b(?:None|null|NaN|nan)\b")
+ONE_GPUS = re.compile(r"(?<![\d,.])1 GPUs\b")
+# A figure shown changing when it is the same on both sides ("0 -> 0"): no effect of the change.
+SAME_BOTH_SIDES = re.compile(r"(?<![\w.,])(-?\d[\d,.]*(?: [a-zA-Z-]+)?) -> \1(?![\w.,])")
+LAST_WEEKS = re.compile(r"\b(?:over the )?last (\d+) weeks\b")
+TOP_TEAMS = re.compile(r"\b[Tt]op (\d+) teams\b")
+# A measure's own name with spaces for underscores ("queued gpu wait") where its label belongs.
+RAW_MEASURES = [name.replace("_", " ") for name, spec in MEASURES.items()
+                if name.replace("_", " ") != spec[0].lower()]
+
+
+def reading_problems(words: str, weeks: int, teams: int) -> list[str]:
+    """What a reader should not meet in `words` (a page's or a report's): None or null, "1 GPUs", a minus written
+    two ways, a measure's raw name, a span the data does not have, a figure shown changing that does not."""
+    problems = [f"{found!r}" for found in NONE.findall(words) + ONE_GPUS.findall(words)]
+    if "\u2212" in words and re.search(r"(?<![\w-])-\d", words):
+        problems.append("two minus signs: U+2212 and -")
+    lowered = words.lower()
+    problems += [f"raw measure name {m!r}" for m in RAW_MEASURES if re.search(rf"\b{re.escape(m)}\b", lowered)]
+    problems += [f"last {n} weeks over {weeks}" for n in LAST_WEEKS.findall(words) if int(n) > weeks]
+    problems += [f"top {n} teams of {teams}" for n in TOP_TEAMS.findall(words) if int(n) > teams]
+    problems += [f"{m} -> {m}" for m in SAME_BOTH_SIDES.findall(words)]
+    return problems
+
+
+def data_extent(warehouse: Path) -> tuple[int, int]:
+    """The ISO weeks the fixture's runs span, and its teams."""
+    con = duckdb.connect(str(warehouse), read_only=True)
+    try:
+        row = con.execute(
+            "SELECT count(DISTINCT date_trunc('week', start_time)), (SELECT count(DISTINCT team) FROM jobs) "
+            "FROM job_runs WHERE start_time IS NOT NULL").fetchone()
+    finally:
+        con.close()
+    assert row is not None
+    return int(row[0]), int(row[1])
 
 
 TITLES = {"Overview": "Preemption overview", "My preemptions": "My preemptions", "Preemptions": "Preemptions",
@@ -302,9 +351,14 @@ TITLES = {"Overview": "Preemption overview", "My preemptions": "My preemptions",
 
 
 @pytest.mark.parametrize("user", ["ops", "guest", "vision-user"])
-def test_every_page_reads_right(proxied: tuple[Nginx, Chromium], screenshots: Path, user: str) -> None:
+def test_every_page_reads_right(
+    proxied: tuple[Nginx, Chromium], screenshots: Path, cluster_warehouse: Path, user: str
+) -> None:
     """Each page the reader's role opens, at 1400x900: no raw column name, config key or e-notation in its words,
-    charts or table labels, and no metric label or value cut off."""
+    charts or table labels, no None, "1 GPUs", minus written two ways, span the data lacks or figure shown changing
+    that does not (reading_problems), no metric label or value cut off, no table of up to WIDE_TABLE columns
+    running past the page's edge, and no large figure that says nothing changed."""
+    weeks, teams = data_extent(cluster_warehouse)
     browser = proxied[1]
     open_as(proxied, user)
     pages = nav(browser)
@@ -318,8 +372,10 @@ def test_every_page_reads_right(proxied: tuple[Nginx, Chromium], screenshots: Pa
         while True:
             shown = json.loads(browser.call("Runtime.evaluate", {"expression": READING_JS, "returnByValue": True})
                                ["result"]["value"])
-            # the ledger's grid, not the first grid to paint (the page has several)
-            if "Preempted at (UTC)" in shown["headers"] or label != "Preemptions" or time.monotonic() > deadline:
+            # the ledger's grid, not the first grid to paint (the page has several); every grid with its columns
+            painted = all(g["columns"] for g in shown["grids"])
+            if ((painted and ("Preempted at (UTC)" in shown["headers"] or label != "Preemptions"))
+                    or time.monotonic() > deadline):
                 break
             time.sleep(0.2)
         browser.screenshot(screenshots / f"page-{user}-{label.lower().replace(' ', '-')}.png")
@@ -329,5 +385,50 @@ def test_every_page_reads_right(proxied: tuple[Nginx, Chromium], screenshots: Pa
         assert raw == [], f"{user} {label}: raw names {raw}"
         assert E_NOTATION.findall(words) == [], f"{user} {label}"
         assert shown["clipped"] == [], f"{user} {label}: cut off {shown['clipped']}"
+        # The SQL page shows the views' own definitions, which say where a figure is null.
+        problems = reading_problems(words, weeks, teams) if label != "SQL" else []
+        assert problems == [], f"{user} {label}: {problems}"
+        assert all(g["columns"] for g in shown["grids"]), f"{user} {label}: a table not drawn in 60 s"
+        cut = [g["columns"] for g in shown["grids"] if g["over"] > 1 and len(g["columns"]) <= WIDE_TABLE]
+        assert cut == [], f"{user} {label}: columns past the page's edge in {cut}"
+        unmoved = [m for m in shown["metrics"] if m in ("no change", "none", "not measured")]
+        assert unmoved == [], f"{user} {label}: large figures that say nothing moved: {unmoved}"
         if label == "Preemptions":  # the tables' labels are read too (the grid lists the columns in view)
             assert {"Preempted at (UTC)", "Victim job", "Victim team"} <= set(shown["headers"]), shown["headers"]
+
+
+REPORT_JS = """
+(() => JSON.stringify({
+  text: document.body.innerText,
+  wide: Array.from(document.querySelectorAll('table')).filter(t => t.scrollWidth > t.parentElement.clientWidth + 1)
+    .map(t => t.id),
+  page: document.documentElement.scrollWidth - document.documentElement.clientWidth,
+}))()
+"""
+
+
+def test_both_reports_read_right(cluster_warehouse: Path, tmp_path: Path, screenshots: Path) -> None:
+    """The weekly report as a reader opens it: the HTML in a browser at 1400x900 and the Markdown as text, held to
+    the pages' rules (reading_problems, no raw names), with no table wider than the page."""
+    from preemptlens.cli import main
+
+    weeks, teams = data_extent(cluster_warehouse)
+    assert main(["--warehouse", str(cluster_warehouse), "report", "--week", "2026-W48", "--out", str(tmp_path)]) == 0
+    with Chromium(width=1400, height=900) as browser:
+        browser.navigate((tmp_path / "preemptlens-2026-W48.html").as_uri())
+        deadline = time.monotonic() + 30
+        shown: dict = {}
+        while time.monotonic() < deadline and not shown.get("text"):
+            # before the document has a body the script throws and returns no value
+            value = browser.call("Runtime.evaluate", {"expression": REPORT_JS, "returnByValue": True})["result"]
+            shown = json.loads(value.get("value") or "{}")
+            time.sleep(0.1)
+        browser.screenshot_document(screenshots / "report-1400.png")
+    markdown = (tmp_path / "preemptlens-2026-W48.md").read_text()
+    for name, words in (("HTML", shown["text"]), ("Markdown", markdown)):
+        # the suggestions' scheduler snippets are settings to copy, not words to read
+        problems = reading_problems(words, weeks, teams)
+        assert problems == [], f"{name}: {problems}"
+        assert E_NOTATION.findall(words) == [], name
+    assert shown["wide"] == [] and shown["page"] <= 0, shown
+

@@ -75,8 +75,8 @@ def test_a_card_says_the_job_waited_longer_than_most_once_the_median_passed(
     at.switch_page("app_pages/mine.py").run()
     assert not at.exception, at.exception
     expected = ("it has waited 5.0 h, longer than most: half of such victims restarted within 2.0 h, fewer than 9 "
-                "in 10 within the longest wait seen, 5.0 h; from 3 recent victims of tier low in any pool (too few "
-                "with 8-31 GPUs in pool a), 2 restarted.")
+                "in 10 within the longest wait seen, 5.0 h; from 3 recent victims of tier low of any size in any pool "
+                "(too few with 8-31 GPUs in pool a), 2 restarted.")
     text = "\n".join(m.value for m in at.markdown)
     assert f"**Not restarted** by the end of the data; {expected}" in text
     # the Preemptions page's story of the same victim says the same

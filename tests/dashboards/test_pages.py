@@ -252,10 +252,19 @@ def test_tuning_without_and_with_suggestions(app: AppTest, tmp_path: Path, monke
             "-12.5, 30.0, -1.0, 12.5, $snip, true, now())",
             {"snip": json.dumps({"slurm": "PreemptExemptTime=00:10:00"})},
         )
+        # a change the replay found moves nothing: its wait is 0 s both ways, no victim and nothing saved
+        wh.con.execute(
+            "INSERT INTO suggestions VALUES ('c1', TIMESTAMPTZ '2026-11-09 00:00+00', "
+            "TIMESTAMPTZ '2026-11-30 00:00+00', "
+            "2, 'grace_time', '', 'Longer grace', 'GraceTime', '0', '60', 'e2', 'f2', "
+            "0.0, 0.0, 0.0, 0.0, '{}', true, now())",
+        )
     monkeypatch.setenv("PREEMPTLENS_WAREHOUSE__PATH", str(path))
     at = switch(open_app(), "tuning")
-    (expander,) = at.expander
+    expander, unmoved = at.expander
     assert expander.label == "1. Protect young runs (c1)"
+    # no large figure says "no change" or "none": a figure the same under either setting is not shown
+    assert len(expander.metric) == 3 and len(unmoved.metric) == 0 and "**Expected effect:** f2" in markdown(at)
     shown = {m.label: m for m in at.metric}
     assert shown["Lost progress saved"].value == "12.5 GPU-h"
     # 30 s more wait for the high tiers is a rise, shown red (inverse colours); one victim a week fewer is a fall.
@@ -274,7 +283,10 @@ def test_sql_page_runs_read_only_queries(app: AppTest, cluster_warehouse: Path) 
     at = switch(app, "sql")
     catalog = at.dataframe[0].value
     ledger_row = catalog[catalog["name"] == "preemption_ledger"].iloc[0]
-    assert ledger_row["kind"] == "view" and ledger_row["definition"].startswith("One row per preemption")
+    assert ledger_row["kind"] == "view"
+    # a definition is read whole under the grid, not cut in a cell
+    at.selectbox(key="definition").set_value("preemption_ledger").run()
+    assert any(c.value.startswith("One row per preemption") for c in at.caption)
 
     at.text_area[0].set_value("SELECT victim_job_id FROM preemption_ledger ORDER BY victim_job_id").run()
     at.button(key="run").click().run()
@@ -367,8 +379,9 @@ def test_operations_says_how_fresh_each_source_is(
     monkeypatch.delenv("PREEMPTLENS_CONFIG", raising=False)
     at = switch(open_app(), "operations")
     fresh = at.dataframe[0].value.set_index("name")
-    newest = datetime.fromisoformat(str(fresh.loc["fixture", "newest_record"]))
-    assert newest == truth and newest.date().isoformat() == "2026-11-29"
+    # times read in UTC to the minute ("2026-11-29 20:10"), a missing one a dash
+    newest = datetime.fromisoformat(str(fresh.loc["fixture", "newest_record"])).replace(tzinfo=UTC)
+    assert newest == truth.replace(second=0, microsecond=0) and newest.date().isoformat() == "2026-11-29"
     lagging = (now - newest).total_seconds() > 3600
     assert fresh.loc["fixture", "state"] == ("lagging" if lagging else "fresh")
     assert fresh.loc["Slurm (sacct and slurmctld log)", "state"] == "failing"

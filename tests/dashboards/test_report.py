@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import base64
 import json
+import os
 import re
 import shutil
+import subprocess
+import sys
 import time
 from datetime import UTC, datetime
 from html.parser import HTMLParser
@@ -256,6 +260,25 @@ def test_markdown_summary(written: Path) -> None:
     assert "<" not in text
 
 
+def _cells(line: str) -> list[str]:
+    """A Markdown table row's cells, their Markdown escapes undone."""
+    return [re.sub(r"\\(.)", r"\1", c).strip() for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+
+
+def test_markdown_holds_every_table_of_the_html_whole(page: Page, written: Path) -> None:
+    """Chat readers get every row the mail readers get: no team dropped from a table without a word."""
+    md_rows = [_cells(line) for line in (written / "preemptlens-2026-W48.md").read_text().splitlines()
+               if line.startswith("|") and not line.startswith("|---")]
+    # the cards (net-cards, and the unnamed row of headline figures) lay out figures the summary writes as sentences
+    tables = {name: rows for section in page.sections.values() for name, rows in section["tables"].items()
+              if rows and name not in ("net-cards", "None")}
+    assert {"team-net", "scorecard", "worst-table", "hazard-table", "hoarders-teams", "hoarders-jobs",
+            "coverage-teams", "goodput-teams", "scope-teams"} <= set(tables)
+    for name, rows in tables.items():
+        for row in rows:
+            assert [" ".join(c.split()) for c in row] in md_rows, (name, row)
+
+
 def test_markdown_says_who_the_median_requeue_delay_leaves_out(cluster_warehouse: Path, tmp_path: Path) -> None:
     """Victims that never restarted have no requeue delay: the median is over the others, and the summary says so."""
     path = tmp_path / "w.duckdb"
@@ -282,15 +305,37 @@ def test_a_week_without_data_says_so(
         assert "Readiness" not in text and "verdict" not in text.lower().replace("no verdict", "")
 
 
-def test_without_a_browser_the_charts_are_left_out_and_said_so(
-    cluster_warehouse: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("BROWSER_PATH", str(tmp_path / "no-such-browser"))
-    assert main(["--warehouse", str(cluster_warehouse), "report", "--week", "2026-W48", "--out", str(tmp_path)]) == 0
+def test_charts_are_drawn_on_a_host_without_a_browser(cluster_warehouse: Path, tmp_path: Path) -> None:
+    """No Chrome or Chromium on PATH (a server after `pip install`): every chart is still an image."""
+    browsers = ("chromium", "chromium-browser", "google-chrome", "chrome", "headless_shell")
+    path = os.pathsep.join(d for d in os.environ["PATH"].split(os.pathsep)
+                           if not any((Path(d) / b).exists() for b in browsers))
+    env = {**os.environ, "PATH": path}
+    env.pop("BROWSER_PATH", None)
+    assert all(shutil.which(b, path=path) is None for b in browsers)
+    subprocess.run([sys.executable, "-m", "preemptlens.cli", "--warehouse", str(cluster_warehouse), "report",
+                    "--week", "2026-W48", "--out", str(tmp_path)], env=env, check=True, capture_output=True,
+                   timeout=600)
     parsed = Page()
     parsed.feed((tmp_path / "preemptlens-2026-W48.html").read_text())
-    assert all(not section["figures"] for section in parsed.sections.values())
-    assert "Charts left out: " in parsed.sections["answer"]["text"] and parsed.sections["worst-preemptions"]["tables"]
+    drawn = [alt for section in parsed.sections.values() for alt in section["figures"]]
+    assert len(drawn) == 7 and "Charts left out" not in parsed.sections["answer"]["text"]
+    png = next(src for src in parsed.loads if src.startswith("data:image/png;base64,"))
+    header = base64.b64decode(png.split(",", 1)[1])[:24]
+    # PNG's IHDR: the width at twice the report's 960 CSS pixels, for sharp text on dense screens
+    assert header[:8] == b"\x89PNG\r\n\x1a\n" and int.from_bytes(header[16:20], "big") == 2 * 960
+
+
+def test_a_chart_the_renderer_cannot_draw_is_named_in_the_report() -> None:
+    import plotly.graph_objects as go
+
+    from preemptlens.dashboards.report import _render_images
+
+    pie = go.Figure(go.Pie(values=[1, 2]), layout={"title": {"text": "Shares &amp; more"}})
+    bars = go.Figure(go.Bar(x=["a", "b"], y=[1, 2]), layout={"title": {"text": "Bars"}})
+    drawn, missing = _render_images({"pie": pie, "bars": bars})
+    assert list(drawn) == ["bars"] and drawn["bars"].startswith(b"\x89PNG")
+    assert missing == ["Shares & more: a pie trace, which the report's renderer does not draw"]
 
 
 # A cell's words each on one line: a word broken over two lines ("clus / ter") has two boxes. A line may
@@ -385,8 +430,8 @@ def test_suggestions_in_rank_order_with_the_clusters_own_snippet(suggested: Path
     assert "<strong>Change:</strong> minimum run time: 0 s → 30 min" in second
     assert "effect of Let runs finish 30 min before preemption (saving 50.0 GPU-h of lost progress)" in second
     assert "evidence of Let runs finish 30 min before preemption" in second
-    # advice that saves nothing measured says so, not "saving 0.0 GPU-h"
-    assert "(lost progress saved: not measured)" in items[0]
+    # advice that saves nothing says nothing of lost progress: not "saving 0.0 GPU-h", not "not measured"
+    assert "lost progress" not in items[0] and "Expected effect:</strong> effect of Do not rely" in items[0]
     # the cluster's own scheduler's snippet in the open, the other schedulers' behind a disclosure, no JSON anywhere
     own, disclosed = second.split("<details>")
     assert "For slurm:" in own and "PreemptExemptTime" in own and "ClusterQueue" not in own

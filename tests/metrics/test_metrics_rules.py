@@ -90,7 +90,7 @@ def test_rules_select_what_the_warehouse_says_on_the_scraped_series(scraped: Scr
 
     week = warehouse_rows(
         scraped.warehouse,
-        "SELECT pool, cost_value > gain_value AS loses FROM net_benefit "
+        "SELECT pool, cost_weighted_gpu_s > gain_weighted_gpu_s AS loses FROM net_benefit "
         "WHERE period = 'week' AND team = '(all)' AND window_start = "
         "(SELECT date_trunc('week', max(data_end)) - INTERVAL 7 DAY FROM stg_runs)",
     )

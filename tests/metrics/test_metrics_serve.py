@@ -70,16 +70,16 @@ def test_net_benefit_is_the_last_complete_week(scraped: Scraped) -> None:
     week = last_complete_week(scraped.warehouse)
     rows = warehouse_rows(
         scraped.warehouse,
-        "SELECT pool, window_start, gain_value, cost_value, net_value FROM net_benefit "
+        "SELECT pool, window_start, gain_weighted_gpu_s, cost_weighted_gpu_s, net_weighted_gpu_s FROM net_benefit "
         "WHERE period = 'week' AND team = '(all)'",
     )
     pools = {r["pool"] for r in rows}
     this_week = {r["pool"]: r for r in rows if r["window_start"] == week}
     assert this_week, "the simulated week has preemptions"
     for metric, column in (
-        ("preemptlens_net_benefit_gpu_hours", "net_value"),
-        ("preemptlens_preemption_gain_gpu_hours", "gain_value"),
-        ("preemptlens_preemption_cost_gpu_hours", "cost_value"),
+        ("preemptlens_net_benefit_gpu_hours", "net_weighted_gpu_s"),
+        ("preemptlens_preemption_gain_gpu_hours", "gain_weighted_gpu_s"),
+        ("preemptlens_preemption_cost_gpu_hours", "cost_weighted_gpu_s"),
     ):
         want = {(CLUSTER, p): (this_week[p][column] / 3600 if p in this_week else 0.0) for p in pools}
         assert_close(scraped_values(scraped, metric, "cluster", "pool"), want, metric)

@@ -187,6 +187,15 @@ class Context:
         return (lost >= share and cut >= -share / 2) or (cut >= share and lost >= -share / 2)
 
 
+def _wait_spread(waits: Sequence[float | None]) -> str:
+    """The high tiers' median wait change over the replays; nothing where it is 0 on every one (a figure the
+    same under every draw shows no change)."""
+    known = [w for w in waits if w is not None]
+    if not known or not any(known):
+        return ""
+    return f", high-priority median wait change {significant(min(known))} to {significant(max(known))} s"
+
+
 def _wait_delta(base: Figures, fig: Figures) -> float:
     if base.high_wait_median_s is None or fig.high_wait_median_s is None:
         return 0.0
@@ -213,8 +222,8 @@ def _effect(ctx: Context, fig: Figures, extra: str = "", variant: Variant | None
     if of_what and draws:
         cuts = [d.lost_gpu_h - base.lost_gpu_h for d in draws]
         waits = [_wait_delta(base, d) for d in draws]
-        spread = (f" [over {of_what}: lost GPU-hours change {significant(min(cuts))} to {significant(max(cuts))}, "
-                  f"high-priority median wait change {significant(min(waits))} to {significant(max(waits))} s]")
+        spread = (f" [over {of_what}: lost GPU-hours change {significant(min(cuts))} to {significant(max(cuts))}"
+                  f"{_wait_spread(waits)}]")
         draws = None
     elif draws is None and variant is not None:
         draws = jittered_figures(ctx.workload, variant, ctx.settings.jitter_replays, ctx.processes)
@@ -224,8 +233,7 @@ def _effect(ctx: Context, fig: Figures, extra: str = "", variant: Variant | None
             cuts = [d.lost_gpu_h - b.lost_gpu_h for b, d in paired]
             waits = [_wait_delta(b, d) for b, d in paired]
             spread = (f" [over {len(paired)} replays with jittered inputs and event order: lost GPU-hours change "
-                      f"{significant(min(cuts))} to {significant(max(cuts))}, high-priority median wait change "
-                      f"{significant(min(waits))} to {significant(max(waits))} s]")
+                      f"{significant(min(cuts))} to {significant(max(cuts))}{_wait_spread(waits)}]")
         else:
             spread = " [one replay (tuning.jitter_replays = 1): no interval]"
     text = (

@@ -49,6 +49,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
+from operator import itemgetter
 from statistics import median
 from types import MappingProxyType
 from typing import Any
@@ -394,6 +395,60 @@ def observed_figures(wh: Warehouse, window: Window) -> Figures:
     )
 
 
+@dataclass(frozen=True)
+class OutcomeParts:
+    """What the figures of a replay are made of, per job of the workload (`jobs`: their indices into the
+    workload's jobs, ascending): its preemptions inside the window as (job, lost GPU-seconds, GPUs x
+    warm-up seconds, victim job id) in the order the outcome lists them, and the waits of the high tiers'
+    jobs as (job, recorded wait). Replays of disjoint pools give parts that `merged` puts back in the
+    whole replay's order, so that their figures are the whole replay's to the last bit (sums in one order)."""
+
+    preemptions: tuple[tuple[int, float, float, str], ...]
+    waits: tuple[tuple[int, float], ...]
+
+    @classmethod
+    def of(cls, out: Outcome, resolution_s: float = 0.0, jobs: Sequence[int] | None = None) -> OutcomeParts:
+        """The parts of `out`, whose job k is the workload's job jobs[k] (all of it: k itself)."""
+
+        def recorded(t: float) -> float:
+            return math.floor(t / resolution_s) * resolution_s if resolution_s else t
+
+        index = range(len(out.jobs)) if jobs is None else jobs
+        found = tuple((index[p.victim], p.lost_gpu_s, p.gpus * p.warmup_s, out.jobs[p.victim].job_id)
+                      for p in out.preemptions() if p.time_s < out.horizon_s)
+        waits = []
+        for j, runs in enumerate(out.job_runs):
+            if out.jobs[j].tier not in HIGH_TIERS or not runs:
+                continue
+            first = out.runs[runs[0]]
+            start = out.horizon_s if first.start_s is None else min(first.start_s, out.horizon_s)
+            waits.append((index[j], recorded(start) - recorded(out.jobs[j].submit_s)))
+        return cls(found, tuple(waits))
+
+    @classmethod
+    def merged(cls, parts: Sequence[OutcomeParts]) -> OutcomeParts:
+        """Parts of disjoint sets of jobs as one: by job, each job's preemptions in their own order."""
+        return cls(tuple(sorted((p for part in parts for p in part.preemptions), key=itemgetter(0))),
+                   tuple(sorted(w for part in parts for w in part.waits)))
+
+    def figures(self, horizon_s: float, warmup_measured: frozenset[str] | None = None) -> Figures:
+        found = self.preemptions
+        waits = [w for _, w in self.waits]
+        victims = {p[0]: p[3] for p in found}
+        assumed = 0 if warmup_measured is None else sum(1 for v in victims.values() if v not in warmup_measured)
+        return Figures(
+            preemptions=len(found),
+            lost_gpu_h=sum(p[1] for p in found) / 3600.0,
+            high_wait_median_s=median(waits) if waits else None,
+            victim_jobs=len(victims),
+            weeks=horizon_s / _WEEK_S,
+            thrown_away_gpu_h=None if assumed and not warmup_measured
+            else sum(p[1] + p[2] for p in found) / 3600.0,
+            high_wait_p90_s=quantile(waits, 0.9),
+            warmup_assumed_victims=assumed,
+        )
+
+
 def outcome_figures(out: Outcome, warmup_measured: frozenset[str] | None = None, resolution_s: float = 0.0
                     ) -> Figures:
     """The same figures from a replay, measured the way the ledger measures them.
@@ -402,31 +457,7 @@ def outcome_figures(out: Outcome, warmup_measured: frozenset[str] | None = None,
     unknown when a victim needed one and no warm-up at all was measured to base it on. With `resolution_s`
     (whole seconds), waits are between the truncated times, as the source records them.
     """
-
-    def recorded(t: float) -> float:
-        return math.floor(t / resolution_s) * resolution_s if resolution_s else t
-
-    found = [p for p in out.preemptions() if p.time_s < out.horizon_s]
-    waits = []
-    for j, runs in enumerate(out.job_runs):
-        if out.jobs[j].tier not in HIGH_TIERS or not runs:
-            continue
-        first = out.runs[runs[0]]
-        start = out.horizon_s if first.start_s is None else min(first.start_s, out.horizon_s)
-        waits.append(recorded(start) - recorded(out.jobs[j].submit_s))
-    victims = {p.victim for p in found}
-    assumed = 0 if warmup_measured is None else sum(1 for v in victims if out.jobs[v].job_id not in warmup_measured)
-    return Figures(
-        preemptions=len(found),
-        lost_gpu_h=sum(p.lost_gpu_s for p in found) / 3600.0,
-        high_wait_median_s=median(waits) if waits else None,
-        victim_jobs=len(victims),
-        weeks=out.horizon_s / _WEEK_S,
-        thrown_away_gpu_h=None if assumed and not warmup_measured
-        else sum(p.lost_gpu_s + p.gpus * p.warmup_s for p in found) / 3600.0,
-        high_wait_p90_s=quantile(waits, 0.9),
-        warmup_assumed_victims=assumed,
-    )
+    return OutcomeParts.of(out, resolution_s).figures(out.horizon_s, warmup_measured)
 
 
 def quantile(values: Sequence[float], q: float) -> float | None:
@@ -468,18 +499,67 @@ def replay_outcome(workload: Workload, variant: Variant) -> Outcome:
 
 
 def _replay(workload: Workload, variant: Variant) -> Outcome:
+    jobs, policy = _prepared(workload, variant)
+    return _simulate(jobs, workload.pools, policy, workload.horizon_s, variant.protect_near_completion)
+
+
+def _prepared(workload: Workload, variant: Variant) -> tuple[Sequence[JobSpec], PolicyConfig]:
+    """The jobs and the policy a variant replays: jittered, then changed."""
     jobs: Sequence[JobSpec] = workload.jobs
     policy = variant.policy
     if variant.jitter is not None:
         jobs, policy = jittered(workload, policy, variant.jitter)
     if variant.job_changes:
         jobs = [replace(j, **variant.job_changes[j.job_id]) if j.job_id in variant.job_changes else j for j in jobs]
-    if variant.protect_near_completion is None:
-        return simulate_jobs(jobs, workload.pools, policy, workload.horizon_s)
+    return jobs, policy
+
+
+def _simulate(jobs: Sequence[JobSpec], pools: Sequence[PoolSpec], policy: PolicyConfig, horizon_s: float,
+              protect_near_completion: float | None) -> Outcome:
+    if protect_near_completion is None:
+        return simulate_jobs(jobs, pools, policy, horizon_s)
     # Near-completion protection is a knob of the engine, not yet of PolicyConfig.
-    scheduler = _Scheduler(jobs, workload.pools, policy, workload.horizon_s, 60.0,
-                           protect_share=variant.protect_near_completion)
-    return scheduler.run(None)
+    return _Scheduler(jobs, pools, policy, horizon_s, 60.0, protect_share=protect_near_completion).run(None)
+
+
+@dataclass(frozen=True)
+class PoolReplay:
+    """One pool's share of a what-if: the pool's jobs alone on its GPUs. Pools share no GPUs and the engine
+    schedules each on its own (a pass per pool, its own queue, reservation and victims; ties within a pool
+    broken in the same order whatever the other pools hold), so the pools' replays together are the whole
+    replay, and `OutcomeParts.merged` of their parts gives its figures exactly: a fleet's replay splits into
+    tasks for worker processes or Spark executors (analytics.spark.replay_per_pool)."""
+
+    pool: PoolSpec
+    jobs: tuple[JobSpec, ...]
+    index: tuple[int, ...]  # each job's index into the workload's jobs
+    policy: PolicyConfig
+    horizon_s: float
+    protect_near_completion: float | None
+    resolution_s: float
+
+    def parts(self) -> OutcomeParts:
+        # The outcome is dropped inside the pause, so the collector never sees it.
+        with paused_gc():
+            out = _simulate(self.jobs, (self.pool,), self.policy, self.horizon_s, self.protect_near_completion)
+            return OutcomeParts.of(out, self.resolution_s, self.index)
+
+
+def pool_replays(workload: Workload, variant: Variant) -> list[PoolReplay]:
+    """The variant's replay split by pool (a pool without jobs has nothing to replay); picklable when the
+    variant is (`picklable`)."""
+    jobs, policy = _prepared(workload, variant)
+    members: dict[str, list[int]] = {p.name: [] for p in workload.pools}
+    for k, job in enumerate(jobs):
+        members[job.pool].append(k)
+    return [PoolReplay(pool, tuple(jobs[k] for k in members[pool.name]), tuple(members[pool.name]), policy,
+                       workload.horizon_s, variant.protect_near_completion, workload.resolution_s)
+            for pool in workload.pools if members[pool.name]]
+
+
+def pooled_figures(workload: Workload, parts: Sequence[OutcomeParts]) -> Figures:
+    """The figures of a replay run as `pool_replays`, from its pools' parts: those of `run_variant`."""
+    return OutcomeParts.merged(parts).figures(workload.horizon_s, workload.warmup_measured)
 
 
 def jittered(workload: Workload, policy: PolicyConfig, seed: int) -> tuple[list[JobSpec], PolicyConfig]:

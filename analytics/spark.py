@@ -49,6 +49,7 @@ from preemptlens.analytics.lake import (
 )
 from preemptlens.analytics.params import AnalyticsSettings, param_columns, param_row
 from preemptlens.analytics.views import VIEWS_DIR, _body
+from preemptlens.analytics.whatif.replay import Figures, Variant, Workload, picklable, pool_replays, pooled_figures
 from preemptlens.config import Config, section, setting, size_text
 from preemptlens.errors import ConfigError, SchemaError
 from preemptlens.warehouse import SQL_DIR, Warehouse, quote
@@ -424,3 +425,18 @@ def run_duckdb(
         con.execute(f"CREATE OR REPLACE TEMP TABLE {quote(scan.name)} AS {scan.sql}")
         seconds[scan.group] = seconds.get(scan.group, 0.0) + time.perf_counter() - started
     return con, seconds
+
+
+# ---------------------------------------------------------------- replays, one task per pool
+
+
+def replay_per_pool(spark: SparkSession, workload: Workload, variants: Sequence[Variant]) -> list[Figures]:
+    """Each variant's replay of `workload` run on Spark as one task per pool (pools share no GPUs:
+    `whatif.replay.PoolReplay`), its figures gathered on the driver: the same figures as `run_variant` gives
+    on one machine, to the last bit. For a fleet whose window is too big for one machine's replays; the
+    executors need preemptlens importable (local mode: this Python)."""
+    tasks = [(k, replay) for k, variant in enumerate(variants) for replay in pool_replays(workload, picklable(variant))]
+    if not tasks:
+        return []
+    parts = spark.sparkContext.parallelize(tasks, len(tasks)).map(lambda task: (task[0], task[1].parts())).collect()
+    return [pooled_figures(workload, [p for k, p in parts if k == wanted]) for wanted in range(len(variants))]

@@ -334,10 +334,11 @@ class _Scheduler:
         self.owner = [-1] * lay.gpus  # run index holding the GPU
         self.reserved = [-1] * lay.gpus  # job index the GPU is promised to
         self.node_free = [self.gpn[lay.node_pool[n]] for n in range(len(lay.node_names))]
-        # Per pool, per free-GPU count, the nodes with exactly that many free GPUs.
-        self.buckets: list[list[set[int]]] = [[set() for _ in range(g + 1)] for g in self.gpn]
+        # Per pool, per free-GPU count, the nodes with exactly that many free GPUs, in node order: placing
+        # takes the lowest and the victim searches walk them in order, without sorting a pool's nodes per ask.
+        self.buckets: list[list[list[int]]] = [[[] for _ in range(g + 1)] for g in self.gpn]
         for n, free in enumerate(self.node_free):
-            self.buckets[lay.node_pool[n]][free].add(n)
+            self.buckets[lay.node_pool[n]][free].append(n)
         self.node_runs: list[set[int]] = [set() for _ in lay.node_names]
         self.pool_nodes: list[list[int]] = [[] for _ in pools]
         for n, p in enumerate(lay.node_pool):
@@ -360,6 +361,14 @@ class _Scheduler:
         self.pending: list[list[dict[int, list[tuple[float, int, int]]]]] = [
             [{} for _ in TIER_RANK] for _ in pools
         ]
+        # Beside each of those queues, its entries as (planned length, entry), sorted: behind a reserved start,
+        # the jobs that end by it (`_ending_by`) are a prefix, so a pass goes straight to them instead of
+        # walking every pending job that would outlast it (a backlog that grows with the cluster, at every
+        # pass). A pool whose queue left start order (a policy change between queue orders) walks as before.
+        self.pending_lengths: list[list[dict[int, list[tuple[float, tuple[float, int, int]]]]]] = [
+            [{} for _ in TIER_RANK] for _ in pools
+        ]
+        self.unindexed: set[int] = set()
         self.runs: list[Run] = []
         self.job_runs: list[list[int]] = [[] for _ in jobs]
         self.waiting_slots: dict[int, list[int]] = {}  # preemptor job -> GPUs reserved for it
@@ -458,9 +467,10 @@ class _Scheduler:
     def _node_free_delta(self, node: int, delta: int) -> None:
         bucket = self.buckets[self.layout.node_pool[node]]
         free = self.node_free[node]
-        bucket[free].discard(node)
+        nodes = bucket[free]
+        del nodes[bisect_left(nodes, node)]
         self.node_free[node] = free + delta
-        bucket[free + delta].add(node)
+        insort(bucket[free + delta], node)
 
     def _place(self, pool: int, gpus: int) -> list[int]:
         gpn = self.gpn[pool]
@@ -470,11 +480,11 @@ class _Scheduler:
             k = gpus
             while not buckets[k]:
                 k += 1
-            node = min(buckets[k])
+            node = buckets[k][0]
             owner = self.owner
             reserved = self.reserved
             return [g for g in range(first[node], first[node] + gpn) if owner[g] < 0 and reserved[g] < 0][:gpus]
-        nodes = sorted(buckets[gpn])[: gpus // gpn]
+        nodes = buckets[gpn][: gpus // gpn]
         return [g for n in nodes for g in range(first[n], first[n] + gpn)]
 
     # -- runs ----------------------------------------------------------------
@@ -493,13 +503,23 @@ class _Scheduler:
         job = self.jobs[j]
         pool = self.job_pool[j]
         queue = self.pending[pool][self.job_rank[j]].setdefault(job.gpus, [])
+        entry: tuple[float, int, int]
         if self.pool_policy[pool].queue_order == "submit":
             # A requeued run keeps its job's place: sorted in by the first submission.
-            insort(queue, (job.submit_s, j, j))
+            entry = (job.submit_s, j, j)
+            insort(queue, entry)
         else:
             # It turns pending now, so appending keeps the order.
-            queue.append((eligible, self.seq, j))
+            entry = (eligible, self.seq, j)
+            if queue and queue[-1] > entry:
+                self.unindexed.add(pool)  # after entries of the other order: the queue left start order
+            queue.append(entry)
             self.seq += 1
+        # The run's planned length: `_planned_end` adds it to the start (exactly: at 0 it is the length).
+        length = self._planned_end(j, 0.0)
+        if length != length:
+            self.unindexed.add(pool)  # NaN: no order to go by
+        insort(self.pending_lengths[pool][self.job_rank[j]].setdefault(job.gpus, []), (length, entry))
         self.dirty.add(pool)
         trigger = self.pool_policy[pool].trigger_wait_s
         if trigger > 0 and self.rank_preempts[pool][self.job_rank[j]]:
@@ -754,8 +774,11 @@ class _Scheduler:
         # starving, and one keeps the pass cheap.
         held: tuple[int, float, dict[int, int], set[int]] | None = None
         outlast_fails = math.inf  # the fewest GPUs a run outlasting the reserved start found no room for
+        indexed = pool not in self.unindexed
         for rank in range(len(pending) - 1, -1, -1):
             by_size = pending[rank]
+            # Per size, the jobs of this rank that end by the reserved start, in start order (`_ending_by`).
+            ending: dict[int, list[tuple[float, int, int]]] = {}
             may_preempt = self.rank_preempts[pool][rank]
             looking = reserve and held is None  # this rank's first blocked job would get the reservation
             if not by_size or (room == 0 and not may_preempt and not looking):
@@ -783,37 +806,52 @@ class _Scheduler:
                 elif size <= room and held is not None:
                     gpu_ids = None
                     late = held[3]
-                    if size >= outlast_fails and entry[2] in late:
-                        # Only a job that ends by the reserved start could: step over those known not to.
-                        queue = by_size[size]
-                        k = i + 1
-                        while k < len(queue) and queue[k][2] in late:
-                            k += 1
-                        if k < len(queue):
-                            heapq.heapreplace(heads, (queue[k], size, k))
-                        else:
+                    if size >= outlast_fails and indexed:
+                        # Only a job that ends by the reserved start could: go straight to the next one.
+                        ahead = ending.get(size)
+                        if ahead is None:
+                            ahead = ending[size] = self._ending_by(pool, rank, size, t, held[1])
+                        k = bisect_left(ahead, entry)
+                        if k == len(ahead):
                             heapq.heappop(heads)
-                        continue
-                    if entry[2] not in late:
-                        if self._planned_end(entry[2], t) <= held[1]:
-                            # Gone by the reserved start: it may go anywhere (EASY backfill).
-                            gpu_ids = self._place(pool, size)
-                        else:
-                            # Started in a later pass it ends later still.
-                            late.add(entry[2])
-                    if gpu_ids is None and size < outlast_fails:
-                        gpu_ids = self._outlasting_gpus(pool, size, held[2])
+                            continue
+                        if ahead[k] != entry:
+                            heapq.heapreplace(heads, (ahead[k], size, bisect_left(by_size[size], ahead[k], i)))
+                            continue
+                        # Gone by the reserved start: it may go anywhere (EASY backfill).
+                        gpu_ids = self._place(pool, size)
+                    else:
+                        if size >= outlast_fails and entry[2] in late:
+                            # Only a job that ends by the reserved start could: step over those known not to.
+                            queue = by_size[size]
+                            k = i + 1
+                            while k < len(queue) and queue[k][2] in late:
+                                k += 1
+                            if k < len(queue):
+                                heapq.heapreplace(heads, (queue[k], size, k))
+                            else:
+                                heapq.heappop(heads)
+                            continue
+                        if entry[2] not in late:
+                            if self._planned_end(entry[2], t) <= held[1]:
+                                # Gone by the reserved start: it may go anywhere (EASY backfill).
+                                gpu_ids = self._place(pool, size)
+                            else:
+                                # Started in a later pass it ends later still.
+                                late.add(entry[2])
+                        if gpu_ids is None and size < outlast_fails:
+                            gpu_ids = self._outlasting_gpus(pool, size, held[2])
+                            if gpu_ids is None:
+                                # Nothing of this size or more fits off the reservation in the rest of the pass.
+                                outlast_fails = size
                         if gpu_ids is None:
-                            # Nothing of this size or more fits off the reservation in the rest of the pass.
-                            outlast_fails = size
-                    if gpu_ids is None:
-                        # It would delay the reserved start; a later job of the same size may not.
-                        queue = by_size[size]
-                        if i + 1 < len(queue):
-                            heapq.heapreplace(heads, (queue[i + 1], size, i + 1))
-                        else:
-                            heapq.heappop(heads)
-                        continue
+                            # It would delay the reserved start; a later job of the same size may not.
+                            queue = by_size[size]
+                            if i + 1 < len(queue):
+                                heapq.heapreplace(heads, (queue[i + 1], size, i + 1))
+                            else:
+                                heapq.heappop(heads)
+                            continue
                     self._start(entry[2], t, gpu_ids, backfill=True)
                     room = self._room(pool)
                     done.setdefault(size, []).append(i)
@@ -837,12 +875,24 @@ class _Scheduler:
                     heapq.heapreplace(heads, (queue[i + 1], size, i + 1))
                 else:
                     heapq.heappop(heads)
+            lengths_of = self.pending_lengths[pool][rank]
             for size, taken in done.items():
                 queue = by_size[size]
+                lengths = lengths_of[size]
                 for i in reversed(taken):
-                    del queue[i]
+                    entry = queue.pop(i)
+                    # The run started keeps the pending run's planned length (its restore point is the same).
+                    del lengths[bisect_left(lengths, (self._planned_end(entry[2], 0.0), entry))]
                 if not queue:
                     del by_size[size]
+                    del lengths_of[size]
+
+    def _ending_by(self, pool: int, rank: int, size: int, t: float, start: float) -> list[tuple[float, int, int]]:
+        """The pending jobs of `rank` asking `size` GPUs that, started at t, are planned to end by `start`
+        (`_planned_end`), in start order: the first ones by planned length, as t + length grows with it."""
+        lengths = self.pending_lengths[pool][rank][size]
+        cut = bisect_left(lengths, True, key=lambda e: t + e[0] > start)
+        return sorted(e[1] for e in lengths[:cut])
 
     def _reserve(self, pool: int, j: int, t: float) -> tuple[int, float, dict[int, int], set[int]]:
         """Job j's reserved start and the GPUs on its reserved nodes that a run outlasting it may still take:
@@ -867,7 +917,10 @@ class _Scheduler:
         gpn = self.gpn[pool]
         runs, owner, reserved, gpu_node = self.runs, self.owner, self.reserved, self.gpu_node
         node_reserved = self.node_reserved
-        avail = list(self.node_free)
+        # The free GPUs of the nodes that gain some, over node_free: a copy of every node's per reservation
+        # would cost the cluster's size at every blocked pass.
+        free = self.node_free
+        avail: dict[int, int] = {}
         jobs, run_nodes, planned = self.jobs, self.run_nodes, self.planned
 
         def from_runs() -> Iterator[tuple[float, int, int]]:
@@ -926,7 +979,7 @@ class _Scheduler:
             if n < 0:
                 break
             at = end
-            avail[n] += count
+            avail[n] = avail.get(n, free[n]) + count
             touched.append(n)
         return math.inf, {}
 
@@ -942,10 +995,11 @@ class _Scheduler:
         first = self.layout.node_first_gpu
         if size <= gpn:
             barred = {n for n, left in spare.items() if left < size}
+            node = -1
             for k in range(size, gpn + 1):
-                fits = buckets[k] - barred if barred & buckets[k] else buckets[k]
-                if fits:
-                    node = min(fits)
+                # The lowest node of the bucket that is not barred: at most len(barred) steps.
+                node = next((n for n in buckets[k] if n not in barred), -1)
+                if node >= 0:
                     break
             else:
                 return None
@@ -953,7 +1007,7 @@ class _Scheduler:
                 spare[node] -= size
             owner, reserved = self.owner, self.reserved
             return [g for g in range(first[node], first[node] + gpn) if owner[g] < 0 and reserved[g] < 0][:size]
-        nodes = [n for n in sorted(buckets[gpn]) if n not in spare][: size // gpn]
+        nodes = [n for n in buckets[gpn] if n not in spare][: size // gpn]
         if len(nodes) < size // gpn:
             return None
         return [g for n in nodes for g in range(first[n], first[n] + gpn)]
@@ -1150,7 +1204,7 @@ class _Scheduler:
             bound = need - free
             if best is not None and best[0] < bound:
                 break
-            for n in sorted(buckets[free]):
+            for n in buckets[free]:
                 if best is not None and best < (bound, floor, n):
                     break
                 have = free
@@ -1195,7 +1249,7 @@ class _Scheduler:
             bound = gpn - free
             if len(costs) >= wanted and costs[wanted - 1] < (bound, floor, -1):
                 break
-            for n in sorted(buckets[free]):
+            for n in buckets[free]:
                 if len(costs) >= wanted and costs[wanted - 1] < (bound, floor, n):
                     break
                 victims = node_victims[n]
@@ -1235,7 +1289,7 @@ class _Scheduler:
         best_victims: list[int] = []
         for free in range(need - 1, -1, -1):
             short = need - free
-            for n in sorted(buckets[free]):
+            for n in buckets[free]:
                 sets: list[tuple[float, int, tuple[int, ...]] | None] = [None] * (short + 1)
                 sets[0] = (0.0, 0, ())
                 entries = node_victims[n]

@@ -49,6 +49,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
+from operator import itemgetter
 from statistics import median
 from types import MappingProxyType
 from typing import Any
@@ -573,6 +574,92 @@ def _float(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
+@dataclass(frozen=True)
+class OutcomeParts:
+    """What the figures of a replay are made of, per job of the workload (`jobs`: their indices into the
+    workload's jobs): its preemptions inside the window as (job, lost GPU-seconds, GPUs x warm-up seconds,
+    victim job id, victim tier), by job and in the outcome's order within a job, and each job with a run as
+    (job, tier, first-start wait as recorded, queue GPU-seconds as recorded, completed in the window). Replays of
+    disjoint pools give parts that `merged` puts in the same order, so that their figures are the whole
+    replay's to the last bit (sums in one order)."""
+
+    preemptions: tuple[tuple[int, float, float, str, str], ...]
+    jobs: tuple[tuple[int, str, float, float, bool], ...]
+
+    @classmethod
+    def of(cls, out: Outcome, resolution_s: float = 0.0, jobs: Sequence[int] | None = None) -> OutcomeParts:
+        """The parts of `out`, whose job k is the workload's job jobs[k] (all of it: k itself). Queue time as
+        the record holds it: the first wait, then each restart from its requeue to its start."""
+
+        def recorded(t: float) -> float:
+            return math.floor(t / resolution_s) * resolution_s if resolution_s else t
+
+        horizon = out.horizon_s
+        index = range(len(out.jobs)) if jobs is None else jobs
+        found = sorted(((index[p.victim], p.lost_gpu_s, p.gpus * p.warmup_s, out.jobs[p.victim].job_id,
+                         out.jobs[p.victim].tier) for p in out.preemptions() if p.time_s < horizon),
+                       key=itemgetter(0))
+        rows = []
+        for j, runs in enumerate(out.job_runs):
+            if not runs:
+                continue
+            job = out.jobs[j]
+            first = out.runs[runs[0]]
+            start = horizon if first.start_s is None else min(first.start_s, horizon)
+            wait = recorded(start) - recorded(job.submit_s)
+            queue = job.gpus * wait
+            for r in runs[1:]:
+                run = out.runs[r]
+                began = horizon if run.start_s is None else min(run.start_s, horizon)
+                queue += job.gpus * max(0.0, recorded(began) - recorded(min(run.submit_s, horizon)))
+            last = out.runs[runs[-1]]
+            done = last.state == "completed" and last.end_s is not None and last.end_s <= horizon
+            rows.append((index[j], job.tier, wait, queue, done))
+        rows.sort(key=itemgetter(0))
+        return cls(tuple(found), tuple(rows))
+
+    @classmethod
+    def merged(cls, parts: Sequence[OutcomeParts]) -> OutcomeParts:
+        """Parts of disjoint sets of jobs as one: by job, each job's preemptions in their own order."""
+        return cls(tuple(sorted((p for part in parts for p in part.preemptions), key=itemgetter(0))),
+                   tuple(sorted((r for part in parts for r in part.jobs), key=itemgetter(0))))
+
+    def figures(self, horizon_s: float, warmup_measured: frozenset[str] | None = None) -> Figures:
+        found = self.preemptions
+        waits = []
+        first_waits: dict[str, list[float]] = {t: [] for t in TIERS}
+        queue_s: dict[str, float] = dict.fromkeys(TIERS, 0.0)
+        completed: Counter[str] = Counter()
+        for _, tier, wait, queue, done in self.jobs:
+            first_waits[tier].append(wait)
+            if tier in HIGH_TIERS:
+                waits.append(wait)
+            queue_s[tier] += queue
+            completed[tier] += done
+        victims = {p[0]: p[3] for p in found}
+        assumed = 0 if warmup_measured is None else sum(1 for v in victims.values() if v not in warmup_measured)
+        unknown_thrown = bool(assumed and not warmup_measured)
+        thrown: dict[str, float] = dict.fromkeys(TIERS, 0.0)
+        for p in found:
+            thrown[p[4]] += p[1] + p[2]
+        tiers = tuple(
+            TierOutcome(t, quantile(first_waits[t], 0.5), quantile(first_waits[t], 0.9), queue_s[t] / 3600.0,
+                        None if unknown_thrown else thrown[t] / 3600.0, completed[t])
+            for t in TIERS if first_waits[t]
+        )
+        return Figures(
+            preemptions=len(found),
+            lost_gpu_h=sum(p[1] for p in found) / 3600.0,
+            high_wait_median_s=median(waits) if waits else None,
+            victim_jobs=len(victims),
+            weeks=horizon_s / _WEEK_S,
+            thrown_away_gpu_h=None if unknown_thrown else sum(thrown.values()) / 3600.0,
+            high_wait_p90_s=quantile(waits, 0.9),
+            warmup_assumed_victims=assumed,
+            tiers=tiers,
+        )
+
+
 def outcome_figures(out: Outcome, warmup_measured: frozenset[str] | None = None, resolution_s: float = 0.0
                     ) -> Figures:
     """The same figures from a replay, measured the way the ledger measures them.
@@ -581,57 +668,7 @@ def outcome_figures(out: Outcome, warmup_measured: frozenset[str] | None = None,
     unknown when a victim needed one and no warm-up at all was measured to base it on. With `resolution_s`
     (whole seconds), waits are between the truncated times, as the source records them.
     """
-
-    def recorded(t: float) -> float:
-        return math.floor(t / resolution_s) * resolution_s if resolution_s else t
-
-    horizon = out.horizon_s
-    found = [p for p in out.preemptions() if p.time_s < horizon]
-    waits = []
-    first_waits: dict[str, list[float]] = {t: [] for t in TIERS}
-    queue_s: dict[str, float] = dict.fromkeys(TIERS, 0.0)
-    completed: Counter[str] = Counter()
-    for j, runs in enumerate(out.job_runs):
-        job = out.jobs[j]
-        if not runs:
-            continue
-        first = out.runs[runs[0]]
-        start = horizon if first.start_s is None else min(first.start_s, horizon)
-        wait = recorded(start) - recorded(job.submit_s)
-        first_waits[job.tier].append(wait)
-        if job.tier in HIGH_TIERS:
-            waits.append(wait)
-        # queue time as the record holds it: the first wait, then each restart from its requeue to its start
-        queue_s[job.tier] += job.gpus * wait
-        for r in runs[1:]:
-            run = out.runs[r]
-            began = horizon if run.start_s is None else min(run.start_s, horizon)
-            queue_s[job.tier] += job.gpus * max(0.0, recorded(began) - recorded(min(run.submit_s, horizon)))
-        last = out.runs[runs[-1]]
-        if last.state == "completed" and last.end_s is not None and last.end_s <= horizon:
-            completed[job.tier] += 1
-    victims = {p.victim for p in found}
-    assumed = 0 if warmup_measured is None else sum(1 for v in victims if out.jobs[v].job_id not in warmup_measured)
-    unknown_thrown = bool(assumed and not warmup_measured)
-    thrown: dict[str, float] = dict.fromkeys(TIERS, 0.0)
-    for p in found:
-        thrown[out.jobs[p.victim].tier] += p.lost_gpu_s + p.gpus * p.warmup_s
-    tiers = tuple(
-        TierOutcome(t, quantile(first_waits[t], 0.5), quantile(first_waits[t], 0.9), queue_s[t] / 3600.0,
-                    None if unknown_thrown else thrown[t] / 3600.0, completed[t])
-        for t in TIERS if first_waits[t]
-    )
-    return Figures(
-        preemptions=len(found),
-        lost_gpu_h=sum(p.lost_gpu_s for p in found) / 3600.0,
-        high_wait_median_s=median(waits) if waits else None,
-        victim_jobs=len(victims),
-        weeks=horizon / _WEEK_S,
-        thrown_away_gpu_h=None if unknown_thrown else sum(thrown.values()) / 3600.0,
-        high_wait_p90_s=quantile(waits, 0.9),
-        warmup_assumed_victims=assumed,
-        tiers=tiers,
-    )
+    return OutcomeParts.of(out, resolution_s).figures(out.horizon_s, warmup_measured)
 
 
 def quantile(values: Sequence[float], q: float) -> float | None:
@@ -681,6 +718,15 @@ def window_view(out: Outcome, window_s: float) -> Outcome:
 
 
 def _replay(workload: Workload, variant: Variant, drain: bool = False) -> Outcome:
+    jobs, policy = _prepared(workload, variant)
+    # Every job is submitted in the window, so an infinite horizon adds no arrival: the engine stops once no
+    # event is left (every job done, or waiting for GPUs that never come).
+    horizon = math.inf if drain else workload.horizon_s
+    return _simulate(jobs, workload.pools, policy, horizon, variant.protect_near_completion)
+
+
+def _prepared(workload: Workload, variant: Variant) -> tuple[Sequence[JobSpec], PolicyConfig]:
+    """The jobs and the policy a variant replays: jittered (and their order shuffled), then changed."""
     jobs: Sequence[JobSpec] = workload.jobs
     policy = variant.policy
     if variant.jitter is not None:
@@ -691,15 +737,55 @@ def _replay(workload: Workload, variant: Variant, drain: bool = False) -> Outcom
         jobs = [jobs[k] for k in event_order(len(jobs), variant.jitter)]
     if variant.job_changes:
         jobs = [replace(j, **variant.job_changes[j.job_id]) if j.job_id in variant.job_changes else j for j in jobs]
-    # Every job is submitted in the window, so an infinite horizon adds no arrival: the engine stops once no
-    # event is left (every job done, or waiting for GPUs that never come).
-    horizon = math.inf if drain else workload.horizon_s
-    if variant.protect_near_completion is None:
-        return simulate_jobs(jobs, workload.pools, policy, horizon)
+    return jobs, policy
+
+
+def _simulate(jobs: Sequence[JobSpec], pools: Sequence[PoolSpec], policy: PolicyConfig, horizon_s: float,
+              protect_near_completion: float | None) -> Outcome:
+    if protect_near_completion is None:
+        return simulate_jobs(jobs, pools, policy, horizon_s)
     # Near-completion protection is a knob of the engine, not yet of PolicyConfig.
-    scheduler = _Scheduler(jobs, workload.pools, policy, horizon, 60.0,
-                           protect_share=variant.protect_near_completion)
-    return scheduler.run(None)
+    return _Scheduler(jobs, pools, policy, horizon_s, 60.0, protect_share=protect_near_completion).run(None)
+
+
+@dataclass(frozen=True)
+class PoolReplay:
+    """One pool's share of a what-if: the pool's jobs alone on its GPUs. Pools share no GPUs and the engine
+    schedules each on its own (a pass per pool, its own queue, reservation and victims; ties within a pool
+    broken in the same order whatever the other pools hold), so the pools' replays together are the whole
+    replay, and `OutcomeParts.merged` of their parts gives its figures exactly: a fleet's replay splits into
+    tasks for worker processes or Spark executors (analytics.spark.replay_per_pool)."""
+
+    pool: PoolSpec
+    jobs: tuple[JobSpec, ...]
+    index: tuple[int, ...]  # each job's index into the workload's jobs
+    policy: PolicyConfig
+    horizon_s: float
+    protect_near_completion: float | None
+    resolution_s: float
+
+    def parts(self) -> OutcomeParts:
+        # The outcome is dropped inside the pause, so the collector never sees it.
+        with paused_gc():
+            out = _simulate(self.jobs, (self.pool,), self.policy, self.horizon_s, self.protect_near_completion)
+            return OutcomeParts.of(out, self.resolution_s, self.index)
+
+
+def pool_replays(workload: Workload, variant: Variant) -> list[PoolReplay]:
+    """The variant's replay split by pool (a pool without jobs has nothing to replay); picklable when the
+    variant is (`picklable`)."""
+    jobs, policy = _prepared(workload, variant)
+    members: dict[str, list[int]] = {p.name: [] for p in workload.pools}
+    for k, job in enumerate(jobs):
+        members[job.pool].append(k)
+    return [PoolReplay(pool, tuple(jobs[k] for k in members[pool.name]), tuple(members[pool.name]), policy,
+                       workload.horizon_s, variant.protect_near_completion, workload.resolution_s)
+            for pool in workload.pools if members[pool.name]]
+
+
+def pooled_figures(workload: Workload, parts: Sequence[OutcomeParts]) -> Figures:
+    """The figures of a replay run as `pool_replays`, from its pools' parts: those of `run_variant`."""
+    return OutcomeParts.merged(parts).figures(workload.horizon_s, workload.warmup_measured)
 
 
 def event_order(n: int, seed: int) -> list[int]:

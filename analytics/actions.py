@@ -94,6 +94,8 @@ class ActionSettings:
     A protection has one level; only the Kueue boost has steps."""
 
     name: ClassVar[str]
+    # How a reader's page or report names the action (its `name` is the setting's section, shown as code).
+    title: ClassVar[str]
     scheduler: ClassVar[str]
     source: ClassVar[str]  # the jobs.source its jobs are loaded from
     enabled: bool = setting(False, "Run this action at all.")
@@ -170,6 +172,7 @@ def _about(name: str, what: str) -> str:
 @dataclass(frozen=True)
 class KueueBoostSettings(ActionSettings):
     name = "kueue_boost"
+    title = "Kueue priority boost"
     scheduler = "kueue"
     source = "kubernetes"
     max_pool_share: float = setting(1.0, _HELP["max_pool_share"])
@@ -189,6 +192,7 @@ class KueueBoostSettings(ActionSettings):
 @dataclass(frozen=True)
 class KaiProtectSettings(ActionSettings):
     name = "kai_protect"
+    title = "KAI non-preemptible hold"
     scheduler = "kai"
     source = "kubernetes"
     cost_high_gpu_s: float | None = setting(None, _HELP["cost_high_gpu_s"])
@@ -203,6 +207,7 @@ class KaiProtectSettings(ActionSettings):
 @dataclass(frozen=True)
 class SlurmProtectSettings(ActionSettings):
     name = "slurm_protect"
+    title = "Slurm protected-QOS hold"
     scheduler = "slurm"
     source = "slurm"
     while_waiting = True

@@ -508,7 +508,8 @@ def best_variant(workload: Workload, suggested: Variant | None) -> tuple[str, Va
         return suggested.label, replace(suggested, label="best")
     policy = preemption_policy(workload)
     protection = applicable_protection(policy.scheduler)
-    return (f"today's policy with preemptlens's {protection.action} at its default settings (run preemptlens "
+    return (f"today's policy with preemptlens's {ACTIONS[protection.action].title} at its default settings (run "
+            "preemptlens "
             "suggest for the best change)", Variant("best", replace(policy, protection=protection)))
 
 

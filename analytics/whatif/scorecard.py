@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from preemptlens.analytics.actions import ACTIONS
 from preemptlens.analytics.whatif import counterfactual
 from preemptlens.analytics.whatif.replay import missed_labels, validation_text
 from preemptlens.reading.words import (
@@ -117,9 +118,9 @@ FIX_NAMES: Mapping[str, str] = {
     "checkpoint_interval": "checkpoints",
     "near_completion": "holding victims near completion back (preemptlens's action)",
     "repeat_victims": "compensation for repeat victims",
-    "kai_protect": "holding costly victims back (preemptlens kai_protect: non-preemptible PodGroups)",
-    "slurm_protect": "holding costly victims back (preemptlens slurm_protect: a protected QOS for their next run)",
-    "kueue_boost": "boosting costly victims (preemptlens kueue_boost)",
+    "kai_protect": f"holding costly victims back (preemptlens's {ACTIONS['kai_protect'].title})",
+    "slurm_protect": f"holding costly victims back (preemptlens's {ACTIONS['slurm_protect'].title} for their next run)",
+    "kueue_boost": f"boosting costly victims (preemptlens's {ACTIONS['kueue_boost'].title})",
     "grace_time": "a grace time for final checkpoints",
     "min_run_time": "a minimum run time",
     "published_rules": "published rules and victim notices",

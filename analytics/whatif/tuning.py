@@ -339,7 +339,8 @@ def near_completion(ctx: Context) -> list[Suggestion]:
     action = ctx.actions_in_force()[0]
     settings = ctx.actions[action]
     # The share is the action's only mark here: its cost marks off, its caps, cycle and hold times as configured.
-    variants = [Variant(f"{action} near_completion_high = {c:g}", replace(policy, protection=settings.replayed(
+    variants = [Variant(f"preemptlens's {settings.title} from {100 * c:g}% done", replace(
+        policy, protection=settings.replayed(
         ctx.action_cycle_s, cost_high_gpu_s=None, cost_low_gpu_s=None, near_completion_high=c,
         near_completion_low=c))) for c in shares]
     found = _best(ctx, variants)
@@ -939,7 +940,8 @@ def protect_costly(ctx: Context) -> list[Suggestion]:
         top = s.cost_high_gpu_s if s.cost_high_gpu_s is not None else ACTIONS["slurm_protect"]().cost_high_gpu_s
         assert top is not None
         marks = sorted({top, top / 2, top / 4}, reverse=True)
-        variants = [Variant(f"{action} cost_high_gpu_s = {gpu_hours(h / 3600)}", replace(policy, protection=s.replayed(
+        variants = [Variant(f"preemptlens's {s.title} from a live cost of {gpu_hours(h / 3600)}", replace(
+            policy, protection=s.replayed(
             ctx.action_cycle_s, cost_high_gpu_s=h, cost_low_gpu_s=h / 2))) for h in marks]
         best = _best(ctx, variants)
         if best is None:
@@ -953,7 +955,7 @@ def protect_costly(ctx: Context) -> list[Suggestion]:
         found.append(Suggestion(
             kind=action,
             subject="",
-            title=f"Hold costly victims back: preemptlens {action} from a live cost of {high_mark}",
+            title=f"Hold costly victims back: preemptlens's {s.title} from a live cost of {high_mark}",
             setting=f"[{action}] cost_high_gpu_s, cost_low_gpu_s",
             current=_action_state(s),
             proposed=(f"enabled, enforced, cost_high_gpu_s = {chosen.cost_high_gpu_s:g}, cost_low_gpu_s = "

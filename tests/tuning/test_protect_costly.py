@@ -125,7 +125,8 @@ def test_suggest_names_the_action_its_replayed_net_and_the_bound_only_as_a_bound
                  "--scheduler", "kai"]) == 0
     out = capsys.readouterr().out
     titles = re.findall(r"^\d+\. (.*)$", out, re.M)
-    assert len(titles) == 1 and titles[0].startswith("Hold costly victims back: preemptlens kai_protect from")
+    assert len(titles) == 1
+    assert titles[0].startswith("Hold costly victims back: preemptlens's KAI non-preemptible hold from")
     assert "least live cost" not in titles[0]
     # the mark chosen is one of those tried, and its replayed figures and net are that mark's truth
     proposed = re.search(r"\[kai_protect\] cost_high_gpu_s, cost_low_gpu_s: not enabled -> enabled, enforced, "

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from sim_cluster import default_settings, load_outcome
+from test_victim_order_replay import CONFIG as VICTIM_ORDER_CONFIG
 from test_victim_order_replay import SIM, seeded_jobs, truth
 
 from preemptlens.analytics.actions import KaiProtectSettings, SlurmProtectSettings
@@ -39,13 +40,8 @@ ACTIONS = {
                                       near_completion_low=None, max_jobs=8, max_pool_share=1.0, min_hold_s=600.0),
     "slurm_protect": SlurmProtectSettings(cost_high_gpu_s=HIGH, cost_low_gpu_s=HIGH / 2, max_pool_share=1.0),
 }
-CONFIG = """
-[tuning]
-min_run_s = 0.0
-grace_s = 60.0
-requeue_hold_s = 120.0
-may_preempt = { critical = ["high", "normal", "low"], high = ["normal", "low"] }
-[kai_protect]
+# The past's replay settings are the victim-order test's (the same simulated cluster), plus the action's.
+CONFIG = VICTIM_ORDER_CONFIG + """[kai_protect]
 cost_high_gpu_s = 9600.0
 cost_low_gpu_s = 4800.0
 max_jobs = 8

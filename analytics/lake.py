@@ -117,27 +117,21 @@ class TableExport:
     rows: int = 0
 
 
+def _total(count: str) -> property:
+    """One of TableExport's counts, summed over an export's tables."""
+    return property(lambda report: sum(getattr(t, count) for t in report.tables.values()))
+
+
 @dataclass
 class ExportReport:
     folder: Path
     tables: dict[str, TableExport] = field(default_factory=dict)
     seconds: float = 0.0
 
-    @property
-    def written(self) -> int:
-        return sum(t.written for t in self.tables.values())
-
-    @property
-    def removed(self) -> int:
-        return sum(t.removed for t in self.tables.values())
-
-    @property
-    def unchanged(self) -> int:
-        return sum(t.unchanged for t in self.tables.values())
-
-    @property
-    def rows(self) -> int:
-        return sum(t.rows for t in self.tables.values())
+    written = _total("written")
+    removed = _total("removed")
+    unchanged = _total("unchanged")
+    rows = _total("rows")
 
 
 def _existing_tables(con: duckdb.DuckDBPyConnection) -> dict[str, str]:

@@ -18,7 +18,7 @@ import polars as pl
 from preemptlens import escape
 from preemptlens.analytics.whatif import counterfactual, scorecard
 from preemptlens.dashboards import data
-from preemptlens.reading.words import money, number
+from preemptlens.reading.words import UNKNOWN, money, number
 
 # How the verdict is coloured: good news, a warning, or not enough evidence (st.error stays for failures, such
 # as a query that failed; a verdict against preemption is a finding).
@@ -117,7 +117,8 @@ def show(answers: list[ClusterAnswer]) -> None:
             for line in a.alternatives:
                 st.markdown(f"- {line}")
             if a.tiers:
-                st.dataframe(pl.DataFrame(list(a.tiers)), hide_index=True, key=f"answer_tiers_{a.cluster}")
+                st.dataframe(pl.DataFrame(list(a.tiers)), hide_index=True, key=f"answer_tiers_{a.cluster}",
+                             placeholder=UNKNOWN)
 
 
 def markdown(a: ClusterAnswer) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 import polars as pl
 
 from preemptlens.dashboards.data import progress_level
-from preemptlens.reading.words import number, pct
+from preemptlens.reading.words import UNKNOWN, number, pct
 
 # The badput parts in the order they are shown: (column of data.goodput, label, table header).
 BADPUT = (
@@ -157,5 +157,5 @@ def overview_sections(ctx: Any) -> None:
         st.markdown(summary(frame))
         rows = rows_of(frame, label)
         if rows:
-            st.dataframe(pl.DataFrame(rows), hide_index=True, key=f"{query}_table")
+            st.dataframe(pl.DataFrame(rows), hide_index=True, key=f"{query}_table", placeholder=UNKNOWN)
         st.caption(f"{note} {scope}")

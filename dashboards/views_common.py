@@ -192,7 +192,8 @@ def show_table(frame: pl.DataFrame, columns: Mapping[str, tuple[str, str]], key:
         # A ledger wider than the page scrolls sideways: its first column (what the row is) stays in view.
         first = next(iter(present))
         config[first] = {**config[first], "pinned": True}
-    st.dataframe(shown, hide_index=True, key=key, column_config=config, **kwargs)
+    # A missing figure reads as the reading layer words it (the grid would draw "None").
+    st.dataframe(shown, hide_index=True, key=key, column_config=config, placeholder=words.UNKNOWN, **kwargs)
     hidden = [label for c, (label, _) in present.items()
               if shown.schema[c] == pl.String and shown.select(is_hidden(c).any()).item()]
     if hidden:

@@ -59,6 +59,16 @@ class Reject:
     raw: str | None = None
 
 
+class RecordError(ValueError):
+    """A record a collector cannot turn into a row: `field` names the culprit and `reason` says what is wrong,
+    as the record's `Reject` will."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
 @dataclass(frozen=True)
 class Watermark:
     collector: str

@@ -59,6 +59,8 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from preemptlens.contract import RecordError
+
 KUEUE_REASONS: tuple[tuple[str, str], ...] = (
     # Longest first: "reclamation within the cohort" is a prefix of the one after it.
     ("reclamation within the cohort while borrowing", "InCohortReclaimWhileBorrowing"),
@@ -121,13 +123,8 @@ KUEUE_API_GROUP = "kueue.x-k8s.io"
 UNRECOGNISED = "message not recognised"
 
 
-class ParseError(ValueError):
-    """A record the collector cannot read: `field` names what is wrong."""
-
-    def __init__(self, field: str, reason: str) -> None:
-        super().__init__(f"{field} {reason}")
-        self.field = field
-        self.reason = reason
+class ParseError(RecordError):
+    """A Kubernetes object the collector cannot read."""
 
 
 class Untrusted(ParseError):

@@ -18,7 +18,7 @@ by config.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 PREEMPT_TYPES = ("auto", "partition_prio", "qos", "none")
@@ -145,6 +145,22 @@ class Policy:
         return None
 
 
+# A partition's and a QOS's stated settings as rows: (its attribute, the row's setting, how Slurm writes it).
+_PARTITION_STATED = (
+    ("priority_tier", "priority_tier", "PriorityTier={}"),
+    ("preempt_mode", "preempt_mode", "PreemptMode={}"),
+    ("grace_s", "grace_s", "GraceTime={:g}"),
+    ("default_time_s", "default_time_s", "DefaultTime={:g} s"),
+    ("max_time_s", "max_time_s", "MaxTime={:g} s"),
+)
+_QOS_STATED = (
+    ("preempt_mode", "preempt_mode", "PreemptMode={}"),
+    ("exempt_s", "min_run_s", "PreemptExemptTime={:g} s"),
+    ("grace_s", "grace_s", "GraceTime={:g} s"),
+    ("priority", "priority", "Priority={}"),
+)
+
+
 def policy_rows(policy: Policy) -> list[tuple[str, str, str, str, str]]:
     """The preemption settings in force as scheduler_policy rows (scope, subject, setting, value, raw).
 
@@ -233,27 +249,10 @@ def policy_rows(policy: Policy) -> list[tuple[str, str, str, str, str]]:
     if age and _number(age) is not None:
         add("cluster", "", "priority_weight_age", _number(age), f"PriorityWeightAge={age}")
     for name, part in sorted(policy.partitions.items()):
-        if part.priority_tier is not None:
-            add("partition", name, "priority_tier", part.priority_tier, f"PriorityTier={part.priority_tier}")
-        if part.preempt_mode:
-            add("partition", name, "preempt_mode", _mode(part.preempt_mode), f"PreemptMode={part.preempt_mode}")
-        if part.grace_s is not None:
-            add("partition", name, "grace_s", part.grace_s, f"GraceTime={part.grace_s:g}")
-        if part.default_time_s is not None:
-            add("partition", name, "default_time_s", part.default_time_s, f"DefaultTime={part.default_time_s:g} s")
-        if part.max_time_s is not None:
-            add("partition", name, "max_time_s", part.max_time_s,
-                "MaxTime=UNLIMITED" if part.max_time_s == float("inf") else f"MaxTime={part.max_time_s:g} s")
+        _add_stated(add, "partition", name, part, _PARTITION_STATED)
     for name, qos in sorted(policy.qos.items()):
         add("qos", name, "preempts", ",".join(qos.preempt), f"Preempt={','.join(qos.preempt)}")
-        if qos.preempt_mode:
-            add("qos", name, "preempt_mode", _mode(qos.preempt_mode), f"PreemptMode={qos.preempt_mode}")
-        if qos.exempt_s is not None:
-            add("qos", name, "min_run_s", qos.exempt_s, f"PreemptExemptTime={qos.exempt_s:g} s")
-        if qos.grace_s is not None:
-            add("qos", name, "grace_s", qos.grace_s, f"GraceTime={qos.grace_s:g} s")
-        if qos.priority is not None:
-            add("qos", name, "priority", qos.priority, f"Priority={qos.priority}")
+        _add_stated(add, "qos", name, qos, _QOS_STATED)
     # The tier and preemptibility of each class that decides preemption (partitions, or QOS with preempt/qos).
     scope, classes = ("qos", policy.qos) if policy.ordering == "qos" else ("partition", policy.partitions)
     for name in sorted(classes):
@@ -261,6 +260,17 @@ def policy_rows(policy: Policy) -> list[tuple[str, str, str, str, str]]:
         add(scope, name, "tier", tier, "derived: " + ("cluster.tiers" if name in policy.tiers else scope))
         add(scope, name, "preemptible", policy.preemptible(name, tier), "derived")
     return rows
+
+
+def _add_stated(add: Callable[[str, str, str, object, str], None], scope: str, name: str, stated: Partition | Qos,
+                table: tuple[tuple[str, str, str], ...]) -> None:
+    """The rows of the settings a class states (`table`: _PARTITION_STATED or _QOS_STATED)."""
+    for attribute, setting, written in table:
+        value = getattr(stated, attribute)
+        if value is None or value == "":
+            continue
+        raw = written.split("=")[0] + "=UNLIMITED" if value == float("inf") else written.format(value)
+        add(scope, name, setting, _mode(value) if setting == "preempt_mode" else value, raw)
 
 
 def slurm_duration_s(text: str) -> float | None:

@@ -35,6 +35,7 @@ from typing import IO, Any, NamedTuple
 import msgspec
 
 from preemptlens.collectors.slurm.policy import slurm_duration_s
+from preemptlens.contract import RecordError
 
 # Base states in accounting records and the contract run state each ends in.
 BASE_STATES: dict[str, str] = {
@@ -93,15 +94,6 @@ _EXACT = 2**53  # ints a float holds exactly
 # Slurm counts a job's restarts in a uint16 (slurmdb_job_rec_t.restart_cnt, slurm/slurmdb.h of slurm-24-11-0-1).
 _MAX_RESTARTS = 2**16 - 1
 _NO_NODES = ("", "None assigned", "(null)")
-
-
-class RecordError(ValueError):
-    """A record that cannot become a run; `field` names the culprit."""
-
-    def __init__(self, field: str, reason: str) -> None:
-        super().__init__(f"{field}: {reason}")
-        self.field = field
-        self.reason = reason
 
 
 class DocumentError(ValueError):

@@ -147,18 +147,52 @@ clipped as (
     inner join work_start as s on s.cluster = p.cluster and s.job_id = p.job_id and s.run = p.run
 ),
 
-segments as (
-    -- each measured piece cut at the day boundaries it crosses (a week is its seven days)
+unknowns as (
+    -- what no source measured, counted in the day it happened
+    select c.cluster, c.pool, c.team, c.kind, date_trunc('day', c.at) as window_start
+    from clipped as c
+    where not c.known
+),
+
+unknown_spans as (
+    -- per run, the span its unknown parts can fill at most (one span, so that two of them are not counted twice)
+    select cluster, job_id, run, pool, team, gpus, min(most_start) as span_start, max(most_end) as span_end
+    from clipped
+    where not known
+    group by all
+),
+
+spans as (
+    -- what goodput counts by day, each a span held by some GPUs: the measured pieces, the idle stretches (one GPU
+    -- each), the runs' allocation, and per run the span its unknown parts can fill at most
+    select cluster, job_id, run, pool, team, gpus, kind, piece_start as span_start, piece_end as span_end
+    from clipped
+    where known
+    union all
+    select cluster, job_id, run, pool, team, 1, 'idle', start_time, end_time from stretches
+    union all
+    select cluster, job_id, run, pool, team, gpus, 'allocated', effective_start, effective_end from runs
+    union all
+    select cluster, job_id, run, pool, team, gpus, 'unknown', span_start, span_end from unknown_spans
+),
+
+day_spans as (
+    -- each span cut at the day boundaries it crosses (a week is its seven days)
     select
-        c.cluster, c.job_id, c.run, c.pool, c.team, c.gpus, c.kind,
-        greatest(c.piece_start, b.window_start) as seg_start,
-        least(c.piece_end, b.window_start + interval 1 day) as seg_end,
+        s.cluster, s.job_id, s.run, s.pool, s.team, s.gpus, s.kind,
+        greatest(s.span_start, b.window_start) as seg_start,
+        least(s.span_end, b.window_start + interval 1 day) as seg_end,
         b.window_start
-    from (select * from clipped where known and piece_end > piece_start) as c
+    from (select * from spans where span_end > span_start) as s
     cross join lateral (
-        select unnest(generate_series(date_trunc('day', c.piece_start), c.piece_end, interval 1 day)) as window_start
+        select unnest(generate_series(date_trunc('day', s.span_start), s.span_end, interval 1 day)) as window_start
     ) as b
-    where b.window_start < c.piece_end
+    where b.window_start < s.span_end
+),
+
+segments as (
+    -- each measured piece's days
+    select * from day_spans where kind not in ('idle', 'allocated', 'unknown')
 ),
 
 idle_in_segments as (
@@ -188,55 +222,21 @@ badput as (
 ),
 
 idle_segments as (
-    select
-        i.cluster, i.job_id, i.run, i.pool, i.team, 'idle' as kind, b.window_start,
-        epoch(least(i.end_time, b.window_start + interval 1 day)) - epoch(greatest(i.start_time, b.window_start))
-            as gpu_s
-    from stretches as i
-    cross join lateral (
-        select unnest(generate_series(date_trunc('day', i.start_time), i.end_time, interval 1 day)) as window_start
-    ) as b
-    where b.window_start < i.end_time
+    select cluster, job_id, run, pool, team, kind, window_start, epoch(seg_end) - epoch(seg_start) as gpu_s
+    from day_spans
+    where kind = 'idle'
 ),
 
 allocated as (
-    select
-        r.cluster, r.job_id, r.run, r.pool, r.team, 'allocated' as kind, b.window_start,
-        r.gpus * (epoch(least(r.effective_end, b.window_start + interval 1 day))
-            - epoch(greatest(r.effective_start, b.window_start))) as gpu_s
-    from runs as r
-    cross join lateral (
-        select unnest(generate_series(date_trunc('day', r.effective_start), r.effective_end, interval 1 day))
-            as window_start
-    ) as b
-    where r.effective_end > r.effective_start and b.window_start < r.effective_end
-),
-
-unknowns as (
-    -- what no source measured, counted in the day it happened
-    select c.cluster, c.pool, c.team, c.kind, date_trunc('day', c.at) as window_start
-    from clipped as c
-    where not c.known
-),
-
-unknown_spans as (
-    -- per run, the span its unknown parts can fill at most (one span, so that two of them are not counted twice)
-    select cluster, job_id, run, pool, team, gpus, min(most_start) as span_start, max(most_end) as span_end
-    from clipped
-    where not known
-    group by all
+    select cluster, job_id, run, pool, team, kind, window_start, gpus * (epoch(seg_end) - epoch(seg_start)) as gpu_s
+    from day_spans
+    where kind = 'allocated'
 ),
 
 unknown_days as (
-    select
-        u.cluster, u.job_id, u.run, u.pool, u.team, b.window_start,
-        u.gpus * (epoch(least(u.span_end, b.window_start + interval 1 day))
-            - epoch(greatest(u.span_start, b.window_start))) as gpu_s
-    from unknown_spans as u
-    cross join lateral (
-        select unnest(generate_series(date_trunc('day', u.span_start), u.span_end, interval 1 day)) as window_start
-    ) as b
-    where u.span_end > u.span_start and b.window_start < u.span_end
+    select cluster, job_id, run, pool, team, window_start, gpus * (epoch(seg_end) - epoch(seg_start)) as gpu_s
+    from day_spans
+    where kind = 'unknown'
 ),
 
 run_days as (

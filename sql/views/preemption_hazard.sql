@@ -85,19 +85,7 @@ counted as (
 
 final as (
     select
-        level,
-        cluster,
-        pool,
-        tier,
-        team,
-        band,
-        age_from_s,
-        age_to_s,
-        runs_at_risk,
-        preemptions,
-        censored,
-        exposure_h,
-        exposure_gpu_h,
+        *,
         case when exposure_h > 0 then preemptions / exposure_h end as hazard_per_h,
         -- 95% interval of a Poisson rate: log-normal with d events; none seen: 0 to 3 per exposure (rule of three)
         case

@@ -6,7 +6,21 @@ runs as (
 ),
 
 jobs_ as (
-    select * from jobs
+    -- a job's attributes as each of its runs carries them
+    select
+        cluster,
+        job_id,
+        pool,
+        coalesce(team, '(none)') as team,
+        coalesce(user_name, '(none)') as user_name,
+        tier,
+        case tier when 'critical' then 3 when 'high' then 2 when 'normal' then 1 else 0 end as tier_rank,
+        preemptible,
+        gpus,
+        submit_time,
+        checkpoint_interval_s,
+        work_s
+    from jobs
 ),
 
 links as (
@@ -85,10 +99,10 @@ final as (
         r.job_id,
         r.run,
         coalesce(r.pool, j.pool) as pool,
-        coalesce(j.team, '(none)') as team,
-        coalesce(j.user_name, '(none)') as user_name,
+        j.team,
+        j.user_name,
         j.tier,
-        case j.tier when 'critical' then 3 when 'high' then 2 when 'normal' then 1 else 0 end as tier_rank,
+        j.tier_rank,
         j.preemptible,
         r.gpus,
         coalesce(r.submit_time, j.submit_time) as submit_time,
@@ -115,10 +129,10 @@ final as (
         u.job_id,
         u.run,
         j.pool,
-        coalesce(j.team, '(none)') as team,
-        coalesce(j.user_name, '(none)') as user_name,
+        j.team,
+        j.user_name,
         j.tier,
-        case j.tier when 'critical' then 3 when 'high' then 2 when 'normal' then 1 else 0 end as tier_rank,
+        j.tier_rank,
         j.preemptible,
         j.gpus,
         -- unknown: NULL of the time's type in both engines

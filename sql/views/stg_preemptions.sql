@@ -221,6 +221,30 @@ next_run as (
         on n.cluster = p.cluster and n.job_id = p.job_id and n.run > p.run
 ),
 
+next_reports as (
+    -- the progress reports of the run that followed a preempted one: those of its run, or, for a report that
+    -- names no run, those within its span
+    select
+        nr.cluster,
+        nr.job_id,
+        nr.run,
+        nr.start_time,
+        nr.preempted_at,
+        nr.next_start,
+        g.time,
+        g.kind,
+        g.step,
+        g.origin,
+        g.source
+    from next_run as nr
+    inner join progress as g
+        on g.cluster = nr.cluster
+        and g.job_id = nr.job_id
+        and (g.run = nr.next_run or (g.run is null and g.time >= nr.next_start
+            and (nr.next_end is null or g.time <= nr.next_end)))
+    where nr.first_later = 1
+),
+
 restart_report as (
     -- the step the next run resumed from (the goodput method), from its first report: a restore is that step
     -- itself; a step report counts the steps completed by then, so the first one after the restart's start is one
@@ -232,28 +256,12 @@ restart_report as (
         stream_of(origin, source) as restart_source
     from (
         select
-            nr.cluster,
-            nr.job_id,
-            nr.run,
-            nr.start_time,
-            nr.preempted_at,
-            nr.next_start,
-            g.time,
-            g.kind,
-            g.step,
-            g.origin,
-            g.source,
+            *,
             row_number() over (
-                partition by nr.cluster, nr.job_id, nr.run
-                order by g.time, case when g.kind = 'restore' then 0 else 1 end, g.step
+                partition by cluster, job_id, run
+                order by time, case when kind = 'restore' then 0 else 1 end, step
             ) as nth
-        from next_run as nr
-        inner join progress as g
-            on g.cluster = nr.cluster
-            and g.job_id = nr.job_id
-            and (g.run = nr.next_run or (g.run is null and g.time >= nr.next_start
-                and (nr.next_end is null or g.time <= nr.next_end)))
-        where nr.first_later = 1
+        from next_reports
     ) as ranked
     where nth = 1
 ),
@@ -373,25 +381,20 @@ checkpoint_source as (
 next_progress as (
     -- each advancing report of the next run with the one after it (a window, not a self-join, as run_reports)
     select
-        nr.cluster,
-        nr.job_id,
-        nr.run,
+        g.cluster,
+        g.job_id,
+        g.run,
         coalesce(rs.step, 0) as resumed_from,
         g.time,
         g.step,
-        lead(g.time) over (partition by nr.cluster, nr.job_id, nr.run order by g.time) as next_time,
-        lead(g.step) over (partition by nr.cluster, nr.job_id, nr.run order by g.time) as next_step,
-        row_number() over (partition by nr.cluster, nr.job_id, nr.run order by g.time) as nth
-    from next_run as nr
-    inner join progress as g
-        on g.cluster = nr.cluster
-        and g.job_id = nr.job_id
-        and (g.run = nr.next_run or (g.run is null and g.time >= nr.next_start
-            and (nr.next_end is null or g.time <= nr.next_end)))
+        lead(g.time) over (partition by g.cluster, g.job_id, g.run order by g.time) as next_time,
+        lead(g.step) over (partition by g.cluster, g.job_id, g.run order by g.time) as next_step,
+        row_number() over (partition by g.cluster, g.job_id, g.run order by g.time) as nth
+    from next_reports as g
     left join resumed_step as rs
-        on rs.cluster = nr.cluster and rs.job_id = nr.job_id and rs.run = nr.run
+        on rs.cluster = g.cluster and rs.job_id = g.job_id and rs.run = g.run
     -- reports still at the restored step fall inside the warm-up and carry no rate
-    where nr.first_later = 1 and g.step > coalesce(rs.step, 0)
+    where g.step > coalesce(rs.step, 0)
 ),
 
 warmup as (

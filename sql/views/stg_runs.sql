@@ -3,30 +3,7 @@ with
 
 started as (
     -- stg_job_runs: the job's attributes, and the end of a run whose pod went unseen
-    select
-        cluster,
-        job_id,
-        run,
-        pool,
-        team,
-        user_name,
-        tier,
-        tier_rank,
-        preemptible,
-        gpus,
-        submit_time,
-        job_submit_time,
-        eligible_time,
-        start_time,
-        end_time,
-        end_or_data_end,
-        state,
-        preemptor_job_id,
-        reason,
-        checkpoint_interval_s,
-        work_s,
-        data_end
-    from stg_job_runs
+    select * from stg_job_runs
     where start_time is not null
 ),
 

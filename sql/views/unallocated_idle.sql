@@ -57,29 +57,32 @@ capacity as (
     group by d.cluster, g.pool, d.day
 ),
 
-allocated as (
+held as (
+    -- what each day holds: GPUs allocated to runs, and GPUs hoarded (each idle stretch is one GPU's)
+    select cluster, pool, effective_start as held_from, effective_end as held_to, gpus, false as idle from runs
+    union all
+    select cluster, pool, start_time, end_time, 1, true from stretches
+),
+
+held_daily as (
     select
         d.cluster,
-        r.pool,
+        h.pool,
         d.day,
-        sum(r.gpus * greatest(0, epoch(least(r.effective_end, d.day_end)) - epoch(greatest(r.effective_start, d.day))))
-            as allocated_gpu_s
+        h.idle,
+        sum(h.gpus * greatest(0, epoch(least(h.held_to, d.day_end)) - epoch(greatest(h.held_from, d.day)))) as gpu_s
     from days as d
-    inner join runs as r
-        on r.cluster = d.cluster and r.effective_start < d.day_end and r.effective_end > d.day
-    group by d.cluster, r.pool, d.day
+    inner join held as h
+        on h.cluster = d.cluster and h.held_from < d.day_end and h.held_to > d.day
+    group by d.cluster, h.pool, d.day, h.idle
+),
+
+allocated as (
+    select cluster, pool, day, gpu_s as allocated_gpu_s from held_daily where not idle
 ),
 
 hoarded as (
-    select
-        d.cluster,
-        s.pool,
-        d.day,
-        sum(greatest(0, epoch(least(s.end_time, d.day_end)) - epoch(greatest(s.start_time, d.day)))) as hoarded_gpu_s
-    from days as d
-    inner join stretches as s
-        on s.cluster = d.cluster and s.start_time < d.day_end and s.end_time > d.day
-    group by d.cluster, s.pool, d.day
+    select cluster, pool, day, gpu_s as hoarded_gpu_s from held_daily where idle
 ),
 
 final as (

@@ -65,10 +65,14 @@ def proxied(cluster_warehouse: Path, tmp_path_factory: pytest.TempPathFactory) -
         yield nginx, browser
 
 
-def open_as(proxied: tuple[Nginx, Chromium], user: str, path: str = "", title: str | None = None) -> PageState:
-    """A new tab logged in to nginx as `user` (basic authentication on every request, the WebSocket's too)."""
+def open_as(proxied: tuple[Nginx, Chromium], user: str, path: str = "", title: str | None = None,
+            script: str | None = None) -> PageState:
+    """A new tab logged in to nginx as `user` (basic authentication on every request, the WebSocket's too);
+    `script` runs in it before the page's own."""
     nginx, browser = proxied
     browser.fresh_tab()
+    if script:
+        browser.call("Page.addScriptToEvaluateOnNewDocument", {"source": script})
     token = base64.b64encode(f"{user}:{PASSWORD}".encode()).decode()
     browser.call("Network.enable")
     browser.call("Network.setExtraHTTPHeaders", {"headers": {"Authorization": f"Basic {token}"}})
@@ -307,6 +311,65 @@ READING_JS = """
 """
 
 
+# A table's cells are drawn on a canvas (Streamlit's grid): every text drawn into a 2D canvas is kept, so that the
+# walk reads the cells as the reader sees them (a missing value is drawn as the table's placeholder, "None" by
+# default). Only the rows in view are drawn: the walk reads them after the screenshot has grown the viewport.
+CANVAS_TEXT_JS = """
+(() => {
+  const drawn = [];
+  window.__drawnText = drawn;
+  for (const kind of [window.CanvasRenderingContext2D, window.OffscreenCanvasRenderingContext2D]) {
+    if (!kind) continue;
+    const fill = kind.prototype.fillText;
+    kind.prototype.fillText = function (text, ...rest) {
+      if (drawn.length < 100000) drawn.push(String(text));
+      return fill.call(this, text, ...rest);
+    };
+  }
+})();
+"""
+DRAWN_JS = "JSON.stringify(window.__drawnText || [])"
+FORGET_DRAWN_JS = "window.__drawnText && (window.__drawnText.length = 0)"
+
+# What each chart's hover labels write, point by point, from the figure the page handed plotly: its hovertemplate
+# with every field filled in, and its text, hovertext and customdata strings. A negative number a format of the
+# template writes (d3-format) gets "-"; x or y without a format, or a trace without a template, is written by its
+# axis, which puts U+2212 before a negative number.
+HOVER_JS = r"""
+(() => {
+  const out = [];
+  let traces = 0;
+  const list = v => Array.isArray(v) || ArrayBuffer.isView(v);
+  for (const gd of document.querySelectorAll('[data-testid="stMain"] .js-plotly-plot')) {
+    for (const t of gd._fullData || []) {
+      if (t.visible !== true || t.hoverinfo === 'skip' || t.hoverinfo === 'none') continue;
+      traces += 1;
+      const n = Math.min(2000, Math.max(...['x', 'y', 'text', 'customdata'].map(k => list(t[k]) ? t[k].length : 0)));
+      const field = (name, i) => {
+        const [head, ...rest] = name.split(/[.\[\]]+/).filter(Boolean);
+        let v = list(t[head]) ? t[head][i] : t[head];
+        for (const k of rest) v = v == null ? v : v[k];
+        return v;
+      };
+      const write = (v, own) => typeof v === 'number' && v < 0 ? (own ? '-' : '\u2212') + String(-v) : String(v ?? '');
+      for (let i = 0; i < n; i++) {
+        for (const k of ['text', 'hovertext']) if (typeof field(k, i) === 'string') out.push(field(k, i));
+        const template = list(t.hovertemplate) ? t.hovertemplate[i] : t.hovertemplate;
+        if (!template) {
+          out.push(['x', 'y'].map(k => write(field(k, i), false)).join(' '));
+          continue;
+        }
+        out.push(template.replace(/%\{([^}:|]+)([:|][^}]*)?\}/g, (_, name, format) => {
+          const v = field(name.trim(), i);
+          return write(v, Boolean(format) || !['x', 'y'].includes(name.trim()));
+        }));
+      }
+    }
+  }
+  return JSON.stringify({hover: out, traces: traces});
+})()
+"""
+
 NONE = re.compile(r"\b(?:None|null|NaN|nan)\b")
 ONE_GPUS = re.compile(r"(?<![\d,.])1 GPUs\b")
 # A figure shown changing when it is the same on both sides ("0 -> 0"): no effect of the change.
@@ -360,10 +423,11 @@ def test_every_page_reads_right(
     running past the page's edge, and no large figure that says nothing changed."""
     weeks, teams = data_extent(cluster_warehouse)
     browser = proxied[1]
-    open_as(proxied, user)
+    open_as(proxied, user, script=CANVAS_TEXT_JS)
     pages = nav(browser)
     assert len(pages) >= 7
     for label in pages:
+        browser.call("Runtime.evaluate", {"expression": FORGET_DRAWN_JS})
         browser.click_nav(label)
         state, _ = browser.wait_rendered(timeout_s=120, settle_s=0.5, title=TITLES[label])
         assert state.rendered and not state.exceptions and not state.errors, f"{user} {label}: {state.text[:300]}"
@@ -379,6 +443,11 @@ def test_every_page_reads_right(
                 break
             time.sleep(0.2)
         browser.screenshot(screenshots / f"page-{user}-{label.lower().replace(' ', '-')}.png")
+        cells = json.loads(browser.call("Runtime.evaluate", {"expression": DRAWN_JS, "returnByValue": True})
+                           ["result"]["value"])
+        charted = json.loads(browser.call("Runtime.evaluate", {"expression": HOVER_JS, "returnByValue": True})
+                             ["result"]["value"])
+        hover = charted["hover"]
         words = "\n".join([shown["text"], *shown["charts"], *shown["headers"]])
         # The SQL page names the tables and example queries one types (its raw names are what it is about).
         raw = [] if label == "SQL" else RAW_NAME.findall(words)
@@ -388,6 +457,15 @@ def test_every_page_reads_right(
         # The SQL page shows the views' own definitions, which say where a figure is null.
         problems = reading_problems(words, weeks, teams) if label != "SQL" else []
         assert problems == [], f"{user} {label}: {problems}"
+        # The tables' cells and the charts' hover labels: no None or null for a missing figure, and one minus sign
+        # with the page's words (their names and ids are data, not words: the raw-name checks leave them be).
+        assert hover or not charted["traces"], f"{user} {label}: charts drawn but no hover text read"
+        if label != "SQL":
+            missing = sorted({c for c in cells if NONE.search(c)})
+            assert missing == [], f"{user} {label}: table cells {missing}"
+            said = "\n".join([words, *cells, *hover])
+            assert not ("\u2212" in said and re.search(r"(?<![\w-])-\d", said)), \
+                f"{user} {label}: two minus signs in {[h for h in hover if chr(0x2212) in h][:5]}"
         assert all(g["columns"] for g in shown["grids"]), f"{user} {label}: a table not drawn in 60 s"
         cut = [g["columns"] for g in shown["grids"] if g["over"] > 1 and len(g["columns"]) <= WIDE_TABLE]
         assert cut == [], f"{user} {label}: columns past the page's edge in {cut}"

@@ -34,7 +34,8 @@ hostile_log=$(mktemp)
 python3 -m pytest -m hostile >"$hostile_log" 2>&1 &
 hostile=$!
 rest=0
-python3 -m pytest -m "not hostile" || rest=$?
+# --durations: the slowest tests, printed every run, so the suite's time is watched where it grows.
+python3 -m pytest -m "not hostile" --durations=25 || rest=$?
 hostile_status=0
 wait "$hostile" || hostile_status=$?
 echo

@@ -19,6 +19,7 @@ import polars as pl
 from preemptlens.analytics.params import AnalyticsSettings
 from preemptlens.analytics.refresh import AnalyzeReport, analyze
 from preemptlens.analytics.simulator import DEMO, PoolSpec, SimConfig, simulate_into
+from preemptlens.analytics.whatif.settings import TuningSettings
 from preemptlens.config import load_config
 from preemptlens.warehouse import Warehouse
 
@@ -136,11 +137,15 @@ def small_hoarding_cluster(cluster: str, days: float) -> SimConfig:
 
 
 @contextmanager
-def simulated_and_analysed(path: Path, sim: SimConfig, *, full: bool = False) -> Iterator[Warehouse]:
+def simulated_and_analysed(path: Path, sim: SimConfig, *, full: bool = False,
+                           tuning: TuningSettings | None = None) -> Iterator[Warehouse]:
     """A warehouse at `path` holding `sim` simulated (raw tables and ground truth) and analysed with the
-    settings a fresh installation reads: the ground-truth, lake and Spark tests compare figures on one
-    cluster built the same way, so a change to how a simulated cluster is analysed reaches them all."""
+    settings a fresh installation reads (`tuning` as given, for a test of the intervals' jittered replays, which
+    the suite's configuration leaves out: tests/conftest.py): the ground-truth, lake and Spark tests compare
+    figures on one cluster built the same way, so a change to how a simulated cluster is analysed reaches them
+    all."""
+    config = load_config(overrides={"warehouse.path": str(path)})
     with Warehouse(path) as wh:
         simulate_into(wh, sim)
-        analyze(wh, load_config(overrides={"warehouse.path": str(path)}).of(AnalyticsSettings), full=full)
+        analyze(wh, config.of(AnalyticsSettings), full=full, tuning=tuning or config.of(TuningSettings))
         yield wh

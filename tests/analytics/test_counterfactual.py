@@ -26,6 +26,7 @@ from preemptlens.analytics.simulator import SimConfig, WorkloadConfig, cluster_o
 from preemptlens.analytics.simulator.engine import simulate_jobs
 from preemptlens.analytics.simulator.model import JobSpec, PolicyConfig, PoolSpec
 from preemptlens.analytics.whatif import counterfactual, scorecard
+from preemptlens.analytics.whatif.settings import TuningSettings
 from preemptlens.contract import TIERS
 from preemptlens.reading import words
 
@@ -38,7 +39,8 @@ TOLERANCE = 0.10
 
 @pytest.fixture(scope="module")
 def stored(tmp_path_factory: pytest.TempPathFactory) -> Iterator[counterfactual.Answer]:
-    with simulated_and_analysed(tmp_path_factory.mktemp("cf") / "w.duckdb", SIM) as wh:
+    # the default jittered replays: the intervals below cover them
+    with simulated_and_analysed(tmp_path_factory.mktemp("cf") / "w.duckdb", SIM, tuning=TuningSettings()) as wh:
         yield counterfactual.read(wh)["gt"]
 
 

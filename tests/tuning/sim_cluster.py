@@ -60,7 +60,7 @@ def load_outcome(path: Path, sim: SimConfig, out: Outcome, *, samples: bool = Fa
     if samples:
         for chunk in gpu_sample_chunks(sim, out):
             wh.load("gpu_samples", chunk, "simulator")
-    analyze(wh, AnalyticsSettings())
+    analyze(wh, AnalyticsSettings(), tuning=default_settings())
     return wh
 
 
@@ -69,7 +69,9 @@ CHURN: dict[str, Any] = {"gpus": 64, "load": 1.3, "high_share": 0.3, "work_media
 
 
 def default_settings(**overrides: Any) -> TuningSettings:
-    return TuningSettings(**{"processes": 2, **overrides})
+    """No jittered replays unless a test asks: these tests read which change is suggested, not its interval, and
+    the draws would replay every candidate nine times (tests/conftest.py)."""
+    return TuningSettings(**{"processes": 2, "jitter_replays": 0, **overrides})
 
 
 class Clusters:

@@ -14,6 +14,9 @@ many GPU clusters run: Slurm's backfill can then place no reservation):
   C    PreemptType=preempt/none: plain queueing, the partitions' PriorityTier still ordering the queue
   A2   with --again: A played a second time, the same plan and policy: how far the real Slurm is from itself
        (the floor a replay of one play can be held to; jobs that end in the same second branch either way)
+  B2   with --again: B played a second time: the changed policy's own spread, so the change A -> B is measured
+       twice by two independent pairs of plays (A -> B and A2 -> B2)
+  A+t2 with --again and --limits: A+t played a second time
 
 Each play is collected as a user would (`collect slurm`, `import` of the
 jobs' checkpoint and progress rows, `analyze`). Then the A play is replayed
@@ -27,6 +30,7 @@ its own policy (plain queueing reproduced).
 
     python benchmarks/bench_replay_real.py                  # 20 training + 8 serving jobs, A, B, C: ~20 min
     python benchmarks/bench_replay_real.py --limits         # and A with time limits: ~27 min on 2 cores
+    python benchmarks/bench_replay_real.py --limits --again # and A, B, A+t played twice: ~46 min (7 plays)
     python benchmarks/bench_replay_real.py --low 12 --high 5 --span 90 --exempt 30
 
 Needs root and the Slurm packages tests/run.sh installs. Figures print as
@@ -167,11 +171,19 @@ def spread(names: tuple[str, ...], real: Named, again: Named) -> dict[str, float
     return {name: _error(name, real.get(name), again.get(name)) for name in names}
 
 
-def change_table(names: tuple[str, ...], real_a: Named, real_b: Named, rep_a: Named, rep_b: Named, limit: float
-                 ) -> dict[str, float | None]:
-    """The change A -> B, real (two plays) against predicted (the A play replayed under A and under B): its error
-    against the real change, or against a tenth of the real B figure where the change is smaller."""
-    print(f"\nthe change A -> B: real (two plays) against predicted (the A play replayed under A and under B), "
+def between(names: tuple[str, ...], real: Named, again: Named, replayed_point: Named) -> str:
+    """On how many figures the replay lies between two real plays of one plan (both ends included)."""
+    known = [n for n in names if None not in (real.get(n), again.get(n), replayed_point.get(n))]
+    inside = [n for n in known if min(real[n], again[n]) <= replayed_point[n] <= max(real[n], again[n])]  # type: ignore[type-var,operator]
+    return f"{len(inside)} of {len(known)}" + (f" ({', '.join(inside)})" if inside else "")
+
+
+def change_table(names: tuple[str, ...], real_a: Named, real_b: Named, rep_a: Named, rep_b: Named, limit: float,
+                 pair: str = "A -> B") -> dict[str, float | None]:
+    """The change A -> B, real (two plays, `pair` names them) against predicted (the A play replayed under A and
+    under B): its error against the real change, or against a tenth of the real B figure where the change is
+    smaller."""
+    print(f"\nthe change A -> B: real ({pair}) against predicted (the A play replayed under A and under B), "
           f"target within {100 * limit:.0f}% of the real change (of a tenth of the real B figure where the change "
           "is smaller)")
     print(f"   {'figure':24} {'real A -> B':>22} {'predicted A -> B':>22} {'error':>7}")
@@ -249,30 +261,58 @@ def analyse(wh: Warehouse, windows: dict[str, Window], exempt: int, grace: int, 
             policy_b = replace(policy_b, grace_by_tier={**actual.grace_by_tier, "low": float(grace)})
         rep_b = replayed(workload, policy_b, draws)
         real_b = real_figures(wh, windows["B"])
+        real_b2 = real_figures(wh, windows["B2"]) if "B2" in windows else None
         what = f"PreemptExemptTime {exempt} s" + (f", GraceTime {grace} s" if grace else "")
-        table(f"(b) prediction: the A play replayed under B ({what}) against the B play", (*LEDGER, *WAITS),
-              real_b, rep_b, 0.15)
+        table(f"(b) prediction: the A play replayed under B ({what}) against the B play" +
+              (" (and B played again, B2)" if real_b2 is not None else ""), (*LEDGER, *WAITS),
+              real_b, rep_b, 0.15, real_b2)
+        b_floor = spread((*LEDGER, *WAITS), real_b, real_b2) if real_b2 is not None else None
+        errors_b2 = None
+        if real_b2 is not None:
+            errors_b2 = table("(b2) the same prediction against the B2 play (target within 15%)", (*LEDGER, *WAITS),
+                              real_b2, rep_b, 0.15)
         b_range = in_range((*LEDGER, *WAITS), real_b, rep_b)
         errors = change_table((*LEDGER, *WAITS), real_a, real_b, rep_a.point, rep_b.point, 0.15)
         change_floor = None
         if again is not None:
-            # The real change measured from the repeat of A: how far two real measures of one change differ.
-            change_floor = {name: _error(name, real_b[name] - real_a[name], real_b[name] - again[name],  # type: ignore[operator]
+            # The change measured by a second, independent pair of plays (A2 -> B2; A2 -> B when B was played
+            # once, which leaves B's own spread out): how far two real measures of one change differ.
+            again_b = real_b2 if real_b2 is not None else real_b
+            change_floor = {name: _error(name, real_b[name] - real_a[name], again_b[name] - again[name],  # type: ignore[operator]
                                          max(abs(real_b[name] - real_a[name]), 0.1 * abs(real_b[name])))  # type: ignore[operator]
-                            if None not in (real_a.get(name), real_b.get(name), again.get(name)) else None
+                            if None not in (real_a.get(name), real_b.get(name), again.get(name),
+                                            again_b.get(name)) else None
                             for name in (*LEDGER, *WAITS)}
         closing.append(f"(b) the change A -> B ({what}): " + _verdict(errors, 0.15, change_floor) + b_range
                        + " (the B figures)")
+        if real_b2 is not None:
+            closing.append(f"(b) the B play replayed against B2 ({what} played again): "
+                           + _verdict(errors_b2, 0.15, b_floor) + in_range((*LEDGER, *WAITS), real_b2, rep_b)
+                           + "; replayed within the two real plays' span on " + between((*LEDGER, *WAITS), real_b,
+                                                                                       real_b2, rep_b.point))
+            closing.append("(b0) the real Slurm against itself under B (B played twice): " + _verdict(b_floor, 0.15))
         if change_floor is not None:
-            closing.append("(b0) the real change A -> B against A2 -> B: " + _verdict(change_floor, 0.15))
+            closing.append("(b0) the real change A -> B against " + ("A2 -> B2" if real_b2 is not None else
+                                                                      "A2 -> B (B played once: its spread unmeasured)")
+                           + ": " + _verdict(change_floor, 0.15))
+            if real_b2 is not None:
+                second = change_table((*LEDGER, *WAITS), again, real_b2, rep_a.point, rep_b.point, 0.15,
+                                      "A2 -> B2, the second pair of plays")
+                closing.append(f"(b) the change A2 -> B2 ({what}): " + _verdict(second, 0.15))
         ok &= all(e is None or e <= 0.15 for e in errors.values())
     if "A+t" in windows:
         limited = load_workload(wh, windows["A+t"], settings)
         real_t, rep_t = real_figures(wh, windows["A+t"]), replayed(limited, limited.actual.policy, draws)
+        real_t2 = real_figures(wh, windows["A+t2"]) if "A+t2" in windows else None
         errors = table("(a') reproduction of the play with time limits (backfill reserves from them; target "
-                       "within 10%)", (*LEDGER, *WAITS), real_t, rep_t, 0.10)
-        closing.append("(a') reproduction with time limits: " + _verdict(errors, 0.10)
+                       "within 10%)", (*LEDGER, *WAITS), real_t, rep_t, 0.10, real_t2)
+        t_floor = spread((*LEDGER, *WAITS), real_t, real_t2) if real_t2 is not None else None
+        closing.append("(a') reproduction with time limits: " + _verdict(errors, 0.10, t_floor)
                        + in_range((*LEDGER, *WAITS), real_t, rep_t))
+        if real_t2 is not None and t_floor is not None:
+            closing.append("(a'0) the real Slurm against itself with time limits (A+t played twice): "
+                           + _verdict(t_floor, 0.10) + "; replayed within the two real plays' span on "
+                           + between((*LEDGER, *WAITS), real_t, real_t2, rep_t.point))
         ok &= all(e is None or e <= 0.10 for e in errors.values())
     if "C" in windows:
         real_c = real_figures(wh, windows["C"])
@@ -313,7 +353,8 @@ def main() -> int:
     parser.add_argument("--limits", action="store_true", help="also play A with each job's time limit")
     parser.add_argument("--no-change", action="store_true", help="skip the play under policy B")
     parser.add_argument("--no-off", action="store_true", help="skip the play with PreemptType=preempt/none")
-    parser.add_argument("--again", action="store_true", help="play A a second time: the real Slurm's own spread")
+    parser.add_argument("--again", action="store_true", help="play A, B and A+t a second time: the real Slurm's "
+                        "own spread")
     parser.add_argument("--draws", type=int, default=12, help="replays with jittered inputs per policy")
     parser.add_argument("--keep", help="keep the warehouse at this path")
     parser.add_argument("--analyse", metavar="WAREHOUSE", help="only compare again the plays a kept warehouse "
@@ -343,8 +384,12 @@ def main() -> int:
         order.append(("A2", "partition_prio", 0, 0, False))
     if not args.no_change:
         order.append(("B", "partition_prio", args.exempt, args.grace, False))
+        if args.again:
+            order.append(("B2", "partition_prio", args.exempt, args.grace, False))
     if args.limits:
         order.append(("A+t", "partition_prio", 0, 0, True))
+        if args.again:
+            order.append(("A+t2", "partition_prio", 0, 0, True))
     if not args.no_off:
         order.append(("C", "none", 0, 0, False))
     try:

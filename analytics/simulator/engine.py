@@ -308,6 +308,19 @@ def paused_gc() -> Iterator[None]:
             gc.enable()
 
 
+def _exempt_until(policy: PolicyConfig, start: float, min_run: float) -> float:
+    """When a run started at `start` has run its minimum run time and may be evicted.
+
+    Slurm keeps a job's start in whole seconds (time_t) and a job is exempt while the whole-second now is before
+    that start plus PreemptExemptTime (src/slurmctld/acct_policy.c `acct_policy_is_job_preempt_exempt` and
+    `acct_policy_get_preemptable_time`, slurm-22-05-11-1): the exemption ends on the whole second, up to a second
+    before the run's true start plus the time (the replay's times count from a whole second, the window's start).
+    """
+    if policy.scheduler == "slurm":
+        return math.floor(start) + min_run
+    return start + min_run
+
+
 class _Scheduler:
     def __init__(
         self,
@@ -438,7 +451,7 @@ class _Scheduler:
             self._set_policy(pool, change.policy, change.protect_share)
             self.pool_gen[pool] += 1
             self.dirty.add(pool)
-            for free_at in sorted({-e[1] + change.policy.min_run_of(_RANK_TIER[e[0]])
+            for free_at in sorted({_exempt_until(change.policy, -e[1], change.policy.min_run_of(_RANK_TIER[e[0]]))
                                    for n in self.pool_nodes[pool] for e in self.node_victims[n]}):
                 if free_at > t:
                     self._push(free_at, _MINRUN, pool)
@@ -569,9 +582,10 @@ class _Scheduler:
             node_victims = self.node_victims
             for node in taken:
                 insort(node_victims[node], entry)
-            min_run = self.pool_policy[self.job_pool[j]].min_run_of(job.tier)
+            policy = self.pool_policy[self.job_pool[j]]
+            min_run = policy.min_run_of(job.tier)
             if min_run > 0:
-                self._push(t + min_run, _MINRUN, self.job_pool[j])
+                self._push(_exempt_until(policy, t, min_run), _MINRUN, self.job_pool[j])
 
     def _lay_out(self, job: JobSpec, run_no: int, restored: float, start: float,
                  work: list[tuple[float, float, float]], idle: list[tuple[float, float]]) -> tuple[float, float, bool]:
@@ -1174,13 +1188,16 @@ class _Scheduler:
         protected = self._protected if self.pool_protect[pool] is not None or self.holds else None
         exempt_above = policy.min_exempt_priority
         runs, jobs = self.runs, self.jobs
+        whole = policy.scheduler == "slurm"  # see `_exempt_until`
 
         def exempt(r: int) -> bool:
             value = jobs[runs[r].job].priority_value
             return exempt_above is not None and value is not None and value > exempt_above
 
         def evictable(tier: int, neg_start: float, r: int) -> bool:
-            return (bool(allowed[tier]) and t + neg_start >= min_runs[tier]
+            old_enough = (t >= math.floor(-neg_start) + min_runs[tier] if whole and min_runs[tier] > 0
+                          else t + neg_start >= min_runs[tier])
+            return (bool(allowed[tier]) and old_enough
                     and not (protected and protected(r, t)) and not (exempt_above is not None and exempt(r)))
 
         return evictable
@@ -1604,10 +1621,19 @@ class _Scheduler:
                 elif kind == _PASS:
                     due.add(item)
                     pass_pending.discard(item)
+                    if not latency:
+                        dirty.add(item)  # a periodic pass (below)
                 elif item not in dirty and self._waits_to_preempt(item):
                     # A run turning old enough to evict matters only to a job waiting to
                     # preempt: with none, the pool is as its last pass left it.
-                    dirty.add(item)
+                    period = self.pool_policy[item].pass_interval_s
+                    at = math.ceil(t / period) * period if period else t
+                    if at > t:
+                        # No event wakes the scheduler for it: its next periodic pass acts on it (an event's
+                        # pass before then does too). One pass per such run at most: the cost stays per event.
+                        self._push(at, _PASS, item)
+                    else:
+                        dirty.add(item)
             if latency:
                 # The scheduler acts on other changes `latency` later (its pass after the event): one pass
                 # covers every change before it.

@@ -71,7 +71,7 @@ def policy_frame(sim: SimConfig) -> pl.DataFrame:
         ("cluster", "", name, ("true" if value else "false") if isinstance(value, bool)
          else (f"{value:g}" if isinstance(value, float) else str(value)))
         for name in ("scheduler", "enabled", "min_run_s", "grace_s", "requeue_hold_s", "latency_s",
-                     "submit_latency_s", "queue_order", "backfill",
+                     "submit_latency_s", "pass_interval_s", "queue_order", "backfill",
                      "victim_order", "youngest_first", "reorder_count", "strict_order", "kill_at_grace_end")
         for value in (getattr(policy, name),)
     ]

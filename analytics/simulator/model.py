@@ -159,6 +159,11 @@ class PolicyConfig:
     # Seconds from a submission to the scheduler's pass that sees it (a job starts, or signals its victims, no
     # earlier): slurmctld's reply to sbatch and its first pass.
     submit_latency_s: float = 0.0
+    # Seconds between the scheduler's passes that no event triggers (Slurm: the shorter of sched_interval and
+    # bf_interval; both passes preempt). Nothing wakes the scheduler when a run turns old enough to evict: a
+    # preemptor waiting for that acts at the next such pass (on this grid from the replay's start), or at an
+    # event's pass before it. 0: `latency_s` after the run turns old enough, as after an event.
+    pass_interval_s: float = 0.0
     # Per victim tier (Slurm QOS PreemptExemptTime, partition or QOS GraceTime; KAI Queue preemptMinRuntime):
     # overrides of min_run_s and grace_s for that tier's victims.
     min_run_by_tier: Mapping[str, float] = field(default_factory=lambda: _frozen_values({}))
@@ -196,7 +201,7 @@ class PolicyConfig:
                 elif TIER_RANK[victim] >= TIER_RANK[preemptor]:
                     problems.append(f"may_preempt[{preemptor}]: {victim} is not a lower tier")
         for name in ("min_run_s", "grace_s", "requeue_hold_s", "latency_s", "submit_latency_s", "trigger_wait_s",
-                     "backfill_window_s"):
+                     "backfill_window_s", "pass_interval_s"):
             if getattr(self, name) < 0:
                 problems.append(f"{name} must be >= 0")
         if problems:

@@ -40,7 +40,8 @@ from preemptlens.warehouse import Warehouse, query_sql
 _EXEMPT_LADDER_S = (0.0, 30.0, 60.0, 120.0, 180.0, 300.0, 600.0, 900.0, 1200.0, 1800.0, 2700.0, 3600.0, 7200.0)
 # Settings of PolicyConfig a snapshot or [tuning] may give, in the order they are reported.
 _REPORTED = ("scheduler", "enabled", "may_preempt", "min_run_s", "min_run_by_tier", "grace_s", "grace_by_tier",
-             "requeue_hold_s", "latency_s", "submit_latency_s", "queue_order", "backfill", "backfill_window_s",
+             "requeue_hold_s", "latency_s", "submit_latency_s", "pass_interval_s", "queue_order", "backfill",
+             "backfill_window_s",
              "youngest_first",
              "reorder_count",
              "strict_order",
@@ -300,6 +301,15 @@ def _slurm(rows: list[dict[str, Any]]) -> tuple[dict[str, tuple[Any, str]], list
     window = _seconds(conf.get("bf_window", ("", ""))[0])
     if window is not None:
         out["backfill_window_s"] = (window * 60.0, conf["bf_window"][1] + " (minutes)")
+    # Nothing wakes slurmctld when a run's PreemptExemptTime ends (acct_policy.c only compares it when a pass
+    # looks for victims): the next pass that no event triggers is the main one every sched_interval
+    # (controller.c `_slurmctld_background`) or backfill's every bf_interval (backfill.c), whichever comes first;
+    # both preempt (backfill's `_start_job` calls select_nodes). slurm-22-05-11-1.
+    passes = [(value, conf[name][1]) for name in ("sched_interval", "bf_interval")
+              if name in conf and (value := _seconds(conf[name][0]))]
+    if passes:
+        out["pass_interval_s"] = (min(value for value, _ in passes),
+                                  "; ".join(raw for _, raw in passes) + " (the shorter)")
     for name in ("youngest_first", "strict_order"):
         if name in conf:
             out[name] = (conf[name][0] == "true", conf[name][1])
@@ -422,7 +432,7 @@ def _simulator(rows: list[dict[str, Any]]) -> tuple[dict[str, tuple[Any, str]], 
     conf = by.get(("cluster", ""), {})
     out: dict[str, tuple[Any, str]] = {}
     for name, (value, _raw) in conf.items():
-        if name in ("min_run_s", "grace_s", "requeue_hold_s", "latency_s", "submit_latency_s"):
+        if name in ("min_run_s", "grace_s", "requeue_hold_s", "latency_s", "submit_latency_s", "pass_interval_s"):
             out[name] = (float(value), "its own setting")
         elif name in ("enabled", "youngest_first", "strict_order", "kill_at_grace_end"):
             out[name] = (value == "true", "its own setting")

@@ -13,9 +13,11 @@ What is measured and what is approximated (docs/tuning.md has the full list):
   its only run without finishing it stops again after the work it did, and is
   planned for the whole work, as the scheduler planned it; one that stopped
   later is capped at the work done), else the useful run time: the runs'
-  time minus the progress lost at preemptions, the measured warm-ups and the
-  idle-hoarding stretches. A job still running at the end of the data needs at
-  least the window again, so it never completes inside the replay.
+  time minus the progress lost at preemptions, the measured warm-ups, the
+  idle-hoarding stretches and the first run's start-up (unless that run was
+  preempted before its first checkpoint: its loss holds the start-up). A job
+  still running at the end of the data needs at least the window again, so it
+  never completes inside the replay.
 - checkpoint interval: the median spacing of its checkpoint rows within a run
   (and a first run's first one after its start), leaving out a preempted run's
   last checkpoint inside the grace time, else the declared interval.
@@ -445,7 +447,10 @@ def load_workload(
             skipped["does not fit its pool"] += 1
             continue
         startup = max(0.0, float(r["startup_s"]) - half) if r["startup_s"] is not None else startup_default
-        done = max(0.0, float(r["run_s"] or 0.0) - float(r["waste_s"]) - float(r["idle_total_s"]) - startup)
+        # A first run preempted before its first checkpoint lost its whole run, start-up included, which the
+        # waste holds already (subtracting it again made such a job's work too short by its start-up).
+        done = max(0.0, float(r["run_s"] or 0.0) - float(r["waste_s"]) - float(r["idle_total_s"])
+                   - (0.0 if r["startup_lost"] else startup))
         fail_after = None
         if r["work_s"] is not None:
             work = float(r["work_s"])

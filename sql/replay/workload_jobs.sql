@@ -22,7 +22,9 @@ waste as (
     select
         victim_job_id as job_id,
         sum(lost_s + coalesce(warmup_s, 0)) as waste_s,
-        median(restart_warmup_s) as warmup_s
+        median(restart_warmup_s) as warmup_s,
+        -- a first run preempted before its first checkpoint lost its whole run, start-up included
+        bool_or(victim_run = 1 and last_checkpoint_time is null) as startup_lost
     from stg_preemptions
     where cluster = $c
     group by victim_job_id
@@ -188,7 +190,7 @@ select
     epoch(j.submit_time) - epoch(cast($t0 as timestamptz)) as submit_s,
     j.checkpoint_interval_s as declared_interval_s, c.interval_s as measured_interval_s,
     j.work_s, j.time_limit_s, j.time_unlimited, t.run_s, t.runs, t.last_state, coalesce(t.still_running, false) as still_running,
-    coalesce(w.waste_s, 0) as waste_s,
+    coalesce(w.waste_s, 0) as waste_s, coalesce(w.startup_lost, false) as startup_lost,
     coalesce(w.warmup_s, case when lw.warmup_s >= 0 then lw.warmup_s end) as warmup_s,
     -- without two progress reports, a job that declares its work and ran once to completion shows its start-up
     -- as the rest of its run

@@ -61,6 +61,38 @@ def test_slurm_exempts_young_runs_and_high_priority_ones() -> None:
     assert victims(jobs, replace(BASE, min_exempt_priority=100.0)) == ["b"]
 
 
+def test_slurm_exemption_ends_on_the_whole_second() -> None:
+    # Slurm keeps a start in whole seconds and compares it with the whole-second now (acct_policy.c,
+    # acct_policy_is_job_preempt_exempt, slurm-22-05-11-1): a run started at 50.7 with PreemptExemptTime 60 may
+    # be evicted from 110 s, not 110.7 s; H, waiting since 100 s, preempts it then.
+    jobs = [low("a", 4, 50.7), low("b", 4, 90), high("H", 4, 100)]
+    out = simulate_jobs(jobs, POOL, replace(BASE, min_run_s=60.0), 2000.0)
+    first = next(p for p in out.preemptions())
+    assert (out.jobs[first.victim].job_id, first.time_s) == ("a", 110.0)
+    # The other models count the exemption from the true start.
+    out = simulate_jobs(jobs, POOL, replace(BASE, min_run_s=60.0, scheduler="generic"), 2000.0)
+    first = next(p for p in out.preemptions())
+    assert (out.jobs[first.victim].job_id, first.time_s) == ("a", 110.7)
+
+
+def test_slurm_sees_an_exemption_end_at_its_next_periodic_pass() -> None:
+    # Nothing wakes slurmctld when a run's PreemptExemptTime ends: the main pass every sched_interval or backfill's
+    # every bf_interval finds it (controller.c `_slurmctld_background`, backfill.c, slurm-22-05-11-1). With passes
+    # every 30 s, a (exempt until 110 s) is preempted for H at 120 s, not at 110 s.
+    jobs = [low("a", 4, 50), low("b", 4, 90), high("H", 4, 100)]
+    policy = replace(BASE, min_run_s=60.0, pass_interval_s=30.0)
+    first = next(p for p in simulate_jobs(jobs, POOL, policy, 2000.0).preemptions())
+    assert first.time_s == 120.0
+    # An event's pass before then acts on it: a 1-GPU job ending at 115 s wakes the scheduler.
+    jobs = [low("a", 4, 50), low("b", 3, 90), low("c", 1, 90, work=25.0), high("H", 4, 100)]
+    first = next(p for p in simulate_jobs(jobs, POOL, policy, 2000.0).preemptions())
+    assert first.time_s == 115.0
+    # With a latency, as with an event: the periodic pass is the pass itself (no latency on top).
+    first = next(p for p in simulate_jobs(jobs[:2] + jobs[3:], POOL, replace(policy, latency_s=1.0),
+                                          2000.0).preemptions())
+    assert first.time_s == 120.0
+
+
 def test_kueue_evicts_the_most_recently_admitted_and_adds_back_what_is_not_needed() -> None:
     # c (2 GPUs) is the newest, then b (4), then a (1); 1 GPU free; H needs 4: taking c then b fits, and
     # adding c back still fits, so only b goes.

@@ -151,6 +151,11 @@ def test_the_replay_reads_a_cluster_without_preemption_as_off_with_the_tiers_it_
     assert on["enabled"][0] is True and on["may_preempt"][0] == off["may_preempt"][0]
     # bf_window (default 1440 minutes) bounds how far ahead backfill reserves.
     assert off["backfill_window_s"][0] == 86400.0
+    # A run's exemption ending wakes no pass: the next periodic one finds it, the shorter of sched_interval and
+    # bf_interval (2 s each in the suite's Slurm; defaults 60 s and 30 s).
+    assert on["pass_interval_s"][0] == 2.0 and "bf_interval=2" in on["pass_interval_s"][1]
+    defaults = stated(text.replace("sched_interval=2,bf_interval=2", ""))
+    assert defaults["pass_interval_s"][0] == 30.0
 
 
 @pytest.mark.parametrize(("version", "low_min_run"), [("25.11.3", 0.0), ("26.05.0", None)])

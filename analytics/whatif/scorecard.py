@@ -573,10 +573,37 @@ def _against_capacity(gpu_h: float | None, capacity: float | None) -> str:
     return f"{quantity(share, RATIO)} capacity" if share >= 1 else f"{_share(gpu_h, capacity)} of capacity"
 
 
+def _interval_of(row: Mapping[str, Any], column: str) -> tuple[Any, Any]:
+    """A stored per-tier figure's interval (counterfactual_figures: `<figure>_low`/`_high`, a duration's before its
+    `_s`); (None, None) where it was not made."""
+    stem, unit = (column[:-2], "_s") if column.endswith("_s") else (column, "")
+    return row.get(f"{stem}_low{unit}"), row.get(f"{stem}_high{unit}")
+
+
+def _bounds(row: Mapping[str, Any], column: str, unit: str) -> str:
+    """' [low, high]' of a figure that has no sign to give (a count, queue GPU-hours), or ' (interval unknown)'."""
+    low, high = _interval_of(row, column)
+    if low is None or high is None:
+        return " (interval unknown)"
+    if unit == "jobs":
+        return f" [{round(low):,} to {round(high):,}]"
+    return f" [{quantity(low, unit)} to {quantity(high, unit)}]"
+
+
+def _signed(row: Mapping[str, Any], column: str) -> str:
+    """A signed extra queue time with its interval; one whose interval holds 0 gets no sign
+    (words.uncertain_change)."""
+    low, high = _interval_of(row, column)
+    if low is None or high is None:
+        return f"{change(row[column], DURATION)} (interval unknown)"
+    return uncertain_change(row[column], low, high, DURATION)
+
+
 def tier_wait_lines(answer: counterfactual.Answer) -> list[str]:
     """The headline's waiting per tier, in terms a reader can check: the jobs whose queue time changed against no
     preemption, their extra queue time per job (mean and median), the tier's queue GPU-hours against the window's
-    capacity, the share of them after the window's end, and the jobs that cannot drain."""
+    capacity, the share of them after the window's end, and the jobs that cannot drain; each figure with its
+    interval (counterfactual.tier_intervals), 'interval unknown' where none could be made."""
     run = answer.run
     key = _scenario_key(answer)
     capacity = run.get("capacity_gpu_h")
@@ -586,9 +613,9 @@ def tier_wait_lines(answer: counterfactual.Answer) -> list[str]:
         if other is None or base is None or other.get("affected_jobs") is None:
             continue
         if other["affected_jobs"]:
-            moved = (f"{plural(int(other['affected_jobs']), 'job')} whose queue time changed, by "
-                     f"{change(other['extra_wait_mean_s'], DURATION)} a job on average "
-                     f"(median {change(other['extra_wait_p50_s'], DURATION)})")
+            moved = (f"{plural(int(other['affected_jobs']), 'job')}{_bounds(other, 'affected_jobs', 'jobs')} whose "
+                     f"queue time changed, by {_signed(other, 'extra_wait_mean_s')} a job on average "
+                     f"(median {_signed(other, 'extra_wait_p50_s')})")
         else:
             moved = "no job's queue time changed"
         queued = other["waiting_gpu_h"]
@@ -596,9 +623,10 @@ def tier_wait_lines(answer: counterfactual.Answer) -> list[str]:
         after = ("" if late is None or not queued
                  else ", none of it after the window's end" if not late
                  else f", {_share(late, queued)} of it after the window's end")
-        line = (f"{tier}: {moved}; queue time {gpu_hours(queued)} with preemption "
-                f"({_against_capacity(queued, capacity)}){after}, against "
-                f"{gpu_hours(base['waiting_gpu_h'])} without ({_against_capacity(base['waiting_gpu_h'], capacity)})")
+        line = (f"{tier}: {moved}; queue time {gpu_hours(queued)}{_bounds(other, 'waiting_gpu_h', GPU_H)} with "
+                f"preemption ({_against_capacity(queued, capacity)}){after}, against "
+                f"{gpu_hours(base['waiting_gpu_h'])}{_bounds(base, 'waiting_gpu_h', GPU_H)} without "
+                f"({_against_capacity(base['waiting_gpu_h'], capacity)})")
         undrained = max(int(other.get("undrained_jobs") or 0), int(base.get("undrained_jobs") or 0))
         if undrained:
             line += (f"; {plural(undrained, 'job')} cannot drain (a run never started, even with nothing arriving "
@@ -608,7 +636,9 @@ def tier_wait_lines(answer: counterfactual.Answer) -> list[str]:
     if lines and shown is not None:
         lines.append(f"{shown}; queue time is GPUs asked for × hours waiting, so it exceeds capacity when more "
                      "GPUs wait than the cluster has; the part after the window's end is what a replay cut there "
-                     "would miss; a negative change per job is less queue time with preemption")
+                     "would miss; a negative change per job is less queue time with preemption"
+                     + (f"; the ranges are each figure's {run['interval_covers']}, as the net's"
+                        if run.get("interval_covers") else ""))
     return lines
 
 
@@ -706,6 +736,7 @@ def tier_rows(answer: counterfactual.Answer, scenarios: Sequence[str] = ("none",
     if best_trigger is not None and best_trigger["scenario"] not in keys:
         keys.insert(2, best_trigger["scenario"])
     labels = {"none": "no preemption", "today": "today", "best": "best alternative"}
+    headline = _scenario_key(answer)
     for tier in ("critical", "high", "normal", "low", "all"):
         for column, name, unit in TIER_COLUMNS:
             row = {"tier": tier, "figure": name}
@@ -715,8 +746,17 @@ def tier_rows(answer: counterfactual.Answer, scenarios: Sequence[str] = ("none",
                 label = labels.get(key) or _trigger_label(key)
                 # against itself, no preemption changes no job's queue time
                 row[label] = "-" if key == "none" and column.startswith(("affected", "extra")) else _cell(value, unit)
+                # the headline's figures carry their intervals (tier_wait_lines), as it prints them
+                if f is not None and value is not None and column in _WITH_INTERVAL and (
+                        key == headline or (key == "none" and column == "waiting_gpu_h")):
+                    row[label] = (_signed(f, column) if unit == "change"
+                                  else row[label] + _bounds(f, column, unit if unit == "jobs" else GPU_H))
             rows.append(row)
     return rows
+
+
+# The per-tier figures the headline prints, which carry an interval (counterfactual.tier_intervals).
+_WITH_INTERVAL = ("affected_jobs", "extra_wait_mean_s", "extra_wait_p50_s", "waiting_gpu_h")
 
 
 def _trigger_label(key: str) -> str:

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from preemptlens.analytics import scarcity
 from preemptlens.analytics.whatif import counterfactual
 from preemptlens.analytics.whatif.scorecard import verdict_text
 from preemptlens.config import ClusterSettings, Config, section, setting
@@ -752,8 +753,12 @@ def decide(figures: Sequence[Figure], th: PilotSettings, days_after: int) -> tup
 
 
 def candidates(query: Query, clusters: Sequence[str] = ()) -> pl.DataFrame:
-    """Pools and preemptible tiers that suit a pilot: recoverable, shared and scarce (pilot_candidates)."""
-    return query(_CANDIDATES_SQL, {"clusters": list(clusters)})
+    """Pools and preemptible tiers that suit a pilot: recoverable, shared and scarce (pilot_candidates), with
+    their cluster's scarcity in words (`scarcity`: the word and figure Q1 and every other outlet print)."""
+    found = query(_CANDIDATES_SQL, {"clusters": list(clusters)})
+    said = {c: s.words() for c, s in scarcity.read(query, clusters).items()}
+    return found.with_columns(pl.col("cluster").replace_strict(said, default="scarcity unknown (not analysed yet)",
+                                                               return_dtype=pl.String).alias("scarcity"))
 
 
 def readiness(query: Query, clusters: Sequence[str] = ()) -> list[str]:
@@ -814,12 +819,9 @@ def render_candidates(frame: pl.DataFrame) -> str:
     lines = ["pilot candidates (recoverable, shared and scarce pools and preemptible tiers):"]
     for r in frame.iter_rows(named=True):
         cov = f"{measure_label('checkpoint_coverage')} {measure('checkpoint_coverage', r['checkpoint_coverage'])}"
-        scarce_days = pct(r["scarce_days_share"])
         lines.append(
             f"  {'*' if r['candidate'] else ' '} {r['cluster']}/{r['pool']} tier {r['tier']}: "
             f"recoverable {yn(r['recoverable'])} ({cov}), "
-            f"shared {yn(r['shared'])} ({r['teams']} team(s)), "
-            f"scarce {yn(r['scarce'])} (busy days {scarce_days}, normal/low median wait "
-            f"{quantity(r['lower_tier_wait_p50_s'], 's')})"
+            f"shared {yn(r['shared'])} ({r['teams']} team(s)), {r['scarcity']}"
         )
     return "\n".join(lines)

@@ -29,7 +29,7 @@ import polars as pl
 
 from preemptlens import escape
 from preemptlens.analytics.pilot import Evaluation, Pilot, PilotSettings, evaluate
-from preemptlens.analytics.whatif.scorecard import answer_text
+from preemptlens.analytics.whatif.scorecard import question_text
 from preemptlens.analytics.whatif.snippets import KAI, KUBERNETES, KUEUE, SLURM, VOLCANO
 from preemptlens.config import section, setting
 from preemptlens.dashboards import answer, coverage, data
@@ -407,11 +407,12 @@ def _evidence_of(report: WeeklyReport, cluster: str, question: int) -> str:
 
 
 def _scorecard_rows(report: WeeklyReport) -> list[dict[str, str]]:
+    evidence = report.evidence.to_dicts()
     return [
         {
             "cluster": s["cluster"],
             "question": s["question"],
-            "answer": answer_text(s["answer"], s["missing"], s["borderline"], s["failed"]),
+            "answer": question_text(s, evidence),
             "evidence": _evidence_of(report, s["cluster"], s["question_no"]),
         }
         for s in report.scorecard.iter_rows(named=True)

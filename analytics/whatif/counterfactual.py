@@ -42,7 +42,7 @@ import math
 import multiprocessing
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import UTC, datetime, timedelta
@@ -225,12 +225,23 @@ def _quantile(values: np.ndarray, q: float) -> float | None:
     return None if values.size == 0 else float(np.quantile(values, q))
 
 
+def _tier_masks(table: JobTable) -> list[tuple[str, np.ndarray]]:
+    """Each tier's jobs, then every job ('all')."""
+    return [*((t, table.tier == i) for i, t in enumerate(TIERS)), ("all", np.ones_like(table.gpus, bool))]
+
+
+def _queued_gpu_s(table: JobTable, mask: np.ndarray) -> np.ndarray:
+    """Per job, the GPU-seconds `mask`'s jobs spent in the queue (0 for the others and for jobs that cannot
+    drain): what a tier's queue GPU-hours sum."""
+    return np.where(mask & table.drained(), table.gpus * table.waiting_s, 0.0)
+
+
 def tier_figures(table: JobTable) -> tuple[TierFigures, ...]:
     """The figures per tier, and over all tiers ('all'), of one replay's jobs."""
     found = []
     drained = table.drained()
     late = np.zeros(table.tier.size) if table.late_waiting_s is None else table.late_waiting_s
-    for name, mask in [*((t, table.tier == i) for i, t in enumerate(TIERS)), ("all", np.ones_like(table.gpus, bool))]:
+    for name, mask in _tier_masks(table):
         started = mask & ~np.isnan(table.first_wait_s)
         counted = mask & drained
         found.append(TierFigures(
@@ -243,7 +254,7 @@ def tier_figures(table: JobTable) -> tuple[TierFigures, ...]:
             preemptions=int(table.preemptions[mask].sum()),
             thrown_away_gpu_h=float(table.thrown_gpu_s[mask].sum()) / 3600.0,
             victim_waiting_gpu_h=float(table.victim_waiting_gpu_s[mask].sum()) / 3600.0,
-            waiting_gpu_h=float((table.gpus * table.waiting_s)[counted].sum()) / 3600.0,
+            waiting_gpu_h=float(_queued_gpu_s(table, mask).sum()) / 3600.0,
             busy_gpu_h=float(table.busy_gpu_s[mask].sum()) / 3600.0,
             late_waiting_gpu_h=float((table.gpus * late)[counted].sum()) / 3600.0,
             undrained=int((mask & ~drained).sum()),
@@ -268,13 +279,20 @@ class TierChange:
     undrained: int
 
 
+def _moved(base: JobTable, other: JobTable, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each job's extra queue time under `other` against `base`, and which of `mask`'s jobs it affects (drained in
+    both, changed by _AFFECTED_S or more)."""
+    extra = other.waiting_s - base.waiting_s
+    return extra, mask & base.drained() & other.drained() & (np.abs(extra) >= _AFFECTED_S)
+
+
 def tier_changes(base: JobTable, other: JobTable) -> tuple[TierChange, ...]:
     """Per tier and over all ('all'), the jobs `other` makes wait more or less than `base` (no preemption)."""
     both = base.drained() & other.drained()
-    extra = other.waiting_s - base.waiting_s
     found = []
-    for name, mask in [*((t, base.tier == i) for i, t in enumerate(TIERS)), ("all", np.ones_like(base.gpus, bool))]:
-        moved = extra[mask & both & (np.abs(extra) >= _AFFECTED_S)]
+    for name, mask in _tier_masks(base):
+        extra, affected = _moved(base, other, mask)
+        moved = extra[affected]
         found.append(TierChange(
             tier=name, affected=int(moved.size),
             extra_wait_mean_s=float(moved.mean()) if moved.size else None,
@@ -337,22 +355,55 @@ def bootstrap_interval(per_job: np.ndarray, blocks: np.ndarray, samples: int, co
     rows = np.atleast_2d(per_job)
     if rows.shape[1] == 0:
         return None, None
-    uniq, index = np.unique(blocks, return_inverse=True)
-    by_block = np.stack([np.bincount(index, weights=row, minlength=uniq.size) for row in rows])
-    rng = np.random.default_rng(_SEED)
-    weights = rng.poisson(1.0, size=(samples, uniq.size))
+    index, weights = _block_weights(blocks, samples)
+    by_block = np.stack([np.bincount(index, weights=row, minlength=weights.shape[1]) for row in rows])
     reps = (weights * by_block[np.arange(samples) % rows.shape[0]]).sum(axis=1)
+    return _percentiles(reps, float(rows[0].sum()), confidence)
+
+
+def _block_weights(blocks: np.ndarray, samples: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each job's index into its block, and every replicate's Poisson(1) weight per block (samples x blocks),
+    drawn from the fixed seed: the one resampling behind every counterfactual interval."""
+    uniq, index = np.unique(blocks, return_inverse=True)
+    return index, np.random.default_rng(_SEED).poisson(1.0, size=(samples, uniq.size))
+
+
+def _percentiles(reps: np.ndarray, shown: float, confidence: float) -> tuple[float, float]:
+    """The replicates' percentile interval, widened to hold the figure shown."""
     alpha = (1.0 - confidence) / 2.0
     low, high = np.quantile(reps, [alpha, 1.0 - alpha])
-    shown = float(rows[0].sum())
     return min(float(low), shown), max(float(high), shown)
+
+
+def bootstrap_figure(rows: Sequence[Any], blocks: np.ndarray, samples: int, confidence: float,
+                     figure: Callable[[Any, np.ndarray], float | None]) -> tuple[float | None, float | None]:
+    """The interval of a figure that is not a plain sum over jobs (a count, mean or median over the jobs a replay
+    selects), made as bootstrap_interval makes the net's: the same blocks and Poisson weights, replicate b read
+    on replay b mod rows (the plain replay first, then the jittered ones). `figure(row, job_weights)` gives the
+    figure with each job counted job_weights times (all ones: the figure shown), or None where it is not
+    defined (no job selected). Unknown (None, None) where the figure shown is not defined, or more replicates
+    than one tail of the interval do not define it (too few blocks hold the jobs it is read on)."""
+    jobs = blocks.size
+    shown = figure(rows[0], np.ones(jobs)) if jobs and rows else None
+    if shown is None:
+        return None, None
+    index, weights = _block_weights(blocks, samples)
+    found = [figure(rows[b % len(rows)], weights[b][index]) for b in range(samples)]
+    reps = np.array([r for r in found if r is not None])
+    if samples - reps.size > (1.0 - confidence) / 2.0 * samples:
+        return None, None
+    return _percentiles(reps, shown, confidence)
+
+
+def _pairs(none: Scenario, other: Scenario) -> list[tuple[JobTable, JobTable]]:
+    """The plain replays of `none` and `other`, then their jittered ones paired seed by seed."""
+    return [(none.table, other.table), *zip(none.draws, other.draws, strict=True)]
 
 
 def net_rows(none: Scenario, other: Scenario, weights: Mapping[str, float]) -> np.ndarray:
     """The net per job of `other` against `none` (net_per_job), over the plain replay and then each jittered
     one, paired seed by seed: one row per replay."""
-    pairs = [(none.table, other.table), *zip(none.draws, other.draws, strict=True)]
-    return np.stack([net_per_job(a, b, weights) for a, b in pairs])
+    return np.stack([net_per_job(a, b, weights) for a, b in _pairs(none, other)])
 
 
 def net_interval(none: Scenario, other: Scenario, weights: Mapping[str, float], samples: int, confidence: float,
@@ -361,6 +412,59 @@ def net_interval(none: Scenario, other: Scenario, weights: Mapping[str, float], 
     blocks of jobs combined with the jittered replays (bootstrap_interval)."""
     return bootstrap_interval(net_rows(none, other, weights), resampling_blocks(none.table, window_s).of_job,
                               samples, confidence)
+
+
+Interval = tuple[float | None, float | None]
+
+
+@dataclass(frozen=True)
+class TierIntervals:
+    """The intervals of one tier's headline figures (tier_changes; queue GPU-hours with and without preemption),
+    made as the net's: (None, None) where one cannot be made."""
+
+    tier: str
+    affected: Interval
+    extra_wait_mean_s: Interval
+    extra_wait_p50_s: Interval
+    waiting_gpu_h: Interval
+    base_waiting_gpu_h: Interval
+
+
+def _weighted_median(values: np.ndarray, counts: np.ndarray) -> float | None:
+    # Poisson weights are whole counts: the median of each value repeated that many times
+    kept = np.repeat(values, counts.astype(np.int64))
+    return float(np.median(kept)) if kept.size else None
+
+
+def tier_intervals(none: Scenario, other: Scenario, samples: int, confidence: float, window_s: float
+                   ) -> tuple[TierIntervals, ...]:
+    """Per tier and over all, the interval of each figure the headline prints for `other` against no preemption:
+    jobs affected, their mean and median extra queue time, and the queue GPU-hours with and without preemption;
+    the bootstrap over blocks of jobs combined with the jittered replays, as the net's (bootstrap_figure)."""
+    pairs = _pairs(none, other)
+    blocks = resampling_blocks(none.table, window_s).of_job
+    found = []
+    for name, mask in _tier_masks(none.table):
+
+        def affected(pair: tuple[JobTable, JobTable], w: np.ndarray, mask: np.ndarray = mask) -> float:
+            return float(w[_moved(*pair, mask)[1]].sum())
+
+        def mean(pair: tuple[JobTable, JobTable], w: np.ndarray, mask: np.ndarray = mask) -> float | None:
+            extra, moved = _moved(*pair, mask)
+            n = float(w[moved].sum())
+            return float((w * extra)[moved].sum()) / n if n else None
+
+        def median(pair: tuple[JobTable, JobTable], w: np.ndarray, mask: np.ndarray = mask) -> float | None:
+            extra, moved = _moved(*pair, mask)
+            return _weighted_median(extra[moved], w[moved])
+
+        def queued(side: int, mask: np.ndarray = mask) -> Callable[[tuple[JobTable, JobTable], np.ndarray], float]:
+            return lambda pair, w: float((w * _queued_gpu_s(pair[side], mask)).sum()) / 3600.0
+
+        found.append(TierIntervals(
+            name, *(bootstrap_figure(pairs, blocks, samples, confidence, f)
+                    for f in (affected, mean, median, queued(1), queued(0)))))
+    return tuple(found)
 
 
 def interval_covers(none: Scenario, window_s: float, confidence: float) -> str:
@@ -552,6 +656,10 @@ class Headline:
     breakeven: Breakeven
     # The window's capacity, GPUs x hours: what the queue GPU-hours are read against (they can exceed it).
     capacity_gpu_h: float | None = None
+    # The scenario weighed against no preemption ('today', or 'on' where the cluster does not preempt), and the
+    # intervals of its per-tier figures (tier_intervals).
+    scenario: str = "today"
+    tiers: tuple[TierIntervals, ...] = ()
 
 
 def headline(none: Scenario, today: Scenario, weights: Mapping[str, float], samples: int, confidence: float,
@@ -571,6 +679,8 @@ def headline(none: Scenario, today: Scenario, weights: Mapping[str, float], samp
         net_high=None if high is None else high / 3600.0,
         breakeven=breakeven(none.table, today.table, weights),
         capacity_gpu_h=None if gpus is None else gpus * window_s / 3600.0,
+        scenario=today.key,
+        tiers=tier_intervals(none, today, samples, confidence, window_s),
     )
 
 
@@ -809,8 +919,29 @@ def store(wh: Warehouse, computed: Computed, mark: str) -> None:
         for s in computed.scenarios:
             _store_scenario(wh, cluster, s, none, computed.weights, computed.samples, computed.confidence,
                             computed.window.seconds)
+        _store_tier_intervals(wh, cluster, head)
         _store_hours(wh, cluster, computed.window.start, none.hours)
     wh.mark_changed()
+
+
+def _store_tier_intervals(wh: Warehouse, cluster: str, head: Headline) -> None:
+    """The intervals of the headline's per-tier figures, on its scenario's rows; the queue GPU-hours without
+    preemption on no preemption's."""
+    for t in head.tiers:
+        wh.con.execute(
+            "UPDATE counterfactual_figures SET affected_jobs_low = $a0, affected_jobs_high = $a1, "
+            "extra_wait_mean_low_s = $m0, extra_wait_mean_high_s = $m1, extra_wait_p50_low_s = $p0, "
+            "extra_wait_p50_high_s = $p1, waiting_gpu_h_low = $w0, waiting_gpu_h_high = $w1 "
+            "WHERE cluster = $c AND scenario = $s AND tier = $tier",
+            {"c": cluster, "s": head.scenario, "tier": t.tier, "a0": t.affected[0], "a1": t.affected[1],
+             "m0": t.extra_wait_mean_s[0], "m1": t.extra_wait_mean_s[1], "p0": t.extra_wait_p50_s[0],
+             "p1": t.extra_wait_p50_s[1], "w0": t.waiting_gpu_h[0], "w1": t.waiting_gpu_h[1]},
+        )
+        wh.con.execute(
+            "UPDATE counterfactual_figures SET waiting_gpu_h_low = $w0, waiting_gpu_h_high = $w1 "
+            "WHERE cluster = $c AND scenario = 'none' AND tier = $tier",
+            {"c": cluster, "tier": t.tier, "w0": t.base_waiting_gpu_h[0], "w1": t.base_waiting_gpu_h[1]},
+        )
 
 
 def _store_hours(wh: Warehouse, cluster: str, start: datetime, allocated: np.ndarray | None) -> None:

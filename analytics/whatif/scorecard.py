@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from preemptlens.analytics import scarcity
 from preemptlens.analytics.actions import ACTIONS
 from preemptlens.analytics.whatif import counterfactual
 from preemptlens.analytics.whatif.replay import missed_labels, validation_text
@@ -40,7 +41,6 @@ from preemptlens.reading.words import (
     duration,
     gpu_hours,
     measure,
-    measure_label,
     measure_text,
     pct,
     plural,
@@ -55,16 +55,12 @@ from preemptlens.warehouse import Warehouse
 NO_BECAUSE = {
     "checkpoint_coverage": "jobs checkpoint rarely",
     "loss_to_gain": "victims lose more work than their preemptors gain",
-    # Q1's busy hours fail, and pass with the idle-hoarded GPUs counted as busy: the no is the hoarding's.
-    "busy_hours_share_with_idle": "GPUs look scarce only while the idle-hoarded ones count as busy",
 }
 # The measures of a scorecard row's question that failed (comma-separated, for answer_text): a column every
-# reader of readiness_scorecard (aliased `s`) selects. Q1's busy hours with the idle-hoarded GPUs counted as busy
-# is listed where it would pass: with busy_hours_share failed, taking the idle GPUs out is what makes Q1 no.
+# reader of readiness_scorecard (aliased `s`) selects. (Q1's no says why through its scarcity: question_text.)
 FAILED_COLUMN = (
     "(SELECT string_agg(e.measure, ',' ORDER BY e.measure) FROM readiness_evidence AS e "
-    "WHERE e.cluster = s.cluster AND e.question_no = s.question_no AND (NOT e.passes OR "
-    "(e.measure = 'busy_hours_share_with_idle' AND e.value >= e.threshold))) AS failed"
+    "WHERE e.cluster = s.cluster AND e.question_no = s.question_no AND NOT e.passes) AS failed"
 )
 HOARDING_FLIPS = "busy_hours_share_with_idle"
 # An info measure of evidence_text reads after these words (default: beside the question's own measures).
@@ -149,11 +145,24 @@ def answer_text(answer: bool | None, missing: str | None = None, borderline: boo
     if answer is None:
         return f"unknown ({missing})" if missing else "unknown"
     word = "yes" if answer else "no"
-    names = (failed or "").split(",")
-    because = [] if answer else [NO_BECAUSE[m] for m in names if m in NO_BECAUSE
-                                 and (m != HOARDING_FLIPS or "busy_hours_share" in names)]
+    because = [] if answer else [NO_BECAUSE[m] for m in (failed or "").split(",") if m in NO_BECAUSE]
     word = f"{word} ({'; '.join(because)})" if because else word
     return f"borderline {word}" if borderline else word
+
+
+def question_text(row: Mapping[str, Any], evidence: Sequence[Mapping[str, Any]]) -> str:
+    """A readiness_scorecard row's answer in words, as every outlet prints it (answer_text); Q1's, once known,
+    followed by the cluster's scarcity, the word and figure the Pilot page prints too (analytics/scarcity.py).
+    `evidence`: readiness_evidence rows (the cluster's are picked)."""
+    said = answer_text(row["answer"], row["missing"], row["borderline"], row.get("failed"))
+    if row["question_no"] != scarcity.Q1 or row["answer"] is None:
+        return said
+    return f"{said}: {_scarcity_words(scarcity.scarcity(row, evidence))}"
+
+
+def _scarcity_words(found: scarcity.Scarcity) -> str:
+    # the answer before it already says borderline
+    return replace(found, borderline=False).words()
 
 
 # -- the verdict ---------------------------------------------------------------------------------
@@ -295,12 +304,15 @@ def _reasons(ev: Evidence, net_state: str | None, too_avoidable: bool | None) ->
         if a is False:
             failed = [measure_text(r) for r in ev.evidence
                       if r["question_no"] == q and r["rule"] in ("all", "any") and r["passes"] is False]
-            # Q1's no that comes from the idle-hoarded GPUs says so, with the figures
-            flips = _hoarding_flips(ev) if q == 1 else None
-            said = answer_text(a, borderline=ev.borderline.get(q, False),
-                               failed=f"busy_hours_share,{HOARDING_FLIPS}" if flips else None)
-            reasons.append(f"Q{q} {QUESTIONS[q][0].lower()}{QUESTIONS[q][1:-1]}? {said}: {', '.join(failed)}"
-                           + (f"; {flips}" if flips else ""))
+            said = answer_text(a, borderline=ev.borderline.get(q, False), failed=",".join(
+                str(r["measure"]) for r in ev.evidence if r["question_no"] == q and r["passes"] is False))
+            if q == scarcity.Q1:
+                # Q1's no is the cluster's scarcity, worded as every outlet words it (idle-hoarded GPUs named)
+                said += ": " + _scarcity_words(scarcity.scarcity(
+                    {"cluster": ev.cluster, "answer": a, "borderline": False, "missing": None}, ev.evidence))
+                reasons.append(f"Q{q} {QUESTIONS[q][0].lower()}{QUESTIONS[q][1:-1]}? {said}")
+                continue
+            reasons.append(f"Q{q} {QUESTIONS[q][0].lower()}{QUESTIONS[q][1:-1]}? {said}: {', '.join(failed)}")
     net = ev.net
     weighed = "no net"
     if net is not None and net.get("net_value") is not None:
@@ -332,21 +344,6 @@ def _reasons(ev: Evidence, net_state: str | None, too_avoidable: bool | None) ->
     if unknown:
         reasons.append(f"could not answer {', '.join(unknown)}")
     return reasons
-
-
-def _hoarding_flips(ev: Evidence) -> str | None:
-    """Where Q1's busy hours fail only because the idle-hoarded GPUs are taken out: both figures and the
-    hoarded share, in words; else None."""
-    busy, with_idle = ev.measure("busy_hours_share"), ev.measure(HOARDING_FLIPS)
-    if busy is None or with_idle is None or busy["passes"] is not False or with_idle["value"] is None:
-        return None
-    if with_idle["value"] < with_idle["threshold"]:
-        return None
-    hoarded = ev.measure("hoarded_share_of_allocated")
-    held = "" if hoarded is None or hoarded["value"] is None else (
-        f" ({measure('hoarded_share_of_allocated', hoarded['value'])} of allocated GPU-hours held idle)")
-    return (f"with the idle-hoarded GPUs counted as busy, {measure_label('busy_hours_share')} reach "
-            f"{measure(HOARDING_FLIPS, with_idle['value'])}{held}: reclaiming them, not preemption, is the answer")
 
 
 def breakeven_text(net: Mapping[str, Any]) -> str:
@@ -573,10 +570,37 @@ def _against_capacity(gpu_h: float | None, capacity: float | None) -> str:
     return f"{quantity(share, RATIO)} capacity" if share >= 1 else f"{_share(gpu_h, capacity)} of capacity"
 
 
+def _interval_of(row: Mapping[str, Any], column: str) -> tuple[Any, Any]:
+    """A stored per-tier figure's interval (counterfactual_figures: `<figure>_low`/`_high`, a duration's before its
+    `_s`); (None, None) where it was not made."""
+    stem, unit = (column[:-2], "_s") if column.endswith("_s") else (column, "")
+    return row.get(f"{stem}_low{unit}"), row.get(f"{stem}_high{unit}")
+
+
+def _bounds(row: Mapping[str, Any], column: str, unit: str) -> str:
+    """' [low, high]' of a figure that has no sign to give (a count, queue GPU-hours), or ' (interval unknown)'."""
+    low, high = _interval_of(row, column)
+    if low is None or high is None:
+        return " (interval unknown)"
+    if unit == "jobs":
+        return f" [{round(low):,} to {round(high):,}]"
+    return f" [{quantity(low, unit)} to {quantity(high, unit)}]"
+
+
+def _signed(row: Mapping[str, Any], column: str) -> str:
+    """A signed extra queue time with its interval; one whose interval holds 0 gets no sign
+    (words.uncertain_change)."""
+    low, high = _interval_of(row, column)
+    if low is None or high is None:
+        return f"{change(row[column], DURATION)} (interval unknown)"
+    return uncertain_change(row[column], low, high, DURATION)
+
+
 def tier_wait_lines(answer: counterfactual.Answer) -> list[str]:
     """The headline's waiting per tier, in terms a reader can check: the jobs whose queue time changed against no
     preemption, their extra queue time per job (mean and median), the tier's queue GPU-hours against the window's
-    capacity, the share of them after the window's end, and the jobs that cannot drain."""
+    capacity, the share of them after the window's end, and the jobs that cannot drain; each figure with its
+    interval (counterfactual.tier_intervals), 'interval unknown' where none could be made."""
     run = answer.run
     key = _scenario_key(answer)
     capacity = run.get("capacity_gpu_h")
@@ -586,9 +610,9 @@ def tier_wait_lines(answer: counterfactual.Answer) -> list[str]:
         if other is None or base is None or other.get("affected_jobs") is None:
             continue
         if other["affected_jobs"]:
-            moved = (f"{plural(int(other['affected_jobs']), 'job')} whose queue time changed, by "
-                     f"{change(other['extra_wait_mean_s'], DURATION)} a job on average "
-                     f"(median {change(other['extra_wait_p50_s'], DURATION)})")
+            moved = (f"{plural(int(other['affected_jobs']), 'job')}{_bounds(other, 'affected_jobs', 'jobs')} whose "
+                     f"queue time changed, by {_signed(other, 'extra_wait_mean_s')} a job on average "
+                     f"(median {_signed(other, 'extra_wait_p50_s')})")
         else:
             moved = "no job's queue time changed"
         queued = other["waiting_gpu_h"]
@@ -596,9 +620,10 @@ def tier_wait_lines(answer: counterfactual.Answer) -> list[str]:
         after = ("" if late is None or not queued
                  else ", none of it after the window's end" if not late
                  else f", {_share(late, queued)} of it after the window's end")
-        line = (f"{tier}: {moved}; queue time {gpu_hours(queued)} with preemption "
-                f"({_against_capacity(queued, capacity)}){after}, against "
-                f"{gpu_hours(base['waiting_gpu_h'])} without ({_against_capacity(base['waiting_gpu_h'], capacity)})")
+        line = (f"{tier}: {moved}; queue time {gpu_hours(queued)}{_bounds(other, 'waiting_gpu_h', GPU_H)} with "
+                f"preemption ({_against_capacity(queued, capacity)}){after}, against "
+                f"{gpu_hours(base['waiting_gpu_h'])}{_bounds(base, 'waiting_gpu_h', GPU_H)} without "
+                f"({_against_capacity(base['waiting_gpu_h'], capacity)})")
         undrained = max(int(other.get("undrained_jobs") or 0), int(base.get("undrained_jobs") or 0))
         if undrained:
             line += (f"; {plural(undrained, 'job')} cannot drain (a run never started, even with nothing arriving "
@@ -608,7 +633,9 @@ def tier_wait_lines(answer: counterfactual.Answer) -> list[str]:
     if lines and shown is not None:
         lines.append(f"{shown}; queue time is GPUs asked for × hours waiting, so it exceeds capacity when more "
                      "GPUs wait than the cluster has; the part after the window's end is what a replay cut there "
-                     "would miss; a negative change per job is less queue time with preemption")
+                     "would miss; a negative change per job is less queue time with preemption"
+                     + (f"; the ranges are each figure's {run['interval_covers']}, as the net's"
+                        if run.get("interval_covers") else ""))
     return lines
 
 
@@ -706,6 +733,7 @@ def tier_rows(answer: counterfactual.Answer, scenarios: Sequence[str] = ("none",
     if best_trigger is not None and best_trigger["scenario"] not in keys:
         keys.insert(2, best_trigger["scenario"])
     labels = {"none": "no preemption", "today": "today", "best": "best alternative"}
+    headline = _scenario_key(answer)
     for tier in ("critical", "high", "normal", "low", "all"):
         for column, name, unit in TIER_COLUMNS:
             row = {"tier": tier, "figure": name}
@@ -715,8 +743,17 @@ def tier_rows(answer: counterfactual.Answer, scenarios: Sequence[str] = ("none",
                 label = labels.get(key) or _trigger_label(key)
                 # against itself, no preemption changes no job's queue time
                 row[label] = "-" if key == "none" and column.startswith(("affected", "extra")) else _cell(value, unit)
+                # the headline's figures carry their intervals (tier_wait_lines), as it prints them
+                if f is not None and value is not None and column in _WITH_INTERVAL and (
+                        key == headline or (key == "none" and column == "waiting_gpu_h")):
+                    row[label] = (_signed(f, column) if unit == "change"
+                                  else row[label] + _bounds(f, column, unit if unit == "jobs" else GPU_H))
             rows.append(row)
     return rows
+
+
+# The per-tier figures the headline prints, which carry an interval (counterfactual.tier_intervals).
+_WITH_INTERVAL = ("affected_jobs", "extra_wait_mean_s", "extra_wait_p50_s", "waiting_gpu_h")
 
 
 def _trigger_label(key: str) -> str:
@@ -756,8 +793,7 @@ def render(wh: Warehouse) -> str:
             lines.append(f"  adoption: {v['adoption']}")
         lines.append("  readiness scorecard:")
         for r in rows:
-            lines.append(f"  Q{r['question_no']} {r['question']} "
-                         f"{answer_text(r['answer'], r['missing'], r['borderline'], r['failed'])}")
+            lines.append(f"  Q{r['question_no']} {r['question']} {question_text(r, evidence)}")
             mine = [e for e in evidence if e["cluster"] == cluster and e["question_no"] == r["question_no"]]
             lines.append(f"     {evidence_text(mine)}")
         other = [e for e in evidence if e["cluster"] == cluster and e["question_no"] == 0]

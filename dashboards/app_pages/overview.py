@@ -6,7 +6,7 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from preemptlens.analytics.whatif.scorecard import answer_text, verdict_text
+from preemptlens.analytics.whatif.scorecard import question_text, verdict_text
 from preemptlens.dashboards import answer, coverage, figures
 from preemptlens.dashboards.data import NO_SAMPLES, avoidable_text
 from preemptlens.dashboards.views_common import Charts, cached, context, md, show_table, window_caption
@@ -146,6 +146,7 @@ def evidence_of(cluster: str, question: int) -> str:
     return "; ".join(needed + (["and one of: " + "; ".join(either)] if either else []))
 
 
+read_evidence = evidence.to_dicts()
 for cluster in card["cluster"].unique(maintain_order=True).to_list():
     rows = card.filter(pl.col("cluster") == cluster)
     # Words, not a table: each answer's evidence is a sentence that a table cell would cut off.
@@ -153,7 +154,7 @@ for cluster in card["cluster"].unique(maintain_order=True).to_list():
     verdict = verdict_text({**first, "borderline": first["verdict_borderline"]})
     st.markdown(f"**{md(cluster)}:** {verdict}.\n\n" + "\n".join(
         f"{r['question_no']}. **{r['question']}** "
-        f"{answer_text(r['answer'], r['missing'], r['borderline'], r['failed'])}: "
+        f"{question_text(r, read_evidence)}: "
         f"{evidence_of(cluster, r['question_no'])}."
         for r in rows.iter_rows(named=True)
     ))

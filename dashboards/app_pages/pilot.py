@@ -113,8 +113,8 @@ else:
     )
 
 st.header("Candidate pools and tiers")
-st.caption(f"Recoverable ({measure_label('checkpoint_coverage')} enough), shared (two or more teams) and scarce: "
-           "where a pilot fits first.")
+st.caption(f"Recoverable ({measure_label('checkpoint_coverage')} enough), shared (two or more teams) and scarce "
+           "(the cluster's GPUs, as the scorecard's first question reads them): where a pilot fits first.")
 try:
     found, ready = _candidates(ctx.warehouse, ctx.limits, ctx.version, ctx.scope, ctx.filters.clusters)
 except PreemptlensError as exc:
@@ -125,8 +125,7 @@ for line in ready:
 show_table(found, {
     "cluster": ("Cluster", "text"), "pool": ("Pool", "text"), "tier": ("Tier", "text"),
     "candidate": ("Candidate", "bool"), "recoverable": ("Recoverable", "bool"), "shared": ("Shared", "bool"),
-    "scarce": ("Scarce", "bool"), "preemptible_gpu_hours": ("Preemptible GPU-h", "gpu_h"),
+    "scarcity": ("Scarcity", "text"), "preemptible_gpu_hours": ("Preemptible GPU-h", "gpu_h"),
     "checkpoint_coverage": ("Checkpointed share", "pct"), "teams": ("Teams", "int"),
-    "largest_team_share": ("Largest team's share", "pct"), "scarce_days_share": ("Scarce days", "pct"),
-    "lower_tier_wait_p50_s": ("Median wait, normal and low jobs", "duration"),
+    "largest_team_share": ("Largest team's share", "pct"),
 }, key="pilot_candidates")

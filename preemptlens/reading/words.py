@@ -231,7 +231,6 @@ MEASURES: Mapping[str, tuple[str, str, str]] = {
     "queued_gpu_wait_s": ("queue time per GPU of a job", DURATION,
                           "GPU-weighted mean of each job's time in the queue, first wait and waits to restart"),
     "jobs_never_fit": ("jobs larger than their pool", "jobs", "they can never start, so Q1 leaves them out"),
-    "lower_tier_wait_p50_s": ("median wait of normal and low jobs before their first start", DURATION, ""),
     "high_wait_unpreempted_p50_s": ("median wait of critical and high work without preemption", DURATION, ""),
     "high_gpu_hour_share": ("critical+high share of GPU-hours", SHARE, "GPU-hours of runs"),
     "high_share_weekly_slope_abs": ("weekly change of the critical+high share of demand", WEEKLY_POINTS,

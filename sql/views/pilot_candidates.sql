@@ -1,4 +1,4 @@
--- Per pool and preemptible tier, whether it suits a preemption pilot: recoverable (checkpoint coverage of the tier's preemptible GPU-hours in the pool at least analytics.checkpoint_coverage_min), shared (at least two teams each held 10% or more of the pool's GPU-hours) and scarce in ways preemption cannot mask (at least analytics.scarce_hours_share of the pool's days with allocated minus idle-hoarded GPU-hours at analytics.scarce_allocation_share of capacity, or a median wait of its normal and low jobs before their first start of analytics.scarce_queue_wait_s or more), each null when unmeasured.
+-- Per pool and preemptible tier, whether it suits a preemption pilot: recoverable (checkpoint coverage of the tier's preemptible GPU-hours in the pool at least analytics.checkpoint_coverage_min), shared (at least two teams each held 10% or more of the pool's GPU-hours) and scarce: its cluster's GPUs are scarce by the one definition of scarcity, Q1 of the readiness scorecard (busy hours without preemption net of the idle-hoarded GPUs, and work waiting for them; analytics/scarcity.py), with its figure busy_hours_share; each null when unmeasured.
 with
 
 params as (
@@ -7,14 +7,6 @@ params as (
 
 runs as (
     select * from stg_runs
-),
-
-waits as (
-    select * from job_first_waits
-),
-
-pool_days as (
-    select * from unallocated_idle
 ),
 
 ckpt_jobs as (
@@ -53,22 +45,15 @@ sharing as (
 ),
 
 scarcity as (
+    -- one definition of scarcity: Q1's answer and its figure, the same the scorecard, the report and the CLI word
     select
-        d.cluster,
-        d.pool,
-        -- GPUs held idle are not scarce GPUs: unknown without GPU samples (hoarding unknown)
-        avg(case when d.hoarded_gpu_hours is null then null
-            when (d.allocated_gpu_hours - d.hoarded_gpu_hours) / d.capacity_gpu_hours >= p.scarce_allocation_share
-            then 1.0 else 0.0 end) as scarce_days_share
-    from pool_days as d
-    cross join params as p
-    group by d.cluster, d.pool
-),
-
-pool_waits as (
-    select cluster, pool, median(wait_s) as lower_tier_wait_p50_s
-    from waits
-    group by cluster, pool
+        s.cluster,
+        s.answer as scarce,
+        e.value as busy_hours_share
+    from readiness_scorecard as s
+    left join readiness_evidence as e
+        on e.cluster = s.cluster and e.question_no = 1 and e.measure = 'busy_hours_share'
+    where s.question_no = 1
 ),
 
 judged as (
@@ -80,20 +65,14 @@ judged as (
         c.checkpoint_coverage,
         s.teams,
         s.largest_team_share,
-        k.scarce_days_share,
-        w.lower_tier_wait_p50_s,
+        k.busy_hours_share,
         c.checkpoint_coverage >= p.checkpoint_coverage_min as recoverable,
         s.teams_over_tenth >= 2 as shared,
-        case
-            when k.scarce_days_share is null and w.lower_tier_wait_p50_s is null then null
-            else coalesce(k.scarce_days_share >= p.scarce_hours_share, false)
-                or coalesce(w.lower_tier_wait_p50_s >= p.scarce_queue_wait_s, false)
-        end as scarce
+        k.scarce
     from coverage as c
     cross join params as p
     left join sharing as s on s.cluster = c.cluster and s.pool = c.pool
-    left join scarcity as k on k.cluster = c.cluster and k.pool = c.pool
-    left join pool_waits as w on w.cluster = c.cluster and w.pool = c.pool
+    left join scarcity as k on k.cluster = c.cluster
 ),
 
 final as (

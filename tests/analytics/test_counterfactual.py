@@ -409,3 +409,72 @@ def test_a_jittered_replay_is_paired_job_by_job_with_the_plain_one() -> None:
         draw = counterfactual.run_draw(workload, Variant("today", policy, jitter=seed))
         for name in ("gpus", "first_wait_s", "waiting_s", "thrown_gpu_s", "preemptions", "submit_s"):
             assert np.array_equal(getattr(draw, name), getattr(plain.table, name), equal_nan=True), (seed, name)
+
+
+def test_the_headline_per_tier_figures_carry_intervals_that_hold_the_truth(stored: counterfactual.Answer) -> None:
+    """Each per-tier figure the headline prints (jobs affected, mean and median extra queue time, queue GPU-hours
+    with and without preemption) has an interval made as the net's, and the same seed simulated again, drained,
+    without and with preemption gives a true figure inside it; the words print the intervals and give no sign to
+    an extra queue time whose interval holds 0."""
+    end = stored.run["window_end"]
+    none, today = true_table({"enabled": False}, end), true_table({}, end)
+    changes = {c.tier: c for c in counterfactual.tier_changes(none, today)}
+    queued = {side: {f.tier: f.waiting_gpu_h for f in counterfactual.tier_figures(t)}
+              for side, t in (("none", none), ("today", today))}
+    checked = 0
+    for tier in (*TIERS, "all"):
+        row, base = stored.figure("today", tier), stored.figure("none", tier)
+        assert row is not None and base is not None, tier
+        truths = [(row, "affected_jobs", "affected_jobs_low", "affected_jobs_high", changes[tier].affected),
+                  (row, "extra_wait_mean_s", "extra_wait_mean_low_s", "extra_wait_mean_high_s",
+                   changes[tier].extra_wait_mean_s),
+                  (row, "extra_wait_p50_s", "extra_wait_p50_low_s", "extra_wait_p50_high_s",
+                   changes[tier].extra_wait_p50_s),
+                  (row, "waiting_gpu_h", "waiting_gpu_h_low", "waiting_gpu_h_high", queued["today"][tier]),
+                  (base, "waiting_gpu_h", "waiting_gpu_h_low", "waiting_gpu_h_high", queued["none"][tier])]
+        for r, name, lo, hi, real in truths:
+            if r[name] is None:
+                # no job of the tier changed: no figure, no interval
+                assert r[lo] is None and r[hi] is None, (tier, name, r)
+                continue
+            if r[lo] is None:
+                continue  # an interval that could not be made reads "unknown" (below)
+            assert r[lo] <= r[name] <= r[hi], (tier, name, r[lo], r[name], r[hi])
+            assert real is not None and r[lo] <= real <= r[hi], (tier, name, r[lo], real, r[hi])
+            checked += 1
+    assert checked >= 15, checked
+    # other scenarios' rows carry no intervals: only the headline's figures are printed with them
+    trigger = stored.figure("trigger_900", "all")
+    assert trigger is not None and trigger["affected_jobs_low"] is None
+    text = "\n".join(scorecard.tier_wait_lines(stored))
+    normal = stored.figure("today", "normal")
+    assert normal is not None
+    assert f"[{round(normal['affected_jobs_low']):,} to {round(normal['affected_jobs_high']):,}]" in text, text
+    assert f"{words.gpu_hours(normal['waiting_gpu_h'])} [{words.quantity(normal['waiting_gpu_h_low'], words.GPU_H)}" \
+        in text, text
+    assert "the ranges are each figure's 90% interval" in text, text
+    # an extra queue time whose interval holds 0 has no sign; an interval that could not be made says so
+    figures = [{**f, "extra_wait_mean_s": 120.0, "extra_wait_mean_low_s": -60.0, "extra_wait_mean_high_s": 300.0,
+                "extra_wait_p50_low_s": None, "extra_wait_p50_high_s": None}
+               if f["scenario"] == "today" and f["tier"] == "low" else f for f in stored.figures]
+    moved = scorecard.tier_wait_lines(counterfactual.Answer(stored.cluster, stored.run, stored.scenarios, figures))
+    low = next(line for line in moved if line.startswith("low: "))
+    assert "by cannot be told from 0 (-60 s to +5 min) a job on average" in low, low
+    assert "(interval unknown))" in low and "+2 min a job" not in low, low
+    rows = scorecard.tier_rows(counterfactual.Answer(stored.cluster, stored.run, stored.scenarios, figures))
+    mean = next(r for r in rows if r["tier"] == "low" and r["figure"].endswith("mean"))
+    assert mean["today"].startswith("cannot be told from 0"), mean
+
+
+def test_a_per_tier_interval_that_cannot_be_made_is_unknown() -> None:
+    """One changed job in one block: most resamples leave it out, so its mean extra wait has no interval."""
+    tiers = ["critical"] * 10 + ["low"] * 10
+    base = _table(tiers, [0.0] * 20, [0.0] * 20)
+    other = _table(tiers, [0.0] * 19 + [600.0], [0.0] * 20)
+    none = _scenario("none", base, ())
+    today = _scenario("today", other, ())
+    found = {t.tier: t for t in counterfactual.tier_intervals(none, today, 200, 0.9, 86400.0)}
+    assert found["low"].extra_wait_mean_s == (None, None)
+    assert found["critical"].extra_wait_mean_s == (None, None)  # no job changed: no figure
+    low, high = found["low"].base_waiting_gpu_h
+    assert low is not None and high is not None and low <= 0.0 <= high

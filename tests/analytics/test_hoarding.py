@@ -124,9 +124,12 @@ def test_hoarding_without_gpu_samples_is_unknown_not_zero(sc: Scenario) -> None:
     assert days["allocated_gpu_hours"].null_count() == 0
     assert days["hoarded_gpu_hours"].null_count() == days.height > 0
     assert days["hoarded_share_of_allocated"].null_count() == days.height
-    # allocated minus an unmeasured hoarding is no busy day: the scarce-days share is unknown too
+    # allocated minus an unmeasured hoarding is no busy hour: scarcity's figure is unknown too, and a candidate is
+    # scarce as Q1 answers (here no: every queue measure fails, whatever the busy hours)
     candidates = sc.view("pilot_candidates", "pool")
-    assert candidates.height > 0 and candidates["scarce_days_share"].null_count() == candidates.height
+    assert candidates.height > 0 and candidates["busy_hours_share"].null_count() == candidates.height
+    q1 = sc.view("readiness_scorecard", "question_no").row(0, named=True)
+    assert candidates["scarce"].to_list() == [q1["answer"]] * candidates.height
 
 
 def test_incremental_refresh_equals_full_rebuild(sc: Scenario) -> None:

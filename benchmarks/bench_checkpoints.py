@@ -25,6 +25,8 @@ Last measured (2026-12-07, 2 cores shared with six other sessions, load 11-19; p
   after (daff41a), load 11.4: files 1.52 s / 0.39 s = 3.88x (CPU 0.59 / 0.20 = 3.00x); logs 0.72x grep (CPU 0.90x).
   100,000 dirs, 10 GB, before, load 16-19: files 37.9 s / find 4.47 s = 8.48x (CPU 5.67 / 1.78 = 3.18x); logs
   68.1 s / grep 58.5 s = 1.16x (0.15 GB/s: the logs did not stay in the page cache beside the other sessions).
+  after (daff41a), load 12-17: files 7.32 s / 1.29 s = 5.66x (CPU 2.58 / 0.85 = 3.03x), pass 2 0.29 s; logs
+  16.6 s / 16.5 s = 1.01x (CPU 0.85x).
 At this load the wall-clock ratio follows the scheduler more than the code; the CPU seconds say more. strace -c
 of one pass over the 20,000-directory tree (22,000 directories): per directory the walk makes 1 openat, 2
 getdents64, 1 close and 3 newfstatat (a checkpoint's 2 files, the job's directories); find makes 1 openat, 2

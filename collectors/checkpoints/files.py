@@ -22,7 +22,6 @@ every pass.
 from __future__ import annotations
 
 import base64
-import functools
 import glob
 import json
 import os
@@ -31,6 +30,8 @@ import stat
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+
+import orjson
 
 from preemptlens.collectors.checkpoints.jobs import Point, Runs
 from preemptlens.collectors.checkpoints.layouts import Entry, Listing, detect, detectors
@@ -95,8 +96,14 @@ class Cursor:
     dirs: dict[str, list[object]] = field(default_factory=dict)
 
     def dump(self) -> str:
-        raw = json.dumps(self.dirs, separators=(",", ":")).encode()
-        return "z:" + base64.b64encode(zlib.compress(raw, 6)).decode()
+        # orjson writes the same text as json several times faster (a first pass keeps every directory walked);
+        # json writes what orjson refuses (an integer past 64 bits). The fastest compression: the text is one
+        # copy of the tree's names, and the cursor is written once a pass.
+        try:
+            raw = orjson.dumps(self.dirs)
+        except orjson.JSONEncodeError:
+            raw = json.dumps(self.dirs, separators=(",", ":")).encode()
+        return "z:" + base64.b64encode(zlib.compress(raw, 1)).decode()
 
     @staticmethod
     def load(text: str | None) -> Cursor:
@@ -209,14 +216,14 @@ class Walker:
         entries = _list(folder, out)
         if entries is None:
             return
-        # Layouts look into the same subdirectory more than once (is it complete, when was it written).
-        below = functools.cache(lambda name: _list(f"{folder}/{name}", out, quiet=True))
-        listing = Listing(entries, below, lambda name: _read_small(f"{folder}/{name}"))
+        listing = Listing(entries, _Below(folder, out).__getitem__, lambda name: _read_small(f"{folder}/{name}"))
         result = detect(listing, self.found_by)
+        # One job's directory (a path template) has one owner: asked once, not for every checkpoint in it.
+        only = jobs[0] if len(jobs) == 1 else None
         for found in result.found:
             if sent.get(found.name) == found.time:
                 continue
-            job_id = self._owner(cluster, jobs, runs, found.time)
+            job_id = only if only is not None else self._owner(cluster, jobs, runs, found.time)
             record = f"{folder}/{found.name}"
             if job_id is None:
                 out.rejects.append(Reject("checkpoints", record, "job_id",
@@ -256,8 +263,7 @@ class Walker:
 
     @staticmethod
     def _owner(cluster: str, jobs: list[str], runs: Runs, t: float) -> str | None:
-        if len(jobs) == 1:
-            return jobs[0]
+        """Of several jobs sharing a directory, the one that was on at t; None when not exactly one was."""
         on = runs.on_at(cluster, jobs, t)
         return on[0] if len(on) == 1 else None
 
@@ -303,6 +309,25 @@ def _matches(pattern: str) -> list[str]:
     return sorted(glob.glob(pattern))
 
 
+class _Below(dict[str, list[Entry] | None]):
+    """The listings of a directory's subdirectories, each listed on first use: layouts look into the same one more
+    than once (is it complete, when was it written), and a second look is a plain dict lookup."""
+
+    def __init__(self, folder: str, out: Scan) -> None:
+        super().__init__()
+        self.folder = folder
+        self.out = out
+
+    def __missing__(self, name: str) -> list[Entry] | None:
+        entries = self[name] = _list(f"{self.folder}/{name}", self.out, quiet=True)
+        return entries
+
+
+# Entries are made by tuple's own constructor: NamedTuple's generated __new__ is a Python call, and a walk makes
+# one entry per file and directory it lists.
+_entry = tuple.__new__
+
+
 def _list(folder: str, out: Scan, quiet: bool = False) -> list[Entry] | None:
     entries: list[Entry] = []
     try:
@@ -312,12 +337,12 @@ def _list(folder: str, out: Scan, quiet: bool = False) -> list[Entry] | None:
                 # only a file is looked up, for its time and size.
                 try:
                     if d.is_dir(follow_symlinks=False):
-                        entries.append(Entry(d.name, True, False, _NOT_LOOKED_UP))
+                        entries.append(_entry(Entry, (d.name, True, False, _NOT_LOOKED_UP, 0)))
                     elif d.is_file(follow_symlinks=False):
                         st = d.stat(follow_symlinks=False)
-                        entries.append(Entry(d.name, False, True, st.st_mtime, st.st_size))
+                        entries.append(_entry(Entry, (d.name, False, True, st.st_mtime, st.st_size)))
                     else:
-                        entries.append(Entry(d.name, False, False, _NOT_LOOKED_UP))
+                        entries.append(_entry(Entry, (d.name, False, False, _NOT_LOOKED_UP, 0)))
                 except OSError:
                     continue
     except FileNotFoundError:

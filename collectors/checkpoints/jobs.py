@@ -16,16 +16,13 @@ import os
 import pwd
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import polars as pl
 
 # Slurm accounts whole seconds, cut down: a run recorded as ending at 12:00:11 ran until before 12:00:12, and
 # what it logged in that second is its own.
 END_SLACK_S = 1.0
-
-
-def _start_of(span: tuple[float, float | None, int]) -> float:
-    return span[0]
 
 
 def _start_and_run(span: tuple[float, float | None, int]) -> tuple[float, int]:
@@ -62,6 +59,9 @@ class Runs:
     jobs: dict[tuple[str, str], Job] = field(default_factory=dict)
     runs: dict[tuple[str, str], list[tuple[float, float | None, int]]] = field(default_factory=dict)
     labels: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    # Each job's run starts, in the order of `runs`: run_at bisects them without a key function (it runs once per
+    # checkpoint and log line found).
+    starts: dict[tuple[str, str], list[float]] = field(default_factory=dict)
     # Each user's uid, looked up once a pass (a user has many jobs; the lookup reads the user database).
     uids: dict[str, int | None] = field(default_factory=dict)
 
@@ -89,6 +89,7 @@ class Runs:
                 end = row["end_time"].timestamp() if row["end_time"] is not None else None
                 spans[key].append((row["start_time"].timestamp(), end, int(row["run"])))
         out.runs = {k: sorted(v, key=_start_and_run) for k, v in spans.items()}
+        out.starts = {k: [span[0] for span in v] for k, v in out.runs.items()}
         by_label: dict[tuple[str, str], list[str]] = defaultdict(list)
         for cluster, label, job_id in labels.select("cluster", "label", "job_id").iter_rows():
             if (cluster, job_id) in out.jobs:
@@ -99,11 +100,16 @@ class Runs:
     def run_at(self, cluster: str, job_id: str, t: float) -> int | None:
         """The job's run that was on at t (started at or before it, not ended before it, END_SLACK_S allowed);
         None when none was."""
-        spans = self.runs.get((cluster, job_id), [])
-        # By start alone: a tuple key would compare a running run's end (None) with a number when t equals its
-        # start, and a NaN time (a hostile line) finds nothing rather than raising.
-        i = bisect.bisect_right(spans, t, key=_start_of)
-        for start, end, run in reversed(spans[:i]):
+        key = (cluster, job_id)
+        spans = self.runs.get(key)
+        if not spans:
+            return None
+        # By start alone: a tuple would compare a running run's end (None) with a number when t equals its start,
+        # and a NaN time (a hostile line) finds nothing rather than raising.
+        i = bisect.bisect_right(self.starts[key], t)
+        while i:
+            i -= 1
+            start, end, run = spans[i]
             if start <= t and (end is None or t < end + END_SLACK_S):
                 return run
         return None
@@ -138,9 +144,9 @@ class Runs:
         return {c for c, _ in self.jobs}
 
 
-@dataclass
-class Point:
-    """One row before it is a frame row."""
+class Point(NamedTuple):
+    """One row before it is a frame row. A tuple: a first pass makes one per checkpoint and log line found, and the
+    frame takes its columns from them at once (zip)."""
 
     job_id: str
     run: int | None

@@ -43,6 +43,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import NamedTuple
 
 LAYOUTS = ("hf_trainer", "lightning", "megatron", "deepspeed", "dcp", "orbax", "keras")
@@ -108,8 +109,7 @@ _SAME_SAVE_S = 5.0
 
 def _times(listing: Listing, name: str) -> tuple[float, float] | None:
     """(first, last) modification time of the files in a checkpoint directory, CONTENT_DEPTH levels down."""
-    first: float | None = None
-    last: float | None = None
+    stamps: list[float] = []
     todo: list[tuple[str, int]] = [(name, 1)]
     while todo:
         path, depth = todo.pop()
@@ -118,13 +118,16 @@ def _times(listing: Listing, name: str) -> tuple[float, float] | None:
             continue
         for e in entries:
             if e.is_file:
-                first = e.mtime if first is None else min(first, e.mtime)
-                last = e.mtime if last is None else max(last, e.mtime)
+                stamps.append(e.mtime)
             elif e.is_dir and depth < CONTENT_DEPTH:
                 todo.append((f"{path}/{e.name}", depth + 1))
-    if first is None or last is None:
+    if not stamps:
         return None
-    return first, last
+    return min(stamps), max(stamps)
+
+
+# An entry's name, taken in C (map(_name, entries)): a layout asks once per checkpoint whether a file is there.
+_name = attrgetter("name")
 
 
 def _names(entries: Sequence[Entry]) -> dict[str, Entry]:
@@ -143,7 +146,7 @@ def hf_trainer(listing: Listing, result: Result) -> None:
             continue
         result.claimed.add(e.name)
         inside = listing.below(e.name)
-        if inside is None or "trainer_state.json" not in _names(inside):
+        if inside is None or "trainer_state.json" not in map(_name, inside):
             result.pending.append(e.name)
             continue
         times = _times(listing, e.name)

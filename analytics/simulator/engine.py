@@ -170,6 +170,19 @@ def victim_cost_gpu_s(job: JobSpec, run: Run, t: float, requeue_hold_s: float) -
     return job.gpus * (lost + job.warmup_s + requeue_hold_s)
 
 
+def _may_reach(job: JobSpec, run: Run, t: float, requeue_hold_s: float, cost_mark: float | None,
+               share_mark: float | None) -> bool:
+    """Whether `run` may reach an action's high mark at t, from bounds that need neither its checkpoints nor
+    its work stretches: its live cost is at most that of losing everything since its start
+    (`victim_cost_gpu_s` with no checkpoint, rounding being monotone), and its work at most its restored
+    work plus the time since its start (kept a millionth off the mark: the stretches' sums round)."""
+    assert run.start_s is not None
+    if cost_mark is not None and job.gpus * ((t - run.start_s) + job.warmup_s + requeue_hold_s) >= cost_mark:
+        return True
+    return (share_mark is not None and job.work_s > 0
+            and (run.restored_step + (t - run.start_s)) >= share_mark * job.work_s * (1 - 1e-6))
+
+
 @dataclass(frozen=True)
 class PreemptionTruth:
     victim: int  # job index
@@ -1115,6 +1128,8 @@ class _Scheduler:
                 continue
             hold_s = self.pool_policy[pool].requeue_hold_s
             if not protection.while_waiting:
+                cost_mark, share_mark = protection.cost_high_gpu_s, protection.near_completion_high
+                holds = self.holds
                 for n in self.pool_nodes[pool]:
                     for r in self.node_runs[n]:
                         run = runs[r]
@@ -1122,6 +1137,10 @@ class _Scheduler:
                                 run.signal_s is not None and run.signal_s <= now):
                             continue
                         job = jobs[run.job]
+                        if run.job not in holds and not _may_reach(job, run, now, hold_s, cost_mark, share_mark):
+                            # Neither held nor a candidate: the cycle reads nothing of it (at every cycle, most
+                            # of a fleet's runs; their live cost was most of the cycle's time).
+                            continue
                         live[run.job] = (r, pool, victim_cost_gpu_s(job, run, now, hold_s),
                                          run.step_at(now) / job.work_s if job.work_s > 0 else None)
                 continue

@@ -434,13 +434,14 @@ def _work(warehouse: Path) -> str:
     return ", ".join(f"{n:,} {t}" for t, n in counts.items())
 
 
-def time_versus_demo(demo: Path, fleet: Path, log: Path, repeat: int) -> None:
+def time_versus_demo(demo: Path, fleet: Path, log: Path, repeat: int, only: list[str] | None = None) -> None:
     """Every page's first meaningful render on the fleet's warehouse beside the demo's and Streamlit's floor
     page, in one run: for each page in turn, the floor, the demo and the fleet each on a newly started
     server at one address (the browser holds the bundles from an untimed visit before), the page in a fresh
     tab (`after start`: its queries run for it), then again in another fresh tab (`warm`: its queries
     cached). The ratio is fleet / demo of the first meaningful render; the load column is the 1-minute load
-    average when the page's visits began."""
+    average when the page's visits began. `only`: the URL paths of the pages to measure ("" the Overview)."""
+    pages = [p for p in PAGES if only is None or p[0] in only]
     port = free_port()
     kinds = ("floor", "demo", "fleet")
     measured: dict[tuple[str, str, str], list[Visit]] = {}
@@ -449,11 +450,11 @@ def time_versus_demo(demo: Path, fleet: Path, log: Path, repeat: int) -> None:
     print(f"uptime: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
     with Chromium() as browser:
         with Dashboard(demo, log, port) as dashboard:
-            for path, title, _, charts in PAGES:
+            for path, title, _, charts in pages:
                 browser.fresh_tab()
                 _visit(browser, title, charts, partial(browser.navigate, f"{dashboard.url}/{path}"))
         for _ in range(repeat):
-            for path, title, _, charts in PAGES:
+            for path, title, _, charts in pages:
                 loads.setdefault(title, []).append(os.getloadavg()[0])
                 for kind in kinds:
                     server = Floor(log, port) if kind == "floor" else Dashboard(demo if kind == "demo" else fleet,
@@ -474,7 +475,7 @@ def time_versus_demo(demo: Path, fleet: Path, log: Path, repeat: int) -> None:
           f"(fresh tab{median}); ratio: fleet / demo of the first render")
     print(f"{'page':22} {'floor':>11} {'demo':>11} {'fleet':>11} {'ratio':>6}   {'warm: demo':>11} {'fleet':>11} "
           f"{'ratio':>6}  {'load':>5}  ok")
-    for _, title, _, _ in PAGES:
+    for _, title, _, _ in pages:
         row = {(kind, visited): _median(measured[(title, kind, visited)])
                for kind in kinds for visited in ("start", "warm")}
         ratios = []
@@ -522,10 +523,12 @@ def main() -> None:
              "both built through the CLI in DIR unless there already",
     )
     parser.add_argument("--suggest", action="store_true", help="with --versus-demo: run `suggest` on the fleet too")
+    parser.add_argument("--pages", help="with --versus-demo: only these URL paths, comma-separated ('' the Overview)")
     args = parser.parse_args()
     if args.versus_demo:
         demo, fleet = fleet_and_demo(args.versus_demo, args.gpus, args.days, args.sample_step, args.suggest)
-        time_versus_demo(demo, fleet, args.versus_demo / "streamlit.log", max(args.repeat, 1))
+        only = None if args.pages is None else args.pages.split(",")
+        time_versus_demo(demo, fleet, args.versus_demo / "streamlit.log", max(args.repeat, 1), only)
         return
     with tempfile.TemporaryDirectory(prefix="bench-dashboard-") as tmp:
         warehouse = args.warehouse or Path(tmp) / "w.duckdb"

@@ -880,8 +880,8 @@ def _newest_by_source(r: Reader, table: str) -> list[tuple[str, datetime | None]
     """Each source of `table` with its newest `time`, what `SELECT source, max(time) ... GROUP BY source` gives:
     the sources in order, each the least one after the last, then its newest time. A load's rows share their
     source, so DuckDB answers both from each row group's statistics and constant segments instead of hashing
-    every row's source (on 165 million GPU samples, milliseconds instead of seconds); rows of mixed sources
-    are read as before."""
+    every row's source (a row group holding several sources is scanned). On 33 million GPU samples (16,384 GPUs,
+    7 days, one every 5 minutes) the freshness query took 0.2-0.3 s instead of 0.9-1.8 s on a busy 2-core machine."""
     found: list[tuple[str, datetime | None]] = []
     source = r.frame(_FIRST_SOURCE_SQL[table])["source"][0]
     while source is not None:

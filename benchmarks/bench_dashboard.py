@@ -6,6 +6,7 @@
     python benchmarks/bench_dashboard.py --warehouse w.duckdb --browser-only --repeat 3   # only the browser, medians
     python benchmarks/bench_dashboard.py --warehouse w.duckdb --browser-only --after-start --unwarmed --cold --repeat 3
     python benchmarks/bench_dashboard.py --warehouse w.duckdb --after-writer --base /tmp/base --repeat 3
+    python benchmarks/bench_dashboard.py --versus-demo /tmp/fd --gpus 16384 --days 7 --repeat 3   # fleet vs demo
 
 Serves dashboards/app.py as `preemptlens dashboard` does (through
 dashboards.launch) on a free localhost port and opens every page in headless
@@ -38,6 +39,10 @@ columns only. The first row, `floor`, is Streamlit itself: a page with a
 title and one metric (nothing of ours) served with the dashboard's options
 in the same way; no page can render before it. Each table shows the load
 average when it ended: the figures are only comparable at a similar load.
+With --versus-demo DIR (alone) it builds the demo (`preemptlens demo`) and a fleet of --gpus x --days
+through the CLI in DIR (kept for the next run) and shows every page's first render on the fleet beside the
+demo's and the floor's, new servers in turn, page by page (time_versus_demo): issue 35 asks for each page
+within 2x of the demo's.
 Before that (unless --browser-only) it times, in this process, the app's imports,
 each dashboard query alone (a slow page points at its slow view; `open` is
 the first query, which also opens the snapshot) and each page's figures
@@ -63,6 +68,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import plotly.graph_objects as go
 import polars as pl
 
@@ -87,6 +93,9 @@ PAGES = (
     ("hoarding", "Idle hoarding", "Idle hoarding", 2),
     ("scope_creep", "Priority scope creep", "Priority scope creep", 3),
     ("tuning", "Tuning suggestions", "Tuning", 0),
+    ("pilot", "Pilot evaluation", "Pilot", 0),
+    ("mine", "My preemptions", "My preemptions", 0),
+    ("operations", "Operations", "Operations", 0),
     ("sql", "SQL", "SQL", 0),
 )
 
@@ -383,6 +392,104 @@ def time_after_writer(warehouse: Path, log: Path, repeat: int, base: Path | None
     print(_load())
 
 
+def _cli(folder: Path, *args: str) -> float:
+    """One `preemptlens` command in a new process on `folder`'s warehouse, as a user runs it; its wall seconds."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREEMPTLENS_")}
+    began = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "preemptlens.cli", "--warehouse", str(folder / "w.duckdb"), *args],
+                          cwd=folder, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"preemptlens {' '.join(args)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    return time.perf_counter() - began
+
+
+def fleet_and_demo(folder: Path, gpus: int, days: float, step: int, suggest: bool) -> tuple[Path, Path]:
+    """The demo's warehouse (`preemptlens demo --no-dashboard`: simulate, analyze, suggest) and a fleet's
+    (`simulate --gpus N --days D --step S`, then `analyze`, and `suggest` when asked), each built through the
+    CLI in a folder of `folder` unless a finished one is there already (a `built` file says so)."""
+    demo, fleet = folder / "demo", folder / f"fleet-{gpus}x{days:g}-step{step}"
+    steps = {demo: [("demo", "--no-dashboard")],
+             fleet: [("simulate", "--gpus", str(gpus), "--days", f"{days:g}", "--step", str(step)),
+                     ("analyze", "--quiet"), *([("suggest",)] if suggest else [])]}
+    for where, commands in steps.items():
+        if (where / "built").exists():
+            print(f"{where}: built before ({(where / 'built').read_text().strip()})")
+            continue
+        shutil.rmtree(where, ignore_errors=True)
+        where.mkdir(mode=0o700, parents=True)
+        took = [f"{args[0]} {_cli(where, *args):.0f} s" for args in commands]
+        (where / "built").write_text(", ".join(took) + f"; {_load()}\n")
+        print(f"{where}: built, {', '.join(took)}; {_load()}")
+    return demo / "w.duckdb", fleet / "w.duckdb"
+
+
+def _work(warehouse: Path) -> str:
+    """What a page reads grows with: jobs, runs, preemptions and GPU samples."""
+    con = duckdb.connect(str(warehouse), read_only=True)
+    try:
+        counts = {t: con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0]
+                  for t in ("jobs", "job_runs", "preemption_ledger", "gpu_samples")}
+    finally:
+        con.close()
+    return ", ".join(f"{n:,} {t}" for t, n in counts.items())
+
+
+def time_versus_demo(demo: Path, fleet: Path, log: Path, repeat: int, only: list[str] | None = None) -> None:
+    """Every page's first meaningful render on the fleet's warehouse beside the demo's and Streamlit's floor
+    page, in one run: for each page in turn, the floor, the demo and the fleet each on a newly started
+    server at one address (the browser holds the bundles from an untimed visit before), the page in a fresh
+    tab (`after start`: its queries run for it), then again in another fresh tab (`warm`: its queries
+    cached). The ratio is fleet / demo of the first meaningful render; the load column is the 1-minute load
+    average when the page's visits began. `only`: the URL paths of the pages to measure ("" the Overview)."""
+    pages = [p for p in PAGES if only is None or p[0] in only]
+    port = free_port()
+    kinds = ("floor", "demo", "fleet")
+    measured: dict[tuple[str, str, str], list[Visit]] = {}
+    loads: dict[str, list[float]] = {}
+    print(f"\ndemo:  {demo} ({_work(demo)})\nfleet: {fleet} ({_work(fleet)})")
+    print(f"uptime: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
+    with Chromium() as browser:
+        with Dashboard(demo, log, port) as dashboard:
+            for path, title, _, charts in pages:
+                browser.fresh_tab()
+                _visit(browser, title, charts, partial(browser.navigate, f"{dashboard.url}/{path}"))
+        for _ in range(repeat):
+            for path, title, _, charts in pages:
+                loads.setdefault(title, []).append(os.getloadavg()[0])
+                for kind in kinds:
+                    server = Floor(log, port) if kind == "floor" else Dashboard(demo if kind == "demo" else fleet,
+                                                                                log, port)
+                    shown, drawn, url = ((FLOOR_TITLE, 0, server.url) if kind == "floor"
+                                         else (title, charts, f"{server.url}/{path}"))
+                    with server:
+                        for visited in ("start", "warm"):
+                            browser.fresh_tab()
+                            measured.setdefault((title, kind, visited), []).append(
+                                _visit(browser, shown, drawn, partial(browser.navigate, url)))
+
+    def cell(v: Visit) -> str:
+        return " ".join(f"{t:5.2f}" if t is not None else "    –" for t in v[:2])
+
+    median = f", median of {repeat}" if repeat > 1 else ""
+    print(f"\nseconds to the first meaningful render / to the complete page, each on a new server "
+          f"(fresh tab{median}); ratio: fleet / demo of the first render")
+    print(f"{'page':22} {'floor':>11} {'demo':>11} {'fleet':>11} {'ratio':>6}   {'warm: demo':>11} {'fleet':>11} "
+          f"{'ratio':>6}  {'load':>5}  ok")
+    for _, title, _, _ in pages:
+        row = {(kind, visited): _median(measured[(title, kind, visited)])
+               for kind in kinds for visited in ("start", "warm")}
+        ratios = []
+        for visited in ("start", "warm"):
+            first_demo, first_fleet = row[("demo", visited)][0], row[("fleet", visited)][0]
+            ratios.append(f"{first_fleet / first_demo:5.2f}x" if first_demo and first_fleet else "     –")
+        ok = all(v[2] for v in row.values())
+        print(f"{title:22} {cell(row[('floor', 'start')]):>11} {cell(row[('demo', 'start')]):>11} "
+              f"{cell(row[('fleet', 'start')]):>11} {ratios[0]:>6}   {cell(row[('demo', 'warm')]):>11} "
+              f"{cell(row[('fleet', 'warm')]):>11} {ratios[1]:>6}  {statistics.mean(loads[title]):5.2f}  "
+              f"{'yes' if ok else 'NO'}")
+    print(f"uptime: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
@@ -410,7 +517,19 @@ def main() -> None:
         help="only each page right after a writer committed (see time_after_writer), not the other columns",
     )
     parser.add_argument("--base", type=Path, help="with --after-writer: another checkout measured in turn")
+    parser.add_argument(
+        "--versus-demo", type=Path, metavar="DIR",
+        help="only every page on a fleet of --gpus x --days beside the demo's and the floor (see time_versus_demo), "
+             "both built through the CLI in DIR unless there already",
+    )
+    parser.add_argument("--suggest", action="store_true", help="with --versus-demo: run `suggest` on the fleet too")
+    parser.add_argument("--pages", help="with --versus-demo: only these URL paths, comma-separated ('' the Overview)")
     args = parser.parse_args()
+    if args.versus_demo:
+        demo, fleet = fleet_and_demo(args.versus_demo, args.gpus, args.days, args.sample_step, args.suggest)
+        only = None if args.pages is None else args.pages.split(",")
+        time_versus_demo(demo, fleet, args.versus_demo / "streamlit.log", max(args.repeat, 1), only)
+        return
     with tempfile.TemporaryDirectory(prefix="bench-dashboard-") as tmp:
         warehouse = args.warehouse or Path(tmp) / "w.duckdb"
         if not warehouse.exists():

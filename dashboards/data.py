@@ -837,15 +837,21 @@ def team_net(r: Reader, f: Filters) -> pl.DataFrame:
     return r.frame(TEAM_NET_SQL, f.params("clusters", "pools", "teams", "start", "end"))
 
 
+# The raw tables that grow with the fleet's size and time (a 16,384-GPU fleet samples 23.6 million GPU-minutes a
+# day): their newest record per source is read source by source (`_newest_by_source`), not grouped.
+_WALKED = {"gpu_samples": "GPU samples", "checkpoints": "checkpoints"}
+_FIRST_SOURCE_SQL = {t: f"SELECT min(source) AS source FROM {t}" for t in _WALKED}  # noqa: S608
+_NEXT_SOURCE_SQL = {t: f"SELECT min(source) AS source FROM {t} WHERE source > $after" for t in _WALKED}  # noqa: S608
+_NEWEST_OF_SQL = {t: f"SELECT max(time) AS newest FROM {t} WHERE source = $source" for t in _WALKED}  # noqa: S608
+
 FRESHNESS_SQL = """
 WITH newest AS (
-    SELECT source, 'GPU samples' AS records, max(time) AS newest FROM gpu_samples GROUP BY source
+    SELECT unnest(CAST($sources AS VARCHAR[])) AS source, unnest(CAST($records AS VARCHAR[])) AS records,
+        unnest(CAST($newest AS TIMESTAMPTZ[])) AS newest
     UNION ALL
     SELECT source, 'job runs', max(greatest(submit_time, start_time, end_time)) FROM job_runs GROUP BY source
     UNION ALL
     SELECT source, 'jobs', max(submit_time) FROM jobs GROUP BY source
-    UNION ALL
-    SELECT source, 'checkpoints', max(time) FROM checkpoints GROUP BY source
     UNION ALL
     SELECT source, 'preemption links', max(time) FROM preemption_links GROUP BY source
     UNION ALL
@@ -870,10 +876,27 @@ ORDER BY source
 """
 
 
+def _newest_by_source(r: Reader, table: str) -> list[tuple[str, datetime | None]]:
+    """Each source of `table` with its newest `time`, what `SELECT source, max(time) ... GROUP BY source` gives:
+    the sources in order, each the least one after the last, then its newest time. A load's rows share their
+    source, so DuckDB answers both from each row group's statistics and constant segments instead of hashing
+    every row's source (a row group holding several sources is scanned). On 33 million GPU samples (16,384 GPUs,
+    7 days, one every 5 minutes) the freshness query took 0.2-0.3 s instead of 0.9-1.8 s on a busy 2-core machine."""
+    found: list[tuple[str, datetime | None]] = []
+    source = r.frame(_FIRST_SOURCE_SQL[table])["source"][0]
+    while source is not None:
+        found.append((source, r.frame(_NEWEST_OF_SQL[table], {"source": source})["newest"][0]))
+        source = r.frame(_NEXT_SOURCE_SQL[table], {"after": source})["source"][0]
+    return found
+
+
 def freshness(r: Reader) -> pl.DataFrame:
     """Per source (collector, import, simulator): the tables it wrote, its newest record (the latest time any
     of its rows records) and its last load (`_loads`: when it started, whether it finished, what it loaded)."""
-    return r.frame(FRESHNESS_SQL)
+    walked = [(source, records, newest) for table, records in _WALKED.items()
+              for source, newest in _newest_by_source(r, table)]
+    return r.frame(FRESHNESS_SQL, {"sources": [w[0] for w in walked], "records": [w[1] for w in walked],
+                                   "newest": [w[2] for w in walked]})
 
 
 QUARANTINE_SQL = """

@@ -441,29 +441,32 @@ def tier_intervals(none: Scenario, other: Scenario, samples: int, confidence: fl
     """Per tier and over all, the interval of each figure the headline prints for `other` against no preemption:
     jobs affected, their mean and median extra queue time, and the queue GPU-hours with and without preemption;
     the bootstrap over blocks of jobs combined with the jittered replays, as the net's (bootstrap_figure)."""
+    def affected(move: tuple[np.ndarray, np.ndarray], w: np.ndarray) -> float:
+        return float(w[move[1]].sum())
+
+    def mean(move: tuple[np.ndarray, np.ndarray], w: np.ndarray) -> float | None:
+        extra, moved = move
+        n = float(w[moved].sum())
+        return float((w * extra)[moved].sum()) / n if n else None
+
+    def median(move: tuple[np.ndarray, np.ndarray], w: np.ndarray) -> float | None:
+        extra, moved = move
+        return _weighted_median(extra[moved], w[moved])
+
+    def queued(per_job: np.ndarray, w: np.ndarray) -> float:
+        return float((w * per_job).sum()) / 3600.0
+
     pairs = _pairs(none, other)
     blocks = resampling_blocks(none.table, window_s).of_job
     found = []
     for name, mask in _tier_masks(none.table):
-
-        def affected(pair: tuple[JobTable, JobTable], w: np.ndarray, mask: np.ndarray = mask) -> float:
-            return float(w[_moved(*pair, mask)[1]].sum())
-
-        def mean(pair: tuple[JobTable, JobTable], w: np.ndarray, mask: np.ndarray = mask) -> float | None:
-            extra, moved = _moved(*pair, mask)
-            n = float(w[moved].sum())
-            return float((w * extra)[moved].sum()) / n if n else None
-
-        def median(pair: tuple[JobTable, JobTable], w: np.ndarray, mask: np.ndarray = mask) -> float | None:
-            extra, moved = _moved(*pair, mask)
-            return _weighted_median(extra[moved], w[moved])
-
-        def queued(side: int, mask: np.ndarray = mask) -> Callable[[tuple[JobTable, JobTable], np.ndarray], float]:
-            return lambda pair, w: float((w * _queued_gpu_s(pair[side], mask)).sum()) / 3600.0
-
+        # Each replay's per-job arrays are made once; the `samples` replicates of each figure only reweigh them.
+        moves = [_moved(*pair, mask) for pair in pairs]
         found.append(TierIntervals(
-            name, *(bootstrap_figure(pairs, blocks, samples, confidence, f)
-                    for f in (affected, mean, median, queued(1), queued(0)))))
+            name,
+            *(bootstrap_figure(moves, blocks, samples, confidence, f) for f in (affected, mean, median)),
+            *(bootstrap_figure([_queued_gpu_s(pair[side], mask) for pair in pairs], blocks, samples, confidence,
+                               queued) for side in (1, 0))))
     return tuple(found)
 
 
@@ -613,8 +616,7 @@ def best_variant(workload: Workload, suggested: Variant | None) -> tuple[str, Va
     policy = preemption_policy(workload)
     protection = applicable_protection(policy.scheduler)
     return (f"today's policy with preemptlens's {ACTIONS[protection.action].title} at its default settings (run "
-            "preemptlens "
-            "suggest for the best change)", Variant("best", replace(policy, protection=protection)))
+            "preemptlens suggest for the best change)", Variant("best", replace(policy, protection=protection)))
 
 
 def bound_variant(workload: Workload) -> Variant:

@@ -1214,7 +1214,7 @@ class _Scheduler:
             return exempt_above is not None and value is not None and value > exempt_above
 
         def evictable(tier: int, neg_start: float, r: int) -> bool:
-            old_enough = (t >= math.floor(-neg_start) + min_runs[tier] if whole and min_runs[tier] > 0
+            old_enough = (t >= _exempt_until(policy, -neg_start, min_runs[tier]) if whole and min_runs[tier] > 0
                           else t + neg_start >= min_runs[tier])
             return (bool(allowed[tier]) and old_enough
                     and not (protected and protected(r, t)) and not (exempt_above is not None and exempt(r)))

@@ -470,6 +470,25 @@ def tier_intervals(none: Scenario, other: Scenario, samples: int, confidence: fl
     return tuple(found)
 
 
+def term_intervals(none: Scenario, other: Scenario, samples: int, confidence: float, window_s: float
+                   ) -> tuple[Interval, Interval, Interval]:
+    """The intervals of the headline's three terms for `other` against no preemption, GPU-hours: critical+high
+    queue time saved, work thrown away, lower-tier queue time added. Each is a sum over jobs, so each is made as
+    the net's (bootstrap_interval: the same blocks, weights and pairing of the jittered replays)."""
+    upper = np.isin(none.table.tier, [TIERS.index(t) for t in HIGH])
+    rows: tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]] = ([], [], [])
+    for base, changed in _pairs(none, other):
+        rows[0].append(_queued_gpu_s(base, upper) - _queued_gpu_s(changed, upper))
+        rows[1].append(changed.thrown_gpu_s - base.thrown_gpu_s)
+        rows[2].append(_queued_gpu_s(changed, ~upper) - _queued_gpu_s(base, ~upper))
+    blocks = resampling_blocks(none.table, window_s).of_job
+    found = []
+    for per_job in rows:
+        low, high = bootstrap_interval(np.stack(per_job), blocks, samples, confidence)
+        found.append((None if low is None else low / 3600.0, None if high is None else high / 3600.0))
+    return found[0], found[1], found[2]
+
+
 def interval_covers(none: Scenario, window_s: float, confidence: float) -> str:
     """What the nets' intervals cover, in one sentence (stored beside them, shown with the net)."""
     replays = (f"and the replay's sensitivity over {plural(len(none.draws), 'more replay')} with inputs drawn "
@@ -662,6 +681,8 @@ class Headline:
     # intervals of its per-tier figures (tier_intervals).
     scenario: str = "today"
     tiers: tuple[TierIntervals, ...] = ()
+    # The intervals of saved_high_gpu_h, thrown_away_gpu_h and lower_added_gpu_h, in that order (term_intervals).
+    terms: tuple[Interval, Interval, Interval] = ((None, None), (None, None), (None, None))
 
 
 def headline(none: Scenario, today: Scenario, weights: Mapping[str, float], samples: int, confidence: float,
@@ -683,6 +704,7 @@ def headline(none: Scenario, today: Scenario, weights: Mapping[str, float], samp
         capacity_gpu_h=None if gpus is None else gpus * window_s / 3600.0,
         scenario=today.key,
         tiers=tier_intervals(none, today, samples, confidence, window_s),
+        terms=term_intervals(none, today, samples, confidence, window_s),
     )
 
 
@@ -900,10 +922,12 @@ def store(wh: Warehouse, computed: Computed, mark: str) -> None:
             "INSERT INTO counterfactual_runs (cluster, window_start, window_end, jobs, fingerprint, "
             "preemptions_error, lost_gpu_h_error, high_wait_error, reproduces, high_wait_saved_gpu_h, "
             "thrown_away_gpu_h, lower_wait_added_gpu_h, net_value, net_low, net_high, breakeven_factor, breakeven, "
-            "tier_weights, notes, computed_at, capacity_gpu_h, validation, interval_covers, sweeps) "
+            "tier_weights, notes, computed_at, capacity_gpu_h, validation, interval_covers, sweeps, "
+            "high_wait_saved_gpu_h_low, high_wait_saved_gpu_h_high, thrown_away_gpu_h_low, thrown_away_gpu_h_high, "
+            "lower_wait_added_gpu_h_low, lower_wait_added_gpu_h_high) "
             "VALUES ($c, $t0, $t1, $jobs, $mark, $ep, "
             "$el, $ew, $ok, $saved, $thrown, $added, $net, $low, $high, $factor, $be, $weights, $notes, $at, "
-            "$capacity, $checks, $covers, $sweeps)",
+            "$capacity, $checks, $covers, $sweeps, $s0, $s1, $th0, $th1, $a0, $a1)",
             {
                 "c": cluster, "t0": computed.window.start, "t1": computed.window.end, "jobs": computed.jobs,
                 "mark": mark, "ep": errors["preemptions"], "el": errors["lost_gpu_h"],
@@ -916,6 +940,8 @@ def store(wh: Warehouse, computed: Computed, mark: str) -> None:
                 "checks": json.dumps({"tolerance": computed.validation.tolerance,
                                       "checks": computed.validation.rows()}),
                 "covers": computed.covers or None, "sweeps": json.dumps(computed.sweeps, sort_keys=True),
+                "s0": head.terms[0][0], "s1": head.terms[0][1], "th0": head.terms[1][0], "th1": head.terms[1][1],
+                "a0": head.terms[2][0], "a1": head.terms[2][1],
             },
         )
         for s in computed.scenarios:

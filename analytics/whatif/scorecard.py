@@ -532,13 +532,28 @@ def headline_text(answer: counterfactual.Answer) -> str:
                 f"({run['jobs']:,} jobs, {_window(run)})")
     saved, lower = run["high_wait_saved_gpu_h"], run["lower_wait_added_gpu_h"]
     # Queue time is GPUs asked for x hours waiting, a different currency from compute: each is named as such.
-    upper = (f"saved critical+high work {gpu_hours(saved)} of queue time" if saved >= 0
-             else f"cost critical+high work {gpu_hours(-saved)} of extra queue time")
-    thrown = f"{gpu_hours(run['thrown_away_gpu_h'])} ({THROWN_AWAY_DRAINED})"
-    cost = (f"it cost {thrown} and {gpu_hours(lower)} of lower-tier queue time" if lower >= 0
-            else f"it cost {thrown}, and lower tiers queued {gpu_hours(-lower)} less too")
+    upper = (f"saved critical+high work {gpu_hours(saved)}{_term(run, 'high_wait_saved_gpu_h')} of queue time"
+             if saved >= 0 else
+             f"cost critical+high work {gpu_hours(-saved)}{_term(run, 'high_wait_saved_gpu_h')} of extra queue time")
+    thrown = (f"{gpu_hours(run['thrown_away_gpu_h'])}{_term(run, 'thrown_away_gpu_h')} "
+              f"({THROWN_AWAY_DRAINED})")
+    added = f"{gpu_hours(abs(lower))}{_term(run, 'lower_wait_added_gpu_h')}"
+    cost = (f"it cost {thrown} and {added} of lower-tier queue time" if lower >= 0
+            else f"it cost {thrown}, and lower tiers queued {added} less too")
     return (f"against plain queueing, preemption {upper}; {cost} (replayed on {run['jobs']:,} jobs submitted "
             f"{_window(run)}, each run to completion)")
+
+
+def _term(run: Mapping[str, Any], column: str) -> str:
+    """A headline term's interval (counterfactual_runs: `<column>_low`/`_high`, term_intervals) in the direction
+    its sentence words it (a cost of -x reads x): ' [a to b]'; one that holds 0 says so with both signs."""
+    low, high = run.get(f"{column}_low"), run.get(f"{column}_high")
+    if low is None or high is None:
+        return " (interval unknown)"
+    if low < 0 < high:
+        return f" (cannot be told from 0: {change(low, GPU_H)} to {change(high, GPU_H)})"
+    near, far = sorted((abs(low), abs(high)))
+    return f" [{gpu_hours(near)} to {gpu_hours(far)}]"
 
 
 def _scenario_key(answer: counterfactual.Answer) -> str:

@@ -130,8 +130,9 @@ def test_headline_and_break_even_by_hand(stored: counterfactual.Answer) -> None:
         assert run["breakeven_factor"] is None
     text = scorecard.headline_text(stored)
     assert saved > 0 and thrown > 0
-    assert text.startswith(f"against plain queueing, preemption saved critical+high work {words.gpu_hours(saved)} "
-                           f"of queue time; it cost {words.gpu_hours(thrown)} ({words.THROWN_AWAY_DRAINED})")
+    assert text.startswith(f"against plain queueing, preemption saved critical+high work {words.gpu_hours(saved)} ["
+                           ), text
+    assert f"it cost {words.gpu_hours(thrown)} [" in text and f"] ({words.THROWN_AWAY_DRAINED})" in text, text
     assert text.endswith("each run to completion)")
 
 
@@ -298,11 +299,12 @@ def test_the_true_net_lies_inside_the_interval(stored: counterfactual.Answer) ->
 def test_a_net_whose_interval_holds_zero_has_no_sign_and_a_small_figure_is_not_zero(
     stored: counterfactual.Answer,
 ) -> None:
-    run = {**stored.run, "net_value": -12.5, "net_low": -30.0, "net_high": 4.0, "thrown_away_gpu_h": 0.03}
+    run = {**stored.run, "net_value": -12.5, "net_low": -30.0, "net_high": 4.0, "thrown_away_gpu_h": 0.03,
+           "thrown_away_gpu_h_low": 0.01, "thrown_away_gpu_h_high": 0.04}
     answer = counterfactual.Answer(stored.cluster, run, stored.scenarios, stored.figures)
     text = scorecard.net_text(answer)
     assert "cannot be told from 0 (-30.0 GPU-h to +4.0 GPU-h)" in text and "12.5" not in text, text
-    assert "it cost 0.03 GPU-h (work thrown away" in scorecard.headline_text(answer)
+    assert "it cost 0.03 GPU-h [0.01 GPU-h to 0.04 GPU-h] (work thrown away" in scorecard.headline_text(answer)
     scenarios = [{**s, "net_value": -1.0, "net_low": -2.0, "net_high": 0.5} for s in stored.scenarios]
     lines = scorecard.alternatives_text(counterfactual.Answer(stored.cluster, run, scenarios, stored.figures))
     assert lines and all("net cannot be told from 0" in line for line in lines[:len(scenarios) - 2]), lines
@@ -464,6 +466,40 @@ def test_the_headline_per_tier_figures_carry_intervals_that_hold_the_truth(store
     rows = scorecard.tier_rows(counterfactual.Answer(stored.cluster, stored.run, stored.scenarios, figures))
     mean = next(r for r in rows if r["tier"] == "low" and r["figure"].endswith("mean"))
     assert mean["today"].startswith("cannot be told from 0"), mean
+
+
+def test_the_headline_terms_carry_intervals_that_hold_the_truth(stored: counterfactual.Answer) -> None:
+    """The headline's three terms (critical+high queue time saved, work thrown away, lower-tier queue time added)
+    each have an interval made as the net's; the same seed simulated again, drained, without and with preemption
+    gives true terms inside them, and the sentence prints each interval in its own direction."""
+    end = stored.run["window_end"]
+    true = {side: {f.tier: f for f in counterfactual.tier_figures(true_table(change, end))}
+            for side, change in (("none", {"enabled": False}), ("today", {}))}
+    truths = {
+        "high_wait_saved_gpu_h": sum(true["none"][t].waiting_gpu_h - true["today"][t].waiting_gpu_h
+                                     for t in ("critical", "high")),
+        "thrown_away_gpu_h": true["today"]["all"].thrown_away_gpu_h - true["none"]["all"].thrown_away_gpu_h,
+        "lower_wait_added_gpu_h": sum(true["today"][t].waiting_gpu_h - true["none"][t].waiting_gpu_h
+                                      for t in ("normal", "low")),
+    }
+    run = stored.run
+    text = scorecard.headline_text(stored)
+    for column, real in truths.items():
+        low, high = run[f"{column}_low"], run[f"{column}_high"]
+        assert low is not None and low <= run[column] <= high, (column, low, run[column], high)
+        assert low <= real <= high, (column, low, real, high)
+        assert low < high, (column, low, high)  # eight jittered replays and 24 stretches: not a point
+        if low >= 0:
+            assert f"{words.gpu_hours(run[column])} [{words.gpu_hours(low)} to {words.gpu_hours(high)}]" in text, text
+    # a term whose interval holds 0 has both signs; a cost worded as a saving less reads its magnitude
+    answer = counterfactual.Answer(stored.cluster, {
+        **run, "high_wait_saved_gpu_h": -2.0, "high_wait_saved_gpu_h_low": -3.5, "high_wait_saved_gpu_h_high": -1.25,
+        "lower_wait_added_gpu_h": 4.0, "lower_wait_added_gpu_h_low": -1.0, "lower_wait_added_gpu_h_high": 9.0,
+        "thrown_away_gpu_h_low": None}, stored.scenarios, stored.figures)
+    text = scorecard.headline_text(answer)
+    assert "cost critical+high work 2.0 GPU-h [1.2 GPU-h to 3.5 GPU-h] of extra queue time" in text, text
+    assert "4.0 GPU-h (cannot be told from 0: -1.0 GPU-h to +9.0 GPU-h) of lower-tier queue time" in text, text
+    assert "(interval unknown) (work thrown away" in text, text
 
 
 def test_a_per_tier_interval_that_cannot_be_made_is_unknown() -> None:

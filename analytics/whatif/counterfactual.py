@@ -417,57 +417,105 @@ def net_interval(none: Scenario, other: Scenario, weights: Mapping[str, float], 
 Interval = tuple[float | None, float | None]
 
 
-@dataclass(frozen=True)
-class TierIntervals:
-    """The intervals of one tier's headline figures (tier_changes; queue GPU-hours with and without preemption),
-    made as the net's: (None, None) where one cannot be made."""
-
-    tier: str
-    affected: Interval
-    extra_wait_mean_s: Interval
-    extra_wait_p50_s: Interval
-    waiting_gpu_h: Interval
-    base_waiting_gpu_h: Interval
-
-
 def _weighted_median(values: np.ndarray, counts: np.ndarray) -> float | None:
     # Poisson weights are whole counts: the median of each value repeated that many times
     kept = np.repeat(values, counts.astype(np.int64))
     return float(np.median(kept)) if kept.size else None
 
 
-def tier_intervals(none: Scenario, other: Scenario, samples: int, confidence: float, window_s: float
-                   ) -> tuple[TierIntervals, ...]:
-    """Per tier and over all, the interval of each figure the headline prints for `other` against no preemption:
-    jobs affected, their mean and median extra queue time, and the queue GPU-hours with and without preemption;
-    the bootstrap over blocks of jobs combined with the jittered replays, as the net's (bootstrap_figure)."""
-    def affected(move: tuple[np.ndarray, np.ndarray], w: np.ndarray) -> float:
-        return float(w[move[1]].sum())
+@dataclass(frozen=True)
+class _Ranked:
+    """A figure's values over the jobs it is read on, in ascending order, and each value's job: what a quantile
+    of them with each job counted its bootstrap weight is read from without sorting again."""
 
-    def mean(move: tuple[np.ndarray, np.ndarray], w: np.ndarray) -> float | None:
-        extra, moved = move
+    values: np.ndarray
+    jobs: np.ndarray
+
+    @staticmethod
+    def of(values: np.ndarray, mask: np.ndarray) -> _Ranked:
+        jobs = np.flatnonzero(mask & ~np.isnan(values))
+        order = np.argsort(values[jobs], kind="stable")
+        return _Ranked(values[jobs][order], jobs[order])
+
+    def quantile(self, w: np.ndarray, q: float) -> float | None:
+        """The q-quantile of the values with job j counted w[j] times (linear between the closest ranks, as
+        _quantile reads the figure shown, which all-ones weights give exactly)."""
+        counts = w[self.jobs]
+        if counts.size and np.all(counts == 1.0):
+            return _quantile(self.values, q)
+        cum = np.cumsum(counts)
+        total = round(float(cum[-1])) if cum.size else 0
+        if total == 0:
+            return None
+        rank = q * (total - 1)
+        k = math.floor(rank)
+        a = self.values[np.searchsorted(cum, k, side="right")]
+        b = self.values[np.searchsorted(cum, min(k + 1, total - 1), side="right")]
+        return float(a + (rank - k) * (b - a))
+
+
+def _own_figures(table: JobTable, mask: np.ndarray) -> dict[str, Callable[[np.ndarray], float | None]]:
+    """A replay's per-tier figures (tier_figures), each read with every job counted its weight."""
+    drained = table.drained()
+    late = np.zeros(table.tier.size) if table.late_waiting_s is None else table.late_waiting_s
+    started = _Ranked.of(table.first_wait_s, mask)
+    completion = _Ranked.of(table.completion_s, mask)
+    sums = {
+        "thrown_away_gpu_h": np.where(mask, table.thrown_gpu_s, 0.0),
+        "victim_waiting_gpu_h": np.where(mask, table.victim_waiting_gpu_s, 0.0),
+        "waiting_gpu_h": _queued_gpu_s(table, mask),
+        "late_waiting_gpu_h": np.where(mask & drained, table.gpus * late, 0.0),
+        "busy_gpu_h": np.where(mask, table.busy_gpu_s, 0.0),
+    }
+
+    def total(per_job: np.ndarray) -> Callable[[np.ndarray], float | None]:
+        return lambda w: float((w * per_job).sum()) / 3600.0
+
+    return {
+        "wait_p50_s": lambda w: started.quantile(w, 0.5),
+        "wait_p90_s": lambda w: started.quantile(w, 0.9),
+        "completion_p50_s": lambda w: completion.quantile(w, 0.5),
+        **{name: total(per_job) for name, per_job in sums.items()},
+    }
+
+
+def _paired_figures(base: JobTable, other: JobTable, mask: np.ndarray
+                    ) -> dict[str, Callable[[np.ndarray], float | None]]:
+    """`other`'s per-tier changes against `base` (tier_changes), each read with every job counted its weight."""
+    extra, moved = _moved(base, other, mask)
+
+    def mean(w: np.ndarray) -> float | None:
         n = float(w[moved].sum())
         return float((w * extra)[moved].sum()) / n if n else None
 
-    def median(move: tuple[np.ndarray, np.ndarray], w: np.ndarray) -> float | None:
-        extra, moved = move
-        return _weighted_median(extra[moved], w[moved])
+    return {
+        "affected_jobs": lambda w: float(w[moved].sum()),
+        "extra_wait_mean_s": mean,
+        "extra_wait_p50_s": lambda w: _weighted_median(extra[moved], w[moved]),
+    }
 
-    def queued(per_job: np.ndarray, w: np.ndarray) -> float:
-        return float((w * per_job).sum()) / 3600.0
 
-    pairs = _pairs(none, other)
+def figure_intervals(none: Scenario, other: Scenario, samples: int, confidence: float, window_s: float
+                     ) -> dict[str, dict[str, Interval]]:
+    """Per tier and over all, the interval of each per-tier figure of `other` (stored in counterfactual_figures;
+    for `other` = `none`, its own figures only), keyed by the figure's column: the bootstrap over blocks of jobs
+    combined with the jittered replays, as the net's (bootstrap_figure)."""
+    own = [other.table, *other.draws]
+    pairs = _pairs(none, other) if other is not none else []
     blocks = resampling_blocks(none.table, window_s).of_job
-    found = []
+    found: dict[str, dict[str, Interval]] = {}
     for name, mask in _tier_masks(none.table):
         # Each replay's per-job arrays are made once; the `samples` replicates of each figure only reweigh them.
-        moves = [_moved(*pair, mask) for pair in pairs]
-        found.append(TierIntervals(
-            name,
-            *(bootstrap_figure(moves, blocks, samples, confidence, f) for f in (affected, mean, median)),
-            *(bootstrap_figure([_queued_gpu_s(pair[side], mask) for pair in pairs], blocks, samples, confidence,
-                               queued) for side in (1, 0))))
-    return tuple(found)
+        rows = [_own_figures(t, mask) for t in own]
+        rows = [{**r, **_paired_figures(*pair, mask)} for r, pair in zip(rows, pairs, strict=True)] if pairs else rows
+        found[name] = {column: bootstrap_figure([row[column] for row in rows], blocks, samples, confidence,
+                                                _read_weighted)
+                       for column in rows[0]}
+    return found
+
+
+def _read_weighted(figure: Callable[[np.ndarray], float | None], w: np.ndarray) -> float | None:
+    return figure(w)
 
 
 def term_intervals(none: Scenario, other: Scenario, samples: int, confidence: float, window_s: float
@@ -677,10 +725,8 @@ class Headline:
     breakeven: Breakeven
     # The window's capacity, GPUs x hours: what the queue GPU-hours are read against (they can exceed it).
     capacity_gpu_h: float | None = None
-    # The scenario weighed against no preemption ('today', or 'on' where the cluster does not preempt), and the
-    # intervals of its per-tier figures (tier_intervals).
+    # The scenario weighed against no preemption ('today', or 'on' where the cluster does not preempt).
     scenario: str = "today"
-    tiers: tuple[TierIntervals, ...] = ()
     # The intervals of saved_high_gpu_h, thrown_away_gpu_h and lower_added_gpu_h, in that order (term_intervals).
     terms: tuple[Interval, Interval, Interval] = ((None, None), (None, None), (None, None))
 
@@ -703,7 +749,6 @@ def headline(none: Scenario, today: Scenario, weights: Mapping[str, float], samp
         breakeven=breakeven(none.table, today.table, weights),
         capacity_gpu_h=None if gpus is None else gpus * window_s / 3600.0,
         scenario=today.key,
-        tiers=tier_intervals(none, today, samples, confidence, window_s),
         terms=term_intervals(none, today, samples, confidence, window_s),
     )
 
@@ -947,29 +992,8 @@ def store(wh: Warehouse, computed: Computed, mark: str) -> None:
         for s in computed.scenarios:
             _store_scenario(wh, cluster, s, none, computed.weights, computed.samples, computed.confidence,
                             computed.window.seconds)
-        _store_tier_intervals(wh, cluster, head)
         _store_hours(wh, cluster, computed.window.start, none.hours)
     wh.mark_changed()
-
-
-def _store_tier_intervals(wh: Warehouse, cluster: str, head: Headline) -> None:
-    """The intervals of the headline's per-tier figures, on its scenario's rows; the queue GPU-hours without
-    preemption on no preemption's."""
-    for t in head.tiers:
-        wh.con.execute(
-            "UPDATE counterfactual_figures SET affected_jobs_low = $a0, affected_jobs_high = $a1, "
-            "extra_wait_mean_low_s = $m0, extra_wait_mean_high_s = $m1, extra_wait_p50_low_s = $p0, "
-            "extra_wait_p50_high_s = $p1, waiting_gpu_h_low = $w0, waiting_gpu_h_high = $w1 "
-            "WHERE cluster = $c AND scenario = $s AND tier = $tier",
-            {"c": cluster, "s": head.scenario, "tier": t.tier, "a0": t.affected[0], "a1": t.affected[1],
-             "m0": t.extra_wait_mean_s[0], "m1": t.extra_wait_mean_s[1], "p0": t.extra_wait_p50_s[0],
-             "p1": t.extra_wait_p50_s[1], "w0": t.waiting_gpu_h[0], "w1": t.waiting_gpu_h[1]},
-        )
-        wh.con.execute(
-            "UPDATE counterfactual_figures SET waiting_gpu_h_low = $w0, waiting_gpu_h_high = $w1 "
-            "WHERE cluster = $c AND scenario = 'none' AND tier = $tier",
-            {"c": cluster, "tier": t.tier, "w0": t.base_waiting_gpu_h[0], "w1": t.base_waiting_gpu_h[1]},
-        )
 
 
 def _store_hours(wh: Warehouse, cluster: str, start: datetime, allocated: np.ndarray | None) -> None:
@@ -1004,6 +1028,7 @@ def _store_scenario(wh: Warehouse, cluster: str, s: Scenario, none: Scenario, we
         },
     )
     changes = {c.tier: c for c in tier_changes(none.table, s.table)}
+    intervals = figure_intervals(none, s, samples, confidence, window_s)
     for f in s.figures:
         c = changes[f.tier]
         wh.con.execute(
@@ -1020,6 +1045,19 @@ def _store_scenario(wh: Warehouse, cluster: str, s: Scenario, none: Scenario, we
                 "affected": c.affected, "mean": c.extra_wait_mean_s, "median": c.extra_wait_p50_s,
             },
         )
+        bounds = {f"{side}_{i}": value for i, interval in enumerate(intervals[f.tier].values())
+                  for side, value in zip(("low", "high"), interval, strict=True)}
+        columns = ", ".join(f"{low} = $low_{i}, {high} = $high_{i}"
+                            for i, (low, high) in enumerate(map(interval_columns, intervals[f.tier])))
+        wh.con.execute(f"UPDATE counterfactual_figures SET {columns} "  # noqa: S608 (column names are ours)
+                       "WHERE cluster = $c AND scenario = $s AND tier = $tier",
+                       {"c": cluster, "s": s.key, "tier": f.tier, **bounds})
+
+
+def interval_columns(column: str) -> tuple[str, str]:
+    """The columns of a stored figure's interval: `<figure>_low`/`_high`, a duration's before its `_s`."""
+    stem, unit = (column[:-2], "_s") if column.endswith("_s") else (column, "")
+    return f"{stem}_low{unit}", f"{stem}_high{unit}"
 
 
 def store_best(wh: Warehouse, workload: Workload, params: AnalyticsSettings, suggested: Variant | None,

@@ -588,8 +588,8 @@ def _against_capacity(gpu_h: float | None, capacity: float | None) -> str:
 def _interval_of(row: Mapping[str, Any], column: str) -> tuple[Any, Any]:
     """A stored per-tier figure's interval (counterfactual_figures: `<figure>_low`/`_high`, a duration's before its
     `_s`); (None, None) where it was not made."""
-    stem, unit = (column[:-2], "_s") if column.endswith("_s") else (column, "")
-    return row.get(f"{stem}_low{unit}"), row.get(f"{stem}_high{unit}")
+    low, high = counterfactual.interval_columns(column)
+    return row.get(low), row.get(high)
 
 
 def _bounds(row: Mapping[str, Any], column: str, unit: str) -> str:
@@ -615,7 +615,7 @@ def tier_wait_lines(answer: counterfactual.Answer) -> list[str]:
     """The headline's waiting per tier, in terms a reader can check: the jobs whose queue time changed against no
     preemption, their extra queue time per job (mean and median), the tier's queue GPU-hours against the window's
     capacity, the share of them after the window's end, and the jobs that cannot drain; each figure with its
-    interval (counterfactual.tier_intervals), 'interval unknown' where none could be made."""
+    interval (counterfactual.figure_intervals), 'interval unknown' where none could be made."""
     run = answer.run
     key = _scenario_key(answer)
     capacity = run.get("capacity_gpu_h")
@@ -748,7 +748,6 @@ def tier_rows(answer: counterfactual.Answer, scenarios: Sequence[str] = ("none",
     if best_trigger is not None and best_trigger["scenario"] not in keys:
         keys.insert(2, best_trigger["scenario"])
     labels = {"none": "no preemption", "today": "today", "best": "best alternative"}
-    headline = _scenario_key(answer)
     for tier in ("critical", "high", "normal", "low", "all"):
         for column, name, unit in TIER_COLUMNS:
             row = {"tier": tier, "figure": name}
@@ -758,17 +757,18 @@ def tier_rows(answer: counterfactual.Answer, scenarios: Sequence[str] = ("none",
                 label = labels.get(key) or _trigger_label(key)
                 # against itself, no preemption changes no job's queue time
                 row[label] = "-" if key == "none" and column.startswith(("affected", "extra")) else _cell(value, unit)
-                # the headline's figures carry their intervals (tier_wait_lines), as it prints them
-                if f is not None and value is not None and column in _WITH_INTERVAL and (
-                        key == headline or (key == "none" and column == "waiting_gpu_h")):
+                # each figure with its interval (counterfactual.figure_intervals), as tier_wait_lines prints them
+                if f is not None and value is not None and column in _WITH_INTERVAL and row[label] != "-":
                     row[label] = (_signed(f, column) if unit == "change"
-                                  else row[label] + _bounds(f, column, unit if unit == "jobs" else GPU_H))
+                                  else row[label] + _bounds(f, column, _UNITS[unit]))
             rows.append(row)
     return rows
 
 
-# The per-tier figures the headline prints, which carry an interval (counterfactual.tier_intervals).
-_WITH_INTERVAL = ("affected_jobs", "extra_wait_mean_s", "extra_wait_p50_s", "waiting_gpu_h")
+# The per-tier figures that carry an interval (counterfactual.figure_intervals): all but the count of jobs that
+# cannot drain, which the replay gives whole or not at all.
+_WITH_INTERVAL = tuple(column for column, _, _ in TIER_COLUMNS if column != "undrained_jobs")
+_UNITS = {"duration": DURATION, "jobs": "jobs", "gpu_h": GPU_H}
 
 
 def _trigger_label(key: str) -> str:

@@ -413,41 +413,40 @@ def test_a_jittered_replay_is_paired_job_by_job_with_the_plain_one() -> None:
             assert np.array_equal(getattr(draw, name), getattr(plain.table, name), equal_nan=True), (seed, name)
 
 
-def test_the_headline_per_tier_figures_carry_intervals_that_hold_the_truth(stored: counterfactual.Answer) -> None:
-    """Each per-tier figure the headline prints (jobs affected, mean and median extra queue time, queue GPU-hours
-    with and without preemption) has an interval made as the net's, and the same seed simulated again, drained,
-    without and with preemption gives a true figure inside it; the words print the intervals and give no sign to
-    an extra queue time whose interval holds 0."""
+def test_every_per_tier_figure_carries_an_interval_that_holds_the_truth(stored: counterfactual.Answer) -> None:
+    """Each per-tier figure of each scenario (waits, completion, work thrown away, queue GPU-hours, ...; against no
+    preemption, the jobs affected and their mean and median extra queue time) has an interval made as the net's,
+    and the same seed simulated again, drained, under that scenario's policy gives a true figure inside it; the
+    words print the intervals and give no sign to an extra queue time whose interval holds 0."""
     end = stored.run["window_end"]
-    none, today = true_table({"enabled": False}, end), true_table({}, end)
-    changes = {c.tier: c for c in counterfactual.tier_changes(none, today)}
-    queued = {side: {f.tier: f.waiting_gpu_h for f in counterfactual.tier_figures(t)}
-              for side, t in (("none", none), ("today", today))}
-    checked = 0
-    for tier in (*TIERS, "all"):
-        row, base = stored.figure("today", tier), stored.figure("none", tier)
-        assert row is not None and base is not None, tier
-        truths = [(row, "affected_jobs", "affected_jobs_low", "affected_jobs_high", changes[tier].affected),
-                  (row, "extra_wait_mean_s", "extra_wait_mean_low_s", "extra_wait_mean_high_s",
-                   changes[tier].extra_wait_mean_s),
-                  (row, "extra_wait_p50_s", "extra_wait_p50_low_s", "extra_wait_p50_high_s",
-                   changes[tier].extra_wait_p50_s),
-                  (row, "waiting_gpu_h", "waiting_gpu_h_low", "waiting_gpu_h_high", queued["today"][tier]),
-                  (base, "waiting_gpu_h", "waiting_gpu_h_low", "waiting_gpu_h_high", queued["none"][tier])]
-        for r, name, lo, hi, real in truths:
-            if r[name] is None:
-                # no job of the tier changed: no figure, no interval
-                assert r[lo] is None and r[hi] is None, (tier, name, r)
-                continue
-            if r[lo] is None:
-                continue  # an interval that could not be made reads "unknown" (below)
-            assert r[lo] <= r[name] <= r[hi], (tier, name, r[lo], r[name], r[hi])
-            assert real is not None and r[lo] <= real <= r[hi], (tier, name, r[lo], real, r[hi])
-            checked += 1
-    assert checked >= 15, checked
-    # other scenarios' rows carry no intervals: only the headline's figures are printed with them
-    trigger = stored.figure("trigger_900", "all")
-    assert trigger is not None and trigger["affected_jobs_low"] is None
+    none = true_table({"enabled": False}, end)
+    checked: dict[str, int] = {}
+    for key, change in (("none", {"enabled": False}), ("today", {}), ("trigger_900", {"trigger_wait_s": 900.0})):
+        table = none if key == "none" else true_table(change, end)
+        own = {f.tier: dataclasses.asdict(f) for f in counterfactual.tier_figures(table)}
+        paired = {c.tier: {"affected_jobs": c.affected, "extra_wait_mean_s": c.extra_wait_mean_s,
+                           "extra_wait_p50_s": c.extra_wait_p50_s}
+                  for c in counterfactual.tier_changes(none, table)}
+        names = {"waiting_gpu_h", "wait_p50_s", "wait_p90_s", "completion_p50_s", "thrown_away_gpu_h",
+                 "victim_waiting_gpu_h", "late_waiting_gpu_h", "busy_gpu_h"}
+        for tier in (*TIERS, "all"):
+            row = stored.figure(key, tier)
+            assert row is not None, (key, tier)
+            truths = {name: own[tier][name] for name in names}
+            if key != "none":
+                truths.update(paired[tier])
+            for name, real in truths.items():
+                lo, hi = counterfactual.interval_columns(name)
+                if row[name] is None:
+                    # no job of the tier gives the figure: no figure, no interval
+                    assert row[lo] is None and row[hi] is None, (key, tier, name, row)
+                    continue
+                if row[lo] is None:
+                    continue  # an interval that could not be made reads "unknown" (below)
+                assert row[lo] <= row[name] <= row[hi], (key, tier, name, row[lo], row[name], row[hi])
+                assert real is not None and row[lo] <= real <= row[hi], (key, tier, name, row[lo], real, row[hi])
+                checked[key] = checked.get(key, 0) + 1
+    assert min(checked.values()) >= 25 and len(checked) == 3, checked
     text = "\n".join(scorecard.tier_wait_lines(stored))
     normal = stored.figure("today", "normal")
     assert normal is not None
@@ -509,8 +508,8 @@ def test_a_per_tier_interval_that_cannot_be_made_is_unknown() -> None:
     other = _table(tiers, [0.0] * 19 + [600.0], [0.0] * 20)
     none = _scenario("none", base, ())
     today = _scenario("today", other, ())
-    found = {t.tier: t for t in counterfactual.tier_intervals(none, today, 200, 0.9, 86400.0)}
-    assert found["low"].extra_wait_mean_s == (None, None)
-    assert found["critical"].extra_wait_mean_s == (None, None)  # no job changed: no figure
-    low, high = found["low"].base_waiting_gpu_h
+    found = counterfactual.figure_intervals(none, today, 200, 0.9, 86400.0)
+    assert found["low"]["extra_wait_mean_s"] == (None, None)
+    assert found["critical"]["extra_wait_mean_s"] == (None, None)  # no job changed: no figure
+    low, high = counterfactual.figure_intervals(none, none, 200, 0.9, 86400.0)["low"]["waiting_gpu_h"]
     assert low is not None and high is not None and low <= 0.0 <= high

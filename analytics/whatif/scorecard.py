@@ -597,6 +597,8 @@ def _bounds(row: Mapping[str, Any], column: str, unit: str) -> str:
     low, high = _interval_of(row, column)
     if low is None or high is None:
         return " (interval unknown)"
+    if low == high:
+        return ""  # the same in every replicate: a range of one value says nothing more
     if unit == "jobs":
         return f" [{round(low):,} to {round(high):,}]"
     return f" [{quantity(low, unit)} to {quantity(high, unit)}]"

@@ -465,6 +465,14 @@ def test_every_per_tier_figure_carries_an_interval_that_holds_the_truth(stored: 
     rows = scorecard.tier_rows(counterfactual.Answer(stored.cluster, stored.run, stored.scenarios, figures))
     mean = next(r for r in rows if r["tier"] == "low" and r["figure"].endswith("mean"))
     assert mean["today"].startswith("cannot be told from 0"), mean
+    # a figure the same in every replicate reads without a range; one with a range prints it
+    figures = [{**f, "victim_waiting_gpu_h": 0.0, "victim_waiting_gpu_h_low": 0.0, "victim_waiting_gpu_h_high": 0.0,
+                "wait_p90_s": 600.0, "wait_p90_low_s": 300.0, "wait_p90_high_s": 5400.0}
+               if f["scenario"] == "today" and f["tier"] == "low" else f for f in stored.figures]
+    rows = scorecard.tier_rows(counterfactual.Answer(stored.cluster, stored.run, stored.scenarios, figures))
+    cells = {r["figure"]: r["today"] for r in rows if r["tier"] == "low"}
+    assert cells["victims' waiting"] == "0.0 GPU-h", cells
+    assert cells["first-start wait, p90"] == "10 min [5 min to 1.5 h]", cells
 
 
 def test_the_headline_terms_carry_intervals_that_hold_the_truth(stored: counterfactual.Answer) -> None:

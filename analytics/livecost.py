@@ -19,7 +19,7 @@ import duckdb
 import polars as pl
 
 from preemptlens.config import section, setting
-from preemptlens.errors import ConfigError, SchemaError
+from preemptlens.errors import SchemaError
 from preemptlens.reading.words import duration
 from preemptlens.warehouse import Warehouse, query_sql
 
@@ -56,22 +56,13 @@ class LiveCostSettings:
         20,
         "Jobs with the largest live cost that /metrics exposes one by one (the gauge's series are bounded "
         "by this); `preemptlens cost` prints as many by default.",
-        bounds=(0, 1000),
+        bounds=(1, 1000),
     )
     endpoint_limit: int = setting(
         1000,
         "Most jobs /live-costs returns in one answer, whatever `limit` the request asks for.",
         bounds=(1, 100_000),
     )
-
-    def __post_init__(self) -> None:
-        problems = [
-            f"live_cost.{name}: must be > 0"
-            for name in ("interval_s", "recent_window_s", "max_data_age_s", "keep_days", "top_jobs", "endpoint_limit")
-            if getattr(self, name) <= 0
-        ]
-        if problems:
-            raise ConfigError("; ".join(problems), "see docs/configuration.md, [live_cost]")
 
 
 SETTINGS = LiveCostSettings

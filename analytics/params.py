@@ -133,7 +133,7 @@ class AnalyticsSettings:
     readiness_bootstrap_samples: int = setting(
         200,
         "Scorecard: bootstrap replicates (days resampled) behind each measure's interval.",
-        check=lambda v: None if 50 <= v <= 10000 else "between 50 and 10000",
+        bounds=(50, 10_000),
     )
     readiness_confidence: float = setting(
         0.9,

@@ -97,7 +97,7 @@ class PilotSettings:
         3,
         "Fewest control pools below which a pilot's evaluation warns that its intervals are too narrow (the "
         "bootstrap draws pools, and from one or two it cannot see how much pools differ on their own).",
-        check=lambda v: None if 1 <= v <= 1000 else "between 1 and 1000",
+        bounds=(1, 1000),
     )
     min_days_after: int = setting(
         7,

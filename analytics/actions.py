@@ -40,10 +40,10 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import duckdb
 import polars as pl
@@ -66,10 +66,6 @@ DEFAULT_CYCLE_S = 300.0
 MAX_HOLD = "reached max_hold_s"
 # The undo_why of a hold the scheduler refused; the job is tried again after min_hold_s.
 APPLY_FAILED = "apply failed"
-# Actions whose scheduler changes a job only while it waits (Slurm: a pending job's QOS): they hold requeued
-# victims before their next run, judged by the last live cost they had, and release a job only while it waits
-# or once it ended, never while it runs.
-WHILE_WAITING = frozenset({"slurm_protect"})
 
 
 _HELP = {
@@ -163,18 +159,25 @@ class ActionSettings:
             raise ConfigError("actions: " + "; ".join(problems), "see docs/configuration.md")
 
 
-def _about(name: str, what: str) -> str:
-    return f"Action `{name}` ({what}); run by `preemptlens act` and serve's `actions` job (docs/figures.md, Actions)."
+_Action = TypeVar("_Action", bound=ActionSettings)
 
 
-@section("kueue_boost", _about("kueue_boost", "Kueue: a Workload's priority boost, the `kueue.x-k8s.io/priority-boost` "
-                                              "annotation of Kueue v0.17.0 and later, feature gate PriorityBoost"))
+def _action(name: str, title: str, scheduler: str, source: str, what: str) -> Callable[[type[_Action]], type[_Action]]:
+    """Declare an action: `name` is its settings section too, and `what` says what it changes."""
+
+    def declare(declared: type[_Action]) -> type[_Action]:
+        declared.name, declared.title, declared.scheduler, declared.source = name, title, scheduler, source
+        return section(name, f"Action `{name}` ({what}); run by `preemptlens act` and serve's `actions` job "
+                             "(docs/figures.md, Actions).")(declared)
+
+    return declare
+
+
+@_action("kueue_boost", "Kueue priority boost", "kueue", "kubernetes",
+         "Kueue: a Workload's priority boost, the `kueue.x-k8s.io/priority-boost` annotation of Kueue v0.17.0 and "
+         "later, feature gate PriorityBoost")
 @dataclass(frozen=True)
 class KueueBoostSettings(ActionSettings):
-    name = "kueue_boost"
-    title = "Kueue priority boost"
-    scheduler = "kueue"
-    source = "kubernetes"
     max_pool_share: float = setting(1.0, _HELP["max_pool_share"])
     boost_step: int = setting(  # type: ignore[misc]  # a setting here, one level for a protection
         100, "The boost moves in steps of this (one step per change): a job gets one step per multiple of "
@@ -188,13 +191,10 @@ class KueueBoostSettings(ActionSettings):
     )
 
 
-@section("kai_protect", _about("kai_protect", "KAI-Scheduler: a PodGroup made non-preemptible"))
+@_action("kai_protect", "KAI non-preemptible hold", "kai", "kubernetes",
+         "KAI-Scheduler: a PodGroup made non-preemptible")
 @dataclass(frozen=True)
 class KaiProtectSettings(ActionSettings):
-    name = "kai_protect"
-    title = "KAI non-preemptible hold"
-    scheduler = "kai"
-    source = "kubernetes"
     cost_high_gpu_s: float | None = setting(None, _HELP["cost_high_gpu_s"])
     cost_low_gpu_s: float | None = setting(None, _HELP["cost_low_gpu_s"])
     near_completion_high: float | None = setting(0.9, _HELP["near_completion_high"], bounds=(0, 1))
@@ -202,14 +202,11 @@ class KaiProtectSettings(ActionSettings):
     max_hold_s: float = setting(21_600.0, _HELP["max_hold_s"], bounds=(60, 366 * 86_400))
 
 
-@section("slurm_protect", _about("slurm_protect", "Slurm preempt/qos: a victim waiting to restart moved to a "
-                                 "non-preemptible QOS, judged by its live cost when it was preempted"))
+@_action("slurm_protect", "Slurm protected-QOS hold", "slurm", "slurm",
+         "Slurm preempt/qos: a victim waiting to restart moved to a non-preemptible QOS, judged by its live cost when "
+         "it was preempted")
 @dataclass(frozen=True)
 class SlurmProtectSettings(ActionSettings):
-    name = "slurm_protect"
-    title = "Slurm protected-QOS hold"
-    scheduler = "slurm"
-    source = "slurm"
     while_waiting = True
 
 
@@ -235,7 +232,7 @@ class Live:
     cost_gpu_s: float | None
     near_completion_share: float | None
     ended: bool
-    # Waiting to restart after a preemption (WHILE_WAITING actions): the figures are its last live cost.
+    # Waiting to restart after a preemption (while_waiting actions): the figures are its last live cost.
     waiting: bool = False
 
 

@@ -658,15 +658,18 @@ def idle_daily(r: Reader, f: Filters) -> pl.DataFrame:
     return r.frame(IDLE_DAILY_SQL, f.params("clusters", "pools", "start", "end"))
 
 
+# The weekly scope-creep rows the filters select, in the weeks the window touches.
+_WEEKS = f"""FROM scope_creep_weekly
+WHERE {_in("clusters", "cluster")}
+    AND {_in("pools", "pool")}
+    AND {_in("teams", "team")}
+    AND week >= date_trunc('week', $start) AND week < $end
+"""
+
 TIER_SHARES_SQL = f"""
 WITH weekly AS (
     SELECT week, tier, sum(gpu_hours) AS gpu_hours, CAST(sum(jobs) AS BIGINT) AS jobs
-    FROM scope_creep_weekly
-    WHERE {_in("clusters", "cluster")}
-        AND {_in("pools", "pool")}
-        AND {_in("teams", "team")}
-        AND week >= date_trunc('week', $start) AND week < $end
-    GROUP BY week, tier
+    {_WEEKS}GROUP BY week, tier
 )
 SELECT
     week, tier, gpu_hours, jobs,
@@ -680,14 +683,9 @@ SELECT
     week, team,
     sum(gpu_hours) FILTER (WHERE tier IN ('critical', 'high')) / nullif(sum(gpu_hours), 0) AS high_gpu_hour_share,
     sum(gpu_hours) AS gpu_hours
-FROM scope_creep_weekly
-WHERE {_in("clusters", "cluster")}
-    AND {_in("pools", "pool")}
-    AND {_in("teams", "team")}
-    AND week >= date_trunc('week', $start) AND week < $end
-GROUP BY week, team
+{_WEEKS}GROUP BY week, team
 ORDER BY week, team
-"""  # noqa: S608 -- constants only
+"""
 TEAM_SLOPES_SQL = f"""
 SELECT cluster, pool, team, high_share_slope, high_share_last, share_of_pool_growth, growth_rank
 FROM scope_creep_teams

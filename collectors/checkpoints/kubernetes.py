@@ -39,10 +39,10 @@ def _client(config: Config) -> Any:
 
 
 def _listed(what: str, call: Any, k8s: Any) -> list[dict[str, Any]]:
+    from preemptlens.collectors.kubernetes import watch_bounds
     from preemptlens.collectors.kubernetes.watch import Change, ListWatch
 
-    watcher = ListWatch(f"checkpoints {what}", call, page_size=k8s.page_size, watch_seconds=0.0,
-                        idle_seconds=k8s.idle_seconds, max_retries=k8s.max_retries)
+    watcher = ListWatch(f"checkpoints {what}", call, watch_bounds(k8s).list_only())
     return [item.object for item in watcher.run(None) if isinstance(item, Change) and isinstance(item.object, dict)]
 
 

@@ -41,7 +41,7 @@ names the same for each recorded listing):
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import NamedTuple
@@ -139,19 +139,25 @@ def _tracked(listing: Listing, tracker: str) -> str | None:
     return None if text is None else text.strip()
 
 
-def hf_trainer(listing: Listing, result: Result) -> None:
+def _step_dirs(listing: Listing, result: Result, pattern: re.Pattern[str]) -> Iterator[tuple[Entry, int]]:
+    """The directories named as the layout's steps (`pattern`'s group 1 is the step), each claimed by it, and
+    their steps."""
     for e in listing.entries:
-        m = _HF.match(e.name)
-        if not (m and e.is_dir):
-            continue
-        result.claimed.add(e.name)
+        m = pattern.match(e.name)
+        if m and e.is_dir:
+            result.claimed.add(e.name)
+            yield e, int(m.group(1))
+
+
+def hf_trainer(listing: Listing, result: Result) -> None:
+    for e, step in _step_dirs(listing, result, _HF):
         inside = listing.below(e.name)
         if inside is None or "trainer_state.json" not in map(_name, inside):
             result.pending.append(e.name)
             continue
         times = _times(listing, e.name)
         if times is not None:
-            result.found.append(Found("hf_trainer", e.name, float(m.group(1)), times[1], times[1] - times[0]))
+            result.found.append(Found("hf_trainer", e.name, float(step), times[1], times[1] - times[0]))
 
 
 def lightning(listing: Listing, result: Result) -> None:
@@ -203,39 +209,27 @@ def lightning(listing: Listing, result: Result) -> None:
 
 
 def megatron(listing: Listing, result: Result) -> None:
-    entries = _names(listing.entries)
-    tracker = entries.get("latest_checkpointed_iteration.txt")
+    tracker = _names(listing.entries).get("latest_checkpointed_iteration.txt")
     latest_text = _tracked(listing, tracker.name) if tracker is not None and tracker.is_file else None
     latest = int(latest_text) if latest_text is not None and latest_text.isdigit() else None
-    for e in listing.entries:
-        m = _MEGATRON.match(e.name)
-        if not (m and e.is_dir):
-            continue
-        result.claimed.add(e.name)
-        step = int(m.group(1))
-        # The tracker moves only after every rank saved: an iteration past it is still being written.
-        if latest is None or step > latest:
-            result.pending.append(e.name)
-            continue
-        times = _times(listing, e.name)
-        if times is None:
-            continue
-        done = tracker.mtime if step == latest and tracker is not None else times[1]
-        result.found.append(Found("megatron", e.name, float(step), max(done, times[1]), times[1] - times[0]))
+    _steps_up_to_marker(listing, result, "megatron", _MEGATRON, tracker, latest)
 
 
 def deepspeed(listing: Listing, result: Result) -> None:
-    entries = _names(listing.entries)
-    marker = entries.get("latest")
+    marker = _names(listing.entries).get("latest")
     tag = _tracked(listing, "latest") if marker is not None and marker.is_file else None
     tag_match = _DEEPSPEED.match(tag or "")
     latest = int(tag_match.group(1)) if tag_match else None
-    for e in listing.entries:
-        m = _DEEPSPEED.match(e.name)
-        if not (m and e.is_dir):
-            continue
-        result.claimed.add(e.name)
-        step = int(m.group(1))
+    _steps_up_to_marker(listing, result, "deepspeed", _DEEPSPEED, marker, latest)
+
+
+def _steps_up_to_marker(listing: Listing, result: Result, layout: str, pattern: re.Pattern[str],
+                        marker: Entry | None, latest: int | None) -> None:
+    """Step directories (`pattern`'s group 1 is the step) beside a marker file naming the latest complete step
+    (`latest`, None when there is no readable marker). The marker moves only once a save is complete (Megatron's
+    tracker after every rank saved, DeepSpeed's `latest` after the save), so a step past it is still being
+    written, and the latest step became complete when the marker was written."""
+    for e, step in _step_dirs(listing, result, pattern):
         if latest is None or step > latest:
             result.pending.append(e.name)
             continue
@@ -243,15 +237,11 @@ def deepspeed(listing: Listing, result: Result) -> None:
         if times is None:
             continue
         done = marker.mtime if step == latest and marker is not None else times[1]
-        result.found.append(Found("deepspeed", e.name, float(step), max(done, times[1]), times[1] - times[0]))
+        result.found.append(Found(layout, e.name, float(step), max(done, times[1]), times[1] - times[0]))
 
 
 def dcp(listing: Listing, result: Result) -> None:
-    for e in listing.entries:
-        m = _DCP.match(e.name)
-        if not (m and e.is_dir):
-            continue
-        result.claimed.add(e.name)
+    for e, step in _step_dirs(listing, result, _DCP):
         inside = listing.below(e.name)
         metadata = _names(inside or []).get(".metadata")
         if metadata is None or not metadata.is_file:
@@ -259,7 +249,7 @@ def dcp(listing: Listing, result: Result) -> None:
             continue
         times = _times(listing, e.name)
         first = times[0] if times else metadata.mtime
-        result.found.append(Found("dcp", e.name, float(m.group(1)), metadata.mtime, metadata.mtime - first))
+        result.found.append(Found("dcp", e.name, float(step), metadata.mtime, metadata.mtime - first))
 
 
 def orbax(listing: Listing, result: Result) -> None:

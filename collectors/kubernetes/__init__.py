@@ -106,7 +106,7 @@ from preemptlens.errors import ConfigError, SourceError
 if TYPE_CHECKING:
     import kubernetes.client
 
-    from preemptlens.collectors.kubernetes.watch import Change, ListWatch
+    from preemptlens.collectors.kubernetes.watch import Change, ListWatch, WatchBounds
 
 
 log = logging.getLogger(__name__)
@@ -423,12 +423,9 @@ class KubernetesCollector:
         namespaces: list[str],
         tiering: ClusterSettings,
         kueue_version: str = "v1beta1",
+        watch: WatchBounds,
         gpu_resource: str = "nvidia.com/gpu",
-        watch_seconds: float = 30.0,
-        idle_seconds: float = 5.0,
-        page_size: int = 500,
         batch_size: int = 1000,
-        max_retries: int = 5,
         reporters: Mapping[str, Collection[str]] | None = None,
     ) -> None:
         unknown = [s for s in streams if s not in STREAMS]
@@ -439,11 +436,8 @@ class KubernetesCollector:
         self.tiering = tiering
         self.kueue_version = kueue_version
         self.gpu_resource = gpu_resource
-        self.watch_seconds = watch_seconds
-        self.idle_seconds = idle_seconds
-        self.page_size = page_size
+        self.watch = watch
         self.batch_size = batch_size
-        self.max_retries = max_retries
         self.reporters = trusted_reporters(reporters or {})
         self.corroborator = Corroborator(api_client, kueue_version)
         # KAI's queues are pools once its PodGroups are jobs: from PodGroups, or from their pods.
@@ -532,10 +526,7 @@ class KubernetesCollector:
                 self.kueue_queues = self._read_kueue_queues(queue_rejects)
                 if queue_rejects:
                     yield Batch(source=SOURCE, frames={}, rejects=queue_rejects, watermarks=[])
-            watcher = ListWatch(
-                what, stream.call, page_size=self.page_size, watch_seconds=self.watch_seconds,
-                idle_seconds=self.idle_seconds, max_retries=self.max_retries,
-            )
+            watcher = ListWatch(what, stream.call, self.watch)
             try:
                 for batch in self._collect(stream, watcher, watermarks.get((self.cluster, stream.key))):
                     seen.note(batch)
@@ -617,8 +608,7 @@ class KubernetesCollector:
         """Every object of a list, parsed (None and why when the list cannot be read)."""
         from preemptlens.collectors.kubernetes.watch import Change, ListWatch
 
-        watcher = ListWatch(f"{SOURCE} {what}", call, page_size=self.page_size, watch_seconds=0.0,
-                            idle_seconds=self.idle_seconds, max_retries=self.max_retries)
+        watcher = ListWatch(f"{SOURCE} {what}", call, self.watch.list_only())
         found: list[_T] = []
         try:
             for item in watcher.run(None):
@@ -785,11 +775,23 @@ def cluster_name(config: Config, settings: KubernetesSettings, kubeconfig: str |
     )
 
 
+def watch_bounds(settings: KubernetesSettings, watch_seconds: float | None = None,
+                 idle_seconds: float | None = None) -> WatchBounds:
+    """The bounds of every list-then-watch the settings make, with the command line's watch and idle times
+    where it gives them."""
+    from preemptlens.collectors.kubernetes.watch import WatchBounds
+
+    return WatchBounds(
+        page_size=settings.page_size,
+        watch_seconds=float(settings.watch_seconds if watch_seconds is None else watch_seconds),
+        idle_seconds=float(settings.idle_seconds if idle_seconds is None else idle_seconds),
+        max_retries=settings.max_retries,
+    )
+
+
 def build(args: argparse.Namespace, config: Config) -> KubernetesCollector:
     settings = config.of(KubernetesSettings)
     cluster = cluster_name(config, settings, getattr(args, "kubeconfig", None))
-    watch_seconds = getattr(args, "watch_seconds", None)
-    idle_seconds = getattr(args, "idle_seconds", None)
     return KubernetesCollector(
         api_client(settings, getattr(args, "api_url", None), getattr(args, "kubeconfig", None)),
         cluster=cluster,
@@ -797,11 +799,8 @@ def build(args: argparse.Namespace, config: Config) -> KubernetesCollector:
         namespaces=getattr(args, "namespaces", None) or list(settings.namespaces),
         tiering=config.of(ClusterSettings),
         kueue_version=settings.kueue_version,
+        watch=watch_bounds(settings, getattr(args, "watch_seconds", None), getattr(args, "idle_seconds", None)),
         gpu_resource=settings.gpu_resource,
-        watch_seconds=float(settings.watch_seconds if watch_seconds is None else watch_seconds),
-        idle_seconds=float(settings.idle_seconds if idle_seconds is None else idle_seconds),
-        page_size=settings.page_size,
         batch_size=settings.batch_size,
-        max_retries=settings.max_retries,
         reporters=settings.reporters,
     )

@@ -95,14 +95,15 @@ class _Objects:
         self._where: dict[str, tuple[str, str]] = {}
 
     def list(self, label_selector: str | None = None) -> list[dict[str, Any]]:
-        from preemptlens.collectors.kubernetes.watch import Change, ListWatch
+        from preemptlens.collectors.kubernetes.watch import Change, ListWatch, WatchBounds
 
         call: Callable[..., Any] = functools.partial(self.api.list_cluster_custom_object, self.group, self.version,
                                                      self.plural)
         if label_selector:
             call = functools.partial(call, label_selector=label_selector)
-        watcher = ListWatch(f"kubernetes {self.plural}", call, page_size=self.page_size, watch_seconds=0.0,
-                            idle_seconds=5.0, max_retries=self.max_retries)
+        bounds = WatchBounds(page_size=self.page_size, watch_seconds=0.0, idle_seconds=5.0,
+                             max_retries=self.max_retries)
+        watcher = ListWatch(f"kubernetes {self.plural}", call, bounds)
         found = [item.object for item in watcher.run(None) if isinstance(item, Change)]
         for obj in found:
             meta = obj.get("metadata") or {}

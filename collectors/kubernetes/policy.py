@@ -33,12 +33,15 @@ import logging
 import re
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import polars as pl
 
 from preemptlens import outbound
 from preemptlens.contract import Batch, Watermark
+
+if TYPE_CHECKING:
+    from preemptlens.collectors.kubernetes.watch import WatchBounds
 
 
 class KubernetesCollector(Protocol):
@@ -50,8 +53,7 @@ class KubernetesCollector(Protocol):
     kueue_version: str
     read_kai_queues: bool
     cluster: str
-    page_size: int
-    idle_seconds: float
+    watch: WatchBounds
 
 log = logging.getLogger(__name__)
 
@@ -230,8 +232,8 @@ def _list(call: Callable[..., Any], where: tuple[str, str, str], collector: Kube
     import kubernetes.client
     import urllib3
 
-    listing = functools.partial(call, *where, limit=collector.page_size,
-                                _request_timeout=(collector.idle_seconds, 60.0), _preload_content=False)
+    listing = functools.partial(call, *where, limit=collector.watch.page_size,
+                                _request_timeout=(collector.watch.idle_seconds, 60.0), _preload_content=False)
     found: list[Any] = []
     token: str | None = None
     read = 0

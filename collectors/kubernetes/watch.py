@@ -28,7 +28,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Generator, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import urllib3
@@ -40,6 +40,22 @@ from preemptlens.errors import SourceError, TransientSourceError
 log = logging.getLogger(__name__)
 
 WATCH_TYPES = ("ADDED", "MODIFIED", "DELETED")
+
+
+@dataclass(frozen=True)
+class WatchBounds:
+    """How far one stream's list-then-watch goes (the kubernetes.page_size, watch_seconds, idle_seconds and
+    max_retries settings): objects per list page, how long it watches in all, how long a quiet stream is waited
+    on, and how many failures in a row it retries."""
+
+    page_size: int
+    watch_seconds: float
+    idle_seconds: float
+    max_retries: int
+
+    def list_only(self) -> WatchBounds:
+        """The same bounds for a list that is not watched afterwards."""
+        return replace(self, watch_seconds=0.0)
 
 
 @dataclass(frozen=True)
@@ -114,26 +130,20 @@ class ListWatch:
         self,
         what: str,
         call: Callable[..., Any],
+        bounds: WatchBounds,
         *,
-        page_size: int,
-        watch_seconds: float,
-        idle_seconds: float,
-        max_retries: int,
         connect_seconds: float = 10.0,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.what = what
         self.call = call
-        self.page_size = page_size
-        self.watch_seconds = watch_seconds
-        self.idle_seconds = idle_seconds
-        self.max_retries = max_retries
+        self.bounds = bounds
         self.connect_seconds = connect_seconds
         self.sleep = sleep
         self.answered = False  # whether the server ever answered this stream
 
     def run(self, since: str | None) -> Iterator[Change | Mark | BadLine | Listing]:
-        deadline = time.monotonic() + self.watch_seconds
+        deadline = time.monotonic() + self.bounds.watch_seconds
         rv = since
         failures = 0
         while True:
@@ -162,9 +172,9 @@ class ListWatch:
                 return
             except _Dropped as exc:
                 failures += 1
-                if failures > self.max_retries:
+                if failures > self.bounds.max_retries:
                     raise TransientSourceError(
-                        f"{self.what}: gave up after {self.max_retries} retries: {exc}",
+                        f"{self.what}: gave up after {self.bounds.max_retries} retries: {exc}",
                         "check the API server's health; a re-run resumes from the last committed cursor",
                     ) from None
                 log.warning("%s: %s; retrying from resourceVersion %s", self.what, exc, rv)
@@ -204,7 +214,7 @@ class ListWatch:
         token: str | None = None
         yield Listing()
         while True:
-            kwargs: dict[str, Any] = {"limit": self.page_size, "_request_timeout": (self.connect_seconds, 60.0)}
+            kwargs: dict[str, Any] = {"limit": self.bounds.page_size, "_request_timeout": (self.connect_seconds, 60.0)}
             if token:
                 kwargs["_continue"] = token
             deadline = outbound.Deadline(LIST_DEADLINE_S, f"{self.what}: a list page")
@@ -238,7 +248,7 @@ class ListWatch:
 
     def _watch(self, rv: str, remaining: float) -> Iterator[Change | Mark | BadLine]:
         # The server ends the watch at timeoutSeconds; one that keeps it open by trickling bytes is cut off.
-        deadline = outbound.Deadline(remaining + self.idle_seconds + self.connect_seconds + 5.0, self.what)
+        deadline = outbound.Deadline(remaining + self.bounds.idle_seconds + self.connect_seconds + 5.0, self.what)
         try:
             with deadline.current():
                 resp = self._request(
@@ -246,7 +256,7 @@ class ListWatch:
                     resource_version=rv,
                     allow_watch_bookmarks=True,
                     timeout_seconds=max(1, math.ceil(remaining)),
-                    _request_timeout=(self.connect_seconds, self.idle_seconds),
+                    _request_timeout=(self.connect_seconds, self.bounds.idle_seconds),
                 )
         except BaseException:
             deadline.close()

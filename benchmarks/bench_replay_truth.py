@@ -1,7 +1,8 @@
 """Which of the replay's guessed inputs makes it miss the simulated window it replays.
 
     python benchmarks/bench_replay_truth.py                       # 256 GPUs, 7 days: the demo's miss in ~30 s
-    python benchmarks/bench_replay_truth.py --gpus 256 --days 21  # the README's demo itself (~5 min)
+    python benchmarks/bench_replay_truth.py --gpus 256 --days 21  # the README's demo itself (~1 min)
+    python benchmarks/bench_replay_truth.py --step 300            # samples every 5 min: the grid's step differs too
 
 The demo's cluster (`preemptlens demo`'s settings) is simulated and analysed into a new warehouse; its window is
 read back as the replay reads it (`load_workload`) and replayed under the simulator's own policy, once as read,
@@ -62,9 +63,12 @@ def main() -> None:
     parser.add_argument("--gpus", type=int, default=256)
     parser.add_argument("--days", type=int, default=7)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--step", type=int, default=60,
+                        help="GPU sample step in seconds (the replay's engine idles on a 60 s grid whatever it is)")
     args = parser.parse_args()
     # A fixed week, so that every run simulates the same cluster.
-    sim_config = demo_config(args.days, args.gpus, args.seed, datetime(2026, 12, 7, 12, tzinfo=UTC))
+    week = datetime(2026, 12, 7, 12, tzinfo=UTC)
+    sim_config = dataclasses.replace(demo_config(args.days, args.gpus, args.seed, week), sample_step_s=args.step)
     with tempfile.TemporaryDirectory() as folder, Warehouse(Path(folder) / "w.duckdb") as wh:
         began = time.perf_counter()
         simulate_into(wh, sim_config)

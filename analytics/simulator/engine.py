@@ -344,12 +344,16 @@ class _Scheduler:
         grid_s: float,
         protect_share: float | None = None,
         changes: Sequence[PolicyChange] = (),
+        grid_origin_s: float = 0.0,
     ) -> None:
         self.jobs = jobs
         self.layout = Layout.of(pools)
         self.policy = policy
         self.horizon = horizon_s
         self.grid = grid_s
+        # Where the sample grid falls in engine time: a replay starts at its window's first submission, which
+        # the exporter's grid (wall-clock multiples of its step, or a query's) need not fall on.
+        self.grid_origin = grid_origin_s
         # Near-completion protection: a run whose job has done this share of its work is no victim.
         self.protect_share = protect_share
         self.changes = tuple(changes)
@@ -615,7 +619,8 @@ class _Scheduler:
         if job.hoard_active_s is not None and job.hoard_idle_s is not None:
             while done < target and t < self.horizon:
                 # Idle stretches follow the user's clock, so they begin on the sample grid.
-                idle_at = math.ceil((t + job.hoard_active_s) / self.grid) * self.grid
+                idle_at = self.grid_origin + math.ceil(
+                    (t + job.hoard_active_s - self.grid_origin) / self.grid) * self.grid
                 if idle_at - t >= target - done:
                     break
                 work.append((t, idle_at, done))
@@ -1678,7 +1683,10 @@ def simulate_jobs(
     grid_s: float = 60.0,
     progress: Callable[[float], None] | None = None,
     changes: Sequence[PolicyChange] = (),
+    grid_origin_s: float = 0.0,
 ) -> Outcome:
     """Schedule `jobs` on `pools` under `policy` until `horizon_s`, switching pools to other policies at the
-    times `changes` give (a pilot); deterministic."""
-    return _Scheduler(jobs, pools, policy, horizon_s, grid_s, changes=changes).run(progress)
+    times `changes` give (a pilot); idle stretches begin on the sample grid, every `grid_s` from
+    `grid_origin_s`; deterministic."""
+    return _Scheduler(jobs, pools, policy, horizon_s, grid_s, changes=changes,
+                      grid_origin_s=grid_origin_s).run(progress)

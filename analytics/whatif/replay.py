@@ -56,7 +56,7 @@ from statistics import median
 from types import MappingProxyType
 from typing import Any
 
-from preemptlens.analytics.simulator.engine import Outcome, _Scheduler, paused_gc, simulate_jobs
+from preemptlens.analytics.simulator.engine import Outcome, _Scheduler, paused_gc
 from preemptlens.analytics.simulator.model import JobSpec, PolicyConfig, PoolSpec
 from preemptlens.analytics.whatif.policy_in_force import PolicyBasis, policy_in_force
 from preemptlens.analytics.whatif.settings import TuningSettings, Window
@@ -152,6 +152,11 @@ class Workload:
     # Jobs whose final checkpoint at the signal was guessed (drawn with `final_share`, never seen): a jittered
     # replay draws it again.
     guessed_savers: frozenset[str] = frozenset()
+    # The GPU sample grid (its step, and where it falls in replay time, sample_grid.sql): idle stretches begin
+    # on it. A replay whose grid were off the record's by a fraction of a step would move every hoarder's idle
+    # stretches, and through them its checkpoints, ends and who is preempted when.
+    grid_s: float = 60.0
+    grid_origin_s: float = 0.0
 
     @property
     def horizon_s(self) -> float:
@@ -354,12 +359,11 @@ def hashed_share(job_id: str, share: float) -> bool:
     return int.from_bytes(digest[:8], "big") / 2**64 < share
 
 
-def load_workload(
-    wh: Warehouse, window: Window, configured: TuningSettings, grid_s: float = 60.0
-) -> Workload:
+def load_workload(wh: Warehouse, window: Window, configured: TuningSettings) -> Workload:
     """JobSpecs of the jobs submitted in `window`, the cluster's pools and the policy in force."""
     _need_views(wh)
     params = {"c": window.cluster, "t0": window.start, "t1": window.end}
+    grid_s, grid_origin_s = _sample_grid(wh, window)
     times = wh.query(query_sql("replay", "time_resolution"), params).row(0, named=True)
     # Whole-second run times (sacct) are the true times truncated: each is taken at the middle of its second.
     resolution = 1.0 if times["n"] and not times["fractional"] and not times["exact"] else 0.0
@@ -540,7 +544,21 @@ def load_workload(
         warmup_measured=frozenset(str(r["job_id"]) for r in rows if r["warmup_s"] is not None),
         resolution_s=resolution,
         guessed_savers=frozenset(guessed_savers),
+        grid_s=grid_s,
+        grid_origin_s=grid_origin_s,
     )
+
+
+def _sample_grid(wh: Warehouse, window: Window) -> tuple[float, float]:
+    """The GPU sample grid's step and where it falls in replay time (seconds after the window's start, the
+    replay's 0): the recorded idle stretches begin on it, and the replayed ones must too. Without samples, the
+    engine's default grid (no idle stretch is replayed then)."""
+    params = {"c": window.cluster, "t0": window.start, "t1": window.end}
+    row = wh.query(query_sql("replay", "sample_grid"), params).row(0, named=True)
+    if not row["step_s"]:
+        return 60.0, 0.0
+    step = float(row["step_s"])
+    return step, (float(row["first_s"]) - window.start.timestamp()) % step
 
 
 # -- figures ---------------------------------------------------------------------------
@@ -727,7 +745,8 @@ def _replay(workload: Workload, variant: Variant, drain: bool = False) -> Outcom
     # Every job is submitted in the window, so an infinite horizon adds no arrival: the engine stops once no
     # event is left (every job done, or waiting for GPUs that never come).
     horizon = math.inf if drain else workload.horizon_s
-    return _simulate(jobs, workload.pools, policy, horizon, variant.protect_near_completion)
+    return _simulate(jobs, workload.pools, policy, horizon, variant.protect_near_completion,
+                     (workload.grid_s, workload.grid_origin_s))
 
 
 def _prepared(workload: Workload, variant: Variant) -> tuple[Sequence[JobSpec], PolicyConfig]:
@@ -746,11 +765,10 @@ def _prepared(workload: Workload, variant: Variant) -> tuple[Sequence[JobSpec], 
 
 
 def _simulate(jobs: Sequence[JobSpec], pools: Sequence[PoolSpec], policy: PolicyConfig, horizon_s: float,
-              protect_near_completion: float | None) -> Outcome:
-    if protect_near_completion is None:
-        return simulate_jobs(jobs, pools, policy, horizon_s)
+              protect_near_completion: float | None, grid: tuple[float, float]) -> Outcome:
     # Near-completion protection is a knob of the engine, not yet of PolicyConfig.
-    return _Scheduler(jobs, pools, policy, horizon_s, 60.0, protect_share=protect_near_completion).run(None)
+    return _Scheduler(jobs, pools, policy, horizon_s, grid[0], protect_share=protect_near_completion,
+                      grid_origin_s=grid[1]).run(None)
 
 
 @dataclass(frozen=True)
@@ -768,11 +786,13 @@ class PoolReplay:
     horizon_s: float
     protect_near_completion: float | None
     resolution_s: float
+    grid: tuple[float, float]  # the sample grid's step and origin (Workload.grid_s, grid_origin_s)
 
     def parts(self) -> OutcomeParts:
         # The outcome is dropped inside the pause, so the collector never sees it.
         with paused_gc():
-            out = _simulate(self.jobs, (self.pool,), self.policy, self.horizon_s, self.protect_near_completion)
+            out = _simulate(self.jobs, (self.pool,), self.policy, self.horizon_s, self.protect_near_completion,
+                            self.grid)
             return OutcomeParts.of(out, self.resolution_s, self.index)
 
 
@@ -784,7 +804,8 @@ def pool_replays(workload: Workload, variant: Variant) -> list[PoolReplay]:
     for k, job in enumerate(jobs):
         members[job.pool].append(k)
     return [PoolReplay(pool, tuple(jobs[k] for k in members[pool.name]), tuple(members[pool.name]), policy,
-                       workload.horizon_s, variant.protect_near_completion, workload.resolution_s)
+                       workload.horizon_s, variant.protect_near_completion, workload.resolution_s,
+                       (workload.grid_s, workload.grid_origin_s))
             for pool in workload.pools if members[pool.name]]
 
 

@@ -81,10 +81,10 @@ def test_same_workload_at_low_load_is_not_scarce(tmp_path: Path) -> None:
 def test_a_q1_no_that_comes_from_idle_hoarded_gpus_names_them_and_every_outlet_says_the_same(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
 ) -> None:
-    # Demand 20% over capacity, but 30% of the jobs hold their GPUs idle for stretches: with the idle GPUs
-    # counted as busy the pool is busy in half its hours; taken out (GPUs held idle are not scarce GPUs), in a
-    # few. Q1 is no because of the hoarding, and every text of it says so with the hoarded share.
-    path = simulated(tmp_path, "1.2", "--hoarding-share", "0.3")
+    # Demand 20% over capacity, but 35% of the jobs hold their GPUs idle for stretches: with the idle GPUs
+    # counted as busy the pool is busy in over half its hours; taken out (GPUs held idle are not scarce GPUs), in
+    # a few. Q1 is no because of the hoarding, and every text of it says so with the hoarded share.
+    path = simulated(tmp_path, "1.2", "--hoarding-share", "0.35")
     evidence, card = scorecard(path)
     busy, with_idle = evidence["busy_hours_share"], evidence["busy_hours_share_with_idle"]
     assert busy["passes"] is False and with_idle["value"] >= with_idle["threshold"] > busy["value"]

@@ -381,11 +381,13 @@ class _Scheduler:
         # instead of every GPU of the pool.
         self.node_victims: list[list[tuple[int, float, int, int, int]]] = [[] for _ in lay.node_names]
         # For the cost order (`_cheapest_node`, `_cheapest_nodes`): per pool, per free-GPU count, the nodes
-        # holding victim entries as (the least warm-up among them, node), sorted; `cost_filed` keeps where each
-        # node is filed. Kept only where some policy the replay meets orders victims by cost.
+        # holding victim entries as (the least warm-up among them, node), sorted, and as (the least warm-up
+        # GPU-seconds that free every GPU not free, node), sorted (`_by_cost_bound`); `cost_filed` keeps where
+        # each node is filed. Kept only where some policy the replay meets orders victims by cost.
         self.by_cost = any(pol.victim_order == "cost" for pol in (policy, *(c.policy for c in self.changes)))
         self.cost_buckets: list[list[list[tuple[float, int]]]] = [[[] for _ in range(g + 1)] for g in self.gpn]
-        self.cost_filed: list[tuple[int, float] | None] = [None] * len(lay.node_names)
+        self.cost_cleared: list[list[list[tuple[float, int]]]] = [[[] for _ in range(g + 1)] for g in self.gpn]
+        self.cost_filed: list[tuple[int, float, float] | None] = [None] * len(lay.node_names)
         self.node_reserved = [0] * len(lay.node_names)  # GPUs promised to a preemptor
         # Per pool, per tier rank, per GPU count, pending (eligible, seq, job) in start order:
         # split by size so a pass skips every ask too big to start or to preempt for. A job
@@ -507,22 +509,41 @@ class _Scheduler:
             self._file_by_cost(node)
 
     def _file_by_cost(self, node: int) -> None:
-        """File `node` again in cost_buckets after its free GPUs or its victim entries changed."""
-        bucket = self.cost_buckets[self.layout.node_pool[node]]
+        """File `node` again in cost_buckets and cost_cleared after its free GPUs or its victim entries changed."""
+        pool = self.layout.node_pool[node]
+        bucket, cleared = self.cost_buckets[pool], self.cost_cleared[pool]
         filed = self.cost_filed[node]
         if filed is not None:
             entries = bucket[filed[0]]
             del entries[bisect_left(entries, (filed[1], node))]
+            entries = cleared[filed[0]]
+            del entries[bisect_left(entries, (filed[2], node))]
         victims = self.node_victims[node]
         if not victims:
             self.cost_filed[node] = None
             return
         jobs = self.jobs
+        gpn = self.gpn[pool]
         # A negative or unknown warm-up gives no bound (`_by_cost_bound`): filed as -inf, first and never passed.
-        warmup = min(w if (w := jobs[-e[2]].warmup_s) >= 0 else -math.inf for e in victims)
+        warmups = sorted((w if (w := jobs[-e[2]].warmup_s) >= 0 else -math.inf, min(e[4], gpn)) for e in victims)
         free = self.node_free[node]
-        insort(bucket[free], (warmup, node))
-        self.cost_filed[node] = (free, warmup)
+        # Every GPU not free, freed by the victims of least warm-up first, each counted for the GPUs it frees
+        # here at most (a share of one victim where it frees more): inf where the victims cannot free them all.
+        left = gpn - free
+        spent = 0.0
+        for warmup, gain in warmups:
+            take = gain if gain < left else left
+            spent += take * warmup
+            left -= take
+            if not left:
+                break
+        else:
+            spent = math.inf if left > 0 else spent
+        if warmups[0][0] == -math.inf:
+            spent = -math.inf
+        insort(bucket[free], (warmups[0][0], node))
+        insort(cleared[free], (spent, node))
+        self.cost_filed[node] = (free, warmups[0][0], spent)
 
     def _place(self, pool: int, gpus: int) -> list[int]:
         gpn = self.gpn[pool]
@@ -1346,13 +1367,18 @@ class _Scheduler:
 
         A victim's live cost (`victim_cost_gpu_s`) is at least its GPUs x (warm-up + requeue hold), as it loses
         no progress at best, and it frees at most its GPUs on the node: the `need - free` GPUs the node is
-        short of cost at least that many times (its least warm-up + hold). The cost-order searches stop at the
-        first node whose bound passes what they must beat (`_passes`), instead of pricing every node.
+        short of cost at least that many times (its least warm-up + hold). Where that is every GPU not free
+        (`need` a whole node), at least the warm-ups of the victims that would free them, least first
+        (cost_cleared), plus as many times the hold. The cost-order searches stop at the first node whose
+        bound passes what they must beat (`_passes`), instead of pricing every node.
         """
         hold = self.pool_policy[pool].requeue_hold_s
-        buckets = self.cost_buckets[pool]
+        whole = need == self.gpn[pool]
+        buckets = (self.cost_cleared if whole else self.cost_buckets)[pool]
 
         def bound(free: int, warmup: float) -> float:
+            if whole:
+                return warmup + (need - free) * hold if hold >= 0 else -math.inf
             rate = warmup + hold
             return (need - free) * rate if rate >= 0 else -math.inf  # a negative or unknown rate bounds nothing
 

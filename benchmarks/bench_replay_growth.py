@@ -11,9 +11,9 @@ counterfactual's scenarios (analytics/whatif/counterfactual.py `compute`): witho
 the counterfactual replays it), the policy in force, a trigger threshold, preemptlens's action at its defaults
 (its cycles read every running run) and the cost-aware victim order (the bound). Each replay's CPU seconds in
 this process beside its events (arrivals, run ends, eligibilities and the other timed events the loop pops);
-then, between sizes, each figure's growth scaled to 4x the GPUs beside the events'. A replay in step with its
-events grows about as they do (x a logarithm); the square of the work grows 16x per 4x. One run, no repeats: say
-which machine and load the figures came from (printed).
+then, between sizes, each figure's growth scaled to 4x the GPUs beside the events' and the jobs'. A replay in
+step with its events grows about as they do (x a logarithm); the square of the work grows 16x per 4x. One run, no
+repeats: say which machine and load the figures came from (printed).
 
 Identity (--record, --compare): small simulated workloads (three seeds, two pools, a third of the jobs with a
 time limit) replayed under every scheduler model, both backfills, a backfill window, the cost order, a trigger,
@@ -99,14 +99,21 @@ def growth(sizes: Sequence[int], days: float) -> None:
     print(f"{os.cpu_count()} cores; {_load()}; {', '.join(map(str, sizes))} GPUs x {days:g} days, one pool, seed 1",
           flush=True)
     found: dict[str, list[tuple[float, int]]] = {}
+    submitted: list[int] = []  # the work itself, beside which the events and each replay's CPU seconds grow
     for gpus in sizes:
         jobs, pools, policy, horizon = workload(gpus, days, 1)
+        submitted.append(len(jobs))
+        print(f"  {gpus:>6} GPUs  {len(jobs):,} jobs", flush=True)
         for name, variant, drained in scenarios(policy):
             _, cpu, events = replay(jobs, pools, variant, math.inf if drained else horizon)
             found.setdefault(name, []).append((cpu, events))
             print(f"  {gpus:>6} GPUs  {name:22} cpu {cpu:8.2f} s  events {events:>10,}  {_load()}", flush=True)
     print(f"\n{'scenario':24}" + "".join(f"{g:>8,} GPUs: cpu, events" for g in sizes)
           + "".join(f"   per 4x {a}->{b}: cpu / events" for a, b in itertools.pairwise(sizes)))
+    row = "".join(f"{'':>16} {jobs:>10,}" for jobs in submitted)
+    for (a, ga), (b, gb) in itertools.pairwise(zip(submitted, sizes, strict=True)):
+        row += f"   {'jobs':>18} / {(b / a) ** (math.log(4) / math.log(gb / ga)):.1f}x"
+    print(f"{'(jobs submitted)':24}{row}")
     for name, cells in found.items():
         row = "".join(f"{cpu:>14.2f} s {events:>10,}" for cpu, events in cells)
         for (a, ga), (b, gb) in itertools.pairwise(zip(cells, sizes, strict=True)):

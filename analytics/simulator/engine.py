@@ -384,6 +384,14 @@ class _Scheduler:
         # -job, run, GPUs): sorted in victim order, and the victim search walks these
         # instead of every GPU of the pool.
         self.node_victims: list[list[tuple[int, float, int, int, int]]] = [[] for _ in lay.node_names]
+        # For the cost order (`_cheapest_node`, `_cheapest_nodes`): per pool, per free-GPU count, the nodes
+        # holding victim entries as (the least warm-up among them, node), sorted, and as (the least warm-up
+        # GPU-seconds that free every GPU not free, node), sorted (`_by_cost_bound`); `cost_filed` keeps where
+        # each node is filed. Kept only where some policy the replay meets orders victims by cost.
+        self.by_cost = any(pol.victim_order == "cost" for pol in (policy, *(c.policy for c in self.changes)))
+        self.cost_buckets: list[list[list[tuple[float, int]]]] = [[[] for _ in range(g + 1)] for g in self.gpn]
+        self.cost_cleared: list[list[list[tuple[float, int]]]] = [[[] for _ in range(g + 1)] for g in self.gpn]
+        self.cost_filed: list[tuple[int, float, float] | None] = [None] * len(lay.node_names)
         self.node_reserved = [0] * len(lay.node_names)  # GPUs promised to a preemptor
         # Per pool, per tier rank, per GPU count, pending (eligible, seq, job) in start order:
         # split by size so a pass skips every ask too big to start or to preempt for. A job
@@ -501,6 +509,45 @@ class _Scheduler:
         del nodes[bisect_left(nodes, node)]
         self.node_free[node] = free + delta
         insort(bucket[free + delta], node)
+        if self.by_cost:
+            self._file_by_cost(node)
+
+    def _file_by_cost(self, node: int) -> None:
+        """File `node` again in cost_buckets and cost_cleared after its free GPUs or its victim entries changed."""
+        pool = self.layout.node_pool[node]
+        bucket, cleared = self.cost_buckets[pool], self.cost_cleared[pool]
+        filed = self.cost_filed[node]
+        if filed is not None:
+            entries = bucket[filed[0]]
+            del entries[bisect_left(entries, (filed[1], node))]
+            entries = cleared[filed[0]]
+            del entries[bisect_left(entries, (filed[2], node))]
+        victims = self.node_victims[node]
+        if not victims:
+            self.cost_filed[node] = None
+            return
+        jobs = self.jobs
+        gpn = self.gpn[pool]
+        # A negative or unknown warm-up gives no bound (`_by_cost_bound`): filed as -inf, first and never passed.
+        warmups = sorted((w if (w := jobs[-e[2]].warmup_s) >= 0 else -math.inf, min(e[4], gpn)) for e in victims)
+        free = self.node_free[node]
+        # Every GPU not free, freed by the victims of least warm-up first, each counted for the GPUs it frees
+        # here at most (a share of one victim where it frees more): inf where the victims cannot free them all.
+        left = gpn - free
+        spent = 0.0
+        for warmup, gain in warmups:
+            take = gain if gain < left else left
+            spent += take * warmup
+            left -= take
+            if not left:
+                break
+        else:
+            spent = math.inf if left > 0 else spent
+        if warmups[0][0] == -math.inf:
+            spent = -math.inf
+        insort(bucket[free], (warmups[0][0], node))
+        insort(cleared[free], (spent, node))
+        self.cost_filed[node] = (free, warmups[0][0], spent)
 
     def _place(self, pool: int, gpus: int) -> list[int]:
         gpn = self.gpn[pool]
@@ -599,6 +646,8 @@ class _Scheduler:
             node_victims = self.node_victims
             for node in taken:
                 insort(node_victims[node], entry)
+                if self.by_cost:
+                    self._file_by_cost(node)
             policy = self.pool_policy[self.job_pool[j]]
             min_run = policy.min_run_of(job.tier)
             if min_run > 0:
@@ -706,6 +755,8 @@ class _Scheduler:
         entry = (self.job_rank[j], -run.start_s, -j, r, job.gpus)
         for node in self.run_nodes[r]:
             self.node_victims[node].remove(entry)
+            if self.by_cost:
+                self._file_by_cost(node)
         self.pool_gen[self.job_pool[j]] += 1
         policy = self.pool_policy[self.job_pool[j]]
         grace = policy.grace_of(job.tier)
@@ -751,6 +802,8 @@ class _Scheduler:
             entry = (self.job_rank[j], -run.start_s, -j, r, job.gpus)
             for node in nodes:
                 self.node_victims[node].remove(entry)
+                if self.by_cost:
+                    self._file_by_cost(node)
         gpu_node = self.gpu_node
         owner = self.owner
         reserved = self.reserved
@@ -1313,55 +1366,95 @@ class _Scheduler:
         run = self.runs[r]
         return victim_cost_gpu_s(self.jobs[run.job], run, t, self.pool_policy[self.job_pool[run.job]].requeue_hold_s)
 
+    def _by_cost_bound(self, pool: int, need: int) -> Iterator[tuple[float, int, int]]:
+        """The pool's nodes with fewer than `need` free GPUs and some victim entry, as (bound, free GPUs, node),
+        least bound first: a bound below the live cost of freeing `need` GPUs on the node, at any time.
+
+        A victim's live cost (`victim_cost_gpu_s`) is at least its GPUs x (warm-up + requeue hold), as it loses
+        no progress at best, and it frees at most its GPUs on the node: the `need - free` GPUs the node is
+        short of cost at least that many times (its least warm-up + hold). Where that is every GPU not free
+        (`need` a whole node), at least the warm-ups of the victims that would free them, least first
+        (cost_cleared), plus as many times the hold. The cost-order searches stop at the first node whose
+        bound passes what they must beat (`_passes`), instead of pricing every node.
+        """
+        hold = self.pool_policy[pool].requeue_hold_s
+        whole = need == self.gpn[pool]
+        buckets = (self.cost_cleared if whole else self.cost_buckets)[pool]
+
+        def bound(free: int, warmup: float) -> float:
+            if whole:
+                return warmup + (need - free) * hold if hold >= 0 else -math.inf
+            rate = warmup + hold
+            return (need - free) * rate if rate >= 0 else -math.inf  # a negative or unknown rate bounds nothing
+
+        heads = [(bound(free, buckets[free][0][0]), free, 0) for free in range(need) if buckets[free]]
+        heapq.heapify(heads)
+        while heads:
+            least, free, k = heads[0]
+            entries = buckets[free]
+            yield least, free, entries[k][1]
+            if k + 1 < len(entries):
+                heapq.heapreplace(heads, (bound(free, entries[k + 1][0]), free, k + 1))
+            else:
+                heapq.heappop(heads)
+
+    @staticmethod
+    def _passes(bound: float, cost: float) -> bool:
+        """Whether a node's bound (`_by_cost_bound`) is above `cost`, with room for the sums' rounding."""
+        return bound > cost + abs(cost) * 1e-9
+
     def _cheapest_node(self, pool: int, need: int, rank: int, t: float) -> tuple[int, list[int]] | None:
         """The node and the victims on it of the least live cost that free `need` GPUs, ties by (evicted GPUs,
-        highest victim tier, node) as `_best_node`; every node of the pool is visited, as no bound on the cost
-        is known before its victims are.
+        highest victim tier, node) as `_best_node`; nodes are visited by a bound on their cost
+        (`_by_cost_bound`) until no node left can beat the best found.
 
         On a node (at most one victim per GPU), a 0/1 knapsack over its eligible victims in today's order
         keeps, per GPUs freed (capped at what is missing), the cheapest set as (cost, victims, their positions):
         fewer victims and then today's order break ties, and the cheapest covering set is minimal.
         """
         gpn = self.gpn[pool]
-        buckets = self.buckets[pool]
         node_victims = self.node_victims
         evictable = self._evictable(pool, rank, t)
         best: tuple[float, int, int, int] | None = None
         best_victims: list[int] = []
-        for free in range(need - 1, -1, -1):
+        # A node without victim entries frees nothing: only the filed ones can cover.
+        for bound, free, n in self._by_cost_bound(pool, need):
+            if best is not None and self._passes(bound, best[0]):
+                break
             short = need - free
-            for n in buckets[free]:
-                sets: list[tuple[float, int, tuple[int, ...]] | None] = [None] * (short + 1)
-                sets[0] = (0.0, 0, ())
-                entries = node_victims[n]
-                for i, (tier, neg_start, _, r, gpus) in enumerate(entries):
-                    if not evictable(tier, neg_start, r):
-                        continue
-                    cost = self._victim_cost(r, t)
-                    gain = gpus if gpus < gpn else gpn
-                    # Downwards, so a victim joins each set once (the capped top only feeds itself).
-                    for have in range(short, -1, -1):
-                        found = sets[have]
-                        if found is None:
-                            continue
-                        candidate = (found[0] + cost, found[1] + 1, (*found[2], i))
-                        into = min(short, have + gain)
-                        current = sets[into]
-                        if current is None or candidate < current:
-                            sets[into] = candidate
-                cover = sets[short]
-                if cover is None:
+            sets: list[tuple[float, int, tuple[int, ...]] | None] = [None] * (short + 1)
+            sets[0] = (0.0, 0, ())
+            entries = node_victims[n]
+            for i, (tier, neg_start, _, r, gpus) in enumerate(entries):
+                if not evictable(tier, neg_start, r):
                     continue
-                chosen = [entries[i] for i in cover[2]]
-                key = (cover[0], sum(e[4] for e in chosen), max(e[0] for e in chosen), n)
-                if best is None or key < best:
-                    best, best_victims = key, [e[3] for e in chosen]
+                cost = self._victim_cost(r, t)
+                gain = gpus if gpus < gpn else gpn
+                # Downwards, so a victim joins each set once (the capped top only feeds itself).
+                for have in range(short, -1, -1):
+                    found = sets[have]
+                    if found is None:
+                        continue
+                    candidate = (found[0] + cost, found[1] + 1, (*found[2], i))
+                    into = min(short, have + gain)
+                    current = sets[into]
+                    if current is None or candidate < current:
+                        sets[into] = candidate
+            cover = sets[short]
+            if cover is None:
+                continue
+            chosen = [entries[i] for i in cover[2]]
+            key = (cover[0], sum(e[4] for e in chosen), max(e[0] for e in chosen), n)
+            if best is None or key < best:
+                best, best_victims = key, [e[3] for e in chosen]
         return None if best is None else (best[3], best_victims)
 
     def _cheapest_nodes(self, pool: int, need: int, rank: int, t: float) -> list[tuple[int, list[int]]] | None:
         """The `need` whole nodes of the least live cost to clear, as `_best_nodes` qualifies them (free, or
         every run on it may be evicted); a node's cost is the sum of its victims' (a victim spanning nodes
-        counts on each); ties by (evicted GPUs, highest victim tier, node)."""
+        counts on each); ties by (evicted GPUs, highest victim tier, node). Nodes are visited by a bound on
+        their cost (`_by_cost_bound`: a node that qualifies and is not free holds runs on every GPU not free)
+        until no node left can be among the cheapest `need`."""
         gpn = self.gpn[pool]
         buckets = self.buckets[pool]
         node_victims = self.node_victims
@@ -1371,24 +1464,24 @@ class _Scheduler:
         wanted = need - len(chosen)
         if wanted <= 0:
             return [(c[3], []) for c in chosen[:need]]
-        costs: list[tuple[float, int, int, int]] = []
-        for free in range(gpn - 1, -1, -1):
-            for n in buckets[free]:
-                victims = node_victims[n]
-                if self.node_reserved[n] or len(victims) < len(self.node_runs[n]):
-                    continue
-                cost = 0.0
-                evicted = 0
-                for tier, neg_start, _, r, gpus in victims:
-                    if not evictable(tier, neg_start, r):
-                        break
-                    cost += self._victim_cost(r, t)
-                    evicted += gpus
-                else:
-                    costs.append((cost, evicted, victims[-1][0], n))
+        costs: list[tuple[float, int, int, int]] = []  # sorted
+        for bound, _, n in self._by_cost_bound(pool, gpn):
+            if len(costs) >= wanted and self._passes(bound, costs[wanted - 1][0]):
+                break
+            victims = node_victims[n]
+            if self.node_reserved[n] or len(victims) < len(self.node_runs[n]):
+                continue
+            cost = 0.0
+            evicted = 0
+            for tier, neg_start, _, r, gpus in victims:
+                if not evictable(tier, neg_start, r):
+                    break
+                cost += self._victim_cost(r, t)
+                evicted += gpus
+            else:
+                insort(costs, (cost, evicted, victims[-1][0], n))
         if len(costs) < wanted:
             return None
-        costs.sort()
         return [(c[3], [e[3] for e in node_victims[c[3]]]) for c in chosen + costs[:wanted]]
 
     # -- the schedulers' own victim choice ------------------------------------------

@@ -7,6 +7,7 @@ PolicyConfig: min_run 600 s, grace 60 s (victims here save no final checkpoint, 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterator
 from dataclasses import replace
 
 import pytest
@@ -100,3 +101,41 @@ def test_the_cost_order_keeps_the_schedulers_invariants(config: SimConfig) -> No
     assert simulation.outcome.preemptions()
     base.test_victims_are_lower_tier_preemptible_and_ran_min_run_time(simulation, by_cost)
     base.test_no_gpu_is_ever_double_allocated(simulation)
+
+
+def test_cost_order_finds_the_cheapest_node_past_the_quickest_warm_ups() -> None:
+    # The search visits nodes by a bound from their victims' warm-ups (no progress lost): node 0's victim warms up
+    # in 60 s but has never saved (about 3900 s to lose), node 1's warms up in 600 s and saved at 3960.
+    jobs = [replace(low("quick", 1, 0, None), warmup_s=60.0), replace(low("saved", 1, 60, 300.0), warmup_s=600.0),
+            high(1, 4000)]
+    out = simulate_jobs(jobs, (PoolSpec("p", nodes=2, gpus_per_node=1),), PolicyConfig(victim_order="cost"), 5000.0)
+    assert victims(out) == {"saved": 4060.0 - 3960.0}
+
+
+def test_the_cost_orders_bounded_search_chooses_as_visiting_every_node(config: SimConfig,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The session cluster under the cost order: the same runs, victims and GPUs when the searches stop at the
+    bound as when they price every node, and the bound does stop them."""
+    from preemptlens.analytics.simulator import engine
+
+    by_cost = replace(config.policy, victim_order="cost")
+    visited = [0]
+    walk = engine._Scheduler._by_cost_bound
+
+    def counted(self: engine._Scheduler, pool: int, need: int) -> Iterator[tuple[float, int, int]]:
+        for node in walk(self, pool, need):
+            visited[0] += 1
+            yield node
+
+    def replay() -> list[tuple[object, ...]]:
+        jobs = simulate(replace(config, policy=by_cost)).outcome
+        return [(r.job, r.run, r.start_s, r.end_s, r.state, r.gpu_ids, r.preemptor) for r in jobs.runs]
+
+    monkeypatch.setattr(engine._Scheduler, "_by_cost_bound", counted)
+    bounded = replay()
+    bounded_visits, visited[0] = visited[0], 0
+    monkeypatch.setattr(engine._Scheduler, "_passes", staticmethod(lambda bound, cost: False))
+    every = replay()
+    assert any(r[4] == "preempted" for r in bounded)
+    assert bounded == every
+    assert 0 < bounded_visits < visited[0]

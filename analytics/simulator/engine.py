@@ -82,7 +82,7 @@ from typing import Any
 from preemptlens.analytics.simulator.model import JobSpec, PolicyChange, PolicyConfig, PoolSpec, Protection
 from preemptlens.contract import TIER_RANK
 
-_END, _ELIGIBLE, _MINRUN, _CHANGE, _PASS, _BACKFILL = 0, 1, 2, 3, 4, 5
+_END, _ELIGIBLE, _MINRUN, _CHANGE, _PASS = 0, 1, 2, 3, 4
 _RANK_TIER = {rank: tier for tier, rank in TIER_RANK.items()}
 
 
@@ -409,7 +409,6 @@ class _Scheduler:
         self.pool_gen = [0] * len(pools)
         # It also keeps the jobs found to end after its start (a job's planned length is fixed).
         self.reservation: list[tuple[int, int, float, dict[int, int], set[int]] | None] = [None] * len(pools)
-        self.backfill_due: set[int] = set()  # pools with a backfill pass to come (`_main_pass_stops`)
         # Per pool, the policy in force: a scheduled change (a pilot) swaps one pool's rules at its time.
         self.pool_policy = [policy] * len(pools)
         self.pool_protect = [protect_share] * len(pools)
@@ -791,40 +790,10 @@ class _Scheduler:
         pending = self.pending[pool]
         return any(pending[rank] for rank in self.preempting_ranks[pool])
 
-    def _main_pass_stops(self, pool: int, t: float, backfill_pass: bool) -> bool:
-        """Whether this pass is Slurm's main one, which ends at the pool's first blocked job: the jobs below it
-        wait for the backfill pass (`_BACKFILL`, pushed here at the next one).
-
-        slurmctld's main pass (`_schedule` in src/slurmctld/job_scheduler.c, slurm-22-05-11-1) walks the queue in
-        priority order; a job that select_nodes cannot place (ESLURM_NODES_BUSY) sets `fail_by_part`, adds its
-        partition to `failed_parts` and takes the partition's nodes out of `avail_node_bitmap` for the rest of the
-        pass: later jobs of that partition are skipped (`_failed_partition`), and those of a partition on the same
-        nodes find too few nodes ("reserved for jobs in higher priority partitions"), so nothing else starts or
-        preempts on them in that pass (bf_min_age_reserve and bf_min_prio_reserve, which would exempt a job, are
-        not read). Only sched/backfill starts a job behind a blocked one, every bf_interval: the engine's pass is
-        that backfill pass (a reservation for the blocked job, EASY backfill behind it). Its times are the
-        policy's pass_interval_s grid (the shorter of sched_interval and bf_interval: bf_interval unless the main
-        pass is the more frequent), on the same phase as the other periodic passes (0: the replay's start). A
-        pass on that grid is a backfill pass; so is every pass where the interval is unknown (0) and every pass
-        of a scheduler other than Slurm (unchanged).
-        """
-        policy = self.pool_policy[pool]
-        period = policy.pass_interval_s
-        if backfill_pass or policy.scheduler != "slurm" or policy.backfill != "reserve" or not period:
-            return False
-        at = math.ceil(t / period) * period
-        if at <= t:
-            return False
-        if pool not in self.backfill_due:
-            self.backfill_due.add(pool)
-            self._push(at, _BACKFILL, pool)
-        return True
-
-    def _schedule(self, pool: int, t: float, backfill_pass: bool) -> None:
+    def _schedule(self, pool: int, t: float) -> None:
         room = self._room(pool)
         pending = self.pending[pool]
         reserve = self.pool_policy[pool].backfill == "reserve"
-        stopped = False  # Slurm's main pass met a blocked job (`_main_pass_stops`)
         # Under "reserve", the first job in start order that can neither start nor preempt gets a reserved start
         # (`_reserve`); the jobs after it only backfill (`_outlasting_gpus`), and preempt only off the reserved
         # GPUs (`_preempt`). One reservation per pool and pass: Slurm's backfill reserves
@@ -920,17 +889,11 @@ class _Scheduler:
                     else:
                         unfreeable = size
                         if reserve and held is None:
-                            if self._main_pass_stops(pool, t, backfill_pass):
-                                stopped = True
-                                break
                             held = self._reserve(pool, entry[2], t)
                         heapq.heappop(heads)
                         continue
                 else:
                     if reserve and held is None:
-                        if self._main_pass_stops(pool, t, backfill_pass):
-                            stopped = True
-                            break
                         held = self._reserve(pool, entry[2], t)
                     heapq.heappop(heads)
                     continue
@@ -950,8 +913,6 @@ class _Scheduler:
                 if not queue:
                     del by_size[size]
                     del lengths_of[size]
-            if stopped:
-                return
 
     def _ending_by(self, pool: int, rank: int, size: int, t: float, start: float) -> list[tuple[float, int, int]]:
         """The pending jobs of `rank` asking `size` GPUs that, started at t, are planned to end by `start`
@@ -1655,7 +1616,6 @@ class _Scheduler:
         latency = self.policy.latency_s
         submit_latency = self.policy.submit_latency_s
         pass_pending: set[int] = set()
-        backfill_now: set[int] = set()  # pools whose pass at this instant is Slurm's backfill pass
         while True:
             t = events[0][0] if events and events[0][0] < next_arrival else next_arrival
             if t >= horizon:
@@ -1677,11 +1637,6 @@ class _Scheduler:
                         due.add(self.job_pool[item])
                 elif kind == _CHANGE:
                     self._change(item, t)
-                elif kind == _BACKFILL:
-                    self.backfill_due.discard(item)
-                    backfill_now.add(item)
-                    due.add(item)
-                    dirty.add(item)
                 elif kind == _PASS:
                     due.add(item)
                     pass_pending.discard(item)
@@ -1702,15 +1657,14 @@ class _Scheduler:
                 # The scheduler acts on other changes `latency` later (its pass after the event): one pass
                 # covers every change before it.
                 for pool in sorted(due):
-                    self._schedule(pool, t, pool in backfill_now)
+                    self._schedule(pool, t)
                 for pool in sorted(dirty - due - pass_pending):
                     self._push(t + latency, _PASS, pool)
                     pass_pending.add(pool)
             else:
                 for pool in sorted(dirty):
-                    self._schedule(pool, t, pool in backfill_now)
+                    self._schedule(pool, t)
             dirty.clear()
-            backfill_now.clear()
             if progress is not None and t >= next_report:
                 progress(t)
                 next_report = (t // 86400.0 + 1) * 86400.0

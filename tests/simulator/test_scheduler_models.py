@@ -93,37 +93,6 @@ def test_slurm_sees_an_exemption_end_at_its_next_periodic_pass() -> None:
     assert first.time_s == 120.0
 
 
-def test_slurm_main_pass_ends_at_a_blocked_job_and_backfill_starts_the_rest() -> None:
-    # slurmctld's main pass (`_schedule` in src/slurmctld/job_scheduler.c, slurm-22-05-11-1): H (high, 4 GPUs)
-    # cannot start beside h1 (6 of 8 GPUs) nor preempt it (high does not preempt high): select_nodes gives
-    # ESLURM_NODES_BUSY, `fail_by_part` puts partition high in `failed_parts` and takes its nodes (the one node low
-    # shares) out of avail_node_bitmap, so l (low, 1 GPU, submitted at 12 s) is not started by that pass. The
-    # backfill pass (every bf_interval: 30 s here, from 0) starts it at 30 s: without time limits H gets no
-    # reservation (a run without a limit ends a year on, beyond bf_window), with them l ends (30 + 60 s) before
-    # H's reserved start (h1's start plus its 100 s limit), so it may go.
-    h1 = replace(high("h1", 6, 0.0, work=90.0), time_limit_s=100.0)
-    jobs = [h1, high("H", 4, 10.0), low("l", 1, 12.0, work=50.0, time_limit_s=60.0),
-            low("m", 1, 12.0, work=50.0, time_limit_s=120.0)]
-
-    def starts(policy: PolicyConfig, given: list[JobSpec]) -> dict[str, float]:
-        out = simulate_jobs(given, POOL, policy, 2000.0)
-        return {out.jobs[j].job_id: out.runs[runs[0]].start_s for j, runs in enumerate(out.job_runs)}
-
-    policy = replace(BASE, pass_interval_s=30.0)
-    found = starts(policy, jobs)
-    # m would end (30 + 120 s) after H's reserved start on the node backfill reserves whole: it waits for H,
-    # which starts when h1 ends at 90 s, and starts beside it in that pass (nothing blocked then).
-    assert (found["l"], found["m"], found["H"]) == (30.0, 90.0, 90.0)
-    no_limits = [replace(job, time_limit_s=None) for job in jobs]
-    found = starts(policy, no_limits)
-    assert (found["l"], found["m"]) == (30.0, 30.0)
-    # Nothing blocked: the main pass at l's submission starts it.
-    assert starts(policy, [h1, jobs[2]])["l"] == 12.0
-    # The pass interval unknown (0), or another scheduler: every pass backfills, l starts at once.
-    assert starts(BASE, jobs)["l"] == 12.0
-    assert starts(replace(policy, scheduler="generic"), jobs)["l"] == 12.0
-
-
 def test_kueue_evicts_the_most_recently_admitted_and_adds_back_what_is_not_needed() -> None:
     # c (2 GPUs) is the newest, then b (4), then a (1); 1 GPU free; H needs 4: taking c then b fits, and
     # adding c back still fits, so only b goes.

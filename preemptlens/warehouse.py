@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import polars as pl
 
 from preemptlens.contract import FUTURE_SLACK_S, MAX_EPOCH_S, RULES, Batch, Reject, Watermark, value_checks
@@ -607,41 +608,50 @@ class Warehouse:
             problems.append((check.column, ~check.ok.fill_null(True), check.reason))
 
         # The first failing field of each row names the reason it is quarantined; only the rows that fail
-        # somewhere (few, usually none) are told which.
-        failing = typed.select(
-            pl.any_horizontal([failed.fill_null(False) for _, failed, _ in problems]) if problems else pl.lit(False)
-        ).to_series()
-        field_expr: pl.Expr = pl.lit(None, dtype=pl.String)
-        reason_expr: pl.Expr = pl.lit(None, dtype=pl.String)
-        for name, failed, reason in reversed(problems):
-            field_expr = pl.when(failed.fill_null(False)).then(pl.lit(name)).otherwise(field_expr)
-            reason_expr = pl.when(failed.fill_null(False)).then(pl.lit(reason)).otherwise(reason_expr)
-        bad = typed.filter(failing).with_columns(field_expr.alias("__field"), reason_expr.alias("__reason"))
-        if not given_record:
-            # Named by its key as the source gave it; built for rejected rows only.
-            bad = bad.with_columns(
-                pl.concat_str(
-                    [
-                        pl.lit(f"{k}=") + pl.col(f"__raw_{k}").cast(pl.String).fill_null("")
-                        for k in rules.key
-                        if f"__raw_{k}" in bad.columns
-                    ],
-                    separator=" ",
-                ).alias(RECORD_COLUMN)
-            )
-        raw_names = [c for c in bad.columns if c.startswith("__raw_")]
-        rejects = [
-            Reject(
-                table=table,
-                record=row[RECORD_COLUMN],
-                field=row["__field"],
-                reason=_describe(row["__field"], row["__reason"], row.get(f"__raw_{row['__field']}")),
-                raw=_raw_text({c.name: row.get(f"__raw_{c.name}") for c in columns if f"__raw_{c.name}" in row}),
-            )
+        # somewhere (few, usually none) are told which. Each check is one flag column, read back as a matrix:
+        # a chain of when/then over every check costs far more to plan than the rows cost to check.
+        flags = (
+            typed.select([failed.fill_null(False).alias(f"__failed_{i}") for i, (_, failed, _) in enumerate(problems)])
+            .to_numpy()
+            .astype(bool, copy=False)
+            if problems
+            else np.zeros((typed.height, 0), dtype=bool)
+        )
+        failing = flags.any(axis=1)
+        rejects = []
+        if failing.any():
+            first = flags[failing].argmax(axis=1)
+            bad = typed.filter(pl.Series(failing))
+            if not given_record:
+                # Named by its key as the source gave it; built for rejected rows only.
+                bad = bad.with_columns(
+                    pl.concat_str(
+                        [
+                            pl.lit(f"{k}=") + pl.col(f"__raw_{k}").cast(pl.String).fill_null("")
+                            for k in rules.key
+                            if f"__raw_{k}" in bad.columns
+                        ],
+                        separator=" ",
+                    ).alias(RECORD_COLUMN)
+                )
+            raw_names = [c for c in bad.columns if c.startswith("__raw_")]
             # Only the text columns: a typed value may not convert to Python (a time in year 0).
-            for row in bad.select(RECORD_COLUMN, "__field", "__reason", *raw_names).iter_rows(named=True)
-        ]
-        good = (typed.filter(~failing) if bad.height else typed).select([c.name for c in columns])
+            for row, which in zip(bad.select(RECORD_COLUMN, *raw_names).iter_rows(named=True), first, strict=True):
+                name, _, reason = problems[which]
+                raw = {c.name: row.get(f"__raw_{c.name}") for c in columns if f"__raw_{c.name}" in row}
+                rejects.append(
+                    Reject(
+                        table=table,
+                        record=row[RECORD_COLUMN],
+                        field=name,
+                        reason=_describe(name, reason, row.get(f"__raw_{name}")),
+                        raw=_raw_text(raw),
+                    )
+                )
+            good = typed.filter(pl.Series(~failing))
+        else:
+            good = typed
+        good = good.select([c.name for c in columns])
         # Within one batch the last record of a key wins, as a later load would. A batch whose keys only
         # ever increase (a collector's sorted page) holds no key twice.
         if not _strictly_increasing(good, rules.key):

@@ -12,4 +12,11 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 os.environ.setdefault("PREEMPTLENS_TUNING__JITTER_REPLAYS", "0")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Set by tests/slurm/conftest.py on every test that uses its real Slurm; tests/run.sh splits on it.
+    config.addinivalue_line("markers", "real_slurm: runs on the real Slurm that tests/slurm/conftest.py starts")

@@ -27,21 +27,34 @@ mypy
 if [ $# -gt 0 ]; then
     exec python3 -m pytest "$@"
 fi
-# The hostile-input property tests (marker `hostile`, tests/hostile/: 10,000 examples each) keep one core
-# busy for many minutes, while the rest of the suite mostly waits on the servers and browsers it starts:
-# they run side by side, the hostile tests' report printed after the rest, and either failing fails the run.
+# Three pytest processes side by side, each test in exactly one of them (tests/test_run_split.py checks that
+# the three -m expressions below split every combination of the two markers so):
+# - the hostile-input property tests (marker `hostile`, tests/hostile/: 10,000 examples each) keep one core
+#   busy for many minutes;
+# - the tests on the real Slurm (marker `real_slurm`, set by tests/slurm/conftest.py on every test using its
+#   cluster) mostly wait on real jobs; the cluster has its own directory and free ports, munge is shared;
+# - the rest mostly waits on the servers and browsers it starts.
+# The rest's report comes first, then the real Slurm's, then the hostile tests'; any failing fails the run.
 hostile_log=$(mktemp)
+slurm_log=$(mktemp)
 python3 -m pytest -m hostile >"$hostile_log" 2>&1 &
 hostile=$!
-rest=0
 # --durations: the slowest tests, printed every run, so the suite's time is watched where it grows.
-python3 -m pytest -m "not hostile" --durations=25 || rest=$?
+python3 -m pytest -m "real_slurm and not hostile" --durations=25 >"$slurm_log" 2>&1 &
+slurm=$!
+rest=0
+python3 -m pytest -m "not hostile and not real_slurm" --durations=25 || rest=$?
+slurm_status=0
+wait "$slurm" || slurm_status=$?
 hostile_status=0
 wait "$hostile" || hostile_status=$?
 echo
+echo "== tests on the real Slurm (python3 -m pytest -m \"real_slurm and not hostile\")"
+cat "$slurm_log"
+echo
 echo "== hostile-input property tests (python3 -m pytest -m hostile)"
 cat "$hostile_log"
-rm -f "$hostile_log"
-if [ "$rest" -ne 0 ] || [ "$hostile_status" -ne 0 ]; then
+rm -f "$hostile_log" "$slurm_log"
+if [ "$rest" -ne 0 ] || [ "$slurm_status" -ne 0 ] || [ "$hostile_status" -ne 0 ]; then
     exit 1
 fi

@@ -58,7 +58,7 @@ def test_harmful_pilot_is_rolled_back(harmful_warehouse: Path) -> None:
 
 def test_a_busier_month_is_absorbed_by_the_control_pools(tmp_path: Path) -> None:
     with Warehouse(tmp_path / "w.duckdb") as wh:
-        BUSIER_MONTH.load_into(wh)
+        BUSIER_MONTH.load_into(wh, replays=False)
         actual, counterfactual = evaluate_both(wh, BUSIER_MONTH, TH)
     for key in ("high_wait_p50_s", "high_wait_p90_s", "completion_p50_s_all"):
         f = actual.figure(key)

@@ -73,6 +73,12 @@ def slurm_qos_cluster(_one_cluster: _OneCluster) -> SlurmCluster:
     return _one_cluster.get("qos")
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # Stable: every other test keeps its place, the qos-mode ones go last.
     items.sort(key=lambda item: "slurm_qos_cluster" in getattr(item, "fixturenames", ()))
+    # Every test on the real Slurm is marked `real_slurm` (tests/conftest.py): tests/run.sh runs them in a
+    # process of their own, beside the rest, since they mostly wait on real jobs.
+    for item in items:
+        if "_one_cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.real_slurm)

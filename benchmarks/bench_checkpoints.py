@@ -27,7 +27,9 @@ Last measured (2026-12-07, 2 cores shared with six other sessions, load 11-19; p
   68.1 s / grep 58.5 s = 1.16x (0.15 GB/s: the logs did not stay in the page cache beside the other sessions).
   after (daff41a), load 12-17: files 7.32 s / 1.29 s = 5.66x (CPU 2.58 / 0.85 = 3.03x), pass 2 0.29 s; logs
   16.6 s / 16.5 s = 1.01x (CPU 0.85x).
-At this load the wall-clock ratio follows the scheduler more than the code; the CPU seconds say more. strace -c
+Quiet (2026-12-07 21:10, load 0.3-0.9, 267915f): 20,000 dirs files 0.37 s / find 0.15 s = 2.48x (CPU 2.51x),
+logs 0.75x grep; 100,000 dirs, 10 GB files 1.96 s / 0.76 s = 2.58x (CPU 2.55x), logs 3.67 s / 5.52 s = 0.67x.
+At the loads above the wall-clock ratio follows the scheduler more than the code; the CPU seconds say more. strace -c
 of one pass over the 20,000-directory tree (22,000 directories): per directory the walk makes 1 openat, 2
 getdents64, 1 close and 3 newfstatat (a checkpoint's 2 files, the job's directories); find makes 1 openat, 2
 getdents64, 3 newfstatat, 4 close and 5 fcntl. The walk makes no system call find does not: what is left is

@@ -62,7 +62,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
@@ -273,6 +273,16 @@ def _visit(browser: Chromium, title: str, charts: int, go_to: Callable[[], None]
     return first, done, state.rendered and not state.exceptions and not state.errors
 
 
+def _visit_untimed(browser: Chromium, warehouse: Path, log: Path, port: int,
+                   pages: Sequence[tuple[str, str, str, int]]) -> None:
+    """Every page once on a server at `port`, not timed: the browser then holds Streamlit's and plotly's
+    bundles, as a reader's does after a first visit."""
+    with Dashboard(warehouse, log, port) as dashboard:
+        for path, title, _, charts in pages:
+            browser.fresh_tab()
+            _visit(browser, title, charts, partial(browser.navigate, f"{dashboard.url}/{path}"))
+
+
 def time_pages(
     warehouse: Path, log: Path, repeat: int, after_start_only: bool, unwarmed: bool, cold: bool
 ) -> None:
@@ -291,10 +301,7 @@ def time_pages(
     if cold:
         starts.append(("cold", partial(Dashboard, warehouse, log)))
     with Chromium() as browser:
-        with Dashboard(warehouse, log, port) as dashboard:
-            for path, title, _, charts in PAGES:
-                browser.fresh_tab()
-                _visit(browser, title, charts, partial(browser.navigate, f"{dashboard.url}/{path}"))
+        _visit_untimed(browser, warehouse, log, port, PAGES)
         for _ in range(repeat):
             for path, title, _, charts in (("", FLOOR_TITLE, "", 0), *PAGES):
                 for kind, server in starts:
@@ -449,10 +456,7 @@ def time_versus_demo(demo: Path, fleet: Path, log: Path, repeat: int, only: list
     print(f"\ndemo:  {demo} ({_work(demo)})\nfleet: {fleet} ({_work(fleet)})")
     print(f"uptime: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
     with Chromium() as browser:
-        with Dashboard(demo, log, port) as dashboard:
-            for path, title, _, charts in pages:
-                browser.fresh_tab()
-                _visit(browser, title, charts, partial(browser.navigate, f"{dashboard.url}/{path}"))
+        _visit_untimed(browser, demo, log, port, pages)
         for _ in range(repeat):
             for path, title, _, charts in pages:
                 loads.setdefault(title, []).append(os.getloadavg()[0])

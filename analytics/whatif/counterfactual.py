@@ -240,23 +240,23 @@ def tier_figures(table: JobTable) -> tuple[TierFigures, ...]:
     """The figures per tier, and over all tiers ('all'), of one replay's jobs."""
     found = []
     drained = table.drained()
-    late = np.zeros(table.tier.size) if table.late_waiting_s is None else table.late_waiting_s
+    ones = np.ones(table.tier.size)
     for name, mask in _tier_masks(table):
-        started = mask & ~np.isnan(table.first_wait_s)
-        counted = mask & drained
+        # each job counted once: the figures whose intervals figure_intervals makes by reweighing them
+        quantiles, totals = _own_figures(table, mask)
         found.append(TierFigures(
             tier=name,
-            jobs=int(started.sum()),
-            wait_p50_s=_quantile(table.first_wait_s[started], 0.5),
-            wait_p90_s=_quantile(table.first_wait_s[started], 0.9),
-            completion_p50_s=_quantile(table.completion_s[mask], 0.5),
+            jobs=int((mask & ~np.isnan(table.first_wait_s)).sum()),
+            wait_p50_s=quantiles["wait_p50_s"](ones),
+            wait_p90_s=quantiles["wait_p90_s"](ones),
+            completion_p50_s=quantiles["completion_p50_s"](ones),
             completed=int((mask & ~np.isnan(table.completion_s)).sum()),
             preemptions=int(table.preemptions[mask].sum()),
-            thrown_away_gpu_h=float(table.thrown_gpu_s[mask].sum()) / 3600.0,
-            victim_waiting_gpu_h=float(table.victim_waiting_gpu_s[mask].sum()) / 3600.0,
-            waiting_gpu_h=float(_queued_gpu_s(table, mask).sum()) / 3600.0,
-            busy_gpu_h=float(table.busy_gpu_s[mask].sum()) / 3600.0,
-            late_waiting_gpu_h=float((table.gpus * late)[counted].sum()) / 3600.0,
+            thrown_away_gpu_h=totals["thrown_away_gpu_h"](ones),
+            victim_waiting_gpu_h=totals["victim_waiting_gpu_h"](ones),
+            waiting_gpu_h=totals["waiting_gpu_h"](ones),
+            busy_gpu_h=totals["busy_gpu_h"](ones),
+            late_waiting_gpu_h=totals["late_waiting_gpu_h"](ones),
             undrained=int((mask & ~drained).sum()),
         ))
     return tuple(found)
@@ -454,8 +454,13 @@ class _Ranked:
         return float(a + (rank - k) * (b - a))
 
 
-def _own_figures(table: JobTable, mask: np.ndarray) -> dict[str, Callable[[np.ndarray], float | None]]:
-    """A replay's per-tier figures (tier_figures), each read with every job counted its weight."""
+Reading = Callable[[np.ndarray], float | None]
+
+
+def _own_figures(table: JobTable, mask: np.ndarray
+                 ) -> tuple[dict[str, Reading], dict[str, Callable[[np.ndarray], float]]]:
+    """A replay's per-tier figures, each read with every job counted its weight (all ones: the figure
+    tier_figures stores): the quantiles of the jobs' waits, then the GPU-hour totals."""
     drained = table.drained()
     late = np.zeros(table.tier.size) if table.late_waiting_s is None else table.late_waiting_s
     started = _Ranked.of(table.first_wait_s, mask)
@@ -468,19 +473,19 @@ def _own_figures(table: JobTable, mask: np.ndarray) -> dict[str, Callable[[np.nd
         "busy_gpu_h": np.where(mask, table.busy_gpu_s, 0.0),
     }
 
-    def total(per_job: np.ndarray) -> Callable[[np.ndarray], float | None]:
+    def total(per_job: np.ndarray) -> Callable[[np.ndarray], float]:
         return lambda w: float((w * per_job).sum()) / 3600.0
 
-    return {
+    quantiles: dict[str, Reading] = {
         "wait_p50_s": lambda w: started.quantile(w, 0.5),
         "wait_p90_s": lambda w: started.quantile(w, 0.9),
         "completion_p50_s": lambda w: completion.quantile(w, 0.5),
-        **{name: total(per_job) for name, per_job in sums.items()},
     }
+    return quantiles, {name: total(per_job) for name, per_job in sums.items()}
 
 
 def _paired_figures(base: JobTable, other: JobTable, mask: np.ndarray
-                    ) -> dict[str, Callable[[np.ndarray], float | None]]:
+                    ) -> dict[str, Reading]:
     """`other`'s per-tier changes against `base` (tier_changes), each read with every job counted its weight."""
     extra, moved = _moved(base, other, mask)
 
@@ -506,7 +511,7 @@ def figure_intervals(none: Scenario, other: Scenario, samples: int, confidence: 
     found: dict[str, dict[str, Interval]] = {}
     for name, mask in _tier_masks(none.table):
         # Each replay's per-job arrays are made once; the `samples` replicates of each figure only reweigh them.
-        rows = [_own_figures(t, mask) for t in own]
+        rows: list[dict[str, Reading]] = [{**q, **t} for q, t in (_own_figures(table, mask) for table in own)]
         rows = [{**r, **_paired_figures(*pair, mask)} for r, pair in zip(rows, pairs, strict=True)] if pairs else rows
         found[name] = {column: bootstrap_figure([row[column] for row in rows], blocks, samples, confidence,
                                                 _read_weighted)
@@ -1031,27 +1036,25 @@ def _store_scenario(wh: Warehouse, cluster: str, s: Scenario, none: Scenario, we
     intervals = figure_intervals(none, s, samples, confidence, window_s)
     for f in s.figures:
         c = changes[f.tier]
+        # each figure's interval beside it (figure_intervals; interval_columns names where)
+        bounds = {f"b{2 * i + k}": value for i, interval in enumerate(intervals[f.tier].values())
+                  for k, value in enumerate(interval)}
+        columns = ", ".join(name for column in intervals[f.tier] for name in interval_columns(column))
         wh.con.execute(
-            "INSERT INTO counterfactual_figures (cluster, scenario, tier, jobs, wait_p50_s, wait_p90_s, "
+            "INSERT INTO counterfactual_figures (cluster, scenario, tier, jobs, wait_p50_s, wait_p90_s, "  # noqa: S608
             "completion_p50_s, completed, preemptions, thrown_away_gpu_h, victim_waiting_gpu_h, waiting_gpu_h, "
-            "busy_gpu_h, late_waiting_gpu_h, undrained_jobs, affected_jobs, extra_wait_mean_s, extra_wait_p50_s) "
+            "busy_gpu_h, late_waiting_gpu_h, undrained_jobs, affected_jobs, extra_wait_mean_s, extra_wait_p50_s, "
+            f"{columns}) "
             "VALUES ($c, $s, $tier, $jobs, $p50, $p90, $comp, $completed, $n, $thrown, $vw, $wait, $busy, $late, "
-            "$undrained, $affected, $mean, $median)",
+            f"$undrained, $affected, $mean, $median, {', '.join('$' + key for key in bounds)})",
             {
                 "c": cluster, "s": s.key, "tier": f.tier, "jobs": f.jobs, "p50": f.wait_p50_s, "p90": f.wait_p90_s,
                 "comp": f.completion_p50_s, "completed": f.completed, "n": f.preemptions,
                 "thrown": f.thrown_away_gpu_h, "vw": f.victim_waiting_gpu_h, "wait": f.waiting_gpu_h,
                 "busy": f.busy_gpu_h, "late": f.late_waiting_gpu_h, "undrained": f.undrained,
-                "affected": c.affected, "mean": c.extra_wait_mean_s, "median": c.extra_wait_p50_s,
+                "affected": c.affected, "mean": c.extra_wait_mean_s, "median": c.extra_wait_p50_s, **bounds,
             },
         )
-        bounds = {f"{side}_{i}": value for i, interval in enumerate(intervals[f.tier].values())
-                  for side, value in zip(("low", "high"), interval, strict=True)}
-        columns = ", ".join(f"{low} = $low_{i}, {high} = $high_{i}"
-                            for i, (low, high) in enumerate(map(interval_columns, intervals[f.tier])))
-        wh.con.execute(f"UPDATE counterfactual_figures SET {columns} "  # noqa: S608 (column names are ours)
-                       "WHERE cluster = $c AND scenario = $s AND tier = $tier",
-                       {"c": cluster, "s": s.key, "tier": f.tier, **bounds})
 
 
 def interval_columns(column: str) -> tuple[str, str]:

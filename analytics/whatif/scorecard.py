@@ -545,9 +545,9 @@ def headline_text(answer: counterfactual.Answer) -> str:
 
 
 def _term(run: Mapping[str, Any], column: str) -> str:
-    """A headline term's interval (counterfactual_runs: `<column>_low`/`_high`, term_intervals) in the direction
+    """A headline term's interval (counterfactual_runs, `_interval_of`; term_intervals) in the direction
     its sentence words it (a cost of -x reads x): ' [a to b]'; one that holds 0 says so with both signs."""
-    low, high = run.get(f"{column}_low"), run.get(f"{column}_high")
+    low, high = _interval_of(run, column)
     if low is None or high is None:
         return " (interval unknown)"
     if low < 0 < high:
@@ -586,7 +586,7 @@ def _against_capacity(gpu_h: float | None, capacity: float | None) -> str:
 
 
 def _interval_of(row: Mapping[str, Any], column: str) -> tuple[Any, Any]:
-    """A stored per-tier figure's interval (counterfactual_figures: `<figure>_low`/`_high`, a duration's before its
+    """A stored figure's interval (counterfactual_figures or _runs: `<figure>_low`/`_high`, a duration's before its
     `_s`); (None, None) where it was not made."""
     low, high = counterfactual.interval_columns(column)
     return row.get(low), row.get(high)

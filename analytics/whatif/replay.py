@@ -162,6 +162,11 @@ class Workload:
     def horizon_s(self) -> float:
         return self.window.seconds
 
+    @property
+    def grid(self) -> tuple[float, float]:
+        """The sample grid as the engine takes it: its step and origin."""
+        return self.grid_s, self.grid_origin_s
+
 
 # What the validation compares, each with how its value reads (Check.figure -> label, unit). Window-wide, then
 # per tier: the figures the net against plain queueing is summed from (docs/tuning.md, validation).
@@ -746,7 +751,7 @@ def _replay(workload: Workload, variant: Variant, drain: bool = False) -> Outcom
     # event is left (every job done, or waiting for GPUs that never come).
     horizon = math.inf if drain else workload.horizon_s
     return _simulate(jobs, workload.pools, policy, horizon, variant.protect_near_completion,
-                     (workload.grid_s, workload.grid_origin_s))
+                     workload.grid)
 
 
 def _prepared(workload: Workload, variant: Variant) -> tuple[Sequence[JobSpec], PolicyConfig]:
@@ -786,7 +791,7 @@ class PoolReplay:
     horizon_s: float
     protect_near_completion: float | None
     resolution_s: float
-    grid: tuple[float, float]  # the sample grid's step and origin (Workload.grid_s, grid_origin_s)
+    grid: tuple[float, float]  # the sample grid's step and origin (Workload.grid)
 
     def parts(self) -> OutcomeParts:
         # The outcome is dropped inside the pause, so the collector never sees it.
@@ -805,7 +810,7 @@ def pool_replays(workload: Workload, variant: Variant) -> list[PoolReplay]:
         members[job.pool].append(k)
     return [PoolReplay(pool, tuple(jobs[k] for k in members[pool.name]), tuple(members[pool.name]), policy,
                        workload.horizon_s, variant.protect_near_completion, workload.resolution_s,
-                       (workload.grid_s, workload.grid_origin_s))
+                       workload.grid)
             for pool in workload.pools if members[pool.name]]
 
 

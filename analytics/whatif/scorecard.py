@@ -40,8 +40,10 @@ from preemptlens.reading.words import (
     change,
     duration,
     gpu_hours,
+    holds_zero,
     measure,
     measure_text,
+    not_told_from_zero,
     pct,
     plural,
     quantity,
@@ -546,12 +548,13 @@ def headline_text(answer: counterfactual.Answer) -> str:
 
 def _term(run: Mapping[str, Any], column: str) -> str:
     """A headline term's interval (counterfactual_runs, `_interval_of`; term_intervals) in the direction
-    its sentence words it (a cost of -x reads x): ' [a to b]'; one that holds 0 says so with both signs."""
+    its sentence words it (a cost of -x reads x): ' [a to b]'; one that holds 0 reads as every such figure does
+    (words.not_told_from_zero)."""
     low, high = _interval_of(run, column)
     if low is None or high is None:
         return " (interval unknown)"
-    if low < 0 < high:
-        return f" (cannot be told from 0: {change(low, GPU_H)} to {change(high, GPU_H)})"
+    if holds_zero(low, high):
+        return f" [{not_told_from_zero(low, high, GPU_H)}]"
     near, far = sorted((abs(low), abs(high)))
     return f" [{gpu_hours(near)} to {gpu_hours(far)}]"
 

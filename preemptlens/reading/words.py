@@ -134,6 +134,16 @@ def change(value: float | None, unit: str = "") -> str:
     return text if text.startswith("-") else f"+{text}"
 
 
+def holds_zero(low: float | None, high: float | None) -> bool:
+    """Whether an interval leaves a figure's sign unknown: it holds 0 and is not the point 0."""
+    return _known(low) and _known(high) and float(low) <= 0 <= float(high) and bool(low or high)  # type: ignore[arg-type]
+
+
+def not_told_from_zero(low: float | None, high: float | None, unit: str = "") -> str:
+    """How a figure whose interval holds 0 reads, with both signs: 'cannot be told from 0 (-3.1 GPU-h to +20 GPU-h)'."""
+    return f"cannot be told from 0 ({change(low, unit)} to {change(high, unit)})"
+
+
 def uncertain_change(value: float | None, low: float | None, high: float | None, unit: str = "") -> str:
     """A signed change with its interval, '+12 GPU-h [+3.1 GPU-h, +20 GPU-h]'. An interval that holds 0 gives the
     change no sign: 'cannot be told from 0 (-3.1 GPU-h to +20 GPU-h)'. Without an interval, the change alone."""
@@ -141,8 +151,8 @@ def uncertain_change(value: float | None, low: float | None, high: float | None,
         return UNKNOWN
     if not _known(low) or not _known(high):
         return change(value, unit)
-    if float(low) <= 0 <= float(high) and (low or high):  # type: ignore[arg-type]
-        return f"cannot be told from 0 ({change(low, unit)} to {change(high, unit)})"
+    if holds_zero(low, high):
+        return not_told_from_zero(low, high, unit)
     if not (low or high):
         return change(value, unit)
     return f"{change(value, unit)} [{change(low, unit)}, {change(high, unit)}]"

@@ -505,7 +505,7 @@ def test_the_headline_terms_carry_intervals_that_hold_the_truth(stored: counterf
         "thrown_away_gpu_h_low": None}, stored.scenarios, stored.figures)
     text = scorecard.headline_text(answer)
     assert "cost critical+high work 2.0 GPU-h [1.2 GPU-h to 3.5 GPU-h] of extra queue time" in text, text
-    assert "4.0 GPU-h (cannot be told from 0: -1.0 GPU-h to +9.0 GPU-h) of lower-tier queue time" in text, text
+    assert "4.0 GPU-h [cannot be told from 0 (-1.0 GPU-h to +9.0 GPU-h)] of lower-tier queue time" in text, text
     assert "(interval unknown) (work thrown away" in text, text
 
 

@@ -161,7 +161,8 @@ alerts_interval_s = {INTERVAL_S}
 actions_interval_s = {2 * INTERVAL_S}
 report_cron = "*/5 * * * *"
 metrics_port = {metrics_port}
-dashboard_port = {dashboard_port}
+[dashboard]
+port = {dashboard_port}
 [report]
 folder = "{root / 'reports'}"
 """

@@ -428,7 +428,7 @@ def time_zone(value: Any) -> str | None:
 
 
 # Settings that moved to another section, old name -> new: setting the old name is an error that names the new.
-MOVED = {"dashboard.show_other_teams_jobs": "masking.show_other_teams_jobs"}
+MOVED = {"dashboard.show_other_teams_jobs": "masking.show_other_teams_jobs", "serve.dashboard_port": "dashboard.port"}
 
 
 @section("warehouse", "Where the DuckDB warehouse lives.")

@@ -121,7 +121,7 @@ def test_no_child_imports_code_from_the_start_folder(planted: Path, own: Path) -
     port = free_port()
     config = own / "serve.toml"
     config.write_text(f'[serve]\njobs = ["alerts", "dashboard"]\nalerts_interval_s = 3600.0\n'
-                      f"dashboard_port = {port}\nmetrics_port = 0\n")
+                      f"metrics_port = 0\n[dashboard]\nport = {port}\n")
     with (own / "serve.log").open("wb") as log:
         serve = subprocess.Popen([sys.executable, str(own / "preemptlens"), "--config", str(config), "--warehouse",
                                   str(own / "w.duckdb"), "serve"], cwd=planted, env=env, stdout=log,

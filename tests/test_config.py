@@ -284,3 +284,19 @@ def test_a_section_must_be_a_frozen_dataclass_of_settings() -> None:
 
     with pytest.raises(TypeError, match=r"bare\.value: every field of a section is a setting"):
         section_of(Bare)
+
+
+def test_serve_runs_the_dashboard_on_its_one_port(tmp_path: Path) -> None:
+    """`preemptlens serve` and `preemptlens dashboard` serve one dashboard: a port set for one is the other's, and
+    the old second key names where it went instead of being ignored."""
+    from preemptlens.commands.serve import Server
+
+    path = tmp_path / "site.toml"
+    path.write_text(f'[warehouse]\npath = "{tmp_path / "w.duckdb"}"\n[serve]\njobs = ["dashboard"]\n'
+                    "[dashboard]\nport = 8611\n")
+    served = Server(load_config(str(path)))
+    assert served.dashboard_options is not None and "8611" in served.dashboard_options
+    old = tmp_path / "old.toml"
+    old.write_text("[serve]\ndashboard_port = 8611\n")
+    with pytest.raises(ConfigError, match=r"serve\.dashboard_port: moved to dashboard\.port"):
+        load_config(str(old))

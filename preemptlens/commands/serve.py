@@ -115,7 +115,6 @@ class ServeSettings:
         "0 6 * * 1", "Crontab line of the weekly report (default: Mondays 06:00 UTC).",
         check=cron_text,
     )
-    dashboard_port: int = setting(8501, "Port of the Streamlit dashboard (its address is dashboard.address).")
     metrics_port: int = setting(
         9464,
         "Port of the Prometheus /metrics endpoint (preemptlens's own figures, docs/metrics.md); 0 turns it off.",
@@ -179,9 +178,11 @@ class Server:
         self.effectors: dict[str, tuple[str, Effector]] | None = None
         if dashboard and "dashboard" in self.settings.jobs:
             from preemptlens.commands.dashboard import options
+            from preemptlens.dashboards.data import DashboardSettings
 
-            # `preemptlens dashboard`'s own options, checked before any job starts.
-            self.dashboard_options = options(config, self.settings.dashboard_port)
+            # `preemptlens dashboard`'s own options and port (dashboard.port), checked before any job starts:
+            # one dashboard, one port, however it is started.
+            self.dashboard_options = options(config, config.of(DashboardSettings).port)
 
     # -- the warehouse, one job at a time -----------------------------------
 
@@ -419,8 +420,8 @@ class Server:
         if self.config.path is not None:
             env["PREEMPTLENS_CONFIG"] = str(self.config.path)
         process = subprocess.Popen(launch(APP, *self.dashboard_options), env=env)
-        address = self.config.of(DashboardSettings).address
-        log.info("dashboard on http://%s:%s (pid %d)", address, self.settings.dashboard_port, process.pid)
+        settings = self.config.of(DashboardSettings)
+        log.info("dashboard on http://%s:%s (pid %d)", settings.address, settings.port, process.pid)
         return process
 
     def start_metrics(self) -> MetricsServer | None:

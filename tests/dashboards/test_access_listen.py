@@ -100,7 +100,7 @@ def served(cluster_warehouse: Path, tmp_path_factory: pytest.TempPathFactory) ->
     config.write_text(
         f'[warehouse]\npath = "{warehouse}"\n'
         f'[serve]\njobs = ["alerts", "dashboard"]\nalerts_interval_s = 3600.0\n'
-        f"dashboard_port = {dashboard_port}\nmetrics_port = {metrics_port}\n"
+        f"metrics_port = {metrics_port}\n[dashboard]\nport = {dashboard_port}\n"
     )
     network_log = root / "network.jsonl"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREEMPTLENS_")}

@@ -121,7 +121,8 @@ def test_ctrl_c_while_serve_warms_its_dashboard_stops_both_cleanly(sim_warehouse
     config.write_text(
         f'[warehouse]\npath = "{warehouse}"\n'
         f'[serve]\njobs = ["alerts", "dashboard"]\nalerts_interval_s = 3600\n'
-        f"dashboard_port = {free_port()}\nmetrics_port = 0\n"
+        "metrics_port = 0\n"
+        f"[dashboard]\nport = {free_port()}\n"
         "[alerts]\nrules = []\n"
     )
     status, text = interrupted_at(WARMING, ["--config", str(config), "serve"], tmp_path)

@@ -3,7 +3,10 @@
 A stretch is a run of consecutive idle samples of one GPU while it is
 attributed to one job. Consecutive means at most 1.5 sampling steps apart, so
 a missing sample ends the stretch (a gap is not idle time). Only stretches at
-least the hoarding window long are kept; the views clip them to runs.
+least the hoarding window long are kept; the views clip them to runs. The step
+is each cluster's own (`infer_steps`): one warehouse can hold clusters whose
+exporters are scraped every 15 s and every 60 s, and one step for both would
+split the slower cluster's every stretch or join the faster one's gaps.
 
 The refresh is incremental: it recomputes only from shortly before the
 earliest sample that a load it has not seen yet wrote. A stretch that ends
@@ -20,7 +23,7 @@ from datetime import UTC, datetime
 
 from preemptlens.analytics.attribution import attributed
 from preemptlens.analytics.attribution import rebuild as rebuild_attribution
-from preemptlens.analytics.params import AnalyticsSettings
+from preemptlens.analytics.params import DEFAULT_STEP_S, AnalyticsSettings
 from preemptlens.warehouse import Warehouse
 
 log = logging.getLogger(__name__)
@@ -38,33 +41,45 @@ class StretchRefresh:
     stretches: int
 
 
-def infer_step(wh: Warehouse) -> float:
-    """Median spacing of one GPU's samples: the collection step."""
-    row = wh.con.execute(
-        "WITH one AS (SELECT cluster, host, gpu_uuid, gpu_instance FROM gpu_samples LIMIT 1), "
-        "times AS (SELECT s.time FROM gpu_samples s JOIN one USING (cluster, host, gpu_uuid, gpu_instance)), "
-        "gaps AS (SELECT epoch(time) - epoch(lag(time) OVER (ORDER BY time)) AS gap FROM times) "
-        "SELECT median(gap) FROM gaps WHERE gap > 0"
-    ).fetchone()
-    return float(row[0]) if row and row[0] else 60.0
+def infer_steps(wh: Warehouse, configured: float = 0.0) -> dict[str, float]:
+    """Each cluster's collection step: `configured` (analytics.sample_step_s) when set, else the median
+    spacing of one of its GPUs' samples."""
+    clusters = [str(r[0]) for r in wh.con.execute("SELECT DISTINCT cluster FROM gpu_samples ORDER BY 1").fetchall()]
+    if configured:
+        return dict.fromkeys(clusters, configured)
+    steps = {}
+    for cluster in clusters:
+        row = wh.con.execute(
+            "WITH one AS (SELECT host, gpu_uuid, gpu_instance FROM gpu_samples WHERE cluster = $c LIMIT 1), "
+            "times AS (SELECT s.time FROM gpu_samples s JOIN one USING (host, gpu_uuid, gpu_instance) "
+            "WHERE s.cluster = $c), "
+            "gaps AS (SELECT epoch(time) - epoch(lag(time) OVER (ORDER BY time)) AS gap FROM times) "
+            "SELECT median(gap) FROM gaps WHERE gap > 0",
+            {"c": cluster},
+        ).fetchone()
+        steps[cluster] = float(row[0]) if row and row[0] else DEFAULT_STEP_S
+    return steps
 
 
-def _stretch_params(params: AnalyticsSettings, step: float) -> str:
+def _stretch_params(params: AnalyticsSettings, steps: dict[str, float]) -> str:
     return json.dumps(
         {
             "rule": params.idle_rule,
             "busy_below": params.idle_busy_below,
             "window": params.hoarding_window_s,
-            "step": step,
+            "steps": steps,
         },
         sort_keys=True,
     )
 
 
-def refresh_stretches(wh: Warehouse, params: AnalyticsSettings, step: float, *, full: bool = False) -> StretchRefresh:
-    """Bring gpu_idle_stretches up to date with gpu_samples, in one transaction."""
+def refresh_stretches(wh: Warehouse, params: AnalyticsSettings, *, full: bool = False) -> StretchRefresh:
+    """Bring gpu_idle_stretches up to date with gpu_samples, in one transaction, each cluster at the sampling
+    step analytics_sample_steps holds for it (refresh.write_params)."""
     con = wh.con
-    wanted = _stretch_params(params, step)
+    steps = {str(c): float(s) for c, s in con.execute(
+        "SELECT cluster, sample_step_s FROM analytics_sample_steps ORDER BY cluster").fetchall()}
+    wanted = _stretch_params(params, steps)
     state = con.execute("SELECT value FROM analytics_state WHERE name = $n", {"n": _STATE_KEY}).fetchone()
     if state is None or state[0] != wanted:
         full = True
@@ -77,8 +92,7 @@ def refresh_stretches(wh: Warehouse, params: AnalyticsSettings, step: float, *, 
     if not full and not new_loads:
         return StretchRefresh("unchanged", 0, None, _count(wh))
     sql_params: dict[str, object] = {
-        "step": step,
-        "gap": step * CONTIGUOUS_STEPS,
+        "contiguous": CONTIGUOUS_STEPS,
         "window": params.hoarding_window_s,
         "zero_rule": params.zero_rule,
         "busy_below": params.idle_busy_below,
@@ -106,7 +120,7 @@ def refresh_stretches(wh: Warehouse, params: AnalyticsSettings, step: float, *, 
                 return StretchRefresh("unchanged", len(new_loads), None, _count(wh))
             # Earlier than the new data by one window plus slack: a short idle
             # run that was still open there is not stored and must be rebuilt.
-            lead_in = params.hoarding_window_s + 3 * step
+            lead_in = params.hoarding_window_s + 3 * max(steps.values(), default=DEFAULT_STEP_S)
             con.execute(
                 "CREATE OR REPLACE TEMP TABLE _from AS SELECT $t::TIMESTAMPTZ - to_microseconds("
                 "CAST($lead * 1e6 AS BIGINT)) AS cut",
@@ -146,11 +160,12 @@ def refresh_stretches(wh: Warehouse, params: AnalyticsSettings, step: float, *, 
             -- Sorting on five strings per sample costs several times the scan:
             -- number each GPU's job once and sort the samples on that number.
             series AS (
-                SELECT *, row_number() OVER () AS series
-                FROM (SELECT DISTINCT cluster, host, gpu_uuid, gpu_instance, job_id FROM idle)
+                SELECT d.*, row_number() OVER () AS series, st.sample_step_s AS step
+                FROM (SELECT DISTINCT cluster, host, gpu_uuid, gpu_instance, job_id FROM idle) d
+                JOIN analytics_sample_steps st USING (cluster)
             ),
             keyed AS (
-                SELECT r.series, i.time
+                SELECT r.series, r.step * $contiguous AS gap, i.time
                 FROM idle i JOIN series r USING (cluster, host, gpu_uuid, gpu_instance, job_id)
             ),
             -- One sort gives each idle sample its neighbours' gaps and its
@@ -158,9 +173,9 @@ def refresh_stretches(wh: Warehouse, params: AnalyticsSettings, step: float, *, 
             edges AS (
                 SELECT series, time,
                     coalesce(lag(series) OVER w = series
-                        AND epoch(time) - epoch(lag(time) OVER w) <= $gap, false) AS joins_previous,
+                        AND epoch(time) - epoch(lag(time) OVER w) <= gap, false) AS joins_previous,
                     coalesce(lead(series) OVER w = series
-                        AND epoch(lead(time) OVER w) - epoch(time) <= $gap, false) AS joins_next,
+                        AND epoch(lead(time) OVER w) - epoch(time) <= gap, false) AS joins_next,
                     row_number() OVER w AS n
                 FROM keyed
                 WINDOW w AS (ORDER BY series, time)
@@ -177,7 +192,7 @@ def refresh_stretches(wh: Warehouse, params: AnalyticsSettings, step: float, *, 
                 SELECT r.cluster, r.host, r.gpu_uuid, r.gpu_instance, r.job_id,
                     b.time AS start_time,
                     CASE WHEN b.joins_next THEN b.next_time ELSE b.time END
-                        + to_microseconds(CAST($step * 1e6 AS BIGINT)) AS end_time,
+                        + to_microseconds(CAST(r.step * 1e6 AS BIGINT)) AS end_time,
                     CASE WHEN b.joins_next THEN b.next_n - b.n + 1 ELSE 1 END AS samples
                 FROM bounds b JOIN series r USING (series)
                 WHERE NOT b.joins_previous

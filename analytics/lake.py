@@ -85,6 +85,7 @@ RAW_TIME: dict[str, str | None] = {
 # What the views read besides the raw tables; the lake must hold them for the SQL to run on it.
 ANALYTICS_INPUTS: dict[str, str | None] = {
     "analytics_params": None,
+    "analytics_sample_steps": None,
     "analytics_tier_weights": None,
     "gpu_idle_stretches": "start_time",
     "live_costs": "computed_at",  # preemption_live_costs reads the live-cost history

@@ -9,6 +9,7 @@ a column on the next analyze, with no migration.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -213,6 +214,9 @@ class AnalyticsSettings:
 
 SETTINGS = AnalyticsSettings
 
+# The sampling step of a cluster whose GPUs have no two samples to space.
+DEFAULT_STEP_S = 60.0
+
 # The SQL type of each kind of setting that analytics_params holds; lists and maps
 # (tier_weights has its own table) stay out.
 _SQL_TYPES: dict[type, str] = {float: "DOUBLE", int: "INTEGER", bool: "BOOLEAN"}
@@ -231,7 +235,11 @@ def param_columns() -> list[tuple[str, str]]:
     return columns
 
 
-def param_row(params: AnalyticsSettings, sample_step_s: float) -> dict[str, Any]:
-    """The one row of analytics_params: the settings in force, with the sampling step resolved."""
-    derived = {"idle_zero_rule": params.zero_rule, "sample_step_s": sample_step_s}
+def param_row(params: AnalyticsSettings, steps: Mapping[str, float]) -> dict[str, Any]:
+    """The one row of analytics_params: the settings in force, with the sampling step resolved from each
+    cluster's (`steps`, as analytics_sample_steps holds them): the one step every cluster has, None where they
+    differ, the configured step or DEFAULT_STEP_S where there is no sample."""
+    values = set(steps.values())
+    shared = values.pop() if len(values) == 1 else None if values else (params.sample_step_s or DEFAULT_STEP_S)
+    derived = {"idle_zero_rule": params.zero_rule, "sample_step_s": shared}
     return {c: derived[c] if c in derived else getattr(params, c) for c, _ in param_columns()}

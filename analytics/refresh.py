@@ -10,7 +10,7 @@ import dataclasses
 import hashlib
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -23,7 +23,7 @@ import polars as pl
 from preemptlens import __version__
 from preemptlens.analytics import attribution, hoarding, views
 from preemptlens.analytics import params as params_module
-from preemptlens.analytics.hoarding import StretchRefresh, infer_step, refresh_stretches
+from preemptlens.analytics.hoarding import StretchRefresh, infer_steps, refresh_stretches
 from preemptlens.analytics.params import AnalyticsSettings, param_columns, param_row
 from preemptlens.analytics.views import COMPUTED_TABLES, apply_views, mentions, registry
 from preemptlens.analytics.whatif import counterfactual, scorecard
@@ -76,7 +76,7 @@ def engine_settings(wh: Warehouse) -> Iterator[None]:
 
 @dataclass
 class AnalyzeReport:
-    sample_step_s: float
+    sample_steps: dict[str, float]  # each cluster's sampling step (analytics_sample_steps)
     stretches: StretchRefresh
     views: list[str]
     seconds: dict[str, float] = field(default_factory=dict)
@@ -92,7 +92,7 @@ class AnalyzeReport:
 # What `analyze` last computed from, in analytics_state: a digest of all its inputs and one per view.
 INPUTS_KEY = "analyze.inputs"
 # Tables the views read that analyze itself writes, from the loads and the settings alone.
-_DERIVED = ("gpu_idle_stretches", "analytics_params", "analytics_tier_weights")
+_DERIVED = ("gpu_idle_stretches", "analytics_params", "analytics_sample_steps", "analytics_tier_weights")
 
 
 @dataclass(frozen=True)
@@ -177,8 +177,10 @@ def _last_inputs(wh: Warehouse) -> tuple[dict[str, Any], datetime | None]:
         return {}, None
 
 
-def write_params(wh: Warehouse, params: AnalyticsSettings, sample_step_s: float) -> None:
-    row = param_row(params, sample_step_s)
+def write_params(wh: Warehouse, params: AnalyticsSettings, steps: Mapping[str, float]) -> None:
+    """analytics_params and analytics_tier_weights from the settings, and analytics_sample_steps from `steps`
+    (each cluster's sampling step, hoarding.infer_steps)."""
+    row = param_row(params, steps)
     weights = pl.DataFrame(
         {"tier": list(params.tier_weights), "weight": list(params.tier_weights.values())},
         schema={"tier": pl.String, "weight": pl.Float64},
@@ -188,6 +190,9 @@ def write_params(wh: Warehouse, params: AnalyticsSettings, sample_step_s: float)
     select = ", ".join(f"CAST(${c} AS {t}) AS {quote(c)}" for c, t in param_columns())
     with wh.transaction():
         wh.con.execute(f"CREATE OR REPLACE TABLE analytics_params AS SELECT {select}", row)
+        wh.con.execute("DELETE FROM analytics_sample_steps")
+        if steps:
+            wh.con.executemany("INSERT INTO analytics_sample_steps VALUES (?, ?)", list(steps.items()))
         wh.con.execute("DELETE FROM analytics_tier_weights")
         wh.con.register("_weights", weights.to_arrow())
         try:
@@ -220,18 +225,18 @@ def _analyze(wh: Warehouse, params: AnalyticsSettings, tuning: TuningSettings, *
     seconds["inputs"] = time.perf_counter() - started
     if len(kept) == len(now_from.views) and last.get("overall") == now_from.overall:
         count = wh.con.execute("SELECT count(*) FROM gpu_idle_stretches").fetchall()[0][0]
-        step_row = wh.con.execute("SELECT sample_step_s FROM analytics_params").fetchall()
-        step_kept = float(step_row[0][0]) if step_row and step_row[0][0] is not None else params.sample_step_s
-        return AnalyzeReport(step_kept, StretchRefresh("unchanged", 0, None, int(count)), [], seconds, {}, kept,
+        steps_kept = {str(c): float(s) for c, s in wh.con.execute(
+            "SELECT cluster, sample_step_s FROM analytics_sample_steps ORDER BY cluster").fetchall()}
+        return AnalyzeReport(steps_kept, StretchRefresh("unchanged", 0, None, int(count)), [], seconds, {}, kept,
                              computed_at)
 
     started = time.perf_counter()
-    step = params.sample_step_s or infer_step(wh)
-    write_params(wh, params, step)
+    steps = infer_steps(wh, params.sample_step_s)
+    write_params(wh, params, steps)
     seconds["params"] = time.perf_counter() - started
 
     started = time.perf_counter()
-    stretches = refresh_stretches(wh, params, step, full=full)
+    stretches = refresh_stretches(wh, params, full=full)
     seconds["idle stretches"] = time.perf_counter() - started
 
     started = time.perf_counter()
@@ -260,4 +265,4 @@ def _analyze(wh: Warehouse, params: AnalyticsSettings, tuning: TuningSettings, *
         {"t": datetime.now(UTC)},
     )
     wh.mark_changed()
-    return AnalyzeReport(step, stretches, list(view_seconds), seconds, view_seconds, kept, counterfactual=replayed)
+    return AnalyzeReport(steps, stretches, list(view_seconds), seconds, view_seconds, kept, counterfactual=replayed)

@@ -47,7 +47,7 @@ from preemptlens.analytics.lake import (
     refuse_shared_lake,
     write_manifest,
 )
-from preemptlens.analytics.params import AnalyticsSettings, param_columns, param_row
+from preemptlens.analytics.params import DEFAULT_STEP_S, AnalyticsSettings, param_columns, param_row
 from preemptlens.analytics.views import VIEWS_DIR, _body
 from preemptlens.analytics.whatif.replay import Figures, Variant, Workload, picklable, pool_replays, pooled_figures
 from preemptlens.config import Config, section, setting, size_text
@@ -214,9 +214,12 @@ def spark_type(duckdb_type: str) -> str:
 
 
 def warehouse_types(scans: Sequence[Scan] = SCANS) -> dict[str, list[tuple[str, str]]]:
-    """The DuckDB columns of analytics_params and of every scan, as the warehouse would store them."""
+    """The DuckDB columns of analytics_params, analytics_sample_steps and every scan, as the warehouse would store
+    them."""
     types = {"analytics_params": param_columns()}
     with Warehouse(":memory:") as wh:
+        types["analytics_sample_steps"] = [(str(r[0]), str(r[1])) for r in
+                                           wh.con.execute("DESCRIBE analytics_sample_steps").fetchall()]
         for scan in scans:
             sql = scan.sql
             types[scan.name] = [(str(r[0]), str(r[1])) for r in wh.con.execute(f"DESCRIBE {sql}").fetchall()]
@@ -264,6 +267,15 @@ def _rows(spark: SparkSession, columns: list[tuple[str, str]], row: dict[str, An
     return spark.sql(f"SELECT {select}", args={f"v{i}": row[c] for i, (c, _) in enumerate(columns)})
 
 
+def _union(spark: SparkSession, columns: list[tuple[str, str]], rows: list[dict[str, Any]]) -> DataFrame:
+    """Several rows of bound values (`_rows`'s, one after the other), or none."""
+    frames = [_rows(spark, columns, row) for row in rows] or [_rows(spark, columns, None)]
+    union = frames[0]
+    for frame in frames[1:]:
+        union = union.unionAll(frame)
+    return union
+
+
 def register_lake(spark: SparkSession, folder: str | Path) -> dict[str, list[tuple[str, str]]]:
     """Temp views over the lake's raw tables; returns the manifest's columns of each."""
     root = Path(folder)
@@ -294,21 +306,30 @@ def register_functions(spark: SparkSession) -> None:
                 spark.sql(statement)
 
 
-def infer_step(spark: SparkSession) -> float:
-    """Median spacing of one GPU's samples: the collection step (as analytics.hoarding.infer_step)."""
-    one = spark.sql("SELECT cluster, host, gpu_uuid, gpu_instance FROM gpu_samples LIMIT 1").first()
-    if one is None:
-        return 60.0
-    # The GPU as bound values, not a join: Spark then prunes to its cluster's partitions and skips
-    # row groups by the Parquet statistics instead of scanning and shuffling every sample.
-    row = spark.sql(
-        "WITH times AS (SELECT time FROM gpu_samples "
-        "WHERE cluster = :cluster AND host = :host AND gpu_uuid = :gpu_uuid AND gpu_instance = :gpu_instance), "
-        "gaps AS (SELECT epoch(time) - epoch(lag(time) OVER (ORDER BY time)) AS gap FROM times) "
-        "SELECT median(gap) FROM gaps WHERE gap > 0",
-        args=one.asDict(),
-    ).first()
-    return float(row[0]) if row and row[0] else 60.0
+def infer_steps(spark: SparkSession, root: Path, configured: float = 0.0) -> dict[str, float]:
+    """Each cluster's collection step, as analytics.hoarding.infer_steps gives it: `configured` when set, else
+    the median spacing of one of its GPUs' samples. The clusters are the lake's partitions of gpu_samples."""
+    clusters = sorted({c for c, _ in (partition_of(p.parent.relative_to(root / "gpu_samples"))
+                                      for p in (root / "gpu_samples").rglob(f"*{PARTITION_FILE}")) if c is not None})
+    if configured:
+        return dict.fromkeys(clusters, configured)
+    steps = {}
+    for cluster in clusters:
+        one = spark.sql("SELECT host, gpu_uuid, gpu_instance FROM gpu_samples WHERE cluster = :cluster LIMIT 1",
+                        args={"cluster": cluster}).first()
+        if one is None:
+            continue
+        # The GPU as bound values, not a join: Spark then prunes to its cluster's partitions and skips
+        # row groups by the Parquet statistics instead of scanning and shuffling every sample.
+        row = spark.sql(
+            "WITH times AS (SELECT time FROM gpu_samples "
+            "WHERE cluster = :cluster AND host = :host AND gpu_uuid = :gpu_uuid AND gpu_instance = :gpu_instance), "
+            "gaps AS (SELECT epoch(time) - epoch(lag(time) OVER (ORDER BY time)) AS gap FROM times) "
+            "SELECT median(gap) FROM gaps WHERE gap > 0",
+            args={"cluster": cluster, **one.asDict()},
+        ).first()
+        steps[cluster] = float(row[0]) if row and row[0] else DEFAULT_STEP_S
+    return steps
 
 
 # ---------------------------------------------------------------- writing the lake
@@ -361,7 +382,6 @@ def run_spark(
     folder: str | Path,
     params: AnalyticsSettings,
     *,
-    sample_step_s: float = 0.0,
     scans: Sequence[Scan] = SCANS,
 ) -> SparkRun:
     """Run the scans on Spark over the lake at `folder` and swap their results into it."""
@@ -370,21 +390,24 @@ def run_spark(
     report = SparkRun(root)
     register_lake(spark, root)
     types = warehouse_types(scans)
-    step = sample_step_s or params.sample_step_s or infer_step(spark)
-    row = param_row(params, step)
-    param_columns = types["analytics_params"]
-    params_frame = _rows(spark, param_columns, row)
-    params_frame.createOrReplaceTempView("analytics_params")
+    steps = infer_steps(spark, root, params.sample_step_s)
+    # The settings the scans read, written into the lake beside their results (as `analyze` writes them).
+    inputs = {
+        "analytics_params": _rows(spark, types["analytics_params"], param_row(params, steps)),
+        "analytics_sample_steps": _union(spark, types["analytics_sample_steps"],
+                                         [{"cluster": c, "sample_step_s": s} for c, s in steps.items()]),
+    }
+    for name, frame in inputs.items():
+        frame.createOrReplaceTempView(name)
 
     staging = root / f".spark-{uuid.uuid4().hex}"
     staging.mkdir(mode=0o700)
     entries: dict[str, dict[str, object]] = {}
     try:
-        for scan in [None, *scans]:
-            name = "analytics_params" if scan is None else scan.name
+        for name, scan in [*((n, None) for n in inputs), *((s.name, s) for s in scans)]:
             started = time.perf_counter()
-            columns = param_columns if scan is None else types[name]
-            frame = params_frame if scan is None else spark.sql(scan.sql)
+            columns = types[name]
+            frame = inputs[name] if scan is None else spark.sql(scan.sql)
             got = [c.lower() for c in frame.columns]
             if got != [c for c, _ in columns]:
                 raise SchemaError(f"Spark's {name} has the columns {got}, the warehouse's {[c for c, _ in columns]}")

@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_analyze import generate  # a sibling script, not a package
 
+from preemptlens.analytics.hoarding import infer_steps
 from preemptlens.analytics.lake import MANIFEST, export_changed
 from preemptlens.analytics.params import AnalyticsSettings
 from preemptlens.analytics.refresh import write_params
@@ -40,7 +41,7 @@ def build_lake(folder: Path, gpus: int, days: int) -> None:
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp, Warehouse(Path(tmp) / "bench.duckdb") as wh:
         generate(wh, gpus, days)
-        write_params(wh, PARAMS, 60.0)
+        write_params(wh, PARAMS, infer_steps(wh, PARAMS.sample_step_s))
         report = export_changed(wh, folder)
     print(f"lake: {report.rows:,} rows in {report.written} partitions, built in {time.perf_counter() - started:.1f} s")
 

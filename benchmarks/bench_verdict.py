@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from timing import median_s
 
-from preemptlens.analytics.hoarding import infer_step, refresh_stretches
+from preemptlens.analytics.hoarding import infer_steps, refresh_stretches
 from preemptlens.analytics.params import AnalyticsSettings
 from preemptlens.analytics.refresh import analyze, engine_settings, write_params
 from preemptlens.analytics.simulator import simulate_into
@@ -40,9 +40,8 @@ from preemptlens.warehouse import Warehouse
 def without_counterfactual(wh: Warehouse, params: AnalyticsSettings) -> None:
     """analyze's steps with the counterfactual left out (the views that read it see none)."""
     with engine_settings(wh):
-        step = params.sample_step_s or infer_step(wh)
-        write_params(wh, params, step)
-        refresh_stretches(wh, params, step, full=True)
+        write_params(wh, params, infer_steps(wh, params.sample_step_s))
+        refresh_stretches(wh, params, full=True)
         apply_views(wh)
         scorecard.refresh(wh)
 

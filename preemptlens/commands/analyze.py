@@ -66,9 +66,18 @@ def run(args: argparse.Namespace, config: Config) -> int:
             built = f"{len(report.views)} view{'' if len(report.views) == 1 else 's'} refreshed"
             print(
                 f"idle stretches: {report.stretches.mode} refresh, {report.stretches.stretches} stretches "
-                f"(sampling step {report.sample_step_s:g} s); {built}{kept}; {timings}"
+                f"({_steps(report.sample_steps)}); {built}{kept}; {timings}"
             )
         for cluster, what in report.counterfactual.items():
             if what != "unchanged":
                 print(f"counterfactual of {cluster}: {what}")
     return 0
+
+
+def _steps(steps: dict[str, float]) -> str:
+    """The sampling step the idle stretches were read at: one for every cluster, or each cluster's."""
+    if not steps:
+        return "no GPU samples"
+    if len(set(steps.values())) == 1:
+        return f"sampling step {next(iter(steps.values())):g} s"
+    return "sampling steps " + ", ".join(f"{cluster} {step:g} s" for cluster, step in steps.items())

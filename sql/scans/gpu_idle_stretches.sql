@@ -6,9 +6,11 @@ params as (
 ),
 
 idle as (
-    select s.cluster, s.host, s.gpu_uuid, s.gpu_instance, s.job_id, s.time, p.sample_step_s, p.hoarding_window_s
+    select s.cluster, s.host, s.gpu_uuid, s.gpu_instance, s.job_id, s.time, st.sample_step_s, p.hoarding_window_s
     from gpu_samples as s
     cross join params as p
+    -- each cluster's own sampling step (analytics/hoarding.py infer_steps)
+    inner join analytics_sample_steps as st on s.cluster = st.cluster
     where s.job_id is not null
         and is_idle(s.busy, p.idle_zero_rule, p.idle_busy_below)  -- sql/functions/shared.sql
 ),

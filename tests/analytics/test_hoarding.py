@@ -14,6 +14,7 @@ import pytest
 from analytics_scenario import Scenario, at, default_params
 
 from preemptlens.analytics.refresh import analyze
+from preemptlens.commands.analyze import _steps
 
 
 def build(sc: Scenario) -> None:
@@ -159,3 +160,51 @@ def test_reloading_the_same_samples_changes_nothing(sc: Scenario) -> None:
     sc.rows["gpu_samples"] = samples
     sc.analyze()
     assert sc.view("idle_hoarding_runs", "job_id, run").equals(before)
+
+
+def build_two_steps(sc: Scenario) -> None:
+    """Cluster c1 scraped every 15 s, c2 every 60 s, one idle 1-GPU run each for two hours. c1's GPU misses
+    two samples at 3,600 s: a 45-s gap, three of its steps (not idle time), though under a minute."""
+    for cluster, step in (("c1", 15.0), ("c2", 60.0)):
+        job = f"J{cluster}"
+        sc.add("pools", cluster=cluster, pool="p", gpus=1, valid_from=at(-86400))
+        sc.add("jobs", cluster=cluster, job_id=job, tier="low", gpus=1, pool="p", submit_time=at(-60),
+               preemptible=True, team="t", user_name="u")
+        sc.add("job_runs", cluster=cluster, job_id=job, run=1, gpus=1, pool="p", start_time=at(0),
+               end_time=at(7200), state="completed")
+        t = 0.0
+        while t < 7200:
+            if not (cluster == "c1" and t in (3600.0, 3615.0)):
+                sc.add("gpu_samples", cluster=cluster, host=f"{cluster}-n1", gpu_uuid=f"GPU-{cluster}", gpu_index=0,
+                       time=at(t), busy=0.0, job_id=job)
+            t += step
+
+
+def test_each_cluster_is_read_at_its_own_sampling_step(sc: Scenario) -> None:
+    build_two_steps(sc)
+    # hold back the second hour, so that the incremental refresh is checked at both steps too
+    later = [r for r in sc.rows["gpu_samples"] if r["time"] >= at(3600)]
+    sc.rows["gpu_samples"] = [r for r in sc.rows["gpu_samples"] if r["time"] < at(3600)]
+    sc.analyze()
+    sc.rows["gpu_samples"] = later
+    report = sc.analyze()
+    assert report.stretches.mode == "incremental"
+    assert report.sample_steps == {"c1": 15.0, "c2": 60.0}
+    assert _steps(report.sample_steps) == "sampling steps c1 15 s, c2 60 s"
+    assert sc.wh.query("SELECT sample_step_s FROM analytics_params")["sample_step_s"].to_list() == [None]
+    order = "cluster, start_time"
+    stretches = sc.view("gpu_idle_stretches", order)
+    # c1: split at the gap, each piece ending one 15-s step after its last sample; c2: one stretch, 60 s after
+    assert stretches.select("cluster", "start_time", "end_time").rows() == [
+        ("c1", at(0), at(3585 + 15)), ("c1", at(3630), at(7185 + 15)), ("c2", at(0), at(7140 + 60))]
+    runs = sc.view("idle_hoarding_runs", "cluster, job_id")
+    assert dict(zip(runs["cluster"], runs["idle_gpu_hours"] * 3600, strict=True)) == {
+        "c1": pytest.approx(7200 - 30), "c2": pytest.approx(7200)}
+    analyze(sc.wh, default_params(), full=True)
+    assert sc.view("gpu_idle_stretches", order).equals(stretches)
+    # a configured step serves every cluster, as before
+    configured = analyze(sc.wh, default_params(sample_step_s=60.0))
+    assert configured.sample_steps == {"c1": 60.0, "c2": 60.0} and _steps(configured.sample_steps) == (
+        "sampling step 60 s")
+    # ... which is what the one inferred step of before did to the faster cluster: its gap read as idle time
+    assert sc.view("gpu_idle_stretches", order)["cluster"].to_list() == ["c1", "c2"]

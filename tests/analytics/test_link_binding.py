@@ -180,7 +180,7 @@ def _bound(runs: list[dict[str, Any]], link: dict[str, Any]) -> tuple[str, int] 
 def bare(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """A warehouse with the two building blocks as views over the raw tables."""
     with Warehouse(Path(tmp_path_factory.mktemp("bind")) / "w.duckdb") as wh:
-        write_params(wh, default_params(link_tolerance_s=TOLERANCE), 60.0)
+        write_params(wh, default_params(link_tolerance_s=TOLERANCE), {})
         for name in ("stg_job_runs", "stg_runs", "stg_preemptions"):
             wh.con.execute(f"CREATE VIEW {name} AS {_body((VIEWS_DIR / (name + '.sql')).read_text())}")
         wh.load("jobs", pl.DataFrame([

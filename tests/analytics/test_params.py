@@ -34,7 +34,7 @@ class _Extended(AnalyticsSettings):
 
 def test_a_new_setting_is_a_column_without_a_migration(sc: Scenario, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(params_module, "SETTINGS", _Extended)
-    write_params(sc.wh, _Extended(), 60.0)
+    write_params(sc.wh, _Extended(), {})
     assert sc.wh.query("SELECT new_share_max FROM analytics_params")["new_share_max"].to_list() == [0.3]
     # The views still run on the redefined table.
     assert "preemption_ledger" in apply_views(sc.wh)

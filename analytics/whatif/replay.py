@@ -56,7 +56,13 @@ from statistics import median
 from types import MappingProxyType
 from typing import Any
 
-from preemptlens.analytics.simulator.engine import Outcome, _Scheduler, paused_gc
+from preemptlens.analytics.simulator.engine import (
+    Outcome,
+    PreemptionTruth,
+    _Scheduler,
+    lost_progress_s,
+    paused_gc,
+)
 from preemptlens.analytics.simulator.model import JobSpec, PolicyConfig, PoolSpec
 from preemptlens.analytics.whatif.policy_in_force import PolicyBasis, policy_in_force
 from preemptlens.analytics.whatif.settings import TuningSettings, Window
@@ -616,15 +622,34 @@ class OutcomeParts:
 
     @classmethod
     def of(cls, out: Outcome, resolution_s: float = 0.0, jobs: Sequence[int] | None = None) -> OutcomeParts:
-        """The parts of `out`, whose job k is the workload's job jobs[k] (all of it: k itself). Queue time as
-        the record holds it: the first wait, then each restart from its requeue to its start."""
+        """The parts of `out`, whose job k is the workload's job jobs[k] (all of it: k itself). Queue time, lost
+        progress and warm-up as the record holds them: the first wait, then each restart from its requeue to its
+        start, between times truncated to `resolution_s`; lost progress and warm-up from a start so truncated (on
+        average half the resolution before the replayed one)."""
 
         def recorded(t: float) -> float:
             return math.floor(t / resolution_s) * resolution_s if resolution_s else t
 
+        # A time the source records in whole seconds is truncated: the ledger measures lost progress without a
+        # checkpoint (docs/figures.md, `lost_s`) and a restart's warm-up (`warmup_s`) from a run's start as
+        # recorded, on average half the resolution before the true start (the preemption keeps its link's
+        # millisecond, a checkpoint the job's own). The replay's times stand for true ones with no phase within
+        # the second (`load_workload` takes a recorded time at the middle of its second, and measures a warm-up
+        # from there): what the ledger would count for a replayed run is its expectation, half the resolution
+        # more. Counted from the replay's exact start, the real Slurm's plays lost half a second per such
+        # preemption, and each warm-up (about 3.8 s) half a second, less than the ledger (issue 31).
+        half = resolution_s / 2
+
+        def lost_gpu_s(p: PreemptionTruth) -> float:
+            return p.gpus * lost_progress_s(p.time_s, p.run_start_s - half, p.last_checkpoint_s)
+
+        def warmup_gpu_s(p: PreemptionTruth) -> float:
+            # none where the restart's own loss holds it (the engine's `preemptions`)
+            return p.gpus * (p.warmup_s + half) if p.warmup_s else 0.0
+
         horizon = out.horizon_s
         index = range(len(out.jobs)) if jobs is None else jobs
-        found = sorted(((index[p.victim], p.lost_gpu_s, p.gpus * p.warmup_s, out.jobs[p.victim].job_id,
+        found = sorted(((index[p.victim], lost_gpu_s(p), warmup_gpu_s(p), out.jobs[p.victim].job_id,
                          out.jobs[p.victim].tier) for p in out.preemptions() if p.time_s < horizon),
                        key=itemgetter(0))
         rows = []
@@ -694,7 +719,8 @@ def outcome_figures(out: Outcome, warmup_measured: frozenset[str] | None = None,
 
     `warmup_measured` (the workload's) tells which victims' warm-up is an assumption: work thrown away is
     unknown when a victim needed one and no warm-up at all was measured to base it on. With `resolution_s`
-    (whole seconds), waits are between the truncated times, as the source records them.
+    (whole seconds), waits are between the truncated times, and lost progress without a checkpoint and a
+    restart's warm-up run from a truncated start (on average half a second early), as the source records them.
     """
     return OutcomeParts.of(out, resolution_s).figures(out.horizon_s, warmup_measured)
 

@@ -608,6 +608,24 @@ def _float(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
+def as_recorded(p: PreemptionTruth, resolution_s: float) -> tuple[float, float]:
+    """A replayed preemption's lost progress and its restart's warm-up, GPU-seconds, as the ledger counts them
+    where the record's times are truncated to `resolution_s` (0: exact, the simulator's own).
+
+    The ledger measures lost progress without a checkpoint (docs/figures.md, `lost_s`) and a restart's warm-up
+    (`warmup_s`) from a run's start as recorded: sacct truncates it to the second, on average half of it before
+    the true start (the preemption keeps its link's millisecond, a checkpoint the job's own). A replay's times
+    stand for true ones with no phase within the second (`load_workload` takes a recorded time at the middle of
+    its second, and measures a warm-up from there), so what the ledger would count for a replayed run is its
+    expectation: half the resolution more. Counted from the replay's exact start, the real Slurm's plays lost
+    half a second less than the ledger per such preemption and per warm-up of about 3.8 s (issue 31).
+    """
+    half = resolution_s / 2
+    lost = p.gpus * lost_progress_s(p.time_s, p.run_start_s - half, p.last_checkpoint_s)
+    # no warm-up where the restart's own loss holds it (the engine's `preemptions`)
+    return lost, (p.gpus * (p.warmup_s + half) if p.warmup_s else 0.0)
+
+
 @dataclass(frozen=True)
 class OutcomeParts:
     """What the figures of a replay are made of, per job of the workload (`jobs`: their indices into the
@@ -630,26 +648,9 @@ class OutcomeParts:
         def recorded(t: float) -> float:
             return math.floor(t / resolution_s) * resolution_s if resolution_s else t
 
-        # A time the source records in whole seconds is truncated: the ledger measures lost progress without a
-        # checkpoint (docs/figures.md, `lost_s`) and a restart's warm-up (`warmup_s`) from a run's start as
-        # recorded, on average half the resolution before the true start (the preemption keeps its link's
-        # millisecond, a checkpoint the job's own). The replay's times stand for true ones with no phase within
-        # the second (`load_workload` takes a recorded time at the middle of its second, and measures a warm-up
-        # from there): what the ledger would count for a replayed run is its expectation, half the resolution
-        # more. Counted from the replay's exact start, the real Slurm's plays lost half a second per such
-        # preemption, and each warm-up (about 3.8 s) half a second, less than the ledger (issue 31).
-        half = resolution_s / 2
-
-        def lost_gpu_s(p: PreemptionTruth) -> float:
-            return p.gpus * lost_progress_s(p.time_s, p.run_start_s - half, p.last_checkpoint_s)
-
-        def warmup_gpu_s(p: PreemptionTruth) -> float:
-            # none where the restart's own loss holds it (the engine's `preemptions`)
-            return p.gpus * (p.warmup_s + half) if p.warmup_s else 0.0
-
         horizon = out.horizon_s
         index = range(len(out.jobs)) if jobs is None else jobs
-        found = sorted(((index[p.victim], lost_gpu_s(p), warmup_gpu_s(p), out.jobs[p.victim].job_id,
+        found = sorted(((index[p.victim], *as_recorded(p, resolution_s), out.jobs[p.victim].job_id,
                          out.jobs[p.victim].tier) for p in out.preemptions() if p.time_s < horizon),
                        key=itemgetter(0))
         rows = []

@@ -73,6 +73,7 @@ from slurm_harness import CLUSTER, SlurmCluster, tools_missing  # noqa: E402
 from preemptlens.analytics.simulator.model import PolicyConfig  # noqa: E402
 from preemptlens.analytics.whatif.replay import (  # noqa: E402
     WAIT_FLOOR_S,
+    OutcomeParts,
     Variant,
     Window,
     Workload,
@@ -214,6 +215,54 @@ def pairs(wh: Warehouse, workload: Workload, window: Window) -> tuple[int, int, 
     return len(real), len(replayed_pairs), len(real & replayed_pairs)
 
 
+def each_preemption(wh: Warehouse, workload: Workload, window: Window) -> None:
+    """Every preemption of the play, real (the ledger's row) beside replayed (counted as the ledger counts it,
+    `OutcomeParts`), matched by victim job and run: where the lost GPU-hours differ, which term moves (the run's
+    start, its last checkpoint, the preemption's moment, the warm-up counted)."""
+    t0 = window.start.timestamp()
+    real = {(v, r): row for v, r, *row in wh.query(
+        "SELECT l.victim_job_id, l.victim_run, l.victim_gpus, epoch(l.run_start), epoch(l.last_checkpoint_time), "
+        "epoch(l.time), l.lost_s, l.lost_gpu_s, l.warmup_s FROM preemption_ledger AS l JOIN jobs AS j "
+        "ON j.cluster = l.cluster AND j.job_id = l.victim_job_id WHERE l.cluster = $c AND j.submit_time >= $t0 "
+        "AND j.submit_time < $t1 AND l.time < $t1", {"c": window.cluster, "t0": window.start, "t1": window.end}
+    ).rows()}
+    out = replay_outcome(workload, Variant("actual", workload.actual.policy))
+    # OutcomeParts keeps the outcome's preemptions inside the window in their order, stably by job.
+    truths = sorted((p for p in out.preemptions() if p.time_s < out.horizon_s), key=lambda p: p.victim)
+    counted = OutcomeParts.of(out, workload.resolution_s).preemptions
+    replayed = {(out.jobs[p.victim].job_id, p.victim_run): (p, lost, warm) for p, (_, lost, warm, *_) in
+                zip(truths, counted, strict=True)}
+
+    def at(t: float | None, base: float = t0) -> str:
+        return f"{'-':>8}" if t is None else f"{t - base:8.2f}"
+
+    print("\n   each preemption, real (the ledger) | replayed (as the ledger counts it); times in s from the window's "
+          "start; lost s, its GPU-s and the warm-up s counted")
+    print(f"   {'victim':>8} {'run':>3} {'GPUs':>4} | {'start':>8} {'ckpt':>8} {'preempt':>8} {'lost':>6} {'GPU-s':>7} "
+          f"{'warm-up':>7} | {'start':>8} {'ckpt':>8} {'preempt':>8} {'lost':>6} {'GPU-s':>7} {'warm-up':>7} | "
+          f"{'GPU-s replayed - real':>21}")
+    both = sorted(set(real) | set(replayed), key=lambda k: (real[k][3] if k in real else replayed[k][0].time_s + t0,
+                                                            k))
+    total_real = total_replayed = 0.0
+    for key in both:
+        left = right = f"{'(none)':>55}"
+        gpus = real_gpu_s = replayed_gpu_s = None
+        if key in real:
+            gpus, start, checkpoint, when, lost, real_gpu_s, warm = real[key]
+            left = (f"{at(start)} {at(checkpoint)} {at(when)} {lost:6.2f} {real_gpu_s:7.2f} "
+                    f"{'-' if warm is None else f'{warm:.2f}':>7}")
+            total_real += real_gpu_s
+        if key in replayed:
+            p, replayed_gpu_s, warm_gpu_s = replayed[key]
+            gpus = p.gpus
+            right = (f"{at(p.run_start_s, 0.0)} {at(p.last_checkpoint_s, 0.0)} {at(p.time_s, 0.0)} "
+                     f"{replayed_gpu_s / p.gpus:6.2f} {replayed_gpu_s:7.2f} {warm_gpu_s / p.gpus:7.2f}")
+            total_replayed += replayed_gpu_s
+        diff = "" if real_gpu_s is None or replayed_gpu_s is None else f"{replayed_gpu_s - real_gpu_s:+21.2f}"
+        print(f"   {key[0]:>8} {key[1]:>3} {gpus:>4} | {left} | {right} | {diff}")
+    print(f"   lost GPU-s: real {total_real:.1f}, replayed {total_replayed:.1f}")
+
+
 def _verdict(errors: Mapping[str, float | None], limit: float,
              floor: Mapping[str, float | None] | None = None) -> str:
     """How many figures are within the target; with the real Slurm's own spread (`floor`), also how many of the
@@ -255,6 +304,7 @@ def analyse(wh: Warehouse, windows: dict[str, Window], exempt: int, grace: int, 
     ok &= all(e is None or e <= 0.10 for e in errors.values())
     real_n, replayed_n, both = pairs(wh, workload, windows["A"])
     print(f"   victim/preemptor pairs: {real_n} real, {replayed_n} replayed, {both} in both")
+    each_preemption(wh, workload, windows["A"])
     if "B" in windows:
         policy_b = replace(actual, min_run_s=float(exempt))
         if grace:

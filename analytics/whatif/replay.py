@@ -56,7 +56,13 @@ from statistics import median
 from types import MappingProxyType
 from typing import Any
 
-from preemptlens.analytics.simulator.engine import Outcome, _Scheduler, paused_gc
+from preemptlens.analytics.simulator.engine import (
+    Outcome,
+    PreemptionTruth,
+    _Scheduler,
+    lost_progress_s,
+    paused_gc,
+)
 from preemptlens.analytics.simulator.model import JobSpec, PolicyConfig, PoolSpec
 from preemptlens.analytics.whatif.policy_in_force import PolicyBasis, policy_in_force
 from preemptlens.analytics.whatif.settings import TuningSettings, Window
@@ -602,6 +608,24 @@ def _float(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
+def as_recorded(p: PreemptionTruth, resolution_s: float) -> tuple[float, float]:
+    """A replayed preemption's lost progress and its restart's warm-up, GPU-seconds, as the ledger counts them
+    where the record's times are truncated to `resolution_s` (0: exact, the simulator's own).
+
+    The ledger measures lost progress without a checkpoint (docs/figures.md, `lost_s`) and a restart's warm-up
+    (`warmup_s`) from a run's start as recorded: sacct truncates it to the second, on average half of it before
+    the true start (the preemption keeps its link's millisecond, a checkpoint the job's own). A replay's times
+    stand for true ones with no phase within the second (`load_workload` takes a recorded time at the middle of
+    its second, and measures a warm-up from there), so what the ledger would count for a replayed run is its
+    expectation: half the resolution more. Counted from the replay's exact start, the real Slurm's plays lost
+    half a second less than the ledger per such preemption and per warm-up of about 3.8 s (issue 31).
+    """
+    half = resolution_s / 2
+    lost = p.gpus * lost_progress_s(p.time_s, p.run_start_s - half, p.last_checkpoint_s)
+    # no warm-up where the restart's own loss holds it (the engine's `preemptions`)
+    return lost, (p.gpus * (p.warmup_s + half) if p.warmup_s else 0.0)
+
+
 @dataclass(frozen=True)
 class OutcomeParts:
     """What the figures of a replay are made of, per job of the workload (`jobs`: their indices into the
@@ -616,15 +640,17 @@ class OutcomeParts:
 
     @classmethod
     def of(cls, out: Outcome, resolution_s: float = 0.0, jobs: Sequence[int] | None = None) -> OutcomeParts:
-        """The parts of `out`, whose job k is the workload's job jobs[k] (all of it: k itself). Queue time as
-        the record holds it: the first wait, then each restart from its requeue to its start."""
+        """The parts of `out`, whose job k is the workload's job jobs[k] (all of it: k itself). Queue time, lost
+        progress and warm-up as the record holds them: the first wait, then each restart from its requeue to its
+        start, between times truncated to `resolution_s`; lost progress and warm-up from a start so truncated (on
+        average half the resolution before the replayed one)."""
 
         def recorded(t: float) -> float:
             return math.floor(t / resolution_s) * resolution_s if resolution_s else t
 
         horizon = out.horizon_s
         index = range(len(out.jobs)) if jobs is None else jobs
-        found = sorted(((index[p.victim], p.lost_gpu_s, p.gpus * p.warmup_s, out.jobs[p.victim].job_id,
+        found = sorted(((index[p.victim], *as_recorded(p, resolution_s), out.jobs[p.victim].job_id,
                          out.jobs[p.victim].tier) for p in out.preemptions() if p.time_s < horizon),
                        key=itemgetter(0))
         rows = []
@@ -694,7 +720,8 @@ def outcome_figures(out: Outcome, warmup_measured: frozenset[str] | None = None,
 
     `warmup_measured` (the workload's) tells which victims' warm-up is an assumption: work thrown away is
     unknown when a victim needed one and no warm-up at all was measured to base it on. With `resolution_s`
-    (whole seconds), waits are between the truncated times, as the source records them.
+    (whole seconds), waits are between the truncated times, and lost progress without a checkpoint and a
+    restart's warm-up run from a truncated start (on average half a second early), as the source records them.
     """
     return OutcomeParts.of(out, resolution_s).figures(out.horizon_s, warmup_measured)
 

@@ -1,5 +1,5 @@
 -- The cluster's GPU sample grid, on which its recorded idle stretches begin.
--- Its step is the median spacing of one GPU's samples in the window (as hoarding.infer_step reads it), its phase
+-- Its step is the median spacing of one GPU's samples in the window (as hoarding.infer_steps reads a cluster's), its phase
 -- a sample's time modulo the step: a Prometheus range query's grid is its start plus multiples of the step, an
 -- exporter's the wall clock's. No step where the window holds no samples: the replay has no idle stretch to place.
 with one as (

@@ -82,8 +82,8 @@ def png(fig: go.Figure, width_px: int, scale: float = 2.0) -> bytes:
         else:
             raise ChartError(f"a {kind} trace, which the report's renderer does not draw")
     if areas:
-        ax.stackplot(areas[0][0], *[a[1] for a in areas], labels=[a[2] for a in areas],
-                     colors=[a[3] for a in areas], alpha=0.85)
+        xs, ys = stacked(areas)
+        ax.stackplot(xs, *ys, labels=[a[2] for a in areas], colors=[a[3] for a in areas], alpha=0.85)
     _axes(ax, layout, category_x)
     if layout.yaxis.tickformat == ".0%":
         ax.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
@@ -93,6 +93,13 @@ def png(fig: go.Figure, width_px: int, scale: float = 2.0) -> bytes:
     if len(labels) > 1:
         out.legend(handles, labels, loc="outside upper right", ncols=min(len(labels), 6), fontsize=8, frameon=False)
     return _save(out)
+
+
+def stacked(areas: Sequence[tuple[list[Any], list[float], str, str]]) -> tuple[list[Any], list[list[float]]]:
+    """Stacked areas on one x axis, the union of theirs, as plotly stacks them (`stackgaps` "infer zero"): an
+    area without a point at an x (a tier with no GPU-hours that week) is 0 there."""
+    xs = sorted({x for area in areas for x in area[0]})
+    return xs, [[dict(zip(area[0], area[1], strict=True)).get(x, 0.0) for x in xs] for area in areas]
 
 
 def _day(value: float) -> str:

@@ -15,6 +15,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import fixture_cluster as fc
+import polars as pl
 import pytest
 from browser import Chromium
 
@@ -473,3 +474,19 @@ def test_suggestions_html_fits_its_width_in_chromium(suggested: Path) -> None:
             "returnByValue": True,
         })["result"]["value"]
     assert widths[0] <= widths[1], widths
+
+
+def test_stacked_shares_with_a_tier_missing_some_weeks_are_drawn() -> None:
+    """A tier with no GPU-hours in a week has no row for it: its area is 0 there, as plotly stacks it, and the
+    chart is drawn (a 1,024-GPU simulated cluster's report stopped with an internal error here)."""
+    from preemptlens.dashboards import figures, images
+
+    weeks = [datetime(2026, 11, d, tzinfo=UTC) for d in (2, 9, 16)]
+    shares = pl.DataFrame({"week": [*weeks, weeks[1]], "tier": ["low", "low", "low", "high"],
+                           "gpu_hour_share": [1.0, 0.75, 1.0, 0.25]})
+    fig = figures.tier_shares(shares)
+    areas = [(list(t.x), list(t.y), t.name, t.line.color) for t in fig.data]
+    xs, ys = images.stacked(areas)
+    assert xs == weeks
+    assert dict(zip([a[2] for a in areas], ys, strict=True)) == {"high": [0.0, 0.25, 0.0], "low": [1.0, 0.75, 1.0]}
+    assert images.png(fig, 960).startswith(b"\x89PNG")

@@ -765,14 +765,14 @@ def nets(workload: Workload, variants: Sequence[Variant], weights: Mapping[str, 
     items = [("none", "", Variant("none", replace(workload.actual.policy, enabled=False)))]
     items += [(f"v{k}", v.label, v) for k, (v, key) in enumerate(zip(variants, keys, strict=True))
               if key not in stored]
-    results = run_scenarios(workload, items, processes, draws) if len(items) > 1 else []
     replayed: dict[str, Net] = dict(stored)
-    for (scenario, _), (_, _, variant) in zip(results[1:], items[1:], strict=True):
-        none = results[0][0]
-        per_job = net_per_job(none.table, scenario.table, weights)
-        low, high = net_interval(none, scenario, weights, samples, confidence, workload.window.seconds)
-        replayed[replay_key(variant)] = (float(per_job.sum()) / 3600.0, None if low is None else low / 3600.0,
-                                         None if high is None else high / 3600.0)
+    if len(items) > 1:
+        (none, _), *results = run_scenarios(workload, items, processes, draws)
+        for (scenario, _), (_, _, variant) in zip(results, items[1:], strict=True):
+            per_job = net_per_job(none.table, scenario.table, weights)
+            low, high = net_interval(none, scenario, weights, samples, confidence, workload.window.seconds)
+            replayed[replay_key(variant)] = (float(per_job.sum()) / 3600.0, None if low is None else low / 3600.0,
+                                             None if high is None else high / 3600.0)
     return [replayed[key] for key in keys]
 
 

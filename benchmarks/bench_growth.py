@@ -38,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -83,6 +84,10 @@ def env() -> dict[str, str]:
     return found
 
 
+class CommandFailed(Exception):
+    """A command of the chain exited with an error: its figure is missing, the others are still measured."""
+
+
 def run(folder: Path, *args: str) -> Measure:
     """One CLI command in a new process: wall and CPU seconds, and its largest process's peak RSS.
 
@@ -100,8 +105,9 @@ def run(folder: Path, *args: str) -> Measure:
     wall = time.perf_counter() - began
     code = os.waitstatus_to_exitcode(status)
     if code != 0:
-        raise SystemExit(f"{' '.join(args)} failed ({code}):\n{err.decode()[-3000:]}")
+        raise CommandFailed(f"{' '.join(args)} failed ({code}):\n{err.decode()[-3000:]}")
     return Measure(wall, usage.ru_utime + usage.ru_stime, int(peak.read_text().split()[-1]) / 1024)
+
 
 
 def work(folder: Path) -> dict[str, int]:
@@ -163,21 +169,31 @@ def first_renders(folder: Path) -> dict[str, float | None]:
     return found
 
 
-def measure(top: Path, gpus: int, days: int, seed: int, pools: int, pages: bool) -> Size:
+def measure(top: Path, gpus: int, days: int, seed: int, pools: int, pages: bool, steps: Sequence[str]) -> Size:
     folder = top / f"{gpus}gpus"
     folder.mkdir(mode=0o700)
     end = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(days=1)
     start = end - timedelta(days=days)
     size = Size(gpus)
     for name, args in STEPS:
+        if name not in steps:
+            continue
         if name == "simulate":
             args = ("simulate", "--cluster", CLUSTER, "--gpus", str(gpus), "--pools", str(pools),
                     "--days", str(days), "--seed", str(seed), "--start", start.strftime("%Y-%m-%dT%H:%M:%SZ"))
         if name == "analyze +1 day":
-            size.work = work(folder)
             one_more_day(folder, gpus, start, days, seed)
         assert args is not None
-        size.measures[name] = m = run(folder, *args)
+        try:
+            size.measures[name] = m = run(folder, *args)
+        except CommandFailed as exc:
+            if name == "simulate":
+                raise SystemExit(str(exc)) from None
+            # A command that fails is a figure missing, not the other commands' figures lost.
+            print(f"  {gpus:>6} GPUs  {name:18} {exc}", flush=True)
+            continue
+        if name == "simulate":
+            size.work = work(folder)
         print(f"  {gpus:>6} GPUs  {name:18} {m.wall:8.1f} s  cpu {m.cpu:8.1f} s  peak {m.peak_mib:7,.0f} MiB  "
               f"{_load()}", flush=True)
     if pages:
@@ -199,7 +215,7 @@ def per_4x(a: float | None, b: float | None, gpus_a: int, gpus_b: int) -> str:
 
 
 def table(sizes: list[Size]) -> None:
-    names = [name for name, _ in STEPS]
+    names = [name for name, _ in STEPS if any(name in s.measures for s in sizes)]
     pages = [t for _, t, _ in PAGES if any(t in s.pages for s in sizes)]
     print(f"\n{'figure':34}" + "".join(f"{s.gpus:>10,} GPUs" for s in sizes)
           + "".join(f"  {'per 4x ' + f'{a.gpus}->{b.gpus}':>20}" for a, b in itertools.pairwise(sizes)))
@@ -213,17 +229,21 @@ def table(sizes: list[Size]) -> None:
     print("the work")
     for key, label in (("jobs", "jobs"), ("job_runs", "runs"), ("gpu_samples", "GPU samples")):
         row(f"  {label}", [s.work.get(key) for s in sizes], ",")
+    def of(s: Size, name: str, figure: str) -> float | None:
+        found = s.measures.get(name)
+        return None if found is None else float(getattr(found, figure))
+
     print("wall seconds")
     for name in names:
-        row(f"  {name}", [s.measures[name].wall for s in sizes], ".1f")
+        row(f"  {name}", [of(s, name, "wall") for s in sizes], ".1f")
     for title in pages:
         row(f"  first render: {title}", [s.pages.get(title) for s in sizes], ".2f")
     print("CPU seconds (with the worker processes)")
     for name in names:
-        row(f"  {name}", [s.measures[name].cpu for s in sizes], ".1f")
+        row(f"  {name}", [of(s, name, "cpu") for s in sizes], ".1f")
     print("peak RSS of the largest process, MiB")
     for name in names:
-        row(f"  {name}", [s.measures[name].peak_mib for s in sizes], ",.0f")
+        row(f"  {name}", [of(s, name, "peak_mib") for s in sizes], ",.0f")
 
 
 def main() -> None:
@@ -234,6 +254,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--no-pages", action="store_true", help="leave out the dashboard's first renders")
     parser.add_argument("--keep", type=Path, help="build the warehouses in this (new) folder and keep them")
+    parser.add_argument("--steps", nargs="+", choices=[name for name, _ in STEPS[1:]],
+                        default=[name for name, _ in STEPS[1:]],
+                        help="run only these commands after simulate, in the chain's order (default: all)")
     args = parser.parse_args()
     if args.keep:
         args.keep.mkdir(mode=0o700, parents=True)
@@ -243,7 +266,9 @@ def main() -> None:
     print(f"{os.cpu_count()} cores, {os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB; "
           f"{_load()}; sizes {', '.join(map(str, args.gpus))} GPUs x {args.days} days, {args.pools} pool(s)")
     try:
-        sizes = [measure(top, g, args.days, args.seed, args.pools, not args.no_pages) for g in sorted(args.gpus)]
+        steps = ["simulate", *args.steps]
+        sizes = [measure(top, g, args.days, args.seed, args.pools, not args.no_pages, steps)
+                 for g in sorted(args.gpus)]
         table(sizes)
         print(_load())
     finally:

@@ -42,6 +42,7 @@ import math
 import multiprocessing
 import os
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -643,24 +644,78 @@ def _run_shared(item: tuple[str, str, Variant]) -> tuple[Scenario, Figures] | Jo
     return _run_one(_SHARED[0], item)
 
 
+def _plain(value: Any) -> Any:
+    """`value` as JSON can hold it: dataclasses and mappings as objects, sequences as lists."""
+    if hasattr(value, "__dataclass_fields__"):
+        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, frozenset, set)):
+        return [_plain(v) for v in (sorted(value) if isinstance(value, (set, frozenset)) else value)]
+    return value
+
+
+def replay_key(variant: Variant) -> str:
+    """What decides a scenario's replay of a workload, as a key: the variant's policy, changed jobs, protected
+    share and jitter seed, not its label (scenarios of different names can be one replay)."""
+    return json.dumps(_plain(replace(variant, label="")), sort_keys=True)
+
+
+# Per workload (by identity, while it lives), its drained replays already run in this process, by replay_key:
+# a scenario's plain replay (its Scenario, under the name it was first run as, and Figures) or a jittered one's
+# JobTable. `analyze` and `suggest` ask for the same scenario more than once (no preemption as the base of every
+# net, suggest's best change again for the counterfactual): each is replayed once.
+_REPLAYED: dict[int, dict[str, tuple[Scenario, Figures] | JobTable]] = {}
+
+
+def _replayed(workload: Workload) -> dict[str, tuple[Scenario, Figures] | JobTable]:
+    found = _REPLAYED.get(id(workload))
+    if found is None:
+        found = _REPLAYED[id(workload)] = {}
+        weakref.finalize(workload, _REPLAYED.pop, id(workload), None)
+    return found
+
+
+def _named(done: tuple[Scenario, Figures], key: str, label: str, variant: Variant) -> tuple[Scenario, Figures]:
+    """A plain replay under the scenario name it is asked for (run_scenario's: the hours kept for `none` only)."""
+    scenario, figures = done
+    trigger = variant.policy.trigger_wait_s if key.startswith("trigger") else None
+    return replace(scenario, key=key, label=label, trigger_wait_s=trigger,
+                   hours=scenario.hours if key == "none" else None), figures
+
+
 def run_scenarios(workload: Workload, items: Sequence[tuple[str, str, Variant]], processes: int | None,
                   draws: int = 0) -> list[tuple[Scenario, Figures]]:
     """Every scenario, and `draws` jittered replays of each (Scenario.draws), in parallel across the cores when
-    there are several (as replay.sweep does)."""
+    there are several (as replay.sweep does). A replay this process has run on the workload already
+    (replay_key) is not run again, nor one asked for twice."""
     every = [(k, t, v) for k, t, v in items]
     every += [(k, t, replace(v, jitter=seed)) for k, t, v in items for seed in range(1, draws + 1)]
-    workers = min(len(every), processes or os.cpu_count() or 1)
+    keys = [replay_key(v) for _, _, v in every]
+    replayed = _replayed(workload)
+    missing: dict[str, tuple[str, str, Variant]] = {}
+    for item, key in zip(every, keys, strict=True):
+        known = replayed.get(key)
+        # the plain `none` replay carries the hours (run_scenario): one run under another name has none
+        if known is None or (item[0] == "none" and isinstance(known, tuple) and known[0].hours is None):
+            if key not in missing or item[0] == "none":
+                missing[key] = item
+    todo = list(missing.items())
+    workers = min(len(todo), processes or os.cpu_count() or 1)
     if workers <= 1:
-        done = [_run_one(workload, item) for item in every]
+        done = [_run_one(workload, item) for _, item in todo]
     else:
         _SHARED[:] = [workload]
         try:
             with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
-                done = list(pool.map(_run_shared, [(k, t, picklable(v)) for k, t, v in every]))
+                done = list(pool.map(_run_shared, [(k, t, picklable(v)) for _, (k, t, v) in todo]))
         finally:
             _SHARED.clear()
-    plain = [d for d in done[:len(items)] if isinstance(d, tuple)]
-    tables = [d for d in done[len(items):] if isinstance(d, JobTable)]
+    replayed.update((key, result) for (key, _), result in zip(todo, done, strict=True))
+    found = [replayed[key] for key in keys]
+    plain = [_named(d, k, t, v) for d, (k, t, v) in zip(found[:len(items)], items, strict=True)
+             if isinstance(d, tuple)]
+    tables = [d for d in found[len(items):] if isinstance(d, JobTable)]
     return [(replace(scenario, draws=tuple(tables[i * draws:(i + 1) * draws])), figures)
             for i, (scenario, figures) in enumerate(plain)]
 
@@ -696,22 +751,50 @@ def bound_variant(workload: Workload) -> Variant:
     return Variant("bound", replace(preemption_policy(workload), victim_order="cost"))
 
 
+Net = tuple[float, float | None, float | None]
+
+
 def nets(workload: Workload, variants: Sequence[Variant], weights: Mapping[str, float], samples: int,
-         confidence: float, processes: int | None = None, draws: int = 0
-         ) -> list[tuple[float, float | None, float | None]]:
+         confidence: float, processes: int | None = None, draws: int = 0, stored: Mapping[str, Net] | None = None
+         ) -> list[Net]:
     """Each variant's tier-weighted net against no preemption, GPU-hours, with its interval (as the headline's:
-    net_interval, over `draws` jittered replays too)."""
+    net_interval, over `draws` jittered replays too). A variant whose net `stored` holds (stored_nets: by
+    replay_key, made at the same weights, samples, confidence and draws) is read from it, not replayed."""
+    stored = stored or {}
+    keys = [replay_key(v) for v in variants]
     items = [("none", "", Variant("none", replace(workload.actual.policy, enabled=False)))]
-    items += [(f"v{k}", v.label, v) for k, v in enumerate(variants)]
-    results = run_scenarios(workload, items, processes, draws)
-    none = results[0][0]
-    found = []
-    for scenario, _ in results[1:]:
-        per_job = net_per_job(none.table, scenario.table, weights)
-        low, high = net_interval(none, scenario, weights, samples, confidence, workload.window.seconds)
-        found.append((float(per_job.sum()) / 3600.0, None if low is None else low / 3600.0,
-                      None if high is None else high / 3600.0))
-    return found
+    items += [(f"v{k}", v.label, v) for k, (v, key) in enumerate(zip(variants, keys, strict=True))
+              if key not in stored]
+    replayed: dict[str, Net] = dict(stored)
+    if len(items) > 1:
+        (none, _), *results = run_scenarios(workload, items, processes, draws)
+        for (scenario, _), (_, _, variant) in zip(results, items[1:], strict=True):
+            per_job = net_per_job(none.table, scenario.table, weights)
+            low, high = net_interval(none, scenario, weights, samples, confidence, workload.window.seconds)
+            replayed[replay_key(variant)] = (float(per_job.sum()) / 3600.0, None if low is None else low / 3600.0,
+                                             None if high is None else high / 3600.0)
+    return [replayed[key] for key in keys]
+
+
+def stored_nets(wh: Warehouse, workload: Workload, params: AnalyticsSettings, tuning: TuningSettings,
+                weights: Mapping[str, float], samples: int, confidence: float) -> dict[str, Net]:
+    """The nets `analyze` stored for the workload's window, by replay_key, of the scenarios the settings decide
+    (all but `best`, which suggest replaces): what `nets` need not replay again at these weights, samples and
+    confidence. Empty unless the stored counterfactual is of the same rows, settings (its fingerprint) and window,
+    made at the same weights, samples and confidence."""
+    cluster = workload.window.cluster
+    run = wh.con.execute("SELECT window_start, window_end, fingerprint, tier_weights FROM counterfactual_runs "
+                         "WHERE cluster = $c", {"c": cluster}).fetchall()
+    if (not run or (run[0][0], run[0][1]) != (workload.window.start, workload.window.end)
+            or json.loads(run[0][3]) != dict(weights) or dict(weights) != dict(params.tier_weights)
+            or (samples, confidence) != (params.readiness_bootstrap_samples, params.readiness_confidence)
+            or run[0][2] != fingerprint(wh, cluster, _settings(params, tuning))):
+        return {}
+    rows = wh.con.execute("SELECT scenario, net_value, net_low, net_high FROM counterfactual_scenarios "
+                          "WHERE cluster = $c", {"c": cluster}).fetchall()
+    found = {r[0]: (float(r[1]), r[2], r[3]) for r in rows}
+    return {replay_key(v): found[key] for key, _, v in scenario_variants(workload, params)
+            if key != "best" and key in found}
 
 
 # -- storage -----------------------------------------------------------------------------------
@@ -852,18 +935,22 @@ def _clusters(wh: Warehouse) -> list[str]:
     return [r[0] for r in wh.con.execute("SELECT DISTINCT cluster FROM jobs ORDER BY cluster").fetchall()]
 
 
+def _settings(params: AnalyticsSettings, tuning: TuningSettings) -> dict[str, Any]:
+    """The settings a stored counterfactual depends on (its fingerprint holds them)."""
+    return {"weights": params.tier_weights, "triggers": params.trigger_wait_candidates_s,
+            "samples": params.readiness_bootstrap_samples, "confidence": params.readiness_confidence,
+            "tuning": asdict(tuning),
+            # how the intervals are made: a change replays what an earlier build stored (issue 31.5)
+            "interval": "bootstrap over blocks + jittered replays"}
+
+
 def refresh(wh: Warehouse, params: AnalyticsSettings, tuning: TuningSettings) -> dict[str, str]:
     """Replay each cluster whose inputs changed since the last refresh and store the counterfactual; returns
     per cluster what was done (replayed in N s, unchanged, or why there is no counterfactual)."""
     done: dict[str, str] = {}
     present = {r[0] for r in wh.con.execute("SELECT cluster FROM counterfactual_runs").fetchall()}
     for cluster in _clusters(wh):
-        settings = {"weights": params.tier_weights, "triggers": params.trigger_wait_candidates_s,
-                    "samples": params.readiness_bootstrap_samples, "confidence": params.readiness_confidence,
-                    "tuning": asdict(tuning),
-                    # how the intervals are made: a change replays what an earlier build stored (issue 31.5)
-                    "interval": "bootstrap over blocks + jittered replays"}
-        mark = fingerprint(wh, cluster, settings)
+        mark = fingerprint(wh, cluster, _settings(params, tuning))
         stored = wh.con.execute("SELECT fingerprint FROM counterfactual_runs WHERE cluster = $c",
                                 {"c": cluster}).fetchall()
         if stored and stored[0][0] == mark:
@@ -909,27 +996,11 @@ def compute(wh: Warehouse, workload: Workload, params: AnalyticsSettings, tolera
     """Replay the workload under (a)-(d), each again with `draws` jittered replays (tuning.jitter_replays), and
     measure the replay under today's policy against the ledger."""
     actual = workload.actual.policy
-    preempting = preemption_policy(workload)
-    variants: list[tuple[str, str, Variant]] = [
-        ("none", "no preemption (plain queueing)", Variant("none", replace(actual, enabled=False))),
-        ("today", "today's policy", Variant("today", actual)),
-    ]
+    variants = scenario_variants(workload, params, suggested)
     notes = list(workload.notes)
-    base_label = "today's policy" if actual.enabled else "preemption turned on"
     if not actual.enabled:
-        # A cluster that does not preempt asks whether to turn it on: the headline weighs the preemption its
-        # tiers would get (may_preempt as the queue orders them, or [tuning] may_preempt) against today's.
-        variants.append(("on", "preemption turned on (" + ", ".join(
-            f"{t} evicts {'/'.join(v)}" for t, v in preempting.may_preempt.items() if v) + ")",
-            Variant("on", preempting)))
         notes.append("this cluster does not preempt today: the headline is preemption turned on against today's "
                      "plain queueing")
-    for t in sorted({float(x) for x in params.trigger_wait_candidates_s}):
-        variants.append((f"trigger_{t:g}", f"{base_label}, preempting only after {duration(t)} of waiting",
-                         Variant(f"trigger {t:g}", replace(preempting, trigger_wait_s=t))))
-    label, best = best_variant(workload, suggested)
-    variants.append(("best", label, best))
-    variants.append(("bound", BOUND_LABEL, bound_variant(workload)))
     results = run_scenarios(workload, variants, processes, draws)
     scenarios = [scenario for scenario, _ in results]
     # every other scenario tells which figures decide between policies (the same under all of them is no check)
@@ -943,6 +1014,31 @@ def compute(wh: Warehouse, workload: Workload, params: AnalyticsSettings, tolera
     return Computed(workload.window, len(workload.jobs), checked, tuple(scenarios), head, weights,
                     tuple(notes), params.readiness_bootstrap_samples, params.readiness_confidence, covers,
                     sweep_notes(scenarios[0], base, scenarios, weights))
+
+
+def scenario_variants(workload: Workload, params: AnalyticsSettings, suggested: Variant | None = None
+                      ) -> list[tuple[str, str, Variant]]:
+    """The scenarios (a)-(e) compute replays, each as (key, label, variant)."""
+    actual = workload.actual.policy
+    preempting = preemption_policy(workload)
+    variants: list[tuple[str, str, Variant]] = [
+        ("none", "no preemption (plain queueing)", Variant("none", replace(actual, enabled=False))),
+        ("today", "today's policy", Variant("today", actual)),
+    ]
+    base_label = "today's policy" if actual.enabled else "preemption turned on"
+    if not actual.enabled:
+        # A cluster that does not preempt asks whether to turn it on: the headline weighs the preemption its
+        # tiers would get (may_preempt as the queue orders them, or [tuning] may_preempt) against today's.
+        variants.append(("on", "preemption turned on (" + ", ".join(
+            f"{t} evicts {'/'.join(v)}" for t, v in preempting.may_preempt.items() if v) + ")",
+            Variant("on", preempting)))
+    for t in sorted({float(x) for x in params.trigger_wait_candidates_s}):
+        variants.append((f"trigger_{t:g}", f"{base_label}, preempting only after {duration(t)} of waiting",
+                         Variant(f"trigger {t:g}", replace(preempting, trigger_wait_s=t))))
+    label, best = best_variant(workload, suggested)
+    variants.append(("best", label, best))
+    variants.append(("bound", BOUND_LABEL, bound_variant(workload)))
+    return variants
 
 
 def preemption_policy(workload: Workload) -> PolicyConfig:

@@ -120,15 +120,23 @@ class Context:
     # preemptlens's actions as configured, and how often they act (serve.actions_interval_s): replayed so.
     actions: Mapping[str, ActionSettings] = field(default_factory=lambda: {n: c() for n, c in ACTIONS.items()})
     action_cycle_s: float = DEFAULT_CYCLE_S
+    # The analytics settings in force: with them, the nets `analyze` stored for this window are read back, not
+    # replayed again (counterfactual.stored_nets). None: every net is replayed.
+    analytics: AnalyticsSettings | None = None
+    _stored_nets: dict[str, counterfactual.Net] | None = None
 
-    def nets(self, variants: Sequence[Variant]) -> list[tuple[float, float | None, float | None]]:
+    def nets(self, variants: Sequence[Variant]) -> list[counterfactual.Net]:
         """Each variant's replayed net against no preemption at the tier weights `analyze` stored, with its
         interval, as the verdict's headline weighs today's policy."""
         rows = self.wh.query("select tier, weight from analytics_tier_weights").to_dicts()
         weights = {r["tier"]: float(r["weight"]) for r in rows} or dict(AnalyticsSettings().tier_weights)
-        return counterfactual.nets(self.workload, variants, weights, int(self.params["readiness_bootstrap_samples"]),
-                                   float(self.params["readiness_confidence"]), self.processes,
-                                   self.settings.jitter_replays)
+        samples = int(self.params["readiness_bootstrap_samples"])
+        confidence = float(self.params["readiness_confidence"])
+        if self._stored_nets is None:
+            self._stored_nets = {} if self.analytics is None else counterfactual.stored_nets(
+                self.wh, self.workload, self.analytics, self.settings, weights, samples, confidence)
+        return counterfactual.nets(self.workload, variants, weights, samples, confidence, self.processes,
+                                   self.settings.jitter_replays, self._stored_nets)
 
     def actions_in_force(self) -> tuple[str, ...]:
         """The actions preemptlens can take on this cluster's scheduler: the one of the scheduler modelled, or
@@ -1069,9 +1077,11 @@ def suggest(ctx: Context, only: Sequence[str] | None = None) -> list[Suggestion]
 
 
 def context(wh: Warehouse, window: Window, settings: TuningSettings, compare_victim_order: bool = True,
-            actions: Mapping[str, ActionSettings] | None = None, action_cycle_s: float = DEFAULT_CYCLE_S) -> Context:
+            actions: Mapping[str, ActionSettings] | None = None, action_cycle_s: float = DEFAULT_CYCLE_S,
+            analytics: AnalyticsSettings | None = None) -> Context:
     """Load the workload, replay it under the actual policy and validate it against the ledger; `actions`: the
-    configured actions (their defaults when not given), replayed every `action_cycle_s`."""
+    configured actions (their defaults when not given), replayed every `action_cycle_s`; `analytics`: the
+    settings `analyze` ran with, so that the nets it stored are read back (Context.analytics)."""
     params = wh.query("select * from analytics_params").to_dicts()
     if not params:
         raise SchemaError(f"warehouse {wh.path} has no analytics settings", "run `preemptlens analyze` first")
@@ -1081,7 +1091,7 @@ def context(wh: Warehouse, window: Window, settings: TuningSettings, compare_vic
     return Context(wh, workload, settings, params[0], baseline, validation, processes,
                    failures=scorecard.failures_of(wh, window.cluster), compare_victim_order=compare_victim_order,
                    actions=actions if actions is not None else {n: c() for n, c in ACTIONS.items()},
-                   action_cycle_s=action_cycle_s)
+                   action_cycle_s=action_cycle_s, analytics=analytics)
 
 
 def first_change(found: Sequence[Suggestion]) -> Suggestion | None:

@@ -124,7 +124,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
                               "give --end after --start")
         compare = config.of(VictimOrderSettings).compare
         ctx = context(wh, window, settings, compare, actions.settings_from(config),
-                      config.of(ServeSettings).actions_interval_s)
+                      config.of(ServeSettings).actions_interval_s, config.of(AnalyticsSettings))
         for line in _validation_lines(ctx.validation):
             print(line)
         draws = ctx.baseline_draws()

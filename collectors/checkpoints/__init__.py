@@ -205,9 +205,29 @@ def frame(cluster: str, points: list[Point]) -> pl.DataFrame:
     )
 
 
+_time = attrgetter("time")
+_step = attrgetter("step")
+
+
+def _all_readable(points: list[Point]) -> bool:
+    """Whether every point is readable, checked in C (a first pass has one point per checkpoint or log line found,
+    and nearly always all are): a sum is finite only if no term is NaN or infinite, and then the smallest and largest
+    time bound them all. False where that cannot tell (a sum that overflows, a time that is not a number): each
+    point is then looked at alone."""
+    times = list(map(_time, points))
+    steps = [s for s in map(_step, points) if s is not None]
+    try:
+        return not times or (math.isfinite(sum(times)) and 0 <= min(times) and max(times) <= MAX_EPOCH_S
+                             and math.isfinite(sum(steps)))
+    except (OverflowError, TypeError):
+        return False
+
+
 def readable(points: list[Point], stream: str) -> tuple[list[Point], list[Reject]]:
     """Points whose time and step a frame can hold; the others quarantined (a log's or an annotation's value
     may be anything: a time in the year 58895 would fail the whole batch)."""
+    if _all_readable(points):
+        return points, []
     kept: list[Point] = []
     rejects: list[Reject] = []
     for p in points:
@@ -226,20 +246,23 @@ def monotonic(points: list[Point], last: dict[str, list[Any]], stream: str) -> t
     `last` holds each job's latest (run, step, time) from earlier passes and is updated: a step below the
     previous one of the same run, with no restart between, is a report the ledger cannot trust."""
     kept: list[Point] = []
+    keep = kept.append
     rejects: list[Reject] = []
     for p in sorted(points, key=attrgetter("job_id", "time")):
-        if p.step is None:
-            kept.append(p)
+        step = p.step
+        if step is None:
+            keep(p)
             continue
-        prev = last.get(p.job_id)
-        if prev is not None and prev[0] == p.run and p.run is not None and p.step < prev[1] and p.time > prev[2]:
+        job_id, run, time = p.job_id, p.run, p.time
+        prev = last.get(job_id)
+        if prev is not None and prev[0] == run and run is not None and step < prev[1] and time > prev[2]:
             rejects.append(Reject("checkpoints", p.record, "step",
-                                  f"{stream}: step goes back from {prev[1]:g} to {p.step:g} within run {p.run} of job "
-                                  f"{p.job_id} without a restart"))
+                                  f"{stream}: step goes back from {prev[1]:g} to {step:g} within run {run} of job "
+                                  f"{job_id} without a restart"))
             continue
-        kept.append(p)
-        if prev is None or p.time >= prev[2]:
-            last[p.job_id] = [p.run, p.step, p.time]
+        keep(p)
+        if prev is None or time >= prev[2]:
+            last[job_id] = [run, step, time]
     return kept, rejects
 
 

@@ -207,6 +207,7 @@ def frame(cluster: str, points: list[Point]) -> pl.DataFrame:
 
 _time = attrgetter("time")
 _step = attrgetter("step")
+_job_id = attrgetter("job_id")
 
 
 def _all_readable(points: list[Point]) -> bool:
@@ -248,7 +249,9 @@ def monotonic(points: list[Point], last: dict[str, list[Any]], stream: str) -> t
     kept: list[Point] = []
     keep = kept.append
     rejects: list[Reject] = []
-    for p in sorted(points, key=attrgetter("job_id", "time")):
+    # By job, then time: two stable sorts, each on keys of one type (list.sort compares floats and strings without
+    # the generic comparison that a (job_id, time) tuple's elements take).
+    for p in sorted(sorted(points, key=_time), key=_job_id):
         step = p.step
         if step is None:
             keep(p)

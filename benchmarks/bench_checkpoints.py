@@ -32,6 +32,20 @@ Last measured (2026-12-07, 2 cores shared with six other sessions, load 11-19; p
   16.6 s / 16.5 s = 1.01x (CPU 0.85x).
 Quiet (2026-12-07 21:10, load 0.3-0.9, 267915f): 20,000 dirs files 0.37 s / find 0.15 s = 2.48x (CPU 2.51x),
 logs 0.75x grep; 100,000 dirs, 10 GB files 1.96 s / 0.76 s = 2.58x (CPU 2.55x), logs 3.67 s / 5.52 s = 0.67x.
+Beside the honest peer (2026-12-07 23:28-23:39, load 0.9-1.3; medians of 2 runs, each a median of 3; before
+132825a, after 8802cf2, run in turn): files stream / find -name, then / find -printf %T@ %s:
+  20,000 dirs, 1 GB:    before 2.35x, 2.44x (2.40x) / 1.64x, 1.74x (1.69x); after 2.16x, 2.23x (2.20x) / 1.54x,
+                        1.55x (1.55x); after 0.32 s and 0.34 s, find -name 0.15 s, find -printf 0.21-0.22 s.
+  100,000 dirs, 10 GB:  before 2.53x, 2.81x (2.67x) / 1.67x, 1.91x (1.79x); after 2.07x, 2.32x (2.20x) / 1.49x,
+                        1.63x (1.56x); after 1.51 s and 1.73 s, find -name 0.73-0.75 s, find -printf 1.01-1.06 s.
+  logs / grep: before 0.76x, 0.73x and 0.66x, 0.65x; after 0.69x, 0.68x and 0.64x, 0.68x.
+The walk is within 2x of the peer doing its work, not of find -name: about 60% of a pass is the listing itself
+(os.scandir, its entries and one lstat per file of a checkpoint: system calls and the objects Python makes of
+them), which a bare os.scandir walk pays too (about 1.4x find -name), and no one function of the rest holds
+more than a few percent (py-spy). strace -c of find -printf on the 20,000-directory tree: 106,028 newfstatat,
+40,000 of them the lstat of each file of a checkpoint directory (both files of each), the rest find's own 3 per
+directory; the collector lstats the same 40,000 files, fstats each directory it opens and lstats the 3,000 job
+and out/ directories it walks into: the peer stats every file the collector does.
 At the loads above the wall-clock ratio follows the scheduler more than the code; the CPU seconds say more. strace -c
 of one pass over the 20,000-directory tree (22,000 directories): per directory the walk makes 1 openat, 2
 getdents64, 1 close and 3 newfstatat (a checkpoint's 2 files, the job's directories); find makes 1 openat, 2

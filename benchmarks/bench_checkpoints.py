@@ -10,8 +10,11 @@ iteration line in every `--every` lines and a checkpoint pair in every 100 of th
   cursor, `--repeat` times in turn with the peers (medians; every read is from a warm page cache, theirs too);
 - new data: `--new-share` of the jobs get one more checkpoint, and `--append-mb` MB are appended to the logs;
 - pass 2: the same streams from pass 1's cursors (only what is new is listed or read);
-- the peers, the floor of a pass without a cursor: `find ROOT -name trainer_state.json` (the directory walk)
-  and `grep -c -F iteration` (the lines the megatron preset reads all name their iteration) over the whole tree.
+- the peers, the floor of a pass without a cursor, over the whole tree: `find ROOT -name trainer_state.json`
+  (the directory walk alone: it stats no file), the honest peer of the files stream `find ROOT -path
+  '*/checkpoint-*/*' -type f -printf '%T@ %s %p\n'` (the same walk, stat-ing the files of the checkpoint
+  directories, whose times the collector must read for a checkpoint's time and save time), and `grep -c -F
+  iteration` (the lines the megatron preset reads all name their iteration).
 
 The jobs are the current user's (a log is read only when it is its job's user's own). `--profile` prints where
 pass 1's time goes (cProfile, by own time).
@@ -29,6 +32,20 @@ Last measured (2026-12-07, 2 cores shared with six other sessions, load 11-19; p
   16.6 s / 16.5 s = 1.01x (CPU 0.85x).
 Quiet (2026-12-07 21:10, load 0.3-0.9, 267915f): 20,000 dirs files 0.37 s / find 0.15 s = 2.48x (CPU 2.51x),
 logs 0.75x grep; 100,000 dirs, 10 GB files 1.96 s / 0.76 s = 2.58x (CPU 2.55x), logs 3.67 s / 5.52 s = 0.67x.
+Beside the honest peer (2026-12-07 23:28-23:39, load 0.9-1.3; medians of 2 runs, each a median of 3; before
+132825a, after 8802cf2, run in turn): files stream / find -name, then / find -printf %T@ %s:
+  20,000 dirs, 1 GB:    before 2.35x, 2.44x (2.40x) / 1.64x, 1.74x (1.69x); after 2.16x, 2.23x (2.20x) / 1.54x,
+                        1.55x (1.55x); after 0.32 s and 0.34 s, find -name 0.15 s, find -printf 0.21-0.22 s.
+  100,000 dirs, 10 GB:  before 2.53x, 2.81x (2.67x) / 1.67x, 1.91x (1.79x); after 2.07x, 2.32x (2.20x) / 1.49x,
+                        1.63x (1.56x); after 1.51 s and 1.73 s, find -name 0.73-0.75 s, find -printf 1.01-1.06 s.
+  logs / grep: before 0.76x, 0.73x and 0.66x, 0.65x; after 0.69x, 0.68x and 0.64x, 0.68x.
+The walk is within 2x of the peer doing its work, not of find -name: about 60% of a pass is the listing itself
+(os.scandir, its entries and one lstat per file of a checkpoint: system calls and the objects Python makes of
+them), which a bare os.scandir walk pays too (about 1.4x find -name), and no one function of the rest holds
+more than a few percent (py-spy). strace -c of find -printf on the 20,000-directory tree: 106,028 newfstatat,
+40,000 of them the lstat of each file of a checkpoint directory (both files of each), the rest find's own 3 per
+directory; the collector lstats the same 40,000 files, fstats each directory it opens and lstats the 3,000 job
+and out/ directories it walks into: the peer stats every file the collector does.
 At the loads above the wall-clock ratio follows the scheduler more than the code; the CPU seconds say more. strace -c
 of one pass over the 20,000-directory tree (22,000 directories): per directory the walk makes 1 openat, 2
 getdents64, 1 close and 3 newfstatat (a checkpoint's 2 files, the job's directories); find makes 1 openat, 2
@@ -153,6 +170,13 @@ def find_argv(root: Path) -> list[str]:
     return ["find", str(root / "scratch"), "-name", "trainer_state.json"]
 
 
+def find_stat_argv(root: Path) -> list[str]:
+    """The files stream's honest peer: the same walk, and every file in a checkpoint directory stat-ed for its time
+    and size, as the collector stats them (a checkpoint's time is its newest file's, its save time the span of its
+    files' times): strace -c counts the same 40,000 file lstats on the 20,000-directory tree for both."""
+    return ["find", str(root / "scratch"), "-path", "*/checkpoint-*/*", "-type", "f", "-printf", "%T@ %s %p\n"]
+
+
 def grep_argv(paths: list[Path]) -> list[str]:
     """Count the lines naming an iteration: every line the megatron preset reads does."""
     return ["grep", "-c", "-F", "iteration", *map(str, paths)]
@@ -190,7 +214,7 @@ def main() -> int:
         if args.profile:
             for stream in ("files", "logs"):
                 profile(root, args.jobs, stream, args.profile)
-        walls: dict[str, list[float]] = {"files": [], "logs": [], "find": [], "grep": []}
+        walls: dict[str, list[float]] = {"files": [], "logs": [], "find": [], "find_stat": [], "grep": []}
         cpus: dict[str, list[float]] = {k: [] for k in walls}
         counts: dict[str, tuple[int, int]] = {}
         for _ in range(args.repeat):
@@ -199,7 +223,8 @@ def main() -> int:
                 walls[stream].append(seconds)
                 cpus[stream].append(cpu)
                 counts[stream] = (rows, rejects)
-            for peer, argv in (("find", find_argv(root)), ("grep", grep_argv(paths))):
+            for peer, argv in (("find", find_argv(root)), ("find_stat", find_stat_argv(root)),
+                               ("grep", grep_argv(paths))):
                 seconds, cpu = timed(argv)
                 walls[peer].append(seconds)
                 cpus[peer].append(cpu)
@@ -227,6 +252,7 @@ def main() -> int:
         f2 = collect(root, args.jobs, "files", cursor)
         l2 = collect(root, args.jobs, "logs", cursor)
         find2_s = timed(find_argv(root))[0]
+        find_stat2_s = timed(find_stat_argv(root))[0]
         grep2_s = timed(grep_argv(paths))[0]
         print()
         print(f"{'':34} {'pass 1':>10} {'pass 2':>10}   {'peer, full tree':>22} {'pass 1':>8} {'pass 2':>8}"
@@ -235,6 +261,10 @@ def main() -> int:
               f"{find2_s:8.2f}   {f1 / wall['find']:12.2f}x")
         print(f"{'  CPU s':34} {cpu_s['files']:10.2f} {'':10}   {'':22} {cpu_s['find']:8.2f} {'':8}"
               f"   {cpu_s['files'] / max(cpu_s['find'], 1e-3):12.2f}x")
+        print(f"{'files stream (s)':34} {f1:10.2f} {f2[0]:10.2f}   {'find -printf %T@ %s':>22} "
+              f"{wall['find_stat']:8.2f} {find_stat2_s:8.2f}   {f1 / wall['find_stat']:12.2f}x")
+        print(f"{'  CPU s':34} {cpu_s['files']:10.2f} {'':10}   {'':22} {cpu_s['find_stat']:8.2f} {'':8}"
+              f"   {cpu_s['files'] / max(cpu_s['find_stat'], 1e-3):12.2f}x")
         print(f"{'  checkpoints found, quarantined':34} {counts['files'][0]:10,} {f2[1]:10,}   "
               f"{counts['files'][1]:,} and {f2[2]:,} quarantined")
         print(f"{'logs stream (s)':34} {l1:10.2f} {l2[0]:10.2f}   {'grep -c -F':>22} {wall['grep']:8.2f} "
@@ -247,6 +277,10 @@ def main() -> int:
               f"   {'grep GB/s':>22} {log_bytes / 1e9 / wall['grep']:8.2f} "
               f"{(log_bytes + appended) / 1e9 / grep2_s:8.2f}")
         print(f"{'  new bytes in pass 2':34} {'':10} {appended / 1e6:9.0f}M")
+        print("(find -name: the walk alone, matching one name, no file stat-ed: the floor of listing the tree;\n"
+              " find -printf %T@ %s: the same walk stat-ing every file of a checkpoint-* directory, as the collector "
+              "must for a checkpoint's time and save time: the peer doing the collector's work;\n"
+              " grep -c -F: every log read whole, counting the lines naming an iteration)")
         print(f"(pass 1 and its peers: medians of {args.repeat} in turn, every read from a warm page cache; pass 2: "
               f"{new_jobs} new checkpoint dir(s), the peers re-read the whole tree; load average "
               f"{load_1:.1f} after pass 1, {os.getloadavg()[0]:.1f} at the end, {os.cpu_count()} CPUs)")

@@ -220,25 +220,35 @@ class Walker:
         result = detect(listing, self.found_by)
         # One job's directory (a path template) has one owner: asked once, not for every checkpoint in it.
         only = jobs[0] if len(jobs) == 1 else None
+        rows, run_at = out.rows, runs.run_at
         for found in result.found:
-            if sent.get(found.name) == found.time:
+            name, t = found.name, found.time
+            if sent.get(name) == t:
                 continue
-            job_id = only if only is not None else self._owner(cluster, jobs, runs, found.time)
-            record = f"{folder}/{found.name}"
+            job_id = only if only is not None else self._owner(cluster, jobs, runs, t)
+            record = f"{folder}/{name}"
             if job_id is None:
                 out.rejects.append(Reject("checkpoints", record, "job_id",
                                           f"no run of {', '.join(jobs)} was on when it was written"))
                 continue
-            out.rows.append(Point(job_id, runs.run_at(cluster, job_id, found.time), found.time, "checkpoint",
-                                  found.step, found.save_s, f"files:{found.layout}", record))
-            sent[found.name] = found.time
+            rows.append(_new(Point, (job_id, run_at(cluster, job_id, t), t, "checkpoint", found.step, found.save_s,
+                                     f"files:{found.layout}", record)))
+            sent[name] = t
+        # One look at each entry: what to walk below, whether the directory must be listed again next pass (it holds
+        # a checkpoint file, which a save may rewrite in place), and what is named but never followed.
+        claimed = result.claimed
+        children: list[str] = []
+        hot = bool(result.pending)
         for e in entries:
-            if not e.is_dir and not e.is_file and e.name not in result.claimed:
+            if e.name in claimed:
+                hot = hot or e.is_file
+            elif e.is_dir:
+                children.append(e.name)
+            elif not e.is_file:
                 # lstat said neither: a symlink (or a device); named, never followed.
                 out.rejects.append(Reject("checkpoints", f"{folder}/{e.name}", "path",
                                           "is a symlink (or not a file): not followed"))
-        children = sorted(e.name for e in entries if e.is_dir and e.name not in result.claimed)
-        hot = bool(result.pending) or any(e.is_file and e.name in result.claimed for e in entries)
+        children.sort()
         new.dirs[folder] = [st.st_mtime_ns, int(hot), children, sent]
         if depth + 1 > self.max_depth:
             return
@@ -323,26 +333,28 @@ class _Below(dict[str, list[Entry] | None]):
         return entries
 
 
-# Entries are made by tuple's own constructor: NamedTuple's generated __new__ is a Python call, and a walk makes
-# one entry per file and directory it lists.
-_entry = tuple.__new__
+# Entries and rows are made by tuple's own constructor: NamedTuple's generated __new__ is a Python call, and a walk
+# makes one entry per file and directory it lists and one row per checkpoint.
+_new = tuple.__new__
 
 
 def _list(folder: str, out: Scan, quiet: bool = False) -> list[Entry] | None:
     entries: list[Entry] = []
+    append = entries.append
     try:
         with os.scandir(folder) as it:
             for d in it:
                 # The entry's type as the directory gives it (lstat only where the file system does not say):
-                # only a file is looked up, for its time and size.
+                # only a file is looked up, for its time and size. Files first: most entries of a checkpoint tree
+                # are.
                 try:
-                    if d.is_dir(follow_symlinks=False):
-                        entries.append(_entry(Entry, (d.name, True, False, _NOT_LOOKED_UP, 0)))
-                    elif d.is_file(follow_symlinks=False):
+                    if d.is_file(follow_symlinks=False):
                         st = d.stat(follow_symlinks=False)
-                        entries.append(_entry(Entry, (d.name, False, True, st.st_mtime, st.st_size)))
+                        append(_new(Entry, (d.name, False, True, st.st_mtime, st.st_size)))
+                    elif d.is_dir(follow_symlinks=False):
+                        append(_new(Entry, (d.name, True, False, _NOT_LOOKED_UP, 0)))
                     else:
-                        entries.append(_entry(Entry, (d.name, False, False, _NOT_LOOKED_UP, 0)))
+                        append(_new(Entry, (d.name, False, False, _NOT_LOOKED_UP, 0)))
                 except OSError:
                     continue
     except FileNotFoundError:

@@ -74,6 +74,11 @@ class Found(NamedTuple):
     save_s: float | None
 
 
+# A Found is made by tuple's own constructor where a walk makes one per checkpoint: NamedTuple's generated __new__
+# is a Python call.
+_new = tuple.__new__
+
+
 @dataclass
 class Listing:
     """A directory's entries, and what the caller can read below it on demand."""
@@ -107,23 +112,29 @@ _ORBAX_MARKERS = ("_CHECKPOINT_METADATA", "commit_success.txt")
 _SAME_SAVE_S = 5.0
 
 
-def _times(listing: Listing, name: str) -> tuple[float, float] | None:
+def _times(listing: Listing, name: str, depth: int = 1) -> tuple[float, float] | None:
     """(first, last) modification time of the files in a checkpoint directory, CONTENT_DEPTH levels down."""
-    stamps: list[float] = []
-    todo: list[tuple[str, int]] = [(name, 1)]
-    while todo:
-        path, depth = todo.pop()
-        entries = listing.below(path)
-        if entries is None:
-            continue
-        for e in entries:
-            if e.is_file:
-                stamps.append(e.mtime)
-            elif e.is_dir and depth < CONTENT_DEPTH:
-                todo.append((f"{path}/{e.name}", depth + 1))
-    if not stamps:
+    entries = listing.below(name)
+    if entries is None:
         return None
-    return min(stamps), max(stamps)
+    # Kept as the walk goes, not gathered into a list for min() and max(): a first pass asks once per checkpoint,
+    # and most checkpoint directories hold a few files.
+    first = last = None
+    for e in entries:
+        if e.is_file:
+            lo = hi = e.mtime
+        elif e.is_dir and depth < CONTENT_DEPTH:
+            inner = _times(listing, f"{name}/{e.name}", depth + 1)
+            if inner is None:
+                continue
+            lo, hi = inner
+        else:
+            continue
+        if first is None or lo < first:
+            first = lo
+        if last is None or hi > last:
+            last = hi
+    return None if first is None or last is None else (first, last)
 
 
 # An entry's name, taken in C (map(_name, entries)): a layout asks once per checkpoint whether a file is there.
@@ -157,7 +168,7 @@ def hf_trainer(listing: Listing, result: Result) -> None:
             continue
         times = _times(listing, e.name)
         if times is not None:
-            result.found.append(Found("hf_trainer", e.name, float(step), times[1], times[1] - times[0]))
+            result.found.append(_new(Found, ("hf_trainer", e.name, float(step), times[1], times[1] - times[0])))
 
 
 def lightning(listing: Listing, result: Result) -> None:

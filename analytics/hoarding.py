@@ -61,6 +61,12 @@ def infer_steps(wh: Warehouse, configured: float = 0.0) -> dict[str, float]:
     return steps
 
 
+def stored_steps(wh: Warehouse) -> dict[str, float]:
+    """Each cluster's sampling step as the last `analyze` wrote it (analytics_sample_steps)."""
+    return {str(c): float(s) for c, s in wh.con.execute(
+        "SELECT cluster, sample_step_s FROM analytics_sample_steps ORDER BY cluster").fetchall()}
+
+
 def _stretch_params(params: AnalyticsSettings, steps: dict[str, float]) -> str:
     return json.dumps(
         {
@@ -77,8 +83,7 @@ def refresh_stretches(wh: Warehouse, params: AnalyticsSettings, *, full: bool = 
     """Bring gpu_idle_stretches up to date with gpu_samples, in one transaction, each cluster at the sampling
     step analytics_sample_steps holds for it (refresh.write_params)."""
     con = wh.con
-    steps = {str(c): float(s) for c, s in con.execute(
-        "SELECT cluster, sample_step_s FROM analytics_sample_steps ORDER BY cluster").fetchall()}
+    steps = stored_steps(wh)
     wanted = _stretch_params(params, steps)
     state = con.execute("SELECT value FROM analytics_state WHERE name = $n", {"n": _STATE_KEY}).fetchone()
     if state is None or state[0] != wanted:

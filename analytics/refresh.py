@@ -23,7 +23,7 @@ import polars as pl
 from preemptlens import __version__
 from preemptlens.analytics import attribution, hoarding, views
 from preemptlens.analytics import params as params_module
-from preemptlens.analytics.hoarding import StretchRefresh, infer_steps, refresh_stretches
+from preemptlens.analytics.hoarding import StretchRefresh, infer_steps, refresh_stretches, stored_steps
 from preemptlens.analytics.params import AnalyticsSettings, param_columns, param_row
 from preemptlens.analytics.views import COMPUTED_TABLES, apply_views, mentions, registry
 from preemptlens.analytics.whatif import counterfactual, scorecard
@@ -225,9 +225,7 @@ def _analyze(wh: Warehouse, params: AnalyticsSettings, tuning: TuningSettings, *
     seconds["inputs"] = time.perf_counter() - started
     if len(kept) == len(now_from.views) and last.get("overall") == now_from.overall:
         count = wh.con.execute("SELECT count(*) FROM gpu_idle_stretches").fetchall()[0][0]
-        steps_kept = {str(c): float(s) for c, s in wh.con.execute(
-            "SELECT cluster, sample_step_s FROM analytics_sample_steps ORDER BY cluster").fetchall()}
-        return AnalyzeReport(steps_kept, StretchRefresh("unchanged", 0, None, int(count)), [], seconds, {}, kept,
+        return AnalyzeReport(stored_steps(wh), StretchRefresh("unchanged", 0, None, int(count)), [], seconds, {}, kept,
                              computed_at)
 
     started = time.perf_counter()

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import orjson
 
 from preemptlens.collectors.checkpoints.jobs import Point, Runs
-from preemptlens.collectors.checkpoints.layouts import Entry, Listing, detect, detectors
+from preemptlens.collectors.checkpoints.layouts import Entry, Listing, detect, detectors, new_tuple
 from preemptlens.contract import Reject
 
 _FIELDS = ("job_id", "user", "team", "name")
@@ -231,7 +231,7 @@ class Walker:
                 out.rejects.append(Reject("checkpoints", record, "job_id",
                                           f"no run of {', '.join(jobs)} was on when it was written"))
                 continue
-            rows.append(_new(Point, (job_id, run_at(cluster, job_id, t), t, "checkpoint", found.step, found.save_s,
+            rows.append(new_tuple(Point, (job_id, run_at(cluster, job_id, t), t, "checkpoint", found.step, found.save_s,
                                      f"files:{found.layout}", record)))
             sent[name] = t
         # One look at each entry: what to walk below, whether the directory must be listed again next pass (it holds
@@ -333,11 +333,6 @@ class _Below(dict[str, list[Entry] | None]):
         return entries
 
 
-# Entries and rows are made by tuple's own constructor: NamedTuple's generated __new__ is a Python call, and a walk
-# makes one entry per file and directory it lists and one row per checkpoint.
-_new = tuple.__new__
-
-
 def _list(folder: str, out: Scan, quiet: bool = False) -> list[Entry] | None:
     entries: list[Entry] = []
     append = entries.append
@@ -350,11 +345,11 @@ def _list(folder: str, out: Scan, quiet: bool = False) -> list[Entry] | None:
                 try:
                     if d.is_file(follow_symlinks=False):
                         st = d.stat(follow_symlinks=False)
-                        append(_new(Entry, (d.name, False, True, st.st_mtime, st.st_size)))
+                        append(new_tuple(Entry, (d.name, False, True, st.st_mtime, st.st_size)))
                     elif d.is_dir(follow_symlinks=False):
-                        append(_new(Entry, (d.name, True, False, _NOT_LOOKED_UP, 0)))
+                        append(new_tuple(Entry, (d.name, True, False, _NOT_LOOKED_UP, 0)))
                     else:
-                        append(_new(Entry, (d.name, False, False, _NOT_LOOKED_UP, 0)))
+                        append(new_tuple(Entry, (d.name, False, False, _NOT_LOOKED_UP, 0)))
                 except OSError:
                     continue
     except FileNotFoundError:

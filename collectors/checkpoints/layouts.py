@@ -74,9 +74,9 @@ class Found(NamedTuple):
     save_s: float | None
 
 
-# A Found is made by tuple's own constructor where a walk makes one per checkpoint: NamedTuple's generated __new__
-# is a Python call.
-_new = tuple.__new__
+# Tuples a walk makes one of per entry or checkpoint (Entry, Found, Point) are made by tuple's own constructor:
+# NamedTuple's generated __new__ is a Python call.
+new_tuple = tuple.__new__
 
 
 @dataclass
@@ -168,7 +168,7 @@ def hf_trainer(listing: Listing, result: Result) -> None:
             continue
         times = _times(listing, e.name)
         if times is not None:
-            result.found.append(_new(Found, ("hf_trainer", e.name, float(step), times[1], times[1] - times[0])))
+            result.found.append(new_tuple(Found, ("hf_trainer", e.name, float(step), times[1], times[1] - times[0])))
 
 
 def lightning(listing: Listing, result: Result) -> None:
